@@ -1,0 +1,27 @@
+# Install rules: the libraries, the headers, the tcuda program, a CMake
+# package (find_package(tcuda) gives tcuda::tcuda and tcuda::tcuda_static)
+# and a pkg-config file.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS tcuda tcuda_static EXPORT tcudaTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS tcuda_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/tcuda DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT tcudaTargets NAMESPACE tcuda:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tcuda)
+
+configure_package_config_file(cmake/tcudaConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/tcudaConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tcuda)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/tcudaConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/tcudaConfig.cmake ${CMAKE_BINARY_DIR}/tcudaConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tcuda)
+
+set(TCUDA_PC_PRIVATE_LIBS "-lpthread -ldl -lm")
+if(TCUDA_HAVE_CUDA)
+  set(TCUDA_PC_PRIVATE_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt ${TCUDA_PC_PRIVATE_LIBS}")
+endif()
+configure_file(cmake/tcuda.pc.in ${CMAKE_BINARY_DIR}/tcuda.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/tcuda.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,138 @@
+/* tcuda: streams and events (torch.cuda.Stream, ExternalStream, Event).
+ *
+ * Each thread has a current stream per device; it starts as that device's
+ * default stream (CUDA's legacy NULL stream). Work tcuda queues goes on the
+ * current stream of the current device. Streams tcuda creates do not
+ * synchronize with the default stream (cudaStreamNonBlocking), as in PyTorch.
+ * A NULL stream argument means the current stream of the current device. */
+#ifndef TCUDA_STREAM_H
+#define TCUDA_STREAM_H
+
+#include <stdbool.h>
+
+#include "device.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+typedef struct tc_stream tc_stream;
+typedef struct tc_event tc_event;
+
+/* ---- streams ----------------------------------------------------------- */
+
+/* The priorities streams may have: `least` (0, the default) down to
+ * `greatest` (a negative number; lower runs first). */
+TCUDA_API tc_status tc_stream_priority_range(int *least, int *greatest);
+
+/* Creates a stream on `device` (-1: current) with `priority` in the range
+ * above. The caller owns it and destroys it with tc_stream_destroy. */
+TCUDA_API tc_status tc_stream_create(tc_stream **out, int device, int priority);
+
+/* Wraps a cudaStream_t that the caller created on `device` (-1: current). The
+ * wrapper is destroyed with tc_stream_destroy; the CUDA stream is not. */
+TCUDA_API tc_status tc_stream_from_external(tc_stream **out, void *cuda_stream, int device);
+
+/* Destroys a stream made by tc_stream_create or tc_stream_from_external.
+ * Work already queued still runs. Default streams cannot be destroyed
+ * (TC_ERROR_INVALID_ARGUMENT). If the stream is the calling thread's current
+ * stream, the current stream becomes the default stream again. */
+TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
+
+/* True when all work queued on the stream has finished. False while work
+ * runs, and on error (with a message). */
+TCUDA_API bool tc_stream_query(tc_stream *stream);
+
+/* Waits until all work queued on the stream has finished. */
+TCUDA_API tc_status tc_stream_synchronize(tc_stream *stream);
+
+/* Makes work queued later on `stream` wait for `event`. Waiting on an event
+ * that was never recorded is a no-op. */
+TCUDA_API tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event);
+
+/* Makes work queued later on `stream` wait for all work queued so far on
+ * `other`. */
+TCUDA_API tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other);
+
+/* Records a new event (no timing) on the stream and returns it; the caller
+ * destroys it with tc_event_destroy. */
+TCUDA_API tc_status tc_stream_record_event(tc_stream *stream, tc_event **out);
+
+/* The stream's device, priority and CUDA handle (a cudaStream_t). -1 / NULL
+ * for an invalid stream. */
+TCUDA_API int tc_stream_device(const tc_stream *stream);
+TCUDA_API int tc_stream_priority(const tc_stream *stream);
+TCUDA_API void *tc_stream_cuda_handle(const tc_stream *stream);
+
+/* The calling thread's current stream, and the default stream, of `device`
+ * (-1: current device). They belong to tcuda. NULL on error (no GPU, bad
+ * device) with a message. */
+TCUDA_API tc_stream *tc_current_stream(int device);
+TCUDA_API tc_stream *tc_default_stream(int device);
+
+/* Makes `stream` the calling thread's current stream on the stream's device.
+ * The current device does not change. NULL is a no-op. */
+TCUDA_API tc_status tc_set_stream(tc_stream *stream);
+
+/* torch.cuda.stream(s): enter makes s the current stream and its device the
+ * current device; exit restores both. A NULL stream makes both no-ops. If
+ * entering fails, g.status says why and exit does nothing. */
+typedef struct tc_stream_guard {
+    tc_stream *prev_stream; /* NULL when nothing to restore */
+    tc_device_guard device_guard;
+    tc_status status;
+} tc_stream_guard;
+TCUDA_API tc_stream_guard tc_stream_guard_enter(tc_stream *stream);
+TCUDA_API void tc_stream_guard_exit(tc_stream_guard *guard);
+
+/* ---- events ------------------------------------------------------------ */
+
+enum {
+    TC_EVENT_DEFAULT = 0,      /* no timing, the host spins when it waits */
+    TC_EVENT_TIMING = 1,       /* can measure elapsed time */
+    TC_EVENT_BLOCKING = 2,     /* the host sleeps instead of spinning */
+    TC_EVENT_INTERPROCESS = 4  /* can be shared with another process; no timing */
+};
+
+/* Creates an event with TC_EVENT_* flags. Its CUDA event is made lazily, on
+ * the device of the first stream it is recorded on. The caller destroys it. */
+TCUDA_API tc_status tc_event_create(tc_event **out, unsigned flags);
+TCUDA_API tc_status tc_event_destroy(tc_event *event);
+
+/* Records the event on `stream` (NULL: the current stream): it completes when
+ * the work queued there so far has. TC_ERROR_DEVICE_MISMATCH if the event
+ * was made on another device than the stream's. */
+TCUDA_API tc_status tc_event_record(tc_event *event, tc_stream *stream);
+
+/* True when the work captured by the last record has finished, or the event
+ * was never recorded. False while it runs, and on error. */
+TCUDA_API bool tc_event_query(tc_event *event);
+
+/* Waits until the event has completed (no-op if never recorded). */
+TCUDA_API tc_status tc_event_synchronize(tc_event *event);
+
+/* Makes later work on `stream` (NULL: current) wait for the event. */
+TCUDA_API tc_status tc_event_wait(tc_event *event, tc_stream *stream);
+
+/* Milliseconds between the records of `start` and `end`. Both need
+ * TC_EVENT_TIMING and a record (TC_ERROR_INVALID_STATE otherwise);
+ * TC_ERROR_NOT_READY while either has not completed. */
+TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms);
+
+/* The event's device, or -1 before its first record. */
+TCUDA_API int tc_event_device(const tc_event *event);
+
+/* An event shared with another process: the handle is plain bytes that can
+ * travel through a pipe or file. The event needs TC_EVENT_INTERPROCESS; one
+ * not yet recorded is created on the current device. */
+typedef struct tc_ipc_event_handle {
+    unsigned char bytes[64];
+} tc_ipc_event_handle;
+TCUDA_API tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out);
+
+/* Opens an event another process shared, on `device` (-1: current). The
+ * caller destroys it with tc_event_destroy. */
+TCUDA_API tc_status tc_event_from_ipc_handle(tc_event **out, int device,
+                                             const tc_ipc_event_handle *handle);
+
+TCUDA_EXTERN_C_END
+
+#endif

@@ -1,0 +1,10 @@
+/* tcuda: torch.cuda for C. Include this one header to get the whole API. */
+#ifndef TCUDA_H
+#define TCUDA_H
+
+#include "status.h"
+#include "device.h"
+#include "stream.h"
+#include "nvtx.h"
+
+#endif

@@ -1,0 +1,40 @@
+/* See handle_pool.h: a FIFO of parked handle objects. The link to the next
+ * parked object lives just after the object's magic word. */
+#include "handle_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void **link_of(void *obj) { return (void **)((char *)obj + 8); }
+
+void *tc__handle_get(tc__handle_pool *pool)
+{
+    void *obj = NULL;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->parked > TC_HANDLE_POOL_QUARANTINE) {
+        obj = pool->head;
+        pool->head = *link_of(obj);
+        if (!pool->head)
+            pool->tail = NULL;
+        pool->parked--;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (obj) {
+        memset(obj, 0, pool->size);
+        return obj;
+    }
+    return calloc(1, pool->size);
+}
+
+void tc__handle_put(tc__handle_pool *pool, void *obj)
+{
+    *link_of(obj) = NULL;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->tail)
+        *link_of(pool->tail) = obj;
+    else
+        pool->head = obj;
+    pool->tail = obj;
+    pool->parked++;
+    pthread_mutex_unlock(&pool->lock);
+}

@@ -1,0 +1,52 @@
+/* Internal helpers shared by every module; not installed. */
+#ifndef TCUDA_INTERNAL_H
+#define TCUDA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tcuda/status.h"
+
+#if defined(__GNUC__)
+#define TC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define TC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TC_PRINTF(f, a)
+#define TC_LIKELY(x) (x)
+#define TC_UNLIKELY(x) (x)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Records a formatted message as this thread's last error; returns status. */
+tc_status tc__fail(tc_status status, const char *fmt, ...) TC_PRINTF(2, 3);
+
+/* Prints "tcuda warning: ..." to stderr (only where the user asked for it). */
+void tc__warn(const char *fmt, ...) TC_PRINTF(1, 2);
+
+/* Most devices a process can address; device indices are below this. */
+#define TC_MAX_DEVICES 64
+
+/* Validates an argument: fails with TC_ERROR_INVALID_ARGUMENT and a message. */
+#define TC_CHECK_ARG(cond, ...)                                                \
+    do {                                                                       \
+        if (TC_UNLIKELY(!(cond)))                                              \
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT, __VA_ARGS__);           \
+    } while (0)
+
+/* Propagates a failing tc_status (its message is already set). */
+#define TC_TRY(call)                                                           \
+    do {                                                                       \
+        tc_status tc_try_st_ = (call);                                         \
+        if (TC_UNLIKELY(tc_try_st_ != TC_OK))                                  \
+            return tc_try_st_;                                                 \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,97 @@
+/* Built instead of the rest of src/cuda when tcuda is configured without
+ * CUDA (TCUDA_CUDA=OFF or no nvcc). Every CUDA-only call links and answers:
+ * no devices, TC_ERROR_NO_DEVICE with the reason, guards that do nothing. */
+#include "core/internal.h"
+#include "tcuda/stream.h"
+
+static tc_status absent(void)
+{
+    return tc__fail(TC_ERROR_NO_DEVICE,
+                    "CUDA is not available: tcuda was built without CUDA (TCUDA_CUDA=OFF or no "
+                    "nvcc at configure time)");
+}
+
+#define TC_ABSENT_STATUS(name, params)                                         \
+    tc_status name params { return absent(); }
+#define TC_ABSENT_VALUE(type, name, params, value)                             \
+    type name params                                                           \
+    {                                                                          \
+        (void)absent();                                                        \
+        return value;                                                          \
+    }
+
+bool tc_is_available(void)
+{
+    (void)absent();
+    return false;
+}
+bool tc_is_initialized(void) { return false; }
+TC_ABSENT_STATUS(tc_init, (void))
+int tc_cuda_driver_version(void) { return 0; }
+int tc_cuda_runtime_version(void) { return 0; }
+int tc_device_count(void) { return 0; }
+TC_ABSENT_VALUE(int, tc_current_device, (void), -1)
+tc_status tc_set_device(int device) { return device < 0 ? TC_OK : absent(); }
+
+tc_device_guard tc_device_guard_enter(int device)
+{
+    tc_device_guard g = {.prev_device = -1, .device = device, .status = TC_OK};
+    if (device >= 0)
+        g.status = absent();
+    return g;
+}
+void tc_device_guard_exit(tc_device_guard *guard) { (void)guard; }
+
+TC_ABSENT_VALUE(const char *, tc_get_device_name, (int device), NULL)
+TC_ABSENT_STATUS(tc_get_device_capability, (int device, int *major, int *minor))
+TC_ABSENT_STATUS(tc_get_device_properties, (int device, tc_device_properties *props))
+TC_ABSENT_VALUE(bool, tc_can_device_access_peer, (int device, int peer), false)
+const char *tc_get_arch_list(void) { return ""; }
+const char *tc_get_gencode_flags(void) { return ""; }
+TC_ABSENT_STATUS(tc_synchronize, (int device))
+TC_ABSENT_STATUS(tc_mem_get_info, (int device, size_t *free_bytes, size_t *total_bytes))
+TC_ABSENT_STATUS(tc_ipc_collect, (void))
+
+TC_ABSENT_VALUE(int, tc_utilization, (int device), -1)
+TC_ABSENT_VALUE(int, tc_memory_usage, (int device), -1)
+TC_ABSENT_VALUE(int, tc_temperature, (int device), -1)
+TC_ABSENT_VALUE(int, tc_power_draw, (int device), -1)
+TC_ABSENT_VALUE(int, tc_clock_rate, (int device), -1)
+TC_ABSENT_VALUE(char *, tc_list_gpu_processes, (int device), NULL)
+
+TC_ABSENT_STATUS(tc_stream_priority_range, (int *least, int *greatest))
+TC_ABSENT_STATUS(tc_stream_create, (tc_stream **out, int device, int priority))
+TC_ABSENT_STATUS(tc_stream_from_external, (tc_stream **out, void *cuda_stream, int device))
+TC_ABSENT_STATUS(tc_stream_destroy, (tc_stream *stream))
+TC_ABSENT_VALUE(bool, tc_stream_query, (tc_stream *stream), false)
+TC_ABSENT_STATUS(tc_stream_synchronize, (tc_stream *stream))
+TC_ABSENT_STATUS(tc_stream_wait_event, (tc_stream *stream, tc_event *event))
+TC_ABSENT_STATUS(tc_stream_wait_stream, (tc_stream *stream, tc_stream *other))
+TC_ABSENT_STATUS(tc_stream_record_event, (tc_stream *stream, tc_event **out))
+int tc_stream_device(const tc_stream *stream) { return -1; }
+int tc_stream_priority(const tc_stream *stream) { return 0; }
+void *tc_stream_cuda_handle(const tc_stream *stream) { return NULL; }
+TC_ABSENT_VALUE(tc_stream *, tc_current_stream, (int device), NULL)
+TC_ABSENT_VALUE(tc_stream *, tc_default_stream, (int device), NULL)
+tc_status tc_set_stream(tc_stream *stream) { return stream ? absent() : TC_OK; }
+
+tc_stream_guard tc_stream_guard_enter(tc_stream *stream)
+{
+    tc_stream_guard g = {.prev_stream = NULL, .device_guard = {-1, -1, TC_OK}, .status = TC_OK};
+    if (stream)
+        g.status = absent();
+    return g;
+}
+void tc_stream_guard_exit(tc_stream_guard *guard) { (void)guard; }
+
+TC_ABSENT_STATUS(tc_event_create, (tc_event **out, unsigned flags))
+TC_ABSENT_STATUS(tc_event_destroy, (tc_event *event))
+TC_ABSENT_STATUS(tc_event_record, (tc_event *event, tc_stream *stream))
+TC_ABSENT_VALUE(bool, tc_event_query, (tc_event *event), false)
+TC_ABSENT_STATUS(tc_event_synchronize, (tc_event *event))
+TC_ABSENT_STATUS(tc_event_wait, (tc_event *event, tc_stream *stream))
+TC_ABSENT_STATUS(tc_event_elapsed_time, (tc_event *start, tc_event *end, float *ms))
+int tc_event_device(const tc_event *event) { return -1; }
+TC_ABSENT_STATUS(tc_event_ipc_handle, (tc_event *event, tc_ipc_event_handle *out))
+TC_ABSENT_STATUS(tc_event_from_ipc_handle,
+                 (tc_event **out, int device, const tc_ipc_event_handle *handle))

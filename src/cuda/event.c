@@ -1,0 +1,239 @@
+/* Events: markers in a stream's work, for ordering between streams, waiting,
+ * timing, and sharing with another process.
+ *
+ * As in PyTorch, a tc_event's CUDA event is created lazily, on the device of
+ * the first stream it is recorded on; from then on it belongs to that device.
+ * An event never recorded counts as complete: query is true, synchronize and
+ * wait do nothing. An event is not meant to be recorded from two threads at
+ * once. */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "core/handle_pool.h"
+
+static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
+
+static tc_status check_event(tc_event *e, const char *fn)
+{
+    TC_CHECK_ARG(e, "%s: event must not be NULL", fn);
+    if (TC_UNLIKELY(e->magic != TC_EVENT_MAGIC))
+        return tc__fail(TC_ERROR_INVALID_HANDLE,
+                        "%s: %p is not a live tc_event (destroyed, or not an event)", fn, (void *)e);
+    return TC_OK;
+}
+
+static unsigned cuda_flags(unsigned flags)
+{
+    unsigned f = cudaEventDefault;
+    if (!(flags & TC_EVENT_TIMING))
+        f |= cudaEventDisableTiming;
+    if (flags & TC_EVENT_BLOCKING)
+        f |= cudaEventBlockingSync;
+    if (flags & TC_EVENT_INTERPROCESS)
+        f |= cudaEventInterprocess;
+    return f;
+}
+
+/* Creates the CUDA event on device d (the caller resolved d). */
+static tc_status materialize(tc_event *e, int d)
+{
+    tc_device_guard g = tc_device_guard_enter(d);
+    TC_TRY(g.status);
+    cudaEvent_t h;
+    cudaError_t err = cudaEventCreateWithFlags(&h, cuda_flags(e->flags));
+    tc_device_guard_exit(&g);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+    e->handle = h;
+    e->device = d;
+    return TC_OK;
+}
+
+tc_status tc_event_create(tc_event **out, unsigned flags)
+{
+    TC_CHECK_ARG(out, "tc_event_create: out must not be NULL");
+    TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
+                 "tc_event_create: unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
+                 "TC_EVENT_INTERPROCESS)",
+                 flags);
+    TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
+                 "tc_event_create: an interprocess event cannot time (CUDA forbids "
+                 "TC_EVENT_TIMING with TC_EVENT_INTERPROCESS)");
+    TC_TRY(tc__ensure_init());
+    tc_event *e = tc__handle_get(&event_pool);
+    if (!e)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_event_create: out of host memory");
+    *e = (tc_event){.magic = TC_EVENT_MAGIC, .flags = flags, .device = -1};
+    *out = e;
+    return TC_OK;
+}
+
+tc_status tc_event_destroy(tc_event *event)
+{
+    TC_TRY(check_event(event, "tc_event_destroy"));
+    if (event->device >= 0) {
+        tc_device_guard g = tc_device_guard_enter(event->device);
+        TC_TRY(g.status);
+        cudaError_t err = cudaEventDestroy(event->handle);
+        tc_device_guard_exit(&g);
+        if (err != cudaSuccess)
+            return tc__cuda_fail(err, "cudaEventDestroy", __FILE__, __LINE__);
+    }
+    event->magic = TC_DEAD_MAGIC;
+    tc__handle_put(&event_pool, event);
+    return TC_OK;
+}
+
+tc_status tc_event_record(tc_event *event, tc_stream *stream)
+{
+    TC_TRY(check_event(event, "tc_event_record"));
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    if (TC_UNLIKELY(event->device < 0))
+        TC_TRY(materialize(event, s->device));
+    else if (TC_UNLIKELY(event->device != s->device))
+        return tc__fail(TC_ERROR_DEVICE_MISMATCH,
+                        "tc_event_record: the event belongs to cuda:%d but the stream to cuda:%d; "
+                        "record it on a stream of cuda:%d or use another event",
+                        event->device, s->device, event->device);
+    TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
+    event->recorded = true;
+    return TC_OK;
+}
+
+bool tc_event_query(tc_event *event)
+{
+    if (check_event(event, "tc_event_query") != TC_OK)
+        return false;
+    if (!event->recorded)
+        return true;
+    cudaError_t err = cudaEventQuery(event->handle);
+    if (err == cudaSuccess)
+        return true;
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    (void)tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
+    return false;
+}
+
+tc_status tc_event_synchronize(tc_event *event)
+{
+    TC_TRY(check_event(event, "tc_event_synchronize"));
+    if (!event->recorded)
+        return TC_OK;
+    TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
+    return TC_OK;
+}
+
+tc_status tc_event_wait(tc_event *event, tc_stream *stream)
+{
+    TC_TRY(check_event(event, "tc_event_wait"));
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    if (!event->recorded)
+        return TC_OK;
+    TC_CUDA_CHECK(cudaStreamWaitEvent(s->handle, event->handle, 0));
+    return TC_OK;
+}
+
+tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event)
+{
+    return tc_event_wait(event, stream);
+}
+
+tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
+{
+    TC_CHECK_ARG(out, "tc_stream_record_event: out must not be NULL");
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    tc_event *e;
+    TC_TRY(tc_event_create(&e, TC_EVENT_DEFAULT));
+    tc_status st = tc_event_record(e, s);
+    if (st != TC_OK) {
+        char msg[1024];
+        strncpy(msg, tc_last_error(), sizeof msg - 1);
+        msg[sizeof msg - 1] = '\0';
+        (void)tc_event_destroy(e);
+        return tc__fail(st, "%s", msg);
+    }
+    *out = e;
+    return TC_OK;
+}
+
+tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
+{
+    TC_TRY(check_event(start, "tc_event_elapsed_time"));
+    TC_TRY(check_event(end, "tc_event_elapsed_time"));
+    TC_CHECK_ARG(ms, "tc_event_elapsed_time: ms must not be NULL");
+    if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "tc_event_elapsed_time: both events need TC_EVENT_TIMING at creation");
+    if (!start->recorded || !end->recorded)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "tc_event_elapsed_time: both events must be recorded first");
+    float t = 0;
+    cudaError_t err = cudaEventElapsedTime(&t, start->handle, end->handle);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return tc__fail(TC_ERROR_NOT_READY,
+                        "tc_event_elapsed_time: an event has not completed yet; synchronize it "
+                        "first");
+    }
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaEventElapsedTime", __FILE__, __LINE__);
+    *ms = t;
+    return TC_OK;
+}
+
+int tc_event_device(const tc_event *event)
+{
+    return event && event->magic == TC_EVENT_MAGIC ? event->device : -1;
+}
+
+tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
+{
+    TC_TRY(check_event(event, "tc_event_ipc_handle"));
+    TC_CHECK_ARG(out, "tc_event_ipc_handle: out must not be NULL");
+    if (!(event->flags & TC_EVENT_INTERPROCESS))
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "tc_event_ipc_handle: the event was created without TC_EVENT_INTERPROCESS");
+    if (event->device < 0)
+        TC_TRY(materialize(event, tc__tls_device));
+    cudaIpcEventHandle_t h;
+    TC_CUDA_CHECK(cudaIpcGetEventHandle(&h, event->handle));
+    _Static_assert(sizeof h <= sizeof out->bytes, "IPC handle size");
+    memset(out, 0, sizeof *out);
+    memcpy(out->bytes, &h, sizeof h);
+    return TC_OK;
+}
+
+tc_status tc_event_from_ipc_handle(tc_event **out, int device, const tc_ipc_event_handle *handle)
+{
+    TC_CHECK_ARG(out && handle, "tc_event_from_ipc_handle: out and handle must not be NULL");
+    int d;
+    TC_TRY(tc__resolve_device(device, &d));
+    cudaIpcEventHandle_t h;
+    memcpy(&h, handle->bytes, sizeof h);
+    tc_device_guard g = tc_device_guard_enter(d);
+    TC_TRY(g.status);
+    cudaEvent_t ev;
+    cudaError_t err = cudaIpcOpenEventHandle(&ev, h);
+    tc_device_guard_exit(&g);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaIpcOpenEventHandle", __FILE__, __LINE__);
+    tc_event *e = tc__handle_get(&event_pool);
+    if (!e) {
+        cudaEventDestroy(ev);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_event_from_ipc_handle: out of host memory");
+    }
+    /* Another process records it: treat it as recorded so waits are real. */
+    *e = (tc_event){.magic = TC_EVENT_MAGIC,
+                    .flags = TC_EVENT_INTERPROCESS,
+                    .device = d,
+                    .recorded = true,
+                    .handle = ev};
+    *out = e;
+    return TC_OK;
+}

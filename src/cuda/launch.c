@@ -1,0 +1,29 @@
+/* The check every kernel launcher calls after its launch.
+ *
+ * A launch error (bad configuration, no kernel image for this GPU) is
+ * reported at once. With CUDA_LAUNCH_BLOCKING=1 the launcher also waits for
+ * the kernel, so that a fault inside it is reported by the call that launched
+ * it rather than by some later, unrelated call. */
+#include "cuda_internal.h"
+#include "core/debug.h"
+
+tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
+{
+    cudaError_t err = cudaGetLastError();
+    if (TC_UNLIKELY(err != cudaSuccess)) {
+        tc_status st = tc__cuda_fail(err, "launch", __FILE__, __LINE__);
+        return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel,
+                        cudaGetErrorString(err), cudaGetErrorName(err));
+    }
+    if (TC_UNLIKELY(tc__launch_blocking_enabled())) {
+        err = cudaStreamSynchronize(stream);
+        if (err != cudaSuccess) {
+            (void)tc__cuda_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
+            return tc__fail(TC_ERROR_CUDA,
+                            "kernel %s failed: %s (%s); reported at its launch because "
+                            "CUDA_LAUNCH_BLOCKING=1",
+                            kernel, cudaGetErrorString(err), cudaGetErrorName(err));
+        }
+    }
+    return TC_OK;
+}

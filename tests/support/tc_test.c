@@ -1,0 +1,54 @@
+/* The test kit's counters, seed, random numbers and GPU check. */
+#include "tc_test.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+int tc_test_passed, tc_test_failed;
+uint64_t tc_test_seed;
+static uint64_t rng_state;
+static bool seeded;
+
+void tc_test_init(void)
+{
+    if (seeded)
+        return;
+    const char *env = getenv("TC_TEST_SEED");
+    tc_test_seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    rng_state = tc_test_seed * 0x9e3779b97f4a7c15ull + 1;
+    seeded = true;
+}
+
+void tc_test_fail_at(const char *file, int line, const char *what)
+{
+    tc_test_failed++;
+    fprintf(stderr, "FAIL %s:%d: %s (TC_TEST_SEED=%llu)\n", file, line, what,
+            (unsigned long long)tc_test_seed);
+}
+
+void tc_test_require_gpu(void)
+{
+    if (!tc_is_available()) {
+        printf("skipped: no GPU: %s\n", tc_last_error());
+        exit(77);
+    }
+}
+
+uint64_t tc_test_rand(void)
+{
+    tc_test_init();
+    /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tc_test_rand_uniform(void) { return (double)(tc_test_rand() >> 11) * 0x1.0p-53; }
+
+double tc_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}

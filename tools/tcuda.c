@@ -1,0 +1,93 @@
+/* The `tcuda` program. `tcuda info` answers what a user asks first: is CUDA
+ * here, which driver and runtime, which GPUs with what memory and clocks, how
+ * they reach each other, and what this build of tcuda carries. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tcuda/tcuda.h"
+
+static void print_versions(void)
+{
+    int drv = tc_cuda_driver_version(), rt = tc_cuda_runtime_version();
+    if (!rt)
+        return;
+    if (drv)
+        printf("  driver supports CUDA %d.%d\n", drv / 1000, (drv % 1000) / 10);
+    else
+        printf("  driver: none found\n");
+    printf("  runtime: CUDA %d.%d (linked statically)\n", rt / 1000, (rt % 1000) / 10);
+}
+
+static void print_monitor(int d)
+{
+    int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
+    int power = tc_power_draw(d), clock = tc_clock_rate(d);
+    if (util < 0) {
+        printf("    monitoring: %s\n", tc_last_error());
+        return;
+    }
+    printf("    utilization %d%%, memory busy %d%%, %d C, %.1f W, SM clock %d MHz\n", util, mem,
+           temp, power / 1000.0, clock);
+}
+
+static int info(void)
+{
+    printf("tcuda %s\n", tc_version());
+    const char *archs = tc_get_arch_list();
+    printf("  kernels built for: %s\n", archs[0] ? archs : "(built without CUDA)");
+    print_versions();
+    if (!tc_is_available()) {
+        printf("CUDA available: no\n  %s\n", tc_last_error());
+        printf("tcuda runs on the CPU here; GPU calls answer TC_ERROR_NO_DEVICE.\n");
+        return 0;
+    }
+    int n = tc_device_count();
+    printf("CUDA available: yes, %d device%s\n", n, n == 1 ? "" : "s");
+    for (int d = 0; d < n; d++) {
+        tc_device_properties p;
+        size_t free_b = 0, total_b = 0;
+        if (tc_get_device_properties(d, &p) != TC_OK) {
+            printf("  cuda:%d: %s\n", d, tc_last_error());
+            continue;
+        }
+        printf("  cuda:%d  %s  (compute capability %d.%d)\n", d, p.name, p.major, p.minor);
+        if (tc_mem_get_info(d, &free_b, &total_b) == TC_OK)
+            printf("    memory %.1f GiB free of %.1f GiB\n", free_b / 1073741824.0,
+                   total_b / 1073741824.0);
+        printf("    %d SMs, L2 %.0f MiB, peak SM clock %d MHz, memory bus %d bits\n",
+               p.multi_processor_count, p.l2_cache_size / 1048576.0, p.clock_rate_khz / 1000,
+               p.memory_bus_width);
+        printf("    PCI %04x:%02x:%02x\n", p.pci_domain_id, p.pci_bus_id, p.pci_device_id);
+        print_monitor(d);
+    }
+    if (n > 1) {
+        printf("peer access (row can reach column):\n      ");
+        for (int q = 0; q < n; q++)
+            printf(" %4d", q);
+        printf("\n");
+        for (int d = 0; d < n; d++) {
+            printf("  %4d", d);
+            for (int q = 0; q < n; q++)
+                printf(" %4s", d == q ? "-" : tc_can_device_access_peer(d, q) ? "yes" : "no");
+            printf("\n");
+        }
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tcuda info    what CUDA, GPUs and this tcuda build offer\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "info") == 0)
+        return info();
+    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    usage(stderr);
+    return 2;
+}

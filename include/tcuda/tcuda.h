@@ -3,6 +3,7 @@
 #define TCUDA_H
 
 #include "status.h"
+#include "dtype.h"
 #include "device.h"
 #include "stream.h"
 #include "nvtx.h"

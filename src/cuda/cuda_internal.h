@@ -5,7 +5,9 @@
 #define TCUDA_CUDA_INTERNAL_H
 
 #include <cuda_runtime_api.h>
+#ifndef __cplusplus
 #include <stdatomic.h>
+#endif
 
 #include "../core/internal.h"
 #include "tcuda/stream.h"
@@ -28,6 +30,9 @@ tc_status tc__cuda_fail(cudaError_t err, const char *expr, const char *file, int
     } while (0)
 
 /* ---- lazy initialization ---------------------------------------------- */
+/* The state below is C11 (atomics, _Thread_local): .cu files reach it only
+ * through C functions. */
+#ifndef __cplusplus
 
 /* 1 once tcuda's CUDA state is ready; read on every hot path. */
 extern atomic_int tc__init_state;
@@ -69,6 +74,8 @@ static inline tc_status tc__resolve_device(int device, int *out)
 /* Makes `device` current for CUDA and for tcuda on this thread (no check). */
 tc_status tc__switch_device(int device);
 
+#endif /* !__cplusplus */
+
 /* ---- streams and events ------------------------------------------------- */
 
 #define TC_STREAM_MAGIC 0x7c57ea11u
@@ -92,6 +99,7 @@ struct tc_event {
     cudaEvent_t handle;
 };
 
+#ifndef __cplusplus
 /* Per-thread current stream of each device; NULL means the default stream. */
 extern _Thread_local tc_stream *tc__tls_stream[TC_MAX_DEVICES];
 extern tc_stream tc__default_streams[TC_MAX_DEVICES];
@@ -107,6 +115,7 @@ static inline cudaStream_t tc__current_cuda_stream(int device)
     tc_stream *s = tc__tls_stream[device];
     return s ? s->handle : tc__default_streams[device].handle;
 }
+#endif /* !__cplusplus */
 
 /* ---- kernel launches and synchronization ------------------------------- */
 

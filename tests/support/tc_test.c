@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 int tc_test_passed, tc_test_failed;
 uint64_t tc_test_seed;
@@ -51,4 +52,28 @@ double tc_test_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int saved_stderr = -1;
+static FILE *capture_file;
+
+void tc_test_capture_stderr_begin(void)
+{
+    fflush(stderr);
+    capture_file = tmpfile();
+    saved_stderr = dup(2);
+    dup2(fileno(capture_file), 2);
+}
+
+const char *tc_test_capture_stderr_end(void)
+{
+    static char text[4096];
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    rewind(capture_file);
+    size_t n = fread(text, 1, sizeof text - 1, capture_file);
+    text[n] = '\0';
+    fclose(capture_file);
+    return text;
 }

@@ -24,6 +24,10 @@ void tc_test_init(void);
 uint64_t tc_test_rand(void);
 double tc_test_rand_uniform(void); /* [0, 1) */
 double tc_test_now_ms(void);       /* monotonic wall clock */
+/* Sends stderr to a temporary file until capture_end, which returns what was
+ * written (static buffer, NUL-terminated). */
+void tc_test_capture_stderr_begin(void);
+const char *tc_test_capture_stderr_end(void);
 
 #define CHECK(cond)                                                            \
     do {                                                                       \

@@ -1,0 +1,98 @@
+/* GPU: devices, the per-thread current device, guards, properties, memory
+ * info, arch list, peer access, and bad device indices. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "tc_test.h"
+
+static int other_device;
+
+static void *thread_device(void *arg)
+{
+    int *out = arg;
+    out[0] = tc_current_device(); /* a new thread starts on device 0 */
+    out[1] = tc_set_device(other_device) == TC_OK;
+    out[2] = tc_current_device();
+    return NULL;
+}
+
+int main(void)
+{
+    tc_test_init();
+    tc_test_require_gpu();
+    int n = tc_device_count();
+    CHECK(n >= 1);
+    CHECK(tc_is_initialized());
+    CHECK_OK(tc_init());
+    CHECK(tc_current_device() == 0);
+
+    /* per-thread current device */
+    other_device = n > 1 ? 1 : 0;
+    int seen[3] = {-9, -9, -9};
+    pthread_t t;
+    pthread_create(&t, NULL, thread_device, seen);
+    pthread_join(t, NULL);
+    CHECK(seen[0] == 0 && seen[1] == 1 && seen[2] == other_device);
+    CHECK(tc_current_device() == 0); /* main thread unchanged */
+
+    /* guards, nested, and the negative no-op */
+    tc_device_guard g1 = tc_device_guard_enter(n - 1);
+    CHECK(g1.status == TC_OK && tc_current_device() == n - 1);
+    tc_device_guard g2 = tc_device_guard_enter(0);
+    CHECK(g2.status == TC_OK && tc_current_device() == 0);
+    tc_device_guard g3 = tc_device_guard_enter(-1);
+    CHECK(g3.status == TC_OK && tc_current_device() == 0);
+    tc_device_guard_exit(&g3);
+    tc_device_guard_exit(&g2);
+    CHECK(tc_current_device() == n - 1);
+    tc_device_guard_exit(&g1);
+    CHECK(tc_current_device() == 0);
+
+    /* bad devices change nothing */
+    tc_device_guard bad = tc_device_guard_enter(99);
+    CHECK(bad.status == TC_ERROR_INVALID_DEVICE);
+    CHECK(strstr(tc_last_error(), "device 99 does not exist") != NULL);
+    tc_device_guard_exit(&bad);
+    CHECK(tc_current_device() == 0);
+    CHECK_STATUS(tc_set_device(99), TC_ERROR_INVALID_DEVICE);
+    CHECK(tc_current_device() == 0);
+    CHECK_OK(tc_set_device(-5)); /* negative: no-op, as in PyTorch */
+    CHECK(tc_get_device_name(99) == NULL);
+    CHECK(!tc_can_device_access_peer(0, 99));
+
+    for (int d = 0; d < n; d++) {
+        tc_device_properties p;
+        CHECK_OK(tc_get_device_properties(d, &p));
+        const char *name = tc_get_device_name(d);
+        CHECK(name && strcmp(name, p.name) == 0 && strlen(name) > 3);
+        int major = 0, minor = -1;
+        CHECK_OK(tc_get_device_capability(d, &major, &minor));
+        CHECK(major == p.major && minor == p.minor && major >= 7 && minor >= 0);
+        CHECK(p.total_memory > ((size_t)1 << 30));
+        CHECK(p.multi_processor_count > 0 && p.warp_size == 32);
+        CHECK(p.max_threads_per_block >= 512 && p.l2_cache_size > 0);
+        CHECK(p.clock_rate_khz > 100000 && p.memory_bus_width > 0);
+        size_t free_b = 0, total_b = 0;
+        CHECK_OK(tc_mem_get_info(d, &free_b, &total_b));
+        CHECK(free_b > 0 && free_b <= total_b);
+        CHECK(total_b == p.total_memory);
+        CHECK(!tc_can_device_access_peer(d, d));
+        CHECK_OK(tc_synchronize(d));
+        printf("cuda:%d %s cc %d.%d, %d SMs, %.1f GiB\n", d, name, major, minor,
+               p.multi_processor_count, total_b / 1073741824.0);
+    }
+    CHECK_OK(tc_synchronize(-1));
+    CHECK_OK(tc_ipc_collect());
+    CHECK(tc_current_device() == 0); /* the calls above restored the device */
+
+    /* what this build carries */
+    CHECK(strstr(tc_get_arch_list(), "sm_90") != NULL);
+    CHECK(strstr(tc_get_gencode_flags(), "-gencode arch=compute_90,code=sm_90") != NULL);
+    CHECK(tc_cuda_runtime_version() >= 12000 && tc_cuda_driver_version() >= 12000);
+
+    /* NULL out-pointers */
+    CHECK_STATUS(tc_get_device_capability(0, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_get_device_properties(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_mem_get_info(0, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    return TC_TEST_DONE();
+}

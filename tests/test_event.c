@@ -1,0 +1,185 @@
+/* GPU: events. Unrecorded events, lazy creation on the stream's device,
+ * elapsed time of a kernel of known duration, the state errors, destroyed
+ * handles, and an interprocess event recorded here and waited on by a child
+ * process (this program run again with --ipc-child HEX). */
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "tc_test.h"
+
+#if defined(TCUDA_HAVE_CUDA)
+#include "test_kernels.h"
+
+extern char **environ;
+
+static void to_hex(const tc_ipc_event_handle *h, char *out)
+{
+    for (size_t i = 0; i < sizeof h->bytes; i++)
+        sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+
+static int from_hex(const char *text, tc_ipc_event_handle *h)
+{
+    if (strlen(text) != 2 * sizeof h->bytes)
+        return 0;
+    for (size_t i = 0; i < sizeof h->bytes; i++) {
+        unsigned v;
+        if (sscanf(text + 2 * i, "%2x", &v) != 1)
+            return 0;
+        h->bytes[i] = (unsigned char)v;
+    }
+    return 1;
+}
+
+/* The child: opens the parent's event, which completes only when the
+ * parent's 3 s kernel does; it must be pending at first, then be waited for. */
+static int ipc_child(const char *hex)
+{
+    tc_ipc_event_handle h;
+    if (!from_hex(hex, &h))
+        return 10;
+    tc_event *e;
+    if (tc_event_from_ipc_handle(&e, 0, &h) != TC_OK) {
+        fprintf(stderr, "child: %s\n", tc_last_error());
+        return 11;
+    }
+    int pending = !tc_event_query(e);
+    tc_stream *s;
+    if (tc_stream_create(&s, 0, 0) != TC_OK || tc_event_wait(e, s) != TC_OK)
+        return 12;
+    tc_event *after;
+    if (tc_stream_record_event(s, &after) != TC_OK)
+        return 13;
+    double t0 = tc_test_now_ms();
+    if (tc_event_synchronize(after) != TC_OK) /* waits through the parent's event */
+        return 14;
+    double waited = tc_test_now_ms() - t0;
+    int done = tc_event_query(e);
+    printf("child: pending at open %d, waited %.0f ms, complete after %d\n", pending, waited, done);
+    tc_event_destroy(after);
+    tc_event_destroy(e);
+    tc_stream_destroy(s);
+    return pending && done && waited > 100 ? 0 : 15;
+}
+
+static void check_ipc(char *self)
+{
+    tc_event *e;
+    CHECK_OK(tc_event_create(&e, TC_EVENT_INTERPROCESS | TC_EVENT_BLOCKING));
+    tc_stream *s;
+    CHECK_OK(tc_stream_create(&s, 0, 0));
+    CHECK_OK(tc_test_spin(tc_stream_cuda_handle(s), 3000ull * 1000 * 1000));
+    CHECK_OK(tc_event_record(e, s));
+    tc_ipc_event_handle h;
+    CHECK_OK(tc_event_ipc_handle(e, &h));
+    char hex[2 * sizeof h.bytes + 1];
+    to_hex(&h, hex);
+    char *argv[] = {self, "--ipc-child", hex, NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, self, NULL, NULL, argv, environ);
+    CHECK(rc == 0);
+    int status = -1;
+    if (rc == 0)
+        waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        fprintf(stderr, "ipc child exit status %d\n", WEXITSTATUS(status));
+    CHECK(tc_event_query(e));
+    CHECK_OK(tc_event_destroy(e));
+    CHECK_OK(tc_stream_destroy(s));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--ipc-child") == 0)
+        return ipc_child(argv[2]);
+    tc_test_init();
+    tc_test_require_gpu();
+
+    tc_event *start, *end, *plain;
+    CHECK_OK(tc_event_create(&start, TC_EVENT_TIMING));
+    CHECK_OK(tc_event_create(&end, TC_EVENT_TIMING | TC_EVENT_BLOCKING));
+    CHECK_OK(tc_event_create(&plain, TC_EVENT_DEFAULT));
+    tc_event *bad = (tc_event *)0x1;
+    CHECK_STATUS(tc_event_create(&bad, 0x80), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_event_create(&bad, TC_EVENT_TIMING | TC_EVENT_INTERPROCESS),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(bad == (tc_event *)0x1);
+
+    /* never recorded: complete, and waits are no-ops */
+    CHECK(tc_event_device(start) == -1);
+    CHECK(tc_event_query(start));
+    CHECK_OK(tc_event_synchronize(start));
+    CHECK_OK(tc_event_wait(start, NULL));
+    float ms = -1;
+    CHECK_STATUS(tc_event_elapsed_time(start, end, &ms), TC_ERROR_INVALID_STATE);
+    CHECK(ms == -1);
+
+    /* elapsed time of a kernel of known duration, on the current stream */
+    tc_stream *s;
+    CHECK_OK(tc_stream_create(&s, -1, 0));
+    for (int i = 0; i < 3; i++) {
+        uint64_t ns = (uint64_t)(20 + tc_test_rand() % 80) * 1000 * 1000; /* 20-100 ms */
+        CHECK_OK(tc_event_record(start, s));
+        CHECK(tc_event_device(start) == 0);
+        CHECK_OK(tc_test_spin(tc_stream_cuda_handle(s), ns));
+        CHECK_OK(tc_event_record(end, s));
+        CHECK(!tc_event_query(end));
+        CHECK_STATUS(tc_event_elapsed_time(start, end, &ms), TC_ERROR_NOT_READY);
+        CHECK_OK(tc_event_synchronize(end));
+        CHECK(tc_event_query(end));
+        CHECK_OK(tc_event_elapsed_time(start, end, &ms));
+        double want = ns / 1e6;
+        printf("kernel of %.0f ms measured %.2f ms\n", want, ms);
+        CHECK(ms >= want * 0.98 && ms <= want + 50);
+    }
+    /* an event without timing */
+    CHECK_OK(tc_event_record(plain, s));
+    CHECK_STATUS(tc_event_elapsed_time(start, plain, &ms), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "TC_EVENT_TIMING") != NULL);
+    CHECK_STATUS(tc_event_elapsed_time(start, end, NULL), TC_ERROR_INVALID_ARGUMENT);
+
+    /* recorded on the current stream (NULL) */
+    tc_stream_guard g = tc_stream_guard_enter(s);
+    CHECK_OK(tc_event_record(plain, NULL));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_event_synchronize(plain));
+
+    /* IPC handle needs the interprocess flag */
+    tc_ipc_event_handle h;
+    CHECK_STATUS(tc_event_ipc_handle(plain, &h), TC_ERROR_INVALID_STATE);
+    memset(&h, 0x5a, sizeof h);
+    tc_event *opened = (tc_event *)0x1;
+    tc_status st = tc_event_from_ipc_handle(&opened, 0, &h);
+    CHECK(st != TC_OK && opened == (tc_event *)0x1 && tc_last_error()[0]);
+    CHECK_STATUS(tc_event_from_ipc_handle(&opened, 99, &h), TC_ERROR_INVALID_DEVICE);
+
+    /* a record on another device's stream is refused (needs two GPUs) */
+    if (tc_device_count() > 1) {
+        tc_stream *s1;
+        CHECK_OK(tc_stream_create(&s1, 1, 0));
+        CHECK_STATUS(tc_event_record(plain, s1), TC_ERROR_DEVICE_MISMATCH);
+        CHECK(strstr(tc_last_error(), "cuda:0") && strstr(tc_last_error(), "cuda:1"));
+        CHECK_OK(tc_event_wait(plain, s1)); /* waiting across devices is fine */
+        CHECK_OK(tc_stream_synchronize(s1));
+        CHECK_OK(tc_stream_destroy(s1));
+    }
+
+    /* destroyed handles */
+    CHECK_OK(tc_event_destroy(plain));
+    CHECK_STATUS(tc_event_record(plain, s), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_event_destroy(plain), TC_ERROR_INVALID_HANDLE);
+    CHECK(!tc_event_query(plain));
+    CHECK_STATUS(tc_event_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+
+    check_ipc(argv[0]);
+
+    CHECK_OK(tc_event_destroy(start));
+    CHECK_OK(tc_event_destroy(end));
+    CHECK_OK(tc_stream_destroy(s));
+    return TC_TEST_DONE();
+}
+#else
+int main(void) { return 77; }
+#endif

@@ -1,0 +1,63 @@
+/* GPU: a kernel that faults. With CUDA_LAUNCH_BLOCKING=1 the call that
+ * launched it reports the fault; without, the launch returns TC_OK and the
+ * next synchronizing call reports it with a hint. A fault ruins the CUDA
+ * context, so each case runs in a child process (this program, run again
+ * with --child and the variable set). */
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "tc_test.h"
+
+#if defined(TCUDA_HAVE_CUDA)
+#include "test_kernels.h"
+
+extern char **environ;
+
+static int child(void)
+{
+    bool blocking = tc_launch_blocking();
+    tc_stream *s = tc_current_stream(-1);
+    if (!s)
+        return 20;
+    tc_status st = tc_test_fault(tc_stream_cuda_handle(s));
+    if (blocking) {
+        printf("child (blocking): launch -> %s: %s\n", tc_status_string(st), tc_last_error());
+        return st == TC_ERROR_CUDA && strstr(tc_last_error(), "fault_kernel") &&
+                       strstr(tc_last_error(), "CUDA_LAUNCH_BLOCKING=1")
+                   ? 0
+                   : 21;
+    }
+    if (st != TC_OK)
+        return 22;
+    st = tc_synchronize(-1);
+    printf("child (async): launch -> TC_OK, synchronize -> %s: %s\n", tc_status_string(st),
+           tc_last_error());
+    return st == TC_ERROR_CUDA && strstr(tc_last_error(), "CUDA_LAUNCH_BLOCKING=1") ? 0 : 23;
+}
+
+static int run_child(char *self, const char *blocking)
+{
+    setenv("CUDA_LAUNCH_BLOCKING", blocking, 1);
+    char *argv[] = {self, "--child", NULL};
+    pid_t pid;
+    if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+        return -1;
+    int status = -1;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--child") == 0)
+        return child();
+    tc_test_init();
+    tc_test_require_gpu();
+    CHECK(run_child(argv[0], "1") == 0);
+    CHECK(run_child(argv[0], "0") == 0);
+    return TC_TEST_DONE();
+}
+#else
+int main(void) { return 77; }
+#endif

@@ -1,0 +1,37 @@
+/* GPU: monitoring through NVML gives values in plausible ranges. */
+#include <stdlib.h>
+
+#include "tc_test.h"
+
+int main(void)
+{
+    tc_test_init();
+    tc_test_require_gpu();
+    for (int d = 0; d < tc_device_count(); d++) {
+        int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
+        int power = tc_power_draw(d), clock = tc_clock_rate(d);
+        if (util < 0)
+            fprintf(stderr, "NVML: %s\n", tc_last_error());
+        printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %d MHz\n", d, util, mem, temp,
+               power, clock);
+        CHECK(util >= 0 && util <= 100);
+        CHECK(mem >= 0 && mem <= 100);
+        CHECK(temp >= 5 && temp <= 110);
+        CHECK(power >= 1000 && power <= 2000000); /* 1 W to 2 kW, in mW */
+        CHECK(clock >= 100 && clock <= 4000);     /* MHz */
+        char *procs = tc_list_gpu_processes(d);
+        CHECK(procs != NULL);
+        if (procs) {
+            char head[16];
+            snprintf(head, sizeof head, "GPU:%d\n", d);
+            CHECK(strncmp(procs, head, strlen(head)) == 0);
+            CHECK(strstr(procs, "process") != NULL || strstr(procs, "no processes") != NULL);
+            printf("%s", procs);
+            tc_free(procs);
+        }
+    }
+    CHECK(tc_utilization(99) == -1);
+    CHECK(strstr(tc_last_error(), "device 99") != NULL);
+    CHECK(tc_list_gpu_processes(99) == NULL);
+    return TC_TEST_DONE();
+}

@@ -451,15 +451,15 @@ TC_HD uint64_t tc__float_to_bits(int dtype, float v)
 }
 
 /* uniform in a 16/32-bit float dtype: lo + range*u, rounded, kept below hi. */
-TC_HD uint64_t tc__uniform_bits(const tc__rng_params *p, uint32_t w)
+TC_HD uint64_t tc__uniform_bits(int dtype, const tc__rng_params *p, uint32_t w)
 {
     float u = TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
     float r = TC_FADD(TC_FMUL(p->fb, u), p->fa);
-    if (p->dtype == 8)
+    if (dtype == 8)
         return tc__f2u(r > p->fmax ? p->fmax : r);
     uint16_t h;
     float back;
-    if (p->dtype == 6) {
+    if (dtype == 6) {
         h = tc__f32_to_f16(r);
         back = tc__f16_to_f32(h);
         if (back > p->fmax)
@@ -490,7 +490,7 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             }
         } else {
             for (int l = 0; l < 4; l++)
-                out[l] = tc__uniform_bits(p, w[l]);
+                out[l] = tc__uniform_bits(dtype, p, w[l]);
         }
     } else if (kind == TC__RNG_NORMAL) {
         if (dtype == 9) {

@@ -45,7 +45,7 @@ static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void
                         "random draw on a stream that is being captured into a CUDA graph, with "
                         "a generator not registered with the capture: each replay would repeat "
                         "the same numbers");
-    int sms;
+    int sms = 0;
     TC_TRY(sm_count(d, &sms));
     tc__philox_args a = {gen->seed, gen->offset, NULL, 0};
     if (gen->capturing) {

@@ -12,12 +12,12 @@
 
 namespace {
 
-constexpr int dtype_size(int d)
+__host__ __device__ constexpr int dtype_size(int d)
 {
     return d <= 2 ? 1 : d == 3 ? 2 : d == 4 ? 4 : d == 5 ? 8 : d <= 7 ? 2 : d == 8 ? 4 : 8;
 }
 
-constexpr int per_block(int kind, int dtype, int wide)
+__host__ __device__ constexpr int per_block(int kind, int dtype, int wide)
 {
     return ((kind == TC__RNG_UNIFORM || kind == TC__RNG_NORMAL) && dtype == 9) ||
                    (kind == TC__RNG_INT && wide)

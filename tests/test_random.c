@@ -96,6 +96,55 @@ static void test_offsets(void)
     CHECK_OK(tc_generator_destroy(b));
 }
 
+/* ---- the stream is pinned ------------------------------------------------------ */
+
+static uint64_t fnv(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Hashes of the first draws from seed 12345. A seeded program's numbers are
+ * part of the API: they must not change between versions, compilers (gcc and
+ * clang at -O3 -march=haswell -ffp-contract=fast give these too) or devices. */
+static void test_golden(void)
+{
+    static const uint64_t want[] = {
+        0x5f243d140f959ddbull, 0xb80229cab6c788e2ull, 0xc01675b130d38cafull,
+        0xf80df15a2064485cull, 0x0963e0164dd39dfeull, 0xf995be0889894bfcull,
+        0xeb1af025f3914585ull, 0x164f63e0ca9107a1ull, 0x61f063e0723b1d38ull,
+        0x82446de0df510a5cull, 0x123c08ae6dec70b8ull};
+    static const tc_dtype dts[4] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
+    static unsigned char buf[4099 * 8];
+    uint64_t got[11];
+    tc_generator *g = make(12345);
+    for (int k = 0; k < 4; k++) {
+        size_t bytes = 4099 * tc_dtype_size(dts[k]);
+        CHECK_OK(tc_generator_uniform(g, buf, 4099, dts[k], -1.5, 2.25));
+        got[2 * k] = fnv(buf, bytes);
+        CHECK_OK(tc_generator_normal(g, buf, 4099, dts[k], 0.5, 2));
+        got[2 * k + 1] = fnv(buf, bytes);
+    }
+    CHECK_OK(tc_generator_bernoulli(g, buf, 4099, TC_FLOAT32, 0.37));
+    got[8] = fnv(buf, 4099 * 4);
+    CHECK_OK(tc_generator_random_int(g, buf, 4099, TC_INT64, -5, (1ll << 62) + 3));
+    got[9] = fnv(buf, 4099 * 8);
+    CHECK_OK(tc_generator_random_int(g, buf, 4099, TC_INT64, 0, (1ll << 31) + 1));
+    got[10] = fnv(buf, 4099 * 8);
+    for (int i = 0; i < 11; i++) {
+        if (got[i] != want[i])
+            fprintf(stderr, "golden draw %d: hash 0x%016llx, want 0x%016llx\n", i,
+                    (unsigned long long)got[i], (unsigned long long)want[i]);
+        CHECK(got[i] == want[i]);
+    }
+    CHECK_OK(tc_generator_destroy(g));
+}
+
 /* ---- statistics -------------------------------------------------------------- */
 
 #define NS 10000000
@@ -522,6 +571,7 @@ int main(void)
     test_kat();
     test_layout();
     test_offsets();
+    test_golden();
     test_math();
     test_half();
     test_state();

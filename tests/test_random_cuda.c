@@ -16,14 +16,15 @@
 
 enum { UNIFORM, NORMAL, BERNOULLI, INT };
 
+/* The draw of `kind`: a, b are (lo, hi), (mean, std) or (p, -); integers use ia, ib. */
 static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt, double a,
-                      double b)
+                      double b, int64_t ia, int64_t ib)
 {
     switch (kind) {
     case UNIFORM: return tc_generator_uniform(g, p, n, dt, a, b);
     case NORMAL: return tc_generator_normal(g, p, n, dt, a, b);
     case BERNOULLI: return tc_generator_bernoulli(g, p, n, dt, a);
-    default: return tc_generator_random_int(g, p, n, dt, (int64_t)a, (int64_t)b);
+    default: return tc_generator_random_int(g, p, n, dt, ia, ib);
     }
 }
 
@@ -42,8 +43,8 @@ static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt)
     return fabs((double)(a - b));
 }
 
-static void parity(const char *what, int kind, tc_dtype dt, double a, double b, size_t n,
-                   size_t shift)
+static void parity(const char *what, int kind, tc_dtype dt, double a, double b, int64_t ia,
+                   int64_t ib, size_t n, size_t shift)
 {
     size_t es = tc_dtype_size(dt);
     uint64_t seed = tc_test_rand();
@@ -63,8 +64,8 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
         return;
     }
     unsigned char *d = (unsigned char *)dev + shift * es;
-    CHECK_OK(draw(cpu, kind, host, n, dt, a, b));
-    CHECK_OK(draw(gpu, kind, d, n, dt, a, b));
+    CHECK_OK(draw(cpu, kind, host, n, dt, a, b, ia, ib));
+    CHECK_OK(draw(gpu, kind, d, n, dt, a, b, ia, ib));
     CHECK(cudaMemcpy(back, d, n * es, cudaMemcpyDeviceToHost) == cudaSuccess);
     CHECK(tc_generator_offset(cpu) == tc_generator_offset(gpu));
     size_t diff = 0;
@@ -95,24 +96,24 @@ static void test_parity(void)
     size_t n = (1u << 20) + 3;
     static const tc_dtype fl[] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
     for (int k = 0; k < 4; k++) {
-        parity("uniform", UNIFORM, fl[k], -1.5, 2.25, n, 0);
-        parity("uniform-unaligned", UNIFORM, fl[k], -1.5, 2.25, n, 1);
-        parity("uniform-narrow", UNIFORM, fl[k], 1.0, 1.01, n, 0);
-        parity("normal", NORMAL, fl[k], 0.5, 2.0, n, 0);
-        parity("normal-unaligned", NORMAL, fl[k], -3, 0.1, n, 1);
+        parity("uniform", UNIFORM, fl[k], -1.5, 2.25, 0, 0, n, 0);
+        parity("uniform-unaligned", UNIFORM, fl[k], -1.5, 2.25, 0, 0, n, 1);
+        parity("uniform-narrow", UNIFORM, fl[k], 1.0, 1.01, 0, 0, n, 0);
+        parity("normal", NORMAL, fl[k], 0.5, 2.0, 0, 0, n, 0);
+        parity("normal-unaligned", NORMAL, fl[k], -3, 0.1, 0, 0, n, 1);
     }
     int64_t lo[] = {0, 0, -128, -32768, INT32_MIN, INT64_MIN, -2048, -256, -(1 << 24), -(1ll << 53)};
     int64_t hi[] = {2, 256, 128, 32768, INT32_MAX, INT64_MAX, 2049, 257, (1 << 24) + 1, (1ll << 53) + 1};
     for (int d = 0; d < TC_NUM_DTYPES; d++) {
-        parity("bernoulli", BERNOULLI, (tc_dtype)d, 0.37, 0, n, 0);
-        parity("bernoulli-unaligned", BERNOULLI, (tc_dtype)d, 0.37, 0, n, 3);
-        parity("random_int", INT, (tc_dtype)d, (double)lo[d], (double)hi[d], n, 0);
-        parity("random_int-small", INT, (tc_dtype)d, 0, 2, n, 1);
+        parity("bernoulli", BERNOULLI, (tc_dtype)d, 0.37, 0, 0, 0, n, 0);
+        parity("bernoulli-unaligned", BERNOULLI, (tc_dtype)d, 0.37, 0, 0, 0, n, 3);
+        parity("random_int", INT, (tc_dtype)d, 0, 0, lo[d], hi[d], n, 0);
+        parity("random_int-small", INT, (tc_dtype)d, 0, 0, 0, 2, n, 1);
     }
     /* rejection paths: narrow (2^31+1) and wide (2^62+8) ranges */
-    parity("random_int-reject32", INT, TC_INT64, 0, (double)((1ll << 31) + 1), n, 0);
-    parity("random_int-reject64", INT, TC_INT64, -5, (double)((1ll << 62) + 3), n, 0);
-    parity("random_int-wide-f64", INT, TC_FLOAT64, -(double)(1ll << 53), (double)(1ll << 53), n, 1);
+    parity("random_int-reject32", INT, TC_INT64, 0, 0, 0, (1ll << 31) + 1, n, 0);
+    parity("random_int-reject64", INT, TC_INT64, 0, 0, -5, (1ll << 62) + 3, n, 0);
+    parity("random_int-wide-f64", INT, TC_FLOAT64, 0, 0, -(1ll << 53), 1ll << 53, n, 1);
 }
 
 static void test_torch_functions(void)

@@ -43,7 +43,7 @@
 #include <math.h>
 #include <string.h>
 #if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
+#pragma clang fp contract(off)
 #elif defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -70,6 +70,23 @@ extern "C" {
 #define TC_DSUB(a, b) __dsub_rn((a), (b))
 #define TC_DDIV(a, b) __ddiv_rn((a), (b))
 #define TC_DSQRT(a) __dsqrt_rn(a)
+#elif defined(__clang__)
+/* clang's -ffp-contract=fast ignores pragmas: a volatile result is a barrier
+ * no contraction crosses (the CPU path is not the fast one). */
+static inline float tc__fmul_h(float a, float b) { volatile float r = a * b; return r; }
+static inline float tc__fadd_h(float a, float b) { volatile float r = a + b; return r; }
+static inline double tc__dmul_h(double a, double b) { volatile double r = a * b; return r; }
+static inline double tc__dadd_h(double a, double b) { volatile double r = a + b; return r; }
+#define TC_FMUL(a, b) tc__fmul_h((a), (b))
+#define TC_FADD(a, b) tc__fadd_h((a), (b))
+#define TC_FSUB(a, b) tc__fadd_h((a), -(float)(b))
+#define TC_FDIV(a, b) ((float)(a) / (float)(b))
+#define TC_FSQRT(a) sqrtf(a)
+#define TC_DMUL(a, b) tc__dmul_h((a), (b))
+#define TC_DADD(a, b) tc__dadd_h((a), (b))
+#define TC_DSUB(a, b) tc__dadd_h((a), -(double)(b))
+#define TC_DDIV(a, b) ((double)(a) / (double)(b))
+#define TC_DSQRT(a) sqrt(a)
 #else
 #define TC_FMUL(a, b) ((float)(a) * (float)(b))
 #define TC_FADD(a, b) ((float)(a) + (float)(b))

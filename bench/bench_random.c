@@ -26,23 +26,27 @@ typedef int (*op_fn)(void *ctx);
 /* Median milliseconds of `reps` timed runs after 3 warm-ups; -1 on error. */
 static float time_op(op_fn fn, void *ctx, int reps)
 {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
     for (int i = 0; i < 3; i++)
         if (fn(ctx))
             return -1;
-    float *ms = malloc(sizeof(float) * (size_t)reps);
-    for (int i = 0; i < reps; i++) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    float *ms = calloc((size_t)reps, sizeof(float));
+    float med = -1;
+    int i = 0;
+    for (; i < reps; i++) {
         cudaEventRecord(a, 0);
         if (fn(ctx))
-            return -1;
+            break;
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&ms[i], a, b);
     }
-    qsort(ms, (size_t)reps, sizeof(float), cmp_float);
-    float med = ms[reps / 2];
+    if (i == reps) {
+        qsort(ms, (size_t)reps, sizeof(float), cmp_float);
+        med = ms[reps / 2];
+    }
     free(ms);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
@@ -106,6 +110,10 @@ int main(int argc, char **argv)
         csv = 1, arg++;
     int lg = argc > arg ? atoi(argv[arg]) : 28;
     int reps = argc > arg + 1 ? atoi(argv[arg + 1]) : 21;
+    if (lg < 10 || lg > 31 || reps < 1) {
+        fprintf(stderr, "usage: bench_random [--csv] [log2 n: 10..31] [repeats >= 1]\n");
+        return 2;
+    }
     if (!tc_is_available()) {
         printf("bench_random: skipped: %s\n", tc_last_error());
         return 0;
@@ -130,7 +138,8 @@ int main(int argc, char **argv)
     row("normal f32", op_normal, &c, n, reps);
     c.dtype = TC_FLOAT16;
     row("uniform f16", op_uniform, &c, n, reps);
-    row("normal bf16", (c.dtype = TC_BFLOAT16, op_normal), &c, n, reps);
+    c.dtype = TC_BFLOAT16;
+    row("normal bf16", op_normal, &c, n, reps);
     c.dtype = TC_FLOAT64;
     row("uniform f64", op_uniform, &c, n, reps);
     row("normal f64", op_normal, &c, n, reps);

@@ -7,6 +7,7 @@
  * the generator unchanged. Needs no GPU (the CUDA side is tests/test_random_cuda.c). */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/philox.h"
@@ -564,6 +565,32 @@ static void test_dtypes(void)
     CHECK_OK(tc_generator_destroy(g));
 }
 
+/* ---- threads share a generator without reusing counters --------------------------- */
+
+static void *draw_many(void *arg)
+{
+    float f[37];
+    for (int i = 0; i < 200; i++)
+        if (tc_generator_uniform(arg, f, 37, TC_FLOAT32, 0, 1) != TC_OK)
+            return arg;
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    tc_generator *g = make(3);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, draw_many, g) == 0);
+    for (int i = 0; i < 4; i++) {
+        void *r = g;
+        pthread_join(t[i], &r);
+        CHECK(r == NULL);
+    }
+    CHECK(tc_generator_offset(g) == 4 * 200 * 10);
+    CHECK_OK(tc_generator_destroy(g));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -578,6 +605,7 @@ int main(void)
     test_defaults();
     test_bad_args();
     test_dtypes();
+    test_threads();
     test_stats();
     printf("test_random: %.0f ms\n", tc_test_now_ms() - t0);
     return TC_TEST_DONE();

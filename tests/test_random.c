@@ -13,8 +13,7 @@
 #include "core/philox.h"
 #include "tc_test.h"
 
-static tc_generator *make(uint64_t seed)
-{
+static tc_generator *make(uint64_t seed) {
     tc_generator *g = NULL;
     CHECK_OK(tc_generator_create(&g, (tc_device){TC_CPU, -1}, seed));
     return g;
@@ -22,8 +21,7 @@ static tc_generator *make(uint64_t seed)
 
 /* ---- Philox known answers -------------------------------------------------- */
 
-static void test_kat(void)
-{
+static void test_kat(void) {
     static const uint32_t v[3][10] = {
         {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
         {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
@@ -40,8 +38,7 @@ static void test_kat(void)
 
 /* ---- the counter layout, checked from raw words ------------------------------ */
 
-static void test_layout(void)
-{
+static void test_layout(void) {
     uint64_t seed = tc_test_rand();
     tc_generator *g = make(seed);
     enum { N = 1003 };
@@ -75,8 +72,7 @@ static void test_layout(void)
 
 /* Two draws in a row equal the matching slices of one long draw (offsets
  * advance by whole blocks, never reusing a counter). */
-static void test_offsets(void)
-{
+static void test_offsets(void) {
     uint64_t seed = tc_test_rand();
     tc_generator *a = make(seed), *b = make(seed);
     double x[10], y[8], z[40];
@@ -99,8 +95,7 @@ static void test_offsets(void)
 
 /* ---- the stream is pinned ------------------------------------------------------ */
 
-static uint64_t fnv(const void *p, size_t n)
-{
+static uint64_t fnv(const void *p, size_t n) {
     const unsigned char *c = p;
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) {
@@ -113,13 +108,11 @@ static uint64_t fnv(const void *p, size_t n)
 /* Hashes of the first draws from seed 12345. A seeded program's numbers are
  * part of the API: they must not change between versions, compilers (gcc and
  * clang at -O3 -march=haswell -ffp-contract=fast give these too) or devices. */
-static void test_golden(void)
-{
+static void test_golden(void) {
     static const uint64_t want[] = {
-        0x5f243d140f959ddbull, 0xb80229cab6c788e2ull, 0xc01675b130d38cafull,
-        0xf80df15a2064485cull, 0x0963e0164dd39dfeull, 0xf995be0889894bfcull,
-        0xeb1af025f3914585ull, 0x164f63e0ca9107a1ull, 0x61f063e0723b1d38ull,
-        0x82446de0df510a5cull, 0x123c08ae6dec70b8ull};
+        0x5f243d140f959ddbull, 0xb80229cab6c788e2ull, 0xc01675b130d38cafull, 0xf80df15a2064485cull,
+        0x0963e0164dd39dfeull, 0xf995be0889894bfcull, 0xeb1af025f3914585ull, 0x164f63e0ca9107a1ull,
+        0x61f063e0723b1d38ull, 0x82446de0df510a5cull, 0x123c08ae6dec70b8ull};
     static const tc_dtype dts[4] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
     static unsigned char buf[4099 * 8];
     uint64_t got[11];
@@ -152,8 +145,7 @@ static void test_golden(void)
 #define NBINS 1000
 
 /* max |ECDF - CDF| at NBINS bin edges over [a, b). */
-static double ks_binned(const double *v, size_t n, double a, double b, double (*cdf)(double))
-{
+static double ks_binned(const double *v, size_t n, double a, double b, double (*cdf)(double)) {
     static size_t hist[NBINS + 2];
     memset(hist, 0, sizeof hist);
     for (size_t i = 0; i < n; i++) {
@@ -174,11 +166,12 @@ static double ks_binned(const double *v, size_t n, double a, double b, double (*
 }
 
 static double g_lo, g_hi, g_mean, g_std;
-static double cdf_uniform(double x) { return x <= g_lo ? 0 : x >= g_hi ? 1 : (x - g_lo) / (g_hi - g_lo); }
+static double cdf_uniform(double x) {
+    return x <= g_lo ? 0 : x >= g_hi ? 1 : (x - g_lo) / (g_hi - g_lo);
+}
 static double cdf_normal(double x) { return 0.5 * erfc(-(x - g_mean) / (g_std * sqrt(2.0))); }
 
-static void moments(const double *v, size_t n, double *mean, double *var)
-{
+static void moments(const double *v, size_t n, double *mean, double *var) {
     double s = 0, s2 = 0;
     for (size_t i = 0; i < n; i++)
         s += v[i];
@@ -189,8 +182,7 @@ static void moments(const double *v, size_t n, double *mean, double *var)
 }
 
 /* Converts a buffer of dtype to doubles. */
-static void to_double(const void *src, tc_dtype dt, size_t n, double *out)
-{
+static void to_double(const void *src, tc_dtype dt, size_t n, double *out) {
     for (size_t i = 0; i < n; i++) {
         switch (dt) {
         case TC_FLOAT32: out[i] = ((const float *)src)[i]; break;
@@ -199,15 +191,15 @@ static void to_double(const void *src, tc_dtype dt, size_t n, double *out)
         case TC_BFLOAT16: out[i] = tc__bf16_to_f32(((const uint16_t *)src)[i]); break;
         case TC_INT32: out[i] = ((const int32_t *)src)[i]; break;
         case TC_INT64: out[i] = (double)((const int64_t *)src)[i]; break;
-        case TC_UINT8: case TC_BOOL: out[i] = ((const uint8_t *)src)[i]; break;
+        case TC_UINT8:
+        case TC_BOOL: out[i] = ((const uint8_t *)src)[i]; break;
         default: out[i] = NAN;
         }
     }
 }
 
 static void check_stats(const char *what, const double *v, size_t n, double mean, double var,
-                        double ks)
-{
+                        double ks) {
     double m, s2;
     moments(v, n, &m, &s2);
     double sd_mean = sqrt(var / (double)n);
@@ -215,15 +207,14 @@ static void check_stats(const char *what, const double *v, size_t n, double mean
     bool ok_var = fabs(s2 - var) <= 0.01 * var;
     bool ok_ks = ks <= 1.95 / sqrt((double)n); /* the 0.1% level of the KS statistic */
     if (!(ok_mean && ok_var && ok_ks))
-        fprintf(stderr, "%s: mean %.6g (want %.6g), var %.6g (want %.6g), KS %.3g\n", what, m,
-                mean, s2, var, ks);
+        fprintf(stderr, "%s: mean %.6g (want %.6g), var %.6g (want %.6g), KS %.3g\n", what, m, mean,
+                s2, var, ks);
     CHECK(ok_mean);
     CHECK(ok_var);
     CHECK(ok_ks);
 }
 
-static void test_stats(void)
-{
+static void test_stats(void) {
     tc_generator *g = make(20260423);
     void *buf = malloc(NS * 8);
     double *v = malloc(NS * sizeof *v);
@@ -303,8 +294,7 @@ static void test_stats(void)
 
 /* ---- building blocks ----------------------------------------------------------- */
 
-static void test_math(void)
-{
+static void test_math(void) {
     double worst_ln = 0, worst_sc = 0, worst_ln53 = 0, worst_sc53 = 0;
     for (int i = 0; i < 200000; i++) {
         uint32_t j = (uint32_t)(tc_test_rand() % (1u << 24)) + 1;
@@ -327,22 +317,22 @@ static void test_math(void)
         uint64_t k53 = tc_test_rand() >> 11;
         double c53, s53;
         tc__sincos_u53(k53, &c53, &s53);
-        long double a53 = 2 * 3.14159265358979323846264338327950288L * (long double)k53 /
-                          9007199254740992.0L;
-        worst_sc53 = fmax(worst_sc53, (double)fmaxl(fabsl(c53 - cosl(a53)), fabsl(s53 - sinl(a53))));
+        long double a53 =
+            2 * 3.14159265358979323846264338327950288L * (long double)k53 / 9007199254740992.0L;
+        worst_sc53 =
+            fmax(worst_sc53, (double)fmaxl(fabsl(c53 - cosl(a53)), fabsl(s53 - sinl(a53))));
     }
     if (worst_ln > 4e-7 || worst_sc > 4e-7 || worst_ln53 > 1e-15 || worst_sc53 > 1e-15)
         fprintf(stderr, "ln %g sincos %g ln53 %g sincos53 %g\n", worst_ln, worst_sc, worst_ln53,
                 worst_sc53);
-    CHECK(worst_ln <= 4e-7);  /* a few float ulp */
+    CHECK(worst_ln <= 4e-7); /* a few float ulp */
     CHECK(worst_sc <= 4e-7);
     CHECK(worst_ln53 <= 1e-15);
     CHECK(worst_sc53 <= 1e-15);
 }
 
 /* Nearest-even reference: the representable neighbours of x, by value. */
-static bool nearest_even_ok(double x, double got, double below, double above, bool got_even)
-{
+static bool nearest_even_ok(double x, double got, double below, double above, bool got_even) {
     double dg = fabs(x - got), db = fabs(x - below), da = fabs(x - above);
     if (dg > db || dg > da)
         return false;
@@ -351,8 +341,7 @@ static bool nearest_even_ok(double x, double got, double below, double above, bo
     return true;
 }
 
-static void test_half(void)
-{
+static void test_half(void) {
     /* every finite half survives half -> float -> half */
     int bad = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
@@ -390,7 +379,8 @@ static void test_half(void)
             continue;
         }
         double hv = tc__f16_to_f32(h);
-        uint16_t up = (h & 0x7fffu) == 0 ? 1 : (uint16_t)(h + 1), dn = (h & 0x7fffu) == 0 ? 0x8001 : (uint16_t)(h - 1);
+        uint16_t up = (h & 0x7fffu) == 0 ? 1 : (uint16_t)(h + 1),
+                 dn = (h & 0x7fffu) == 0 ? 0x8001 : (uint16_t)(h - 1);
         double a = tc__f16_to_f32(up), c = tc__f16_to_f32(dn);
         if ((up & 0x7c00u) == 0x7c00u)
             a = copysign(65536.0, hv);
@@ -408,8 +398,7 @@ static void test_half(void)
 
 /* ---- state, seeds, defaults --------------------------------------------------- */
 
-static void test_state(void)
-{
+static void test_state(void) {
     tc_generator *g = make(tc_test_rand());
     float a[100], b[100];
     CHECK_OK(tc_generator_normal(g, a, 3, TC_FLOAT32, 0, 1));
@@ -469,8 +458,7 @@ static void test_state(void)
     CHECK_OK(tc_generator_destroy(h));
 }
 
-static void test_defaults(void)
-{
+static void test_defaults(void) {
     tc_generator *cpu = NULL, *again = NULL;
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, -1}, &cpu));
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, 0}, &again));
@@ -501,8 +489,7 @@ static void test_defaults(void)
 
 /* ---- bad arguments change nothing ----------------------------------------------- */
 
-static void test_bad_args(void)
-{
+static void test_bad_args(void) {
     tc_generator *g = make(9);
     float f[8];
     CHECK_OK(tc_generator_uniform(g, f, 5, TC_FLOAT32, 0, 1));
@@ -543,8 +530,7 @@ static void test_bad_args(void)
 }
 
 /* Every dtype of every distribution lands in its range. */
-static void test_dtypes(void)
-{
+static void test_dtypes(void) {
     tc_generator *g = make(tc_test_rand());
     double v[257];
     unsigned char buf[257 * 8];
@@ -558,8 +544,10 @@ static void test_dtypes(void)
             ones += v[i] == 1, other += v[i] != 0 && v[i] != 1;
         CHECK(other == 0 && ones > 80 && ones < 177);
     }
-    int64_t lo[] = {0, 0, -128, -32768, INT32_MIN, INT64_MIN, -2048, -256, -(1 << 24), -(1ll << 53)};
-    int64_t hi[] = {2, 256, 128, 32768, INT32_MAX, INT64_MAX, 2049, 257, (1 << 24) + 1, (1ll << 53) + 1};
+    int64_t lo[] = {0,         0,     -128, -32768,     INT32_MIN,
+                    INT64_MIN, -2048, -256, -(1 << 24), -(1ll << 53)};
+    int64_t hi[] = {2,         256,  128, 32768,         INT32_MAX,
+                    INT64_MAX, 2049, 257, (1 << 24) + 1, (1ll << 53) + 1};
     for (int d = 0; d < TC_NUM_DTYPES; d++)
         CHECK_OK(tc_generator_random_int(g, buf, 257, (tc_dtype)d, lo[d], hi[d]));
     CHECK_OK(tc_generator_destroy(g));
@@ -567,8 +555,7 @@ static void test_dtypes(void)
 
 /* ---- threads share a generator without reusing counters --------------------------- */
 
-static void *draw_many(void *arg)
-{
+static void *draw_many(void *arg) {
     float f[37];
     for (int i = 0; i < 200; i++)
         if (tc_generator_uniform(arg, f, 37, TC_FLOAT32, 0, 1) != TC_OK)
@@ -576,8 +563,7 @@ static void *draw_many(void *arg)
     return NULL;
 }
 
-static void test_threads(void)
-{
+static void test_threads(void) {
     tc_generator *g = make(3);
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -591,8 +577,7 @@ static void test_threads(void)
     CHECK_OK(tc_generator_destroy(g));
 }
 
-int main(void)
-{
+int main(void) {
     tc_test_init();
     double t0 = tc_test_now_ms();
     test_kat();

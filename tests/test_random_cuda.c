@@ -17,9 +17,8 @@
 enum { UNIFORM, NORMAL, BERNOULLI, INT };
 
 /* The draw of `kind`: a, b are (lo, hi), (mean, std) or (p, -); integers use ia, ib. */
-static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt, double a,
-                      double b, int64_t ia, int64_t ib)
-{
+static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt, double a, double b,
+                      int64_t ia, int64_t ib) {
     switch (kind) {
     case UNIFORM: return tc_generator_uniform(g, p, n, dt, a, b);
     case NORMAL: return tc_generator_normal(g, p, n, dt, a, b);
@@ -29,8 +28,7 @@ static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt,
 }
 
 /* Distance in ulps between two values of a floating dtype given as bytes. */
-static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt)
-{
+static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt) {
     int64_t a = 0, b = 0;
     size_t s = tc_dtype_size(dt);
     memcpy(&a, x, s);
@@ -44,8 +42,7 @@ static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt)
 }
 
 static void parity(const char *what, int kind, tc_dtype dt, double a, double b, int64_t ia,
-                   int64_t ib, size_t n, size_t shift)
-{
+                   int64_t ib, size_t n, size_t shift) {
     size_t es = tc_dtype_size(dt);
     uint64_t seed = tc_test_rand();
     tc_generator *cpu = NULL, *gpu = NULL;
@@ -91,8 +88,7 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     CHECK_OK(tc_generator_destroy(gpu));
 }
 
-static void test_parity(void)
-{
+static void test_parity(void) {
     size_t n = (1u << 20) + 3;
     static const tc_dtype fl[] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
     for (int k = 0; k < 4; k++) {
@@ -102,8 +98,10 @@ static void test_parity(void)
         parity("normal", NORMAL, fl[k], 0.5, 2.0, 0, 0, n, 0);
         parity("normal-unaligned", NORMAL, fl[k], -3, 0.1, 0, 0, n, 1);
     }
-    int64_t lo[] = {0, 0, -128, -32768, INT32_MIN, INT64_MIN, -2048, -256, -(1 << 24), -(1ll << 53)};
-    int64_t hi[] = {2, 256, 128, 32768, INT32_MAX, INT64_MAX, 2049, 257, (1 << 24) + 1, (1ll << 53) + 1};
+    int64_t lo[] = {0,         0,     -128, -32768,     INT32_MIN,
+                    INT64_MIN, -2048, -256, -(1 << 24), -(1ll << 53)};
+    int64_t hi[] = {2,         256,  128, 32768,         INT32_MAX,
+                    INT64_MAX, 2049, 257, (1 << 24) + 1, (1ll << 53) + 1};
     for (int d = 0; d < TC_NUM_DTYPES; d++) {
         parity("bernoulli", BERNOULLI, (tc_dtype)d, 0.37, 0, 0, 0, n, 0);
         parity("bernoulli-unaligned", BERNOULLI, (tc_dtype)d, 0.37, 0, 0, 0, n, 3);
@@ -116,8 +114,7 @@ static void test_parity(void)
     parity("random_int-wide-f64", INT, TC_FLOAT64, 0, 0, -(1ll << 53), 1ll << 53, n, 1);
 }
 
-static void test_torch_functions(void)
-{
+static void test_torch_functions(void) {
     int count = tc_device_count();
     CHECK_OK(tc_manual_seed(123));
     CHECK(tc_initial_seed() == 123);
@@ -162,8 +159,7 @@ static void test_torch_functions(void)
 
 /* A real graph: capture a uniform and a normal draw, replay twice; each replay
  * equals the CPU at the offset the prologue handed it, and they differ. */
-static void test_graph_hook(void)
-{
+static void test_graph_hook(void) {
     size_t n = 10001, m = 4099;
     tc_generator *gpu = NULL, *cpu = NULL;
     uint64_t seed = tc_test_rand();
@@ -200,8 +196,7 @@ static void test_graph_hook(void)
         CHECK(cudaGraphLaunch(exec, cs) == cudaSuccess);
         CHECK(cudaStreamSynchronize(cs) == cudaSuccess);
         CHECK(tc_generator_offset(gpu) == (uint64_t)(rep + 1) * blocks);
-        CHECK(cudaMemcpy(got, d, (n + m) * sizeof(float), cudaMemcpyDeviceToHost) ==
-              cudaSuccess);
+        CHECK(cudaMemcpy(got, d, (n + m) * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
         CHECK_OK(tc_generator_uniform(cpu, want, n, TC_FLOAT32, 0, 1));
         CHECK_OK(tc_generator_normal(cpu, want + n, m, TC_FLOAT32, 0, 1));
         CHECK(memcmp(want, got, (n + m) * sizeof(float)) == 0);
@@ -225,8 +220,7 @@ static void test_graph_hook(void)
     CHECK_OK(tc_generator_destroy(cpu));
 }
 
-int main(void)
-{
+int main(void) {
     tc_test_init();
     tc_test_require_gpu();
     double t0 = tc_test_now_ms();
@@ -238,8 +232,7 @@ int main(void)
 }
 
 #else
-int main(void)
-{
+int main(void) {
     printf("skipped: built without CUDA\n");
     return 77;
 }

@@ -11,20 +11,25 @@
  *    with r >= 1, which no main block ever uses. So an element's value depends
  *    on (seed, offset, i) only, never on threads or launch configuration.
  *  - Bitwise equality. Every floating-point step is one IEEE operation rounded
- *    to nearest: explicit __f*_rn/__d*_rn intrinsics on the device, and on the
- *    host plain operators with FMA contraction turned off for this header
- *    (GCC: push_options + fp-contract=off; clang: STDC FP_CONTRACT OFF). No
- *    libm call is used: log, sin and cos are our own polynomials built from
- *    those operations, and sqrt and division are correctly rounded on both
- *    sides. Hence normal draws are bitwise equal too (the promise is 2 ulp).
+ *    to nearest: multiply, add, divide, square root, or an explicit fused
+ *    multiply-add. The device uses the __f*_rn/__d*_rn/__fma*_rn intrinsics;
+ *    the host uses plain operators with FMA contraction turned off for this
+ *    header (GCC: push_options + fp-contract=off; clang: a volatile barrier,
+ *    as its -ffp-contract=fast ignores pragmas) and C99 fmaf/fma, which are
+ *    exact by definition (glibc runs the FMA instruction where the CPU has
+ *    it). log, sin and cos are our own polynomials built from those
+ *    operations, never libm's. Hence normal draws are bitwise equal too; the
+ *    promise (and the GPU test's bound) is 2 ulp.
  *  - float16 / bfloat16 conversions are our own, round to nearest even.
  *
  * Transforms (u = a uniform draw made from the top bits of words):
  *  - uniform, 16/32-bit floats: k = w>>8 (24 bits), r = lo + range*(k*2^-24)
- *    in float, then rounded to the dtype and clamped below hi; float64 uses
- *    53 bits from two words and double arithmetic.
+ *    in float (one fma), then rounded to the dtype and clamped below hi;
+ *    float64 uses 53 bits from two words and a double fma.
  *  - normal: Box-Muller. u1 = (k1+1)*2^-24 in (0,1], angle = 2*pi*k2*2^-24;
- *    z0 = sqrt(-2 ln u1) cos(angle), z1 = ... sin(angle); out = mean + std*z.
+ *    z0 = sqrt(-2 ln u1) cos(angle), z1 = ... sin(angle);
+ *    out = fma(std * sqrt(-2 ln u1), cos or sin, mean). Extremes: |z| <= 5.77
+ *    (float path), 8.58 (float64 path).
  *    ln: exponent split exactly with integer ops, ln(m) = 2 atanh((m-1)/(m+1))
  *    by its series; sin/cos: exact quadrant reduction on the integer k2, then
  *    Taylor polynomials on |x| <= pi/4. float64 does the same with 53 bits.
@@ -70,6 +75,8 @@ extern "C" {
 #define TC_DSUB(a, b) __dsub_rn((a), (b))
 #define TC_DDIV(a, b) __ddiv_rn((a), (b))
 #define TC_DSQRT(a) __dsqrt_rn(a)
+#define TC_FFMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define TC_DFMA(a, b, c) __fma_rn((a), (b), (c))
 #elif defined(__clang__)
 /* clang's -ffp-contract=fast ignores pragmas: a volatile result is a barrier
  * no contraction crosses (the CPU path is not the fast one). */
@@ -87,6 +94,8 @@ static inline double tc__dadd_h(double a, double b) { volatile double r = a + b;
 #define TC_DSUB(a, b) tc__dadd_h((a), -(double)(b))
 #define TC_DDIV(a, b) ((double)(a) / (double)(b))
 #define TC_DSQRT(a) sqrt(a)
+#define TC_FFMA(a, b, c) fmaf((a), (b), (c))
+#define TC_DFMA(a, b, c) fma((a), (b), (c))
 #else
 #define TC_FMUL(a, b) ((float)(a) * (float)(b))
 #define TC_FADD(a, b) ((float)(a) + (float)(b))
@@ -98,6 +107,8 @@ static inline double tc__dadd_h(double a, double b) { volatile double r = a + b;
 #define TC_DSUB(a, b) ((double)(a) - (double)(b))
 #define TC_DDIV(a, b) ((double)(a) / (double)(b))
 #define TC_DSQRT(a) sqrt(a)
+#define TC_FFMA(a, b, c) fmaf((a), (b), (c))
+#define TC_DFMA(a, b, c) fma((a), (b), (c))
 #endif
 
 TC_HD uint32_t tc__f2u(float f)
@@ -278,15 +289,15 @@ TC_HD float tc__ln_u24(uint32_t j)
     float s = TC_FDIV(TC_FSUB(m, 1.0f), TC_FADD(m, 1.0f));
     float s2 = TC_FMUL(s, s);
     float p = 0.0909090936f; /* 1/11 */
-    p = TC_FADD(TC_FMUL(p, s2), 0.111111112f);
-    p = TC_FADD(TC_FMUL(p, s2), 0.142857149f);
-    p = TC_FADD(TC_FMUL(p, s2), 0.200000003f);
-    p = TC_FADD(TC_FMUL(p, s2), 0.333333343f);
-    float lnm = TC_FMUL(TC_FMUL(2.0f, s), TC_FADD(TC_FMUL(p, s2), 1.0f));
+    p = TC_FFMA(p, s2, 0.111111112f);
+    p = TC_FFMA(p, s2, 0.142857149f);
+    p = TC_FFMA(p, s2, 0.200000003f);
+    p = TC_FFMA(p, s2, 0.333333343f);
+    float t = TC_FMUL(2.0f, s); /* exact */
+    float lnm = TC_FFMA(TC_FMUL(t, s2), p, t);
     float k = (float)(e - 24);
     /* ln2 = hi + lo, hi with few bits so k*hi is exact */
-    return TC_FADD(TC_FMUL(k, 0.693145751953125f),
-                   TC_FADD(TC_FMUL(k, 1.42860677e-06f), lnm));
+    return TC_FFMA(k, 0.693145751953125f, TC_FFMA(k, 1.42860677e-06f, lnm));
 }
 
 /* ln(j * 2^-53) for j in [1, 2^53]. */
@@ -301,20 +312,20 @@ TC_HD double tc__ln_u53(uint64_t j)
     double s = TC_DDIV(TC_DSUB(m, 1.0), TC_DADD(m, 1.0));
     double s2 = TC_DMUL(s, s);
     double p = 1.0 / 23.0;
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 21.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 19.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 17.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 15.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 13.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 11.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 9.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 7.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 5.0);
-    p = TC_DADD(TC_DMUL(p, s2), 1.0 / 3.0);
-    double lnm = TC_DMUL(TC_DMUL(2.0, s), TC_DADD(TC_DMUL(p, s2), 1.0));
+    p = TC_DFMA(p, s2, 1.0 / 21.0);
+    p = TC_DFMA(p, s2, 1.0 / 19.0);
+    p = TC_DFMA(p, s2, 1.0 / 17.0);
+    p = TC_DFMA(p, s2, 1.0 / 15.0);
+    p = TC_DFMA(p, s2, 1.0 / 13.0);
+    p = TC_DFMA(p, s2, 1.0 / 11.0);
+    p = TC_DFMA(p, s2, 1.0 / 9.0);
+    p = TC_DFMA(p, s2, 1.0 / 7.0);
+    p = TC_DFMA(p, s2, 1.0 / 5.0);
+    p = TC_DFMA(p, s2, 1.0 / 3.0);
+    double t = TC_DMUL(2.0, s); /* exact */
+    double lnm = TC_DFMA(TC_DMUL(t, s2), p, t);
     double k = (double)(e - 53);
-    return TC_DADD(TC_DMUL(k, 6.93147180369123816490e-01),
-                   TC_DADD(TC_DMUL(k, 1.90821492927058770002e-10), lnm));
+    return TC_DFMA(k, 6.93147180369123816490e-01, TC_DFMA(k, 1.90821492927058770002e-10, lnm));
 }
 
 /* cos and sin of 2*pi*k*2^-24 for k in [0, 2^24). */
@@ -325,16 +336,16 @@ TC_HD void tc__sincos_u24(uint32_t k, float *c_out, float *s_out)
     float x = TC_FMUL((float)t, 3.74507039e-07f);  /* 2*pi*2^-24 */
     float x2 = TC_FMUL(x, x);
     float sp = 2.75573188e-06f; /* 1/9! */
-    sp = TC_FADD(TC_FMUL(sp, x2), -1.98412701e-04f);
-    sp = TC_FADD(TC_FMUL(sp, x2), 8.33333377e-03f);
-    sp = TC_FADD(TC_FMUL(sp, x2), -0.166666672f);
-    float s = TC_FADD(x, TC_FMUL(TC_FMUL(x, x2), sp));
+    sp = TC_FFMA(sp, x2, -1.98412701e-04f);
+    sp = TC_FFMA(sp, x2, 8.33333377e-03f);
+    sp = TC_FFMA(sp, x2, -0.166666672f);
+    float s = TC_FFMA(TC_FMUL(x, x2), sp, x);
     float cp = -2.75573188e-07f; /* -1/10! */
-    cp = TC_FADD(TC_FMUL(cp, x2), 2.48015876e-05f);
-    cp = TC_FADD(TC_FMUL(cp, x2), -1.38888892e-03f);
-    cp = TC_FADD(TC_FMUL(cp, x2), 4.16666679e-02f);
-    cp = TC_FADD(TC_FMUL(cp, x2), -0.5f);
-    float c = TC_FADD(TC_FMUL(cp, x2), 1.0f);
+    cp = TC_FFMA(cp, x2, 2.48015876e-05f);
+    cp = TC_FFMA(cp, x2, -1.38888892e-03f);
+    cp = TC_FFMA(cp, x2, 4.16666679e-02f);
+    cp = TC_FFMA(cp, x2, -0.5f);
+    float c = TC_FFMA(cp, x2, 1.0f);
     switch (quot & 3u) {
     case 0: *c_out = c; *s_out = s; break;
     case 1: *c_out = -s; *s_out = c; break;
@@ -351,24 +362,24 @@ TC_HD void tc__sincos_u53(uint64_t k, double *c_out, double *s_out)
     double x = TC_DMUL((double)t, 6.283185307179586476925286766559 * 0x1p-53);
     double x2 = TC_DMUL(x, x);
     double sp = 1.0 / 355687428096000.0; /* 1/17! */
-    sp = TC_DADD(TC_DMUL(sp, x2), -1.0 / 1307674368000.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), 1.0 / 6227020800.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), -1.0 / 39916800.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), 1.0 / 362880.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), -1.0 / 5040.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), 1.0 / 120.0);
-    sp = TC_DADD(TC_DMUL(sp, x2), -1.0 / 6.0);
-    double s = TC_DADD(x, TC_DMUL(TC_DMUL(x, x2), sp));
+    sp = TC_DFMA(sp, x2, -1.0 / 1307674368000.0);
+    sp = TC_DFMA(sp, x2, 1.0 / 6227020800.0);
+    sp = TC_DFMA(sp, x2, -1.0 / 39916800.0);
+    sp = TC_DFMA(sp, x2, 1.0 / 362880.0);
+    sp = TC_DFMA(sp, x2, -1.0 / 5040.0);
+    sp = TC_DFMA(sp, x2, 1.0 / 120.0);
+    sp = TC_DFMA(sp, x2, -1.0 / 6.0);
+    double s = TC_DFMA(TC_DMUL(x, x2), sp, x);
     double cp = -1.0 / 6402373705728000.0; /* -1/18! */
-    cp = TC_DADD(TC_DMUL(cp, x2), 1.0 / 20922789888000.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), -1.0 / 87178291200.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), 1.0 / 479001600.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), -1.0 / 3628800.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), 1.0 / 40320.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), -1.0 / 720.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), 1.0 / 24.0);
-    cp = TC_DADD(TC_DMUL(cp, x2), -0.5);
-    double c = TC_DADD(TC_DMUL(cp, x2), 1.0);
+    cp = TC_DFMA(cp, x2, 1.0 / 20922789888000.0);
+    cp = TC_DFMA(cp, x2, -1.0 / 87178291200.0);
+    cp = TC_DFMA(cp, x2, 1.0 / 479001600.0);
+    cp = TC_DFMA(cp, x2, -1.0 / 3628800.0);
+    cp = TC_DFMA(cp, x2, 1.0 / 40320.0);
+    cp = TC_DFMA(cp, x2, -1.0 / 720.0);
+    cp = TC_DFMA(cp, x2, 1.0 / 24.0);
+    cp = TC_DFMA(cp, x2, -0.5);
+    double c = TC_DFMA(cp, x2, 1.0);
     switch (quot & 3u) {
     case 0: *c_out = c; *s_out = s; break;
     case 1: *c_out = -s; *s_out = c; break;
@@ -471,7 +482,7 @@ TC_HD uint64_t tc__float_to_bits(int dtype, float v)
 TC_HD uint64_t tc__uniform_bits(int dtype, const tc__rng_params *p, uint32_t w)
 {
     float u = TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
-    float r = TC_FADD(TC_FMUL(p->fb, u), p->fa);
+    float r = TC_FFMA(p->fb, u, p->fa);
     if (dtype == 8)
         return tc__f2u(r > p->fmax ? p->fmax : r);
     uint16_t h;
@@ -502,7 +513,7 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             for (int l = 0; l < 2; l++) {
                 uint64_t k = ((((uint64_t)w[2 * l] << 32) | w[2 * l + 1]) >> 11);
                 double u = TC_DMUL((double)k, 0x1p-53);
-                double r = TC_DADD(TC_DMUL(p->db, u), p->da);
+                double r = TC_DFMA(p->db, u, p->da);
                 out[l] = tc__d2u(r > p->dmax ? p->dmax : r);
             }
         } else {
@@ -516,16 +527,17 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             double rad = TC_DSQRT(TC_DMUL(-2.0, tc__ln_u53(k1 + 1)));
             double c, s;
             tc__sincos_u53(k2, &c, &s);
-            out[0] = tc__d2u(TC_DADD(TC_DMUL(p->db, TC_DMUL(rad, c)), p->da));
-            out[1] = tc__d2u(TC_DADD(TC_DMUL(p->db, TC_DMUL(rad, s)), p->da));
+            double rs = TC_DMUL(p->db, rad);
+            out[0] = tc__d2u(TC_DFMA(rs, c, p->da));
+            out[1] = tc__d2u(TC_DFMA(rs, s, p->da));
         } else {
             for (int l = 0; l < 4; l += 2) {
                 float rad = TC_FSQRT(TC_FMUL(-2.0f, tc__ln_u24((w[l] >> 8) + 1)));
                 float c, s;
                 tc__sincos_u24(w[l + 1] >> 8, &c, &s);
-                out[l] = tc__float_to_bits(dtype, TC_FADD(TC_FMUL(p->fb, TC_FMUL(rad, c)), p->fa));
-                out[l + 1] =
-                    tc__float_to_bits(dtype, TC_FADD(TC_FMUL(p->fb, TC_FMUL(rad, s)), p->fa));
+                float rs = TC_FMUL(p->fb, rad);
+                out[l] = tc__float_to_bits(dtype, TC_FFMA(rs, c, p->fa));
+                out[l + 1] = tc__float_to_bits(dtype, TC_FFMA(rs, s, p->fa));
             }
         }
     } else if (kind == TC__RNG_BERNOULLI) {

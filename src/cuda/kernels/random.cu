@@ -8,6 +8,8 @@
  * is aligned for them; the tail block and unaligned buffers store element by
  * element. Philox (seed, offset) come by value, or from device memory while a
  * CUDA graph is captured (tc__philox_args). */
+#include <atomic>
+
 #include "random_kernels.h"
 
 namespace {
@@ -127,6 +129,24 @@ template <int KIND> kernel_fn pick_any(int dtype)
     }
 }
 
+/* Resident blocks of 256 threads per SM, per kernel (0: not asked yet), so
+ * that the grid is exactly one full wave whatever a kernel's registers. */
+std::atomic<int> blocks_per_sm[4][10][2];
+
+int resident_blocks(kernel_fn fn, int kind, int dtype, int wide)
+{
+    std::atomic<int> &slot = blocks_per_sm[kind & 3][dtype % 10][wide ? 1 : 0];
+    int b = slot.load(std::memory_order_relaxed);
+    if (b == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, 256, 0) != cudaSuccess || b < 1) {
+            (void)cudaGetLastError();
+            b = 4;
+        }
+        slot.store(b, std::memory_order_relaxed);
+    }
+    return b;
+}
+
 const char *kernel_names[4] = {"random_uniform", "random_normal", "random_bernoulli",
                                "random_int"};
 
@@ -155,17 +175,18 @@ extern "C" void tc__random_launch(const tc__rng_params *p, tc__philox_args a, vo
     int esize = dtype_size(p->dtype);
     int align = E * esize > 16 ? 16 : E * esize;
     bool vec = ((uintptr_t)data % (uintptr_t)align) == 0;
-    uint64_t nb = ((uint64_t)n + E - 1) / E;
-    uint64_t blocks = (nb + 255) / 256;
-    uint64_t cap = (uint64_t)(sm_count > 0 ? sm_count : 1) * 8;
-    if (blocks > cap)
-        blocks = cap;
     if (!fn) {
         /* A combination the core never asks for: a zero-sized launch makes
          * tc__launch_check report it instead of writing anything. */
         cudaLaunchKernel((const void *)set_state_kernel, dim3(0), dim3(0), nullptr, 0, stream);
         return;
     }
+    uint64_t nb = ((uint64_t)n + E - 1) / E;
+    uint64_t blocks = (nb + 255) / 256;
+    uint64_t cap = (uint64_t)(sm_count > 0 ? sm_count : 1) *
+                   (uint64_t)resident_blocks(fn, p->kind, p->dtype, p->wide);
+    if (blocks > cap)
+        blocks = cap;
     fn<<<(unsigned)blocks, 256, 0, stream>>>((unsigned char *)data, n, *p, a, vec);
 }
 

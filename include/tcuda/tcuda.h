@@ -7,5 +7,6 @@
 #include "device.h"
 #include "stream.h"
 #include "nvtx.h"
+#include "memory.h"
 
 #endif

@@ -840,15 +840,26 @@ static tc_status push_pending(tc__allocator *a, blk *b, uintptr_t stream)
 
 tc_status tc__alloc_free(tc__allocator *a, void *ptr)
 {
+    bool owned;
+    tc__alloc_free_if_owned(a, ptr, &owned);
+    if (!owned)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "pointer %p was not allocated by tcuda's %s allocator of device %d (or "
+                        "was freed already)", ptr, a->p.name, a->device);
+    return TC_OK;
+}
+
+void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
+{
+    *owned = true;
     if (!ptr)
-        return TC_OK;
+        return;
     pthread_mutex_lock(&a->mu);
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) {
         pthread_mutex_unlock(&a->mu);
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "pointer %p was not allocated by tcuda's %s allocator of device %d (or "
-                        "was freed already)", ptr, a->p.name, a->device);
+        *owned = false;
+        return;
     }
     blk *b = a->map[j];
     map_remove_at(a, j);
@@ -870,7 +881,6 @@ tc_status tc__alloc_free(tc__allocator *a, void *ptr)
         free_block(a, b);
     }
     pthread_mutex_unlock(&a->mu);
-    return TC_OK;
 }
 
 bool tc__alloc_owns(tc__allocator *a, const void *ptr)

@@ -72,6 +72,8 @@ void tc__alloc_destroy(tc__allocator *a);
 tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void **out);
 /* TC_ERROR_INVALID_ARGUMENT when ptr is not a live block of this allocator. */
 tc_status tc__alloc_free(tc__allocator *a, void *ptr);
+/* Frees ptr if this allocator owns it; *owned says whether it did (no message). */
+void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned);
 bool tc__alloc_owns(tc__allocator *a, const void *ptr);
 /* Marks a live block as used on `stream`: its reuse waits for that stream. */
 tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream);

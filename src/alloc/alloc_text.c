@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../core/internal.h"
 #include "alloc.h"
@@ -351,8 +352,9 @@ static void host_info(void *ctx, size_t *fr, size_t *tot)
 static tc_status host_reserve(void *ctx, size_t size, void **out)
 {
     (void)ctx;
-    void *p = aligned_alloc(512, size);
-    if (!p)
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
         return TC_ERROR_OUT_OF_MEMORY;
     *out = p;
     return TC_OK;
@@ -377,8 +379,7 @@ static void host_unmap(void *ctx, void *addr, size_t size)
 static void host_unreserve(void *ctx, void *addr, size_t size)
 {
     (void)ctx;
-    (void)size;
-    free(addr);
+    munmap(addr, size);
 }
 
 void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx)

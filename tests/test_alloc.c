@@ -360,9 +360,9 @@ int main(void)
     test_expandable();
     const char *e = getenv("TC_ALLOC_STEPS");
     long steps = e ? atol(e) : 1000000;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     if (!e)
-        steps = 100000; /* the checker walks every segment: keep ASan runs short */
+        steps = 20000; /* the checker walks every segment: keep sanitizer runs short */
 #endif
     test_random(NULL, 0, steps);
     test_random("max_split_size_mb:64,roundup_power2_divisions:8", 0, steps / 4);

@@ -92,31 +92,34 @@ static bool ext_take(uintptr_t p, ext_rec *out)
     return true;
 }
 
+static void ext_upd(tc_memory_stat *arr, int pi, int64_t d)
+{
+    int idx[2] = {TC_STAT_ALL, pi};
+    for (int q = 0; q < 2; q++) {
+        tc_memory_stat *m = &arr[idx[q]];
+        m->current += d;
+        if (m->current > m->peak)
+            m->peak = m->current;
+        *(d > 0 ? &m->allocated : &m->freed) += d > 0 ? d : -d;
+    }
+}
+
+/* Stats for the async backend and user allocators; with a user allocator
+ * every allocation is its own segment; with async, reserved bytes come from
+ * the pool's attributes instead. */
 static void ext_stat(int d, size_t size, int dir)
 {
     struct tc_memory_stats *s = &ext_stats[d];
     int pi = size <= TC__SMALL_SIZE ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL;
-    tc_memory_stat *arrs[] = {s->allocation, s->active, s->segment};
-    tc_memory_stat *barrs[] = {s->allocated_bytes, s->active_bytes, s->reserved_bytes,
-                               s->requested_bytes};
-    for (int k = 0; k < 2; k++) /* user allocators: every allocation is its own segment */
-        for (int q = 0; q < 2; q++) {
-            tc_memory_stat *m = q ? &arrs[k + (user_alloc ? 1 : 0)][pi] : &arrs[k][0];
-            m->current += dir;
-            if (m->current > m->peak)
-                m->peak = m->current;
-            *(dir > 0 ? &m->allocated : &m->freed) += 1;
-        }
-    for (int k = 0; k < 4; k++) {
-        if (k == 2 && !user_alloc)
-            continue; /* async: reserved comes from the pool's attributes */
-        for (int q = 0; q < 2; q++) {
-            tc_memory_stat *m = &barrs[k][q ? pi : 0];
-            m->current += dir * (int64_t)size;
-            if (m->current > m->peak)
-                m->peak = m->current;
-            *(dir > 0 ? &m->allocated : &m->freed) += (int64_t)size;
-        }
+    int64_t b = dir * (int64_t)size;
+    ext_upd(s->allocation, pi, dir);
+    ext_upd(s->active, pi, dir);
+    ext_upd(s->allocated_bytes, pi, b);
+    ext_upd(s->active_bytes, pi, b);
+    ext_upd(s->requested_bytes, pi, b);
+    if (user_alloc) {
+        ext_upd(s->segment, pi, dir);
+        ext_upd(s->reserved_bytes, pi, b);
     }
 }
 

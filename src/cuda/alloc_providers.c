@@ -155,9 +155,12 @@ static CUmemAllocationProp vm_prop(int device)
 static tc_status vm_reserve(void *ctx, size_t size, void **out)
 {
     CUdeviceptr p = 0;
-    if (vm.reserve(&p, size, 0, 0, 0) != CUDA_SUCCESS)
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx)); /* driver calls need a context */
+    TC_TRY(g.status);
+    CUresult r = vm.reserve(&p, size, 0, 0, 0);
+    tc_device_guard_exit(&g);
+    if (r != CUDA_SUCCESS)
         return TC_ERROR_OUT_OF_MEMORY;
-    (void)ctx;
     *out = (void *)(uintptr_t)p;
     return TC_OK;
 }
@@ -166,7 +169,18 @@ static void vm_unmap(void *ctx, void *addr, size_t size);
 
 /* Maps [addr, addr+size) one granule at a time, so that each granule can be
  * unmapped on its own later. */
+static tc_status vm_map_cur(void *ctx, void *addr, size_t size);
+
 static tc_status vm_map(void *ctx, void *addr, size_t size)
+{
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    TC_TRY(g.status);
+    tc_status st = vm_map_cur(ctx, addr, size);
+    tc_device_guard_exit(&g);
+    return st;
+}
+
+static tc_status vm_map_cur(void *ctx, void *addr, size_t size)
 {
     int d = dev_of(ctx);
     CUmemAllocationProp prop = vm_prop(d);
@@ -201,17 +215,20 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
 
 static void vm_unmap(void *ctx, void *addr, size_t size)
 {
-    size_t g = tc__vm_granularity(dev_of(ctx));
+    size_t gran = tc__vm_granularity(dev_of(ctx));
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     /* memory being unmapped may still be read by queued work: wait for it */
     (void)cudaDeviceSynchronize();
-    for (size_t off = 0; off < size; off += g)
-        (void)vm.unmap((CUdeviceptr)(uintptr_t)addr + off, g);
+    for (size_t off = 0; off < size; off += gran)
+        (void)vm.unmap((CUdeviceptr)(uintptr_t)addr + off, gran);
+    tc_device_guard_exit(&g);
 }
 
 static void vm_unreserve(void *ctx, void *addr, size_t size)
 {
-    (void)ctx;
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     (void)vm.free_va((CUdeviceptr)(uintptr_t)addr, size);
+    tc_device_guard_exit(&g);
 }
 
 size_t tc__vm_granularity(int device)

@@ -917,11 +917,42 @@ tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream)
     return st;
 }
 
+/* Unmaps the whole granules of an expandable segment's free tail. */
+static void trim_tail(tc__allocator *a, seg *s)
+{
+    blk *t = s->head;
+    while (t && t->next)
+        t = t->next;
+    if (!t || t->state != B_FREE || !t->prev)
+        return;
+    size_t g = a->p.granularity;
+    uintptr_t from = (t->addr + g - 1) / g * g, end = s->addr + s->size;
+    if (from >= end)
+        return;
+    size_t cut = (size_t)(end - from);
+    split_stat(a, t, -1);
+    bin_remove(s->sc, t);
+    a->p.unmap(a->p.ctx, (void *)from, cut);
+    s->size -= cut;
+    stat2(a->st.reserved_bytes, s->sc->small, -(int64_t)cut);
+    t->size -= cut;
+    if (t->size == 0) {
+        t->prev->next = NULL;
+        blk_del(a, t);
+    } else {
+        split_stat(a, t, +1);
+        bin_insert(s->sc, t);
+    }
+}
+
 void tc__alloc_empty_cache(tc__allocator *a)
 {
     pthread_mutex_lock(&a->mu);
     process_events(a, true);
     release_cached(a, 0, false);
+    for (seg *s = a->segs; s; s = s->next)
+        if (s->expandable)
+            trim_tail(a, s);
     pthread_mutex_unlock(&a->mu);
 }
 

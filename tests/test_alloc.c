@@ -369,7 +369,7 @@ int main(void)
         steps = 20000; /* the checker walks every segment: keep sanitizer runs short */
 #endif
     test_random(NULL, 0, steps);
-    test_random("max_split_size_mb:64,roundup_power2_divisions:8", 0, steps / 4);
-    test_random("expandable_segments:True", 2 * MiB, steps / 4);
+    test_random("max_split_size_mb:64,roundup_power2_divisions:8", 0, steps / 8);
+    test_random("expandable_segments:True", 2 * MiB, steps / 8);
     return TC_TEST_DONE();
 }

@@ -264,7 +264,9 @@ char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbrev
               s->oversize_segments.current);
     sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "cudaMalloc retries:", s->num_alloc_retries);
     sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Out-of-memory errors:", s->num_ooms);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Device allocs / frees:", s->num_device_alloc);
+    char af[48];
+    snprintf(af, sizeof af, "%" PRId64 " / %" PRId64, s->num_device_alloc, s->num_device_free);
+    sb_printf(&b, "| %-28s %-44s |\n", "Device allocs / frees:", af);
     sb_printf(&b, "%s", line);
     if (b.oom) {
         free(b.p);

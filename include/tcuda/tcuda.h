@@ -8,5 +8,6 @@
 #include "stream.h"
 #include "nvtx.h"
 #include "random.h"
+#include "memory.h"
 
 #endif

@@ -1,0 +1,139 @@
+/* tcuda: memory management, the caching allocator (torch.cuda's memory API).
+ *
+ * Device memory comes from one caching allocator per device, created on first
+ * use and configured by TCUDA_ALLOC_CONF. Freeing returns a block to the cache
+ * without synchronizing; a block is reused on its own stream at once and, if
+ * record_stream marked other streams, only after their work has completed. */
+#ifndef TCUDA_MEMORY_H
+#define TCUDA_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "export.h"
+#include "status.h"
+#include "stream.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+/* One statistic: current value, peak since reset, and the running totals. */
+typedef struct tc_memory_stat {
+    int64_t current, peak, allocated, freed;
+} tc_memory_stat;
+
+/* Index into each per-pool array below. */
+enum { TC_STAT_ALL = 0, TC_STAT_SMALL_POOL = 1, TC_STAT_LARGE_POOL = 2, TC_STAT_POOLS = 3 };
+
+/* torch.cuda.memory_stats as a value struct. */
+/* A struct tag, not a typedef: tc_memory_stats is also the function's name. */
+struct tc_memory_stats {
+    tc_memory_stat allocation[TC_STAT_POOLS];
+    tc_memory_stat segment[TC_STAT_POOLS];
+    tc_memory_stat active[TC_STAT_POOLS];
+    tc_memory_stat inactive_split[TC_STAT_POOLS];
+    tc_memory_stat allocated_bytes[TC_STAT_POOLS];
+    tc_memory_stat reserved_bytes[TC_STAT_POOLS];
+    tc_memory_stat active_bytes[TC_STAT_POOLS];
+    tc_memory_stat inactive_split_bytes[TC_STAT_POOLS];
+    tc_memory_stat requested_bytes[TC_STAT_POOLS];
+    int64_t num_alloc_retries, num_ooms, num_sync_all_streams;
+    int64_t num_device_alloc, num_device_free;
+    tc_memory_stat oversize_allocations, oversize_segments;
+    int64_t max_split_size; /* -1: no limit */
+};
+
+/* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_free. */
+typedef struct tc_memory_block_info {
+    uint64_t address;
+    size_t size, requested_size;
+    const char *state; /* "active_allocated", "active_pending_free", "inactive" */
+} tc_memory_block_info;
+
+typedef struct tc_memory_segment_info {
+    int device;
+    uint64_t address;
+    size_t total_size, allocated_size, active_size, requested_size;
+    uint64_t stream;          /* the cudaStream_t (or id) that owns it */
+    const char *segment_type; /* "small" or "large" */
+    uint64_t segment_pool_id; /* 0: the default pool; else a private pool id */
+    bool is_expandable;
+    size_t num_blocks;
+    tc_memory_block_info *blocks;
+} tc_memory_segment_info;
+
+struct tc_memory_snapshot { /* a tag, like struct tc_memory_stats */
+    size_t num_segments;
+    tc_memory_segment_info *segments;
+};
+
+typedef struct tc_allocator tc_allocator;
+
+/* Allocates size bytes on device (-1: current) for stream (NULL: current).
+ * size 0 gives NULL. TC_ERROR_OUT_OF_MEMORY with a message saying what was
+ * asked, what the GPU has, what tcuda holds, and which setting may help. */
+TCUDA_API tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream,
+                                               void **out);
+/* Returns a block to the cache (NULL is a no-op). Unknown pointer: error. */
+TCUDA_API tc_status tc_caching_allocator_delete(void *ptr);
+/* The block's memory is in use on `stream` too: reuse waits for its work. */
+TCUDA_API tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream);
+/* Releases every unused cached segment of every device; nothing in use. */
+TCUDA_API tc_status tc_empty_cache(void);
+
+/* Bytes held by live blocks / by segments, and their maxima (device -1:
+ * current). 0 when the device has no allocator or CUDA is absent. */
+TCUDA_API size_t tc_memory_allocated(int device);
+TCUDA_API size_t tc_max_memory_allocated(int device);
+TCUDA_API tc_status tc_reset_max_memory_allocated(int device);
+TCUDA_API size_t tc_memory_reserved(int device);
+TCUDA_API size_t tc_max_memory_reserved(int device);
+/* Deprecated names of the reserved functions (as torch.cuda keeps them). */
+TCUDA_API size_t tc_memory_cached(int device);
+TCUDA_API size_t tc_max_memory_cached(int device);
+TCUDA_API tc_status tc_reset_max_memory_cached(int device);
+TCUDA_API tc_status tc_reset_peak_memory_stats(int device);
+
+/* Fills *out with the device's statistics (all zero before first use). */
+TCUDA_API tc_status tc_memory_stats(int device, struct tc_memory_stats *out);
+/* One statistic by torch's key ("allocated_bytes.all.current",
+ * "num_ooms", ...). Unknown key: -1 and tc_last_error says so. */
+TCUDA_API int64_t tc_memory_stats_get(int device, const char *key);
+/* A readable table of the statistics; caller frees with tc_free. */
+TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
+
+/* Every segment and block of every device. Caller frees with
+ * tc_memory_snapshot_free. */
+TCUDA_API tc_status tc_memory_snapshot(struct tc_memory_snapshot **out);
+TCUDA_API tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap,
+                                                  const char *path);
+TCUDA_API void tc_memory_snapshot_free(struct tc_memory_snapshot *snap);
+
+/* Caps this process's reserved memory on device at fraction * total, 0..1. */
+TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
+/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF). */
+TCUDA_API const char *tc_get_allocator_backend(void);
+
+/* A user allocator: alloc(size, device, cuda_stream) and
+ * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
+typedef void *(*tc_alloc_fn)(size_t size, int device, void *cuda_stream);
+typedef void (*tc_free_fn)(void *ptr, size_t size, int device, void *cuda_stream);
+/* Loads alloc_fn and free_fn from a shared object; *out owned by tcuda. */
+TCUDA_API tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
+                                                const char *free_fn, tc_allocator **out);
+TCUDA_API tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
+                                                tc_allocator **out);
+/* Makes `allocator` the device allocator; TC_ERROR_INVALID_STATE once any
+ * device memory was allocated. */
+TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
+
+/* Pinned host memory through a caching allocator; a freed block is reused
+ * only after the work on the current stream at free time has completed. */
+TCUDA_API tc_status tc_host_alloc(size_t size, void **out);
+TCUDA_API tc_status tc_host_free(void *ptr);
+/* The pinned block is used by work on `stream`: its reuse waits for it. */
+TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
+
+TCUDA_EXTERN_C_END
+
+#endif

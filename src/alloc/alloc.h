@@ -1,0 +1,127 @@
+/* The caching allocator's algorithm, with no CUDA inside (internal).
+ *
+ * An allocator takes large regions ("segments") from a segment provider and
+ * hands out blocks carved from them. Streams are opaque uintptr_t ids and
+ * events come through the provider's callbacks, so CPU tests drive every rule
+ * with fake streams and fake events. One allocator per device (or per pinned
+ * host cache); every entry point takes the allocator's mutex briefly. */
+#ifndef TCUDA_ALLOC_H
+#define TCUDA_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tcuda/memory.h"
+#include "tcuda/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TC__MIN_BLOCK ((size_t)512)
+#define TC__SMALL_SIZE ((size_t)1 << 20)        /* requests up to this: small pool */
+#define TC__SMALL_BUFFER ((size_t)2 << 20)      /* small pool segment */
+#define TC__LARGE_BUFFER ((size_t)20 << 20)     /* shared large segment */
+#define TC__MIN_LARGE_ALLOC ((size_t)10 << 20)  /* from here: own segment */
+#define TC__ROUND_LARGE ((size_t)2 << 20)
+
+/* Where segments come from. alloc returns TC_ERROR_OUT_OF_MEMORY (message not
+ * needed) when the device refuses. The expandable hooks may be NULL; with
+ * them a segment is a reserved address range mapped in `granularity` steps.
+ * Event hooks may be NULL when streams never run asynchronously (plain host). */
+typedef struct tc__seg_provider {
+    const char *name;
+    void *ctx;
+    tc_status (*alloc)(void *ctx, size_t size, uintptr_t stream, void **out);
+    void (*free)(void *ctx, void *ptr, size_t size);
+    void (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+    size_t granularity;
+    tc_status (*reserve)(void *ctx, size_t size, void **out);
+    tc_status (*map)(void *ctx, void *addr, size_t size);   /* OOM when refused */
+    void (*unmap)(void *ctx, void *addr, size_t size);
+    void (*unreserve)(void *ctx, void *addr, size_t size);
+    void *(*event_record)(void *ctx, uintptr_t stream);  /* NULL: could not */
+    int (*event_query)(void *ctx, void *event);          /* 1 done, 0 not yet */
+    void (*event_sync)(void *ctx, void *event);
+    void (*event_destroy)(void *ctx, void *event);
+} tc__seg_provider;
+
+/* TCUDA_ALLOC_CONF, parsed. */
+typedef struct tc__alloc_config {
+    int backend;                    /* 0 native, 1 cudaMallocAsync */
+    size_t max_split_size;          /* SIZE_MAX: no limit */
+    unsigned roundup_power2_divisions; /* 0 or 1: off */
+    double gc_threshold;            /* 0: off; else in (0, 1) */
+    bool expandable_segments;
+} tc__alloc_config;
+
+/* The defaults (native, no limits, nothing on). */
+void tc__alloc_config_default(tc__alloc_config *cfg);
+/* Parses "key:value,key:value". An unknown key or bad value fails with
+ * TC_ERROR_INVALID_ARGUMENT and a message naming it; *cfg is then unchanged. */
+tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg);
+
+typedef struct tc__allocator tc__allocator;
+
+tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_config *cfg,
+                           int device, tc__allocator **out);
+/* Returns every segment to the provider (blocks still in use included). */
+void tc__alloc_destroy(tc__allocator *a);
+
+tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void **out);
+/* TC_ERROR_INVALID_ARGUMENT when ptr is not a live block of this allocator. */
+tc_status tc__alloc_free(tc__allocator *a, void *ptr);
+/* Frees ptr if this allocator owns it; *owned says whether it did (no message). */
+void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned);
+bool tc__alloc_owns(tc__allocator *a, const void *ptr);
+/* Marks a live block as used on `stream`: its reuse waits for that stream. */
+tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream);
+/* Waits for pending events, then releases every wholly free segment. */
+void tc__alloc_empty_cache(tc__allocator *a);
+void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out);
+void tc__alloc_reset_peak(tc__allocator *a);
+void tc__alloc_reset_accumulated(tc__allocator *a);
+/* Caps reserved memory at fraction * total (provider's total). */
+tc_status tc__alloc_set_fraction(tc__allocator *a, double fraction);
+
+/* Private pools: between begin and end, allocations on `stream` come from
+ * pool `id` (> 0). Its memory is not used for others until released; a
+ * released pool gives its segments back as they become free. */
+tc_status tc__alloc_begin_pool(tc__allocator *a, uint64_t id, uintptr_t stream);
+tc_status tc__alloc_end_pool(tc__allocator *a, uintptr_t stream);
+tc_status tc__alloc_release_pool(tc__allocator *a, uint64_t id);
+
+/* Appends this allocator's segments to a snapshot (tc_memory_snapshot). */
+tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap);
+
+/* Walks every segment and recounts: blocks tile segments, free lists and the
+ * pointer map agree, stats equal the recount. 0 if sound, else writes why. */
+int tc__alloc_check(tc__allocator *a, char *why, size_t why_len);
+
+/* Formats n bytes as "1.50 GiB" into buf. */
+const char *tc__fmt_bytes(char *buf, size_t n, uint64_t bytes);
+
+/* Stat keys: "allocated_bytes.all.current" ... Returns false if unknown. */
+bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *out);
+/* Readable table of the stats (caller frees). */
+char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbreviated);
+/* Frees a snapshot's arrays. */
+void tc__snapshot_free(struct tc_memory_snapshot *snap);
+tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path);
+
+/* The plain host provider (malloc); `capacity` bytes total (0: unlimited),
+ * so tests can make it refuse. Event hooks are fakes the tests can drive. */
+typedef struct tc__host_provider_ctx {
+    size_t capacity;
+    size_t in_use;
+    size_t granularity; /* for expandable tests; 0 disables */
+    int64_t allocs, frees;
+} tc__host_provider_ctx;
+void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,301 @@
+/* Segment providers for the caching allocator: cudaMalloc, CUDA virtual
+ * memory (expandable segments), and pinned host memory (cudaHostAlloc), plus
+ * the CUDA events the allocator records on streams that used a freed block.
+ * Virtual-memory calls are driver functions found through
+ * cudaGetDriverEntryPointByVersion, so libcuda is never linked: a machine
+ * without a driver still loads tcuda. Each device provider's ctx is the device
+ * index (as intptr_t); every call switches to that device and back. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../alloc/alloc.h"
+#include "alloc_providers.h"
+#include "cuda_internal.h"
+
+static tc_status oom_or_fail(cudaError_t err, const char *what)
+{
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return TC_ERROR_OUT_OF_MEMORY;
+    }
+    return tc__cuda_fail(err, what, __FILE__, __LINE__);
+}
+
+static int dev_of(void *ctx) { return (int)(intptr_t)ctx; }
+
+static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    (void)stream;
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    TC_TRY(g.status);
+    cudaError_t err = cudaMalloc(out, size);
+    tc_device_guard_exit(&g);
+    return err == cudaSuccess ? TC_OK : oom_or_fail(err, "cudaMalloc");
+}
+
+static void dm_free(void *ctx, void *ptr, size_t size)
+{
+    (void)size;
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    (void)cudaFree(ptr);
+    tc_device_guard_exit(&g);
+}
+
+static void dm_info(void *ctx, size_t *fr, size_t *tot)
+{
+    *fr = *tot = 0;
+    if (tc_mem_get_info(dev_of(ctx), fr, tot) != TC_OK)
+        *fr = *tot = 0;
+}
+
+static void *ev_record(void *ctx, uintptr_t stream)
+{
+    (void)ctx;
+    cudaEvent_t e;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+        return NULL;
+    if (cudaEventRecord(e, (cudaStream_t)stream) != cudaSuccess) {
+        (void)cudaEventDestroy(e);
+        /* could not record: wait for the stream instead, so reuse stays safe */
+        (void)cudaStreamSynchronize((cudaStream_t)stream);
+        return NULL;
+    }
+    return (void *)e;
+}
+
+static int ev_query(void *ctx, void *e)
+{
+    (void)ctx;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)e);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+static void ev_sync(void *ctx, void *e)
+{
+    (void)ctx;
+    (void)cudaEventSynchronize((cudaEvent_t)e);
+}
+
+static void ev_destroy(void *ctx, void *e)
+{
+    (void)ctx;
+    (void)cudaEventDestroy((cudaEvent_t)e);
+}
+
+/* ---- expandable segments through the driver's virtual memory API ------------ */
+
+typedef CUresult (*pf_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*pf_free_va)(CUdeviceptr, size_t);
+typedef CUresult (*pf_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                              unsigned long long);
+typedef CUresult (*pf_release)(CUmemGenericAllocationHandle);
+typedef CUresult (*pf_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                           unsigned long long);
+typedef CUresult (*pf_unmap)(CUdeviceptr, size_t);
+typedef CUresult (*pf_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*pf_gran)(size_t *, const CUmemAllocationProp *,
+                            CUmemAllocationGranularity_flags);
+
+static struct {
+    int state; /* 0 not tried, 1 ok, 2 missing */
+    pf_reserve reserve;
+    pf_free_va free_va;
+    pf_create create;
+    pf_release release;
+    pf_map map;
+    pf_unmap unmap;
+    pf_access access;
+    pf_gran gran;
+} vm;
+static pthread_mutex_t vm_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static tc_status vm_load(void)
+{
+    pthread_mutex_lock(&vm_mu);
+    if (vm.state == 0) {
+        static const char *names[] = {"cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate",
+                                      "cuMemRelease", "cuMemMap", "cuMemUnmap",
+                                      "cuMemSetAccess", "cuMemGetAllocationGranularity"};
+        void **slots[] = {(void **)&vm.reserve, (void **)&vm.free_va, (void **)&vm.create,
+                          (void **)&vm.release, (void **)&vm.map,     (void **)&vm.unmap,
+                          (void **)&vm.access,  (void **)&vm.gran};
+        vm.state = 1;
+        for (int i = 0; i < 8; i++) {
+            enum cudaDriverEntryPointQueryResult q;
+            if (cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
+                                                 &q) != cudaSuccess ||
+                q != cudaDriverEntryPointSuccess || !*slots[i])
+                vm.state = 2;
+        }
+    }
+    int st = vm.state;
+    pthread_mutex_unlock(&vm_mu);
+    if (st != 1)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "expandable_segments: the driver does not "
+                        "provide CUDA's virtual memory functions (cuMemCreate, cuMemMap, ...)");
+    return TC_OK;
+}
+
+static CUmemAllocationProp vm_prop(int device)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+}
+
+static tc_status vm_reserve(void *ctx, size_t size, void **out)
+{
+    CUdeviceptr p = 0;
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx)); /* driver calls need a context */
+    TC_TRY(g.status);
+    CUresult r = vm.reserve(&p, size, 0, 0, 0);
+    tc_device_guard_exit(&g);
+    if (r != CUDA_SUCCESS)
+        return TC_ERROR_OUT_OF_MEMORY;
+    *out = (void *)(uintptr_t)p;
+    return TC_OK;
+}
+
+static void vm_unmap(void *ctx, void *addr, size_t size);
+
+/* Maps [addr, addr+size) one granule at a time, so that each granule can be
+ * unmapped on its own later. */
+static tc_status vm_map_cur(void *ctx, void *addr, size_t size);
+
+static tc_status vm_map(void *ctx, void *addr, size_t size)
+{
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    TC_TRY(g.status);
+    tc_status st = vm_map_cur(ctx, addr, size);
+    tc_device_guard_exit(&g);
+    return st;
+}
+
+static tc_status vm_map_cur(void *ctx, void *addr, size_t size)
+{
+    int d = dev_of(ctx);
+    CUmemAllocationProp prop = vm_prop(d);
+    size_t g = tc__vm_granularity(d);
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
+    for (size_t off = 0; off < size; off += g) {
+        CUmemGenericAllocationHandle h;
+        if (vm.create(&h, g, &prop, 0) != CUDA_SUCCESS) {
+            if (off)
+                vm_unmap(ctx, addr, off);
+            return TC_ERROR_OUT_OF_MEMORY;
+        }
+        CUresult r = vm.map(base + off, g, 0, h, 0);
+        vm.release(h); /* the mapping keeps the memory */
+        if (r != CUDA_SUCCESS) {
+            if (off)
+                vm_unmap(ctx, addr, off);
+            return TC_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = d;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (vm.access(base, size, &acc, 1) != CUDA_SUCCESS) {
+        vm_unmap(ctx, addr, size);
+        return TC_ERROR_OUT_OF_MEMORY;
+    }
+    return TC_OK;
+}
+
+static void vm_unmap(void *ctx, void *addr, size_t size)
+{
+    size_t gran = tc__vm_granularity(dev_of(ctx));
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    /* memory being unmapped may still be read by queued work: wait for it */
+    (void)cudaDeviceSynchronize();
+    for (size_t off = 0; off < size; off += gran)
+        (void)vm.unmap((CUdeviceptr)(uintptr_t)addr + off, gran);
+    tc_device_guard_exit(&g);
+}
+
+static void vm_unreserve(void *ctx, void *addr, size_t size)
+{
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    (void)vm.free_va((CUdeviceptr)(uintptr_t)addr, size);
+    tc_device_guard_exit(&g);
+}
+
+size_t tc__vm_granularity(int device)
+{
+    static size_t cached[TC_MAX_DEVICES];
+    if (device < 0 || device >= TC_MAX_DEVICES)
+        return (size_t)2 << 20;
+    if (!cached[device]) {
+        CUmemAllocationProp prop = vm_prop(device);
+        size_t g = 0;
+        if (vm.gran && vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS)
+            g = 0;
+        if (g < ((size_t)2 << 20))
+            g = (size_t)2 << 20;
+        cached[device] = g;
+    }
+    return cached[device];
+}
+
+tc_status tc__device_provider(int device, bool expandable, tc__seg_provider *p)
+{
+    memset(p, 0, sizeof *p);
+    p->name = "CUDA";
+    p->ctx = (void *)(intptr_t)device;
+    p->alloc = dm_alloc;
+    p->free = dm_free;
+    p->mem_info = dm_info;
+    p->event_record = ev_record;
+    p->event_query = ev_query;
+    p->event_sync = ev_sync;
+    p->event_destroy = ev_destroy;
+    if (expandable) {
+        TC_TRY(vm_load());
+        p->granularity = tc__vm_granularity(device);
+        p->reserve = vm_reserve;
+        p->map = vm_map;
+        p->unmap = vm_unmap;
+        p->unreserve = vm_unreserve;
+    }
+    return TC_OK;
+}
+
+/* ---- pinned host ---------------------------------------------------------------- */
+
+static tc_status ph_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    (void)ctx;
+    (void)stream;
+    cudaError_t err = cudaHostAlloc(out, size, cudaHostAllocDefault);
+    return err == cudaSuccess ? TC_OK : oom_or_fail(err, "cudaHostAlloc");
+}
+
+static void ph_free(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    (void)cudaFreeHost(ptr);
+}
+
+void tc__pinned_provider(tc__seg_provider *p)
+{
+    memset(p, 0, sizeof *p);
+    p->name = "pinned host";
+    p->alloc = ph_alloc;
+    p->free = ph_free;
+    p->event_record = ev_record;
+    p->event_query = ev_query;
+    p->event_sync = ev_sync;
+    p->event_destroy = ev_destroy;
+}

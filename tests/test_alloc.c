@@ -1,0 +1,375 @@
+/* The caching allocator's algorithm on the plain host provider: rounding,
+ * pools, split and merge, max-split and power-of-two rules, GC threshold,
+ * fraction cap, private pools, stream reuse with fake events, config errors,
+ * expandable segments, and an invariant check after every step of a long
+ * random sequence (10^6 steps; TC_ALLOC_STEPS overrides, e.g. under ASan). */
+#include <stdlib.h>
+
+#include "alloc/alloc.h"
+#include "tc_test.h"
+
+#define MiB ((size_t)1 << 20)
+
+static tc__host_provider_ctx hctx;
+static tc__seg_provider prov;
+
+/* Fake events: an event is "done" once fake_clock passes its stamp. */
+static uint64_t fake_clock, fake_stamp[8]; /* per stream id 1..7: last work */
+static int fake_live;
+static void *ev_record(void *ctx, uintptr_t stream)
+{
+    (void)ctx;
+    uint64_t *e = malloc(sizeof *e);
+    *e = fake_stamp[stream & 7];
+    fake_live++;
+    return e;
+}
+static int ev_query(void *ctx, void *e)
+{
+    (void)ctx;
+    return *(uint64_t *)e <= fake_clock;
+}
+static void ev_sync(void *ctx, void *e)
+{
+    (void)ctx;
+    if (*(uint64_t *)e > fake_clock)
+        fake_clock = *(uint64_t *)e;
+}
+static void ev_destroy(void *ctx, void *e)
+{
+    (void)ctx;
+    fake_live--;
+    free(e);
+}
+
+static tc__allocator *mk(const char *conf, size_t capacity, size_t gran)
+{
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    if (conf && tc__alloc_config_parse(conf, &cfg) != TC_OK) {
+        printf("config %s: %s\n", conf, tc_last_error());
+        return NULL;
+    }
+    memset(&hctx, 0, sizeof hctx);
+    hctx.capacity = capacity;
+    hctx.granularity = gran;
+    tc__host_provider_init(&prov, &hctx);
+    prov.event_record = ev_record;
+    prov.event_query = ev_query;
+    prov.event_sync = ev_sync;
+    prov.event_destroy = ev_destroy;
+    tc__allocator *a = NULL;
+    tc__alloc_create(&prov, &cfg, 0, &a);
+    return a;
+}
+
+static int64_t S(tc__allocator *a, const char *key)
+{
+    struct tc_memory_stats s;
+    tc__alloc_stats(a, &s);
+    int64_t v = -1;
+    CHECK(tc__stats_get(&s, key, &v));
+    return v;
+}
+
+static void sound(tc__allocator *a)
+{
+    char why[256];
+    int bad = tc__alloc_check(a, why, sizeof why);
+    if (bad)
+        printf("invariant: %s\n", why);
+    CHECK(!bad);
+}
+
+static void test_rounding_pools(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p, *q;
+    CHECK_OK(tc__alloc_malloc(a, 1, 1, &p));
+    CHECK(S(a, "allocated_bytes.all.current") == 512);
+    CHECK(S(a, "requested_bytes.all.current") == 1);
+    CHECK(S(a, "reserved_bytes.small_pool.current") == (int64_t)(2 * MiB));
+    CHECK_OK(tc__alloc_malloc(a, 513, 1, &q));
+    CHECK((uintptr_t)q == (uintptr_t)p + 512); /* split from the same segment */
+    CHECK(S(a, "allocated_bytes.all.current") == 1536);
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK_OK(tc__alloc_free(a, q));
+    CHECK(S(a, "inactive_split.all.current") == 0); /* merged back whole */
+    void *l;
+    CHECK_OK(tc__alloc_malloc(a, MiB + 1, 1, &l));
+    CHECK(S(a, "reserved_bytes.large_pool.current") == (int64_t)(20 * MiB));
+    CHECK_OK(tc__alloc_free(a, l));
+    CHECK_OK(tc__alloc_malloc(a, 25 * MiB + 7, 1, &l)); /* own segment, 2 MiB multiple */
+    CHECK(S(a, "segment.large_pool.current") == 2);
+    CHECK(S(a, "reserved_bytes.large_pool.current") == (int64_t)(46 * MiB));
+    CHECK_OK(tc__alloc_free(a, l));
+    CHECK_STATUS(tc__alloc_free(a, (char *)l + 512), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_free(a, l), TC_ERROR_INVALID_ARGUMENT); /* double free */
+    sound(a);
+    tc__alloc_empty_cache(a);
+    CHECK(S(a, "reserved_bytes.all.current") == 0);
+    CHECK(hctx.in_use == 0);
+    CHECK(S(a, "num_device_alloc") == 3 && S(a, "num_device_free") == 3);
+    tc__alloc_destroy(a);
+}
+
+static void test_split_merge_bestfit(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p[6];
+    for (int i = 0; i < 6; i++)
+        CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &p[i])); /* six in a 20 MiB segment */
+    CHECK(S(a, "segment.all.current") == 1);
+    CHECK_OK(tc__alloc_free(a, p[1]));
+    CHECK_OK(tc__alloc_free(a, p[3]));
+    CHECK_OK(tc__alloc_free(a, p[4])); /* merges with p[3] */
+    CHECK(S(a, "inactive_split.all.current") == 3); /* p1, p3+p4, tail */
+    void *q;
+    CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &q)); /* best fit: the 2 MiB hole */
+    CHECK(q == p[1]);
+    CHECK_OK(tc__alloc_malloc(a, 3 * MiB, 1, &q)); /* next: the 4 MiB hole */
+    CHECK(q == p[3]);
+    sound(a);
+    tc__alloc_destroy(a);
+}
+
+static void test_max_split_and_power2(void)
+{
+    tc__allocator *a = mk("max_split_size_mb:30", 0, 0);
+    void *big, *s;
+    CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 1, &big));
+    CHECK(S(a, "oversize_allocations.current") == 1 && S(a, "oversize_segments.current") == 1);
+    CHECK_OK(tc__alloc_free(a, big));
+    CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 1, &s)); /* must not split the 40 MiB block */
+    CHECK(s != big);
+    CHECK(S(a, "segment.all.current") == 2);
+    CHECK_OK(tc__alloc_free(a, s));
+    CHECK_OK(tc__alloc_malloc(a, 36 * MiB, 1, &s)); /* oversize reuse within 20 MiB: ok */
+    CHECK(s == big);
+    CHECK(S(a, "allocated_bytes.all.current") == (int64_t)(40 * MiB)); /* not split */
+    CHECK(S(a, "max_split_size") == (int64_t)(30 * MiB));
+    sound(a);
+    tc__alloc_destroy(a);
+
+    a = mk("roundup_power2_divisions:4", 0, 0);
+    CHECK_OK(tc__alloc_malloc(a, 1200 * 1024, 1, &s)); /* 1.17 MiB -> 1.25 MiB */
+    CHECK(S(a, "allocated_bytes.all.current") == (int64_t)(1280 * 1024));
+    CHECK_OK(tc__alloc_free(a, s));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 1, &s)); /* small sizes: 512 rounding */
+    CHECK(S(a, "allocated_bytes.all.current") == 1024);
+    tc__alloc_destroy(a);
+}
+
+static void test_gc_fraction_oom(void)
+{
+    tc__allocator *a = mk(NULL, 100 * MiB, 0);
+    void *p, *q;
+    CHECK_OK(tc__alloc_set_fraction(a, 0.5));
+    CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 1, &p));
+    CHECK_STATUS(tc__alloc_malloc(a, 12 * MiB, 1, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(strstr(tc_last_error(), "tried to allocate 12.00 MiB") != NULL);
+    CHECK(strstr(tc_last_error(), "capped") != NULL);
+    CHECK(S(a, "num_ooms") == 1 && S(a, "num_alloc_retries") == 1);
+    CHECK_STATUS(tc__alloc_set_fraction(a, 1.5), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc__alloc_set_fraction(a, 1.0));
+    CHECK_OK(tc__alloc_free(a, p));
+    /* OOM path releases the cache and retries: 40 MiB cached, ask 70 MiB. */
+    CHECK_OK(tc__alloc_malloc(a, 70 * MiB, 1, &p));
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(70 * MiB));
+    CHECK_STATUS(tc__alloc_malloc(a, 50 * MiB, 1, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(strstr(tc_last_error(), "of which 30.00 MiB is free") != NULL);
+    CHECK_OK(tc__alloc_free(a, p));
+    sound(a);
+    tc__alloc_destroy(a);
+
+    a = mk("garbage_collection_threshold:0.5", 100 * MiB, 0);
+    CHECK_OK(tc__alloc_malloc(a, 30 * MiB, 1, &p));
+    CHECK_OK(tc__alloc_free(a, p)); /* 30 MiB cached */
+    CHECK_OK(tc__alloc_malloc(a, 36 * MiB, 1, &q)); /* above 50: the cached one goes first */
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(36 * MiB));
+    CHECK(S(a, "num_alloc_retries") == 0);
+    tc__alloc_destroy(a);
+}
+
+static void test_private_pool(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p, *q;
+    CHECK_STATUS(tc__alloc_begin_pool(a, 0, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc__alloc_begin_pool(a, 7, 1));
+    CHECK_STATUS(tc__alloc_begin_pool(a, 8, 1), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc__alloc_malloc(a, 1000, 1, &p));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 2, &q)); /* other stream: default pool */
+    CHECK_OK(tc__alloc_end_pool(a, 1));
+    CHECK_STATUS(tc__alloc_end_pool(a, 1), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc__alloc_free(a, p));
+    void *r;
+    CHECK_OK(tc__alloc_malloc(a, 1000, 1, &r)); /* the pool's memory is not reused */
+    CHECK(r != p);
+    CHECK(S(a, "segment.all.current") == 3);
+    struct tc_memory_snapshot snap = {0};
+    CHECK_OK(tc__alloc_snapshot(a, &snap));
+    int in_pool = 0;
+    for (size_t i = 0; i < snap.num_segments; i++)
+        in_pool += snap.segments[i].segment_pool_id == 7;
+    CHECK(in_pool == 1);
+    tc__snapshot_free(&snap);
+    tc__alloc_empty_cache(a); /* a live pool keeps its cache */
+    CHECK(S(a, "segment.all.current") == 3);
+    CHECK_OK(tc__alloc_release_pool(a, 7));
+    CHECK(S(a, "segment.all.current") == 2);
+    CHECK_STATUS(tc__alloc_release_pool(a, 7), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_begin_pool(a, 7, 1), TC_ERROR_INVALID_STATE);
+    sound(a);
+    tc__alloc_destroy(a);
+}
+
+static void test_streams(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p, *q;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &p));
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q));
+    CHECK(q == p); /* same stream: at once */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 2, &q));
+    CHECK(S(a, "segment.all.current") == 2); /* other stream: its own cache */
+    CHECK_OK(tc__alloc_free(a, q));
+    CHECK_OK(tc__alloc_record_stream(a, p, 3));
+    CHECK_STATUS(tc__alloc_record_stream(a, (char *)p + 1, 3), TC_ERROR_INVALID_ARGUMENT);
+    fake_stamp[3] = ++fake_clock + 5; /* stream 3 has work in flight */
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK(S(a, "active.all.current") == 1); /* pending free */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q));
+    CHECK(q != p); /* not reused while stream 3's work runs */
+    CHECK_OK(tc__alloc_free(a, q));
+    fake_clock += 10; /* stream 3 finished */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q));
+    CHECK(S(a, "active.all.current") == 1);
+    CHECK_OK(tc__alloc_free(a, q));
+    CHECK(fake_live == 0);
+    sound(a);
+    tc__alloc_destroy(a);
+}
+
+static void test_config_errors(void)
+{
+    tc__alloc_config c;
+    tc__alloc_config_default(&c);
+    CHECK_STATUS(tc__alloc_config_parse("foo:1", &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "unknown key 'foo'") != NULL);
+    CHECK_STATUS(tc__alloc_config_parse("max_split_size_mb:abc", &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_config_parse("roundup_power2_divisions:3", &c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_config_parse("garbage_collection_threshold:1.5", &c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_config_parse("expandable_segments:maybe", &c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_config_parse("backend:jemalloc", &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_config_parse("expandable_segments", &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(c.max_split_size == SIZE_MAX && !c.expandable_segments); /* unchanged */
+    CHECK_OK(tc__alloc_config_parse("backend:cudaMallocAsync, expandable_segments:True,"
+                                    "max_split_size_mb:64,garbage_collection_threshold:0.8",
+                                    &c));
+    CHECK(c.backend == 1 && c.expandable_segments && c.max_split_size == 64 * MiB);
+    CHECK(c.gc_threshold == 0.8);
+}
+
+static void test_expandable(void)
+{
+    tc__allocator *a = mk("expandable_segments:True", 1024 * MiB, 2 * MiB);
+    void *p, *q;
+    CHECK_OK(tc__alloc_malloc(a, 3 * MiB, 1, &p));
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(4 * MiB));
+    CHECK_OK(tc__alloc_malloc(a, 5 * MiB, 1, &q));
+    CHECK((uintptr_t)q == (uintptr_t)p + 3 * MiB); /* grew in place */
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(8 * MiB));
+    CHECK(S(a, "segment.all.current") == 1);
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, q));
+    tc__alloc_empty_cache(a); /* the free tail is unmapped, the live head stays */
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(4 * MiB));
+    CHECK(hctx.in_use == 4 * MiB);
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, p));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && S(a, "reserved_bytes.all.current") == 0);
+    tc__alloc_destroy(a);
+}
+
+static size_t rand_size(void)
+{
+    double u = tc_test_rand_uniform(), r = tc_test_rand_uniform();
+    double lo = 512, hi = 1 << 20;
+    if (u > 0.7) {
+        lo = 1 << 20;
+        hi = 32 << 20;
+    }
+    if (u > 0.97) {
+        lo = 32 << 20;
+        hi = 256 << 20;
+    }
+    return (size_t)(lo * __builtin_pow(hi / lo, r)) + (tc_test_rand() % 511);
+}
+
+static void test_random(const char *conf, size_t gran, long steps)
+{
+    tc__allocator *a = mk(conf, 8192 * MiB, gran);
+    enum { LIVE = 256 };
+    void *live[LIVE] = {0};
+    long bad = 0;
+    for (long i = 0; i < steps && !bad; i++) {
+        int k = (int)(tc_test_rand() % LIVE);
+        uint64_t op = tc_test_rand() % 100;
+        if (!live[k]) {
+            uintptr_t stream = 1 + (tc_test_rand() % 3);
+            if (tc__alloc_malloc(a, rand_size(), stream, &live[k]) != TC_OK)
+                live[k] = NULL;
+        } else {
+            if (op < 10)
+                tc__alloc_record_stream(a, live[k], 1 + (tc_test_rand() % 5));
+            fake_stamp[tc_test_rand() % 8] = fake_clock + 3;
+            if (tc__alloc_free(a, live[k]) != TC_OK)
+                bad++;
+            live[k] = NULL;
+        }
+        fake_clock++;
+        if (op == 99 && tc_test_rand() % 100 == 0)
+            tc__alloc_empty_cache(a);
+        char why[256];
+        if (tc__alloc_check(a, why, sizeof why)) {
+            printf("step %ld (%s): %s\n", i, conf ? conf : "default", why);
+            bad++;
+        }
+    }
+    CHECK(bad == 0);
+    for (int k = 0; k < LIVE; k++)
+        CHECK_OK(tc__alloc_free(a, live[k]));
+    tc__alloc_empty_cache(a);
+    CHECK(S(a, "reserved_bytes.all.current") == 0 && S(a, "active.all.current") == 0);
+    CHECK(hctx.in_use == 0 && fake_live == 0);
+    tc__alloc_destroy(a);
+}
+
+int main(void)
+{
+    tc_test_init();
+    test_rounding_pools();
+    test_split_merge_bestfit();
+    test_max_split_and_power2();
+    test_gc_fraction_oom();
+    test_private_pool();
+    test_streams();
+    test_config_errors();
+    test_expandable();
+    const char *e = getenv("TC_ALLOC_STEPS");
+    long steps = e ? atol(e) : 1000000;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    if (!e)
+        steps = 20000; /* the checker walks every segment: keep sanitizer runs short */
+#endif
+    test_random(NULL, 0, steps);
+    test_random("max_split_size_mb:64,roundup_power2_divisions:8", 0, steps / 8);
+    test_random("expandable_segments:True", 2 * MiB, steps / 8);
+    return TC_TEST_DONE();
+}

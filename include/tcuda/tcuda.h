@@ -7,5 +7,6 @@
 #include "device.h"
 #include "stream.h"
 #include "nvtx.h"
+#include "tensor.h"
 
 #endif

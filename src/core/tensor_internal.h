@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "internal.h"
+#include "iter.h"
 #include "storage.h"
 #include "tcuda/tensor.h"
 
@@ -28,39 +29,6 @@ struct tc_tensor {
     int64_t offset; /* elements from storage->data */
     tc__storage *storage;
 };
-
-/* Operation codes shared by every backend. */
-typedef enum tc__op {
-    /* binary: out = a op b */
-    TC__OP_ADD, TC__OP_SUB, TC__OP_MUL, TC__OP_DIV, TC__OP_POW, TC__OP_MAXIMUM,
-    TC__OP_MINIMUM,
-    /* comparisons: bool out */
-    TC__OP_EQ, TC__OP_NE, TC__OP_LT, TC__OP_LE, TC__OP_GT, TC__OP_GE,
-    /* unary */
-    TC__OP_NEG, TC__OP_ABS, TC__OP_EXP, TC__OP_LOG, TC__OP_SQRT, TC__OP_RELU,
-    TC__OP_SIGMOID, TC__OP_TANH,
-    /* reductions */
-    TC__RED_SUM, TC__RED_MEAN, TC__RED_MAX, TC__RED_MIN, TC__RED_ARGMAX
-} tc__op;
-
-#define TC__MAX_OPERANDS 4
-
-typedef struct tc__iter {
-    int ndim;
-    int nops; /* operand 0 is the output */
-    bool contiguous;
-    int64_t numel;
-    int64_t sizes[TC_MAX_DIMS];
-    int64_t strides[TC__MAX_OPERANDS][TC_MAX_DIMS];
-    void *data[TC__MAX_OPERANDS];
-} tc__iter;
-
-/* A value for fills: start + i * step (step 0 for a constant). Integer dtypes
- * use the int64 fields so that large values stay exact. */
-typedef struct tc__fill {
-    double start, step;
-    int64_t istart, istep;
-} tc__fill;
 
 /* One table per device type. `device` is a resolved index (-1 for the CPU).
  * All pointers in an iter are on that device. */

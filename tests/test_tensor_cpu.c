@@ -563,6 +563,74 @@ static void test_errors(void)
     tc_tensor_release(b);
 }
 
+static void test_matmul(void)
+{
+    /* [2, 5, 7] @ [7, 3] (batch broadcast), against a naive double loop */
+    int64_t sa[3] = {2, 5, 7}, sbt[2] = {3, 7};
+    double *va, *vb;
+    tc_tensor *a = rand_tensor(3, sa, TC_FLOAT64, -1, 1, &va);
+    tc_tensor *b0 = rand_tensor(2, sbt, TC_FLOAT64, -1, 1, &vb), *b = NULL, *o = NULL;
+    CHECK_OK(tc_tensor_transpose(b0, 0, 1, &b)); /* non-contiguous [7, 3] */
+    CHECK_OK(tc_tensor_matmul(a, b, &o));
+    CHECK(tc_tensor_ndim(o) == 3 && tc_tensor_size(o, 1) == 5 && tc_tensor_size(o, 2) == 3);
+    double *vo = host(o);
+    bool ok = true;
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 3; j++) {
+                double r = 0;
+                for (int l = 0; l < 7; l++)
+                    r += va[(p * 5 + i) * 7 + l] * vb[j * 7 + l];
+                ok &= fabs(vo[(p * 5 + i) * 3 + j] - r) < 1e-12;
+            }
+    CHECK(ok);
+    free(vo);
+    tc_tensor_release(o);
+    /* larger than a cache block, float32 */
+    int64_t s1[2] = {130, 70}, s2[2] = {70, 90};
+    double *v1, *v2;
+    tc_tensor *x = rand_tensor(2, s1, TC_FLOAT32, -1, 1, &v1);
+    tc_tensor *y = rand_tensor(2, s2, TC_FLOAT32, -1, 1, &v2);
+    CHECK_OK(tc_tensor_matmul(x, y, &o));
+    vo = host(o);
+    ok = true;
+    for (int i = 0; i < 130; i++)
+        for (int j = 0; j < 90; j++) {
+            double r = 0;
+            for (int l = 0; l < 70; l++)
+                r += v1[i * 70 + l] * v2[l * 90 + j];
+            ok &= fabs(vo[i * 90 + j] - r) < 1e-5;
+        }
+    CHECK(ok);
+    free(vo);
+    tc_tensor_release(o);
+    o = NULL;
+    CHECK_STATUS(tc_tensor_matmul(x, x, &o), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_matmul(a, y, &o), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_matmul(a, x, &o), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_matmul(x, b, &o), TC_ERROR_SHAPE);
+    tc_tensor *xi = NULL, *y64 = NULL;
+    CHECK_OK(tc_tensor_to(x, CPU, TC_INT32, false, &xi));
+    CHECK_STATUS(tc_tensor_matmul(xi, xi, &o), TC_ERROR_DTYPE);
+    CHECK_OK(tc_tensor_to(y, CPU, TC_FLOAT64, false, &y64));
+    CHECK_STATUS(tc_tensor_matmul(x, y64, &o), TC_ERROR_DTYPE);
+    CHECK(o == NULL);
+    /* k = 0 gives zeros */
+    int64_t e1[2] = {2, 0}, e2[2] = {0, 3};
+    tc_tensor *ea = NULL, *eb = NULL;
+    CHECK_OK(tc_tensor_empty(2, e1, TC_FLOAT32, CPU, &ea));
+    CHECK_OK(tc_tensor_empty(2, e2, TC_FLOAT32, CPU, &eb));
+    CHECK_OK(tc_tensor_matmul(ea, eb, &o));
+    double ez[6];
+    CHECK_OK(tc_tensor_to_host(o, ez, TC_FLOAT64));
+    CHECK(tc_tensor_numel(o) == 6 && ez[0] == 0 && ez[5] == 0);
+    tc_tensor_release(o);
+    tc_tensor_release(ea), tc_tensor_release(eb), tc_tensor_release(xi), tc_tensor_release(y64);
+    tc_tensor_release(x), tc_tensor_release(y), tc_tensor_release(a), tc_tensor_release(b);
+    tc_tensor_release(b0);
+    free(va), free(vb), free(v1), free(v2);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -575,5 +643,6 @@ int main(void)
     test_where_values();
     test_reductions();
     test_errors();
+    test_matmul();
     return TC_TEST_DONE();
 }

@@ -306,6 +306,32 @@ static void test_factories_and_copies(void)
     free_pair(a);
 }
 
+static void test_matmul(void)
+{
+    static const struct {
+        int na, nb;
+        int64_t a[3], b[3];
+        bool tr;
+    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},   {3, 3, {3, 33, 17}, {3, 17, 9}, false},
+              {3, 2, {4, 20, 30}, {30, 10}, false}, {2, 3, {20, 30}, {5, 30, 10}, false},
+              {2, 2, {40, 40}, {40, 40}, true},     {2, 2, {300, 257}, {257, 129}, false}};
+    tc_dtype mdt[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};
+    char what[96];
+    for (int si = 0; si < COUNT(ms); si++)
+        for (int di = 0; di < COUNT(mdt); di++) {
+            pair a = make_pair(ms[si].na, ms[si].a, mdt[di], -1, 1, ms[si].tr);
+            pair b = make_pair(ms[si].nb, ms[si].b, mdt[di], -1, 1, ms[si].tr);
+            tc_tensor *rc = NULL, *rg = NULL;
+            CHECK_OK(tc_tensor_matmul(a.c, b.c, &rc));
+            CHECK_OK(tc_tensor_matmul(a.g, b.g, &rg));
+            int64_t k = ms[si].a[ms[si].na - 1];
+            snprintf(what, sizeof what, "matmul case %d %s", si, tc_dtype_name(mdt[di]));
+            CHECK(same(rc, rg, 1 + sqrt((double)k), what));
+            tc_tensor_release(rc), tc_tensor_release(rg);
+            free_pair(a), free_pair(b);
+        }
+}
+
 static void test_async(void)
 {
     /* A non_blocking copy into pinned memory is right once the stream is synchronized. */
@@ -334,6 +360,7 @@ static void test_async(void)
     /* record_stream: use a tensor on a side stream, release it, allocate again */
     tc_stream *side = NULL;
     CHECK_OK(tc_stream_create(&side, -1, 0));
+    CHECK_OK(tc_stream_wait_stream(side, tc_current_stream(-1)));
     tc_stream_guard sg = tc_stream_guard_enter(side);
     tc_tensor *t2 = NULL;
     CHECK_OK(tc_tensor_add(g, g2, &t2)); /* reads g on the side stream */
@@ -386,6 +413,7 @@ int main(void)
     test_elementwise();
     test_reductions();
     test_factories_and_copies();
+    test_matmul();
     test_async();
     test_two_gpus();
     return TC_TEST_DONE();

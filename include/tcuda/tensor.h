@@ -210,6 +210,15 @@ TCUDA_API tc_status tc_tensor_max(const tc_tensor *a, int dim, bool keepdim, tc_
 TCUDA_API tc_status tc_tensor_min(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
 
+/* ---- matrix multiply ------------------------------------------------------------- */
+
+/* a @ b for a [M, K] or [B, M, K] and b [K, N] or [B, K, N] (a batch of 1 on
+ * either side broadcasts); both of the same floating dtype. On a GPU through
+ * cuBLAS (loaded at run time: TC_ERROR_NOT_SUPPORTED when missing), with fp32
+ * computed in full fp32 (no TF32) and 16-bit inputs accumulated in fp32.
+ * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
+TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
 TCUDA_EXTERN_C_END
 
 #endif

@@ -49,6 +49,12 @@ typedef struct tc__backend {
      * are called with r > 0 only. */
     tc_status (*reduce)(int device, tc__op op, tc_dtype in_dtype, tc_dtype out_dtype,
                         const void *in, void *out, int64_t outer, int64_t r, int64_t inner);
+    /* c[batch, m, n] = a[batch, m, k] @ b[batch, k, n], all row-major and of a
+     * floating `dtype`; a batch stride of 0 repeats one matrix for every batch;
+     * c is contiguous. */
+    tc_status (*matmul)(int device, tc_dtype dtype, const void *a, const void *b, void *c,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t stride_a,
+                        int64_t stride_b);
 } tc__backend;
 
 extern const tc__backend tc__cpu_backend;

@@ -1,6 +1,5 @@
 /* The CUDA tensor backend: the backend table (kernels launched on the current
- * stream of the tensor's device), copies that cross devices, and the
- * per-thread cuBLAS handle.
+ * stream of the tensor's device) and copies that cross devices.
  *
  * Copy rules, as the CUDA semantics seed says: host to device returns once
  * the source was read (pageable memory is staged by CUDA; pinned memory with
@@ -104,6 +103,10 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
     return st;
 }
 
+/* blas.c */
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
+
 const tc__backend tc__cuda_backend = {
     .unary = cu_unary,
     .binary = cu_binary,
@@ -111,6 +114,7 @@ const tc__backend tc__cuda_backend = {
     .convert = cu_convert,
     .fill = cu_fill,
     .reduce = cu_reduce,
+    .matmul = tc__cuda_matmul,
 };
 
 /* ---- copies across devices --------------------------------------------------------- */
@@ -150,14 +154,21 @@ static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
     return tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, dst->storage->device, false, out);
 }
 
-static tc_status order_streams(cudaStream_t from, cudaStream_t to)
+/* Makes `to` wait for the work queued on `from` (of device from_dev) so far.
+ * The event must belong to from's device, so it is made and recorded there. */
+static tc_status order_streams(int from_dev, cudaStream_t from, cudaStream_t to)
 {
+    int prev;
+    TC_TRY(enter(from_dev, &prev));
     cudaEvent_t ev;
-    TC_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    cudaError_t err = cudaEventRecord(ev, from);
-    if (err == cudaSuccess)
-        err = cudaStreamWaitEvent(to, ev, 0);
-    (void)cudaEventDestroy(ev);
+    cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (err == cudaSuccess) {
+        err = cudaEventRecord(ev, from);
+        if (err == cudaSuccess)
+            err = cudaStreamWaitEvent(to, ev, 0);
+        (void)cudaEventDestroy(ev);
+    }
+    leave(from_dev, prev);
     TC_CUDA_CHECK(err);
     return TC_OK;
 }
@@ -202,7 +213,7 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
                                __FILE__, __LINE__);
     } else {
         cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
-        st = order_streams(ss, ds);
+        st = order_streams(sd.index, ss, ds);
         if (st == TC_OK) {
             err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
             if (err != cudaSuccess)
@@ -210,7 +221,7 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         }
         /* later work on the source stream (and the temporary's free) waits */
         if (st == TC_OK)
-            st = order_streams(ds, ss);
+            st = order_streams(dd.index, ds, ss);
     }
     leave(d2h || h2d ? dev : dd.index, prev);
     if (st == TC_OK && d != dst)
@@ -218,41 +229,4 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
     tc_tensor_release(s);
     tc_tensor_release(d);
     return st;
-}
-
-/* ---- cuBLAS handle -------------------------------------------------------------------- */
-
-static const char *const cublas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                           NULL};
-static tc__dynlib cublas_lib = {.what = "cuBLAS (libcublas)", .names = cublas_names};
-typedef int (*cublas_create_fn)(void **);
-typedef int (*cublas_set_stream_fn)(void *, cudaStream_t);
-static _Thread_local void *blas_handles[TC_MAX_DEVICES];
-
-void *tc_current_blas_handle(void)
-{
-    int dev;
-    if (tc__resolve_device(-1, &dev) != TC_OK)
-        return NULL;
-    void *create = NULL, *set_stream = NULL;
-    if (tc__dynlib_load(&cublas_lib) != TC_OK ||
-        tc__dynlib_sym(&cublas_lib, "cublasCreate_v2", &create) != TC_OK ||
-        tc__dynlib_sym(&cublas_lib, "cublasSetStream_v2", &set_stream) != TC_OK)
-        return NULL;
-    if (!blas_handles[dev]) {
-        void *h = NULL;
-        int rc = ((cublas_create_fn)create)(&h);
-        if (rc != 0) {
-            (void)tc__fail(TC_ERROR_CUDA, "cublasCreate_v2 failed with status %d on cuda:%d", rc,
-                           dev);
-            return NULL;
-        }
-        blas_handles[dev] = h;
-    }
-    int rc = ((cublas_set_stream_fn)set_stream)(blas_handles[dev], tc__current_cuda_stream(dev));
-    if (rc != 0) {
-        (void)tc__fail(TC_ERROR_CUDA, "cublasSetStream_v2 failed with status %d", rc);
-        return NULL;
-    }
-    return blas_handles[dev];
 }

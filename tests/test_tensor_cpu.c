@@ -606,9 +606,14 @@ static void test_matmul(void)
     tc_tensor_release(o);
     o = NULL;
     CHECK_STATUS(tc_tensor_matmul(x, x, &o), TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_tensor_matmul(a, y, &o), TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_tensor_matmul(a, x, &o), TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_tensor_matmul(x, b, &o), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_matmul(a, b0, &o), TC_ERROR_SHAPE); /* inner 7 against 3 */
+    int64_t s3[3] = {3, 7, 3}, s1d[1] = {7};
+    tc_tensor *b3 = NULL, *v1d = NULL;
+    CHECK_OK(tc_tensor_zeros(3, s3, TC_FLOAT64, CPU, &b3));
+    CHECK_OK(tc_tensor_zeros(1, s1d, TC_FLOAT64, CPU, &v1d));
+    CHECK_STATUS(tc_tensor_matmul(a, b3, &o), TC_ERROR_SHAPE); /* batch 2 against 3 */
+    CHECK_STATUS(tc_tensor_matmul(a, v1d, &o), TC_ERROR_SHAPE);
+    tc_tensor_release(b3), tc_tensor_release(v1d);
     tc_tensor *xi = NULL, *y64 = NULL;
     CHECK_OK(tc_tensor_to(x, CPU, TC_INT32, false, &xi));
     CHECK_STATUS(tc_tensor_matmul(xi, xi, &o), TC_ERROR_DTYPE);

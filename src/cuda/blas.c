@@ -26,8 +26,8 @@ typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *,
                        int, int, long long, const void *, int, int, long long, const void *,
                        void *, int, int, long long, int, int, int);
 
-static const char *const cublas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                           NULL};
+static const char *const cublas_names[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13",
+                                           "libcublas.so.12", "libcublas.so", NULL};
 static tc__dynlib cublas_lib = {.what = "cuBLAS (libcublas)", .names = cublas_names};
 static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
 static tc_status syms_status = TC_ERROR_NOT_SUPPORTED;

@@ -105,7 +105,21 @@ __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::typ
     i64 chunk = (r + splits - 1) / splits, lo = blockIdx.x * chunk, hi = min(r, lo + chunk);
     const T *row = in + o * r;
     Acc<C> a = identity<C>();
-    for (i64 j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    /* four independent loads in flight per thread; combine() orders by index,
+     * so the order of combining does not change max/min/argmax */
+    i64 bd = blockDim.x, j = lo + threadIdx.x;
+    for (; j + 3 * bd < hi; j += 4 * bd) {
+        Acc<C> b[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            b[u].v = load<C>(row + j + u * bd);
+            b[u].idx = j + u * bd;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            a = combine(op, a, b[u]);
+    }
+    for (; j < hi; j += bd) {
         Acc<C> b;
         b.v = load<C>(row + j);
         b.idx = j;

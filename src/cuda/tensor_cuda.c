@@ -41,7 +41,8 @@ static tc_status enter(int device, int *prev)
 }
 static void leave(int device, int prev)
 {
-    if (prev != device)
+    (void)device;
+    if (tc__tls_device != prev)
         (void)tc__switch_device(prev);
 }
 
@@ -154,21 +155,23 @@ static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
     return tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, dst->storage->device, false, out);
 }
 
-/* Makes `to` wait for the work queued on `from` (of device from_dev) so far.
- * The event must belong to from's device, so it is made and recorded there. */
-static tc_status order_streams(int from_dev, cudaStream_t from, cudaStream_t to)
+/* Makes `to` (of device to_dev) wait for the work queued on `from` (of
+ * device from_dev) so far. The event is made and recorded on from's device and
+ * waited for on to's, so that the legacy default stream (handle 0) of each
+ * device is the one meant. Leaves to_dev current. */
+static tc_status order_streams(int from_dev, cudaStream_t from, int to_dev, cudaStream_t to)
 {
     int prev;
     TC_TRY(enter(from_dev, &prev));
     cudaEvent_t ev;
     cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess)
         err = cudaEventRecord(ev, from);
-        if (err == cudaSuccess)
-            err = cudaStreamWaitEvent(to, ev, 0);
-        (void)cudaEventDestroy(ev);
-    }
-    leave(from_dev, prev);
+    tc_status st = tc__switch_device(to_dev);
+    if (err == cudaSuccess && st == TC_OK)
+        err = cudaStreamWaitEvent(to, ev, 0);
+    (void)cudaEventDestroy(ev);
+    TC_TRY(st);
     TC_CUDA_CHECK(err);
     return TC_OK;
 }
@@ -213,7 +216,7 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
                                __FILE__, __LINE__);
     } else {
         cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
-        st = order_streams(sd.index, ss, ds);
+        st = order_streams(sd.index, ss, dd.index, ds);
         if (st == TC_OK) {
             err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
             if (err != cudaSuccess)
@@ -221,7 +224,9 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         }
         /* later work on the source stream (and the temporary's free) waits */
         if (st == TC_OK)
-            st = order_streams(dd.index, ds, ss);
+            st = order_streams(dd.index, ds, sd.index, ss);
+        if (st == TC_OK)
+            st = tc__switch_device(dd.index);
     }
     leave(d2h || h2d ? dev : dd.index, prev);
     if (st == TC_OK && d != dst)

@@ -124,12 +124,17 @@ static tc_status as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
     return TC_OK;
 }
 
-static const char *op_name(tc__op op)
+/* Public names, for messages (indexed by tc__op). */
+static const char *fn_name(tc__op op)
 {
-    static const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                  "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "exp",
-                                  "log", "sqrt", "relu", "sigmoid", "tanh", "sum", "mean",
-                                  "max", "min", "argmax"};
+    static const char *names[] = {
+        "tc_tensor_add",  "tc_tensor_sub",     "tc_tensor_mul",  "tc_tensor_div",
+        "tc_tensor_pow",  "tc_tensor_maximum", "tc_tensor_minimum", "tc_tensor_eq",
+        "tc_tensor_ne",   "tc_tensor_lt",      "tc_tensor_le",   "tc_tensor_gt",
+        "tc_tensor_ge",   "tc_tensor_neg",     "tc_tensor_abs",  "tc_tensor_exp",
+        "tc_tensor_log",  "tc_tensor_sqrt",    "tc_tensor_relu", "tc_tensor_sigmoid",
+        "tc_tensor_tanh", "tc_tensor_sum",     "tc_tensor_mean", "tc_tensor_max",
+        "tc_tensor_min",  "tc_tensor_argmax"};
     return names[op];
 }
 
@@ -139,8 +144,7 @@ static bool is_comparison(tc__op op) { return op >= TC__OP_EQ && op <= TC__OP_GE
 static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *const *in,
                              tc_tensor **out)
 {
-    char fn[40];
-    snprintf(fn, sizeof fn, "tc_tensor_%s", is_where ? "where" : op_name(op));
+    const char *fn = is_where ? "tc_tensor_where" : fn_name(op);
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     for (int i = 0; i < n; i++)
         TC_CHECK_ARG(in[i], "%s: input %d is NULL", fn, i);
@@ -246,8 +250,7 @@ tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_te
 
 static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
-    char fn[40];
-    snprintf(fn, sizeof fn, "tc_tensor_%s", op_name(op));
+    const char *fn = fn_name(op);
     TC_CHECK_ARG(a && out, "%s: a and out must not be NULL", fn);
     bool all = dim == TC_ALL_DIMS;
     int d = 0;
@@ -288,7 +291,7 @@ static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc
     if (r == 0 && op != TC__RED_SUM && op != TC__RED_MEAN)
         return tc__fail(TC_ERROR_SHAPE, "%s: the reduction is over zero elements; %s of nothing "
                                         "is not defined",
-                        fn, op_name(op));
+                        fn, fn + 10);
     const tc__backend *be = tc__backend_of(a->storage->device);
     if (!be)
         return TC_ERROR_NO_DEVICE;

@@ -131,20 +131,34 @@ __global__ void binary_kernel(tc__iter it, int op, int cmp, int vec)
     }
 }
 
-template <typename T> __global__ void unary_kernel(tc__iter it, int op)
+template <typename T> __global__ void unary_kernel(tc__iter it, int op, int vec)
 {
     typedef typename Compute<T>::type C;
     const T *a = (const T *)it.data[1];
     T *o = (T *)it.data[0];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    for (i64 i = tid; i < it.numel; i += stride) {
-        if (it.contiguous) {
-            store(o + i, unop<C>(op, load<C>(a + i)));
-        } else {
-            i64 off[2];
-            offsets(it, i, 2, off);
-            store(o + off[0], unop<C>(op, load<C>(a + off[1])));
+    if (it.contiguous) {
+        constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+        i64 done = 0;
+        if (vec) {
+            i64 nv = it.numel / N;
+            for (i64 i = tid; i < nv; i += stride) {
+                Vec<T, N> va = ((const Vec<T, N> *)a)[i], vo;
+#pragma unroll
+                for (int k = 0; k < N; k++)
+                    store(&vo.v[k], unop<C>(op, load<C>(&va.v[k])));
+                ((Vec<T, N> *)o)[i] = vo;
+            }
+            done = nv * N;
         }
+        for (i64 i = done + tid; i < it.numel; i += stride)
+            store(o + i, unop<C>(op, load<C>(a + i)));
+        return;
+    }
+    for (i64 i = tid; i < it.numel; i += stride) {
+        i64 off[2];
+        offsets(it, i, 2, off);
+        store(o + off[0], unop<C>(op, load<C>(a + off[1])));
     }
 }
 
@@ -188,9 +202,12 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
 extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype,
                             const tc__iter *it)
 {
+    int vec = it->contiguous && aligned16(it);
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        unary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it, (int)op);
+        int per = vec ? (int)(16 / sizeof(T)) : 1;
+        unsigned grid = grid_for((it->numel + per - 1) / per, 256, sms);
+        unary_kernel<T><<<grid, 256, 0, stream>>>(*it, (int)op, vec);
     });
 }
 

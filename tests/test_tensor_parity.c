@@ -357,6 +357,18 @@ static void test_async(void)
     double cnt = 0;
     CHECK_OK(tc_tensor_item(s, &cnt));
     CHECK(cnt == (double)n);
+    /* sync debug mode 2: a copy to pageable memory is refused before it is
+     * queued; a non_blocking copy into pinned memory is not a sync */
+    CHECK_OK(tc_set_sync_debug_mode(2));
+    double dummy = -1;
+    CHECK_STATUS(tc_tensor_item(s, &dummy), TC_ERROR_SYNC_DISALLOWED);
+    CHECK(dummy == -1);
+    tc_tensor *h2 = NULL;
+    CHECK_OK(tc_tensor_to(g2, CPU, TC_FLOAT32, true, &h2));
+    CHECK_OK(tc_set_sync_debug_mode(0));
+    CHECK_OK(tc_stream_synchronize(NULL));
+    CHECK(((float *)tc_tensor_data_ptr(h2))[n - 1] == (float)(n - 1));
+    tc_tensor_release(h2);
     /* record_stream: use a tensor on a side stream, release it, allocate again */
     tc_stream *side = NULL;
     CHECK_OK(tc_stream_create(&side, -1, 0));

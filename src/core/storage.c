@@ -43,6 +43,25 @@ static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
     return TC_OK;
 }
 
+#if defined(TCUDA_HAVE_CUDA)
+/* Keeps freed memory in the device's stream-ordered pool instead of giving it
+ * back to the driver at every synchronization (the pool's default), so that
+ * tensors allocated again after a sync cost no new mapping. Once per device. */
+static atomic_int pool_tuned[TC_MAX_DEVICES];
+static void tune_pool(int device)
+{
+    if (atomic_exchange_explicit(&pool_tuned[device], 1, memory_order_relaxed))
+        return;
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError();
+}
+
+#endif
+
 tc_status tc__storage_alloc(tc_device device, size_t bytes, bool pinned, tc__storage **out)
 {
     tc__storage *s = calloc(1, sizeof *s);
@@ -64,7 +83,17 @@ tc_status tc__storage_alloc(tc_device device, size_t bytes, bool pinned, tc__sto
             st = tc__switch_device(device.index);
         if (st == TC_OK) {
             cudaStream_t cs = tc__current_cuda_stream(device.index);
+            tune_pool(device.index);
             cudaError_t err = cudaMallocAsync(&s->data, bytes ? bytes : 1, cs);
+            cudaMemPool_t pool;
+            if (err == cudaErrorMemoryAllocation &&
+                cudaDeviceGetDefaultMemPool(&pool, device.index) == cudaSuccess) {
+                /* as a cache would: give back what the pool keeps, then retry */
+                (void)cudaGetLastError();
+                (void)cudaDeviceSynchronize();
+                (void)cudaMemPoolTrimTo(pool, 0);
+                err = cudaMallocAsync(&s->data, bytes ? bytes : 1, cs);
+            }
             if (err != cudaSuccess) {
                 size_t fr = 0, tot = 0;
                 (void)cudaGetLastError();

@@ -566,3 +566,39 @@ void tc__iter_set(tc__iter *it, int i, const tc_tensor *t)
         it->contiguous = false;
     it->data[i] = tc__data(t);
 }
+
+void tc__iter_coalesce(tc__iter *it)
+{
+    /* drop size-1 dims, then merge neighbours that every operand walks as one */
+    int nd = 0;
+    for (int d = 0; d < it->ndim; d++) {
+        if (it->sizes[d] == 1)
+            continue;
+        it->sizes[nd] = it->sizes[d];
+        for (int k = 0; k < it->nops; k++)
+            it->strides[k][nd] = it->strides[k][d];
+        nd++;
+    }
+    int out = 0;
+    for (int d = 1; d < nd; d++) {
+        bool merge = true;
+        for (int k = 0; k < it->nops && merge; k++)
+            merge = it->strides[k][out] == it->strides[k][d] * it->sizes[d];
+        if (merge) {
+            it->sizes[out] *= it->sizes[d];
+            for (int k = 0; k < it->nops; k++)
+                it->strides[k][out] = it->strides[k][d];
+        } else {
+            out++;
+            it->sizes[out] = it->sizes[d];
+            for (int k = 0; k < it->nops; k++)
+                it->strides[k][out] = it->strides[k][d];
+        }
+    }
+    it->ndim = nd ? out + 1 : 0;
+    bool dense = it->ndim <= 1;
+    for (int k = 0; k < it->nops && dense && it->ndim == 1; k++)
+        dense = it->strides[k][0] == 1;
+    if (dense)
+        it->contiguous = true;
+}

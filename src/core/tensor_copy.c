@@ -37,6 +37,7 @@ tc_status tc__copy_local(tc_tensor *dst, const tc_tensor *src)
         return TC_OK;
     tc__iter_set(&it, 0, dst);
     tc__iter_set(&it, 1, src);
+    tc__iter_coalesce(&it);
     const tc__backend *be = tc__backend_of(dst->storage->device);
     if (!be)
         return TC_ERROR_NO_DEVICE;

@@ -84,6 +84,10 @@ tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
 /* Fills the iter for operands of equal shape (out first); strides given. */
 void tc__iter_init(tc__iter *it, int ndim, const int64_t *sizes, int nops);
 void tc__iter_set(tc__iter *it, int i, const tc_tensor *t);
+/* Drops size-1 dimensions and merges dimensions that all operands walk as
+ * one; sets `contiguous` when every operand ends up dense. Call after the
+ * operands are set; the element order of the walk does not change. */
+void tc__iter_coalesce(tc__iter *it);
 /* Same device or TC_ERROR_DEVICE_MISMATCH naming both devices. */
 tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b);
 /* Device-local strided converting copy (same device, broadcast src). */

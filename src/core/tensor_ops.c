@@ -187,6 +187,7 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
         tc__iter_set(&it, 0, res);
         for (int i = 0; i < n; i++)
             tc__iter_set(&it, i + 1, conv[i]);
+        tc__iter_coalesce(&it);
         int dev = in[0]->storage->device.index;
         if (is_where)
             st = be->where(dev, ct, &it);

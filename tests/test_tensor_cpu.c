@@ -563,6 +563,28 @@ static void test_errors(void)
     tc_tensor_release(b);
 }
 
+/* Operands whose dims partly merge in the iterator: a narrowed view */
+static void test_coalesce(void)
+{
+    int64_t s3[3] = {2, 3, 5};
+    tc_tensor *r = NULL, *v = NULL, *n = NULL, *one = NULL, *o = NULL;
+    CHECK_OK(tc_tensor_arange(0, 30, 1, TC_INT64, CPU, &r));
+    CHECK_OK(tc_tensor_view(r, 3, s3, &v));
+    CHECK_OK(tc_tensor_narrow(v, 2, 1, 4, &n));
+    CHECK_OK(tc_tensor_full(0, NULL, 100, TC_INT64, CPU, &one));
+    CHECK_OK(tc_tensor_add(n, one, &o));
+    int64_t got[24];
+    CHECK_OK(tc_tensor_to_host(o, got, TC_INT64));
+    bool ok = true;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                ok &= got[(i * 3 + j) * 4 + k] == i * 15 + j * 5 + k + 1 + 100;
+    CHECK(ok);
+    tc_tensor_release(r), tc_tensor_release(v), tc_tensor_release(n);
+    tc_tensor_release(one), tc_tensor_release(o);
+}
+
 static void test_matmul(void)
 {
     /* [2, 5, 7] @ [7, 3] (batch broadcast), against a naive double loop */
@@ -649,5 +671,6 @@ int main(void)
     test_reductions();
     test_errors();
     test_matmul();
+    test_coalesce();
     return TC_TEST_DONE();
 }

@@ -17,6 +17,7 @@ $(BUILD)/CMakeCache.txt:
 
 demo: all
 	./$(BUILD)/tools/tcuda info
+	./$(BUILD)/examples/tensor_demo
 
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

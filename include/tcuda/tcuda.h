@@ -9,5 +9,6 @@
 #include "nvtx.h"
 #include "random.h"
 #include "memory.h"
+#include "tensor.h"
 
 #endif

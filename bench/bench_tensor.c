@@ -1,0 +1,197 @@
+/* bench_tensor: tensor operations on the GPU against the raw CUDA floor.
+ *
+ * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, device-to-device copy,
+ * host-to-device copy from pinned memory, matmul 8192^3 in bf16 and fp32
+ * (no TF32), and the host cost of an add on 16 elements against a bare
+ * kernel launch. GPU times come from events around many iterations queued
+ * back to back; host costs from the wall clock with the GPU queue kept busy.
+ * Prints one line per row: name, tcuda, floor (where there is one), unit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tcuda/tcuda.h"
+
+#if defined(TCUDA_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "cuda/kernels/kernels.h"
+
+#define TRY(call)                                                                  \
+    do {                                                                           \
+        tc_status st_ = (call);                                                    \
+        if (st_ != TC_OK) {                                                        \
+            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());            \
+            exit(1);                                                               \
+        }                                                                          \
+    } while (0)
+
+static const tc_device GPU = {TC_CUDA, -1};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef void (*op_fn)(void *ctx);
+
+/* Seconds per call of fn, from events around `iters` calls after `warm` ones. */
+static double gpu_time(op_fn fn, void *ctx, int warm, int iters)
+{
+    for (int i = 0; i < warm; i++)
+        fn(ctx);
+    tc_event *a, *b;
+    TRY(tc_event_create(&a, TC_EVENT_TIMING));
+    TRY(tc_event_create(&b, TC_EVENT_TIMING));
+    TRY(tc_event_record(a, NULL));
+    for (int i = 0; i < iters; i++)
+        fn(ctx);
+    TRY(tc_event_record(b, NULL));
+    TRY(tc_event_synchronize(b));
+    float ms;
+    TRY(tc_event_elapsed_time(a, b, &ms));
+    tc_event_destroy(a);
+    tc_event_destroy(b);
+    return ms * 1e-3 / iters;
+}
+
+typedef struct ctx {
+    tc_tensor *a, *b, *c, *h;
+    void *ra, *rb, *rh;
+    size_t bytes;
+} ctx;
+
+static void op_add(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_add(c->a, c->b, &o));
+    tc_tensor_release(o);
+}
+static void op_sum(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_sum(c->a, TC_ALL_DIMS, false, &o));
+    tc_tensor_release(o);
+}
+static void op_copy(void *p)
+{
+    ctx *c = p;
+    TRY(tc_tensor_copy_(c->c, c->a, false));
+}
+static void raw_copy(void *p)
+{
+    ctx *c = p;
+    cudaMemcpyAsync(c->rb, c->ra, c->bytes, cudaMemcpyDeviceToDevice,
+                    (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)));
+}
+static void op_h2d(void *p)
+{
+    ctx *c = p;
+    TRY(tc_tensor_copy_(c->c, c->h, true));
+}
+static void raw_h2d(void *p)
+{
+    ctx *c = p;
+    cudaMemcpyAsync(c->rb, c->rh, c->bytes, cudaMemcpyHostToDevice,
+                    (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)));
+}
+static void op_matmul(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_matmul(c->a, c->b, &o));
+    tc_tensor_release(o);
+}
+
+static void row(const char *name, double v, double floor, const char *unit)
+{
+    if (floor > 0)
+        printf("%-28s %12.1f %12.1f  %s\n", name, v, floor, unit);
+    else
+        printf("%-28s %12.1f %12s  %s\n", name, v, "-", unit);
+}
+
+int main(void)
+{
+    if (!tc_is_available()) {
+        printf("bench_tensor: no GPU (%s)\n", tc_last_error());
+        return 0;
+    }
+    int64_t n = (int64_t)1 << 28;
+    size_t bytes = (size_t)n * 4;
+    ctx c = {0};
+    c.bytes = bytes;
+    printf("%-28s %12s %12s  %s\n", "row", "tcuda", "floor", "unit");
+    TRY(tc_tensor_full(1, &n, 1.5, TC_FLOAT32, GPU, &c.a));
+    TRY(tc_tensor_full(1, &n, 2.5, TC_FLOAT32, GPU, &c.b));
+    TRY(tc_tensor_empty(1, &n, TC_FLOAT32, GPU, &c.c));
+    double t = gpu_time(op_add, &c, 3, 20);
+    row("add fp32 2^28", 3.0 * bytes / t / 1e9, 0, "GB/s");
+    t = gpu_time(op_sum, &c, 3, 20);
+    row("sum fp32 2^28", 1.0 * bytes / t / 1e9, 0, "GB/s");
+    c.ra = tc_tensor_data_ptr(c.a);
+    c.rb = tc_tensor_data_ptr(c.b);
+    double tr = gpu_time(raw_copy, &c, 3, 20);
+    t = gpu_time(op_copy, &c, 3, 20);
+    row("copy d2d fp32 2^28", 2.0 * bytes / t / 1e9, 2.0 * bytes / tr / 1e9, "GB/s");
+    tc_tensor *hc;
+    TRY(tc_tensor_full(1, &n, 3.5, TC_FLOAT32, (tc_device){TC_CPU, -1}, &hc));
+    TRY(tc_tensor_pin_memory(hc, &c.h));
+    tc_tensor_release(hc);
+    c.rh = tc_tensor_data_ptr(c.h);
+    tr = gpu_time(raw_h2d, &c, 2, 10);
+    t = gpu_time(op_h2d, &c, 2, 10);
+    row("h2d pinned fp32 2^28", 1.0 * bytes / t / 1e9, 1.0 * bytes / tr / 1e9, "GB/s");
+    tc_tensor_release(c.a), tc_tensor_release(c.b), tc_tensor_release(c.c);
+    tc_tensor_release(c.h);
+
+    tc_dtype mdt[2] = {TC_BFLOAT16, TC_FLOAT32};
+    const char *mname[2] = {"matmul 8192^3 bf16", "matmul 8192^3 fp32"};
+    for (int i = 0; i < 2; i++) {
+        int64_t sz[2] = {8192, 8192};
+        TRY(tc_tensor_full(2, sz, 0.01, mdt[i], GPU, &c.a));
+        TRY(tc_tensor_full(2, sz, 0.02, mdt[i], GPU, &c.b));
+        t = gpu_time(op_matmul, &c, 3, 10);
+        row(mname[i], 2.0 * 8192.0 * 8192.0 * 8192.0 / t / 1e12, 0, "TFLOP/s");
+        tc_tensor_release(c.a), tc_tensor_release(c.b);
+    }
+
+    /* host cost: a 16-element add against a bare launch of a tiny kernel */
+    int64_t sixteen = 16;
+    TRY(tc_tensor_full(1, &sixteen, 1, TC_FLOAT32, GPU, &c.a));
+    TRY(tc_tensor_full(1, &sixteen, 2, TC_FLOAT32, GPU, &c.b));
+    int iters = 20000;
+    cudaStream_t cs = (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1));
+    tc__fill f = {1, 0, 1, 0};
+    for (int i = 0; i < 1000; i++)
+        tc__k_fill(cs, 132, TC_FLOAT32, tc_tensor_data_ptr(c.b), 16, f);
+    TRY(tc_synchronize(-1));
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++)
+        tc__k_fill(cs, 132, TC_FLOAT32, tc_tensor_data_ptr(c.b), 16, f);
+    double bare = (now_s() - t0) / iters;
+    TRY(tc_synchronize(-1));
+    for (int i = 0; i < 1000; i++)
+        op_add(&c);
+    TRY(tc_synchronize(-1));
+    t0 = now_s();
+    for (int i = 0; i < iters; i++)
+        op_add(&c);
+    double tiny = (now_s() - t0) / iters;
+    TRY(tc_synchronize(-1));
+    row("host us: add of 16 elements", tiny * 1e6, bare * 1e6, "us (floor: bare launch)");
+    printf("ratio tiny add / bare launch: %.2f\n", tiny / bare);
+    tc_tensor_release(c.a), tc_tensor_release(c.b);
+    return 0;
+}
+#else
+int main(void)
+{
+    printf("bench_tensor: built without CUDA\n");
+    return 0;
+}
+#endif

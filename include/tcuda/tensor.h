@@ -1,0 +1,237 @@
+/* tcuda: tensors that behave the same on the CPU and on a GPU.
+ *
+ * A tc_tensor is a strided view (sizes, strides in elements, offset) of a
+ * reference-counted storage on one device. Views share their storage; the
+ * storage is freed when the last tensor that uses it is released. Tensors have
+ * at most TC_MAX_DIMS dimensions; 0-dimensional (one element) and empty
+ * (a zero size) tensors work everywhere.
+ *
+ * Every function that makes a tensor returns a new reference in *out, which
+ * the caller gives back with tc_tensor_release. Out-parameters are written only
+ * on success. CUDA work is queued on the current stream of the tensor's device
+ * and returns before the GPU finishes it; only copies into pageable host
+ * memory (and reading values to the host) wait. Operations on tensors of
+ * different devices fail with TC_ERROR_DEVICE_MISMATCH naming both devices. */
+#ifndef TCUDA_TENSOR_H
+#define TCUDA_TENSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "dtype.h"
+#include "status.h"
+#include "stream.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+#define TC_MAX_DIMS 8
+
+typedef struct tc_tensor tc_tensor;
+
+/* ---- factories ---------------------------------------------------------- */
+/* `sizes` has `ndim` entries (ndim 0 makes a 0-d tensor; sizes may be NULL
+ * then). A device index of -1 with TC_CUDA means the current device.
+ * Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
+ * size, a bad dtype), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE,
+ * TC_ERROR_OUT_OF_MEMORY. */
+
+/* Uninitialized contents. */
+TCUDA_API tc_status tc_tensor_empty(int ndim, const int64_t *sizes, tc_dtype dtype,
+                                    tc_device device, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_zeros(int ndim, const int64_t *sizes, tc_dtype dtype,
+                                    tc_device device, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype,
+                                   tc_device device, tc_tensor **out);
+/* Every element `value` (converted to dtype as a cast would). */
+TCUDA_API tc_status tc_tensor_full(int ndim, const int64_t *sizes, double value, tc_dtype dtype,
+                                   tc_device device, tc_tensor **out);
+/* 1-d: start, start + step, ... while below end (above end for a negative
+ * step), as torch.arange. A zero step or a count that overflows fails. */
+TCUDA_API tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype,
+                                     tc_device device, tc_tensor **out);
+/* A contiguous tensor holding a copy of `data` (host memory, row-major,
+ * elements of `dtype`). The call returns after `data` was read. */
+TCUDA_API tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes,
+                                        tc_dtype dtype, tc_device device, tc_tensor **out);
+
+/* Same sizes, dtype and device as `like`, contiguous. */
+TCUDA_API tc_status tc_tensor_empty_like(const tc_tensor *like, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_zeros_like(const tc_tensor *like, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ones_like(const tc_tensor *like, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_full_like(const tc_tensor *like, double value, tc_tensor **out);
+
+/* Given sizes; same dtype and device as `t` (Tensor.new_empty and friends). */
+TCUDA_API tc_status tc_tensor_new_empty(const tc_tensor *t, int ndim, const int64_t *sizes,
+                                        tc_tensor **out);
+TCUDA_API tc_status tc_tensor_new_zeros(const tc_tensor *t, int ndim, const int64_t *sizes,
+                                        tc_tensor **out);
+TCUDA_API tc_status tc_tensor_new_ones(const tc_tensor *t, int ndim, const int64_t *sizes,
+                                       tc_tensor **out);
+TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
+                                       double value, tc_tensor **out);
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+/* Adds a reference; returns t. */
+TCUDA_API tc_tensor *tc_tensor_retain(tc_tensor *t);
+/* Drops a reference (NULL is a no-op). A CUDA storage is given back in the
+ * order of the stream that made it, and of streams given to record_stream. */
+TCUDA_API void tc_tensor_release(tc_tensor *t);
+
+/* ---- accessors (no errors: a NULL tensor gives 0 / NULL) ---------------- */
+
+TCUDA_API int tc_tensor_ndim(const tc_tensor *t);
+/* Size / stride of dimension `dim` (negative counts from the end); 0 when
+ * out of range. */
+TCUDA_API int64_t tc_tensor_size(const tc_tensor *t, int dim);
+TCUDA_API int64_t tc_tensor_stride(const tc_tensor *t, int dim);
+/* Pointers to the tensor's ndim sizes / strides (elements). */
+TCUDA_API const int64_t *tc_tensor_sizes(const tc_tensor *t);
+TCUDA_API const int64_t *tc_tensor_strides(const tc_tensor *t);
+TCUDA_API int64_t tc_tensor_offset(const tc_tensor *t);
+TCUDA_API int64_t tc_tensor_numel(const tc_tensor *t);
+TCUDA_API tc_dtype tc_tensor_dtype(const tc_tensor *t);
+/* The tensor's device, with the index resolved (CPU: index -1). */
+TCUDA_API tc_device tc_tensor_device(const tc_tensor *t);
+TCUDA_API bool tc_tensor_is_cuda(const tc_tensor *t);
+TCUDA_API bool tc_tensor_is_contiguous(const tc_tensor *t);
+/* Address of the first element (storage + offset); device memory for CUDA
+ * tensors. The tensor keeps owning it. */
+TCUDA_API void *tc_tensor_data_ptr(const tc_tensor *t);
+/* True when t's storage is page-locked host memory. */
+TCUDA_API bool tc_tensor_is_pinned(const tc_tensor *t);
+/* Writes "cuda:0" / "cpu" into buf (NUL-terminated, truncated to n). */
+TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
+
+/* Copies all elements to `host` (row-major, `dtype` elements, numel of them),
+ * converting; waits for the tensor's device (a sync point). */
+TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype);
+/* The single element of a one-element tensor as a double (Tensor.item). */
+TCUDA_API tc_status tc_tensor_item(const tc_tensor *t, double *value);
+
+/* ---- copies and moves ----------------------------------------------------- */
+
+/* Copies src into dst (Tensor.copy_): src broadcasts to dst's sizes, dtype is
+ * converted, either may be strided, and the devices may differ (CPU<->GPU,
+ * GPU<->GPU). With non_blocking, a copy between a GPU and pinned host memory
+ * returns at once; with pageable host memory the call waits as in PyTorch. */
+TCUDA_API tc_status tc_tensor_copy_(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
+/* A tensor on `device` with `dtype` holding src's values; a new reference to
+ * src itself when both already match (Tensor.to). */
+TCUDA_API tc_status tc_tensor_to(const tc_tensor *src, tc_device device, tc_dtype dtype,
+                                 bool non_blocking, tc_tensor **out);
+/* Tensor.cuda(device) and Tensor.cpu(). */
+TCUDA_API tc_status tc_tensor_cuda(const tc_tensor *src, int device, bool non_blocking,
+                                   tc_tensor **out);
+TCUDA_API tc_status tc_tensor_cpu(const tc_tensor *src, tc_tensor **out);
+/* A copy of a CPU tensor in pinned memory (a new reference to src when it is
+ * pinned already). TC_ERROR_NO_DEVICE without CUDA; TC_ERROR_INVALID_ARGUMENT
+ * for a CUDA tensor. */
+TCUDA_API tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out);
+/* Marks t's storage as used by `stream` (NULL: current stream of its device),
+ * so that its memory is not reused before the work queued there so far is
+ * done. A CPU tensor is an error. */
+TCUDA_API tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream);
+/* torch.cuda.device_of: enters the tensor's device (a no-op guard for a CPU
+ * tensor or NULL). */
+TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
+
+/* The cuBLAS handle of the calling thread for the current device, bound to the
+ * current stream (torch.cuda.current_blas_handle). NULL with a message when
+ * cuBLAS or CUDA is missing. tcuda owns the handle. */
+TCUDA_API void *tc_current_blas_handle(void);
+
+/* ---- shape and views --------------------------------------------------------- */
+/* Views share the storage of their source. */
+
+/* src itself (new reference) when contiguous, else a contiguous copy. */
+TCUDA_API tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out);
+/* A view with new sizes (one may be -1); TC_ERROR_SHAPE when the element
+ * count differs or the strides do not allow a view. */
+TCUDA_API tc_status tc_tensor_view(const tc_tensor *src, int ndim, const int64_t *sizes,
+                                   tc_tensor **out);
+/* A view when possible, else a contiguous copy with the new sizes. */
+TCUDA_API tc_status tc_tensor_reshape(const tc_tensor *src, int ndim, const int64_t *sizes,
+                                      tc_tensor **out);
+TCUDA_API tc_status tc_tensor_transpose(const tc_tensor *src, int dim0, int dim1,
+                                        tc_tensor **out);
+/* dims: a permutation of 0..ndim-1 (negative counts from the end). */
+TCUDA_API tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **out);
+/* Elements start .. start+length-1 of dimension dim. */
+TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start,
+                                     int64_t length, tc_tensor **out);
+
+/* ---- element-wise operations --------------------------------------------------- */
+/* Inputs broadcast against each other; the result dtype follows PyTorch's
+ * type promotion (a 0-d tensor takes part only when its category, bool <
+ * integer < floating, is higher than the others'). Math functions of integer
+ * inputs give float32, as does div. Errors: TC_ERROR_SHAPE,
+ * TC_ERROR_DTYPE (e.g. neg of bool), TC_ERROR_DEVICE_MISMATCH. */
+
+TCUDA_API tc_status tc_tensor_add(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_sub(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_mul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_div(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_pow(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_maximum(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_minimum(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+/* Comparisons give bool tensors. */
+TCUDA_API tc_status tc_tensor_eq(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ne(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_lt(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_le(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_gt(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ge(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+TCUDA_API tc_status tc_tensor_neg(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_abs(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_exp(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_log(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_sqrt(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_relu(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_sigmoid(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_tanh(const tc_tensor *a, tc_tensor **out);
+
+/* cond ? a : b, element-wise; cond must be bool. */
+TCUDA_API tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_tensor *b,
+                                    tc_tensor **out);
+
+/* ---- reductions --------------------------------------------------------------- */
+/* `dim` is a dimension (negative counts from the end) or TC_ALL_DIMS for all
+ * elements (keepdim then keeps every dimension with size 1). sum of bool or
+ * integer gives int64; mean needs a floating dtype; argmax gives int64 (first
+ * index of the maximum). max/min/argmax of an empty reduction fail with
+ * TC_ERROR_SHAPE; sum of nothing is 0 and mean of nothing is NaN. */
+#define TC_ALL_DIMS INT32_MIN
+TCUDA_API tc_status tc_tensor_sum(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_mean(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_max(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_min(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+
+/* ---- matrix multiply ------------------------------------------------------------- */
+
+/* a @ b for a [M, K] or [B, M, K] and b [K, N] or [B, K, N] (a batch of 1 on
+ * either side broadcasts); both of the same floating dtype. On a GPU through
+ * cuBLAS (loaded at run time: TC_ERROR_NOT_SUPPORTED when missing), with fp32
+ * computed in full fp32 (no TF32) and 16-bit inputs accumulated in fp32.
+ * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
+TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* ---- random fills (in place) ---------------------------------------------------------- */
+/* Available once random.h is part of the build (TCUDA_HAVE_RANDOM_H). `gen`
+ * NULL means the default generator of the tensor's device. uniform_ and
+ * normal_ need a floating tensor (TC_ERROR_DTYPE otherwise); bernoulli_ writes
+ * 1 with probability p; random_ draws integers in [lo, hi). */
+#if defined(TCUDA_HAVE_RANDOM_H)
+typedef struct tc_generator tc_generator;
+TCUDA_API tc_status tc_tensor_uniform_(tc_tensor *t, double lo, double hi, tc_generator *gen);
+TCUDA_API tc_status tc_tensor_normal_(tc_tensor *t, double mean, double std, tc_generator *gen);
+TCUDA_API tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen);
+TCUDA_API tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen);
+#endif
+
+TCUDA_EXTERN_C_END
+
+#endif

@@ -1,0 +1,46 @@
+/* Storage: the memory under tensors, reference-counted; the one place where
+ * tensors take and give back memory. Not installed. */
+#ifndef TCUDA_STORAGE_H
+#define TCUDA_STORAGE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tcuda/device.h"
+#include "tcuda/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TC__STORAGE_MAX_STREAMS 8
+
+typedef struct tc__storage {
+    atomic_int refcount;
+    tc_device device; /* resolved: CPU index -1, CUDA index >= 0 */
+    bool pinned;      /* page-locked host memory (CPU only) */
+    void *data;
+    size_t bytes;
+    void *alloc_stream; /* cudaStream_t the memory was allocated on (CUDA) */
+    int n_streams;      /* streams recorded with record_stream */
+    void *streams[TC__STORAGE_MAX_STREAMS];
+} tc__storage;
+
+/* Allocates `bytes` (0 allowed) on `device` (index resolved by the caller for
+ * CUDA); pinned host memory when `pinned` (CPU only). refcount starts at 1. */
+tc_status tc__storage_alloc(tc_device device, size_t bytes, bool pinned, tc__storage **out);
+/* Drops a reference; frees on the last one. */
+void tc__storage_release(tc__storage *s);
+static inline void tc__storage_retain(tc__storage *s)
+{
+    atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+}
+/* Records that `cuda_stream` (a cudaStream_t) uses the storage. */
+tc_status tc__storage_record_stream(tc__storage *s, void *cuda_stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

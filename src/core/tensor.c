@@ -1,0 +1,604 @@
+/* Tensor metadata: creation, factories, lifetime, accessors and views.
+ *
+ * Invariants: 0 <= ndim <= TC_MAX_DIMS; sizes >= 0; a tensor's elements lie
+ * inside its storage; the device stored in the storage is resolved (a CUDA
+ * index >= 0, the CPU -1). Views retain the storage; a tensor header is freed
+ * when its own refcount drops to zero. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_internal.h"
+#include "tcuda/device.h"
+#if defined(TCUDA_HAVE_CUDA)
+#include "cuda/cuda_internal.h"
+#endif
+
+const tc__backend *tc__backend_of(tc_device device)
+{
+    if (device.type == TC_CPU)
+        return &tc__cpu_backend;
+#if defined(TCUDA_HAVE_CUDA)
+    return &tc__cuda_backend;
+#else
+    (void)tc__fail(TC_ERROR_NO_DEVICE, "CUDA tensors need CUDA: tcuda was built without CUDA "
+                                       "(TCUDA_CUDA=OFF or no nvcc at configure time)");
+    return NULL;
+#endif
+}
+
+void tc_device_format(tc_device d, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return;
+    if (d.type == TC_CPU)
+        snprintf(buf, n, "cpu");
+    else if (d.index < 0)
+        snprintf(buf, n, "cuda");
+    else
+        snprintf(buf, n, "cuda:%d", d.index);
+}
+
+/* Resolves a device for a new tensor: checks the type and the CUDA index. */
+static tc_status resolve(tc_device d, tc_device *out)
+{
+    if (d.type == TC_CPU) {
+        *out = (tc_device){TC_CPU, -1};
+        return TC_OK;
+    }
+    if (d.type != TC_CUDA)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "device type %d is neither TC_CPU nor TC_CUDA",
+                        (int)d.type);
+#if defined(TCUDA_HAVE_CUDA)
+    int idx;
+    TC_TRY(tc__resolve_device(d.index, &idx));
+    *out = (tc_device){TC_CUDA, idx};
+    return TC_OK;
+#else
+    return tc__backend_of(d) ? TC_OK : TC_ERROR_NO_DEVICE;
+#endif
+}
+
+int64_t tc__numel(int ndim, const int64_t *sizes)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= sizes[i];
+    return n;
+}
+
+bool tc__is_contiguous(const tc_tensor *t)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->sizes[i] == 0)
+            return true;
+        if (t->sizes[i] != 1 && t->strides[i] != expect)
+            return false;
+        expect *= t->sizes[i];
+    }
+    return true;
+}
+
+static tc_status check_shape(const char *fn, int ndim, const int64_t *sizes)
+{
+    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "%s: ndim %d is outside 0..%d", fn, ndim,
+                 TC_MAX_DIMS);
+    TC_CHECK_ARG(ndim == 0 || sizes, "%s: sizes is NULL with ndim %d", fn, ndim);
+    double total = 1;
+    for (int i = 0; i < ndim; i++) {
+        TC_CHECK_ARG(sizes[i] >= 0, "%s: size %lld of dimension %d is negative", fn,
+                     (long long)sizes[i], i);
+        total *= (double)sizes[i];
+    }
+    TC_CHECK_ARG(total < 9.0e18, "%s: the tensor would have too many elements", fn);
+    return TC_OK;
+}
+
+static tc_tensor *header(tc__storage *s, tc_dtype dtype, int ndim, const int64_t *sizes,
+                         const int64_t *strides, int64_t offset)
+{
+    tc_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    atomic_init(&t->refcount, 1);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->offset = offset;
+    t->storage = s;
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->sizes[i] = sizes[i];
+        t->strides[i] = strides ? strides[i] : st;
+        st *= sizes[i] > 0 ? sizes[i] : 1;
+    }
+    return t;
+}
+
+tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                         bool pinned, tc_tensor **out)
+{
+    TC_CHECK_ARG(out, "tensor factory: out is NULL");
+    TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tensor factory: %d is not a tc_dtype",
+                 (int)dtype);
+    TC_TRY(check_shape("tensor factory", ndim, sizes));
+    tc_device dev;
+    TC_TRY(resolve(device, &dev));
+    size_t bytes = (size_t)tc__numel(ndim, sizes) * tc_dtype_size(dtype);
+    tc__storage *s;
+    TC_TRY(tc__storage_alloc(dev, bytes, pinned, &s));
+    tc_tensor *t = header(s, dtype, ndim, sizes, NULL, 0);
+    if (!t) {
+        tc__storage_release(s);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate a tensor header");
+    }
+    *out = t;
+    return TC_OK;
+}
+
+tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
+                        const int64_t *strides, int64_t offset, tc_tensor **out)
+{
+    tc_tensor *v = header(t->storage, t->dtype, ndim, sizes, strides, offset);
+    if (!v)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate a tensor header");
+    tc__storage_retain(t->storage);
+    *out = v;
+    return TC_OK;
+}
+
+static tc_status fill(tc_tensor *t, tc__fill v)
+{
+    int64_t n = tc__numel(t->ndim, t->sizes);
+    if (n == 0)
+        return TC_OK;
+    const tc__backend *be = tc__backend_of(t->storage->device);
+    return be->fill(t->storage->device.index, t->dtype, tc__data(t), n, v);
+}
+
+static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                             tc__fill v, tc_tensor **out)
+{
+    tc_tensor *t;
+    TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
+    tc_status st = fill(t, v);
+    if (st != TC_OK) {
+        tc_tensor_release(t);
+        return st;
+    }
+    *out = t;
+    return TC_OK;
+}
+
+static tc__fill constant(double value)
+{
+    tc__fill f = {value, 0, 0, 0};
+    if (isfinite(value) && fabs(value) < 9.2e18)
+        f.istart = (int64_t)value;
+    return f;
+}
+
+tc_status tc_tensor_empty(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                          tc_tensor **out)
+{
+    return tc__new_tensor(ndim, sizes, dtype, device, false, out);
+}
+tc_status tc_tensor_zeros(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                          tc_tensor **out)
+{
+    return make_filled(ndim, sizes, dtype, device, constant(0), out);
+}
+tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                         tc_tensor **out)
+{
+    return make_filled(ndim, sizes, dtype, device, constant(1), out);
+}
+tc_status tc_tensor_full(int ndim, const int64_t *sizes, double value, tc_dtype dtype,
+                         tc_device device, tc_tensor **out)
+{
+    return make_filled(ndim, sizes, dtype, device, constant(value), out);
+}
+
+tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype,
+                           tc_device device, tc_tensor **out)
+{
+    TC_CHECK_ARG(isfinite(start) && isfinite(end) && isfinite(step),
+                 "tc_tensor_arange: start, end and step must be finite");
+    TC_CHECK_ARG(step != 0, "tc_tensor_arange: step must not be zero");
+    TC_CHECK_ARG((end - start) / step >= -1.0,
+                 "tc_tensor_arange: step %g goes away from end %g (start %g)", step, end, start);
+    double count = ceil((end - start) / step);
+    if (count < 0)
+        count = 0;
+    TC_CHECK_ARG(count < 9.0e18, "tc_tensor_arange: too many elements");
+    int64_t n = (int64_t)count;
+    tc__fill f = {start, step, (int64_t)start, (int64_t)step};
+    return make_filled(1, &n, dtype, device, f, out);
+}
+
+tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes, tc_dtype dtype,
+                              tc_device device, tc_tensor **out)
+{
+    TC_CHECK_ARG(out, "tc_tensor_from_data: out is NULL");
+    TC_TRY(check_shape("tc_tensor_from_data", ndim, sizes));
+    TC_CHECK_ARG(data || tc__numel(ndim, sizes) == 0, "tc_tensor_from_data: data is NULL");
+    TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tc_tensor_from_data: %d is not a tc_dtype",
+                 (int)dtype);
+    /* A borrowed CPU tensor over the caller's memory, then an ordinary copy. */
+    tc__storage host = {.device = {TC_CPU, -1}, .data = (void *)data};
+    atomic_init(&host.refcount, 2); /* never freed */
+    tc_tensor src = {.dtype = dtype, .ndim = ndim, .storage = &host};
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        src.sizes[i] = sizes[i];
+        src.strides[i] = st;
+        st *= sizes[i] ? sizes[i] : 1;
+    }
+    tc_tensor *t;
+    TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
+    tc_status s = tc_tensor_copy_(t, &src, false);
+    if (s != TC_OK) {
+        tc_tensor_release(t);
+        return s;
+    }
+    *out = t;
+    return TC_OK;
+}
+
+#define LIKE_CHECK(fn)                                                         \
+    TC_CHECK_ARG(like, fn ": the tensor is NULL");
+tc_status tc_tensor_empty_like(const tc_tensor *like, tc_tensor **out)
+{
+    LIKE_CHECK("tc_tensor_empty_like");
+    return tc_tensor_empty(like->ndim, like->sizes, like->dtype, like->storage->device, out);
+}
+tc_status tc_tensor_zeros_like(const tc_tensor *like, tc_tensor **out)
+{
+    LIKE_CHECK("tc_tensor_zeros_like");
+    return tc_tensor_zeros(like->ndim, like->sizes, like->dtype, like->storage->device, out);
+}
+tc_status tc_tensor_ones_like(const tc_tensor *like, tc_tensor **out)
+{
+    LIKE_CHECK("tc_tensor_ones_like");
+    return tc_tensor_ones(like->ndim, like->sizes, like->dtype, like->storage->device, out);
+}
+tc_status tc_tensor_full_like(const tc_tensor *like, double value, tc_tensor **out)
+{
+    LIKE_CHECK("tc_tensor_full_like");
+    return tc_tensor_full(like->ndim, like->sizes, value, like->dtype, like->storage->device,
+                          out);
+}
+#define T_CHECK(fn) TC_CHECK_ARG(t, fn ": the tensor is NULL");
+tc_status tc_tensor_new_empty(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
+{
+    T_CHECK("tc_tensor_new_empty");
+    return tc_tensor_empty(ndim, sizes, t->dtype, t->storage->device, out);
+}
+tc_status tc_tensor_new_zeros(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
+{
+    T_CHECK("tc_tensor_new_zeros");
+    return tc_tensor_zeros(ndim, sizes, t->dtype, t->storage->device, out);
+}
+tc_status tc_tensor_new_ones(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
+{
+    T_CHECK("tc_tensor_new_ones");
+    return tc_tensor_ones(ndim, sizes, t->dtype, t->storage->device, out);
+}
+tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes, double value,
+                             tc_tensor **out)
+{
+    T_CHECK("tc_tensor_new_full");
+    return tc_tensor_full(ndim, sizes, value, t->dtype, t->storage->device, out);
+}
+
+/* ---- lifetime and accessors --------------------------------------------- */
+
+tc_tensor *tc_tensor_retain(tc_tensor *t)
+{
+    if (t)
+        atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    return t;
+}
+
+void tc_tensor_release(tc_tensor *t)
+{
+    if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
+        return;
+    tc__storage_release(t->storage);
+    free(t);
+}
+
+static int wrap_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
+
+int tc_tensor_ndim(const tc_tensor *t) { return t ? t->ndim : 0; }
+int64_t tc_tensor_size(const tc_tensor *t, int dim)
+{
+    if (!t)
+        return 0;
+    dim = wrap_dim(dim, t->ndim);
+    return dim >= 0 && dim < t->ndim ? t->sizes[dim] : 0;
+}
+int64_t tc_tensor_stride(const tc_tensor *t, int dim)
+{
+    if (!t)
+        return 0;
+    dim = wrap_dim(dim, t->ndim);
+    return dim >= 0 && dim < t->ndim ? t->strides[dim] : 0;
+}
+const int64_t *tc_tensor_sizes(const tc_tensor *t) { return t ? t->sizes : NULL; }
+const int64_t *tc_tensor_strides(const tc_tensor *t) { return t ? t->strides : NULL; }
+int64_t tc_tensor_offset(const tc_tensor *t) { return t ? t->offset : 0; }
+int64_t tc_tensor_numel(const tc_tensor *t) { return t ? tc__numel(t->ndim, t->sizes) : 0; }
+tc_dtype tc_tensor_dtype(const tc_tensor *t) { return t ? t->dtype : TC_FLOAT32; }
+tc_device tc_tensor_device(const tc_tensor *t)
+{
+    return t ? t->storage->device : (tc_device){TC_CPU, -1};
+}
+bool tc_tensor_is_cuda(const tc_tensor *t) { return t && t->storage->device.type == TC_CUDA; }
+bool tc_tensor_is_contiguous(const tc_tensor *t) { return t && tc__is_contiguous(t); }
+void *tc_tensor_data_ptr(const tc_tensor *t) { return t ? tc__data(t) : NULL; }
+bool tc_tensor_is_pinned(const tc_tensor *t) { return t && t->storage->pinned; }
+
+tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b)
+{
+    tc_device da = a->storage->device, db = b->storage->device;
+    if (da.type == db.type && da.index == db.index)
+        return TC_OK;
+    char na[32], nb[32];
+    tc_device_format(da, na, sizeof na);
+    tc_device_format(db, nb, sizeof nb);
+    return tc__fail(TC_ERROR_DEVICE_MISMATCH,
+                    "%s: expected all tensors on the same device, but found %s and %s (move one "
+                    "with tc_tensor_to)",
+                    fn, na, nb);
+}
+
+tc_device_guard tc_device_guard_enter_of(const tc_tensor *t)
+{
+    if (!t || t->storage->device.type != TC_CUDA)
+        return tc_device_guard_enter(-1);
+    return tc_device_guard_enter(t->storage->device.index);
+}
+
+/* ---- views ---------------------------------------------------------------- */
+
+tc_status tc_tensor_transpose(const tc_tensor *src, int d0, int d1, tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_transpose: src and out must not be NULL");
+    int n = src->ndim ? src->ndim : 1;
+    int a = wrap_dim(d0, n), b = wrap_dim(d1, n);
+    TC_CHECK_ARG(a >= 0 && a < n && b >= 0 && b < n,
+                 "tc_tensor_transpose: dimensions %d, %d out of range for %d dimensions", d0, d1,
+                 src->ndim);
+    int64_t sz[TC_MAX_DIMS], st[TC_MAX_DIMS];
+    memcpy(sz, src->sizes, sizeof sz);
+    memcpy(st, src->strides, sizeof st);
+    if (src->ndim) {
+        int64_t t = sz[a]; sz[a] = sz[b]; sz[b] = t;
+        t = st[a]; st[a] = st[b]; st[b] = t;
+    }
+    return tc__make_view(src, src->ndim, sz, st, src->offset, out);
+}
+
+tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_permute: src and out must not be NULL");
+    TC_CHECK_ARG(dims || src->ndim == 0, "tc_tensor_permute: dims is NULL");
+    int64_t sz[TC_MAX_DIMS], st[TC_MAX_DIMS];
+    bool seen[TC_MAX_DIMS] = {0};
+    for (int i = 0; i < src->ndim; i++) {
+        int d = wrap_dim(dims[i], src->ndim);
+        TC_CHECK_ARG(d >= 0 && d < src->ndim && !seen[d],
+                     "tc_tensor_permute: dims is not a permutation of 0..%d (entry %d is %d)",
+                     src->ndim - 1, i, dims[i]);
+        seen[d] = true;
+        sz[i] = src->sizes[d];
+        st[i] = src->strides[d];
+    }
+    return tc__make_view(src, src->ndim, sz, st, src->offset, out);
+}
+
+tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start, int64_t length,
+                           tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_narrow: src and out must not be NULL");
+    if (src->ndim == 0)
+        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_narrow: a 0-d tensor has no dimension");
+    int d = wrap_dim(dim, src->ndim);
+    TC_CHECK_ARG(d >= 0 && d < src->ndim, "tc_tensor_narrow: dimension %d out of range for %d",
+                 dim, src->ndim);
+    if (start < 0)
+        start += src->sizes[d];
+    if (start < 0 || length < 0 || start + length > src->sizes[d])
+        return tc__fail(TC_ERROR_SHAPE,
+                        "tc_tensor_narrow: start %lld length %lld do not fit in size %lld of "
+                        "dimension %d",
+                        (long long)start, (long long)length, (long long)src->sizes[d], d);
+    int64_t sz[TC_MAX_DIMS];
+    memcpy(sz, src->sizes, sizeof sz);
+    sz[d] = length;
+    return tc__make_view(src, src->ndim, sz, src->strides, src->offset + start * src->strides[d],
+                         out);
+}
+
+/* Infers a -1 size and checks the element count. */
+static tc_status infer_sizes(const char *fn, const tc_tensor *src, int ndim, const int64_t *in,
+                             int64_t *sizes)
+{
+    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "%s: ndim %d is outside 0..%d", fn, ndim,
+                 TC_MAX_DIMS);
+    TC_CHECK_ARG(ndim == 0 || in, "%s: sizes is NULL", fn);
+    int infer = -1;
+    int64_t known = 1, numel = tc__numel(src->ndim, src->sizes);
+    for (int i = 0; i < ndim; i++) {
+        if (in[i] == -1) {
+            TC_CHECK_ARG(infer < 0, "%s: only one size may be -1", fn);
+            infer = i;
+        } else {
+            TC_CHECK_ARG(in[i] >= 0, "%s: size %lld is negative", fn, (long long)in[i]);
+            known *= in[i];
+        }
+        sizes[i] = in[i];
+    }
+    if (infer >= 0) {
+        if (known == 0 || numel % known)
+            return tc__fail(TC_ERROR_SHAPE, "%s: cannot infer the -1 size for %lld elements", fn,
+                            (long long)numel);
+        sizes[infer] = numel / known;
+        known *= sizes[infer];
+    }
+    if (known != numel)
+        return tc__fail(TC_ERROR_SHAPE, "%s: shape with %lld elements is invalid for a tensor "
+                                        "of %lld elements",
+                        fn, (long long)known, (long long)numel);
+    return TC_OK;
+}
+
+/* Strides for viewing src with new sizes without copying, as PyTorch's
+ * computeStride: groups of old dimensions that are contiguous among
+ * themselves map onto groups of new ones. False when impossible. */
+static bool view_strides(const tc_tensor *src, int ndim, const int64_t *sizes, int64_t *strides)
+{
+    if (tc__numel(src->ndim, src->sizes) == 0 || tc__is_contiguous(src)) {
+        int64_t st = 1;
+        for (int i = ndim - 1; i >= 0; i--) {
+            strides[i] = st;
+            st *= sizes[i] ? sizes[i] : 1;
+        }
+        return true;
+    }
+    int view_d = ndim - 1;
+    int64_t chunk_base = src->ndim ? src->strides[src->ndim - 1] : 1;
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int d = src->ndim - 1; d >= 0; d--) {
+        tensor_numel *= src->sizes[d];
+        if (d == 0 || (src->sizes[d - 1] != 1 &&
+                       src->strides[d - 1] != tensor_numel * chunk_base)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
+                strides[view_d] = view_numel * chunk_base;
+                view_numel *= sizes[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel)
+                return false;
+            if (d > 0) {
+                chunk_base = src->strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+tc_status tc_tensor_view(const tc_tensor *src, int ndim, const int64_t *in, tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_view: src and out must not be NULL");
+    int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
+    TC_TRY(infer_sizes("tc_tensor_view", src, ndim, in, sizes));
+    if (!view_strides(src, ndim, sizes, strides))
+        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_view: the strides of the tensor do not allow "
+                                        "this view; use tc_tensor_reshape (which copies)");
+    return tc__make_view(src, ndim, sizes, strides, src->offset, out);
+}
+
+tc_status tc_tensor_reshape(const tc_tensor *src, int ndim, const int64_t *in, tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_reshape: src and out must not be NULL");
+    int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
+    TC_TRY(infer_sizes("tc_tensor_reshape", src, ndim, in, sizes));
+    if (view_strides(src, ndim, sizes, strides))
+        return tc__make_view(src, ndim, sizes, strides, src->offset, out);
+    tc_tensor *c;
+    TC_TRY(tc_tensor_contiguous(src, &c));
+    tc_status st = tc__make_view(c, ndim, sizes, NULL, c->offset, out);
+    tc_tensor_release(c);
+    return st;
+}
+
+tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out)
+{
+    TC_CHECK_ARG(src && out, "tc_tensor_contiguous: src and out must not be NULL");
+    if (tc__is_contiguous(src)) {
+        *out = tc_tensor_retain((tc_tensor *)src);
+        return TC_OK;
+    }
+    tc_tensor *t;
+    TC_TRY(tc_tensor_empty_like(src, &t));
+    tc_status st = tc__copy_local(t, src);
+    if (st != TC_OK) {
+        tc_tensor_release(t);
+        return st;
+    }
+    *out = t;
+    return TC_OK;
+}
+
+/* ---- iterators ------------------------------------------------------------- */
+
+void tc__iter_init(tc__iter *it, int ndim, const int64_t *sizes, int nops)
+{
+    memset(it, 0, sizeof *it);
+    it->ndim = ndim;
+    it->nops = nops;
+    it->numel = tc__numel(ndim, sizes);
+    for (int i = 0; i < ndim; i++)
+        it->sizes[i] = sizes[i];
+    it->contiguous = true;
+}
+
+/* Operand i is t, broadcast to the iter's shape (t's dims align right). */
+void tc__iter_set(tc__iter *it, int i, const tc_tensor *t)
+{
+    int shift = it->ndim - t->ndim;
+    bool dense = t->ndim == it->ndim && tc__is_contiguous(t);
+    for (int d = 0; d < it->ndim; d++) {
+        int td = d - shift;
+        int64_t st = 0;
+        if (td >= 0 && t->sizes[td] != 1)
+            st = t->strides[td];
+        if (td >= 0 && t->sizes[td] != it->sizes[d])
+            dense = false;
+        it->strides[i][d] = st;
+    }
+    if (!dense)
+        it->contiguous = false;
+    it->data[i] = tc__data(t);
+}
+
+void tc__iter_coalesce(tc__iter *it)
+{
+    /* drop size-1 dims, then merge neighbours that every operand walks as one */
+    int nd = 0;
+    for (int d = 0; d < it->ndim; d++) {
+        if (it->sizes[d] == 1)
+            continue;
+        it->sizes[nd] = it->sizes[d];
+        for (int k = 0; k < it->nops; k++)
+            it->strides[k][nd] = it->strides[k][d];
+        nd++;
+    }
+    int out = 0;
+    for (int d = 1; d < nd; d++) {
+        bool merge = true;
+        for (int k = 0; k < it->nops && merge; k++)
+            merge = it->strides[k][out] == it->strides[k][d] * it->sizes[d];
+        if (merge) {
+            it->sizes[out] *= it->sizes[d];
+            for (int k = 0; k < it->nops; k++)
+                it->strides[k][out] = it->strides[k][d];
+        } else {
+            out++;
+            it->sizes[out] = it->sizes[d];
+            for (int k = 0; k < it->nops; k++)
+                it->strides[k][out] = it->strides[k][d];
+        }
+    }
+    it->ndim = nd ? out + 1 : 0;
+    bool dense = it->ndim <= 1;
+    for (int k = 0; k < it->nops && dense && it->ndim == 1; k++)
+        dense = it->strides[k][0] == 1;
+    if (dense)
+        it->contiguous = true;
+}

@@ -1,0 +1,100 @@
+/* Tensor internals shared by the core (metadata, dispatch) and the backends.
+ *
+ * A tensor is metadata over a storage; a backend (one per device type) only
+ * ever sees a tc__iter: a shape and, for each operand, a data pointer (already
+ * at the operand's offset) and strides in elements. Operands of an iter have
+ * the shape of the output: broadcast inputs have stride 0. When `contiguous`
+ * is set, every operand is dense in row-major order and kernels may treat the
+ * data as flat arrays. Not installed. */
+#ifndef TCUDA_TENSOR_INTERNAL_H
+#define TCUDA_TENSOR_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "iter.h"
+#include "storage.h"
+#include "tcuda/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tc_tensor {
+    atomic_int refcount;
+    tc_dtype dtype;
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t strides[TC_MAX_DIMS];
+    int64_t offset; /* elements from storage->data */
+    tc__storage *storage;
+};
+
+/* One table per device type. `device` is a resolved index (-1 for the CPU).
+ * All pointers in an iter are on that device. */
+typedef struct tc__backend {
+    /* out(dtype) = op(a): all of `dtype` (already promoted). */
+    tc_status (*unary)(int device, tc__op op, tc_dtype dtype, const tc__iter *it);
+    /* out = a op b: inputs of `dtype`; out of `dtype`, or bool for comparisons. */
+    tc_status (*binary)(int device, tc__op op, tc_dtype dtype, const tc__iter *it);
+    /* out = cond ? a : b: cond bool, a, b, out of `dtype`. */
+    tc_status (*where)(int device, tc_dtype dtype, const tc__iter *it);
+    /* out(dst) = (dst) in(src): strided, converting. */
+    tc_status (*convert)(int device, tc_dtype dst, tc_dtype src, const tc__iter *it);
+    /* Contiguous out of `n` elements = start + i * step. */
+    tc_status (*fill)(int device, tc_dtype dtype, void *out, int64_t n, tc__fill value);
+    /* Contiguous in [outer, r, inner] reduced over r into contiguous out
+     * [outer, inner]: out dtype is `out_dtype` (int64 for argmax and integer
+     * sums). mean divides the sum by r (NaN for r == 0); max, min and argmax
+     * are called with r > 0 only. */
+    tc_status (*reduce)(int device, tc__op op, tc_dtype in_dtype, tc_dtype out_dtype,
+                        const void *in, void *out, int64_t outer, int64_t r, int64_t inner);
+    /* c[batch, m, n] = a[batch, m, k] @ b[batch, k, n], all row-major and of a
+     * floating `dtype`; a batch stride of 0 repeats one matrix for every batch;
+     * c is contiguous. */
+    tc_status (*matmul)(int device, tc_dtype dtype, const void *a, const void *b, void *c,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, int64_t stride_a,
+                        int64_t stride_b);
+} tc__backend;
+
+extern const tc__backend tc__cpu_backend;
+#if defined(TCUDA_HAVE_CUDA)
+extern const tc__backend tc__cuda_backend;
+/* Copies between a device and host or another device; see tensor_cuda.c. */
+tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
+#endif
+
+/* The backend of a device type; NULL with TC_ERROR_NO_DEVICE set for CUDA in a
+ * build without it. */
+const tc__backend *tc__backend_of(tc_device device);
+
+/* Metadata helpers (tensor.c). */
+bool tc__is_contiguous(const tc_tensor *t);
+int64_t tc__numel(int ndim, const int64_t *sizes);
+static inline void *tc__data(const tc_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)tc_dtype_size(t->dtype);
+}
+/* A new tensor header over t's storage (retained) with the given geometry. */
+tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
+                        const int64_t *strides, int64_t offset, tc_tensor **out);
+/* A new contiguous tensor, allocated (contents undefined). */
+tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                         bool pinned, tc_tensor **out);
+/* Fills the iter for operands of equal shape (out first); strides given. */
+void tc__iter_init(tc__iter *it, int ndim, const int64_t *sizes, int nops);
+void tc__iter_set(tc__iter *it, int i, const tc_tensor *t);
+/* Drops size-1 dimensions and merges dimensions that all operands walk as
+ * one; sets `contiguous` when every operand ends up dense. Call after the
+ * operands are set; the element order of the walk does not change. */
+void tc__iter_coalesce(tc__iter *it);
+/* Same device or TC_ERROR_DEVICE_MISMATCH naming both devices. */
+tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b);
+/* Device-local strided converting copy (same device, broadcast src). */
+tc_status tc__copy_local(tc_tensor *dst, const tc_tensor *src);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,61 @@
+/* tc_tensor_matmul: shape and dtype checks, batch broadcasting, then the
+ * backend's matmul on dense operands (non-dense inputs are made contiguous
+ * first). */
+#include "tensor_internal.h"
+
+tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
+{
+    TC_CHECK_ARG(a && b && out, "tc_tensor_matmul: a, b and out must not be NULL");
+    TC_TRY(tc__check_same_device("tc_tensor_matmul", a, b));
+    if (a->dtype != b->dtype || !tc_dtype_is_floating(a->dtype))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "tc_tensor_matmul: needs two tensors of the same floating dtype, got %s "
+                        "and %s",
+                        tc_dtype_name(a->dtype), tc_dtype_name(b->dtype));
+    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
+        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: needs 2-d or 3-d (batched) tensors, "
+                                        "got %d-d and %d-d",
+                        a->ndim, b->ndim);
+    int64_t m = a->sizes[a->ndim - 2], k = a->sizes[a->ndim - 1];
+    int64_t k2 = b->sizes[b->ndim - 2], n = b->sizes[b->ndim - 1];
+    int64_t ba = a->ndim == 3 ? a->sizes[0] : 1, bb = b->ndim == 3 ? b->sizes[0] : 1;
+    if (k != k2)
+        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: a is %lldx%lld and b is %lldx%lld: "
+                                        "the inner sizes differ",
+                        (long long)m, (long long)k, (long long)k2, (long long)n);
+    if (ba != bb && ba != 1 && bb != 1)
+        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: batch sizes %lld and %lld do not "
+                                        "broadcast",
+                        (long long)ba, (long long)bb);
+    int64_t batch = ba > bb ? ba : bb;
+    int ondim = a->ndim == 3 || b->ndim == 3 ? 3 : 2;
+    int64_t osz[3] = {batch, m, n};
+    const tc__backend *be = tc__backend_of(a->storage->device);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    tc_tensor *ac = NULL, *bc = NULL, *res = NULL;
+    tc_status st = tc_tensor_contiguous(a, &ac);
+    if (st == TC_OK)
+        st = tc_tensor_contiguous(b, &bc);
+    if (st == TC_OK)
+        st = tc__new_tensor(ondim, ondim == 3 ? osz : osz + 1, a->dtype, a->storage->device,
+                            false, &res);
+    if (st == TC_OK && batch * m * n > 0) {
+        if (k == 0) {
+            tc__fill zero = {0, 0, 0, 0};
+            st = be->fill(a->storage->device.index, a->dtype, tc__data(res), batch * m * n, zero);
+        } else {
+            st = be->matmul(a->storage->device.index, a->dtype, tc__data(ac), tc__data(bc),
+                            tc__data(res), batch, m, n, k, ba == 1 ? 0 : m * k,
+                            bb == 1 ? 0 : k * n);
+        }
+    }
+    tc_tensor_release(ac);
+    tc_tensor_release(bc);
+    if (st != TC_OK) {
+        tc_tensor_release(res);
+        return st;
+    }
+    *out = res;
+    return TC_OK;
+}

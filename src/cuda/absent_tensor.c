@@ -1,0 +1,10 @@
+/* Tensor calls that need CUDA, in a build without it (see absent.c). */
+#include "core/internal.h"
+#include "tcuda/tensor.h"
+
+void *tc_current_blas_handle(void)
+{
+    (void)tc__fail(TC_ERROR_NO_DEVICE, "tc_current_blas_handle: CUDA is not available: tcuda "
+                                       "was built without CUDA (TCUDA_CUDA=OFF or no nvcc)");
+    return NULL;
+}

@@ -1,0 +1,122 @@
+/* cuBLAS, loaded at run time: the per-thread handle of each device
+ * (tc_current_blas_handle) and the GPU matmul.
+ *
+ * Only the few entry points used are declared here, so the build needs no
+ * cuBLAS headers or library; a machine without libcublas gets
+ * TC_ERROR_NOT_SUPPORTED from matmul and nothing else changes. Handles are
+ * created once per thread and device and re-bound to the current stream on
+ * every use. Row-major C = A B is computed as column-major C^T = B^T A^T. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "core/tensor_internal.h"
+#include "cuda_internal.h"
+
+/* From cublas_api.h / library_types.h (values are part of the ABI). */
+typedef void *tc__cublas_handle;
+enum { CUBLAS_OP_N_ = 0, CUBLAS_GEMM_DEFAULT_ = -1 };
+enum { CUDA_R_32F_ = 0, CUDA_R_64F_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14 };
+enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70 };
+enum { CUBLAS_DEFAULT_MATH_ = 0 };
+
+typedef int (*create_fn)(tc__cublas_handle *);
+typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
+typedef int (*set_math_mode_fn)(tc__cublas_handle, int);
+typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *,
+                       int, int, long long, const void *, int, int, long long, const void *,
+                       void *, int, int, long long, int, int, int);
+
+static const char *const cublas_names[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13",
+                                           "libcublas.so.12", "libcublas.so", NULL};
+static tc__dynlib cublas_lib = {.what = "cuBLAS (libcublas)", .names = cublas_names};
+static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
+static tc_status syms_status = TC_ERROR_NOT_SUPPORTED;
+static char syms_message[512];
+static create_fn p_create;
+static set_stream_fn p_set_stream;
+static set_math_mode_fn p_set_math_mode;
+static gemm_fn p_gemm;
+
+static _Thread_local tc__cublas_handle handles[TC_MAX_DEVICES];
+
+static void load_syms(void)
+{
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {{"cublasCreate_v2", (void **)&p_create},
+                {"cublasSetStream_v2", (void **)&p_set_stream},
+                {"cublasSetMathMode", (void **)&p_set_math_mode},
+                {"cublasGemmStridedBatchedEx", (void **)&p_gemm}};
+    syms_status = tc__dynlib_load(&cublas_lib);
+    for (size_t i = 0; syms_status == TC_OK && i < sizeof syms / sizeof syms[0]; i++)
+        syms_status = tc__dynlib_sym(&cublas_lib, syms[i].name, syms[i].slot);
+    if (syms_status != TC_OK)
+        snprintf(syms_message, sizeof syms_message, "%s", tc_last_error());
+}
+
+/* The handle of the current thread for `device` (current), bound to the
+ * current stream. */
+static tc_status handle_for(int device, tc__cublas_handle *out)
+{
+    pthread_once(&syms_once, load_syms);
+    if (syms_status != TC_OK)
+        return tc__fail(syms_status, "%s", syms_message);
+    if (!handles[device]) {
+        tc__cublas_handle h = NULL;
+        int rc = p_create(&h);
+        if (rc != 0)
+            return tc__fail(TC_ERROR_CUDA, "cublasCreate_v2 failed with status %d on cuda:%d", rc,
+                            device);
+        (void)p_set_math_mode(h, CUBLAS_DEFAULT_MATH_);
+        handles[device] = h;
+    }
+    int rc = p_set_stream(handles[device], tc__current_cuda_stream(device));
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA, "cublasSetStream_v2 failed with status %d", rc);
+    *out = handles[device];
+    return TC_OK;
+}
+
+void *tc_current_blas_handle(void)
+{
+    int dev;
+    tc__cublas_handle h;
+    if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)
+        return NULL;
+    return h;
+}
+
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
+{
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "tc_tensor_matmul: sizes above 2^31-1 are not "
+                                                "supported on the GPU");
+    int prev = tc__tls_device;
+    if (prev != device)
+        TC_TRY(tc__switch_device(device));
+    tc__cublas_handle h;
+    tc_status st = handle_for(device, &h);
+    if (st == TC_OK) {
+        int type = dt == TC_FLOAT64 ? CUDA_R_64F_ : dt == TC_FLOAT32 ? CUDA_R_32F_
+                   : dt == TC_FLOAT16 ? CUDA_R_16F_ : CUDA_R_16BF_;
+        int compute = dt == TC_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
+        float one_f = 1, zero_f = 0;
+        double one_d = 1, zero_d = 0;
+        const void *alpha = dt == TC_FLOAT64 ? (const void *)&one_d : (const void *)&one_f;
+        const void *beta = dt == TC_FLOAT64 ? (const void *)&zero_d : (const void *)&zero_f;
+        /* column-major: C^T (n x m) = B^T (n x k) * A^T (k x m) */
+        int rc = p_gemm(h, CUBLAS_OP_N_, CUBLAS_OP_N_, (int)n, (int)m, (int)k, alpha, b, type,
+                        (int)n, (long long)sb, a, type, (int)k, (long long)sa, beta, c, type,
+                        (int)n, (long long)(m * n), (int)batch, compute, CUBLAS_GEMM_DEFAULT_);
+        if (rc != 0)
+            st = tc__fail(TC_ERROR_CUDA, "cublasGemmStridedBatchedEx failed with status %d "
+                                         "(%s, m=%lld n=%lld k=%lld batch=%lld)",
+                          rc, tc_dtype_name(dt), (long long)m, (long long)n, (long long)k,
+                          (long long)batch);
+    }
+    if (prev != device)
+        (void)tc__switch_device(prev);
+    return st;
+}

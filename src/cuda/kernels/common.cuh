@@ -1,0 +1,110 @@
+/* Device-side helpers shared by the tensor kernels: the element type of each
+ * tc_dtype, its computation type (float for 16-bit floats, int64 for
+ * integers), loads and stores with PyTorch's conversion rules, strided offset
+ * computation, and grid sizing. Not installed. */
+#ifndef TCUDA_KERNELS_COMMON_CUH
+#define TCUDA_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "kernels.h"
+
+namespace tck {
+
+typedef long long i64;
+
+template <typename T> struct Compute { typedef i64 type; };
+template <> struct Compute<__half> { typedef float type; };
+template <> struct Compute<__nv_bfloat16> { typedef float type; };
+template <> struct Compute<float> { typedef float type; };
+template <> struct Compute<double> { typedef double type; };
+
+/* bool is stored as one byte 0/1. */
+struct Bool { uint8_t v; };
+
+template <typename C, typename T> __device__ __forceinline__ C load(const T *p) { return (C)*p; }
+template <typename C> __device__ __forceinline__ C load(const Bool *p) { return (C)(p->v != 0); }
+template <typename C> __device__ __forceinline__ C load(const __half *p)
+{
+    return (C)__half2float(*p);
+}
+template <typename C> __device__ __forceinline__ C load(const __nv_bfloat16 *p)
+{
+    return (C)__bfloat162float(*p);
+}
+
+/* Floating to integer as the CPU backend does: NaN and out of range give
+ * INT64_MIN, then the low bits. */
+__device__ __forceinline__ i64 f_to_i(double v)
+{
+    if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18))
+        return (i64)0x8000000000000000ull;
+    return (i64)v;
+}
+
+template <typename T, typename C> __device__ __forceinline__ void store(T *p, C v)
+{
+    *p = (T)v;
+}
+template <typename C> __device__ __forceinline__ void store(Bool *p, C v) { p->v = v != (C)0; }
+template <typename C> __device__ __forceinline__ void store(__half *p, C v)
+{
+    *p = __float2half_rn((float)v);
+}
+template <> __device__ __forceinline__ void store(__half *p, double v) { *p = __double2half(v); }
+template <typename C> __device__ __forceinline__ void store(__nv_bfloat16 *p, C v)
+{
+    *p = __float2bfloat16_rn((float)v);
+}
+template <> __device__ __forceinline__ void store(__nv_bfloat16 *p, double v)
+{
+    *p = __double2bfloat16(v);
+}
+
+/* Element offsets of linear index i for the first n operands. */
+__device__ __forceinline__ void offsets(const tc__iter &it, i64 i, int n, i64 *off)
+{
+    for (int k = 0; k < n; k++)
+        off[k] = 0;
+    for (int d = it.ndim - 1; d >= 0; d--) {
+        i64 s = it.sizes[d];
+        i64 idx = i % s;
+        i /= s;
+        for (int k = 0; k < n; k++)
+            off[k] += idx * it.strides[k][d];
+    }
+}
+
+static inline unsigned grid_for(int64_t work, int threads, int sms)
+{
+    int64_t blocks = (work + threads - 1) / threads;
+    int64_t cap = (int64_t)(sms > 0 ? sms : 80) * 32;
+    if (blocks > cap)
+        blocks = cap;
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* Calls f.template operator()<T>() with T the element type of `dtype`. */
+template <typename F> void dispatch(tc_dtype dtype, F f)
+{
+    switch (dtype) {
+    case TC_BOOL: f((Bool *)0); break;
+    case TC_UINT8: f((uint8_t *)0); break;
+    case TC_INT8: f((int8_t *)0); break;
+    case TC_INT16: f((int16_t *)0); break;
+    case TC_INT32: f((int32_t *)0); break;
+    case TC_INT64: f((i64 *)0); break;
+    case TC_FLOAT16: f((__half *)0); break;
+    case TC_BFLOAT16: f((__nv_bfloat16 *)0); break;
+    case TC_FLOAT32: f((float *)0); break;
+    default: f((double *)0); break;
+    }
+}
+
+} // namespace tck
+
+#endif

@@ -1,0 +1,33 @@
+/* C launchers of the tensor kernels (elementwise.cu, copy.cu, reduce.cu).
+ *
+ * Each queues its kernels on `stream` of the current device and returns at
+ * once; the caller runs tc__launch_check right after (this header is also
+ * compiled as C++, so it cannot include cuda_internal.h). `sms` is the
+ * device's multiprocessor count, for sizing grids. Launchers that need scratch
+ * memory return its allocation error. Not installed. */
+#ifndef TCUDA_KERNELS_H
+#define TCUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+
+#include "core/iter.h"
+#include "tcuda/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype, const tc__iter *it);
+void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype, const tc__iter *it);
+void tc__k_where(cudaStream_t stream, int sms, tc_dtype dtype, const tc__iter *it);
+void tc__k_convert(cudaStream_t stream, int sms, tc_dtype dst, tc_dtype src, const tc__iter *it);
+void tc__k_fill(cudaStream_t stream, int sms, tc_dtype dtype, void *out, int64_t n, tc__fill v);
+cudaError_t tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype,
+                         tc_dtype out_dtype, const void *in, void *out, int64_t outer, int64_t r,
+                         int64_t inner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,215 @@
+/* Reduction kernels: sum, mean, max, min and argmax of a contiguous tensor
+ * seen as [outer, r, inner], reduced over r.
+ *
+ * inner == 1 (rows): blocks reduce slices of a row with warp shuffles; when
+ * there are too few rows to fill the GPU, each row is split over several
+ * blocks that write partial results to scratch memory, and a second launch
+ * combines them. inner > 1 (columns): one thread per output walks r with
+ * coalesced reads. Sums accumulate in float (int64 for integers, double for
+ * float64); max/min propagate NaN; argmax keeps the first index. */
+#include "common.cuh"
+
+using namespace tck;
+
+namespace {
+
+template <typename C> struct Acc {
+    C v;
+    i64 idx;
+};
+
+template <typename C> __device__ __forceinline__ bool isnan_(C x) { return x != x; }
+
+template <typename C> __device__ __forceinline__ Acc<C> combine(int op, Acc<C> a, Acc<C> b)
+{
+    if (op == TC__RED_SUM || op == TC__RED_MEAN) {
+        a.v = a.v + b.v;
+        return a;
+    }
+    if (b.idx < 0)
+        return a;
+    if (a.idx < 0)
+        return b;
+    /* keep the earlier index on ties; NaN wins (the first NaN) */
+    Acc<C> first = a.idx <= b.idx ? a : b, second = a.idx <= b.idx ? b : a;
+    if (isnan_(first.v))
+        return first;
+    if (isnan_(second.v))
+        return second;
+    bool take2 = op == TC__RED_MIN ? second.v < first.v : second.v > first.v;
+    return take2 ? second : first;
+}
+
+template <typename C> __device__ __forceinline__ Acc<C> identity()
+{
+    Acc<C> a;
+    a.v = (C)0;
+    a.idx = -1;
+    return a;
+}
+
+template <typename C> __device__ Acc<C> block_reduce(int op, Acc<C> a)
+{
+    __shared__ C sv[32];
+    __shared__ i64 si[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        Acc<C> b;
+        b.v = __shfl_down_sync(0xffffffffu, a.v, o);
+        b.idx = __shfl_down_sync(0xffffffffu, a.idx, o);
+        a = combine(op, a, b);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sv[warp] = a.v;
+        si[warp] = a.idx;
+    }
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    if (warp == 0) {
+        a = identity<C>();
+        if (lane < nw) {
+            a.v = sv[lane];
+            a.idx = si[lane];
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            Acc<C> b;
+            b.v = __shfl_down_sync(0xffffffffu, a.v, o);
+            b.idx = __shfl_down_sync(0xffffffffu, a.idx, o);
+            a = combine(op, a, b);
+        }
+    }
+    return a;
+}
+
+template <typename T, typename C>
+__device__ __forceinline__ void finish(int op, Acc<C> a, i64 r, void *out, i64 at, int out_i64)
+{
+    if (op == TC__RED_ARGMAX)
+        ((i64 *)out)[at] = a.idx;
+    else if (op == TC__RED_MEAN)
+        store((T *)out + at, (C)(a.v / (C)r));
+    else if (out_i64)
+        ((i64 *)out)[at] = (i64)a.v;
+    else
+        store((T *)out + at, a.v);
+}
+
+/* grid (splits, rows): block (s, o) reduces its slice of row o. With one
+ * split it writes the result, else a partial to scratch[o * splits + s]. */
+template <typename T>
+__global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch,
+                            i64 r, int op, int out_i64)
+{
+    typedef typename Compute<T>::type C;
+    i64 o = blockIdx.y, splits = gridDim.x;
+    i64 chunk = (r + splits - 1) / splits, lo = blockIdx.x * chunk, hi = min(r, lo + chunk);
+    const T *row = in + o * r;
+    Acc<C> a = identity<C>();
+    /* four independent loads in flight per thread; combine() orders by index,
+     * so the order of combining does not change max/min/argmax */
+    i64 bd = blockDim.x, j = lo + threadIdx.x;
+    for (; j + 3 * bd < hi; j += 4 * bd) {
+        Acc<C> b[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            b[u].v = load<C>(row + j + u * bd);
+            b[u].idx = j + u * bd;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            a = combine(op, a, b[u]);
+    }
+    for (; j < hi; j += bd) {
+        Acc<C> b;
+        b.v = load<C>(row + j);
+        b.idx = j;
+        a = combine(op, a, b);
+    }
+    a = block_reduce(op, a);
+    if (threadIdx.x == 0) {
+        if (splits == 1)
+            finish<T, C>(op, a, r, out, o, out_i64);
+        else
+            scratch[o * splits + blockIdx.x] = a;
+    }
+}
+
+template <typename T>
+__global__ void combine_kernel(const Acc<typename Compute<T>::type> *scratch, int splits,
+                               void *out, i64 r, int op, int out_i64)
+{
+    typedef typename Compute<T>::type C;
+    i64 o = blockIdx.x;
+    Acc<C> a = identity<C>();
+    for (int s = threadIdx.x; s < splits; s += blockDim.x)
+        a = combine(op, a, scratch[o * splits + s]);
+    a = block_reduce(op, a);
+    if (threadIdx.x == 0)
+        finish<T, C>(op, a, r, out, o, out_i64);
+}
+
+template <typename T>
+__global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner, int op,
+                            int out_i64)
+{
+    typedef typename Compute<T>::type C;
+    i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
+        i64 o = i / inner, k = i % inner;
+        const T *p = in + o * r * inner + k;
+        Acc<C> a = identity<C>();
+        for (i64 j = 0; j < r; j++) {
+            Acc<C> b;
+            b.v = load<C>(p + j * inner);
+            b.idx = j;
+            a = combine(op, a, b);
+        }
+        finish<T, C>(op, a, r, out, i, out_i64);
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype,
+                                    tc_dtype out_dtype, const void *in, void *out, int64_t outer,
+                                    int64_t r, int64_t inner)
+{
+    int out_i64 = out_dtype == TC_INT64;
+    cudaError_t err = cudaSuccess;
+    dispatch(in_dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        typedef Acc<typename Compute<T>::type> A;
+        if (inner > 1 || r == 0) {
+            cols_kernel<T><<<grid_for(outer * inner, 256, sms), 256, 0, stream>>>(
+                (const T *)in, out, outer, r, inner, (int)op, out_i64);
+            return;
+        }
+        /* enough blocks for about 4 per SM, each with at least 4096 elements */
+        int64_t want = ((int64_t)(sms > 0 ? sms : 80) * 4 + outer - 1) / outer;
+        int64_t most = (r + 4095) / 4096;
+        int splits = (int)(want < most ? want : most);
+        if (splits < 1)
+            splits = 1;
+        if (splits > 1024)
+            splits = 1024;
+        if (outer > 65535) { /* grid.y limit: fall back to one thread per row */
+            cols_kernel<T><<<grid_for(outer, 256, sms), 256, 0, stream>>>(
+                (const T *)in, out, outer, r, 1, (int)op, out_i64);
+            return;
+        }
+        A *scratch = NULL;
+        if (splits > 1) {
+            err = cudaMallocAsync((void **)&scratch, sizeof(A) * (size_t)(outer * splits), stream);
+            if (err != cudaSuccess)
+                return;
+        }
+        rows_kernel<T><<<dim3(splits, (unsigned)outer), 512, 0, stream>>>(
+            (const T *)in, out, scratch, r, (int)op, out_i64);
+        if (splits > 1) {
+            combine_kernel<T><<<(unsigned)outer, 256, 0, stream>>>(scratch, splits, out, r,
+                                                                   (int)op, out_i64);
+            err = cudaFreeAsync(scratch, stream);
+        }
+    });
+    return err;
+}

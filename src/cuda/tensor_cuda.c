@@ -1,0 +1,237 @@
+/* The CUDA tensor backend: the backend table (kernels launched on the current
+ * stream of the tensor's device) and copies that cross devices.
+ *
+ * Copy rules, as the CUDA semantics seed says: host to device returns once
+ * the source was read (pageable memory is staged by CUDA; pinned memory with
+ * non_blocking is read later by the DMA engine); device to host waits for the
+ * stream unless the destination is pinned and non_blocking was asked (then a
+ * sync point is not reached). Device to device between GPUs goes on the
+ * destination's current stream, ordered after the source's current stream
+ * and before any later work on it. Strided or converting copies go through a
+ * dense temporary on the side that has the kernels. */
+#include <string.h>
+
+#include "core/debug.h"
+#include "core/tensor_internal.h"
+#include "cuda_internal.h"
+#include "kernels/kernels.h"
+
+static int sm_count[TC_MAX_DEVICES];
+
+static int sms_of(int device)
+{
+    if (!sm_count[device]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            n = 80;
+        }
+        sm_count[device] = n;
+    }
+    return sm_count[device];
+}
+
+/* Makes `device` current; *prev gets the device to restore with leave(). */
+static tc_status enter(int device, int *prev)
+{
+    *prev = tc__tls_device;
+    if (*prev != device)
+        return tc__switch_device(device);
+    return TC_OK;
+}
+static void leave(int device, int prev)
+{
+    (void)device;
+    if (tc__tls_device != prev)
+        (void)tc__switch_device(prev);
+}
+
+#define LAUNCH(device, name, call)                                                         \
+    do {                                                                                   \
+        int prev_;                                                                         \
+        TC_TRY(enter(device, &prev_));                                                     \
+        cudaStream_t cs_ = tc__current_cuda_stream(device);                                \
+        call;                                                                              \
+        tc_status st_ = tc__launch_check(cs_, name);                                       \
+        leave(device, prev_);                                                              \
+        return st_;                                                                        \
+    } while (0)
+
+static tc_status cu_unary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
+{
+    LAUNCH(device, "unary_kernel", tc__k_unary(cs_, sms_of(device), op, dt, it));
+}
+static tc_status cu_binary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
+{
+    LAUNCH(device, "binary_kernel", tc__k_binary(cs_, sms_of(device), op, dt, it));
+}
+static tc_status cu_where(int device, tc_dtype dt, const tc__iter *it)
+{
+    LAUNCH(device, "where_kernel", tc__k_where(cs_, sms_of(device), dt, it));
+}
+static tc_status cu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fill v)
+{
+    LAUNCH(device, "fill_kernel", tc__k_fill(cs_, sms_of(device), dt, out, n, v));
+}
+
+static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__iter *it)
+{
+    if (dst == src && it->contiguous) {
+        int prev;
+        TC_TRY(enter(device, &prev));
+        cudaError_t err = cudaMemcpyAsync(it->data[0], it->data[1],
+                                          (size_t)it->numel * tc_dtype_size(dst),
+                                          cudaMemcpyDeviceToDevice,
+                                          tc__current_cuda_stream(device));
+        leave(device, prev);
+        TC_CUDA_CHECK(err);
+        return TC_OK;
+    }
+    LAUNCH(device, "convert_kernel", tc__k_convert(cs_, sms_of(device), dst, src, it));
+}
+
+static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t, const void *in,
+                           void *out, int64_t outer, int64_t r, int64_t inner)
+{
+    int prev;
+    TC_TRY(enter(device, &prev));
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    cudaError_t err = tc__k_reduce(cs, sms_of(device), op, in_t, out_t, in, out, outer, r, inner);
+    tc_status st = err == cudaSuccess ? tc__launch_check(cs, "reduce_kernel")
+                                      : tc__cuda_fail(err, "cudaMallocAsync (reduction scratch)",
+                                                      __FILE__, __LINE__);
+    leave(device, prev);
+    return st;
+}
+
+/* blas.c */
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
+
+const tc__backend tc__cuda_backend = {
+    .unary = cu_unary,
+    .binary = cu_binary,
+    .where = cu_where,
+    .convert = cu_convert,
+    .fill = cu_fill,
+    .reduce = cu_reduce,
+    .matmul = tc__cuda_matmul,
+};
+
+/* ---- copies across devices --------------------------------------------------------- */
+
+static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
+{
+    return src->dtype == dst->dtype && src->ndim == dst->ndim && tc__is_contiguous(src) &&
+           memcmp(src->sizes, dst->sizes, sizeof(int64_t) * (size_t)dst->ndim) == 0;
+}
+
+/* src (already on `device`'s side) as a dense tensor with dst's dtype and
+ * sizes on src's device: src itself when it is one already. */
+static tc_status dense_source(const tc_tensor *src, const tc_tensor *dst, tc_tensor **out)
+{
+    if (dense_as(src, dst)) {
+        *out = tc_tensor_retain((tc_tensor *)src);
+        return TC_OK;
+    }
+    tc_tensor *t;
+    TC_TRY(tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, src->storage->device, false, &t));
+    tc_status st = tc__copy_local(t, src);
+    if (st != TC_OK) {
+        tc_tensor_release(t);
+        return st;
+    }
+    *out = t;
+    return TC_OK;
+}
+
+/* dst itself when dense, else a dense temporary like dst on dst's device. */
+static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
+{
+    if (tc__is_contiguous(dst)) {
+        *out = tc_tensor_retain(dst);
+        return TC_OK;
+    }
+    return tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, dst->storage->device, false, out);
+}
+
+/* Makes `to` (of device to_dev) wait for the work queued on `from` (of
+ * device from_dev) so far. The event is made and recorded on from's device and
+ * waited for on to's, so that the legacy default stream (handle 0) of each
+ * device is the one meant. Leaves to_dev current. */
+static tc_status order_streams(int from_dev, cudaStream_t from, int to_dev, cudaStream_t to)
+{
+    int prev;
+    TC_TRY(enter(from_dev, &prev));
+    cudaEvent_t ev;
+    cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (err == cudaSuccess)
+        err = cudaEventRecord(ev, from);
+    tc_status st = tc__switch_device(to_dev);
+    if (err == cudaSuccess && st == TC_OK)
+        err = cudaStreamWaitEvent(to, ev, 0);
+    (void)cudaEventDestroy(ev);
+    TC_TRY(st);
+    TC_CUDA_CHECK(err);
+    return TC_OK;
+}
+
+tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
+{
+    tc_device dd = dst->storage->device, sd = src->storage->device;
+    size_t bytes = (size_t)tc__numel(dst->ndim, dst->sizes) * tc_dtype_size(dst->dtype);
+    if (bytes == 0)
+        return TC_OK;
+    bool d2h = dd.type == TC_CPU;
+    bool h2d = sd.type == TC_CPU;
+    /* Decide first whether this copy waits, so that sync debug mode 2 refuses
+     * it before anything was queued. */
+    bool wait = d2h && !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
+    if (wait)
+        TC_TRY(tc__sync_point(dst->storage->pinned ? "a blocking copy to host memory"
+                                                   : "a copy to pageable host memory"));
+    tc_tensor *s = NULL, *d = NULL;
+    tc_status st = dense_source(src, dst, &s);
+    if (st == TC_OK)
+        st = dense_target(dst, &d);
+    int prev = -1, dev = h2d ? dd.index : sd.index;
+    if (st == TC_OK)
+        st = enter(d2h || h2d ? dev : dd.index, &prev);
+    if (st != TC_OK) {
+        tc_tensor_release(s);
+        tc_tensor_release(d);
+        return st;
+    }
+    cudaError_t err;
+    if (h2d || d2h) {
+        cudaStream_t cs = tc__current_cuda_stream(dev);
+        err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
+                              h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
+        if (err == cudaSuccess && (wait || (h2d && !non_blocking && src->storage->pinned &&
+                                             s == src)))
+            err = cudaStreamSynchronize(cs);
+        if (err != cudaSuccess)
+            st = tc__cuda_fail(err, h2d ? "cudaMemcpyAsync (host to device)"
+                                        : "cudaMemcpyAsync (device to host)",
+                               __FILE__, __LINE__);
+    } else {
+        cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
+        st = order_streams(sd.index, ss, dd.index, ds);
+        if (st == TC_OK) {
+            err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
+            if (err != cudaSuccess)
+                st = tc__cuda_fail(err, "cudaMemcpyPeerAsync", __FILE__, __LINE__);
+        }
+        /* later work on the source stream (and the temporary's free) waits */
+        if (st == TC_OK)
+            st = order_streams(dd.index, ds, sd.index, ss);
+        if (st == TC_OK)
+            st = tc__switch_device(dd.index);
+    }
+    leave(d2h || h2d ? dev : dd.index, prev);
+    if (st == TC_OK && d != dst)
+        st = tc__copy_local(dst, d); /* on the destination device (the CPU after a wait) */
+    tc_tensor_release(s);
+    tc_tensor_release(d);
+    return st;
+}

@@ -1,0 +1,432 @@
+/* CPU/GPU parity: every tensor operation runs on the CPU (which computes in
+ * double precision) and on the GPU over the same random inputs, for several
+ * shapes (broadcasting, non-contiguous, empty, 0-d) and dtypes; integer and
+ * bool results must match exactly, floating ones within the dtype's
+ * tolerance. Also: factories, copies in every direction with conversion and
+ * strides, non_blocking copies into pinned memory, record_stream, device
+ * mismatch, and GPU-to-GPU copies when there are two GPUs. Needs a GPU. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tc_test.h"
+
+static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
+
+static double tol_of(tc_dtype d)
+{
+    switch (d) {
+    case TC_FLOAT16: return 2e-3;
+    case TC_BFLOAT16: return 1.6e-2;
+    case TC_FLOAT32: return 2e-5;
+    case TC_FLOAT64: return 1e-12;
+    default: return 0;
+    }
+}
+
+/* Random CPU tensor of `dtype` with values in [lo, hi) (integers floored). */
+static tc_tensor *rand_cpu(int ndim, const int64_t *sizes, tc_dtype dtype, double lo, double hi)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= sizes[i];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        double x = lo + (hi - lo) * tc_test_rand_uniform();
+        v[i] = dtype == TC_BOOL ? (x > (lo + hi) / 2) : tc_dtype_is_floating(dtype) ? x : floor(x);
+    }
+    tc_tensor *d = NULL, *t = NULL;
+    CHECK_OK(tc_tensor_from_data(v, ndim, sizes, TC_FLOAT64, CPU, &d));
+    CHECK_OK(tc_tensor_to(d, CPU, dtype, false, &t));
+    tc_tensor_release(d);
+    free(v);
+    return t;
+}
+
+/* Compares a CPU result with a GPU result; `scale_tol` widens the tolerance
+ * for long sums. Returns true when they agree. */
+static bool same(const tc_tensor *c, const tc_tensor *g, double scale_tol, const char *what)
+{
+    bool ok = c && g && tc_tensor_dtype(c) == tc_tensor_dtype(g) &&
+              tc_tensor_ndim(c) == tc_tensor_ndim(g) && tc_tensor_is_cuda(g) &&
+              !tc_tensor_is_cuda(c);
+    for (int i = 0; ok && i < tc_tensor_ndim(c); i++)
+        ok = tc_tensor_size(c, i) == tc_tensor_size(g, i);
+    if (!ok) {
+        fprintf(stderr, "%s: dtype, shape or device differ\n", what);
+        return false;
+    }
+    int64_t n = tc_tensor_numel(c);
+    double *a = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *b = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    CHECK_OK(tc_tensor_to_host(c, a, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(g, b, TC_FLOAT64));
+    double tol = tol_of(tc_tensor_dtype(c)) * scale_tol;
+    for (int64_t i = 0; i < n && ok; i++) {
+        if (isnan(a[i]) || isnan(b[i]))
+            ok = isnan(a[i]) && isnan(b[i]);
+        else if (tol == 0 || a[i] == b[i]) /* exact, or the same infinity */
+            ok = a[i] == b[i];
+        else
+            ok = fabs(a[i] - b[i]) <= tol * fmax(1.0, fabs(a[i]));
+        if (!ok)
+            fprintf(stderr, "%s: element %lld: cpu %.17g gpu %.17g (%s)\n", what, (long long)i,
+                    a[i], b[i], tc_dtype_name(tc_tensor_dtype(c)));
+    }
+    free(a);
+    free(b);
+    return ok;
+}
+
+/* An input pair: CPU tensor and its GPU twin, optionally both transposed. */
+typedef struct pair {
+    tc_tensor *c, *g;
+} pair;
+
+static pair make_pair(int ndim, const int64_t *sizes, tc_dtype dt, double lo, double hi, bool tr)
+{
+    pair p = {rand_cpu(ndim, sizes, dt, lo, hi), NULL};
+    CHECK_OK(tc_tensor_cuda(p.c, -1, false, &p.g));
+    if (tr && ndim >= 2) {
+        tc_tensor *a = NULL, *b = NULL;
+        CHECK_OK(tc_tensor_transpose(p.c, 0, ndim - 1, &a));
+        CHECK_OK(tc_tensor_transpose(p.g, 0, ndim - 1, &b));
+        tc_tensor_release(p.c);
+        tc_tensor_release(p.g);
+        p.c = a;
+        p.g = b;
+    }
+    return p;
+}
+static void free_pair(pair p)
+{
+    tc_tensor_release(p.c);
+    tc_tensor_release(p.g);
+}
+
+typedef tc_status (*binary_fn)(const tc_tensor *, const tc_tensor *, tc_tensor **);
+typedef tc_status (*unary_fn)(const tc_tensor *, tc_tensor **);
+typedef tc_status (*reduce_fn)(const tc_tensor *, int, bool, tc_tensor **);
+
+static const struct {
+    const char *name;
+    binary_fn fn;
+} binaries[] = {{"add", tc_tensor_add},         {"sub", tc_tensor_sub},
+                {"mul", tc_tensor_mul},         {"div", tc_tensor_div},
+                {"pow", tc_tensor_pow},         {"maximum", tc_tensor_maximum},
+                {"minimum", tc_tensor_minimum}, {"eq", tc_tensor_eq},
+                {"ne", tc_tensor_ne},           {"lt", tc_tensor_lt},
+                {"le", tc_tensor_le},           {"gt", tc_tensor_gt},
+                {"ge", tc_tensor_ge}};
+static const struct {
+    const char *name;
+    unary_fn fn;
+} unaries[] = {{"neg", tc_tensor_neg},   {"abs", tc_tensor_abs},   {"exp", tc_tensor_exp},
+               {"log", tc_tensor_log},   {"sqrt", tc_tensor_sqrt}, {"relu", tc_tensor_relu},
+               {"sigmoid", tc_tensor_sigmoid}, {"tanh", tc_tensor_tanh}};
+static const struct {
+    const char *name;
+    reduce_fn fn;
+} reductions[] = {{"sum", tc_tensor_sum}, {"mean", tc_tensor_mean}, {"max", tc_tensor_max},
+                  {"min", tc_tensor_min}, {"argmax", tc_tensor_argmax}};
+
+/* Shapes of the two operands of binary cases. */
+static const struct {
+    int na, nb;
+    int64_t a[3], b[3];
+    bool transpose;
+} shapes[] = {
+    {1, 1, {1027}, {1027}, false},      /* contiguous, odd length (vector tail) */
+    {3, 2, {3, 1, 5}, {4, 1}, false},   /* broadcasting both ways */
+    {2, 2, {33, 7}, {33, 7}, true},     /* non-contiguous */
+    {2, 1, {0, 3}, {3}, false},         /* empty */
+    {0, 2, {0}, {6, 2}, false},         /* 0-d against 2-d */
+    {0, 0, {0}, {0}, false},            /* 0-d against 0-d */
+};
+
+static const tc_dtype dtypes[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64,
+                                  TC_INT32,   TC_INT64,   TC_UINT8,    TC_INT8, TC_BOOL};
+#define NDT (int)(sizeof dtypes / sizeof dtypes[0])
+#define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+static void test_elementwise(void)
+{
+    char what[128];
+    for (int si = 0; si < COUNT(shapes); si++)
+        for (int di = 0; di < NDT; di++) {
+            tc_dtype dt = dtypes[di];
+            bool fl = tc_dtype_is_floating(dt);
+            /* mixed dtypes on the second operand exercise promotion */
+            tc_dtype dt2 = di % 3 == 1 ? dtypes[(di + 4) % NDT] : dt;
+            pair a = make_pair(shapes[si].na, shapes[si].a, dt, fl ? 0.5 : 1, fl ? 3 : 6,
+                               shapes[si].transpose);
+            pair b = make_pair(shapes[si].nb, shapes[si].b, dt2, fl ? 0.5 : 1, fl ? 3 : 4,
+                               shapes[si].transpose);
+            for (int k = 0; k < COUNT(binaries); k++) {
+                tc_tensor *rc = NULL, *rg = NULL;
+                tc_status sc = binaries[k].fn(a.c, b.c, &rc);
+                tc_status sg = binaries[k].fn(a.g, b.g, &rg);
+                snprintf(what, sizeof what, "%s shape case %d %s/%s", binaries[k].name, si,
+                         tc_dtype_name(dt), tc_dtype_name(dt2));
+                CHECK(sc == sg);
+                if (sc == TC_OK && sg == TC_OK)
+                    CHECK(same(rc, rg, 1, what));
+                tc_tensor_release(rc);
+                tc_tensor_release(rg);
+            }
+            for (int k = 0; k < COUNT(unaries); k++) {
+                tc_tensor *rc = NULL, *rg = NULL;
+                tc_status sc = unaries[k].fn(a.c, &rc);
+                tc_status sg = unaries[k].fn(a.g, &rg);
+                snprintf(what, sizeof what, "%s shape case %d %s", unaries[k].name, si,
+                         tc_dtype_name(dt));
+                CHECK(sc == sg);
+                if (sc == TC_OK && sg == TC_OK)
+                    CHECK(same(rc, rg, 1, what));
+                tc_tensor_release(rc);
+                tc_tensor_release(rg);
+            }
+            /* where(a > b, a, b) */
+            tc_tensor *cc = NULL, *cg = NULL, *rc = NULL, *rg = NULL;
+            CHECK_OK(tc_tensor_gt(a.c, b.c, &cc));
+            CHECK_OK(tc_tensor_gt(a.g, b.g, &cg));
+            CHECK_OK(tc_tensor_where(cc, a.c, b.c, &rc));
+            CHECK_OK(tc_tensor_where(cg, a.g, b.g, &rg));
+            snprintf(what, sizeof what, "where shape case %d %s", si, tc_dtype_name(dt));
+            CHECK(same(rc, rg, 1, what));
+            tc_tensor_release(cc), tc_tensor_release(cg);
+            tc_tensor_release(rc), tc_tensor_release(rg);
+            free_pair(a);
+            free_pair(b);
+        }
+}
+
+static void test_reductions(void)
+{
+    static const struct {
+        int n;
+        int64_t s[3];
+        bool tr;
+    } rs[] = {{1, {1000}, false}, {2, {37, 129}, false}, {2, {4, 300001}, false},
+              {3, {5, 6, 7}, true}, {0, {0}, false},     {2, {0, 5}, false},
+              {1, {3000000}, false}};
+    tc_dtype rdt[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32, TC_UINT8};
+    char what[128];
+    for (int si = 0; si < COUNT(rs); si++)
+        for (int di = 0; di < COUNT(rdt); di++) {
+            tc_dtype dt = rdt[di];
+            bool fl = tc_dtype_is_floating(dt);
+            pair a = make_pair(rs[si].n, rs[si].s, dt, fl ? 0 : 0, fl ? 1 : 100, rs[si].tr);
+            int64_t numel = tc_tensor_numel(a.c);
+            int dims[4] = {TC_ALL_DIMS, 0, -1, 1};
+            for (int k = 0; k < COUNT(reductions); k++)
+                for (int di2 = 0; di2 < 4; di2++)
+                    for (int keep = 0; keep < 2; keep++) {
+                        int dim = dims[di2];
+                        if (dim == 1 && rs[si].n < 2)
+                            continue;
+                        tc_tensor *rc = NULL, *rg = NULL;
+                        tc_status sc = reductions[k].fn(a.c, dim, keep, &rc);
+                        tc_status sg = reductions[k].fn(a.g, dim, keep, &rg);
+                        snprintf(what, sizeof what, "%s case %d dim %d keep %d %s",
+                                 reductions[k].name, si, dim, keep, tc_dtype_name(dt));
+                        CHECK(sc == sg);
+                        /* float sums: error grows like sqrt(n) in the GPU's float */
+                        double scale = k < 2 ? 1 + sqrt((double)numel) / 8 : 1;
+                        if (sc == TC_OK && sg == TC_OK && !same(rc, rg, scale, what))
+                            CHECK(0);
+                        tc_tensor_release(rc);
+                        tc_tensor_release(rg);
+                    }
+            free_pair(a);
+        }
+}
+
+static void test_factories_and_copies(void)
+{
+    char what[96];
+    int64_t sz[2] = {19, 23};
+    for (int di = 0; di < NDT; di++) {
+        tc_dtype dt = dtypes[di];
+        tc_tensor *c = NULL, *g = NULL;
+        CHECK_OK(tc_tensor_arange(-5, 100, 3, dt == TC_UINT8 ? TC_INT16 : dt, CPU, &c));
+        CHECK_OK(tc_tensor_arange(-5, 100, 3, dt == TC_UINT8 ? TC_INT16 : dt, GPU, &g));
+        snprintf(what, sizeof what, "arange %s", tc_dtype_name(dt));
+        CHECK(same(c, g, 0, what));
+        tc_tensor_release(c), tc_tensor_release(g);
+        CHECK_OK(tc_tensor_full(2, sz, 2.75, dt, CPU, &c));
+        CHECK_OK(tc_tensor_full(2, sz, 2.75, dt, GPU, &g));
+        snprintf(what, sizeof what, "full %s", tc_dtype_name(dt));
+        CHECK(same(c, g, 0, what));
+        tc_tensor_release(c), tc_tensor_release(g);
+        /* conversions in both directions, strided on either side */
+        for (int dj = 0; dj < NDT; dj++) {
+            tc_dtype d2 = dtypes[dj];
+            tc_tensor *src = rand_cpu(2, sz, dt, -50, 200), *tc = NULL, *tg = NULL, *back = NULL;
+            tc_tensor *srct = NULL;
+            CHECK_OK(tc_tensor_transpose(src, 0, 1, &srct));
+            CHECK_OK(tc_tensor_to(srct, CPU, d2, false, &tc));
+            CHECK_OK(tc_tensor_to(srct, GPU, d2, false, &tg)); /* H2D strided, converting */
+            snprintf(what, sizeof what, "copy %s->%s", tc_dtype_name(dt), tc_dtype_name(d2));
+            CHECK(same(tc, tg, 1, what));
+            /* D2H into a strided CPU destination, converting back */
+            int64_t tsz[2] = {23, 19};
+            tc_tensor *dst = NULL, *dstt = NULL, *ref = NULL;
+            CHECK_OK(tc_tensor_zeros(2, sz, dt, CPU, &dst));
+            CHECK_OK(tc_tensor_transpose(dst, 0, 1, &dstt));
+            CHECK(tc_tensor_size(dstt, 0) == tsz[0]);
+            CHECK_OK(tc_tensor_copy_(dstt, tg, false));
+            CHECK_OK(tc_tensor_to(tc, CPU, dt, false, &ref));
+            CHECK_OK(tc_tensor_cuda(dstt, -1, false, &back));
+            CHECK(same(ref, back, 1, what));
+            tc_tensor_release(dst), tc_tensor_release(dstt), tc_tensor_release(ref);
+            tc_tensor_release(back), tc_tensor_release(src), tc_tensor_release(srct);
+            tc_tensor_release(tc), tc_tensor_release(tg);
+        }
+    }
+    /* views and reshape on the GPU */
+    pair a = make_pair(2, sz, TC_FLOAT32, -1, 1, true);
+    int64_t flat[1] = {-1};
+    tc_tensor *rc = NULL, *rg = NULL, *nc = NULL, *ng = NULL;
+    CHECK_OK(tc_tensor_reshape(a.c, 1, flat, &rc));
+    CHECK_OK(tc_tensor_reshape(a.g, 1, flat, &rg));
+    CHECK(same(rc, rg, 0, "reshape of a transposed tensor"));
+    CHECK_OK(tc_tensor_narrow(a.c, 1, 3, 5, &nc));
+    CHECK_OK(tc_tensor_narrow(a.g, 1, 3, 5, &ng));
+    tc_tensor *ncc = NULL, *ngc = NULL;
+    CHECK_OK(tc_tensor_contiguous(nc, &ncc));
+    CHECK_OK(tc_tensor_contiguous(ng, &ngc));
+    CHECK(same(ncc, ngc, 0, "narrow + contiguous"));
+    tc_tensor_release(rc), tc_tensor_release(rg), tc_tensor_release(nc), tc_tensor_release(ng);
+    tc_tensor_release(ncc), tc_tensor_release(ngc);
+    /* device mismatch names both devices */
+    tc_tensor *o = NULL;
+    CHECK_STATUS(tc_tensor_add(a.c, a.g, &o), TC_ERROR_DEVICE_MISMATCH);
+    CHECK(strstr(tc_last_error(), "cpu") && strstr(tc_last_error(), "cuda:"));
+    CHECK(o == NULL);
+    free_pair(a);
+}
+
+static void test_matmul(void)
+{
+    static const struct {
+        int na, nb;
+        int64_t a[3], b[3];
+        bool tr;
+    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},   {3, 3, {3, 33, 17}, {3, 17, 9}, false},
+              {3, 2, {4, 20, 30}, {30, 10}, false}, {2, 3, {20, 30}, {5, 30, 10}, false},
+              {2, 2, {40, 40}, {40, 40}, true},     {2, 2, {300, 257}, {257, 129}, false}};
+    tc_dtype mdt[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};
+    char what[96];
+    for (int si = 0; si < COUNT(ms); si++)
+        for (int di = 0; di < COUNT(mdt); di++) {
+            pair a = make_pair(ms[si].na, ms[si].a, mdt[di], -1, 1, ms[si].tr);
+            pair b = make_pair(ms[si].nb, ms[si].b, mdt[di], -1, 1, ms[si].tr);
+            tc_tensor *rc = NULL, *rg = NULL;
+            CHECK_OK(tc_tensor_matmul(a.c, b.c, &rc));
+            CHECK_OK(tc_tensor_matmul(a.g, b.g, &rg));
+            int64_t k = ms[si].a[ms[si].na - 1];
+            snprintf(what, sizeof what, "matmul case %d %s", si, tc_dtype_name(mdt[di]));
+            CHECK(same(rc, rg, 1 + sqrt((double)k), what));
+            tc_tensor_release(rc), tc_tensor_release(rg);
+            free_pair(a), free_pair(b);
+        }
+}
+
+static void test_async(void)
+{
+    /* A non_blocking copy into pinned memory is right once the stream is synchronized. */
+    int64_t n = 1 << 22;
+    tc_tensor *g = NULL, *h = NULL, *p = NULL, *g2 = NULL, *c = NULL;
+    CHECK_OK(tc_tensor_arange(0, (double)n, 1, TC_FLOAT32, GPU, &g));
+    CHECK_OK(tc_tensor_to(g, CPU, TC_FLOAT32, true, &h));
+    CHECK(tc_tensor_is_pinned(h));
+    CHECK_OK(tc_stream_synchronize(NULL));
+    float *hv = tc_tensor_data_ptr(h);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i += 4099)
+        ok &= hv[i] == (float)i;
+    ok &= hv[n - 1] == (float)(n - 1);
+    CHECK(ok);
+    /* and H2D from pinned memory, non_blocking */
+    CHECK_OK(tc_tensor_pin_memory(h, &p));
+    CHECK(p == h);
+    CHECK_OK(tc_tensor_cuda(p, -1, true, &g2));
+    CHECK_OK(tc_tensor_eq(g, g2, &c));
+    tc_tensor *s = NULL;
+    CHECK_OK(tc_tensor_sum(c, TC_ALL_DIMS, false, &s));
+    double cnt = 0;
+    CHECK_OK(tc_tensor_item(s, &cnt));
+    CHECK(cnt == (double)n);
+    /* sync debug mode 2: a copy to pageable memory is refused before it is
+     * queued; a non_blocking copy into pinned memory is not a sync */
+    CHECK_OK(tc_set_sync_debug_mode(2));
+    double dummy = -1;
+    CHECK_STATUS(tc_tensor_item(s, &dummy), TC_ERROR_SYNC_DISALLOWED);
+    CHECK(dummy == -1);
+    tc_tensor *h2 = NULL;
+    CHECK_OK(tc_tensor_to(g2, CPU, TC_FLOAT32, true, &h2));
+    CHECK_OK(tc_set_sync_debug_mode(0));
+    CHECK_OK(tc_stream_synchronize(NULL));
+    CHECK(((float *)tc_tensor_data_ptr(h2))[n - 1] == (float)(n - 1));
+    tc_tensor_release(h2);
+    /* record_stream: use a tensor on a side stream, release it, allocate again */
+    tc_stream *side = NULL;
+    CHECK_OK(tc_stream_create(&side, -1, 0));
+    CHECK_OK(tc_stream_wait_stream(side, tc_current_stream(-1)));
+    tc_stream_guard sg = tc_stream_guard_enter(side);
+    tc_tensor *t2 = NULL;
+    CHECK_OK(tc_tensor_add(g, g2, &t2)); /* reads g on the side stream */
+    tc_stream_guard_exit(&sg);
+    CHECK_OK(tc_tensor_record_stream(g, side));
+    tc_tensor_release(g);
+    g = NULL;
+    CHECK_OK(tc_stream_synchronize(side));
+    double v = 0;
+    tc_tensor *s2 = NULL;
+    CHECK_OK(tc_tensor_max(t2, TC_ALL_DIMS, false, &s2));
+    CHECK_OK(tc_tensor_item(s2, &v));
+    CHECK(v == 2.0 * (double)(n - 1));
+    CHECK_STATUS(tc_tensor_record_stream(h, side), TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(s2), tc_tensor_release(t2), tc_tensor_release(s);
+    tc_tensor_release(c), tc_tensor_release(g2), tc_tensor_release(p), tc_tensor_release(h);
+    CHECK_OK(tc_stream_destroy(side));
+    CHECK(tc_current_blas_handle() != NULL);
+}
+
+static void test_two_gpus(void)
+{
+    if (tc_device_count() < 2) {
+        printf("one GPU: skipping GPU-to-GPU copies\n");
+        return;
+    }
+    int64_t sz[2] = {300, 301};
+    tc_tensor *c = rand_cpu(2, sz, TC_FLOAT32, -1, 1), *g0 = NULL, *g1 = NULL, *t = NULL;
+    tc_tensor *back = NULL;
+    CHECK_OK(tc_tensor_to(c, (tc_device){TC_CUDA, 0}, TC_FLOAT32, false, &g0));
+    CHECK_OK(tc_tensor_transpose(g0, 0, 1, &t));
+    CHECK_OK(tc_tensor_to(t, (tc_device){TC_CUDA, 1}, TC_FLOAT64, false, &g1));
+    CHECK(tc_tensor_device(g1).index == 1);
+    CHECK_OK(tc_tensor_to(g1, (tc_device){TC_CUDA, 0}, TC_FLOAT32, false, &back));
+    tc_tensor *ct = NULL;
+    CHECK_OK(tc_tensor_transpose(c, 0, 1, &ct));
+    tc_tensor *ctc = NULL;
+    CHECK_OK(tc_tensor_contiguous(ct, &ctc));
+    CHECK(same(ctc, back, 0, "cuda:0 -> cuda:1 -> cuda:0"));
+    tc_tensor *o = NULL;
+    CHECK_STATUS(tc_tensor_add(g0, g1, &o), TC_ERROR_DEVICE_MISMATCH);
+    tc_tensor_release(c), tc_tensor_release(g0), tc_tensor_release(g1), tc_tensor_release(t);
+    tc_tensor_release(back), tc_tensor_release(ct), tc_tensor_release(ctc);
+}
+
+int main(void)
+{
+    tc_test_require_gpu();
+    tc_test_init();
+    test_elementwise();
+    test_reductions();
+    test_factories_and_copies();
+    test_matmul();
+    test_async();
+    test_two_gpus();
+    return TC_TEST_DONE();
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Everything a GPU machine should run, in one call: configure and build,
+# make test, the GPU tests under compute-sanitizer (memcheck, racecheck),
+# and the benchmarks. Logs go to $OUT (or ./gpu-logs); a short summary is
+# printed last. Usage: scripts/gpu_check.sh [tests|bench|all]
+set -u
+what=${1:-all}
+OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+cmake -S . -B build -DTCUDA_WERROR=ON > "$OUT/configure.log" 2>&1 &&
+  cmake --build build -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+summary=""
+if [ "$what" != bench ]; then
+  (cd build && ctest --output-on-failure -j 4 --timeout 300) > "$OUT/ctest.log" 2>&1
+  summary+="ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"$'\n'
+  summary+="$(grep -E 'Skipped|Failed|Timeout' "$OUT/ctest.log" | grep -E '^ *[0-9]+/' )"$'\n'
+  for t in test_device test_stream test_event test_random_cuda test_memory_gpu test_tensor_parity; do
+    for tool in memcheck racecheck; do
+      [ -x build/tests/$t ] || continue
+      timeout 240 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+        build/tests/$t > "$OUT/san_${tool}_$t.log" 2>&1
+      summary+="sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$t.log" | tail -1)"$'\n'
+    done
+  done
+fi
+if [ "$what" != tests ]; then
+  build/bench/bench_device > "$OUT/bench_device.txt" 2>&1
+  python3 bench/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1
+  [ -x bench/run_random.sh ] && OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1
+  [ -x bench/run_alloc.sh ] && OUT=$OUT timeout 200 bash bench/run_alloc.sh > "$OUT/bench_alloc.txt" 2>&1
+fi
+echo "==== $(cat "$OUT/gpu.txt")"
+printf '%s' "$summary"
+for f in bench_device bench_random bench_alloc; do
+  [ -f "$OUT/$f.txt" ] && { echo "==== $f"; tail -25 "$OUT/$f.txt"; }
+done

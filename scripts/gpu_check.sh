@@ -5,7 +5,8 @@
 # printed last. Usage: scripts/gpu_check.sh [tests|bench|all]
 set -u
 what=${1:-all}
-OUT=${OUT:-$PWD/gpu-logs}; mkdir -p "$OUT"
+FINAL=${OUT:-}
+OUT=$(mktemp -d /tmp/gpu-logs.XXXX)
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 cmake -S . -B build -DTCUDA_WERROR=ON > "$OUT/configure.log" 2>&1 &&
@@ -35,3 +36,4 @@ printf '%s' "$summary"
 for f in bench_device bench_random bench_alloc; do
   [ -f "$OUT/$f.txt" ] && { echo "==== $f"; tail -25 "$OUT/$f.txt"; }
 done
+[ -n "$FINAL" ] && tar czf "$FINAL/logs.tgz" -C "$OUT" .

@@ -13,13 +13,14 @@ cmake -S . -B build -DTCUDA_WERROR=ON > "$OUT/configure.log" 2>&1 &&
   cmake --build build -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 summary=""
 if [ "$what" != bench ]; then
+  build/tests/test_tensor_parity > "$OUT/parity.log" 2>&1; echo "parity rc=$?"; tail -5 "$OUT/parity.log"
   (cd build && ctest --output-on-failure -j 4 --timeout 300) > "$OUT/ctest.log" 2>&1
   summary+="ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"$'\n'
   summary+="$(grep -E 'Skipped|Failed|Timeout' "$OUT/ctest.log" | grep -E '^ *[0-9]+/' )"$'\n'
   for t in test_device test_stream test_event test_random_cuda test_memory_gpu test_tensor_parity; do
     for tool in memcheck racecheck; do
       [ -x build/tests/$t ] || continue
-      timeout 240 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      timeout 240 compute-sanitizer --tool $tool --report-api-errors no --target-processes all --error-exitcode 9 \
         build/tests/$t > "$OUT/san_${tool}_$t.log" 2>&1
       summary+="sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$t.log" | tail -1)"$'\n'
     done

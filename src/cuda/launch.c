@@ -10,6 +10,15 @@
 tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
 {
     cudaError_t err = cudaGetLastError();
+    if (TC_UNLIKELY(err != cudaSuccess) && tc__launch_blocking_enabled()) {
+        /* With CUDA_LAUNCH_BLOCKING=1 the driver itself waits, so a fault
+         * inside the kernel already shows here. */
+        (void)tc__cuda_fail(err, "launch", __FILE__, __LINE__);
+        return tc__fail(TC_ERROR_CUDA,
+                        "kernel %s failed: %s (%s); reported at its launch because "
+                        "CUDA_LAUNCH_BLOCKING=1",
+                        kernel, cudaGetErrorString(err), cudaGetErrorName(err));
+    }
     if (TC_UNLIKELY(err != cudaSuccess)) {
         tc_status st = tc__cuda_fail(err, "launch", __FILE__, __LINE__);
         return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel,

@@ -43,13 +43,25 @@ tc_device_guard tc_device_guard_enter(int device)
 void tc_device_guard_exit(tc_device_guard *guard) { (void)guard; }
 
 TC_ABSENT_VALUE(const char *, tc_get_device_name, (int device), NULL)
-TC_ABSENT_STATUS(tc_get_device_capability, (int device, int *major, int *minor))
-TC_ABSENT_STATUS(tc_get_device_properties, (int device, tc_device_properties *props))
+tc_status tc_get_device_capability(int device, int *major, int *minor)
+{
+    TC_CHECK_ARG(major && minor, "tc_get_device_capability: major and minor must not be NULL");
+    return absent();
+}
+tc_status tc_get_device_properties(int device, tc_device_properties *props)
+{
+    TC_CHECK_ARG(props, "tc_get_device_properties: props must not be NULL");
+    return absent();
+}
 TC_ABSENT_VALUE(bool, tc_can_device_access_peer, (int device, int peer), false)
 const char *tc_get_arch_list(void) { return ""; }
 const char *tc_get_gencode_flags(void) { return ""; }
 TC_ABSENT_STATUS(tc_synchronize, (int device))
-TC_ABSENT_STATUS(tc_mem_get_info, (int device, size_t *free_bytes, size_t *total_bytes))
+tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    TC_CHECK_ARG(free_bytes && total_bytes, "tc_mem_get_info: free and total must not be NULL");
+    return absent();
+}
 TC_ABSENT_STATUS(tc_ipc_collect, (void))
 
 TC_ABSENT_VALUE(int, tc_utilization, (int device), -1)
@@ -60,7 +72,11 @@ TC_ABSENT_VALUE(int, tc_clock_rate, (int device), -1)
 TC_ABSENT_VALUE(char *, tc_list_gpu_processes, (int device), NULL)
 
 TC_ABSENT_STATUS(tc_stream_priority_range, (int *least, int *greatest))
-TC_ABSENT_STATUS(tc_stream_create, (tc_stream **out, int device, int priority))
+tc_status tc_stream_create(tc_stream **out, int device, int priority)
+{
+    TC_CHECK_ARG(out, "tc_stream_create: out must not be NULL");
+    return absent();
+}
 TC_ABSENT_STATUS(tc_stream_from_external, (tc_stream **out, void *cuda_stream, int device))
 TC_ABSENT_STATUS(tc_stream_destroy, (tc_stream *stream))
 TC_ABSENT_VALUE(bool, tc_stream_query, (tc_stream *stream), false)
@@ -84,7 +100,11 @@ tc_stream_guard tc_stream_guard_enter(tc_stream *stream)
 }
 void tc_stream_guard_exit(tc_stream_guard *guard) { (void)guard; }
 
-TC_ABSENT_STATUS(tc_event_create, (tc_event **out, unsigned flags))
+tc_status tc_event_create(tc_event **out, unsigned flags)
+{
+    TC_CHECK_ARG(out, "tc_event_create: out must not be NULL");
+    return absent();
+}
 TC_ABSENT_STATUS(tc_event_destroy, (tc_event *event))
 TC_ABSENT_STATUS(tc_event_record, (tc_event *event, tc_stream *stream))
 TC_ABSENT_VALUE(bool, tc_event_query, (tc_event *event), false)

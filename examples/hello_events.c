@@ -1,0 +1,29 @@
+/* The README's ten lines: time work on a stream of your own with events. */
+#include <stdio.h>
+
+#include <tcuda/tcuda.h>
+
+int main(void)
+{
+    if (!tc_is_available()) {
+        printf("no GPU: %s\n", tc_last_error());
+        return 0;
+    }
+    tc_stream *s;
+    tc_event *start, *end;
+    float ms;
+    tc_stream_create(&s, -1, 0);
+    tc_event_create(&start, TC_EVENT_TIMING);
+    tc_event_create(&end, TC_EVENT_TIMING);
+    tc_stream_guard g = tc_stream_guard_enter(s); /* like `with torch.cuda.stream(s)` */
+    tc_event_record(start, NULL);                 /* ... queue work on the current stream ... */
+    tc_event_record(end, NULL);
+    tc_stream_guard_exit(&g);
+    tc_event_synchronize(end);
+    tc_event_elapsed_time(start, end, &ms);
+    printf("%s: %.3f ms\n", tc_get_device_name(-1), ms);
+    tc_event_destroy(start);
+    tc_event_destroy(end);
+    tc_stream_destroy(s);
+    return 0;
+}

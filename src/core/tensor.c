@@ -229,6 +229,7 @@ tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes, 
     tc__storage host = {.device = {TC_CPU, -1}, .data = (void *)data};
     atomic_init(&host.refcount, 2); /* never freed */
     tc_tensor src = {.dtype = dtype, .ndim = ndim, .storage = &host};
+    atomic_init(&src.refcount, 2); /* on the stack: copies may retain it, never free it */
     int64_t st = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         src.sizes[i] = sizes[i];

@@ -162,6 +162,7 @@ tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype)
     tc__storage hs = {.device = {TC_CPU, -1}, .data = host};
     atomic_init(&hs.refcount, 2); /* borrowed: never freed */
     tc_tensor dst = {.dtype = dtype, .ndim = t->ndim, .storage = &hs};
+    atomic_init(&dst.refcount, 2); /* on the stack: copies may retain it, never free it */
     int64_t st = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         dst.sizes[i] = t->sizes[i];

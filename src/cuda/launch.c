@@ -10,29 +10,19 @@
 tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
 {
     cudaError_t err = cudaGetLastError();
-    if (TC_UNLIKELY(err != cudaSuccess) && tc__launch_blocking_enabled()) {
-        /* With CUDA_LAUNCH_BLOCKING=1 the driver itself waits, so a fault
-         * inside the kernel already shows here. */
-        (void)tc__cuda_fail(err, "launch", __FILE__, __LINE__);
+    bool blocking = tc__launch_blocking_enabled();
+    /* With CUDA_LAUNCH_BLOCKING=1 the driver itself may already have waited,
+     * so a fault inside the kernel can show in the launch error too. */
+    if (TC_UNLIKELY(blocking) && err == cudaSuccess)
+        err = cudaStreamSynchronize(stream);
+    if (TC_LIKELY(err == cudaSuccess))
+        return TC_OK;
+    tc_status st = tc__cuda_fail(err, "launch", __FILE__, __LINE__);
+    if (blocking)
         return tc__fail(TC_ERROR_CUDA,
                         "kernel %s failed: %s (%s); reported at its launch because "
                         "CUDA_LAUNCH_BLOCKING=1",
                         kernel, cudaGetErrorString(err), cudaGetErrorName(err));
-    }
-    if (TC_UNLIKELY(err != cudaSuccess)) {
-        tc_status st = tc__cuda_fail(err, "launch", __FILE__, __LINE__);
-        return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel,
-                        cudaGetErrorString(err), cudaGetErrorName(err));
-    }
-    if (TC_UNLIKELY(tc__launch_blocking_enabled())) {
-        err = cudaStreamSynchronize(stream);
-        if (err != cudaSuccess) {
-            (void)tc__cuda_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
-            return tc__fail(TC_ERROR_CUDA,
-                            "kernel %s failed: %s (%s); reported at its launch because "
-                            "CUDA_LAUNCH_BLOCKING=1",
-                            kernel, cudaGetErrorString(err), cudaGetErrorName(err));
-        }
-    }
-    return TC_OK;
+    return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel,
+                    cudaGetErrorString(err), cudaGetErrorName(err));
 }

@@ -3,6 +3,7 @@
 # make test, the GPU tests under compute-sanitizer (memcheck, racecheck),
 # and the benchmarks. Logs go to $OUT (or ./gpu-logs); a short summary is
 # printed last. Usage: scripts/gpu_check.sh [tests|bench|all]
+# BENCHES picks benchmarks (default: "device random alloc tensor").
 set -u
 what=${1:-all}
 FINAL=${OUT:-}
@@ -17,7 +18,8 @@ if [ "$what" != bench ]; then
   (cd build && ctest --output-on-failure -j 4 --timeout 300) > "$OUT/ctest.log" 2>&1
   summary+="ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"$'\n'
   summary+="$(grep -E 'Skipped|Failed|Timeout' "$OUT/ctest.log" | grep -E '^ *[0-9]+/' )"$'\n'
-  for t in test_device test_stream test_event test_random_cuda test_memory_gpu test_tensor_parity; do
+  for t in test_device test_stream test_event test_random_cuda test_memory_gpu test_tensor_parity \
+           test_tensor_random_cuda; do
     for tool in memcheck racecheck; do
       [ -x build/tests/$t ] || continue
       timeout 240 compute-sanitizer --tool $tool --report-api-errors no --target-processes all --error-exitcode 9 \
@@ -27,14 +29,19 @@ if [ "$what" != bench ]; then
   done
 fi
 if [ "$what" != tests ]; then
-  build/bench/bench_device > "$OUT/bench_device.txt" 2>&1
-  python3 bench/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1
-  [ -x bench/run_random.sh ] && OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1
-  [ -x bench/run_alloc.sh ] && OUT=$OUT timeout 200 bash bench/run_alloc.sh > "$OUT/bench_alloc.txt" 2>&1
+  for b in ${BENCHES:-device random alloc tensor}; do
+    case $b in
+      device) build/bench/bench_device > "$OUT/bench_device.txt" 2>&1
+              python3 bench/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1 ;;
+      random) OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1 ;;
+      alloc) OUT=$OUT timeout 200 bash bench/run_alloc.sh > "$OUT/bench_alloc.txt" 2>&1 ;;
+      tensor) OUT=$OUT timeout 200 bash bench/run_tensor.sh > "$OUT/bench_tensor.txt" 2>&1 ;;
+    esac
+  done
 fi
 echo "==== $(cat "$OUT/gpu.txt")"
 printf '%s' "$summary"
-for f in bench_device bench_random bench_alloc; do
+for f in bench_device bench_random bench_alloc bench_tensor; do
   [ -f "$OUT/$f.txt" ] && { echo "==== $f"; tail -25 "$OUT/$f.txt"; }
 done
 [ -n "$FINAL" ] && tar czf "$FINAL/logs.tgz" -C "$OUT" .

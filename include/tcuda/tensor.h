@@ -219,18 +219,26 @@ TCUDA_API tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, 
  * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
 TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 
-/* ---- random fills (in place) ---------------------------------------------------------- */
-/* Available once random.h is part of the build (TCUDA_HAVE_RANDOM_H). `gen`
- * NULL means the default generator of the tensor's device. uniform_ and
- * normal_ need a floating tensor (TC_ERROR_DTYPE otherwise); bernoulli_ writes
- * 1 with probability p; random_ draws integers in [lo, hi). */
-#if defined(TCUDA_HAVE_RANDOM_H)
+/* ---- random fills --------------------------------------------------------------------- */
+/* Through the generators of random.h: the same state gives the same numbers
+ * on the CPU and on a GPU (random.h says how). `gen` NULL means the default
+ * generator of the tensor's device; a generator of another device is
+ * TC_ERROR_DEVICE_MISMATCH. uniform_ and normal_ need a floating tensor
+ * (TC_ERROR_DTYPE otherwise); bernoulli_ writes 1 with probability p;
+ * random_ draws integers in [lo, hi) (TC_ERROR_INVALID_ARGUMENT when the
+ * dtype cannot hold them). A strided tensor is filled through a dense
+ * temporary: element i of the fill is element i in row-major order. */
 typedef struct tc_generator tc_generator;
 TCUDA_API tc_status tc_tensor_uniform_(tc_tensor *t, double lo, double hi, tc_generator *gen);
 TCUDA_API tc_status tc_tensor_normal_(tc_tensor *t, double mean, double std, tc_generator *gen);
 TCUDA_API tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen);
 TCUDA_API tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen);
-#endif
+/* New tensors (torch.rand and torch.randn): uniform in [0, 1) and standard
+ * normal, floating dtypes only; errors as the factories and the fills. */
+TCUDA_API tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype,
+                                   tc_device device, tc_generator *gen, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_randn(int ndim, const int64_t *sizes, tc_dtype dtype,
+                                    tc_device device, tc_generator *gen, tc_tensor **out);
 
 TCUDA_EXTERN_C_END
 

@@ -14,17 +14,12 @@
 extern "C" {
 #endif
 
-#define TC__STORAGE_MAX_STREAMS 8
-
 typedef struct tc__storage {
     atomic_int refcount;
     tc_device device; /* resolved: CPU index -1, CUDA index >= 0 */
     bool pinned;      /* page-locked host memory (CPU only) */
     void *data;
     size_t bytes;
-    void *alloc_stream; /* cudaStream_t the memory was allocated on (CUDA) */
-    int n_streams;      /* streams recorded with record_stream */
-    void *streams[TC__STORAGE_MAX_STREAMS];
 } tc__storage;
 
 /* Allocates `bytes` (0 allowed) on `device` (index resolved by the caller for
@@ -36,7 +31,9 @@ static inline void tc__storage_retain(tc__storage *s)
 {
     atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
-/* Records that `cuda_stream` (a cudaStream_t) uses the storage. */
+/* Records that `cuda_stream` (a cudaStream_t) uses the storage: its memory is
+ * reused only after the work queued there so far has completed. Device and
+ * pinned storages only; a no-op for pageable host memory. */
 tc_status tc__storage_record_stream(tc__storage *s, void *cuda_stream);
 
 #ifdef __cplusplus

@@ -1,11 +1,10 @@
-/* Random fills of tensors (uniform_, normal_, bernoulli_, random_) through
- * the generators of random.h.
+/* Random fills of tensors (uniform_, normal_, bernoulli_, random_) and the
+ * rand/randn factories, through the generators of random.h.
  *
  * The generator fills a dense buffer on its device: a dense tensor is filled
- * in place, a strided one through a dense temporary and a copy. Compiled only
- * when random.h is part of the build (TCUDA_HAVE_RANDOM_H); until then this
- * file is empty. */
-#if defined(TCUDA_HAVE_RANDOM_H)
+ * in place, a strided one through a dense temporary and a copy, so element i
+ * of a fill is element i of the tensor in row-major order whatever its
+ * strides. */
 #include "tcuda/random.h"
 #include "tensor_internal.h"
 
@@ -33,8 +32,17 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
     if ((p.k == UNIFORM || p.k == NORMAL) && !tc_dtype_is_floating(t->dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating tensor, not %s", fn,
                         tc_dtype_name(t->dtype));
+    tc_device td = t->storage->device;
     if (!gen)
-        TC_TRY(tc_default_generator(t->storage->device, &gen));
+        TC_TRY(tc_default_generator(td, &gen));
+    tc_device gd = tc_generator_device(gen);
+    if (gd.type != td.type || (td.type == TC_CUDA && gd.index != td.index)) {
+        char gs[16], ts[16];
+        tc_device_format(gd, gs, sizeof gs);
+        tc_device_format(td, ts, sizeof ts);
+        return tc__fail(TC_ERROR_DEVICE_MISMATCH, "%s: the generator is on %s, the tensor on %s",
+                        fn, gs, ts);
+    }
     int64_t n = tc__numel(t->ndim, t->sizes);
     if (n == 0)
         return TC_OK;
@@ -54,23 +62,54 @@ tc_status tc_tensor_uniform_(tc_tensor *t, double lo, double hi, tc_generator *g
     TC_CHECK_ARG(lo <= hi, "tc_tensor_uniform_: lo %g is above hi %g", lo, hi);
     return fill("tc_tensor_uniform_", t, gen, (params){UNIFORM, lo, hi, 0, 0});
 }
+
 tc_status tc_tensor_normal_(tc_tensor *t, double mean, double std, tc_generator *gen)
 {
     TC_CHECK_ARG(std >= 0, "tc_tensor_normal_: std %g is negative", std);
     return fill("tc_tensor_normal_", t, gen, (params){NORMAL, mean, std, 0, 0});
 }
+
 tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen)
 {
     TC_CHECK_ARG(p >= 0 && p <= 1, "tc_tensor_bernoulli_: p %g is outside [0, 1]", p);
     return fill("tc_tensor_bernoulli_", t, gen, (params){BERNOULLI, p, 0, 0, 0});
 }
+
 tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen)
 {
     TC_CHECK_ARG(lo < hi, "tc_tensor_random_: the range [%lld, %lld) is empty", (long long)lo,
                  (long long)hi);
     return fill("tc_tensor_random_", t, gen, (params){RANDOM_INT, 0, 0, lo, hi});
 }
-#else
-/* ISO C wants at least one declaration in a translation unit. */
-typedef int tc__tensor_random_unused;
-#endif
+
+static tc_status make(const char *fn, int ndim, const int64_t *sizes, tc_dtype dtype,
+                      tc_device device, tc_generator *gen, params p, tc_tensor **out)
+{
+    TC_CHECK_ARG(out, "%s: out must not be NULL", fn);
+    if (tc_dtype_size(dtype) && !tc_dtype_is_floating(dtype))
+        return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating dtype, not %s", fn,
+                        tc_dtype_name(dtype));
+    tc_tensor *t;
+    TC_TRY(tc_tensor_empty(ndim, sizes, dtype, device, &t));
+    tc_status st = fill(fn, t, gen, p);
+    if (st != TC_OK) {
+        tc_tensor_release(t);
+        return st;
+    }
+    *out = t;
+    return TC_OK;
+}
+
+tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                         tc_generator *gen, tc_tensor **out)
+{
+    return make("tc_tensor_rand", ndim, sizes, dtype, device, gen, (params){UNIFORM, 0, 1, 0, 0},
+                out);
+}
+
+tc_status tc_tensor_randn(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                          tc_generator *gen, tc_tensor **out)
+{
+    return make("tc_tensor_randn", ndim, sizes, dtype, device, gen, (params){NORMAL, 0, 1, 0, 0},
+                out);
+}

@@ -23,6 +23,9 @@ tc_status tc__device_free(void *ptr);
 /* The block at ptr is used by work on `stream` too. */
 tc_status tc__device_record_stream(void *ptr, cudaStream_t stream);
 
+/* The pinned host block at ptr is used by work on `stream`. */
+tc_status tc__host_record_stream(void *ptr, cudaStream_t stream);
+
 /* Private pools for graph capture: allocations on `stream` of `device` come
  * from pool `id` until end; release lets the pool's memory go. */
 tc_status tc__device_pool_begin(int device, uint64_t id, cudaStream_t stream);

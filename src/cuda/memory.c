@@ -592,6 +592,13 @@ tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
     return tc__alloc_record_stream(a, ptr, (uintptr_t)ts->handle);
 }
 
+tc_status tc__host_record_stream(void *ptr, cudaStream_t stream)
+{
+    tc__allocator *a;
+    TC_TRY(get_host(&a));
+    return tc__alloc_record_stream(a, ptr, (uintptr_t)stream);
+}
+
 tc_status tc_host_free(void *ptr)
 {
     if (!ptr)

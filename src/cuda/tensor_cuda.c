@@ -214,6 +214,9 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
             st = tc__cuda_fail(err, h2d ? "cudaMemcpyAsync (host to device)"
                                         : "cudaMemcpyAsync (device to host)",
                                __FILE__, __LINE__);
+        /* pinned memory is read or written later: its reuse waits for cs */
+        else
+            st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);
     } else {
         cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
         st = order_streams(sd.index, ss, dd.index, ds);

@@ -14,8 +14,10 @@
 #include "cuda/device_alloc.h"
 #endif
 
+#if !defined(TCUDA_HAVE_CUDA)
 static const char no_cuda[] = "tcuda was built without CUDA (TCUDA_CUDA=OFF or no nvcc at "
                               "configure time)";
+#endif
 
 static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
 {

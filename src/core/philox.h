@@ -277,20 +277,11 @@ TC_HD float tc__bf16_to_f32(uint16_t b) { return tc__u2f((uint32_t)b << 16); }
 
 /* ---- natural log, sin and cos from rounded operations only -------------- */
 
-/* (float)i for |i| < 2^22, exactly, without an int-to-float conversion (a
- * slow instruction on GPUs): 1.5*2^23 + i is exact, and so is the subtraction. */
-TC_HD float tc__small_int_to_float(int32_t i)
-{
-    return TC_FSUB(tc__u2f(0x4B400000u + (uint32_t)i), 12582912.0f);
-}
-
 /* ln(j * 2^-24) for j in [1, 2^24]. */
 TC_HD float tc__ln_u24(uint32_t j)
 {
     int e = 31 - tc__clz32(j);
-    /* m = j * 2^-e in [1, 2): j's bits below its leading one become the mantissa */
-    uint32_t frac = e <= 23 ? j << (23 - e) : j >> (e - 23);
-    float m = tc__u2f(0x3f800000u | (frac & 0x7fffffu));
+    float m = TC_FMUL((float)j, tc__u2f((uint32_t)(127 - e) << 23)); /* [1, 2) exactly */
     if (m > 1.41421356f) {
         m = TC_FMUL(m, 0.5f);
         e += 1;
@@ -304,7 +295,7 @@ TC_HD float tc__ln_u24(uint32_t j)
     p = TC_FFMA(p, s2, 0.333333343f);
     float t = TC_FMUL(2.0f, s); /* exact */
     float lnm = TC_FFMA(TC_FMUL(t, s2), p, t);
-    float k = tc__small_int_to_float(e - 24);
+    float k = (float)(e - 24);
     /* ln2 = hi + lo, hi with few bits so k*hi is exact */
     return TC_FFMA(k, 0.693145751953125f, TC_FFMA(k, 1.42860677e-06f, lnm));
 }
@@ -342,7 +333,7 @@ TC_HD void tc__sincos_u24(uint32_t k, float *c_out, float *s_out)
 {
     uint32_t quot = (k + (1u << 21)) >> 22; /* nearest quarter turn, 0..4 */
     int32_t t = (int32_t)k - (int32_t)(quot << 22); /* [-2^21, 2^21) */
-    float x = TC_FMUL(tc__small_int_to_float(t), 3.74507039e-07f); /* 2*pi*2^-24 */
+    float x = TC_FMUL((float)t, 3.74507039e-07f);  /* 2*pi*2^-24 */
     float x2 = TC_FMUL(x, x);
     float sp = 2.75573188e-06f; /* 1/9! */
     sp = TC_FFMA(sp, x2, -1.98412701e-04f);

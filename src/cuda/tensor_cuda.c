@@ -14,6 +14,7 @@
 #include "core/debug.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "device_alloc.h"
 #include "kernels/kernels.h"
 
 static int sm_count[TC_MAX_DEVICES];
@@ -96,10 +97,16 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
     int prev;
     TC_TRY(enter(device, &prev));
     cudaStream_t cs = tc__current_cuda_stream(device);
-    cudaError_t err = tc__k_reduce(cs, sms_of(device), op, in_t, out_t, in, out, outer, r, inner);
-    tc_status st = err == cudaSuccess ? tc__launch_check(cs, "reduce_kernel")
-                                      : tc__cuda_fail(err, "cudaMallocAsync (reduction scratch)",
-                                                      __FILE__, __LINE__);
+    /* partial results, from the cache on this stream: freed as soon as the
+     * kernels are queued, reused only by later work on the same stream */
+    void *scratch = NULL;
+    size_t sb = tc__k_reduce_scratch(sms_of(device), in_t, outer, r, inner);
+    tc_status st = tc__device_alloc(device, cs, sb, &scratch);
+    if (st == TC_OK) {
+        tc__k_reduce(cs, sms_of(device), op, in_t, out_t, in, out, outer, r, inner, scratch);
+        st = tc__launch_check(cs, "reduce_kernel");
+        (void)tc__device_free(scratch);
+    }
     leave(device, prev);
     return st;
 }

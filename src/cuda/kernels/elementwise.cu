@@ -102,12 +102,21 @@ __global__ void binary_kernel(tc__iter it, int op, int cmp, int vec)
         if (vec && !cmp) {
             i64 nv = it.numel / N;
             T *o = (T *)it.data[0];
-            for (i64 i = tid; i < nv; i += stride) {
-                Vec<T, N> va = ((const Vec<T, N> *)a)[i], vb = ((const Vec<T, N> *)b)[i], vo;
+            /* two iterations at once: four 16-byte loads in flight */
+            for (i64 i = tid; i < nv; i += 2 * stride) {
+                bool two = i + stride < nv;
+                Vec<T, N> va[2], vb[2], vo[2];
+                va[0] = ((const Vec<T, N> *)a)[i], vb[0] = ((const Vec<T, N> *)b)[i];
+                va[1] = two ? ((const Vec<T, N> *)a)[i + stride] : va[0];
+                vb[1] = two ? ((const Vec<T, N> *)b)[i + stride] : vb[0];
 #pragma unroll
-                for (int k = 0; k < N; k++)
-                    store(&vo.v[k], binop<C>(op, load<C>(&va.v[k]), load<C>(&vb.v[k])));
-                ((Vec<T, N> *)o)[i] = vo;
+                for (int u = 0; u < 2; u++)
+#pragma unroll
+                    for (int k = 0; k < N; k++)
+                        store(&vo[u].v[k], binop<C>(op, load<C>(&va[u].v[k]), load<C>(&vb[u].v[k])));
+                ((Vec<T, N> *)o)[i] = vo[0];
+                if (two)
+                    ((Vec<T, N> *)o)[i + stride] = vo[1];
             }
             done = nv * N;
         }

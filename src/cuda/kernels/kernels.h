@@ -22,9 +22,12 @@ void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype, const
 void tc__k_where(cudaStream_t stream, int sms, tc_dtype dtype, const tc__iter *it);
 void tc__k_convert(cudaStream_t stream, int sms, tc_dtype dst, tc_dtype src, const tc__iter *it);
 void tc__k_fill(cudaStream_t stream, int sms, tc_dtype dtype, void *out, int64_t n, tc__fill v);
-cudaError_t tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype,
-                         tc_dtype out_dtype, const void *in, void *out, int64_t outer, int64_t r,
-                         int64_t inner);
+/* Scratch bytes tc__k_reduce needs for this shape (0: none); the caller
+ * allocates them on the same stream. */
+size_t tc__k_reduce_scratch(int sms, tc_dtype in_dtype, int64_t outer, int64_t r, int64_t inner);
+void tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype, tc_dtype out_dtype,
+                  const void *in, void *out, int64_t outer, int64_t r, int64_t inner,
+                  void *scratch);
 
 #ifdef __cplusplus
 }

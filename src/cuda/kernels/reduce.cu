@@ -94,20 +94,65 @@ __device__ __forceinline__ void finish(int op, Acc<C> a, i64 r, void *out, i64 a
         store((T *)out + at, a.v);
 }
 
+template <typename T, int N> struct alignas(16) Vec {
+    T v[N];
+};
+
 /* grid (splits, rows): block (s, o) reduces its slice of row o. With one
- * split it writes the result, else a partial to scratch[o * splits + s]. */
+ * split it writes the result, else a partial to scratch[o * splits + s].
+ * `vec`: every row starts 16-byte aligned, so slices (multiples of N
+ * elements) are read 16 bytes at a time. */
 template <typename T>
 __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch,
-                            i64 r, int op, int out_i64)
+                            i64 r, int op, int out_i64, int vec)
 {
     typedef typename Compute<T>::type C;
+    constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
     i64 o = blockIdx.y, splits = gridDim.x;
-    i64 chunk = (r + splits - 1) / splits, lo = blockIdx.x * chunk, hi = min(r, lo + chunk);
+    i64 chunk = (r + splits - 1) / splits;
+    chunk = (chunk + N - 1) / N * N;
+    i64 lo = blockIdx.x * chunk, hi = min(r, lo + chunk);
     const T *row = in + o * r;
     Acc<C> a = identity<C>();
+    i64 bd = blockDim.x, j = lo + threadIdx.x;
+    if (vec && lo < hi) {
+        /* four 16-byte loads in flight per thread */
+        const Vec<T, N> *v = (const Vec<T, N> *)(row + lo);
+        i64 nv = (hi - lo) / N, t = threadIdx.x;
+        bool sum = op == TC__RED_SUM || op == TC__RED_MEAN;
+        for (; t + 3 * bd < nv; t += 4 * bd) {
+            Vec<T, N> b[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                b[u] = v[t + u * bd];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    if (sum) {
+                        a.v += load<C>(&b[u].v[k]);
+                    } else {
+                        Acc<C> e;
+                        e.v = load<C>(&b[u].v[k]);
+                        e.idx = lo + (t + u * bd) * N + k;
+                        a = combine(op, a, e);
+                    }
+                }
+        }
+        for (; t < nv; t += bd) {
+            Vec<T, N> b = v[t];
+#pragma unroll
+            for (int k = 0; k < N; k++) {
+                Acc<C> e;
+                e.v = load<C>(&b.v[k]);
+                e.idx = lo + t * N + k;
+                a = combine(op, a, e);
+            }
+        }
+        j = lo + nv * N + threadIdx.x;
+    }
     /* four independent loads in flight per thread; combine() orders by index,
      * so the order of combining does not change max/min/argmax */
-    i64 bd = blockDim.x, j = lo + threadIdx.x;
     for (; j + 3 * bd < hi; j += 4 * bd) {
         Acc<C> b[4];
 #pragma unroll
@@ -170,46 +215,50 @@ __global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner,
 
 } // namespace
 
-extern "C" cudaError_t tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype,
-                                    tc_dtype out_dtype, const void *in, void *out, int64_t outer,
-                                    int64_t r, int64_t inner)
+/* Blocks per row for the rows kernel: about 4 per SM in all, each with at
+ * least 4096 elements; 0 when the rows kernel is not used. */
+static int splits_for(int sms, int64_t outer, int64_t r, int64_t inner)
+{
+    if (inner > 1 || r == 0 || outer > 65535) /* grid.y limit */
+        return 0;
+    int64_t want = ((int64_t)(sms > 0 ? sms : 80) * 4 + outer - 1) / outer;
+    int64_t most = (r + 4095) / 4096;
+    int64_t splits = want < most ? want : most;
+    return (int)(splits < 1 ? 1 : splits > 1024 ? 1024 : splits);
+}
+
+extern "C" size_t tc__k_reduce_scratch(int sms, tc_dtype in_dtype, int64_t outer, int64_t r,
+                                       int64_t inner)
+{
+    size_t bytes = 0;
+    int splits = splits_for(sms, outer, r, inner);
+    dispatch(in_dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        if (splits > 1)
+            bytes = sizeof(Acc<typename Compute<T>::type>) * (size_t)(outer * splits);
+    });
+    return bytes;
+}
+
+extern "C" void tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype,
+                             tc_dtype out_dtype, const void *in, void *out, int64_t outer,
+                             int64_t r, int64_t inner, void *scratch)
 {
     int out_i64 = out_dtype == TC_INT64;
-    cudaError_t err = cudaSuccess;
+    int splits = splits_for(sms, outer, r, inner);
     dispatch(in_dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         typedef Acc<typename Compute<T>::type> A;
-        if (inner > 1 || r == 0) {
+        if (splits == 0) { /* columns, empty rows, or too many rows: a thread per output */
             cols_kernel<T><<<grid_for(outer * inner, 256, sms), 256, 0, stream>>>(
                 (const T *)in, out, outer, r, inner, (int)op, out_i64);
             return;
         }
-        /* enough blocks for about 4 per SM, each with at least 4096 elements */
-        int64_t want = ((int64_t)(sms > 0 ? sms : 80) * 4 + outer - 1) / outer;
-        int64_t most = (r + 4095) / 4096;
-        int splits = (int)(want < most ? want : most);
-        if (splits < 1)
-            splits = 1;
-        if (splits > 1024)
-            splits = 1024;
-        if (outer > 65535) { /* grid.y limit: fall back to one thread per row */
-            cols_kernel<T><<<grid_for(outer, 256, sms), 256, 0, stream>>>(
-                (const T *)in, out, outer, r, 1, (int)op, out_i64);
-            return;
-        }
-        A *scratch = NULL;
-        if (splits > 1) {
-            err = cudaMallocAsync((void **)&scratch, sizeof(A) * (size_t)(outer * splits), stream);
-            if (err != cudaSuccess)
-                return;
-        }
+        int vec = (uintptr_t)in % 16 == 0 && (r * (int64_t)sizeof(T)) % 16 == 0;
         rows_kernel<T><<<dim3(splits, (unsigned)outer), 512, 0, stream>>>(
-            (const T *)in, out, scratch, r, (int)op, out_i64);
-        if (splits > 1) {
-            combine_kernel<T><<<(unsigned)outer, 256, 0, stream>>>(scratch, splits, out, r,
+            (const T *)in, out, (A *)scratch, r, (int)op, out_i64, vec);
+        if (splits > 1)
+            combine_kernel<T><<<(unsigned)outer, 256, 0, stream>>>((A *)scratch, splits, out, r,
                                                                    (int)op, out_i64);
-            err = cudaFreeAsync(scratch, stream);
-        }
     });
-    return err;
 }

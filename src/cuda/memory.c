@@ -587,9 +587,7 @@ tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
     TC_CHECK_ARG(ptr, "tc_host_record_stream: ptr must not be NULL");
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
-    tc__allocator *a;
-    TC_TRY(get_host(&a));
-    return tc__alloc_record_stream(a, ptr, (uintptr_t)ts->handle);
+    return tc__host_record_stream(ptr, (cudaStream_t)ts->handle);
 }
 
 tc_status tc__host_record_stream(void *ptr, cudaStream_t stream)

@@ -7,8 +7,9 @@
  *   bench_alloc_host [CONF]     CONF as TCUDA_ALLOC_CONF (default: that variable)
  * Prints one row: ns/op cold, ns/op warm (best of 3), peak reserved / peak
  * live, provider calls in the cold replay and in the 3 warm replays together
- * (alloc+free for segments, map+unmap for expandable pages). The invariant
- * checker runs after each replay. The expandable granularity is 2 MiB and the
+ * (alloc+free of segments; map+unmap of expandable granules, with the MiB
+ * they moved). The invariant checker runs after each replay. TC_TRACE_SEED
+ * picks another trace of the same shape. The expandable granularity is 2 MiB and the
  * device 80 GiB, as on an H100. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ typedef struct counting {
     uintptr_t next_va;
     size_t total, in_use;
     long allocs, frees, maps, unmaps;
+    size_t map_bytes, unmap_bytes;
 } counting;
 
 static tc_status c_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
@@ -64,6 +66,7 @@ static tc_status c_map(void *ctx, void *addr, size_t size)
         return TC_ERROR_OUT_OF_MEMORY;
     c->in_use += size;
     c->maps++;
+    c->map_bytes += size;
     return TC_OK;
 }
 static void c_unmap(void *ctx, void *addr, size_t size)
@@ -72,6 +75,7 @@ static void c_unmap(void *ctx, void *addr, size_t size)
     counting *c = ctx;
     c->in_use -= size;
     c->unmaps++;
+    c->unmap_bytes += size;
 }
 static void c_unreserve(void *ctx, void *addr, size_t size)
 {
@@ -120,6 +124,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_alloc_host: %s\n", tc_last_error());
         return 2;
     }
+    if (getenv("TC_TRACE_SEED")) /* other traces of the same shape */
+        rs ^= strtoull(getenv("TC_TRACE_SEED"), NULL, 0) * 0x9e3779b97f4a7c15ull;
     size_t peak_live;
     op *t = gen(&peak_live);
     slots = calloc(NOPS, sizeof *slots);
@@ -138,6 +144,7 @@ int main(int argc, char **argv)
         return 1;
     double cold = replay(a, t), warm = 1e30;
     long cold_af = ctx.allocs + ctx.frees, cold_mu = ctx.maps + ctx.unmaps;
+    size_t cold_mb = (ctx.map_bytes + ctx.unmap_bytes) >> 20;
     for (int r = 0; r < 3 && cold >= 0; r++) {
         double w = replay(a, t);
         if (w < 0)
@@ -152,9 +159,9 @@ int main(int argc, char **argv)
     double ratio = (double)st.reserved_bytes[0].peak / (double)peak_live;
     char name[96];
     snprintf(name, sizeof name, "host%s%s", conf && *conf ? " " : "", conf ? conf : "");
-    printf("| %-36s | %8.1f | %8.1f | %6.3fx | %5ld + %5ld | %5ld + %5ld |\n", name, cold, warm,
-           ratio, cold_af, cold_mu, ctx.allocs + ctx.frees - cold_af,
-           ctx.maps + ctx.unmaps - cold_mu);
+    printf("| %-36s | %8.1f | %8.1f | %6.3fx | %5ld | %5ld (%6zu MiB) | %5ld | %5ld (%6zu MiB) |\n",
+           name, cold, warm, ratio, cold_af, cold_mu, cold_mb, ctx.allocs + ctx.frees - cold_af,
+           ctx.maps + ctx.unmaps - cold_mu, ((ctx.map_bytes + ctx.unmap_bytes) >> 20) - cold_mb);
     tc__alloc_destroy(a);
     free(slots);
     free(t);

@@ -19,65 +19,10 @@ int main(void)
 }
 #else
 #include <cuda_runtime_api.h>
-#include <math.h>
+
+#include "alloc_trace.h"
 
 #include "tcuda/tcuda.h"
-
-typedef struct op {
-    uint32_t id;   /* slot of the block */
-    uint32_t alloc; /* 1 alloc, 0 free */
-    uint64_t size;
-} op;
-
-enum { NOPS = 200000, MAXLIVE = 2048 };
-
-static uint64_t rs = 0x243f6a8885a308d3ull;
-static uint64_t rnd(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return rs;
-}
-static double unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
-
-static op *gen(size_t *peak_live)
-{
-    op *t = malloc(NOPS * sizeof *t);
-    uint32_t live[MAXLIVE], nlive = 0, next = 0;
-    uint64_t *sz = calloc(NOPS, sizeof *sz), cur = 0, peak = 0;
-    for (int i = 0; i < NOPS; i++) {
-        bool a = nlive == 0 || (nlive < MAXLIVE && (rnd() & 1));
-        if (a) {
-            double u = unif(), lo = 512, hi = 1 << 20;
-            if (u >= 0.70)
-                lo = 1 << 20, hi = 32 << 20;
-            if (u >= 0.97)
-                lo = 32 << 20, hi = 512.0 * (1 << 20);
-            uint64_t s = (uint64_t)(lo * pow(hi / lo, unif()));
-            s |= 1; /* not aligned */
-            t[i] = (op){next, 1, s};
-            sz[next] = s;
-            live[nlive++] = next++;
-            cur += s;
-            if (cur > peak)
-                peak = cur;
-        } else {
-            uint32_t k = (uint32_t)(rnd() % nlive);
-            t[i] = (op){live[k], 0, 0};
-            cur -= sz[live[k]];
-            live[k] = live[--nlive];
-        }
-    }
-    free(sz);
-    *peak_live = peak;
-    return t;
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 static void **slots;
 static int mode; /* 0 tcuda, 1 cudaMalloc, 2 cudaMallocAsync */

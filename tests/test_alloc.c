@@ -3,6 +3,7 @@
  * fraction cap, private pools, stream reuse with fake events, config errors,
  * expandable segments, and an invariant check after every step of a long
  * random sequence (10^6 steps; TC_ALLOC_STEPS overrides, e.g. under ASan). */
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "alloc/alloc.h"
@@ -100,8 +101,12 @@ static void test_rounding_pools(void)
     CHECK(S(a, "reserved_bytes.large_pool.current") == (int64_t)(20 * MiB));
     CHECK_OK(tc__alloc_free(a, l));
     CHECK_OK(tc__alloc_malloc(a, 25 * MiB + 7, 1, &l)); /* own segment, 2 MiB multiple */
-    CHECK(S(a, "segment.large_pool.current") == 2);
-    CHECK(S(a, "reserved_bytes.large_pool.current") == (int64_t)(46 * MiB));
+    /* reserving 26 MiB would pass the most ever reserved (22 MiB) while the
+     * 20 MiB and 2 MiB segments sit wholly free: they go back first */
+    CHECK(S(a, "segment.large_pool.current") == 1);
+    CHECK(S(a, "reserved_bytes.large_pool.current") == (int64_t)(26 * MiB));
+    CHECK(S(a, "reserved_bytes.small_pool.current") == 0);
+    CHECK(S(a, "num_device_free") == 2);
     CHECK_OK(tc__alloc_free(a, l));
     CHECK_STATUS(tc__alloc_free(a, (char *)l + 512), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc__alloc_free(a, l), TC_ERROR_INVALID_ARGUMENT); /* double free */
@@ -136,12 +141,14 @@ static void test_split_merge_bestfit(void)
 static void test_max_split_and_power2(void)
 {
     tc__allocator *a = mk("max_split_size_mb:30", 0, 0);
-    void *big, *s;
+    void *big, *s, *f;
     CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 1, &big));
     CHECK(S(a, "oversize_allocations.current") == 1 && S(a, "oversize_segments.current") == 1);
+    CHECK_OK(tc__alloc_malloc(a, 14 * MiB, 1, &f));
     CHECK_OK(tc__alloc_free(a, big));
+    CHECK_OK(tc__alloc_free(a, f));
     CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 1, &s)); /* must not split the 40 MiB block */
-    CHECK(s != big);
+    CHECK(s == f);
     CHECK(S(a, "segment.all.current") == 2);
     CHECK_OK(tc__alloc_free(a, s));
     CHECK_OK(tc__alloc_malloc(a, 36 * MiB, 1, &s)); /* oversize reuse within 20 MiB: ok */
@@ -157,6 +164,88 @@ static void test_max_split_and_power2(void)
     CHECK_OK(tc__alloc_free(a, s));
     CHECK_OK(tc__alloc_malloc(a, 1000, 1, &s)); /* small sizes: 512 rounding */
     CHECK(S(a, "allocated_bytes.all.current") == 1024);
+    tc__alloc_destroy(a);
+
+    /* per range: up to 2 MiB plain, (2, 8] MiB in quarters, above in eighths */
+    a = mk("roundup_power2_divisions:[2:1,8:4,>:8]", 0, 0);
+    static const size_t ask[][2] = {
+        {1200 * 1024, 1200 * 1024},   /* plain 512 rounding */
+        {2 * MiB - 1, 2 * MiB},       /* still the first range */
+        {5 * MiB + 1, 6 * MiB},       /* 4 MiB + a quarter step of 1 MiB */
+        {8 * MiB, 8 * MiB},           /* a power of two stays */
+        {9 * MiB, 9 * MiB},           /* eighths of 8 MiB: 1 MiB steps */
+        {9 * MiB + 1, 10 * MiB},
+        {100 * MiB + 1, 104 * MiB},   /* eighths of 64 MiB: 8 MiB steps */
+    };
+    for (size_t i = 0; i < sizeof ask / sizeof *ask; i++) {
+        CHECK_OK(tc__alloc_malloc(a, ask[i][0], 1, &s));
+        if (S(a, "allocated_bytes.all.current") != (int64_t)ask[i][1])
+            printf("roundup list: %zu -> %" PRId64 ", want %zu\n", ask[i][0],
+                   S(a, "allocated_bytes.all.current"), ask[i][1]);
+        CHECK(S(a, "allocated_bytes.all.current") == (int64_t)ask[i][1]);
+        CHECK_OK(tc__alloc_free(a, s));
+    }
+    sound(a);
+    tc__alloc_destroy(a);
+}
+
+static void test_release_before_grow(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p, *x, *y, *q;
+    CHECK_OK(tc__alloc_malloc(a, 110 * MiB, 1, &p)); /* sets the most ever reserved */
+    CHECK_OK(tc__alloc_free(a, p));
+    tc__alloc_empty_cache(a);
+    CHECK(S(a, "reserved_bytes.all.current") == 0);
+    CHECK_OK(tc__alloc_malloc(a, 50 * MiB, 1, &x)); /* own segment */
+    CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &y));  /* a 20 MiB shared one */
+    CHECK_OK(tc__alloc_free(a, x));
+    CHECK_OK(tc__alloc_free(a, y));
+    int64_t frees = S(a, "num_device_free");
+    /* 52 MiB fits neither; 70 + 52 passes 110 by 12: the smallest free
+     * segment that covers that (the 20 MiB one) goes back, the 50 stays */
+    CHECK_OK(tc__alloc_malloc(a, 52 * MiB, 1, &q));
+    CHECK(S(a, "num_device_free") == frees + 1);
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(102 * MiB));
+    CHECK(S(a, "segment.all.current") == 2);
+    CHECK(hctx.in_use == 102 * MiB);
+    /* below the high-water mark nothing goes back */
+    void *r;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &r));
+    CHECK(S(a, "num_device_free") == frees + 1);
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(104 * MiB)); /* 2 MiB small segment */
+    CHECK_OK(tc__alloc_free(a, r));
+    CHECK_OK(tc__alloc_free(a, q));
+    sound(a);
+    tc__alloc_destroy(a);
+}
+
+static void test_many_streams(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &p));
+    for (uintptr_t s = 2; s < 2 + 20; s++) { /* 20 extra streams, each twice */
+        CHECK_OK(tc__alloc_record_stream(a, p, s));
+        CHECK_OK(tc__alloc_record_stream(a, p, s));
+    }
+    CHECK_OK(tc__alloc_record_stream(a, p, 1)); /* its own stream: nothing to add */
+    for (int i = 0; i < 8; i++)
+        fake_stamp[i] = fake_clock + 100; /* every stream busy */
+    int live0 = fake_live;
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK(fake_live == live0 + 20); /* one event per extra stream */
+    CHECK(S(a, "active.all.current") == 1);
+    void *q;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q));
+    CHECK(q != p);
+    CHECK_OK(tc__alloc_free(a, q));
+    fake_clock += 200;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q)); /* polls: all done, p is free again */
+    CHECK(fake_live == live0);
+    CHECK(S(a, "active.all.current") == 1);
+    CHECK_OK(tc__alloc_free(a, q));
+    sound(a);
     tc__alloc_destroy(a);
 }
 
@@ -266,6 +355,21 @@ static void test_config_errors(void)
     CHECK_STATUS(tc__alloc_config_parse("expandable_segments:maybe", &c),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc__alloc_config_parse("backend:jemalloc", &c), TC_ERROR_INVALID_ARGUMENT);
+    static const char *bad_lists[][2] = {
+        {"roundup_power2_divisions:[3:1]", "size '3'"},
+        {"roundup_power2_divisions:[4:1,2:2]", "must increase"},
+        {"roundup_power2_divisions:[2:3]", "for '2' is '3'"},
+        {"roundup_power2_divisions:[>:2,4:1]", "entry '4:1'"},
+        {"roundup_power2_divisions:[2:1", "closing"},
+        {"roundup_power2_divisions:[]", "empty"},
+    };
+    for (size_t i = 0; i < sizeof bad_lists / sizeof *bad_lists; i++) {
+        CHECK_STATUS(tc__alloc_config_parse(bad_lists[i][0], &c), TC_ERROR_INVALID_ARGUMENT);
+        if (!strstr(tc_last_error(), bad_lists[i][1]))
+            printf("%s: message '%s' lacks '%s'\n", bad_lists[i][0], tc_last_error(),
+                   bad_lists[i][1]);
+        CHECK(strstr(tc_last_error(), bad_lists[i][1]) != NULL);
+    }
     CHECK_STATUS(tc__alloc_config_parse("expandable_segments", &c), TC_ERROR_INVALID_ARGUMENT);
     CHECK(c.max_split_size == SIZE_MAX && !c.expandable_segments); /* unchanged */
     CHECK_OK(tc__alloc_config_parse("backend:cudaMallocAsync, expandable_segments:True,"
@@ -273,6 +377,15 @@ static void test_config_errors(void)
                                     &c));
     CHECK(c.backend == 1 && c.expandable_segments && c.max_split_size == 64 * MiB);
     CHECK(c.gc_threshold == 0.8);
+    CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8],"
+                                    "max_split_size_mb:32", &c));
+    CHECK(c.max_split_size == 32 * MiB);
+    CHECK(c.roundup_power2_divisions[28] == 1);  /* (128, 256] MiB */
+    CHECK(c.roundup_power2_divisions[29] == 2);  /* (256, 512] MiB */
+    CHECK(c.roundup_power2_divisions[30] == 4);  /* (512 MiB, 1 GiB] */
+    CHECK(c.roundup_power2_divisions[31] == 8 && c.roundup_power2_divisions[63] == 8);
+    CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:4", &c));
+    CHECK(c.roundup_power2_divisions[0] == 4 && c.roundup_power2_divisions[63] == 4);
 }
 
 static void test_expandable(void)
@@ -292,6 +405,40 @@ static void test_expandable(void)
     CHECK(hctx.in_use == 4 * MiB);
     sound(a);
     CHECK_OK(tc__alloc_free(a, p));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && S(a, "reserved_bytes.all.current") == 0);
+    tc__alloc_destroy(a);
+}
+
+static void test_expandable_holes(void)
+{
+    tc__allocator *a = mk("expandable_segments:True", 1024 * MiB, 2 * MiB);
+    void *p[3], *q;
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(tc__alloc_malloc(a, 8 * MiB, 1, &p[i]));
+    CHECK_OK(tc__alloc_free(a, p[1]));
+    CHECK(hctx.in_use == 24 * MiB); /* freeing unmaps nothing */
+    tc__alloc_empty_cache(a);        /* the hole in the middle is unmapped */
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(16 * MiB));
+    CHECK(hctx.in_use == 16 * MiB);
+    sound(a);
+    CHECK_OK(tc__alloc_malloc(a, 8 * MiB, 1, &q)); /* reused and mapped back */
+    CHECK(q == p[1]);
+    CHECK(hctx.in_use == 24 * MiB && S(a, "reserved_bytes.all.current") == (int64_t)(24 * MiB));
+    sound(a);
+    /* Pressure: the most ever in use is 24 MiB. With the 8 MiB hole free but
+     * mapped, 16 MiB more at the end would make 40 MiB reserved for 32 live;
+     * the hole's granules go back first. */
+    CHECK_OK(tc__alloc_free(a, q));
+    void *big;
+    CHECK_OK(tc__alloc_malloc(a, 16 * MiB, 1, &big));
+    CHECK((uintptr_t)big == (uintptr_t)p[2] + 8 * MiB);
+    CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(32 * MiB));
+    CHECK(hctx.in_use == 32 * MiB);
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, big));
+    CHECK_OK(tc__alloc_free(a, p[0]));
+    CHECK_OK(tc__alloc_free(a, p[2]));
     tc__alloc_empty_cache(a);
     CHECK(hctx.in_use == 0 && S(a, "reserved_bytes.all.current") == 0);
     tc__alloc_destroy(a);
@@ -362,6 +509,9 @@ int main(void)
     test_streams();
     test_config_errors();
     test_expandable();
+    test_expandable_holes();
+    test_release_before_grow();
+    test_many_streams();
     const char *e = getenv("TC_ALLOC_STEPS");
     long steps = e ? atol(e) : 1000000;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -51,14 +51,18 @@ typedef struct tc__seg_provider {
 typedef struct tc__alloc_config {
     int backend;                    /* 0 native, 1 cudaMallocAsync */
     size_t max_split_size;          /* SIZE_MAX: no limit */
-    unsigned roundup_power2_divisions; /* 0 or 1: off */
+    /* Divisions per power-of-two size interval: entry j applies to sizes in
+     * (2^(j-1), 2^j]; 0 or 1: plain 512-byte rounding. */
+    unsigned char roundup_power2_divisions[64];
     double gc_threshold;            /* 0: off; else in (0, 1) */
     bool expandable_segments;
 } tc__alloc_config;
 
 /* The defaults (native, no limits, nothing on). */
 void tc__alloc_config_default(tc__alloc_config *cfg);
-/* Parses "key:value,key:value". An unknown key or bad value fails with
+/* Parses "key:value,key:value". roundup_power2_divisions takes one value or
+ * a list "[256:1,512:2,>:8]" (sizes up to 256 MiB: 1, up to 512 MiB: 2,
+ * larger: 8). An unknown key or bad value fails with
  * TC_ERROR_INVALID_ARGUMENT and a message naming it; *cfg is then unchanged. */
 tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg);
 

@@ -75,7 +75,27 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
     for (seg *s = a->segs; s && !bad; s = s->next) {
         int pi = s->sc->small ? 1 : 2;
         cnt[SEGN][pi]++;
-        cnt[RESB][pi] += (int64_t)s->size;
+        if (s->expandable) {
+            size_t g = a->p.granularity, n = 0, npages = s->size / g;
+            if (s->size % g || s->size > s->va_size)
+                bad = FAILC("expandable segment %#lx: extent %zu is not whole granules",
+                            (unsigned long)s->addr, s->size);
+            for (size_t w = 0; w < s->cap_pages; w++)
+                n += (size_t)__builtin_popcountll(s->pages[w]);
+            for (size_t k = npages; k < s->cap_pages * 64 && !bad; k++)
+                if ((s->pages[k / 64] >> (k % 64)) & 1)
+                    bad = FAILC("expandable segment %#lx: granule %zu mapped beyond the extent",
+                                (unsigned long)s->addr, k);
+            if (!bad && n * g != s->mapped)
+                bad = FAILC("expandable segment %#lx: %zu granules mapped but %zu bytes counted",
+                            (unsigned long)s->addr, n, s->mapped);
+            cnt[RESB][pi] += (int64_t)(n * g);
+        } else {
+            if (s->mapped != s->size)
+                bad = FAILC("segment %#lx: mapped %zu != size %zu", (unsigned long)s->addr,
+                            s->mapped, s->size);
+            cnt[RESB][pi] += (int64_t)s->size;
+        }
         uintptr_t at = s->addr;
         blk *prev = NULL;
         for (blk *b = s->head; b && !bad; prev = b, b = b->next) {
@@ -95,6 +115,13 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                     cnt[ISB][pi] += (int64_t)b->size;
                 }
             } else {
+                if (s->expandable)
+                    for (uintptr_t x = s->addr + (b->addr - s->addr) / a->p.granularity *
+                                                     a->p.granularity;
+                         x < b->addr + b->size && !bad; x += a->p.granularity)
+                        if (!tc__exp_page_mapped(a, s, x))
+                            bad = FAILC("block %#lx in use over an unmapped granule",
+                                        (unsigned long)b->addr);
                 cnt[ACTN][pi]++;
                 cnt[ACTB][pi] += (int64_t)b->size;
                 if (b->state == B_ALLOC) {

@@ -1,5 +1,14 @@
-/* The caching allocator's data structures, shared by alloc.c (the algorithm)
- * and alloc_inspect.c (snapshot and invariant checker). Internal. */
+/* The caching allocator's data structures and the helpers its files share
+ * (internal). The algorithm is split by purpose:
+ *   alloc.c             entry points: malloc, free, empty_cache, stats, fraction
+ *   alloc_blocks.c      block records, the pointer map, size bins, split/merge
+ *   alloc_segments.c    whole segments: create, release, make room before growing
+ *   alloc_expandable.c  expandable segments: extents, page mapping, unmapping
+ *   alloc_streams.c     record_stream and the events that delay reuse
+ *   alloc_pools.c       private pools
+ *   alloc_config.c      TCUDA_ALLOC_CONF parsing and size rounding
+ *   alloc_inspect.c     snapshot and the invariant checker
+ * Every function here expects the allocator's mutex held unless it says not. */
 #ifndef TCUDA_ALLOC_INTERNAL_H
 #define TCUDA_ALLOC_INTERNAL_H
 
@@ -10,7 +19,6 @@
 enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
 #define NBINS 384
 #define NWORDS (NBINS / 64)
-#define MAX_USES 4
 
 typedef struct blk blk;
 typedef struct seg seg;
@@ -20,12 +28,14 @@ struct blk {
     uintptr_t addr;
     size_t size, requested;
     blk *prev, *next;   /* address neighbours in the segment */
-    blk *fprev, *fnext; /* bin list (free) or slab list */
+    blk *fprev, *fnext; /* bin list (free) or slab free list */
     seg *seg;
-    int state, pending;
-    int nuses;
-    uintptr_t uses[MAX_USES]; /* extra streams from record_stream */
-    unsigned bin;
+    uintptr_t *uses;    /* extra streams from record_stream (malloc'd), or NULL */
+    unsigned nuses, cap_uses;
+    unsigned short bin;
+    unsigned char state;
+    unsigned char small; /* copy of seg->sc->small, to spare the hot path two loads */
+    int pending;        /* events still to complete before the block is free */
 };
 
 struct scache { /* free blocks of one (pool, class, stream) */
@@ -38,15 +48,24 @@ struct scache { /* free blocks of one (pool, class, stream) */
     scache *next;
 };
 
+/* A segment. Plain: one provider allocation, size == va_size == mapped.
+ * Expandable: a reserved range of va_size bytes whose first `size` bytes (the
+ * extent, whole granules) are tiled by blocks; of those, the granules marked
+ * in `pages` are mapped (`mapped` bytes). Every granule that a block not free
+ * touches is mapped; free blocks may have unmapped granules, which are mapped
+ * back when the block is used again. */
 struct seg {
     uintptr_t addr;
-    size_t size;    /* mapped bytes */
-    size_t va_size; /* reserved bytes (expandable), else == size */
+    size_t size;
+    size_t va_size;
+    size_t mapped;
     bool expandable;
     scache *sc;
     blk *head;
     seg *prev, *next;
     uint64_t free_tick;
+    uint64_t *pages;   /* expandable: one bit per granule of the extent */
+    size_t cap_pages;  /* words in pages */
 };
 
 typedef struct pool {
@@ -72,6 +91,8 @@ struct tc__allocator {
     int device;
     double fraction;
     size_t limit; /* reserved cap, SIZE_MAX: none */
+    size_t high;        /* the most ever reserved (not reset with the stats' peaks) */
+    size_t peak_active; /* the most ever active (idem) */
     struct tc_memory_stats st;
     seg *segs;
     scache *caches, *last_cache;
@@ -87,6 +108,35 @@ struct tc__allocator {
     size_t nslabs, cap_slabs;
     uint64_t tick;
 };
+
+/* ---- statistics ----------------------------------------------------------- */
+
+static inline void stat_upd(tc_memory_stat *s, int64_t d)
+{
+    s->current += d;
+    if (s->current > s->peak)
+        s->peak = s->current;
+    if (d > 0)
+        s->allocated += d;
+    else
+        s->freed -= d;
+}
+
+static inline void stat2(tc_memory_stat *arr, int small, int64_t d)
+{
+    stat_upd(&arr[TC_STAT_ALL], d);
+    stat_upd(&arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL], d);
+}
+
+/* Reserved bytes changed by d; keeps a->high. */
+static inline void reserved_upd(tc__allocator *a, int small, int64_t d)
+{
+    stat2(a->st.reserved_bytes, small, d);
+    if ((size_t)a->st.reserved_bytes[0].current > a->high)
+        a->high = (size_t)a->st.reserved_bytes[0].current;
+}
+
+/* ---- bins and the pointer map --------------------------------------------- */
 
 static inline unsigned bin_of(size_t s)
 {
@@ -114,5 +164,97 @@ static inline size_t map_find(const tc__allocator *a, uintptr_t addr)
     }
     return SIZE_MAX;
 }
+
+static inline void tc__bin_insert(scache *c, blk *b)
+{
+    unsigned i = bin_of(b->size);
+    b->bin = (unsigned short)i;
+    b->fprev = NULL;
+    b->fnext = c->bins[i];
+    if (c->bins[i])
+        c->bins[i]->fprev = b;
+    c->bins[i] = b;
+    c->bitmap[i / 64] |= 1ull << (i % 64);
+}
+
+static inline void tc__bin_remove(scache *c, blk *b)
+{
+    unsigned i = b->bin;
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        c->bins[i] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!c->bins[i])
+        c->bitmap[i / 64] &= ~(1ull << (i % 64));
+    b->fprev = b->fnext = NULL;
+}
+
+/* inactive_split accounting of a free block entering (+1) or leaving (-1):
+ * counted when it does not fill its segment. */
+static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
+{
+    if (b->prev || b->next) {
+        stat2(a->st.inactive_split, b->small, dir);
+        stat2(a->st.inactive_split_bytes, b->small, dir * (int64_t)b->size);
+    }
+}
+
+/* alloc_blocks.c */
+blk *tc__blk_new(tc__allocator *a);       /* zeroed record, NULL when out of memory */
+void tc__blk_del(tc__allocator *a, blk *b);
+int tc__map_put(tc__allocator *a, blk *b); /* -1 when out of memory */
+void tc__map_remove_at(tc__allocator *a, size_t j);
+/* Best fit among the cache's usable free blocks, or NULL. */
+blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size);
+scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
+/* Takes free block b out of its bin for a request of rs bytes, splitting off
+ * the rest when the rules allow; b becomes the allocated part (B_ALLOC). */
+void tc__block_take(tc__allocator *a, blk *b, size_t rs);
+/* Frees a block back into its cache, merging with free neighbours. */
+void tc__free_block(tc__allocator *a, blk *b);
+
+/* alloc_segments.c */
+size_t tc__segment_size(size_t rounded);
+bool tc__seg_whole_free(const seg *s);
+void tc__seg_release(tc__allocator *a, seg *s);
+/* May the allocator give this segment back without being asked? (Not while
+ * it belongs to a live private pool, unless `all_pools`.) */
+bool tc__seg_releasable(tc__allocator *a, const seg *s, bool all_pools);
+/* Releases wholly free segments, oldest first, until reserved <= target. */
+void tc__release_cached(tc__allocator *a, size_t target, bool all_pools);
+/* Before `more` bytes are reserved: gives back cached memory (whole free
+ * segments, free granules of expandable ones) so that reserved + more stays
+ * within the high-water mark, when it can. */
+void tc__make_room(tc__allocator *a, size_t more);
+/* A block of at least `rounded` bytes for cache c, from new memory. */
+tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out);
+
+/* alloc_expandable.c */
+/* Extends c's expandable segment (reserving it first) so that a free tail
+ * block holds `size` bytes; maps nothing. */
+tc_status tc__exp_grow(tc__allocator *a, scache *c, size_t size, blk **out);
+/* Bytes that mapping the granules under b would add. */
+size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b);
+/* Maps the granules under b that are not mapped. OOM when refused (or over
+ * the fraction cap); then nothing changed. */
+tc_status tc__exp_map_block(tc__allocator *a, blk *b);
+/* Unmaps whole free granules until `want` bytes went back (SIZE_MAX: all). */
+size_t tc__exp_unmap_free(tc__allocator *a, size_t want);
+/* Returns a segment's mapped granules and its reservation to the provider. */
+void tc__exp_release(tc__allocator *a, seg *s);
+bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr);
+
+/* alloc_streams.c */
+void tc__process_events(tc__allocator *a, bool wait);
+void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream);
+
+/* alloc_pools.c */
+pool *tc__pool_find(tc__allocator *a, uint64_t id);
+uint64_t tc__capture_pool(const tc__allocator *a, uintptr_t stream);
+
+/* alloc_config.c */
+size_t tc__round_size(const tc__alloc_config *cfg, size_t size);
 
 #endif

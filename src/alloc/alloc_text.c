@@ -1,108 +1,14 @@
-/* The allocator's words: TCUDA_ALLOC_CONF parsing, stat keys, the summary
- * table, snapshot JSON, and the plain host segment provider used by CPU tests.
- * The parser is strict: an unknown key or bad value is an error that names it,
- * and the output config is written only when the whole text parsed. */
-#include <ctype.h>
-#include <stdarg.h>
+/* The allocator's words: byte formatting, stat keys, the summary table and
+ * snapshot JSON. */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "../core/internal.h"
 #include "alloc.h"
-
-void tc__alloc_config_default(tc__alloc_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->max_split_size = SIZE_MAX;
-}
-
-static bool parse_bool(const char *v, bool *out)
-{
-    if (!strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1"))
-        return *out = true, true;
-    if (!strcmp(v, "False") || !strcmp(v, "false") || !strcmp(v, "0"))
-        return *out = false, true;
-    return false;
-}
-
-static bool parse_u64(const char *v, uint64_t *out)
-{
-    if (!*v || !isdigit((unsigned char)*v))
-        return false;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end)
-        return false;
-    *out = x;
-    return true;
-}
-
-tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg)
-{
-    tc__alloc_config c = *cfg;
-    if (!text)
-        return TC_OK;
-    char buf[1024];
-    TC_CHECK_ARG(strlen(text) < sizeof buf, "TCUDA_ALLOC_CONF is longer than %zu characters",
-                 sizeof buf - 1);
-    strcpy(buf, text);
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
-         item = strtok_r(NULL, ",", &save)) {
-        while (*item == ' ')
-            item++;
-        if (!*item)
-            continue;
-        char *colon = strchr(item, ':');
-        TC_CHECK_ARG(colon, "TCUDA_ALLOC_CONF: '%s' is not key:value", item);
-        *colon = '\0';
-        const char *k = item, *v = colon + 1;
-        uint64_t u;
-        bool b;
-        if (!strcmp(k, "backend")) {
-            if (!strcmp(v, "native"))
-                c.backend = 0;
-            else if (!strcmp(v, "cudaMallocAsync"))
-                c.backend = 1;
-            else
-                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "TCUDA_ALLOC_CONF: backend '%s' is "
-                                "unknown (native or cudaMallocAsync)", v);
-        } else if (!strcmp(k, "max_split_size_mb")) {
-            TC_CHECK_ARG(parse_u64(v, &u) && u > 1 && u < ((uint64_t)1 << 40),
-                         "TCUDA_ALLOC_CONF: max_split_size_mb '%s' must be an integer > 1 (MiB)",
-                         v);
-            c.max_split_size = (size_t)u << 20;
-        } else if (!strcmp(k, "roundup_power2_divisions")) {
-            TC_CHECK_ARG(parse_u64(v, &u) && u >= 1 && u <= 64 && (u & (u - 1)) == 0,
-                         "TCUDA_ALLOC_CONF: roundup_power2_divisions '%s' must be a power of "
-                         "two from 1 to 64", v);
-            c.roundup_power2_divisions = (unsigned)u;
-        } else if (!strcmp(k, "garbage_collection_threshold")) {
-            char *end;
-            errno = 0;
-            double d = strtod(v, &end);
-            TC_CHECK_ARG(*v && !*end && !errno && d > 0.0 && d < 1.0,
-                         "TCUDA_ALLOC_CONF: garbage_collection_threshold '%s' must be a number "
-                         "in (0, 1)", v);
-            c.gc_threshold = d;
-        } else if (!strcmp(k, "expandable_segments")) {
-            TC_CHECK_ARG(parse_bool(v, &b), "TCUDA_ALLOC_CONF: expandable_segments '%s' must "
-                         "be True or False", v);
-            c.expandable_segments = b;
-        } else {
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "TCUDA_ALLOC_CONF: unknown key '%s' (known: backend, "
-                            "max_split_size_mb, roundup_power2_divisions, "
-                            "garbage_collection_threshold, expandable_segments)", k);
-        }
-    }
-    *cfg = c;
-    return TC_OK;
-}
 
 const char *tc__fmt_bytes(char *buf, size_t n, uint64_t bytes)
 {
@@ -316,87 +222,4 @@ tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const c
     if (fclose(f) != 0)
         return tc__fail(TC_ERROR_IO, "writing the snapshot to '%s' failed", path);
     return TC_OK;
-}
-
-/* ---- plain host provider ---------------------------------------------------- */
-
-static tc_status host_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
-{
-    (void)stream;
-    tc__host_provider_ctx *c = ctx;
-    if (c->capacity && c->in_use + size > c->capacity)
-        return TC_ERROR_OUT_OF_MEMORY;
-    void *p = aligned_alloc(512, size);
-    if (!p)
-        return TC_ERROR_OUT_OF_MEMORY;
-    c->in_use += size;
-    c->allocs++;
-    *out = p;
-    return TC_OK;
-}
-
-static void host_free(void *ctx, void *ptr, size_t size)
-{
-    tc__host_provider_ctx *c = ctx;
-    c->in_use -= size;
-    c->frees++;
-    free(ptr);
-}
-
-static void host_info(void *ctx, size_t *fr, size_t *tot)
-{
-    tc__host_provider_ctx *c = ctx;
-    *tot = c->capacity;
-    *fr = c->capacity - c->in_use;
-}
-
-/* Expandable: reserve a range with malloc; "mapping" only counts bytes. */
-static tc_status host_reserve(void *ctx, size_t size, void **out)
-{
-    (void)ctx;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED)
-        return TC_ERROR_OUT_OF_MEMORY;
-    *out = p;
-    return TC_OK;
-}
-static tc_status host_map(void *ctx, void *addr, size_t size)
-{
-    (void)addr;
-    tc__host_provider_ctx *c = ctx;
-    if (c->capacity && c->in_use + size > c->capacity)
-        return TC_ERROR_OUT_OF_MEMORY;
-    c->in_use += size;
-    c->allocs++;
-    return TC_OK;
-}
-static void host_unmap(void *ctx, void *addr, size_t size)
-{
-    (void)addr;
-    tc__host_provider_ctx *c = ctx;
-    c->in_use -= size;
-    c->frees++;
-}
-static void host_unreserve(void *ctx, void *addr, size_t size)
-{
-    (void)ctx;
-    munmap(addr, size);
-}
-
-void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx)
-{
-    memset(p, 0, sizeof *p);
-    p->name = "host";
-    p->ctx = ctx;
-    p->alloc = host_alloc;
-    p->free = host_free;
-    p->mem_info = host_info;
-    if (ctx->granularity) {
-        p->granularity = ctx->granularity;
-        p->reserve = host_reserve;
-        p->map = host_map;
-        p->unmap = host_unmap;
-        p->unreserve = host_unreserve;
-    }
 }

@@ -1,0 +1,243 @@
+/* Expandable segments: one reserved address range per (pool, class, stream)
+ * cache, mapped in granules as blocks need them.
+ *
+ * The blocks tile the segment's extent (whole granules from its start); the
+ * extent grows at the end when no free block fits. Which granules are mapped
+ * is a bitmap: a granule under any block that is not free is always mapped;
+ * granules wholly inside free blocks may be unmapped, so reserved memory can
+ * follow live memory instead of the extent. Granules are mapped when a block
+ * over them is handed out, and unmapped only under pressure (tc__make_room,
+ * before reserved would pass its high-water mark), on empty_cache and before
+ * an out-of-memory retry, so a program in its steady state maps nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "alloc_internal.h"
+
+static size_t gran(const tc__allocator *a) { return a->p.granularity; }
+
+static bool page_get(const seg *s, size_t k) { return (s->pages[k / 64] >> (k % 64)) & 1; }
+
+static void pages_set(seg *s, size_t from, size_t to, bool on)
+{
+    for (size_t k = from; k < to; k++) {
+        if (on)
+            s->pages[k / 64] |= 1ull << (k % 64);
+        else
+            s->pages[k / 64] &= ~(1ull << (k % 64));
+    }
+}
+
+bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr)
+{
+    size_t k = (addr - s->addr) / gran(a);
+    return k / 64 < s->cap_pages && page_get(s, k);
+}
+
+/* Granule indices [*from, *to) that a block touches. */
+static void touched(const tc__allocator *a, const blk *b, size_t *from, size_t *to)
+{
+    size_t g = gran(a), off = b->addr - b->seg->addr;
+    *from = off / g;
+    *to = (off + b->size + g - 1) / g;
+}
+
+static int pages_reserve(seg *s, size_t npages)
+{
+    size_t words = (npages + 63) / 64;
+    if (words <= s->cap_pages)
+        return 0;
+    size_t nc = s->cap_pages ? s->cap_pages : 16;
+    while (nc < words)
+        nc *= 2;
+    uint64_t *np = realloc(s->pages, nc * sizeof *np);
+    if (!np)
+        return -1;
+    memset(np + s->cap_pages, 0, (nc - s->cap_pages) * sizeof *np);
+    s->pages = np;
+    s->cap_pages = nc;
+    return 0;
+}
+
+static tc_status reserve_segment(tc__allocator *a, scache *c)
+{
+    size_t fr = 0, va = 0;
+    if (a->p.mem_info)
+        a->p.mem_info(a->p.ctx, &fr, &va);
+    if (va == 0)
+        va = (size_t)1 << 40;
+    va = (va + gran(a) - 1) / gran(a) * gran(a);
+    void *base;
+    tc_status st = a->p.reserve(a->p.ctx, va, &base);
+    if (st != TC_OK)
+        return st;
+    seg *s = calloc(1, sizeof *s);
+    if (!s) {
+        a->p.unreserve(a->p.ctx, base, va);
+        return TC_ERROR_OUT_OF_MEMORY;
+    }
+    s->addr = (uintptr_t)base;
+    s->va_size = va;
+    s->expandable = true;
+    s->sc = c;
+    s->free_tick = ++a->tick;
+    s->next = a->segs;
+    if (a->segs)
+        a->segs->prev = s;
+    a->segs = s;
+    c->expand = s;
+    stat2(a->st.segment, c->small, +1);
+    a->st.num_device_alloc++;
+    return TC_OK;
+}
+
+tc_status tc__exp_grow(tc__allocator *a, scache *c, size_t size, blk **out)
+{
+    if (!c->expand)
+        TC_TRY(reserve_segment(a, c));
+    seg *s = c->expand;
+    blk *tail = s->head;
+    while (tail && tail->next)
+        tail = tail->next;
+    size_t g = gran(a), have = tail && tail->state == B_FREE ? tail->size : 0;
+    size_t need = (size - have + g - 1) / g * g;
+    if (need > s->va_size - s->size || pages_reserve(s, (s->size + need) / g) != 0)
+        return TC_ERROR_OUT_OF_MEMORY;
+    if (have) {
+        tc__split_stat(a, tail, -1);
+        tc__bin_remove(c, tail);
+        tail->size += need;
+    } else {
+        blk *nb = tc__blk_new(a);
+        if (!nb)
+            return TC_ERROR_OUT_OF_MEMORY;
+        nb->addr = s->addr + s->size;
+        nb->size = need;
+        nb->seg = s;
+        nb->small = (unsigned char)c->small;
+        nb->prev = tail;
+        if (tail)
+            tail->next = nb;
+        else
+            s->head = nb;
+        tail = nb;
+    }
+    s->size += need;
+    tc__split_stat(a, tail, +1);
+    tc__bin_insert(c, tail);
+    *out = tail;
+    return TC_OK;
+}
+
+size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b)
+{
+    size_t from, to, n = 0;
+    touched(a, b, &from, &to);
+    for (size_t k = from; k < to; k++)
+        n += !page_get(b->seg, k);
+    return n * gran(a);
+}
+
+static void unmap_run(tc__allocator *a, seg *s, size_t from, size_t to)
+{
+    size_t g = gran(a), bytes = (to - from) * g;
+    a->p.unmap(a->p.ctx, (void *)(s->addr + from * g), bytes);
+    pages_set(s, from, to, false);
+    s->mapped -= bytes;
+    reserved_upd(a, s->sc->small, -(int64_t)bytes);
+}
+
+/* The first run [start, *end) of unmapped granules in [k, to); start == to
+ * when there is none. */
+static size_t unmapped_run(const seg *s, size_t k, size_t to, size_t *end)
+{
+    while (k < to && page_get(s, k))
+        k++;
+    size_t e = k;
+    while (e < to && !page_get(s, e))
+        e++;
+    *end = e;
+    return k;
+}
+
+tc_status tc__exp_map_block(tc__allocator *a, blk *b)
+{
+    seg *s = b->seg;
+    size_t g = gran(a), from, to, k, e;
+    touched(a, b, &from, &to);
+    size_t need = tc__exp_unmapped_bytes(a, b);
+    if (a->limit != SIZE_MAX && (size_t)a->st.reserved_bytes[0].current + need > a->limit)
+        return TC_ERROR_OUT_OF_MEMORY;
+    for (k = from; (k = unmapped_run(s, k, to, &e)) < to; k = e)
+        if (a->p.map(a->p.ctx, (void *)(s->addr + k * g), (e - k) * g) != TC_OK)
+            break;
+    if (k < to) { /* refused: the bits are still clear, undo the runs before k */
+        size_t fail = k;
+        for (k = from; (k = unmapped_run(s, k, fail, &e)) < fail; k = e)
+            a->p.unmap(a->p.ctx, (void *)(s->addr + k * g), (e - k) * g);
+        return TC_ERROR_OUT_OF_MEMORY;
+    }
+    for (k = from; (k = unmapped_run(s, k, to, &e)) < to; k = e) {
+        pages_set(s, k, e, true);
+        s->mapped += (e - k) * g;
+        reserved_upd(a, s->sc->small, (int64_t)((e - k) * g));
+    }
+    return TC_OK;
+}
+
+/* Unmaps the mapped granules wholly inside free block b; returns bytes. */
+static size_t unmap_block(tc__allocator *a, blk *b, size_t want)
+{
+    seg *s = b->seg;
+    size_t g = gran(a), off = b->addr - s->addr, got = 0;
+    size_t from = (off + g - 1) / g, to = (off + b->size) / g;
+    for (size_t k = from; k < to && got < want;) {
+        if (!page_get(s, k)) {
+            k++;
+            continue;
+        }
+        size_t e = k;
+        while (e < to && page_get(s, e) && got + (e - k) * g < want)
+            e++;
+        unmap_run(a, s, k, e);
+        got += (e - k) * g;
+        k = e;
+    }
+    return got;
+}
+
+/* Largest free blocks first: best fit reaches for them last, so their
+ * granules are the least likely to be wanted again soon. */
+size_t tc__exp_unmap_free(tc__allocator *a, size_t want)
+{
+    size_t got = 0;
+    unsigned lo = bin_of(gran(a));
+    for (scache *c = a->caches; c && got < want; c = c->next) {
+        if (!c->expand || !c->expand->mapped)
+            continue;
+        for (unsigned i = NBINS; i-- > lo && got < want;)
+            for (blk *b = c->bins[i]; b && got < want; b = b->fnext)
+                if (b->size >= gran(a))
+                    got += unmap_block(a, b, want - got);
+    }
+    return got;
+}
+
+void tc__exp_release(tc__allocator *a, seg *s)
+{
+    size_t n = s->size / gran(a);
+    for (size_t k = 0; k < n;) {
+        if (!page_get(s, k)) {
+            k++;
+            continue;
+        }
+        size_t e = k;
+        while (e < n && page_get(s, e))
+            e++;
+        unmap_run(a, s, k, e);
+        k = e;
+    }
+    a->p.unreserve(a->p.ctx, (void *)s->addr, s->va_size);
+    s->sc->expand = NULL;
+}

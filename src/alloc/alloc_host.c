@@ -1,0 +1,90 @@
+/* The plain host segment provider, for CPU tests: segments from
+ * aligned_alloc (never touched here), expandable segments as an mmap'ed
+ * reservation whose "mapping" only counts bytes, and a capacity so that tests
+ * can make it refuse. Event hooks are left to the tests. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "alloc.h"
+
+static tc_status host_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    (void)stream;
+    tc__host_provider_ctx *c = ctx;
+    if (c->capacity && c->in_use + size > c->capacity)
+        return TC_ERROR_OUT_OF_MEMORY;
+    void *p = aligned_alloc(512, size);
+    if (!p)
+        return TC_ERROR_OUT_OF_MEMORY;
+    c->in_use += size;
+    c->allocs++;
+    *out = p;
+    return TC_OK;
+}
+
+static void host_free(void *ctx, void *ptr, size_t size)
+{
+    tc__host_provider_ctx *c = ctx;
+    c->in_use -= size;
+    c->frees++;
+    free(ptr);
+}
+
+static void host_info(void *ctx, size_t *fr, size_t *tot)
+{
+    tc__host_provider_ctx *c = ctx;
+    *tot = c->capacity;
+    *fr = c->capacity - c->in_use;
+}
+
+/* Expandable: reserve a range with malloc; "mapping" only counts bytes. */
+static tc_status host_reserve(void *ctx, size_t size, void **out)
+{
+    (void)ctx;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return TC_ERROR_OUT_OF_MEMORY;
+    *out = p;
+    return TC_OK;
+}
+static tc_status host_map(void *ctx, void *addr, size_t size)
+{
+    (void)addr;
+    tc__host_provider_ctx *c = ctx;
+    if (c->capacity && c->in_use + size > c->capacity)
+        return TC_ERROR_OUT_OF_MEMORY;
+    c->in_use += size;
+    c->allocs++;
+    return TC_OK;
+}
+static void host_unmap(void *ctx, void *addr, size_t size)
+{
+    (void)addr;
+    tc__host_provider_ctx *c = ctx;
+    c->in_use -= size;
+    c->frees++;
+}
+static void host_unreserve(void *ctx, void *addr, size_t size)
+{
+    (void)ctx;
+    munmap(addr, size);
+}
+
+void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx)
+{
+    memset(p, 0, sizeof *p);
+    p->name = "host";
+    p->ctx = ctx;
+    p->alloc = host_alloc;
+    p->free = host_free;
+    p->mem_info = host_info;
+    if (ctx->granularity) {
+        p->granularity = ctx->granularity;
+        p->reserve = host_reserve;
+        p->map = host_map;
+        p->unmap = host_unmap;
+        p->unreserve = host_unreserve;
+    }
+}

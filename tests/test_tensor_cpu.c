@@ -33,14 +33,6 @@ static tc_tensor *rand_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, do
     return c;
 }
 
-static double *host(const tc_tensor *t)
-{
-    int64_t n = tc_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
-    return v;
-}
-
 static void test_factories(void)
 {
     int64_t sz[3] = {2, 3, 4};
@@ -49,7 +41,7 @@ static void test_factories(void)
     CHECK(tc_tensor_ndim(t) == 3 && tc_tensor_numel(t) == 24 && tc_tensor_stride(t, 0) == 12 &&
           tc_tensor_stride(t, -1) == 1 && tc_tensor_size(t, 1) == 3);
     CHECK(tc_tensor_is_contiguous(t) && !tc_tensor_is_cuda(t) && !tc_tensor_is_pinned(t));
-    double *v = host(t);
+    double *v = tc_test_values(t);
     bool ok = true;
     for (int i = 0; i < 24; i++)
         ok &= v[i] == 2.5;
@@ -74,12 +66,12 @@ static void test_factories(void)
     /* arange, int and float, and a negative step */
     CHECK_OK(tc_tensor_arange(3, 10, 2, TC_INT32, CPU, &t));
     CHECK(tc_tensor_numel(t) == 4);
-    v = host(t);
+    v = tc_test_values(t);
     CHECK(v[0] == 3 && v[1] == 5 && v[3] == 9);
     free(v);
     tc_tensor_release(t);
     CHECK_OK(tc_tensor_arange(1, 0, -0.25, TC_FLOAT64, CPU, &t));
-    v = host(t);
+    v = tc_test_values(t);
     CHECK(tc_tensor_numel(t) == 4 && v[3] == 0.25);
     free(v);
     tc_tensor_release(t);
@@ -159,7 +151,7 @@ static void test_views(void)
     CHECK_OK(tc_tensor_transpose(v, 0, 2, &tr)); /* [4,3,2] */
     CHECK(tc_tensor_size(tr, 0) == 4 && !tc_tensor_is_contiguous(tr));
     CHECK_OK(tc_tensor_contiguous(tr, &c));
-    double *cv = host(c);
+    double *cv = tc_test_values(c);
     bool ok = true;
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)
@@ -169,7 +161,7 @@ static void test_views(void)
     free(cv);
     int perm[3] = {1, -1, 0};
     CHECK_OK(tc_tensor_permute(v, perm, &p)); /* [3,4,2] */
-    double *pv = host(p);
+    double *pv = tc_test_values(p);
     ok = true;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++)
@@ -179,7 +171,7 @@ static void test_views(void)
     free(pv);
     CHECK_OK(tc_tensor_narrow(v, 2, 1, 2, &nw)); /* [2,3,2] offset 1 */
     CHECK(tc_tensor_offset(nw) == 1 && tc_tensor_numel(nw) == 12);
-    double *nv = host(nw);
+    double *nv = tc_test_values(nw);
     CHECK(nv[0] == 1 && nv[1] == 2 && nv[2] == 5 && nv[11] == 22);
     free(nv);
     /* a view of a non-contiguous tensor that allows it, and one that does not */
@@ -188,7 +180,7 @@ static void test_views(void)
     CHECK_STATUS(tc_tensor_view(tr, 1, flat, &x), TC_ERROR_SHAPE);
     CHECK_OK(tc_tensor_reshape(tr, 1, flat, &r));
     CHECK(tc_tensor_is_contiguous(r) && tc_tensor_numel(r) == 24);
-    double *rv = host(r);
+    double *rv = tc_test_values(r);
     CHECK(rv[1] == 12 && rv[2] == 4);
     free(rv);
     CHECK_OK(tc_tensor_view(v, 2, two, &x));
@@ -209,7 +201,7 @@ static void test_views(void)
     int64_t two1[1] = {2};
     CHECK_OK(tc_tensor_from_data(rowv, 1, two1, TC_FLOAT64, CPU, &row));
     CHECK_OK(tc_tensor_copy_(nw, row, false));
-    double *vv = host(v);
+    double *vv = tc_test_values(v);
     CHECK(vv[0] == 0 && vv[1] == -1 && vv[2] == -2 && vv[3] == 3 && vv[21] == -1);
     free(vv);
     tc_tensor *big = NULL;
@@ -266,7 +258,7 @@ static void test_binary(void)
             CHECK(tc_tensor_ndim(o) == 3 && tc_tensor_size(o, 1) == 2);
             tc_dtype want = k >= 7 ? TC_BOOL : (k == 3 && dt == TC_INT32) ? TC_FLOAT32 : dt;
             CHECK(tc_tensor_dtype(o) == want);
-            double *vo = host(o);
+            double *vo = tc_test_values(o);
             double tol = want == TC_FLOAT32 ? 1e-6 : want == TC_FLOAT64 ? 1e-14 : 0;
             bool ok = true;
             for (int i = 0; i < 3; i++)
@@ -304,7 +296,7 @@ static void test_unary(void)
     for (int k = 0; k < 8; k++) {
         tc_tensor *o = NULL;
         CHECK_OK(fns[k](a, &o));
-        double *vo = host(o);
+        double *vo = tc_test_values(o);
         bool ok = true;
         for (int i = 0; i < 7; i++)
             for (int j = 0; j < 5; j++) {
@@ -413,7 +405,7 @@ static void test_where_values(void)
     tc_tensor *c = rand_tensor(2, sz, TC_BOOL, 0, 1, &vc);
     tc_tensor *o = NULL;
     CHECK_OK(tc_tensor_where(c, a, b, &o));
-    double *vo = host(o);
+    double *vo = tc_test_values(o);
     bool ok = true;
     for (int i = 0; i < 12; i++)
         ok &= vo[i] == (vc[i] ? va[i] : vb[i % 3]);
@@ -446,7 +438,7 @@ static void test_reductions(void)
             CHECK(tc_tensor_ndim(s) == (keep ? 3 : 2) && tc_tensor_dtype(am) == TC_INT64);
             if (keep)
                 CHECK(tc_tensor_size(s, d) == 1);
-            double *vs = host(s), *vm = host(m), *vx = host(mx), *vn = host(mn), *va = host(am);
+            double *vs = tc_test_values(s), *vm = tc_test_values(m), *vx = tc_test_values(mx), *vn = tc_test_values(mn), *va = tc_test_values(am);
             bool ok = true;
             int64_t outer = 1, inner = 1;
             for (int i = 0; i < d; i++)
@@ -595,7 +587,7 @@ static void test_matmul(void)
     CHECK_OK(tc_tensor_transpose(b0, 0, 1, &b)); /* non-contiguous [7, 3] */
     CHECK_OK(tc_tensor_matmul(a, b, &o));
     CHECK(tc_tensor_ndim(o) == 3 && tc_tensor_size(o, 1) == 5 && tc_tensor_size(o, 2) == 3);
-    double *vo = host(o);
+    double *vo = tc_test_values(o);
     bool ok = true;
     for (int p = 0; p < 2; p++)
         for (int i = 0; i < 5; i++)
@@ -614,7 +606,7 @@ static void test_matmul(void)
     tc_tensor *x = rand_tensor(2, s1, TC_FLOAT32, -1, 1, &v1);
     tc_tensor *y = rand_tensor(2, s2, TC_FLOAT32, -1, 1, &v2);
     CHECK_OK(tc_tensor_matmul(x, y, &o));
-    vo = host(o);
+    vo = tc_test_values(o);
     ok = true;
     for (int i = 0; i < 130; i++)
         for (int j = 0; j < 90; j++) {

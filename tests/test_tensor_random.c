@@ -8,14 +8,6 @@
 
 static const tc_device CPU = {TC_CPU, -1};
 
-static double *host(const tc_tensor *t)
-{
-    int64_t n = tc_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
-    return v;
-}
-
 /* Draws n values of dtype into a buffer from a fresh generator (seed, offset
  * 0) and returns them as doubles: what a fill from that state must give. */
 static double *expected(uint64_t seed, int kind, size_t n, tc_dtype dt, double a, double b)
@@ -31,7 +23,7 @@ static double *expected(uint64_t seed, int kind, size_t n, tc_dtype dt, double a
     tc_tensor *t = NULL;
     int64_t sz = (int64_t)n;
     CHECK_OK(tc_tensor_from_data(buf, 1, &sz, dt, CPU, &t));
-    double *v = host(t);
+    double *v = tc_test_values(t);
     tc_tensor_release(t);
     free(buf);
     tc_generator_destroy(g);
@@ -80,7 +72,7 @@ static void test_fills_match_buffer_draws(void)
                                ? tc_tensor_bernoulli_(t, cases[c].a, g)
                                : tc_tensor_random_(t, (int64_t)cases[c].a, (int64_t)cases[c].b, g);
             CHECK_OK(st);
-            double *got = host(t); /* row-major order of t, whatever its strides */
+            double *got = tc_test_values(t); /* row-major order of t, whatever its strides */
             CHECK(same(got, want, (int64_t)n));
             CHECK(tc_generator_offset(g) > 0);
             free(got);
@@ -106,7 +98,7 @@ static void test_offsets_and_defaults(void)
     CHECK(off == 250); /* 4 float32 per Philox block */
     CHECK_OK(tc_tensor_uniform_(b, 0, 1, NULL));
     CHECK(tc_generator_offset(cpu) == 500);
-    double *va = host(a), *vb = host(b);
+    double *va = tc_test_values(a), *vb = tc_test_values(b);
     CHECK(!same(va, vb, sz));
     double *want = expected(7, 0, 1000, TC_FLOAT32, 0, 1);
     CHECK(same(va, want, sz));
@@ -132,7 +124,7 @@ static void test_rand_randn(void)
     tc_tensor *u = NULL, *n = NULL;
     CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, CPU, g, &u));
     CHECK_OK(tc_tensor_randn(2, sz, TC_FLOAT64, CPU, g, &n));
-    double *vu = host(u), *vn = host(n);
+    double *vu = tc_test_values(u), *vn = tc_test_values(n);
     double su = 0, sn = 0, sn2 = 0, lo = 1, hi = 0;
     int64_t cnt = 400 * 500;
     for (int64_t i = 0; i < cnt; i++) {

@@ -9,14 +9,6 @@
 
 static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
 
-static double *host(const tc_tensor *t)
-{
-    int64_t n = tc_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
-    return v;
-}
-
 /* Distance in units in the last place of `dt` between two values of dt. */
 static double ulps(double a, double b, tc_dtype dt)
 {
@@ -67,7 +59,7 @@ static void test_cpu_equals_gpu(void)
                                    cases[c].b, 77 + c);
             tc_tensor *tg = filled(GPU, strided, cases[c].kind, cases[c].dt, cases[c].a,
                                    cases[c].b, 77 + c);
-            double *vc = host(tc), *vg = host(tg);
+            double *vc = tc_test_values(tc), *vg = tc_test_values(tg);
             double worst = 0;
             for (int64_t i = 0; i < tc_tensor_numel(tc); i++)
                 worst = fmax(worst, ulps(vc[i], vg[i], cases[c].dt));
@@ -101,7 +93,7 @@ static void test_generators_and_factories(void)
     CHECK(tc_generator_offset(gpu) == 64 * 64 / 4);
     CHECK_OK(tc_manual_seed(11));
     CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, GPU, NULL, &r));
-    double *a = host(g), *b = host(r);
+    double *a = tc_test_values(g), *b = tc_test_values(r);
     bool same = true;
     for (int i = 0; i < 64 * 64; i++)
         same &= a[i] == b[i] && a[i] >= 0 && a[i] < 1;

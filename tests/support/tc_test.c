@@ -54,6 +54,14 @@ double tc_test_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+double *tc_test_values(const tc_tensor *t)
+{
+    int64_t n = tc_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
+    return v;
+}
+
 static int saved_stderr = -1;
 static FILE *capture_file;
 

@@ -24,6 +24,9 @@ void tc_test_init(void);
 uint64_t tc_test_rand(void);
 double tc_test_rand_uniform(void); /* [0, 1) */
 double tc_test_now_ms(void);       /* monotonic wall clock */
+/* A tensor's elements as doubles, row-major (caller frees); a failed read
+ * counts as a failed check. */
+double *tc_test_values(const tc_tensor *t);
 /* Sends stderr to a temporary file until capture_end, which returns what was
  * written (static buffer, NUL-terminated). */
 void tc_test_capture_stderr_begin(void);

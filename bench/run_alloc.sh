@@ -27,3 +27,10 @@ if [ -n "$TORCH" ] && g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${ABI:-1}" be
 else
     echo "| pytorch: build failed: $(tail -3 "$LOG/torch_build.txt" | tr '\n' ' ')"
 fi
+echo
+echo "The algorithm alone on this CPU (bench_alloc_host: fake provider; provider calls cold | warm x3):"
+./build/bench/bench_alloc_host ""
+./build/bench/bench_alloc_host expandable_segments:True
+echo
+echo "Virtual-memory driver calls, microseconds (bench_vmm):"
+./build/bench/bench_vmm

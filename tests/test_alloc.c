@@ -444,6 +444,50 @@ static void test_expandable_holes(void)
     tc__alloc_destroy(a);
 }
 
+/* Memory is mapped one chunk per run of granules and unmapped only whole. */
+static void test_expandable_chunks(void)
+{
+    tc__allocator *a = mk("expandable_segments:True", 1024 * MiB, 2 * MiB);
+    void *p, *q, *r;
+    CHECK_OK(tc__alloc_malloc(a, 8 * MiB, 1, &p));
+    CHECK(hctx.allocs == 1 && hctx.in_use == 8 * MiB); /* 4 granules, one map call */
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &q)); /* best fit: the start of that chunk */
+    CHECK(q == p);
+    tc__alloc_empty_cache(a); /* the chunk holds a live granule: it stays whole */
+    CHECK(hctx.in_use == 8 * MiB && S(a, "reserved_bytes.all.current") == (int64_t)(8 * MiB));
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, q));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && hctx.frees == 1);
+    /* A block over mapped and unmapped granules maps each unmapped run as
+     * one chunk: granules 0-1 and 3-5, around the live granule 2. */
+    void *x, *y, *z;
+    CHECK_OK(tc__alloc_malloc(a, 4 * MiB, 1, &x));
+    CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &y));
+    CHECK_OK(tc__alloc_malloc(a, 6 * MiB, 1, &z));
+    CHECK_OK(tc__alloc_free(a, x));
+    CHECK_OK(tc__alloc_free(a, z));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 2 * MiB);
+    int64_t maps = hctx.allocs;
+    CHECK_OK(tc__alloc_free(a, y));
+    CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 1, &r)); /* all six granules: two runs */
+    CHECK(r == x && hctx.allocs == maps + 2 && hctx.in_use == 12 * MiB);
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, r));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && hctx.bad_unmaps == 0);
+    /* A chunk covers at most 16 granules (32 MiB), aligned: 40 MiB is two. */
+    maps = hctx.allocs;
+    CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 1, &r));
+    CHECK(hctx.allocs == maps + 2 && hctx.in_use == 40 * MiB);
+    CHECK_OK(tc__alloc_free(a, r));
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && hctx.bad_unmaps == 0);
+    tc__alloc_destroy(a);
+}
+
 static size_t rand_size(void)
 {
     double u = tc_test_rand_uniform(), r = tc_test_rand_uniform();
@@ -494,7 +538,7 @@ static void test_random(const char *conf, size_t gran, long steps)
         CHECK_OK(tc__alloc_free(a, live[k]));
     tc__alloc_empty_cache(a);
     CHECK(S(a, "reserved_bytes.all.current") == 0 && S(a, "active.all.current") == 0);
-    CHECK(hctx.in_use == 0 && fake_live == 0);
+    CHECK(hctx.in_use == 0 && fake_live == 0 && hctx.bad_unmaps == 0);
     tc__alloc_destroy(a);
 }
 
@@ -510,6 +554,7 @@ int main(void)
     test_config_errors();
     test_expandable();
     test_expandable_holes();
+    test_expandable_chunks();
     test_release_before_grow();
     test_many_streams();
     const char *e = getenv("TC_ALLOC_STEPS");

@@ -60,7 +60,6 @@ void tc__alloc_destroy(tc__allocator *a)
             tc__exp_release(a, s);
         else
             a->p.free(a->p.ctx, (void *)s->addr, s->size);
-        free(s->pages);
         free(s);
     }
     while (a->caches) {

@@ -28,7 +28,9 @@ extern "C" {
 
 /* Where segments come from. alloc returns TC_ERROR_OUT_OF_MEMORY (message not
  * needed) when the device refuses. The expandable hooks may be NULL; with
- * them a segment is a reserved address range mapped in `granularity` steps.
+ * them a segment is a reserved address range backed in whole granules: map
+ * backs one range (whole granules, any number of them) with memory, and
+ * unmap is only ever called with exactly a range that one map call backed.
  * Event hooks may be NULL when streams never run asynchronously (plain host). */
 typedef struct tc__seg_provider {
     const char *name;
@@ -115,12 +117,18 @@ void tc__snapshot_free(struct tc_memory_snapshot *snap);
 tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path);
 
 /* The plain host provider (malloc); `capacity` bytes total (0: unlimited),
- * so tests can make it refuse. Event hooks are fakes the tests can drive. */
+ * so tests can make it refuse. Event hooks are fakes the tests can drive.
+ * The ranges list is freed when the last range is unmapped. */
 typedef struct tc__host_provider_ctx {
     size_t capacity;
     size_t in_use;
     size_t granularity; /* for expandable tests; 0 disables */
     int64_t allocs, frees;
+    /* Expandable: the ranges mapped now, so that an unmap of anything else
+     * (which the driver would refuse) is counted in bad_unmaps. */
+    struct tc__host_range { uintptr_t addr; size_t size; } *ranges;
+    size_t nranges, cap_ranges;
+    int64_t bad_unmaps;
 } tc__host_provider_ctx;
 void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx);
 

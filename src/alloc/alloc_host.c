@@ -38,7 +38,8 @@ static void host_info(void *ctx, size_t *fr, size_t *tot)
     *fr = c->capacity - c->in_use;
 }
 
-/* Expandable: reserve a range with malloc; "mapping" only counts bytes. */
+/* Expandable: reserve a range with mmap; "mapping" only counts bytes and
+ * remembers the range. */
 static tc_status host_reserve(void *ctx, size_t size, void **out)
 {
     (void)ctx;
@@ -51,18 +52,38 @@ static tc_status host_reserve(void *ctx, size_t size, void **out)
 }
 static tc_status host_map(void *ctx, void *addr, size_t size)
 {
-    (void)addr;
     tc__host_provider_ctx *c = ctx;
     if (c->capacity && c->in_use + size > c->capacity)
         return TC_ERROR_OUT_OF_MEMORY;
+    if (c->nranges == c->cap_ranges) {
+        size_t nc = c->cap_ranges ? 2 * c->cap_ranges : 16;
+        struct tc__host_range *nr = realloc(c->ranges, nc * sizeof *nr);
+        if (!nr)
+            return TC_ERROR_OUT_OF_MEMORY;
+        c->ranges = nr;
+        c->cap_ranges = nc;
+    }
+    c->ranges[c->nranges++] = (struct tc__host_range){(uintptr_t)addr, size};
     c->in_use += size;
     c->allocs++;
     return TC_OK;
 }
 static void host_unmap(void *ctx, void *addr, size_t size)
 {
-    (void)addr;
     tc__host_provider_ctx *c = ctx;
+    size_t i = 0;
+    while (i < c->nranges && (c->ranges[i].addr != (uintptr_t)addr || c->ranges[i].size != size))
+        i++;
+    if (i == c->nranges) {
+        c->bad_unmaps++; /* not a range one map call backed */
+        return;
+    }
+    c->ranges[i] = c->ranges[--c->nranges];
+    if (!c->nranges) {
+        free(c->ranges);
+        c->ranges = NULL;
+        c->cap_ranges = 0;
+    }
     c->in_use -= size;
     c->frees++;
 }

@@ -86,6 +86,14 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                 if ((s->pages[k / 64] >> (k % 64)) & 1)
                     bad = FAILC("expandable segment %#lx: granule %zu mapped beyond the extent",
                                 (unsigned long)s->addr, k);
+            for (size_t k = 0; k < s->cap_pages * 64 && !bad; k++) {
+                bool on = (s->pages[k / 64] >> (k % 64)) & 1;
+                bool first = (s->starts[k / 64] >> (k % 64)) & 1;
+                bool after_hole = k == 0 || !((s->pages[(k - 1) / 64] >> ((k - 1) % 64)) & 1);
+                if ((first && !on) || (on && after_hole && !first))
+                    bad = FAILC("expandable segment %#lx: granule %zu %s", (unsigned long)s->addr,
+                                k, on ? "begins a run but no chunk" : "unmapped but begins a chunk");
+            }
             if (!bad && n * g != s->mapped)
                 bad = FAILC("expandable segment %#lx: %zu granules mapped but %zu bytes counted",
                             (unsigned long)s->addr, n, s->mapped);

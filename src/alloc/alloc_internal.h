@@ -53,7 +53,9 @@ struct scache { /* free blocks of one (pool, class, stream) */
  * extent, whole granules) are tiled by blocks; of those, the granules marked
  * in `pages` are mapped (`mapped` bytes). Every granule that a block not free
  * touches is mapped; free blocks may have unmapped granules, which are mapped
- * back when the block is used again. */
+ * back when the block is used again. Memory is mapped in chunks, each one
+ * provider map call over a run of granules and unmapped only whole; `starts`
+ * marks each chunk's first granule. */
 struct seg {
     uintptr_t addr;
     size_t size;
@@ -65,7 +67,8 @@ struct seg {
     seg *prev, *next;
     uint64_t free_tick;
     uint64_t *pages;   /* expandable: one bit per granule of the extent */
-    size_t cap_pages;  /* words in pages */
+    uint64_t *starts;  /* expandable: the granules that begin a chunk */
+    size_t cap_pages;  /* words in pages and in starts */
 };
 
 typedef struct pool {
@@ -240,9 +243,11 @@ size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b);
 /* Maps the granules under b that are not mapped. OOM when refused (or over
  * the fraction cap); then nothing changed. */
 tc_status tc__exp_map_block(tc__allocator *a, blk *b);
-/* Unmaps whole free granules until `want` bytes went back (SIZE_MAX: all). */
+/* Unmaps chunks that lie wholly in free blocks until `want` bytes went back
+ * (SIZE_MAX: all); a chunk goes whole, so more may go. */
 size_t tc__exp_unmap_free(tc__allocator *a, size_t want);
-/* Returns a segment's mapped granules and its reservation to the provider. */
+/* Returns a segment's chunks and its reservation to the provider, and frees
+ * its bitmaps. */
 void tc__exp_release(tc__allocator *a, seg *s);
 bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr);
 

@@ -70,7 +70,6 @@ void tc__seg_release(tc__allocator *a, seg *s)
     seg_unlink(a, s);
     if (b)
         tc__blk_del(a, b);
-    free(s->pages);
     free(s);
 }
 
@@ -117,17 +116,14 @@ void tc__make_room(tc__allocator *a, size_t more)
         tc__seg_release(a, best);
         cur = (size_t)a->st.reserved_bytes[0].current;
     }
-    /* Expandable: unmap free granules, but only past 1/16 above the most
-     * ever in use, and then 1/64 more than needed, so that steady-state reuse
-     * of free (mapped) blocks does not turn into map/unmap pairs. What is
-     * left (bench_alloc_host, warm replays: ~2 GiB mapped and unmapped per
-     * replay) is all in the few thousand operations around the peak, where
-     * best fit spreads the live blocks over an extent ~1.23x the peak: no
-     * mapped set within 1.10x covers that, so the holes must move. Riding up
-     * to 1.09x, unmapping 1/32 or nothing extra, taking the highest
-     * addresses first, and preferring mapped blocks in best fit were each
-     * measured and moved as much or more; a cure has to make the extent
-     * itself smaller at the peak. */
+    /* Expandable: unmap free chunks, but only past 1/16 above the most ever
+     * in use, and then 1/64 more than needed, so that steady-state reuse of
+     * free (mapped) blocks does not turn into map/unmap pairs. What is left
+     * in bench_alloc_host's warm replays is all around the peak, where best
+     * fit spreads the live blocks over an extent ~1.23x the peak, so the
+     * holes must move. Slack from 1/20 to 1/12 and 1/16 or 1/32 extra, and
+     * preferring wholly mapped blocks in best fit, were measured: none cut
+     * the calls by much, and the larger slack costs its share of memory. */
     if (cur + more > a->high && a->cfg.expandable_segments) {
         size_t act = a->peak_active, soft = act + act / 16;
         if (cur + more > soft)

@@ -165,62 +165,43 @@ static tc_status vm_reserve(void *ctx, size_t size, void **out)
     return TC_OK;
 }
 
-static void vm_unmap(void *ctx, void *addr, size_t size);
-
-/* Maps [addr, addr+size) one granule at a time, so that each granule can be
- * unmapped on its own later. */
-static tc_status vm_map_cur(void *ctx, void *addr, size_t size);
-
+/* Backs [addr, addr+size) with one physical allocation: the driver's cost is
+ * per call, so one call per chunk, not per granule (see alloc_expandable.c). */
 static tc_status vm_map(void *ctx, void *addr, size_t size)
 {
-    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    int d = dev_of(ctx);
+    tc_device_guard g = tc_device_guard_enter(d);
     TC_TRY(g.status);
-    tc_status st = vm_map_cur(ctx, addr, size);
+    CUmemAllocationProp prop = vm_prop(d);
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
+    CUmemGenericAllocationHandle h;
+    tc_status st = TC_ERROR_OUT_OF_MEMORY;
+    if (vm.create(&h, size, &prop, 0) == CUDA_SUCCESS) {
+        CUresult r = vm.map(base, size, 0, h, 0);
+        vm.release(h); /* the mapping keeps the memory */
+        if (r == CUDA_SUCCESS) {
+            CUmemAccessDesc acc;
+            memset(&acc, 0, sizeof acc);
+            acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            acc.location.id = d;
+            acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            if (vm.access(base, size, &acc, 1) == CUDA_SUCCESS)
+                st = TC_OK;
+            else
+                (void)vm.unmap(base, size);
+        }
+    }
     tc_device_guard_exit(&g);
     return st;
 }
 
-static tc_status vm_map_cur(void *ctx, void *addr, size_t size)
-{
-    int d = dev_of(ctx);
-    CUmemAllocationProp prop = vm_prop(d);
-    size_t g = tc__vm_granularity(d);
-    CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
-    for (size_t off = 0; off < size; off += g) {
-        CUmemGenericAllocationHandle h;
-        if (vm.create(&h, g, &prop, 0) != CUDA_SUCCESS) {
-            if (off)
-                vm_unmap(ctx, addr, off);
-            return TC_ERROR_OUT_OF_MEMORY;
-        }
-        CUresult r = vm.map(base + off, g, 0, h, 0);
-        vm.release(h); /* the mapping keeps the memory */
-        if (r != CUDA_SUCCESS) {
-            if (off)
-                vm_unmap(ctx, addr, off);
-            return TC_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = d;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (vm.access(base, size, &acc, 1) != CUDA_SUCCESS) {
-        vm_unmap(ctx, addr, size);
-        return TC_ERROR_OUT_OF_MEMORY;
-    }
-    return TC_OK;
-}
-
+/* Unmaps a range that one vm_map call backed, freeing its memory. */
 static void vm_unmap(void *ctx, void *addr, size_t size)
 {
-    size_t gran = tc__vm_granularity(dev_of(ctx));
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     /* memory being unmapped may still be read by queued work: wait for it */
     (void)cudaDeviceSynchronize();
-    for (size_t off = 0; off < size; off += gran)
-        (void)vm.unmap((CUdeviceptr)(uintptr_t)addr + off, gran);
+    (void)vm.unmap((CUdeviceptr)(uintptr_t)addr, size);
     tc_device_guard_exit(&g);
 }
 

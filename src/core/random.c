@@ -73,7 +73,7 @@ static tc_status resolve(tc_device device, tc_device *out)
 tc_status tc_generator_create(tc_generator **out, tc_device device, uint64_t seed)
 {
     TC_CHECK_ARG(out, "out is NULL");
-    tc_device dev;
+    tc_device dev = {0};
     TC_TRY(resolve(device, &dev));
     tc_generator *gen = malloc(sizeof *gen);
     if (!gen)
@@ -97,7 +97,7 @@ tc_status tc_generator_destroy(tc_generator *gen)
 tc_status tc_default_generator(tc_device device, tc_generator **out)
 {
     TC_CHECK_ARG(out, "out is NULL");
-    tc_device dev;
+    tc_device dev = {0};
     TC_TRY(resolve(device, &dev));
     if (dev.type == TC_CPU) {
         *out = &cpu_default;

@@ -160,7 +160,7 @@ static tc_status fill(tc_tensor *t, tc__fill v)
 static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                              tc__fill v, tc_tensor **out)
 {
-    tc_tensor *t;
+    tc_tensor *t = NULL;
     TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
     tc_status st = fill(t, v);
     if (st != TC_OK) {

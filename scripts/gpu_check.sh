@@ -10,7 +10,7 @@ FINAL=${OUT:-}
 OUT=$(mktemp -d /tmp/gpu-logs.XXXX)
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-cmake -S . -B build -DTCUDA_WERROR=ON > "$OUT/configure.log" 2>&1 &&
+cmake -S . -B build -DTCUDA_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$OUT/configure.log" 2>&1 &&
   cmake --build build -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 summary=""
 if [ "$what" != bench ]; then

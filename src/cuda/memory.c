@@ -218,7 +218,8 @@ static tc_status other_alloc(int d, cudaStream_t s, size_t size, void **out)
 
 tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **out)
 {
-    atomic_store_explicit(&any_alloc, true, memory_order_relaxed);
+    if (TC_UNLIKELY(!atomic_load_explicit(&any_alloc, memory_order_relaxed)))
+        atomic_store_explicit(&any_alloc, true, memory_order_relaxed); /* once, not a store per call */
     tc__allocator *a;
     tc_status st = get_allocator(device, &a);
     if (TC_UNLIKELY(st != TC_OK))
@@ -237,7 +238,10 @@ tc_status tc__device_free(void *ptr)
 {
     if (!ptr)
         return TC_OK;
-    for (int d = 0; d < tc__num_devices; d++) {
+    /* The current device's allocator first: the likely owner. */
+    int cur = tc__tls_device, n = tc__num_devices;
+    for (int i = 0; i < n; i++) {
+        int d = (cur + i) % n;
         tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
         bool owned = false;
         if (a)

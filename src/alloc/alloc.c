@@ -219,7 +219,7 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
         *owned = false;
         return;
     }
-    blk *b = a->map[j];
+    blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
     stat2(a->st.allocation, small, -1);

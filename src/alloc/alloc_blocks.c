@@ -4,7 +4,9 @@
  * it exactly. Free blocks sit in their (pool, class, stream) cache's size
  * bins: log2 classes with 8 steps each, and a bitmap that finds the next
  * non-empty bin, so best fit costs a short scan. Live blocks are found by
- * address in an open-addressing map (linear probing, backward-shift delete).
+ * address in an open-addressing map (linear probing, backward-shift delete)
+ * whose slots hold the address beside the record, so probing and shifting
+ * read only the map.
  * Block records come from slabs through a free list, so the hot path calls
  * no malloc. */
 #include <stdlib.h>
@@ -53,17 +55,16 @@ void tc__blk_del(tc__allocator *a, blk *b)
 static int map_grow(tc__allocator *a)
 {
     size_t nc = a->map_cap ? a->map_cap * 2 : 4096;
-    blk **nm = calloc(nc, sizeof *nm);
+    mapent *nm = calloc(nc, sizeof *nm);
     if (!nm)
         return -1;
     for (size_t i = 0; i < a->map_cap; i++) {
-        blk *b = a->map[i];
-        if (!b)
+        if (!a->map[i].b)
             continue;
-        size_t j = hash_addr(b->addr, nc);
-        while (nm[j])
+        size_t j = hash_addr(a->map[i].addr, nc);
+        while (nm[j].b)
             j = (j + 1) & (nc - 1);
-        nm[j] = b;
+        nm[j] = a->map[i];
     }
     free(a->map);
     a->map = nm;
@@ -76,9 +77,10 @@ int tc__map_put(tc__allocator *a, blk *b)
     if (TC_UNLIKELY((a->map_n + 1) * 2 > a->map_cap) && map_grow(a) != 0)
         return -1;
     size_t j = hash_addr(b->addr, a->map_cap);
-    while (a->map[j])
+    while (a->map[j].b)
         j = (j + 1) & (a->map_cap - 1);
-    a->map[j] = b;
+    a->map[j].addr = b->addr;
+    a->map[j].b = b;
     a->map_n++;
     return 0;
 }
@@ -86,13 +88,13 @@ int tc__map_put(tc__allocator *a, blk *b)
 void tc__map_remove_at(tc__allocator *a, size_t j)
 {
     size_t m = a->map_cap - 1;
-    a->map[j] = NULL;
+    a->map[j].b = NULL;
     a->map_n--;
-    for (size_t k = (j + 1) & m; a->map[k]; k = (k + 1) & m) { /* backward shift */
-        size_t h = hash_addr(a->map[k]->addr, a->map_cap);
+    for (size_t k = (j + 1) & m; a->map[k].b; k = (k + 1) & m) { /* backward shift */
+        size_t h = hash_addr(a->map[k].addr, a->map_cap);
         if (((k - h) & m) >= ((k - j) & m)) {
             a->map[j] = a->map[k];
-            a->map[k] = NULL;
+            a->map[k].b = NULL;
             j = k;
         }
     }

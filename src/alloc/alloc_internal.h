@@ -74,6 +74,11 @@ typedef struct pool {
     struct pool *next;
 } pool;
 
+typedef struct mapent { /* a pointer-map slot; empty when b is NULL */
+    uintptr_t addr;      /* b->addr, kept here so probing reads only the map */
+    blk *b;
+} mapent;
+
 typedef struct pend {
     void *event;
     blk *b;
@@ -101,7 +106,7 @@ struct tc__allocator {
     int ncaps;
     pend *pend;
     size_t npend, cap_pend;
-    blk **map; /* open addressing by addr */
+    mapent *map; /* live blocks, open addressing by addr */
     size_t map_cap, map_n;
     blk *slab_free;
     void **slabs;
@@ -157,8 +162,8 @@ static inline size_t map_find(const tc__allocator *a, uintptr_t addr)
     if (!a->map_cap)
         return SIZE_MAX;
     size_t m = a->map_cap - 1, j = hash_addr(addr, a->map_cap);
-    while (a->map[j]) {
-        if (a->map[j]->addr == addr)
+    while (a->map[j].b) {
+        if (a->map[j].addr == addr)
             return j;
         j = (j + 1) & m;
     }

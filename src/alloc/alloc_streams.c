@@ -76,7 +76,7 @@ tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream)
         st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
                       "record_stream: %p is not the start of a live tcuda block", ptr);
     } else {
-        blk *b = a->map[j];
+        blk *b = a->map[j].b;
         bool have = b->seg->sc->stream == stream;
         for (unsigned i = 0; i < b->nuses && !have; i++)
             have = b->uses[i] == stream;

@@ -54,7 +54,8 @@ void tc__alloc_destroy(tc__allocator *a)
     while (a->segs) {
         seg *s = a->segs;
         for (blk *b = s->head; b; b = b->next)
-            free(b->uses);
+            if (b->state != B_FREE)
+                free(b->uses);
         a->segs = s->next;
         if (s->expandable)
             tc__exp_release(a, s);
@@ -227,12 +228,12 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     stat2(a->st.requested_bytes, small, -(int64_t)b->requested);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, -1);
-    if (TC_UNLIKELY(b->nuses != 0)) {
+    if (TC_UNLIKELY(b->uses != NULL)) {
         b->state = B_PENDING;
-        for (unsigned i = 0; i < b->nuses; i++)
-            tc__push_pending(a, b, b->uses[i]);
+        for (unsigned i = 0; i < b->uses->n; i++)
+            tc__push_pending(a, b, b->uses->stream[i]);
     }
-    if (b->pending == 0) {
+    if (!b->uses || b->uses->pending == 0) {
         stat2(a->st.active, small, -1);
         stat2(a->st.active_bytes, small, -(int64_t)b->size);
         tc__free_block(a, b);

@@ -7,8 +7,8 @@
  * address in an open-addressing map (linear probing, backward-shift delete)
  * whose slots hold the address beside the record, so probing and shifting
  * read only the map.
- * Block records come from slabs through a free list, so the hot path calls
- * no malloc. */
+ * Block records (one cache line each) come from 64-byte aligned slabs
+ * through a free list, so the hot path calls no malloc. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +29,7 @@ blk *tc__blk_new(tc__allocator *a)
             a->slabs = ns;
             a->cap_slabs = nc;
         }
-        blk *arr = calloc(N, sizeof *arr);
+        blk *arr = aligned_alloc(64, N * sizeof *arr); /* one record per line */
         if (!arr)
             return NULL;
         a->slabs[a->nslabs++] = arr;
@@ -200,11 +200,8 @@ void tc__free_block(tc__allocator *a, blk *b)
     seg *s = b->seg;
     scache *c = s->sc;
     b->state = B_FREE;
-    if (TC_UNLIKELY(b->uses != NULL)) {
-        free(b->uses);
-        b->uses = NULL;
-    }
-    b->nuses = b->cap_uses = 0;
+    if (TC_UNLIKELY(b->uses != NULL))
+        free(b->uses); /* b->uses is overwritten below: b joins a bin or the free list */
     blk *n;
     if ((n = b->prev) && n->state == B_FREE) {
         tc__split_stat(a, n, -1);

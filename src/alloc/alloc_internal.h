@@ -24,19 +24,37 @@ typedef struct blk blk;
 typedef struct seg seg;
 typedef struct scache scache;
 
+/* Extra streams of a live block (record_stream), malloc'd on the first one;
+ * freed with the block. */
+typedef struct blk_uses {
+    int pending;     /* events still to complete before the block is free */
+    unsigned n, cap; /* streams in use, room in stream */
+    uintptr_t stream[];
+} blk_uses;
+
+/* A block record: exactly one 64-byte line (slabs are 64-byte aligned), so
+ * malloc and free touch one line per block. Fields the hot path does not
+ * need live in blk_uses; the bin links and the live-block fields share
+ * space, since a block is either free (in a bin) or not. */
 struct blk {
     uintptr_t addr;
-    size_t size, requested;
-    blk *prev, *next;   /* address neighbours in the segment */
-    blk *fprev, *fnext; /* bin list (free) or slab free list */
+    size_t size;
+    blk *prev, *next; /* address neighbours in the segment */
+    union {
+        struct {                /* free (or on the slab free list): */
+            blk *fprev, *fnext; /* bin list, or slab free list */
+        };
+        struct {                /* allocated or pending: */
+            size_t requested;   /* bytes asked for (B_ALLOC only) */
+            blk_uses *uses;     /* extra streams, or NULL */
+        };
+    };
     seg *seg;
-    uintptr_t *uses;    /* extra streams from record_stream (malloc'd), or NULL */
-    unsigned nuses, cap_uses;
     unsigned short bin;
     unsigned char state;
     unsigned char small; /* copy of seg->sc->small, to spare the hot path two loads */
-    int pending;        /* events still to complete before the block is free */
 };
+_Static_assert(sizeof(blk) == 64, "a block record is one cache line");
 
 struct scache { /* free blocks of one (pool, class, stream) */
     uintptr_t stream;

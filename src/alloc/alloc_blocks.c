@@ -144,12 +144,12 @@ blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
 
 scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
 {
-    scache *c = a->last_cache;
-    if (c && c->stream == stream && c->small == small && c->pool_id == pool_id)
+    scache *c = a->last_cache[small];
+    if (TC_LIKELY(c && c->stream == stream && c->pool_id == pool_id))
         return c;
     for (c = a->caches; c; c = c->next)
         if (c->stream == stream && c->small == small && c->pool_id == pool_id)
-            return a->last_cache = c;
+            return a->last_cache[small] = c;
     c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -158,7 +158,7 @@ scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t s
     c->pool_id = pool_id;
     c->next = a->caches;
     a->caches = c;
-    return a->last_cache = c;
+    return a->last_cache[small] = c;
 }
 
 /* ---- split and merge ------------------------------------------------------ */

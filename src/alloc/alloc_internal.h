@@ -118,7 +118,8 @@ struct tc__allocator {
     size_t peak_active; /* the most ever active (idem) */
     struct tc_memory_stats st;
     seg *segs;
-    scache *caches, *last_cache;
+    scache *caches;
+    scache *last_cache[2]; /* the last cache used, by class (small or not) */
     pool *pools;
     capture caps[16];
     int ncaps;

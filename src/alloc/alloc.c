@@ -125,8 +125,7 @@ static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
         }
         TC_TRY(tc__new_segment(a, rs, c, &b));
     }
-    tc__block_take(a, b, rs);
-    if (b->seg->expandable) {
+    if (tc__block_take(a, c, b, rs)) {
         size_t need = tc__exp_unmapped_bytes(a, b);
         if (need) {
             tc__make_room(a, need);

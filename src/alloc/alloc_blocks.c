@@ -163,24 +163,24 @@ scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t s
 
 /* ---- split and merge ------------------------------------------------------ */
 
-void tc__block_take(tc__allocator *a, blk *b, size_t rs)
+bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs)
 {
-    scache *c = b->seg->sc;
+    bool expandable = b->seg == c->expand; /* without reading the segment */
     tc__split_stat(a, b, -1);
     tc__bin_remove(c, b);
     b->state = B_ALLOC;
     size_t rem = b->size - rs;
     bool split;
-    if (b->seg->expandable)
+    if (expandable)
         split = rem >= TC__MIN_BLOCK;
     else
         split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
                 b->size < a->cfg.max_split_size;
     if (!split)
-        return;
+        return expandable;
     blk *r = tc__blk_new(a);
     if (!r)
-        return; /* keep the whole block: correct, only less frugal */
+        return expandable; /* keep the whole block: correct, only less frugal */
     r->addr = b->addr + rs;
     r->size = rem;
     r->seg = b->seg;
@@ -193,6 +193,7 @@ void tc__block_take(tc__allocator *a, blk *b, size_t rs)
     b->size = rs;
     tc__split_stat(a, r, +1);
     tc__bin_insert(c, r);
+    return expandable;
 }
 
 void tc__free_block(tc__allocator *a, blk *b)

@@ -75,6 +75,9 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
     for (seg *s = a->segs; s && !bad; s = s->next) {
         int pi = s->sc->small ? 1 : 2;
         cnt[SEGN][pi]++;
+        if (s->expandable != (s->sc->expand == s))
+            bad = FAILC("segment %#lx: expandable but not its cache's expand, or the reverse",
+                        (unsigned long)s->addr);
         if (s->expandable) {
             size_t g = a->p.granularity, n = 0, npages = s->size / g;
             if (s->size % g || s->size > s->va_size)

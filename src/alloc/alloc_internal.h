@@ -62,7 +62,8 @@ struct scache { /* free blocks of one (pool, class, stream) */
     uint64_t pool_id;
     uint64_t bitmap[NWORDS];
     blk *bins[NBINS];
-    seg *expand; /* this cache's expandable segment, if any */
+    seg *expand; /* this cache's expandable segment, if any; a segment is
+                  * expandable exactly when it is its cache's expand */
     scache *next;
 };
 
@@ -233,9 +234,10 @@ void tc__map_remove_at(tc__allocator *a, size_t j);
 /* Best fit among the cache's usable free blocks, or NULL. */
 blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size);
 scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
-/* Takes free block b out of its bin for a request of rs bytes, splitting off
- * the rest when the rules allow; b becomes the allocated part (B_ALLOC). */
-void tc__block_take(tc__allocator *a, blk *b, size_t rs);
+/* Takes free block b out of its bin (in cache c, its segment's) for a
+ * request of rs bytes, splitting off the rest when the rules allow; b becomes
+ * the allocated part (B_ALLOC). Returns whether b's segment is expandable. */
+bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs);
 /* Frees a block back into its cache, merging with free neighbours. */
 void tc__free_block(tc__allocator *a, blk *b);
 

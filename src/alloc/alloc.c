@@ -168,13 +168,13 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
         tc__free_block(a, b);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for the allocator's map");
     }
-    stat2(a->st.allocation, small, 1);
-    stat2(a->st.allocated_bytes, small, (int64_t)b->size);
-    stat2(a->st.active, small, 1);
-    stat2(a->st.active_bytes, small, (int64_t)b->size);
+    stat2_add(a->st.allocation, small, 1);
+    stat2_add(a->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_add(a->st.active, small, 1);
+    stat2_add(a->st.active_bytes, small, (int64_t)b->size);
     if ((size_t)a->st.active_bytes[0].current > a->peak_active)
         a->peak_active = (size_t)a->st.active_bytes[0].current;
-    stat2(a->st.requested_bytes, small, (int64_t)size);
+    stat2_add(a->st.requested_bytes, small, (int64_t)size);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, 1);
     *out = (void *)b->addr;
@@ -222,9 +222,9 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
-    stat2(a->st.allocation, small, -1);
-    stat2(a->st.allocated_bytes, small, -(int64_t)b->size);
-    stat2(a->st.requested_bytes, small, -(int64_t)b->requested);
+    stat2_sub(a->st.allocation, small, 1);
+    stat2_sub(a->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_sub(a->st.requested_bytes, small, (int64_t)b->requested);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, -1);
     if (TC_UNLIKELY(b->uses != NULL)) {
@@ -233,8 +233,8 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
             tc__push_pending(a, b, b->uses->stream[i]);
     }
     if (!b->uses || b->uses->pending == 0) {
-        stat2(a->st.active, small, -1);
-        stat2(a->st.active_bytes, small, -(int64_t)b->size);
+        stat2_sub(a->st.active, small, 1);
+        stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
         tc__free_block(a, b);
     }
     pthread_mutex_unlock(&a->mu);
@@ -258,10 +258,26 @@ void tc__alloc_empty_cache(tc__allocator *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* The nine per-pool arrays at the start of struct tc_memory_stats, as one
+ * run of tc_memory_stat. */
+#define NARRAY_STATS (offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat))
+
+void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out)
+{
+    *out = a->st;
+    tc_memory_stat *s = (tc_memory_stat *)out;
+    for (size_t k = 0; k < NARRAY_STATS; k += TC_STAT_POOLS) {
+        for (int p = TC_STAT_SMALL_POOL; p <= TC_STAT_LARGE_POOL; p++)
+            s[k + p].freed += s[k + p].allocated - s[k + p].current;
+        s[k].allocated = s[k + 1].allocated + s[k + 2].allocated;
+        s[k].freed = s[k + 1].freed + s[k + 2].freed;
+    }
+}
+
 void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out)
 {
     pthread_mutex_lock(&a->mu);
-    *out = a->st;
+    tc__stats_read(a, out);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -271,8 +287,7 @@ void tc__alloc_reset_peak(tc__allocator *a)
 {
     pthread_mutex_lock(&a->mu);
     tc_memory_stat *all = (tc_memory_stat *)&a->st;
-    size_t n = offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < NARRAY_STATS; i++)
         reset_peak(&all[i]);
     reset_peak(&a->st.oversize_allocations);
     reset_peak(&a->st.oversize_segments);
@@ -283,9 +298,10 @@ void tc__alloc_reset_accumulated(tc__allocator *a)
 {
     pthread_mutex_lock(&a->mu);
     tc_memory_stat *all = (tc_memory_stat *)&a->st;
-    size_t n = offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat);
-    for (size_t i = 0; i < n; i++)
-        all[i].allocated = all[i].freed = 0;
+    for (size_t i = 0; i < NARRAY_STATS; i++) { /* as kept: see stat2 */
+        all[i].allocated = 0;
+        all[i].freed = all[i].current;
+    }
     a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
     a->st.num_device_alloc = a->st.num_device_free = 0;
     pthread_mutex_unlock(&a->mu);

@@ -157,11 +157,13 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
         bad = FAILC("%zu free blocks but %zu listed in bins", nfree, nfree_listed);
     if (!bad && nlive != a->map_n)
         bad = FAILC("%zu live blocks but %zu in the map", nlive, a->map_n);
-    const tc_memory_stat *arrs[9] = {a->st.allocation,    a->st.segment,
-                                     a->st.active,        a->st.inactive_split,
-                                     a->st.allocated_bytes, a->st.reserved_bytes,
-                                     a->st.active_bytes,  a->st.inactive_split_bytes,
-                                     a->st.requested_bytes};
+    struct tc_memory_stats st;
+    tc__stats_read(a, &st);
+    const tc_memory_stat *arrs[9] = {st.allocation,      st.segment,
+                                     st.active,          st.inactive_split,
+                                     st.allocated_bytes, st.reserved_bytes,
+                                     st.active_bytes,    st.inactive_split_bytes,
+                                     st.requested_bytes};
     for (int k = 0; k < 9 && !bad; k++) {
         cnt[k][0] = cnt[k][1] + cnt[k][2];
         for (int p = 0; p < 3 && !bad; p++) {

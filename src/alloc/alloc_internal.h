@@ -134,7 +134,13 @@ struct tc__allocator {
     uint64_t tick;
 };
 
-/* ---- statistics ----------------------------------------------------------- */
+/* ---- statistics -----------------------------------------------------------
+ * The nine per-pool arrays of a->st (allocation .. requested_bytes) are kept
+ * so that an update writes little: each pool's entry holds current, peak and
+ * allocated as reported, but in `freed` the reported freed - allocated +
+ * current, so a decrease writes current alone; the TC_STAT_ALL entry holds
+ * current and peak only (its allocated and freed are the pools' sums).
+ * tc__stats_read gives the reported numbers. The other stats are plain. */
 
 static inline void stat_upd(tc_memory_stat *s, int64_t d)
 {
@@ -147,10 +153,30 @@ static inline void stat_upd(tc_memory_stat *s, int64_t d)
         s->freed -= d;
 }
 
+/* One of the nine arrays grows by d >= 0 in pool `small`, and the total. */
+static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
+{
+    tc_memory_stat *all = &arr[TC_STAT_ALL], *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
+    all->current += d;
+    all->peak = all->current > all->peak ? all->current : all->peak;
+    p->current += d;
+    p->peak = p->current > p->peak ? p->current : p->peak;
+    p->allocated += d;
+}
+
+/* One of the nine arrays shrinks by d >= 0. */
+static inline void stat2_sub(tc_memory_stat *arr, int small, int64_t d)
+{
+    arr[TC_STAT_ALL].current -= d;
+    arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL].current -= d;
+}
+
 static inline void stat2(tc_memory_stat *arr, int small, int64_t d)
 {
-    stat_upd(&arr[TC_STAT_ALL], d);
-    stat_upd(&arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL], d);
+    if (d > 0)
+        stat2_add(arr, small, d);
+    else
+        stat2_sub(arr, small, -d);
 }
 
 /* Reserved bytes changed by d; keeps a->high. */
@@ -221,10 +247,19 @@ static inline void tc__bin_remove(scache *c, blk *b)
 static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
 {
     if (b->prev || b->next) {
-        stat2(a->st.inactive_split, b->small, dir);
-        stat2(a->st.inactive_split_bytes, b->small, dir * (int64_t)b->size);
+        if (dir > 0) {
+            stat2_add(a->st.inactive_split, b->small, 1);
+            stat2_add(a->st.inactive_split_bytes, b->small, (int64_t)b->size);
+        } else {
+            stat2_sub(a->st.inactive_split, b->small, 1);
+            stat2_sub(a->st.inactive_split_bytes, b->small, (int64_t)b->size);
+        }
     }
 }
+
+/* alloc.c */
+/* a->st as reported (see "statistics" above). */
+void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
 
 /* alloc_blocks.c */
 blk *tc__blk_new(tc__allocator *a);       /* zeroed record, NULL when out of memory */

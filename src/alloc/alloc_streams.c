@@ -35,8 +35,8 @@ void tc__process_events(tc__allocator *a, bool wait)
         blk *b = e->b;
         if (--b->uses->pending == 0) {
             int small = b->seg->sc->small;
-            stat2(a->st.active, small, -1);
-            stat2(a->st.active_bytes, small, -(int64_t)b->size);
+            stat2_sub(a->st.active, small, 1);
+            stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
             tc__free_block(a, b);
         }
     }

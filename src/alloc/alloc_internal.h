@@ -42,7 +42,8 @@ struct blk {
     blk *prev, *next; /* address neighbours in the segment */
     union {
         struct {                /* free (or on the slab free list): */
-            blk *fprev, *fnext; /* bin list, or slab free list */
+            blk **fpprev;       /* bin list: the link that points here */
+            blk *fnext;         /* bin list, or slab free list */
         };
         struct {                /* allocated or pending: */
             size_t requested;   /* bytes asked for (B_ALLOC only) */
@@ -216,14 +217,18 @@ static inline size_t map_find(const tc__allocator *a, uintptr_t addr)
     return SIZE_MAX;
 }
 
+/* The bin lists are singly linked forward, each block holding the address of
+ * the link that points to it (the bin's head or the previous block's fnext),
+ * so insert and remove need no branch: a missing neighbour is written
+ * through a scratch link instead. */
 static inline void tc__bin_insert(scache *c, blk *b)
 {
     unsigned i = bin_of(b->size);
+    blk *h = c->bins[i], **scratch;
     b->bin = (unsigned short)i;
-    b->fprev = NULL;
-    b->fnext = c->bins[i];
-    if (c->bins[i])
-        c->bins[i]->fprev = b;
+    b->fpprev = &c->bins[i];
+    b->fnext = h;
+    *(h ? &h->fpprev : &scratch) = &b->fnext;
     c->bins[i] = b;
     c->bitmap[i / 64] |= 1ull << (i % 64);
 }
@@ -231,15 +236,12 @@ static inline void tc__bin_insert(scache *c, blk *b)
 static inline void tc__bin_remove(scache *c, blk *b)
 {
     unsigned i = b->bin;
-    if (b->fprev)
-        b->fprev->fnext = b->fnext;
-    else
-        c->bins[i] = b->fnext;
-    if (b->fnext)
-        b->fnext->fprev = b->fprev;
-    if (!c->bins[i])
-        c->bitmap[i / 64] &= ~(1ull << (i % 64));
-    b->fprev = b->fnext = NULL;
+    blk *n = b->fnext, **scratch;
+    *b->fpprev = n;
+    *(n ? &n->fpprev : &scratch) = b->fpprev;
+    c->bitmap[i / 64] &= ~((uint64_t)(c->bins[i] == NULL) << (i % 64));
+    b->fpprev = NULL;
+    b->fnext = NULL;
 }
 
 /* inactive_split accounting of a free block entering (+1) or leaving (-1):

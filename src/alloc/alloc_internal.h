@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 
+#include "../core/internal.h"
 #include "alloc.h"
 
 enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
@@ -154,14 +155,20 @@ static inline void stat_upd(tc_memory_stat *s, int64_t d)
         s->freed -= d;
 }
 
+static inline void stat_grow(tc_memory_stat *s, int64_t d)
+{
+    int64_t c = s->current + d;
+    s->current = c;
+    if (TC_UNLIKELY(c > s->peak))
+        s->peak = c;
+}
+
 /* One of the nine arrays grows by d >= 0 in pool `small`, and the total. */
 static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
 {
-    tc_memory_stat *all = &arr[TC_STAT_ALL], *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
-    all->current += d;
-    all->peak = all->current > all->peak ? all->current : all->peak;
-    p->current += d;
-    p->peak = p->current > p->peak ? p->current : p->peak;
+    tc_memory_stat *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
+    stat_grow(&arr[TC_STAT_ALL], d);
+    stat_grow(p, d);
     p->allocated += d;
 }
 

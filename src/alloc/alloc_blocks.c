@@ -17,42 +17,31 @@
 
 /* ---- block records -------------------------------------------------------- */
 
-blk *tc__blk_new(tc__allocator *a)
+int tc__slab_add(tc__allocator *a)
 {
-    if (TC_UNLIKELY(!a->slab_free)) {
-        enum { N = 256 };
-        if (a->nslabs == a->cap_slabs) {
-            size_t nc = a->cap_slabs ? 2 * a->cap_slabs : 16;
-            void **ns = realloc(a->slabs, nc * sizeof *ns);
-            if (!ns)
-                return NULL;
-            a->slabs = ns;
-            a->cap_slabs = nc;
-        }
-        blk *arr = aligned_alloc(64, N * sizeof *arr); /* one record per line */
-        if (!arr)
-            return NULL;
-        a->slabs[a->nslabs++] = arr;
-        for (int i = N - 1; i >= 0; i--) {
-            arr[i].fnext = a->slab_free;
-            a->slab_free = &arr[i];
-        }
+    enum { N = 256 };
+    if (a->nslabs == a->cap_slabs) {
+        size_t nc = a->cap_slabs ? 2 * a->cap_slabs : 16;
+        void **ns = realloc(a->slabs, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        a->slabs = ns;
+        a->cap_slabs = nc;
     }
-    blk *b = a->slab_free;
-    a->slab_free = b->fnext;
-    memset(b, 0, sizeof *b);
-    return b;
-}
-
-void tc__blk_del(tc__allocator *a, blk *b)
-{
-    b->fnext = a->slab_free;
-    a->slab_free = b;
+    blk *arr = aligned_alloc(64, N * sizeof *arr); /* one record per line */
+    if (!arr)
+        return -1;
+    a->slabs[a->nslabs++] = arr;
+    for (int i = N - 1; i >= 0; i--) {
+        arr[i].fnext = a->slab_free;
+        a->slab_free = &arr[i];
+    }
+    return 0;
 }
 
 /* ---- pointer map ---------------------------------------------------------- */
 
-static int map_grow(tc__allocator *a)
+int tc__map_grow(tc__allocator *a)
 {
     size_t nc = a->map_cap ? a->map_cap * 2 : 4096;
     mapent *nm = calloc(nc, sizeof *nm);
@@ -70,34 +59,6 @@ static int map_grow(tc__allocator *a)
     a->map = nm;
     a->map_cap = nc;
     return 0;
-}
-
-int tc__map_put(tc__allocator *a, blk *b)
-{
-    if (TC_UNLIKELY((a->map_n + 1) * 2 > a->map_cap) && map_grow(a) != 0)
-        return -1;
-    size_t j = hash_addr(b->addr, a->map_cap);
-    while (a->map[j].b)
-        j = (j + 1) & (a->map_cap - 1);
-    a->map[j].addr = b->addr;
-    a->map[j].b = b;
-    a->map_n++;
-    return 0;
-}
-
-void tc__map_remove_at(tc__allocator *a, size_t j)
-{
-    size_t m = a->map_cap - 1;
-    a->map[j].b = NULL;
-    a->map_n--;
-    for (size_t k = (j + 1) & m; a->map[k].b; k = (k + 1) & m) { /* backward shift */
-        size_t h = hash_addr(a->map[k].addr, a->map_cap);
-        if (((k - h) & m) >= ((k - j) & m)) {
-            a->map[j] = a->map[k];
-            a->map[k].b = NULL;
-            j = k;
-        }
-    }
 }
 
 /* ---- bins ----------------------------------------------------------------- */
@@ -142,11 +103,9 @@ blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
     return NULL;
 }
 
-scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
+scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
 {
-    scache *c = a->last_cache[small];
-    if (TC_LIKELY(c && c->stream == stream && c->pool_id == pool_id))
-        return c;
+    scache *c;
     for (c = a->caches; c; c = c->next)
         if (c->stream == stream && c->small == small && c->pool_id == pool_id)
             return a->last_cache[small] = c;

@@ -13,6 +13,7 @@
 #define TCUDA_ALLOC_INTERNAL_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "../core/internal.h"
 #include "alloc.h"
@@ -251,6 +252,70 @@ static inline void tc__bin_remove(scache *c, blk *b)
     b->fnext = NULL;
 }
 
+/* ---- hot helpers, inline (the rest of each lives in alloc_blocks.c) ------- */
+
+int tc__slab_add(tc__allocator *a); /* more spare records; -1 when out of memory */
+int tc__map_grow(tc__allocator *a); /* doubles the map; -1 when out of memory */
+/* The cache of (pool, class, stream), made if new; NULL when out of memory. */
+scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
+
+/* A zeroed record, NULL when out of memory. */
+static inline blk *tc__blk_new(tc__allocator *a)
+{
+    if (TC_UNLIKELY(!a->slab_free) && tc__slab_add(a) != 0)
+        return NULL;
+    blk *b = a->slab_free;
+    a->slab_free = b->fnext;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static inline void tc__blk_del(tc__allocator *a, blk *b)
+{
+    b->fnext = a->slab_free;
+    a->slab_free = b;
+}
+
+/* -1 when out of memory. */
+static inline int tc__map_put(tc__allocator *a, blk *b)
+{
+    if (TC_UNLIKELY((a->map_n + 1) * 2 > a->map_cap) && tc__map_grow(a) != 0)
+        return -1;
+    size_t j = hash_addr(b->addr, a->map_cap);
+    while (a->map[j].b)
+        j = (j + 1) & (a->map_cap - 1);
+    a->map[j].addr = b->addr;
+    a->map[j].b = b;
+    a->map_n++;
+    return 0;
+}
+
+static inline void tc__map_remove_at(tc__allocator *a, size_t j)
+{
+    size_t m = a->map_cap - 1;
+    a->map[j].b = NULL;
+    a->map_n--;
+    for (size_t k = (j + 1) & m; a->map[k].b; k = (k + 1) & m) { /* backward shift */
+        size_t h = hash_addr(a->map[k].addr, a->map_cap);
+        if (((k - h) & m) >= ((k - j) & m)) {
+            a->map[j] = a->map[k];
+            a->map[k].b = NULL;
+            j = k;
+        }
+    }
+}
+
+/* The cache of (pool, class, stream): the last one used for the class, or
+ * found (made) by tc__cache_find; NULL when out of memory. */
+static inline scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small,
+                                    uintptr_t stream)
+{
+    scache *c = a->last_cache[small];
+    if (TC_LIKELY(c && c->stream == stream && c->pool_id == pool_id))
+        return c;
+    return tc__cache_find(a, pool_id, small, stream);
+}
+
 /* inactive_split accounting of a free block entering (+1) or leaving (-1):
  * counted when it does not fill its segment. */
 static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
@@ -271,13 +336,8 @@ static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
 void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
 
 /* alloc_blocks.c */
-blk *tc__blk_new(tc__allocator *a);       /* zeroed record, NULL when out of memory */
-void tc__blk_del(tc__allocator *a, blk *b);
-int tc__map_put(tc__allocator *a, blk *b); /* -1 when out of memory */
-void tc__map_remove_at(tc__allocator *a, size_t j);
 /* Best fit among the cache's usable free blocks, or NULL. */
 blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size);
-scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
 /* Takes free block b out of its bin (in cache c, its segment's) for a
  * request of rs bytes, splitting off the rest when the rules allow; b becomes
  * the allocated part (B_ALLOC). Returns whether b's segment is expandable. */

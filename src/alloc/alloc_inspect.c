@@ -13,14 +13,14 @@
 
 tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     size_t n = 0;
     for (seg *s = a->segs; s; s = s->next)
         n++;
     tc_memory_segment_info *ns =
         realloc(snap->segments, (snap->num_segments + n + 1) * sizeof *ns);
     if (!ns) {
-        pthread_mutex_unlock(&a->mu);
+        tc__mutex_unlock(&a->mu);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
     }
     snap->segments = ns;
@@ -32,7 +32,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
             nb++;
         si->blocks = calloc(nb ? nb : 1, sizeof *si->blocks);
         if (!si->blocks) {
-            pthread_mutex_unlock(&a->mu);
+            tc__mutex_unlock(&a->mu);
             return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
         }
         si->device = a->device;
@@ -59,7 +59,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
         }
         snap->num_segments++;
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return TC_OK;
 }
 
@@ -67,7 +67,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 
 int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     int bad = 0;
     int64_t cnt[9][3] = {{0}};
     size_t nlive = 0, nfree_listed = 0, nfree = 0;
@@ -174,6 +174,6 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                             m->current, cnt[k][p]);
         }
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return bad;
 }

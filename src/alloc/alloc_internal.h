@@ -18,6 +18,38 @@
 #include "../core/internal.h"
 #include "alloc.h"
 
+/* The allocator's lock: on Linux a three-state futex lock (Drepper's
+ * "Futexes are tricky", mutex 3) whose uncontended lock and unlock are one
+ * atomic each, inline; elsewhere a pthread mutex. */
+#if defined(__linux__)
+#include <stdatomic.h>
+typedef struct tc__mutex {
+    atomic_int v; /* 0 free, 1 held, 2 held and maybe waited for */
+} tc__mutex;
+void tc__mutex_wait(tc__mutex *m);
+void tc__mutex_wake(tc__mutex *m);
+static inline void tc__mutex_init(tc__mutex *m) { atomic_init(&m->v, 0); }
+static inline void tc__mutex_destroy(tc__mutex *m) { (void)m; }
+static inline void tc__mutex_lock(tc__mutex *m)
+{
+    int free_ = 0;
+    if (TC_UNLIKELY(!atomic_compare_exchange_strong_explicit(&m->v, &free_, 1, memory_order_acquire,
+                                                             memory_order_relaxed)))
+        tc__mutex_wait(m);
+}
+static inline void tc__mutex_unlock(tc__mutex *m)
+{
+    if (TC_UNLIKELY(atomic_exchange_explicit(&m->v, 0, memory_order_release) == 2))
+        tc__mutex_wake(m);
+}
+#else
+typedef pthread_mutex_t tc__mutex;
+#define tc__mutex_init(m) pthread_mutex_init(m, NULL)
+#define tc__mutex_destroy pthread_mutex_destroy
+#define tc__mutex_lock pthread_mutex_lock
+#define tc__mutex_unlock pthread_mutex_unlock
+#endif
+
 enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
 #define NBINS 384
 #define NWORDS (NBINS / 64)
@@ -112,7 +144,7 @@ typedef struct capture {
 } capture;
 
 struct tc__allocator {
-    pthread_mutex_t mu;
+    tc__mutex mu;
     tc__seg_provider p;
     tc__alloc_config cfg;
     int device;

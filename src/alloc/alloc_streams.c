@@ -69,7 +69,7 @@ void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream)
 
 tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     size_t j = map_find(a, (uintptr_t)ptr);
     tc_status st = TC_OK;
     if (j == SIZE_MAX) {
@@ -96,6 +96,6 @@ tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream)
         if (!have && st == TC_OK)
             u->stream[u->n++] = stream;
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }

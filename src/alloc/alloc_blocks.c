@@ -8,7 +8,11 @@
  * whose slots hold the address beside the record, so probing and shifting
  * read only the map.
  * Block records (one cache line each) come from 64-byte aligned slabs
- * through a free list, so the hot path calls no malloc. */
+ * through a free list, so the hot path calls no malloc.
+ *
+ * What malloc and free run on every call (records, map put/remove, the cache's
+ * lookup, best fit, split) is inline in alloc_internal.h; this file has
+ * the slow halves and the merge that free runs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,47 +65,7 @@ int tc__map_grow(tc__allocator *a)
     return 0;
 }
 
-/* ---- bins ----------------------------------------------------------------- */
-
-static bool usable(const tc__allocator *a, const blk *b, size_t size)
-{
-    if (b->size < size)
-        return false;
-    size_t ms = a->cfg.max_split_size;
-    if (ms != SIZE_MAX) {
-        if (size < ms && b->size >= ms)
-            return false; /* do not split an oversize block for a small request */
-        if (size >= ms && b->size >= size + TC__LARGE_BUFFER)
-            return false; /* too much waste */
-    }
-    return true;
-}
-
-/* Best fit: the smallest usable block in the first bin that has one (lowest
- * address among equals). */
-blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
-{
-    unsigned i = bin_of(size);
-    while (i < NBINS) {
-        unsigned w = i / 64;
-        uint64_t bits = c->bitmap[w] & (~0ull << (i % 64));
-        while (!bits) {
-            if (++w >= NWORDS)
-                return NULL;
-            bits = c->bitmap[w];
-        }
-        i = w * 64 + (unsigned)__builtin_ctzll(bits);
-        blk *best = NULL;
-        for (blk *b = c->bins[i]; b; b = b->fnext)
-            if (usable(a, b, size) && (!best || b->size < best->size ||
-                                       (b->size == best->size && b->addr < best->addr)))
-                best = b;
-        if (best)
-            return best;
-        i++;
-    }
-    return NULL;
-}
+/* ---- caches --------------------------------------------------------------- */
 
 scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
 {
@@ -121,39 +85,6 @@ scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t 
 }
 
 /* ---- split and merge ------------------------------------------------------ */
-
-bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs)
-{
-    bool expandable = b->seg == c->expand; /* without reading the segment */
-    tc__split_stat(a, b, -1);
-    tc__bin_remove(c, b);
-    b->state = B_ALLOC;
-    size_t rem = b->size - rs;
-    bool split;
-    if (expandable)
-        split = rem >= TC__MIN_BLOCK;
-    else
-        split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
-                b->size < a->cfg.max_split_size;
-    if (!split)
-        return expandable;
-    blk *r = tc__blk_new(a);
-    if (!r)
-        return expandable; /* keep the whole block: correct, only less frugal */
-    r->addr = b->addr + rs;
-    r->size = rem;
-    r->seg = b->seg;
-    r->small = b->small;
-    r->prev = b;
-    r->next = b->next;
-    if (b->next)
-        b->next->prev = r;
-    b->next = r;
-    b->size = rs;
-    tc__split_stat(a, r, +1);
-    tc__bin_insert(c, r);
-    return expandable;
-}
 
 void tc__free_block(tc__allocator *a, blk *b)
 {

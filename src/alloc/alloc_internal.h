@@ -2,6 +2,8 @@
  * (internal). The algorithm is split by purpose:
  *   alloc.c             entry points: malloc, free, empty_cache, stats, fraction
  *   alloc_blocks.c      block records, the pointer map, size bins, split/merge
+ *                       (the hot halves are inline below: taking and giving back
+ *                       a record, map put/remove, best fit, split)
  *   alloc_segments.c    whole segments: create, release, make room before growing
  *   alloc_expandable.c  expandable segments: extents, page mapping, unmapping
  *   alloc_streams.c     record_stream and the events that delay reuse
@@ -363,17 +365,89 @@ static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
     }
 }
 
+/* ---- best fit and split: malloc's path, inline (merge is in alloc_blocks.c) */
+
+static inline bool tc__usable(const tc__allocator *a, const blk *b, size_t size)
+{
+    if (b->size < size)
+        return false;
+    size_t ms = a->cfg.max_split_size;
+    if (ms != SIZE_MAX) {
+        if (size < ms && b->size >= ms)
+            return false; /* do not split an oversize block for a small request */
+        if (size >= ms && b->size >= size + TC__LARGE_BUFFER)
+            return false; /* too much waste */
+    }
+    return true;
+}
+
+/* Best fit: the smallest usable block in the first bin that has one (lowest
+ * address among equals). */
+static inline blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
+{
+    unsigned i = bin_of(size);
+    while (i < NBINS) {
+        unsigned w = i / 64;
+        uint64_t bits = c->bitmap[w] & (~0ull << (i % 64));
+        while (!bits) {
+            if (++w >= NWORDS)
+                return NULL;
+            bits = c->bitmap[w];
+        }
+        i = w * 64 + (unsigned)__builtin_ctzll(bits);
+        blk *best = NULL;
+        for (blk *b = c->bins[i]; b; b = b->fnext)
+            if (tc__usable(a, b, size) && (!best || b->size < best->size ||
+                                           (b->size == best->size && b->addr < best->addr)))
+                best = b;
+        if (best)
+            return best;
+        i++;
+    }
+    return NULL;
+}
+
+/* Takes free block b out of its bin (in cache c, its segment's) for a
+ * request of rs bytes, splitting off the rest when the rules allow; b becomes
+ * the allocated part (B_ALLOC). Returns whether b's segment is expandable. */
+static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs)
+{
+    bool expandable = b->seg == c->expand; /* without reading the segment */
+    tc__split_stat(a, b, -1);
+    tc__bin_remove(c, b);
+    b->state = B_ALLOC;
+    size_t rem = b->size - rs;
+    bool split;
+    if (expandable)
+        split = rem >= TC__MIN_BLOCK;
+    else
+        split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
+                b->size < a->cfg.max_split_size;
+    if (!split)
+        return expandable;
+    blk *r = tc__blk_new(a);
+    if (!r)
+        return expandable; /* keep the whole block: correct, only less frugal */
+    r->addr = b->addr + rs;
+    r->size = rem;
+    r->seg = b->seg;
+    r->small = b->small;
+    r->prev = b;
+    r->next = b->next;
+    if (b->next)
+        b->next->prev = r;
+    b->next = r;
+    b->size = rs;
+    tc__split_stat(a, r, +1);
+    tc__bin_insert(c, r);
+    return expandable;
+}
+
 /* alloc.c */
 /* a->st as reported (see "statistics" above). */
 void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
 
 /* alloc_blocks.c */
-/* Best fit among the cache's usable free blocks, or NULL. */
-blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size);
-/* Takes free block b out of its bin (in cache c, its segment's) for a
- * request of rs bytes, splitting off the rest when the rules allow; b becomes
- * the allocated part (B_ALLOC). Returns whether b's segment is expandable. */
-bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs);
 /* Frees a block back into its cache, merging with free neighbours. */
 void tc__free_block(tc__allocator *a, blk *b);
 

@@ -21,6 +21,34 @@
 #include "../core/internal.h"
 #include "alloc_internal.h"
 
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The lock's slow path: spin a little, then sleep on the futex, marking the
+ * lock as waited for (2) so that its unlock wakes a sleeper. */
+void tc__mutex_wait(tc__mutex *m)
+{
+    for (int i = 0; i < 100; i++) {
+        int free_ = 0;
+        if (atomic_load_explicit(&m->v, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&m->v, &free_, 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
+#endif
+    }
+    while (atomic_exchange_explicit(&m->v, 2, memory_order_acquire) != 0)
+        syscall(SYS_futex, &m->v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+}
+
+void tc__mutex_wake(tc__mutex *m) { syscall(SYS_futex, &m->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+#endif
+
 static size_t mem_total(tc__allocator *a)
 {
     size_t fr = 0, tot = 0;
@@ -35,7 +63,7 @@ tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_con
     tc__allocator *a = calloc(1, sizeof *a);
     if (!a)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory creating an allocator");
-    pthread_mutex_init(&a->mu, NULL);
+    tc__mutex_init(&a->mu);
     a->p = *provider;
     a->cfg = *cfg;
     a->device = device;
@@ -54,7 +82,8 @@ void tc__alloc_destroy(tc__allocator *a)
     while (a->segs) {
         seg *s = a->segs;
         for (blk *b = s->head; b; b = b->next)
-            free(b->uses);
+            if (b->state != B_FREE)
+                free(b->uses);
         a->segs = s->next;
         if (s->expandable)
             tc__exp_release(a, s);
@@ -77,7 +106,7 @@ void tc__alloc_destroy(tc__allocator *a)
     free(a->slabs);
     free(a->map);
     free(a->pend);
-    pthread_mutex_destroy(&a->mu);
+    tc__mutex_destroy(&a->mu);
     free(a);
 }
 
@@ -123,8 +152,7 @@ static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
         }
         TC_TRY(tc__new_segment(a, rs, c, &b));
     }
-    tc__block_take(a, b, rs);
-    if (b->seg->expandable) {
+    if (tc__block_take(a, c, b, rs)) {
         size_t need = tc__exp_unmapped_bytes(a, b);
         if (need) {
             tc__make_room(a, need);
@@ -167,13 +195,13 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
         tc__free_block(a, b);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for the allocator's map");
     }
-    stat2(a->st.allocation, small, 1);
-    stat2(a->st.allocated_bytes, small, (int64_t)b->size);
-    stat2(a->st.active, small, 1);
-    stat2(a->st.active_bytes, small, (int64_t)b->size);
+    stat2_add(a->st.allocation, small, 1);
+    stat2_add(a->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_add(a->st.active, small, 1);
+    stat2_add(a->st.active_bytes, small, (int64_t)b->size);
     if ((size_t)a->st.active_bytes[0].current > a->peak_active)
         a->peak_active = (size_t)a->st.active_bytes[0].current;
-    stat2(a->st.requested_bytes, small, (int64_t)size);
+    stat2_add(a->st.requested_bytes, small, (int64_t)size);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, 1);
     *out = (void *)b->addr;
@@ -189,9 +217,9 @@ tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void
     if (size > ((size_t)1 << 56))
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tried to allocate %zu bytes: more than any "
                         "device can hold", size);
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc_status st = malloc_locked(a, size, stream, out);
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }
 
@@ -211,93 +239,109 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     *owned = true;
     if (!ptr)
         return;
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) {
-        pthread_mutex_unlock(&a->mu);
+        tc__mutex_unlock(&a->mu);
         *owned = false;
         return;
     }
-    blk *b = a->map[j];
+    blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
-    stat2(a->st.allocation, small, -1);
-    stat2(a->st.allocated_bytes, small, -(int64_t)b->size);
-    stat2(a->st.requested_bytes, small, -(int64_t)b->requested);
+    stat2_sub(a->st.allocation, small, 1);
+    stat2_sub(a->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_sub(a->st.requested_bytes, small, (int64_t)b->requested);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, -1);
-    if (TC_UNLIKELY(b->nuses != 0)) {
+    if (TC_UNLIKELY(b->uses != NULL)) {
         b->state = B_PENDING;
-        for (unsigned i = 0; i < b->nuses; i++)
-            tc__push_pending(a, b, b->uses[i]);
+        for (unsigned i = 0; i < b->uses->n; i++)
+            tc__push_pending(a, b, b->uses->stream[i]);
     }
-    if (b->pending == 0) {
-        stat2(a->st.active, small, -1);
-        stat2(a->st.active_bytes, small, -(int64_t)b->size);
+    if (!b->uses || b->uses->pending == 0) {
+        stat2_sub(a->st.active, small, 1);
+        stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
         tc__free_block(a, b);
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
 }
 
 bool tc__alloc_owns(tc__allocator *a, const void *ptr)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     bool r = map_find(a, (uintptr_t)ptr) != SIZE_MAX;
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return r;
 }
 
 void tc__alloc_empty_cache(tc__allocator *a)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc__process_events(a, true);
     tc__release_cached(a, 0, false);
     if (a->cfg.expandable_segments)
         tc__exp_unmap_free(a, SIZE_MAX);
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
+}
+
+/* The nine per-pool arrays at the start of struct tc_memory_stats, as one
+ * run of tc_memory_stat. */
+#define NARRAY_STATS (offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat))
+
+void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out)
+{
+    *out = a->st;
+    tc_memory_stat *s = (tc_memory_stat *)out;
+    for (size_t k = 0; k < NARRAY_STATS; k += TC_STAT_POOLS) {
+        for (int p = TC_STAT_SMALL_POOL; p <= TC_STAT_LARGE_POOL; p++)
+            s[k + p].freed += s[k + p].allocated - s[k + p].current;
+        s[k].allocated = s[k + 1].allocated + s[k + 2].allocated;
+        s[k].freed = s[k + 1].freed + s[k + 2].freed;
+    }
 }
 
 void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out)
 {
-    pthread_mutex_lock(&a->mu);
-    *out = a->st;
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_lock(&a->mu);
+    tc__stats_read(a, out);
+    tc__mutex_unlock(&a->mu);
 }
 
 static void reset_peak(tc_memory_stat *s) { s->peak = s->current; }
 
 void tc__alloc_reset_peak(tc__allocator *a)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc_memory_stat *all = (tc_memory_stat *)&a->st;
-    size_t n = offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < NARRAY_STATS; i++)
         reset_peak(&all[i]);
     reset_peak(&a->st.oversize_allocations);
     reset_peak(&a->st.oversize_segments);
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
 }
 
 void tc__alloc_reset_accumulated(tc__allocator *a)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc_memory_stat *all = (tc_memory_stat *)&a->st;
-    size_t n = offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat);
-    for (size_t i = 0; i < n; i++)
-        all[i].allocated = all[i].freed = 0;
+    for (size_t i = 0; i < NARRAY_STATS; i++) { /* as kept: see stat2 */
+        all[i].allocated = 0;
+        all[i].freed = all[i].current;
+    }
     a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
     a->st.num_device_alloc = a->st.num_device_free = 0;
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
 }
 
 tc_status tc__alloc_set_fraction(tc__allocator *a, double fraction)
 {
     TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0,
                  "memory fraction %g is outside [0, 1]", fraction);
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     a->fraction = fraction;
     size_t tot = mem_total(a);
     a->limit = fraction >= 1.0 || tot == 0 ? SIZE_MAX : (size_t)(fraction * (double)tot);
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return TC_OK;
 }

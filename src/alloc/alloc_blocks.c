@@ -4,9 +4,15 @@
  * it exactly. Free blocks sit in their (pool, class, stream) cache's size
  * bins: log2 classes with 8 steps each, and a bitmap that finds the next
  * non-empty bin, so best fit costs a short scan. Live blocks are found by
- * address in an open-addressing map (linear probing, backward-shift delete).
- * Block records come from slabs through a free list, so the hot path calls
- * no malloc. */
+ * address in an open-addressing map (linear probing, backward-shift delete)
+ * whose slots hold the address beside the record, so probing and shifting
+ * read only the map.
+ * Block records (one cache line each) come from 64-byte aligned slabs
+ * through a free list, so the hot path calls no malloc.
+ *
+ * What malloc and free run on every call (records, map put/remove, the cache's
+ * lookup, best fit, split) is inline in alloc_internal.h; this file has
+ * the slow halves and the merge that free runs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,55 +21,43 @@
 
 /* ---- block records -------------------------------------------------------- */
 
-blk *tc__blk_new(tc__allocator *a)
+int tc__slab_add(tc__allocator *a)
 {
-    if (TC_UNLIKELY(!a->slab_free)) {
-        enum { N = 256 };
-        if (a->nslabs == a->cap_slabs) {
-            size_t nc = a->cap_slabs ? 2 * a->cap_slabs : 16;
-            void **ns = realloc(a->slabs, nc * sizeof *ns);
-            if (!ns)
-                return NULL;
-            a->slabs = ns;
-            a->cap_slabs = nc;
-        }
-        blk *arr = calloc(N, sizeof *arr);
-        if (!arr)
-            return NULL;
-        a->slabs[a->nslabs++] = arr;
-        for (int i = N - 1; i >= 0; i--) {
-            arr[i].fnext = a->slab_free;
-            a->slab_free = &arr[i];
-        }
+    enum { N = 256 };
+    if (a->nslabs == a->cap_slabs) {
+        size_t nc = a->cap_slabs ? 2 * a->cap_slabs : 16;
+        void **ns = realloc(a->slabs, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        a->slabs = ns;
+        a->cap_slabs = nc;
     }
-    blk *b = a->slab_free;
-    a->slab_free = b->fnext;
-    memset(b, 0, sizeof *b);
-    return b;
-}
-
-void tc__blk_del(tc__allocator *a, blk *b)
-{
-    b->fnext = a->slab_free;
-    a->slab_free = b;
+    blk *arr = aligned_alloc(64, N * sizeof *arr); /* one record per line */
+    if (!arr)
+        return -1;
+    a->slabs[a->nslabs++] = arr;
+    for (int i = N - 1; i >= 0; i--) {
+        arr[i].fnext = a->slab_free;
+        a->slab_free = &arr[i];
+    }
+    return 0;
 }
 
 /* ---- pointer map ---------------------------------------------------------- */
 
-static int map_grow(tc__allocator *a)
+int tc__map_grow(tc__allocator *a)
 {
     size_t nc = a->map_cap ? a->map_cap * 2 : 4096;
-    blk **nm = calloc(nc, sizeof *nm);
+    mapent *nm = calloc(nc, sizeof *nm);
     if (!nm)
         return -1;
     for (size_t i = 0; i < a->map_cap; i++) {
-        blk *b = a->map[i];
-        if (!b)
+        if (!a->map[i].b)
             continue;
-        size_t j = hash_addr(b->addr, nc);
-        while (nm[j])
+        size_t j = hash_addr(a->map[i].addr, nc);
+        while (nm[j].b)
             j = (j + 1) & (nc - 1);
-        nm[j] = b;
+        nm[j] = a->map[i];
     }
     free(a->map);
     a->map = nm;
@@ -71,83 +65,14 @@ static int map_grow(tc__allocator *a)
     return 0;
 }
 
-int tc__map_put(tc__allocator *a, blk *b)
-{
-    if (TC_UNLIKELY((a->map_n + 1) * 2 > a->map_cap) && map_grow(a) != 0)
-        return -1;
-    size_t j = hash_addr(b->addr, a->map_cap);
-    while (a->map[j])
-        j = (j + 1) & (a->map_cap - 1);
-    a->map[j] = b;
-    a->map_n++;
-    return 0;
-}
+/* ---- caches --------------------------------------------------------------- */
 
-void tc__map_remove_at(tc__allocator *a, size_t j)
+scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
 {
-    size_t m = a->map_cap - 1;
-    a->map[j] = NULL;
-    a->map_n--;
-    for (size_t k = (j + 1) & m; a->map[k]; k = (k + 1) & m) { /* backward shift */
-        size_t h = hash_addr(a->map[k]->addr, a->map_cap);
-        if (((k - h) & m) >= ((k - j) & m)) {
-            a->map[j] = a->map[k];
-            a->map[k] = NULL;
-            j = k;
-        }
-    }
-}
-
-/* ---- bins ----------------------------------------------------------------- */
-
-static bool usable(const tc__allocator *a, const blk *b, size_t size)
-{
-    if (b->size < size)
-        return false;
-    size_t ms = a->cfg.max_split_size;
-    if (ms != SIZE_MAX) {
-        if (size < ms && b->size >= ms)
-            return false; /* do not split an oversize block for a small request */
-        if (size >= ms && b->size >= size + TC__LARGE_BUFFER)
-            return false; /* too much waste */
-    }
-    return true;
-}
-
-/* Best fit: the smallest usable block in the first bin that has one (lowest
- * address among equals). */
-blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
-{
-    unsigned i = bin_of(size);
-    while (i < NBINS) {
-        unsigned w = i / 64;
-        uint64_t bits = c->bitmap[w] & (~0ull << (i % 64));
-        while (!bits) {
-            if (++w >= NWORDS)
-                return NULL;
-            bits = c->bitmap[w];
-        }
-        i = w * 64 + (unsigned)__builtin_ctzll(bits);
-        blk *best = NULL;
-        for (blk *b = c->bins[i]; b; b = b->fnext)
-            if (usable(a, b, size) && (!best || b->size < best->size ||
-                                       (b->size == best->size && b->addr < best->addr)))
-                best = b;
-        if (best)
-            return best;
-        i++;
-    }
-    return NULL;
-}
-
-scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
-{
-    scache *c = a->last_cache;
-    if (c && c->stream == stream && c->small == small && c->pool_id == pool_id)
-        return c;
+    scache *c;
     for (c = a->caches; c; c = c->next)
         if (c->stream == stream && c->small == small && c->pool_id == pool_id)
-            return a->last_cache = c;
+            return a->last_cache[small] = c;
     c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -156,53 +81,18 @@ scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t s
     c->pool_id = pool_id;
     c->next = a->caches;
     a->caches = c;
-    return a->last_cache = c;
+    return a->last_cache[small] = c;
 }
 
 /* ---- split and merge ------------------------------------------------------ */
-
-void tc__block_take(tc__allocator *a, blk *b, size_t rs)
-{
-    scache *c = b->seg->sc;
-    tc__split_stat(a, b, -1);
-    tc__bin_remove(c, b);
-    b->state = B_ALLOC;
-    size_t rem = b->size - rs;
-    bool split;
-    if (b->seg->expandable)
-        split = rem >= TC__MIN_BLOCK;
-    else
-        split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
-                b->size < a->cfg.max_split_size;
-    if (!split)
-        return;
-    blk *r = tc__blk_new(a);
-    if (!r)
-        return; /* keep the whole block: correct, only less frugal */
-    r->addr = b->addr + rs;
-    r->size = rem;
-    r->seg = b->seg;
-    r->small = b->small;
-    r->prev = b;
-    r->next = b->next;
-    if (b->next)
-        b->next->prev = r;
-    b->next = r;
-    b->size = rs;
-    tc__split_stat(a, r, +1);
-    tc__bin_insert(c, r);
-}
 
 void tc__free_block(tc__allocator *a, blk *b)
 {
     seg *s = b->seg;
     scache *c = s->sc;
     b->state = B_FREE;
-    if (TC_UNLIKELY(b->uses != NULL)) {
-        free(b->uses);
-        b->uses = NULL;
-    }
-    b->nuses = b->cap_uses = 0;
+    if (TC_UNLIKELY(b->uses != NULL))
+        free(b->uses); /* b->uses is overwritten below: b joins a bin or the free list */
     blk *n;
     if ((n = b->prev) && n->state == B_FREE) {
         tc__split_stat(a, n, -1);

@@ -13,14 +13,14 @@
 
 tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     size_t n = 0;
     for (seg *s = a->segs; s; s = s->next)
         n++;
     tc_memory_segment_info *ns =
         realloc(snap->segments, (snap->num_segments + n + 1) * sizeof *ns);
     if (!ns) {
-        pthread_mutex_unlock(&a->mu);
+        tc__mutex_unlock(&a->mu);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
     }
     snap->segments = ns;
@@ -32,7 +32,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
             nb++;
         si->blocks = calloc(nb ? nb : 1, sizeof *si->blocks);
         if (!si->blocks) {
-            pthread_mutex_unlock(&a->mu);
+            tc__mutex_unlock(&a->mu);
             return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
         }
         si->device = a->device;
@@ -59,7 +59,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
         }
         snap->num_segments++;
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return TC_OK;
 }
 
@@ -67,7 +67,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 
 int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     int bad = 0;
     int64_t cnt[9][3] = {{0}};
     size_t nlive = 0, nfree_listed = 0, nfree = 0;
@@ -75,6 +75,9 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
     for (seg *s = a->segs; s && !bad; s = s->next) {
         int pi = s->sc->small ? 1 : 2;
         cnt[SEGN][pi]++;
+        if (s->expandable != (s->sc->expand == s))
+            bad = FAILC("segment %#lx: expandable but not its cache's expand, or the reverse",
+                        (unsigned long)s->addr);
         if (s->expandable) {
             size_t g = a->p.granularity, n = 0, npages = s->size / g;
             if (s->size % g || s->size > s->va_size)
@@ -162,11 +165,13 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
         bad = FAILC("%zu free blocks but %zu listed in bins", nfree, nfree_listed);
     if (!bad && nlive != a->map_n)
         bad = FAILC("%zu live blocks but %zu in the map", nlive, a->map_n);
-    const tc_memory_stat *arrs[9] = {a->st.allocation,    a->st.segment,
-                                     a->st.active,        a->st.inactive_split,
-                                     a->st.allocated_bytes, a->st.reserved_bytes,
-                                     a->st.active_bytes,  a->st.inactive_split_bytes,
-                                     a->st.requested_bytes};
+    struct tc_memory_stats st;
+    tc__stats_read(a, &st);
+    const tc_memory_stat *arrs[9] = {st.allocation,      st.segment,
+                                     st.active,          st.inactive_split,
+                                     st.allocated_bytes, st.reserved_bytes,
+                                     st.active_bytes,    st.inactive_split_bytes,
+                                     st.requested_bytes};
     for (int k = 0; k < 9 && !bad; k++) {
         cnt[k][0] = cnt[k][1] + cnt[k][2];
         for (int p = 0; p < 3 && !bad; p++) {
@@ -177,6 +182,6 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                             m->current, cnt[k][p]);
         }
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return bad;
 }

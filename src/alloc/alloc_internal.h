@@ -2,6 +2,8 @@
  * (internal). The algorithm is split by purpose:
  *   alloc.c             entry points: malloc, free, empty_cache, stats, fraction
  *   alloc_blocks.c      block records, the pointer map, size bins, split/merge
+ *                       (the hot halves are inline below: taking and giving back
+ *                       a record, map put/remove, best fit, split)
  *   alloc_segments.c    whole segments: create, release, make room before growing
  *   alloc_expandable.c  expandable segments: extents, page mapping, unmapping
  *   alloc_streams.c     record_stream and the events that delay reuse
@@ -13,8 +15,42 @@
 #define TCUDA_ALLOC_INTERNAL_H
 
 #include <pthread.h>
+#include <string.h>
 
+#include "../core/internal.h"
 #include "alloc.h"
+
+/* The allocator's lock: on Linux a three-state futex lock (Drepper's
+ * "Futexes are tricky", mutex 3) whose uncontended lock and unlock are one
+ * atomic each, inline; elsewhere a pthread mutex. */
+#if defined(__linux__)
+#include <stdatomic.h>
+typedef struct tc__mutex {
+    atomic_int v; /* 0 free, 1 held, 2 held and maybe waited for */
+} tc__mutex;
+void tc__mutex_wait(tc__mutex *m);
+void tc__mutex_wake(tc__mutex *m);
+static inline void tc__mutex_init(tc__mutex *m) { atomic_init(&m->v, 0); }
+static inline void tc__mutex_destroy(tc__mutex *m) { (void)m; }
+static inline void tc__mutex_lock(tc__mutex *m)
+{
+    int free_ = 0;
+    if (TC_UNLIKELY(!atomic_compare_exchange_strong_explicit(&m->v, &free_, 1, memory_order_acquire,
+                                                             memory_order_relaxed)))
+        tc__mutex_wait(m);
+}
+static inline void tc__mutex_unlock(tc__mutex *m)
+{
+    if (TC_UNLIKELY(atomic_exchange_explicit(&m->v, 0, memory_order_release) == 2))
+        tc__mutex_wake(m);
+}
+#else
+typedef pthread_mutex_t tc__mutex;
+#define tc__mutex_init(m) pthread_mutex_init(m, NULL)
+#define tc__mutex_destroy pthread_mutex_destroy
+#define tc__mutex_lock pthread_mutex_lock
+#define tc__mutex_unlock pthread_mutex_unlock
+#endif
 
 enum { B_FREE = 0, B_ALLOC = 1, B_PENDING = 2 };
 #define NBINS 384
@@ -24,19 +60,38 @@ typedef struct blk blk;
 typedef struct seg seg;
 typedef struct scache scache;
 
+/* Extra streams of a live block (record_stream), malloc'd on the first one;
+ * freed with the block. */
+typedef struct blk_uses {
+    int pending;     /* events still to complete before the block is free */
+    unsigned n, cap; /* streams in use, room in stream */
+    uintptr_t stream[];
+} blk_uses;
+
+/* A block record: exactly one 64-byte line (slabs are 64-byte aligned), so
+ * malloc and free touch one line per block. Fields the hot path does not
+ * need live in blk_uses; the bin links and the live-block fields share
+ * space, since a block is either free (in a bin) or not. */
 struct blk {
     uintptr_t addr;
-    size_t size, requested;
-    blk *prev, *next;   /* address neighbours in the segment */
-    blk *fprev, *fnext; /* bin list (free) or slab free list */
+    size_t size;
+    blk *prev, *next; /* address neighbours in the segment */
+    union {
+        struct {                /* free (or on the slab free list): */
+            blk **fpprev;       /* bin list: the link that points here */
+            blk *fnext;         /* bin list, or slab free list */
+        };
+        struct {                /* allocated or pending: */
+            size_t requested;   /* bytes asked for (B_ALLOC only) */
+            blk_uses *uses;     /* extra streams, or NULL */
+        };
+    };
     seg *seg;
-    uintptr_t *uses;    /* extra streams from record_stream (malloc'd), or NULL */
-    unsigned nuses, cap_uses;
     unsigned short bin;
     unsigned char state;
     unsigned char small; /* copy of seg->sc->small, to spare the hot path two loads */
-    int pending;        /* events still to complete before the block is free */
 };
+_Static_assert(sizeof(blk) == 64, "a block record is one cache line");
 
 struct scache { /* free blocks of one (pool, class, stream) */
     uintptr_t stream;
@@ -44,7 +99,8 @@ struct scache { /* free blocks of one (pool, class, stream) */
     uint64_t pool_id;
     uint64_t bitmap[NWORDS];
     blk *bins[NBINS];
-    seg *expand; /* this cache's expandable segment, if any */
+    seg *expand; /* this cache's expandable segment, if any; a segment is
+                  * expandable exactly when it is its cache's expand */
     scache *next;
 };
 
@@ -77,6 +133,11 @@ typedef struct pool {
     struct pool *next;
 } pool;
 
+typedef struct mapent { /* a pointer-map slot; empty when b is NULL */
+    uintptr_t addr;      /* b->addr, kept here so probing reads only the map */
+    blk *b;
+} mapent;
+
 typedef struct pend {
     void *event;
     blk *b;
@@ -88,7 +149,7 @@ typedef struct capture {
 } capture;
 
 struct tc__allocator {
-    pthread_mutex_t mu;
+    tc__mutex mu;
     tc__seg_provider p;
     tc__alloc_config cfg;
     int device;
@@ -98,13 +159,14 @@ struct tc__allocator {
     size_t peak_active; /* the most ever active (idem) */
     struct tc_memory_stats st;
     seg *segs;
-    scache *caches, *last_cache;
+    scache *caches;
+    scache *last_cache[2]; /* the last cache used, by class (small or not) */
     pool *pools;
     capture caps[16];
     int ncaps;
     pend *pend;
     size_t npend, cap_pend;
-    blk **map; /* open addressing by addr */
+    mapent *map; /* live blocks, open addressing by addr */
     size_t map_cap, map_n;
     blk *slab_free;
     void **slabs;
@@ -112,7 +174,13 @@ struct tc__allocator {
     uint64_t tick;
 };
 
-/* ---- statistics ----------------------------------------------------------- */
+/* ---- statistics -----------------------------------------------------------
+ * The nine per-pool arrays of a->st (allocation .. requested_bytes) are kept
+ * so that an update writes little: each pool's entry holds current, peak and
+ * allocated as reported, but in `freed` the reported freed - allocated +
+ * current, so a decrease writes current alone; the TC_STAT_ALL entry holds
+ * current and peak only (its allocated and freed are the pools' sums).
+ * tc__stats_read gives the reported numbers. The other stats are plain. */
 
 static inline void stat_upd(tc_memory_stat *s, int64_t d)
 {
@@ -125,10 +193,36 @@ static inline void stat_upd(tc_memory_stat *s, int64_t d)
         s->freed -= d;
 }
 
+static inline void stat_grow(tc_memory_stat *s, int64_t d)
+{
+    int64_t c = s->current + d;
+    s->current = c;
+    if (TC_UNLIKELY(c > s->peak))
+        s->peak = c;
+}
+
+/* One of the nine arrays grows by d >= 0 in pool `small`, and the total. */
+static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
+{
+    tc_memory_stat *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
+    stat_grow(&arr[TC_STAT_ALL], d);
+    stat_grow(p, d);
+    p->allocated += d;
+}
+
+/* One of the nine arrays shrinks by d >= 0. */
+static inline void stat2_sub(tc_memory_stat *arr, int small, int64_t d)
+{
+    arr[TC_STAT_ALL].current -= d;
+    arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL].current -= d;
+}
+
 static inline void stat2(tc_memory_stat *arr, int small, int64_t d)
 {
-    stat_upd(&arr[TC_STAT_ALL], d);
-    stat_upd(&arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL], d);
+    if (d > 0)
+        stat2_add(arr, small, d);
+    else
+        stat2_sub(arr, small, -d);
 }
 
 /* Reserved bytes changed by d; keeps a->high. */
@@ -160,22 +254,26 @@ static inline size_t map_find(const tc__allocator *a, uintptr_t addr)
     if (!a->map_cap)
         return SIZE_MAX;
     size_t m = a->map_cap - 1, j = hash_addr(addr, a->map_cap);
-    while (a->map[j]) {
-        if (a->map[j]->addr == addr)
+    while (a->map[j].b) {
+        if (a->map[j].addr == addr)
             return j;
         j = (j + 1) & m;
     }
     return SIZE_MAX;
 }
 
+/* The bin lists are singly linked forward, each block holding the address of
+ * the link that points to it (the bin's head or the previous block's fnext),
+ * so insert and remove need no branch: a missing neighbour is written
+ * through a scratch link instead. */
 static inline void tc__bin_insert(scache *c, blk *b)
 {
     unsigned i = bin_of(b->size);
+    blk *h = c->bins[i], **scratch;
     b->bin = (unsigned short)i;
-    b->fprev = NULL;
-    b->fnext = c->bins[i];
-    if (c->bins[i])
-        c->bins[i]->fprev = b;
+    b->fpprev = &c->bins[i];
+    b->fnext = h;
+    *(h ? &h->fpprev : &scratch) = &b->fnext;
     c->bins[i] = b;
     c->bitmap[i / 64] |= 1ull << (i % 64);
 }
@@ -183,15 +281,76 @@ static inline void tc__bin_insert(scache *c, blk *b)
 static inline void tc__bin_remove(scache *c, blk *b)
 {
     unsigned i = b->bin;
-    if (b->fprev)
-        b->fprev->fnext = b->fnext;
-    else
-        c->bins[i] = b->fnext;
-    if (b->fnext)
-        b->fnext->fprev = b->fprev;
-    if (!c->bins[i])
-        c->bitmap[i / 64] &= ~(1ull << (i % 64));
-    b->fprev = b->fnext = NULL;
+    blk *n = b->fnext, **scratch;
+    *b->fpprev = n;
+    *(n ? &n->fpprev : &scratch) = b->fpprev;
+    c->bitmap[i / 64] &= ~((uint64_t)(c->bins[i] == NULL) << (i % 64));
+    b->fpprev = NULL;
+    b->fnext = NULL;
+}
+
+/* ---- hot helpers, inline (the rest of each lives in alloc_blocks.c) ------- */
+
+int tc__slab_add(tc__allocator *a); /* more spare records; -1 when out of memory */
+int tc__map_grow(tc__allocator *a); /* doubles the map; -1 when out of memory */
+/* The cache of (pool, class, stream), made if new; NULL when out of memory. */
+scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
+
+/* A zeroed record, NULL when out of memory. */
+static inline blk *tc__blk_new(tc__allocator *a)
+{
+    if (TC_UNLIKELY(!a->slab_free) && tc__slab_add(a) != 0)
+        return NULL;
+    blk *b = a->slab_free;
+    a->slab_free = b->fnext;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static inline void tc__blk_del(tc__allocator *a, blk *b)
+{
+    b->fnext = a->slab_free;
+    a->slab_free = b;
+}
+
+/* -1 when out of memory. */
+static inline int tc__map_put(tc__allocator *a, blk *b)
+{
+    if (TC_UNLIKELY((a->map_n + 1) * 2 > a->map_cap) && tc__map_grow(a) != 0)
+        return -1;
+    size_t j = hash_addr(b->addr, a->map_cap);
+    while (a->map[j].b)
+        j = (j + 1) & (a->map_cap - 1);
+    a->map[j].addr = b->addr;
+    a->map[j].b = b;
+    a->map_n++;
+    return 0;
+}
+
+static inline void tc__map_remove_at(tc__allocator *a, size_t j)
+{
+    size_t m = a->map_cap - 1;
+    a->map[j].b = NULL;
+    a->map_n--;
+    for (size_t k = (j + 1) & m; a->map[k].b; k = (k + 1) & m) { /* backward shift */
+        size_t h = hash_addr(a->map[k].addr, a->map_cap);
+        if (((k - h) & m) >= ((k - j) & m)) {
+            a->map[j] = a->map[k];
+            a->map[k].b = NULL;
+            j = k;
+        }
+    }
+}
+
+/* The cache of (pool, class, stream): the last one used for the class, or
+ * found (made) by tc__cache_find; NULL when out of memory. */
+static inline scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small,
+                                    uintptr_t stream)
+{
+    scache *c = a->last_cache[small];
+    if (TC_LIKELY(c && c->stream == stream && c->pool_id == pool_id))
+        return c;
+    return tc__cache_find(a, pool_id, small, stream);
 }
 
 /* inactive_split accounting of a free block entering (+1) or leaving (-1):
@@ -199,22 +358,99 @@ static inline void tc__bin_remove(scache *c, blk *b)
 static inline void tc__split_stat(tc__allocator *a, blk *b, int dir)
 {
     if (b->prev || b->next) {
-        stat2(a->st.inactive_split, b->small, dir);
-        stat2(a->st.inactive_split_bytes, b->small, dir * (int64_t)b->size);
+        if (dir > 0) {
+            stat2_add(a->st.inactive_split, b->small, 1);
+            stat2_add(a->st.inactive_split_bytes, b->small, (int64_t)b->size);
+        } else {
+            stat2_sub(a->st.inactive_split, b->small, 1);
+            stat2_sub(a->st.inactive_split_bytes, b->small, (int64_t)b->size);
+        }
     }
 }
 
+/* ---- best fit and split: malloc's path, inline (merge is in alloc_blocks.c) */
+
+static inline bool tc__usable(const tc__allocator *a, const blk *b, size_t size)
+{
+    if (b->size < size)
+        return false;
+    size_t ms = a->cfg.max_split_size;
+    if (ms != SIZE_MAX) {
+        if (size < ms && b->size >= ms)
+            return false; /* do not split an oversize block for a small request */
+        if (size >= ms && b->size >= size + TC__LARGE_BUFFER)
+            return false; /* too much waste */
+    }
+    return true;
+}
+
+/* Best fit: the smallest usable block in the first bin that has one (lowest
+ * address among equals). */
+static inline blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
+{
+    unsigned i = bin_of(size);
+    while (i < NBINS) {
+        unsigned w = i / 64;
+        uint64_t bits = c->bitmap[w] & (~0ull << (i % 64));
+        while (!bits) {
+            if (++w >= NWORDS)
+                return NULL;
+            bits = c->bitmap[w];
+        }
+        i = w * 64 + (unsigned)__builtin_ctzll(bits);
+        blk *best = NULL;
+        for (blk *b = c->bins[i]; b; b = b->fnext)
+            if (tc__usable(a, b, size) && (!best || b->size < best->size ||
+                                           (b->size == best->size && b->addr < best->addr)))
+                best = b;
+        if (best)
+            return best;
+        i++;
+    }
+    return NULL;
+}
+
+/* Takes free block b out of its bin (in cache c, its segment's) for a
+ * request of rs bytes, splitting off the rest when the rules allow; b becomes
+ * the allocated part (B_ALLOC). Returns whether b's segment is expandable. */
+static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs)
+{
+    bool expandable = b->seg == c->expand; /* without reading the segment */
+    tc__split_stat(a, b, -1);
+    tc__bin_remove(c, b);
+    b->state = B_ALLOC;
+    size_t rem = b->size - rs;
+    bool split;
+    if (expandable)
+        split = rem >= TC__MIN_BLOCK;
+    else
+        split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
+                b->size < a->cfg.max_split_size;
+    if (!split)
+        return expandable;
+    blk *r = tc__blk_new(a);
+    if (!r)
+        return expandable; /* keep the whole block: correct, only less frugal */
+    r->addr = b->addr + rs;
+    r->size = rem;
+    r->seg = b->seg;
+    r->small = b->small;
+    r->prev = b;
+    r->next = b->next;
+    if (b->next)
+        b->next->prev = r;
+    b->next = r;
+    b->size = rs;
+    tc__split_stat(a, r, +1);
+    tc__bin_insert(c, r);
+    return expandable;
+}
+
+/* alloc.c */
+/* a->st as reported (see "statistics" above). */
+void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
+
 /* alloc_blocks.c */
-blk *tc__blk_new(tc__allocator *a);       /* zeroed record, NULL when out of memory */
-void tc__blk_del(tc__allocator *a, blk *b);
-int tc__map_put(tc__allocator *a, blk *b); /* -1 when out of memory */
-void tc__map_remove_at(tc__allocator *a, size_t j);
-/* Best fit among the cache's usable free blocks, or NULL. */
-blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size);
-scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream);
-/* Takes free block b out of its bin for a request of rs bytes, splitting off
- * the rest when the rules allow; b becomes the allocated part (B_ALLOC). */
-void tc__block_take(tc__allocator *a, blk *b, size_t rs);
 /* Frees a block back into its cache, merging with free neighbours. */
 void tc__free_block(tc__allocator *a, blk *b);
 

@@ -27,7 +27,7 @@ uint64_t tc__capture_pool(const tc__allocator *a, uintptr_t stream)
 tc_status tc__alloc_begin_pool(tc__allocator *a, uint64_t id, uintptr_t stream)
 {
     TC_CHECK_ARG(id != 0, "private pool id 0 is the default pool");
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc_status st = TC_OK;
     pool *p = tc__pool_find(a, id);
     if (p && p->released)
@@ -47,13 +47,13 @@ tc_status tc__alloc_begin_pool(tc__allocator *a, uint64_t id, uintptr_t stream)
         a->caps[a->ncaps].pool_id = id;
         a->ncaps++;
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }
 
 tc_status tc__alloc_end_pool(tc__allocator *a, uintptr_t stream)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     tc_status st = tc__fail(TC_ERROR_INVALID_STATE, "no private pool is active on that stream");
     for (int i = 0; i < a->ncaps; i++)
         if (a->caps[i].stream == stream) {
@@ -61,13 +61,13 @@ tc_status tc__alloc_end_pool(tc__allocator *a, uintptr_t stream)
             st = TC_OK;
             break;
         }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }
 
 tc_status tc__alloc_release_pool(tc__allocator *a, uint64_t id)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     pool *p = tc__pool_find(a, id);
     tc_status st = TC_OK;
     if (!p || p->released)
@@ -86,6 +86,6 @@ tc_status tc__alloc_release_pool(tc__allocator *a, uint64_t id)
             }
         }
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }

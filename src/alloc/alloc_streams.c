@@ -33,10 +33,10 @@ void tc__process_events(tc__allocator *a, bool wait)
         if (a->p.event_destroy)
             a->p.event_destroy(a->p.ctx, e->event);
         blk *b = e->b;
-        if (--b->pending == 0) {
+        if (--b->uses->pending == 0) {
             int small = b->seg->sc->small;
-            stat2(a->st.active, small, -1);
-            stat2(a->st.active_bytes, small, -(int64_t)b->size);
+            stat2_sub(a->st.active, small, 1);
+            stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
             tc__free_block(a, b);
         }
     }
@@ -64,35 +64,38 @@ void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream)
     a->pend[a->npend].event = ev;
     a->pend[a->npend].b = b;
     a->npend++;
-    b->pending++;
+    b->uses->pending++;
 }
 
 tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream)
 {
-    pthread_mutex_lock(&a->mu);
+    tc__mutex_lock(&a->mu);
     size_t j = map_find(a, (uintptr_t)ptr);
     tc_status st = TC_OK;
     if (j == SIZE_MAX) {
         st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
                       "record_stream: %p is not the start of a live tcuda block", ptr);
     } else {
-        blk *b = a->map[j];
+        blk *b = a->map[j].b;
+        blk_uses *u = b->uses;
         bool have = b->seg->sc->stream == stream;
-        for (unsigned i = 0; i < b->nuses && !have; i++)
-            have = b->uses[i] == stream;
-        if (!have && b->nuses == b->cap_uses) {
-            unsigned nc = b->cap_uses ? 2 * b->cap_uses : 4;
-            uintptr_t *nu = realloc(b->uses, nc * sizeof *nu);
+        for (unsigned i = 0; u && i < u->n && !have; i++)
+            have = u->stream[i] == stream;
+        if (!have && (!u || u->n == u->cap)) {
+            unsigned nc = u ? 2 * u->cap : 4;
+            blk_uses *nu = realloc(u, sizeof *nu + nc * sizeof nu->stream[0]);
             if (nu) {
-                b->uses = nu;
-                b->cap_uses = nc;
+                if (!u)
+                    nu->pending = 0, nu->n = 0;
+                nu->cap = nc;
+                b->uses = u = nu;
             } else {
                 st = tc__fail(TC_ERROR_OUT_OF_MEMORY, "record_stream: out of host memory");
             }
         }
         if (!have && st == TC_OK)
-            b->uses[b->nuses++] = stream;
+            u->stream[u->n++] = stream;
     }
-    pthread_mutex_unlock(&a->mu);
+    tc__mutex_unlock(&a->mu);
     return st;
 }

@@ -2,7 +2,10 @@
  * bench_alloc_host.c (the algorithm alone): 200,000 operations, sizes 70% in
  * 512 B..1 MiB, 27% in 1..32 MiB, 3% in 32..512 MiB, log-uniform and not
  * aligned; alloc or free with equal odds, frees in random order, at most
- * 2,048 live. The same seed gives the same trace in both programs. */
+ * 2,048 live. The same seed gives the same trace in both programs. A block's
+ * id is its slot in the replayer's pointer table; a freed block's slot is
+ * reused, so the table (2,048 entries, as a program's live tensors would be)
+ * stays in cache and the replay times the allocator, not the table. */
 #ifndef TCUDA_BENCH_ALLOC_TRACE_H
 #define TCUDA_BENCH_ALLOC_TRACE_H
 
@@ -32,6 +35,7 @@ static op *gen(size_t *peak_live)
 {
     op *t = malloc(NOPS * sizeof *t);
     uint32_t live[MAXLIVE], nlive = 0, next = 0;
+    uint32_t spare[MAXLIVE], nspare = 0; /* slots of freed blocks */
     uint64_t *sz = calloc(NOPS, sizeof *sz), cur = 0, peak = 0;
     for (int i = 0; i < NOPS; i++) {
         bool a = nlive == 0 || (nlive < MAXLIVE && (rnd() & 1));
@@ -43,9 +47,10 @@ static op *gen(size_t *peak_live)
                 lo = 32 << 20, hi = 512.0 * (1 << 20);
             uint64_t s = (uint64_t)(lo * pow(hi / lo, unif()));
             s |= 1; /* not aligned */
-            t[i] = (op){next, 1, s};
-            sz[next] = s;
-            live[nlive++] = next++;
+            uint32_t id = nspare ? spare[--nspare] : next++;
+            t[i] = (op){id, 1, s};
+            sz[id] = s;
+            live[nlive++] = id;
             cur += s;
             if (cur > peak)
                 peak = cur;
@@ -53,6 +58,7 @@ static op *gen(size_t *peak_live)
             uint32_t k = (uint32_t)(rnd() % nlive);
             t[i] = (op){live[k], 0, 0};
             cur -= sz[live[k]];
+            spare[nspare++] = live[k];
             live[k] = live[--nlive];
         }
     }

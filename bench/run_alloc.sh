@@ -35,6 +35,7 @@ echo
 echo "The algorithm alone on this CPU (bench_alloc_host: fake provider; provider calls cold | warm x3):"
 $PIN ./build/bench/bench_alloc_host ""
 $PIN ./build/bench/bench_alloc_host expandable_segments:True
+$PIN ./build/bench/bench_alloc_host --loop
 echo
 echo "Virtual-memory driver calls, microseconds (bench_vmm):"
 ./build/bench/bench_vmm

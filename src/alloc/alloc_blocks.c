@@ -99,8 +99,7 @@ void tc__free_block(tc__allocator *a, blk *b)
         tc__bin_remove(c, n);
         n->size += b->size;
         n->next = b->next;
-        if (b->next)
-            b->next->prev = n;
+        tc__link_prev(b->next, n);
         tc__blk_del(a, b);
         b = n;
     }
@@ -109,8 +108,7 @@ void tc__free_block(tc__allocator *a, blk *b)
         tc__bin_remove(c, n);
         b->size += n->size;
         b->next = n->next;
-        if (n->next)
-            n->next->prev = b;
+        tc__link_prev(n->next, b);
         tc__blk_del(a, n);
     }
     tc__split_stat(a, b, +1);

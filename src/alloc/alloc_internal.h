@@ -289,6 +289,13 @@ static inline void tc__bin_remove(scache *c, blk *b)
     b->fnext = NULL;
 }
 
+/* Sets n->prev = p when there is an n, without a branch. */
+static inline void tc__link_prev(blk *n, blk *p)
+{
+    blk *scratch;
+    *(n ? &n->prev : &scratch) = p;
+}
+
 /* ---- hot helpers, inline (the rest of each lives in alloc_blocks.c) ------- */
 
 int tc__slab_add(tc__allocator *a); /* more spare records; -1 when out of memory */
@@ -419,14 +426,14 @@ static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs
     tc__split_stat(a, b, -1);
     tc__bin_remove(c, b);
     b->state = B_ALLOC;
+    /* Split off the rest when it is at least 512 B (small pool, expandable
+     * segments) or over 1 MiB (large pool), and b is not oversize. The
+     * threshold is picked without a branch: small and large requests come
+     * in no order a predictor could learn. */
     size_t rem = b->size - rs;
-    bool split;
-    if (expandable)
-        split = rem >= TC__MIN_BLOCK;
-    else
-        split = (c->small ? rem >= TC__MIN_BLOCK : rem > TC__SMALL_SIZE) &&
-                b->size < a->cfg.max_split_size;
-    if (!split)
+    size_t large = !(c->small | expandable);
+    size_t least = TC__MIN_BLOCK + large * (TC__SMALL_SIZE + 1 - TC__MIN_BLOCK);
+    if (rem < least || (!expandable && b->size >= a->cfg.max_split_size))
         return expandable;
     blk *r = tc__blk_new(a);
     if (!r)
@@ -437,8 +444,7 @@ static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs
     r->small = b->small;
     r->prev = b;
     r->next = b->next;
-    if (b->next)
-        b->next->prev = r;
+    tc__link_prev(b->next, r);
     b->next = r;
     b->size = rs;
     tc__split_stat(a, r, +1);

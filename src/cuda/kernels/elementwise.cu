@@ -103,51 +103,34 @@ __device__ __forceinline__ i64 vec_base()
     return (i64)blockIdx.x * VEC_THREADS * VEC_U + threadIdx.x;
 }
 
-template <typename T> __global__ void __launch_bounds__(VEC_THREADS)
-    binary_vec_kernel(tc__iter it, int op)
+/* out = op(x) or op(x, y), computed in T's compute type. */
+template <typename T, int NIN>
+__device__ __forceinline__ void apply(int op, T *out, const T *x, const T *y)
 {
     typedef typename Compute<T>::type C;
-    constexpr int N = 16 / sizeof(T);
-    const T *a = (const T *)it.data[1], *b = (const T *)it.data[2];
-    T *o = (T *)it.data[0];
-    i64 nv = it.numel / N, base = vec_base();
-    Vec<T, N> va[VEC_U], vb[VEC_U];
-#pragma unroll
-    for (int u = 0; u < VEC_U; u++) {
-        i64 i = base + u * VEC_THREADS;
-        if (i < nv)
-            va[u] = ((const Vec<T, N> *)a)[i], vb[u] = ((const Vec<T, N> *)b)[i];
-    }
-#pragma unroll
-    for (int u = 0; u < VEC_U; u++) {
-        i64 i = base + u * VEC_THREADS;
-        if (i < nv) {
-            Vec<T, N> vo;
-#pragma unroll
-            for (int k = 0; k < N; k++)
-                store(&vo.v[k], binop<C>(op, load<C>(&va[u].v[k]), load<C>(&vb[u].v[k])));
-            ((Vec<T, N> *)o)[i] = vo;
-        }
-    }
-    i64 e = nv * N + base;
-    if (blockIdx.x == 0 && e < it.numel)
-        store(o + e, binop<C>(op, load<C>(a + e), load<C>(b + e)));
+    if constexpr (NIN == 2)
+        store(out, binop<C>(op, load<C>(x), load<C>(y)));
+    else
+        store(out, unop<C>(op, load<C>(x)));
 }
 
-template <typename T> __global__ void __launch_bounds__(VEC_THREADS)
-    unary_vec_kernel(tc__iter it, int op)
+/* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
+template <typename T, int NIN> __global__ void __launch_bounds__(VEC_THREADS)
+    vec_kernel(tc__iter it, int op)
 {
-    typedef typename Compute<T>::type C;
     constexpr int N = 16 / sizeof(T);
-    const T *a = (const T *)it.data[1];
+    const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
     T *o = (T *)it.data[0];
     i64 nv = it.numel / N, base = vec_base();
-    Vec<T, N> va[VEC_U];
+    Vec<T, N> va[VEC_U], vb[NIN == 2 ? VEC_U : 1];
 #pragma unroll
     for (int u = 0; u < VEC_U; u++) {
         i64 i = base + u * VEC_THREADS;
-        if (i < nv)
+        if (i < nv) {
             va[u] = ((const Vec<T, N> *)a)[i];
+            if constexpr (NIN == 2)
+                vb[u] = ((const Vec<T, N> *)b)[i];
+        }
     }
 #pragma unroll
     for (int u = 0; u < VEC_U; u++) {
@@ -156,13 +139,13 @@ template <typename T> __global__ void __launch_bounds__(VEC_THREADS)
             Vec<T, N> vo;
 #pragma unroll
             for (int k = 0; k < N; k++)
-                store(&vo.v[k], unop<C>(op, load<C>(&va[u].v[k])));
+                apply<T, NIN>(op, &vo.v[k], &va[u].v[k], &vb[NIN == 2 ? u : 0].v[k]);
             ((Vec<T, N> *)o)[i] = vo;
         }
     }
     i64 e = nv * N + base;
     if (blockIdx.x == 0 && e < it.numel)
-        store(o + e, unop<C>(op, load<C>(a + e)));
+        apply<T, NIN>(op, o + e, a + e, b + e);
 }
 
 /* Blocks for the vector kernels: one pass over numel elements of `size` bytes. */
@@ -237,7 +220,7 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
-            binary_vec_kernel<T><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
+            vec_kernel<T, 2><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
                 *it, (int)op);
         else
             binary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it, (int)op,
@@ -252,7 +235,7 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
-            unary_vec_kernel<T><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
+            vec_kernel<T, 1><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
                 *it, (int)op);
         else
             unary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it, (int)op);

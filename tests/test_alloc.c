@@ -478,6 +478,13 @@ static void test_expandable_chunks(void)
     CHECK_OK(tc__alloc_free(a, r));
     tc__alloc_empty_cache(a);
     CHECK(hctx.in_use == 0 && hctx.bad_unmaps == 0);
+    /* A granularity that is not a power of two is refused. */
+    tc__seg_provider odd = prov;
+    odd.granularity = 3 * MiB;
+    tc__allocator *bad = NULL;
+    CHECK_STATUS(tc__alloc_create(&odd, &(tc__alloc_config){0}, 0, &bad),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(bad == NULL);
     /* A chunk covers at most 16 granules (32 MiB), aligned: 40 MiB is two. */
     maps = hctx.allocs;
     CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 1, &r));

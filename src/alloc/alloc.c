@@ -60,9 +60,14 @@ static size_t mem_total(tc__allocator *a)
 tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_config *cfg,
                            int device, tc__allocator **out)
 {
+    size_t g = provider->granularity;
+    if (g & (g - 1))
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "the %s provider's granularity %zu is not a "
+                        "power of two", provider->name, g);
     tc__allocator *a = calloc(1, sizeof *a);
     if (!a)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory creating an allocator");
+    a->gshift = g ? (unsigned)__builtin_ctzll((unsigned long long)g) : 0;
     tc__mutex_init(&a->mu);
     a->p = *provider;
     a->cfg = *cfg;

@@ -28,10 +28,11 @@ extern "C" {
 
 /* Where segments come from. alloc returns TC_ERROR_OUT_OF_MEMORY (message not
  * needed) when the device refuses. The expandable hooks may be NULL; with
- * them a segment is a reserved address range backed in whole granules: map
- * backs one range (whole granules, any number of them) with memory, and
- * unmap is only ever called with exactly a range that one map call backed.
- * Event hooks may be NULL when streams never run asynchronously (plain host). */
+ * them a segment is a reserved address range backed in whole granules (a
+ * power of two; tc__alloc_create refuses anything else): map backs one range
+ * (whole granules, any number of them) with memory, and unmap is only ever
+ * called with exactly a range that one map call backed. Event hooks may be
+ * NULL when streams never run asynchronously (plain host). */
 typedef struct tc__seg_provider {
     const char *name;
     void *ctx;

@@ -67,8 +67,8 @@ bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr)
 static void touched(const tc__allocator *a, const blk *b, size_t *from, size_t *to)
 {
     size_t g = gran(a), off = b->addr - b->seg->addr;
-    *from = off / g;
-    *to = (off + b->size + g - 1) / g;
+    *from = off >> a->gshift; /* shifts: malloc runs this on every expandable block */
+    *to = (off + b->size + g - 1) >> a->gshift;
 }
 
 static int pages_reserve(seg *s, size_t npages)
@@ -163,13 +163,27 @@ tc_status tc__exp_grow(tc__allocator *a, scache *c, size_t size, blk **out)
     return TC_OK;
 }
 
+/* Set bits of w in [from, to), a word at a time (malloc asks this of every
+ * block it hands out in an expandable segment). */
+static size_t bits_count(const uint64_t *w, size_t from, size_t to)
+{
+    size_t n = 0;
+    while (from < to) {
+        size_t k = from / 64, end = (k + 1) * 64 < to ? (k + 1) * 64 : to;
+        uint64_t word = w[k] >> (from % 64);
+        if (end - from < 64)
+            word &= (1ull << (end - from)) - 1;
+        n += (size_t)__builtin_popcountll(word);
+        from = end;
+    }
+    return n;
+}
+
 size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b)
 {
-    size_t from, to, n = 0;
+    size_t from, to;
     touched(a, b, &from, &to);
-    for (size_t k = from; k < to; k++)
-        n += !page_get(b->seg, k);
-    return n * gran(a);
+    return (to - from - bits_count(b->seg->pages, from, to)) * gran(a);
 }
 
 /* Gives back the chunk [from, to). */

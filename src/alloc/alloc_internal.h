@@ -151,6 +151,7 @@ typedef struct capture {
 struct tc__allocator {
     tc__mutex mu;
     tc__seg_provider p;
+    unsigned gshift; /* log2 of p.granularity (expandable segments) */
     tc__alloc_config cfg;
     int device;
     double fraction;

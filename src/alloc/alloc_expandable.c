@@ -25,11 +25,11 @@
 
 /* The most granules one chunk covers (32 MiB at 2 MiB granules), chunks
  * aligned to it. Larger chunks mean fewer driver calls but more memory held
- * because a live block sits somewhere in a chunk. bench_alloc_host over four
- * traces, warm replays: uncapped chunks made about 20-50 calls per replay but
- * 1.20-1.28x peak reserved over peak live; 16 granules made 170-820 calls at
- * 1.06-1.08x; 32 made 100-410 calls at up to 1.12x; one granule (PyTorch's
- * way) 5,000-11,000 calls at 1.06x. */
+ * because a live block sits somewhere in a chunk. bench_alloc_host, driver
+ * calls per warm replay over three or four traces: one granule per chunk
+ * (PyTorch's way) 2,000-12,600 at 1.06x peak reserved over peak live; 16
+ * granules 170-820 at 1.06-1.08x; 32 granules 100-410 at up to 1.12x;
+ * uncapped 36-54 at 1.22-1.40x. */
 enum { CHUNK = 16 };
 
 static size_t gran(const tc__allocator *a) { return a->p.granularity; }

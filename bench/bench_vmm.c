@@ -1,8 +1,9 @@
 /* What CUDA's virtual-memory calls cost, to size expandable segments' physical
  * chunks: for each size, the time to back a reserved range with memory (one
  * cuMemCreate + cuMemMap + cuMemSetAccess for the whole range, or one handle
- * per 2 MiB granule as PyTorch does) and to give it back (cuMemUnmap +
- * cuMemRelease), with cudaMalloc/cudaFree of the same size beside them.
+ * per 2 MiB granule as PyTorch does) and to give it back (a device sync and
+ * cuMemUnmap per mapping; handles are released once mapped, so unmapping
+ * frees the memory), with cudaMalloc/cudaFree of the same size beside them.
  * Prints microseconds per call, median of 15. */
 #include <stdio.h>
 #include <stdlib.h>

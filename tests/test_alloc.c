@@ -492,6 +492,8 @@ static void test_expandable_chunks(void)
     CHECK_OK(tc__alloc_free(a, r));
     tc__alloc_empty_cache(a);
     CHECK(hctx.in_use == 0 && hctx.bad_unmaps == 0);
+    prov.unmap(prov.ctx, p, 2 * MiB); /* the checking provider notices a stray unmap */
+    CHECK(hctx.bad_unmaps == 1);
     tc__alloc_destroy(a);
 }
 

@@ -298,4 +298,3 @@ void tc__exp_release(tc__allocator *a, seg *s)
     s->pages = s->starts = NULL;
     s->cap_pages = 0;
 }
-

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "core/int_ops.h"
 #include "core/tensor_internal.h"
 
 /* ---- loads and stores ---------------------------------------------------------- */
@@ -112,21 +113,7 @@ static void walk_next(walker *w)
     }
 }
 
-/* ---- element-wise ---------------------------------------------------------------- */
-
-static int64_t ipow(int64_t base, int64_t e)
-{
-    if (e < 0)
-        return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
-    uint64_t r = 1, b = (uint64_t)base;
-    while (e) {
-        if (e & 1)
-            r *= b;
-        b *= b;
-        e >>= 1;
-    }
-    return (int64_t)r;
-}
+/* ---- element-wise (the integer formulas are in core/int_ops.h) -------------------- */
 
 static double fbinary(tc__op op, double a, double b)
 {
@@ -147,25 +134,6 @@ static double fbinary(tc__op op, double a, double b)
     }
 }
 
-static int64_t ibinary(tc__op op, int64_t a, int64_t b)
-{
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-    switch (op) {
-    case TC__OP_ADD: return (int64_t)(ua + ub);
-    case TC__OP_SUB: return (int64_t)(ua - ub);
-    case TC__OP_MUL: return (int64_t)(ua * ub);
-    case TC__OP_POW: return ipow(a, b);
-    case TC__OP_MAXIMUM: return a > b ? a : b;
-    case TC__OP_MINIMUM: return a < b ? a : b;
-    case TC__OP_EQ: return a == b;
-    case TC__OP_NE: return a != b;
-    case TC__OP_LT: return a < b;
-    case TC__OP_LE: return a <= b;
-    case TC__OP_GT: return a > b;
-    default: return a >= b; /* GE; DIV never has integer operands */
-    }
-}
-
 static double funary(tc__op op, double x)
 {
     switch (op) {
@@ -180,15 +148,6 @@ static double funary(tc__op op, double x)
     }
 }
 
-static int64_t iunary(tc__op op, int64_t x)
-{
-    switch (op) {
-    case TC__OP_NEG: return (int64_t)(0 - (uint64_t)x);
-    case TC__OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
-    default: return x > 0 ? x : 0; /* RELU; the math functions get floating inputs */
-    }
-}
-
 static tc_status cpu_unary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
 {
     tc_dtype dts[2] = {dt, dt};
@@ -199,7 +158,7 @@ static tc_status cpu_unary(int device, tc__op op, tc_dtype dt, const tc__iter *i
         if (fl)
             store_f(w.p[0], dt, funary(op, load_f(w.p[1], dt)));
         else
-            store_i(w.p[0], dt, iunary(op, load_i(w.p[1], dt)));
+            store_i(w.p[0], dt, tc__iunary((int)op, load_i(w.p[1], dt)));
     }
     return TC_OK;
 }
@@ -215,7 +174,7 @@ static tc_status cpu_binary(int device, tc__op op, tc_dtype dt, const tc__iter *
         if (fl)
             store_f(w.p[0], od, fbinary(op, load_f(w.p[1], dt), load_f(w.p[2], dt)));
         else
-            store_i(w.p[0], od, ibinary(op, load_i(w.p[1], dt), load_i(w.p[2], dt)));
+            store_i(w.p[0], od, tc__ibinary((int)op, load_i(w.p[1], dt), load_i(w.p[2], dt)));
     }
     return TC_OK;
 }

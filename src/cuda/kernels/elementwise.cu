@@ -7,24 +7,11 @@
  * aligned and of the same shape: then a one-pass kernel moves 16 bytes per
  * operand per load. */
 #include "common.cuh"
+#include "core/int_ops.h"
 
 using namespace tck;
 
 namespace {
-
-template <typename C> __device__ __forceinline__ i64 ipow(i64 b, i64 e)
-{
-    if (e < 0)
-        return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
-    unsigned long long r = 1, x = (unsigned long long)b;
-    while (e) {
-        if (e & 1)
-            r *= x;
-        x *= x;
-        e >>= 1;
-    }
-    return (i64)r;
-}
 
 template <typename C> __device__ __forceinline__ C binop(int op, C a, C b)
 {
@@ -45,23 +32,10 @@ template <typename C> __device__ __forceinline__ C binop(int op, C a, C b)
     }
 }
 
+/* Integers (bool included): the formulas the CPU backend uses. */
 template <> __device__ __forceinline__ i64 binop<i64>(int op, i64 a, i64 b)
 {
-    unsigned long long ua = (unsigned long long)a, ub = (unsigned long long)b;
-    switch (op) {
-    case TC__OP_ADD: return (i64)(ua + ub);
-    case TC__OP_SUB: return (i64)(ua - ub);
-    case TC__OP_MUL: return (i64)(ua * ub);
-    case TC__OP_POW: return ipow<i64>(a, b);
-    case TC__OP_MAXIMUM: return a > b ? a : b;
-    case TC__OP_MINIMUM: return a < b ? a : b;
-    case TC__OP_EQ: return a == b;
-    case TC__OP_NE: return a != b;
-    case TC__OP_LT: return a < b;
-    case TC__OP_LE: return a <= b;
-    case TC__OP_GT: return a > b;
-    default: return a >= b;
-    }
+    return tc__ibinary(op, a, b);
 }
 
 template <typename C> __device__ __forceinline__ C unop(int op, C x)
@@ -78,14 +52,7 @@ template <typename C> __device__ __forceinline__ C unop(int op, C x)
     }
 }
 
-template <> __device__ __forceinline__ i64 unop<i64>(int op, i64 x)
-{
-    switch (op) {
-    case TC__OP_NEG: return (i64)(0ull - (unsigned long long)x);
-    case TC__OP_ABS: return x < 0 ? (i64)(0ull - (unsigned long long)x) : x;
-    default: return x > 0 ? x : 0;
-    }
-}
+template <> __device__ __forceinline__ i64 unop<i64>(int op, i64 x) { return tc__iunary(op, x); }
 
 template <typename T, int N> struct alignas(16) Vec {
     T v[N];

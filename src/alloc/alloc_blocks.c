@@ -86,6 +86,18 @@ scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t 
 
 /* ---- split and merge ------------------------------------------------------ */
 
+/* Joins `gone` (the block right after `keep`) into `keep`; their free
+ * neighbour `n` (one of the two) leaves its bin first. */
+static inline void merge(tc__allocator *a, scache *c, blk *n, blk *keep, blk *gone)
+{
+    tc__split_stat(a, n, -1);
+    tc__bin_remove(c, n);
+    keep->size += gone->size;
+    keep->next = gone->next;
+    tc__link_prev(gone->next, keep);
+    tc__blk_del(a, gone);
+}
+
 void tc__free_block(tc__allocator *a, blk *b)
 {
     seg *s = b->seg;
@@ -95,22 +107,11 @@ void tc__free_block(tc__allocator *a, blk *b)
         free(b->uses); /* b->uses is overwritten below: b joins a bin or the free list */
     blk *n;
     if ((n = b->prev) && n->state == B_FREE) {
-        tc__split_stat(a, n, -1);
-        tc__bin_remove(c, n);
-        n->size += b->size;
-        n->next = b->next;
-        tc__link_prev(b->next, n);
-        tc__blk_del(a, b);
+        merge(a, c, n, n, b);
         b = n;
     }
-    if ((n = b->next) && n->state == B_FREE) {
-        tc__split_stat(a, n, -1);
-        tc__bin_remove(c, n);
-        b->size += n->size;
-        b->next = n->next;
-        tc__link_prev(n->next, b);
-        tc__blk_del(a, n);
-    }
+    if ((n = b->next) && n->state == B_FREE)
+        merge(a, c, n, b, n);
     tc__split_stat(a, b, +1);
     tc__bin_insert(c, b);
     s->free_tick = ++a->tick;

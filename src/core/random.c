@@ -56,6 +56,7 @@ static void gen_init(tc_generator *gen, tc_device device, uint64_t seed, bool is
 /* Checks a device for a generator and resolves a CUDA index. */
 static tc_status resolve(tc_device device, tc_device *out)
 {
+    *out = (tc_device){TC_CPU, -1}; /* written even on failure, to keep compilers calm */
     if (device.type == TC_CPU) {
         TC_CHECK_ARG(device.index == -1 || device.index == 0,
                      "CPU device index %d: use -1 (or 0) for the CPU", device.index);
@@ -73,7 +74,7 @@ static tc_status resolve(tc_device device, tc_device *out)
 tc_status tc_generator_create(tc_generator **out, tc_device device, uint64_t seed)
 {
     TC_CHECK_ARG(out, "out is NULL");
-    tc_device dev = {0};
+    tc_device dev;
     TC_TRY(resolve(device, &dev));
     tc_generator *gen = malloc(sizeof *gen);
     if (!gen)
@@ -97,7 +98,7 @@ tc_status tc_generator_destroy(tc_generator *gen)
 tc_status tc_default_generator(tc_device device, tc_generator **out)
 {
     TC_CHECK_ARG(out, "out is NULL");
-    tc_device dev = {0};
+    tc_device dev;
     TC_TRY(resolve(device, &dev));
     if (dev.type == TC_CPU) {
         *out = &cpu_default;

@@ -120,6 +120,7 @@ tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
                          bool pinned, tc_tensor **out)
 {
     TC_CHECK_ARG(out, "tensor factory: out is NULL");
+    *out = NULL; /* written even on failure, to keep compilers calm */
     TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tensor factory: %d is not a tc_dtype",
                  (int)dtype);
     TC_TRY(check_shape("tensor factory", ndim, sizes));
@@ -160,7 +161,7 @@ static tc_status fill(tc_tensor *t, tc__fill v)
 static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                              tc__fill v, tc_tensor **out)
 {
-    tc_tensor *t = NULL;
+    tc_tensor *t;
     TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
     tc_status st = fill(t, v);
     if (st != TC_OK) {

@@ -59,6 +59,7 @@ static void load_syms(void)
  * current stream. */
 static tc_status handle_for(int device, tc__cublas_handle *out)
 {
+    *out = NULL; /* written even on failure, to keep compilers calm */
     pthread_once(&syms_once, load_syms);
     if (syms_status != TC_OK)
         return tc__fail(syms_status, "%s", syms_message);
@@ -81,7 +82,7 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
 void *tc_current_blas_handle(void)
 {
     int dev;
-    tc__cublas_handle h = NULL;
+    tc__cublas_handle h;
     if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)
         return NULL;
     return h;
@@ -96,7 +97,7 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
     int prev = tc__tls_device;
     if (prev != device)
         TC_TRY(tc__switch_device(device));
-    tc__cublas_handle h = NULL;
+    tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
     if (st == TC_OK) {
         int type = dt == TC_FLOAT64 ? CUDA_R_64F_ : dt == TC_FLOAT32 ? CUDA_R_32F_

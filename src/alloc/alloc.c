@@ -49,14 +49,6 @@ void tc__mutex_wait(tc__mutex *m)
 void tc__mutex_wake(tc__mutex *m) { syscall(SYS_futex, &m->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 #endif
 
-static size_t mem_total(tc__allocator *a)
-{
-    size_t fr = 0, tot = 0;
-    if (a->p.mem_info)
-        a->p.mem_info(a->p.ctx, &fr, &tot);
-    return tot;
-}
-
 tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_config *cfg,
                            int device, tc__allocator **out)
 {
@@ -142,6 +134,15 @@ static void oom_message(tc__allocator *a, size_t size)
              tc__fmt_bytes(b5, sizeof b5, (uint64_t)(unused > 0 ? unused : 0)), hint);
 }
 
+/* Waits for pending frees, then gives back every wholly free segment and
+ * every free chunk of expandable ones (empty_cache; before an OOM retry). */
+static void release_all_cached(tc__allocator *a)
+{
+    tc__process_events(a, true);
+    tc__release_cached(a, 0, false);
+    tc__exp_unmap_free(a, SIZE_MAX);
+}
+
 /* A free block of at least rs bytes for cache c, taken out of its bin and
  * cut to size, its memory mapped. OOM (nothing changed) when none can be had. */
 static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
@@ -149,7 +150,7 @@ static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
     blk *b = tc__bin_find(a, c, rs);
     if (!b) {
         if (a->cfg.gc_threshold > 0) {
-            size_t cap = a->limit != SIZE_MAX ? a->limit : mem_total(a);
+            size_t cap = a->limit != SIZE_MAX ? a->limit : tc__mem_total(a);
             size_t thr = (size_t)(a->cfg.gc_threshold * (double)cap);
             size_t ss = tc__segment_size(rs);
             if (cap && (size_t)a->st.reserved_bytes[0].current + ss > thr)
@@ -161,7 +162,7 @@ static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
         size_t need = tc__exp_unmapped_bytes(a, b);
         if (need) {
             tc__make_room(a, need);
-            if (tc__exp_map_block(a, b) != TC_OK) {
+            if (tc__exp_map_block(a, b, need) != TC_OK) {
                 tc__free_block(a, b);
                 return TC_ERROR_OUT_OF_MEMORY;
             }
@@ -184,10 +185,7 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     blk *b;
     if (get_block(a, c, rs, &b) != TC_OK) {
         a->st.num_alloc_retries++;
-        tc__process_events(a, true);
-        tc__release_cached(a, 0, false);
-        if (a->cfg.expandable_segments)
-            tc__exp_unmap_free(a, SIZE_MAX);
+        release_all_cached(a);
         if (get_block(a, c, rs, &b) != TC_OK) {
             a->st.num_ooms++;
             oom_message(a, size);
@@ -283,10 +281,7 @@ bool tc__alloc_owns(tc__allocator *a, const void *ptr)
 void tc__alloc_empty_cache(tc__allocator *a)
 {
     tc__mutex_lock(&a->mu);
-    tc__process_events(a, true);
-    tc__release_cached(a, 0, false);
-    if (a->cfg.expandable_segments)
-        tc__exp_unmap_free(a, SIZE_MAX);
+    release_all_cached(a);
     tc__mutex_unlock(&a->mu);
 }
 
@@ -345,7 +340,7 @@ tc_status tc__alloc_set_fraction(tc__allocator *a, double fraction)
                  "memory fraction %g is outside [0, 1]", fraction);
     tc__mutex_lock(&a->mu);
     a->fraction = fraction;
-    size_t tot = mem_total(a);
+    size_t tot = tc__mem_total(a);
     a->limit = fraction >= 1.0 || tot == 0 ? SIZE_MAX : (size_t)(fraction * (double)tot);
     tc__mutex_unlock(&a->mu);
     return TC_OK;

@@ -34,8 +34,7 @@ enum { CHUNK = 16 };
 
 static size_t gran(const tc__allocator *a) { return a->p.granularity; }
 
-static bool bit_get(const uint64_t *w, size_t k) { return (w[k / 64] >> (k % 64)) & 1; }
-static bool page_get(const seg *s, size_t k) { return bit_get(s->pages, k); }
+static bool page_get(const seg *s, size_t k) { return tc__bit_get(s->pages, k); }
 
 static void pages_set(seg *s, size_t from, size_t to, bool on)
 {
@@ -53,14 +52,8 @@ static size_t chunk_end(const seg *s, size_t g, size_t k)
     size_t n = s->size / g;
     do
         k++;
-    while (k < n && page_get(s, k) && !bit_get(s->starts, k));
+    while (k < n && page_get(s, k) && !tc__bit_get(s->starts, k));
     return k;
-}
-
-bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr)
-{
-    size_t k = (addr - s->addr) / gran(a);
-    return k / 64 < s->cap_pages && page_get(s, k);
 }
 
 /* Granule indices [*from, *to) that a block touches. */
@@ -95,9 +88,7 @@ static int pages_reserve(seg *s, size_t npages)
 
 static tc_status reserve_segment(tc__allocator *a, scache *c)
 {
-    size_t fr = 0, va = 0;
-    if (a->p.mem_info)
-        a->p.mem_info(a->p.ctx, &fr, &va);
+    size_t va = tc__mem_total(a);
     if (va == 0)
         va = (size_t)1 << 40;
     va = (va + gran(a) - 1) / gran(a) * gran(a);
@@ -115,10 +106,7 @@ static tc_status reserve_segment(tc__allocator *a, scache *c)
     s->expandable = true;
     s->sc = c;
     s->free_tick = ++a->tick;
-    s->next = a->segs;
-    if (a->segs)
-        a->segs->prev = s;
-    a->segs = s;
+    tc__seg_link(a, s);
     c->expand = s;
     stat2(a->st.segment, c->small, +1);
     a->st.num_device_alloc++;
@@ -212,12 +200,11 @@ static size_t unmapped_run(const seg *s, size_t k, size_t to, size_t *end)
     return k;
 }
 
-tc_status tc__exp_map_block(tc__allocator *a, blk *b)
+tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need)
 {
     seg *s = b->seg;
     size_t g = gran(a), from, to, k, e;
     touched(a, b, &from, &to);
-    size_t need = tc__exp_unmapped_bytes(a, b);
     if (a->limit != SIZE_MAX && (size_t)a->st.reserved_bytes[0].current + need > a->limit)
         return TC_ERROR_OUT_OF_MEMORY;
     for (k = from; (k = unmapped_run(s, k, to, &e)) < to; k = e)
@@ -253,7 +240,7 @@ static size_t unmap_block(tc__allocator *a, blk *b, size_t want)
         size_t e = chunk_end(s, g, k);
         if (e > to)
             break; /* this chunk, and any after it, reach past the block */
-        if (bit_get(s->starts, k)) { /* else it began before the block */
+        if (tc__bit_get(s->starts, k)) { /* else it began before the block */
             unmap_chunk(a, s, k, e);
             got += (e - k) * g;
         }

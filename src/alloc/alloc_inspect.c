@@ -86,13 +86,12 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
             for (size_t w = 0; w < s->cap_pages; w++)
                 n += (size_t)__builtin_popcountll(s->pages[w]);
             for (size_t k = npages; k < s->cap_pages * 64 && !bad; k++)
-                if ((s->pages[k / 64] >> (k % 64)) & 1)
+                if (tc__bit_get(s->pages, k))
                     bad = FAILC("expandable segment %#lx: granule %zu mapped beyond the extent",
                                 (unsigned long)s->addr, k);
             for (size_t k = 0; k < s->cap_pages * 64 && !bad; k++) {
-                bool on = (s->pages[k / 64] >> (k % 64)) & 1;
-                bool first = (s->starts[k / 64] >> (k % 64)) & 1;
-                bool after_hole = k == 0 || !((s->pages[(k - 1) / 64] >> ((k - 1) % 64)) & 1);
+                bool on = tc__bit_get(s->pages, k), first = tc__bit_get(s->starts, k);
+                bool after_hole = k == 0 || !tc__bit_get(s->pages, k - 1);
                 if ((first && !on) || (on && after_hole && !first))
                     bad = FAILC("expandable segment %#lx: granule %zu %s", (unsigned long)s->addr,
                                 k, on ? "begins a run but no chunk" : "unmapped but begins a chunk");
@@ -126,13 +125,9 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                     cnt[ISB][pi] += (int64_t)b->size;
                 }
             } else {
-                if (s->expandable)
-                    for (uintptr_t x = s->addr + (b->addr - s->addr) / a->p.granularity *
-                                                     a->p.granularity;
-                         x < b->addr + b->size && !bad; x += a->p.granularity)
-                        if (!tc__exp_page_mapped(a, s, x))
-                            bad = FAILC("block %#lx in use over an unmapped granule",
-                                        (unsigned long)b->addr);
+                if (s->expandable && tc__exp_unmapped_bytes(a, b))
+                    bad = FAILC("block %#lx in use over an unmapped granule",
+                                (unsigned long)b->addr);
                 cnt[ACTN][pi]++;
                 cnt[ACTB][pi] += (int64_t)b->size;
                 if (b->state == B_ALLOC) {

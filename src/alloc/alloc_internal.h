@@ -234,6 +234,18 @@ static inline void reserved_upd(tc__allocator *a, int small, int64_t d)
         a->high = (size_t)a->st.reserved_bytes[0].current;
 }
 
+/* The provider's total memory (0 when it cannot say). */
+static inline size_t tc__mem_total(const tc__allocator *a)
+{
+    size_t fr = 0, tot = 0;
+    if (a->p.mem_info)
+        a->p.mem_info(a->p.ctx, &fr, &tot);
+    return tot;
+}
+
+/* Bit k of a bitmap (expandable segments' granule maps). */
+static inline bool tc__bit_get(const uint64_t *w, size_t k) { return (w[k / 64] >> (k % 64)) & 1; }
+
 /* ---- bins and the pointer map --------------------------------------------- */
 
 static inline unsigned bin_of(size_t s)
@@ -465,6 +477,7 @@ void tc__free_block(tc__allocator *a, blk *b);
 size_t tc__segment_size(size_t rounded);
 bool tc__seg_whole_free(const seg *s);
 void tc__seg_release(tc__allocator *a, seg *s);
+void tc__seg_link(tc__allocator *a, seg *s); /* onto the segment list */
 /* May the allocator give this segment back without being asked? (Not while
  * it belongs to a live private pool, unless `all_pools`.) */
 bool tc__seg_releasable(tc__allocator *a, const seg *s, bool all_pools);
@@ -483,16 +496,16 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
 tc_status tc__exp_grow(tc__allocator *a, scache *c, size_t size, blk **out);
 /* Bytes that mapping the granules under b would add. */
 size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b);
-/* Maps the granules under b that are not mapped. OOM when refused (or over
- * the fraction cap); then nothing changed. */
-tc_status tc__exp_map_block(tc__allocator *a, blk *b);
+/* Maps the granules under b that are not mapped, `need` bytes (what
+ * tc__exp_unmapped_bytes said). OOM when refused (or over the fraction cap);
+ * then nothing changed. */
+tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need);
 /* Unmaps chunks that lie wholly in free blocks until `want` bytes went back
  * (SIZE_MAX: all); a chunk goes whole, so more may go. */
 size_t tc__exp_unmap_free(tc__allocator *a, size_t want);
 /* Returns a segment's chunks and its reservation to the provider, and frees
  * its bitmaps. */
 void tc__exp_release(tc__allocator *a, seg *s);
-bool tc__exp_page_mapped(const tc__allocator *a, const seg *s, uintptr_t addr);
 
 /* alloc_streams.c */
 void tc__process_events(tc__allocator *a, bool wait);

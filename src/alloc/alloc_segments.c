@@ -39,6 +39,15 @@ bool tc__seg_releasable(tc__allocator *a, const seg *s, bool all_pools)
     return !p || p->released;
 }
 
+void tc__seg_link(tc__allocator *a, seg *s)
+{
+    s->prev = NULL;
+    s->next = a->segs;
+    if (a->segs)
+        a->segs->prev = s;
+    a->segs = s;
+}
+
 static void seg_unlink(tc__allocator *a, seg *s)
 {
     if (s->prev)
@@ -95,8 +104,6 @@ void tc__release_cached(tc__allocator *a, size_t target, bool all_pools)
 void tc__make_room(tc__allocator *a, size_t more)
 {
     size_t cur = (size_t)a->st.reserved_bytes[0].current;
-    if (cur + more <= a->high)
-        return;
     /* Give back the smallest wholly free segment that covers the excess (so
      * that large cached segments stay for large requests), else the largest
      * one, and repeat. */
@@ -161,10 +168,7 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
     h->seg = s;
     h->small = (unsigned char)c->small;
     s->head = h;
-    s->next = a->segs;
-    if (a->segs)
-        a->segs->prev = s;
-    a->segs = s;
+    tc__seg_link(a, s);
     tc__bin_insert(c, h);
     stat2(a->st.segment, c->small, +1);
     reserved_upd(a, c->small, (int64_t)ss);

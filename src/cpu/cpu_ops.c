@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "core/philox.h" /* float16 / bfloat16 conversions, shared with the kernels */
 #include "core/int_ops.h"
 #include "core/tensor_internal.h"
 
@@ -24,8 +24,8 @@ static double load_f(const void *p, tc_dtype d)
     case TC_INT16: return *(const int16_t *)p;
     case TC_INT32: return *(const int32_t *)p;
     case TC_INT64: return (double)*(const int64_t *)p;
-    case TC_FLOAT16: return tc__half_to_float(*(const uint16_t *)p);
-    case TC_BFLOAT16: return tc__bf16_to_float(*(const uint16_t *)p);
+    case TC_FLOAT16: return tc__f16_to_f32(*(const uint16_t *)p);
+    case TC_BFLOAT16: return tc__bf16_to_f32(*(const uint16_t *)p);
     case TC_FLOAT32: return *(const float *)p;
     default: return *(const double *)p;
     }
@@ -61,8 +61,8 @@ static void store_i(void *p, tc_dtype d, int64_t v)
     case TC_INT16: *(int16_t *)p = (int16_t)v; break;
     case TC_INT32: *(int32_t *)p = (int32_t)v; break;
     case TC_INT64: *(int64_t *)p = v; break;
-    case TC_FLOAT16: *(uint16_t *)p = tc__float_to_half((float)v); break;
-    case TC_BFLOAT16: *(uint16_t *)p = tc__float_to_bf16((float)v); break;
+    case TC_FLOAT16: *(uint16_t *)p = tc__f32_to_f16((float)v); break;
+    case TC_BFLOAT16: *(uint16_t *)p = tc__f32_to_bf16((float)v); break;
     case TC_FLOAT32: *(float *)p = (float)v; break;
     default: *(double *)p = (double)v; break;
     }
@@ -72,8 +72,8 @@ static void store_f(void *p, tc_dtype d, double v)
 {
     switch (d) {
     case TC_BOOL: *(uint8_t *)p = v != 0; break;
-    case TC_FLOAT16: *(uint16_t *)p = tc__float_to_half((float)v); break;
-    case TC_BFLOAT16: *(uint16_t *)p = tc__float_to_bf16((float)v); break;
+    case TC_FLOAT16: *(uint16_t *)p = tc__f32_to_f16((float)v); break;
+    case TC_BFLOAT16: *(uint16_t *)p = tc__f32_to_bf16((float)v); break;
     case TC_FLOAT32: *(float *)p = (float)v; break;
     case TC_FLOAT64: *(double *)p = v; break;
     default: store_i(p, d, f_to_i(v)); break;

@@ -94,9 +94,8 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX)
         return tc__fail(TC_ERROR_NOT_SUPPORTED, "tc_tensor_matmul: sizes above 2^31-1 are not "
                                                 "supported on the GPU");
-    int prev = tc__tls_device;
-    if (prev != device)
-        TC_TRY(tc__switch_device(device));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
     if (st == TC_OK) {
@@ -117,7 +116,6 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
                           rc, tc_dtype_name(dt), (long long)m, (long long)n, (long long)k,
                           (long long)batch);
     }
-    if (prev != device)
-        (void)tc__switch_device(prev);
+    tc_device_guard_exit(&g);
     return st;
 }

@@ -74,6 +74,10 @@ static inline tc_status tc__resolve_device(int device, int *out)
 /* Makes `device` current for CUDA and for tcuda on this thread (no check). */
 tc_status tc__switch_device(int device);
 
+/* The multiprocessor count of a resolved device, cached; 0 when CUDA cannot
+ * say (its error cleared). For grid sizes. */
+int tc__sm_count(int device);
+
 #endif /* !__cplusplus */
 
 /* ---- streams and events ------------------------------------------------- */

@@ -45,6 +45,20 @@ tc_status tc_set_device(int device)
     return tc__switch_device(d);
 }
 
+int tc__sm_count(int device)
+{
+    static atomic_int cached[TC_MAX_DEVICES];
+    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
+    if (n == 0) {
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        atomic_store_explicit(&cached[device], n, memory_order_relaxed);
+    }
+    return n;
+}
+
 tc_device_guard tc_device_guard_enter(int device)
 {
     tc_device_guard g = {.prev_device = -1, .device = device, .status = TC_OK};

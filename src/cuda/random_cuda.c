@@ -19,20 +19,7 @@
 #include "kernels/random_kernels.h"
 #include "random_cuda.h"
 
-static atomic_int sm_counts[TC_MAX_DEVICES];
-
 tc_status tc__rng_cuda_resolve(int index, int *out) { return tc__resolve_device(index, out); }
-
-static tc_status sm_count(int device, int *out)
-{
-    int c = atomic_load_explicit(&sm_counts[device], memory_order_relaxed);
-    if (c == 0) {
-        TC_CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, device));
-        atomic_store_explicit(&sm_counts[device], c, memory_order_relaxed);
-    }
-    *out = c;
-    return TC_OK;
-}
 
 static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {
@@ -45,8 +32,9 @@ static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void
                         "random draw on a stream that is being captured into a CUDA graph, with "
                         "a generator not registered with the capture: each replay would repeat "
                         "the same numbers");
-    int sms = 0;
-    TC_TRY(sm_count(d, &sms));
+    int sms = tc__sm_count(d);
+    if (!sms)
+        return tc__fail(TC_ERROR_CUDA, "could not read the multiprocessor count of cuda:%d", d);
     tc__philox_args a = {gen->seed, gen->offset, NULL, 0};
     if (gen->capturing) {
         a.ptr = gen->capture_buf;

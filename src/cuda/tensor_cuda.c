@@ -17,44 +17,21 @@
 #include "device_alloc.h"
 #include "kernels/kernels.h"
 
-static int sm_count[TC_MAX_DEVICES];
-
+/* Multiprocessors of a device, for grid sizes (80 if CUDA cannot say). */
 static int sms_of(int device)
 {
-    if (!sm_count[device]) {
-        int n = 0;
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 80;
-        }
-        sm_count[device] = n;
-    }
-    return sm_count[device];
-}
-
-/* Makes `device` current; *prev gets the device to restore with leave(). */
-static tc_status enter(int device, int *prev)
-{
-    *prev = tc__tls_device;
-    if (*prev != device)
-        return tc__switch_device(device);
-    return TC_OK;
-}
-static void leave(int device, int prev)
-{
-    (void)device;
-    if (tc__tls_device != prev)
-        (void)tc__switch_device(prev);
+    int n = tc__sm_count(device);
+    return n ? n : 80;
 }
 
 #define LAUNCH(device, name, call)                                                         \
     do {                                                                                   \
-        int prev_;                                                                         \
-        TC_TRY(enter(device, &prev_));                                                     \
+        tc_device_guard g_ = tc_device_guard_enter(device);                                \
+        TC_TRY(g_.status);                                                                 \
         cudaStream_t cs_ = tc__current_cuda_stream(device);                                \
         call;                                                                              \
         tc_status st_ = tc__launch_check(cs_, name);                                       \
-        leave(device, prev_);                                                              \
+        tc_device_guard_exit(&g_);                                                         \
         return st_;                                                                        \
     } while (0)
 
@@ -78,13 +55,13 @@ static tc_status cu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fill
 static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__iter *it)
 {
     if (dst == src && it->contiguous) {
-        int prev;
-        TC_TRY(enter(device, &prev));
+        tc_device_guard g = tc_device_guard_enter(device);
+        TC_TRY(g.status);
         cudaError_t err = cudaMemcpyAsync(it->data[0], it->data[1],
                                           (size_t)it->numel * tc_dtype_size(dst),
                                           cudaMemcpyDeviceToDevice,
                                           tc__current_cuda_stream(device));
-        leave(device, prev);
+        tc_device_guard_exit(&g);
         TC_CUDA_CHECK(err);
         return TC_OK;
     }
@@ -94,8 +71,8 @@ static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__it
 static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t, const void *in,
                            void *out, int64_t outer, int64_t r, int64_t inner)
 {
-    int prev;
-    TC_TRY(enter(device, &prev));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
     cudaStream_t cs = tc__current_cuda_stream(device);
     /* partial results, from the cache on this stream: freed as soon as the
      * kernels are queued, reused only by later work on the same stream */
@@ -107,7 +84,7 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
         st = tc__launch_check(cs, "reduce_kernel");
         (void)tc__device_free(scratch);
     }
-    leave(device, prev);
+    tc_device_guard_exit(&g);
     return st;
 }
 
@@ -168,8 +145,8 @@ static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
  * device is the one meant. Leaves to_dev current. */
 static tc_status order_streams(int from_dev, cudaStream_t from, int to_dev, cudaStream_t to)
 {
-    int prev;
-    TC_TRY(enter(from_dev, &prev));
+    if (tc__tls_device != from_dev)
+        TC_TRY(tc__switch_device(from_dev));
     cudaEvent_t ev;
     cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (err == cudaSuccess)
@@ -201,9 +178,12 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
     tc_status st = dense_source(src, dst, &s);
     if (st == TC_OK)
         st = dense_target(dst, &d);
-    int prev = -1, dev = h2d ? dd.index : sd.index;
-    if (st == TC_OK)
-        st = enter(d2h || h2d ? dev : dd.index, &prev);
+    int dev = h2d ? dd.index : sd.index;
+    tc_device_guard g = {.prev_device = -1};
+    if (st == TC_OK) {
+        g = tc_device_guard_enter(d2h || h2d ? dev : dd.index);
+        st = g.status;
+    }
     if (st != TC_OK) {
         tc_tensor_release(s);
         tc_tensor_release(d);
@@ -238,7 +218,7 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         if (st == TC_OK)
             st = tc__switch_device(dd.index);
     }
-    leave(d2h || h2d ? dev : dd.index, prev);
+    tc_device_guard_exit(&g);
     if (st == TC_OK && d != dst)
         st = tc__copy_local(dst, d); /* on the destination device (the CPU after a wait) */
     tc_tensor_release(s);

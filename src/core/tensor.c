@@ -107,12 +107,13 @@ static tc_tensor *header(tc__storage *s, tc_dtype dtype, int ndim, const int64_t
     t->ndim = ndim;
     t->offset = offset;
     t->storage = s;
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
+    for (int i = 0; i < ndim; i++) {
         t->sizes[i] = sizes[i];
-        t->strides[i] = strides ? strides[i] : st;
-        st *= sizes[i] > 0 ? sizes[i] : 1;
+        if (strides)
+            t->strides[i] = strides[i];
     }
+    if (!strides)
+        tc__contiguous_strides(ndim, sizes, t->strides);
     return t;
 }
 
@@ -227,16 +228,9 @@ tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes, 
     TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tc_tensor_from_data: %d is not a tc_dtype",
                  (int)dtype);
     /* A borrowed CPU tensor over the caller's memory, then an ordinary copy. */
-    tc__storage host = {.device = {TC_CPU, -1}, .data = (void *)data};
-    atomic_init(&host.refcount, 2); /* never freed */
-    tc_tensor src = {.dtype = dtype, .ndim = ndim, .storage = &host};
-    atomic_init(&src.refcount, 2); /* on the stack: copies may retain it, never free it */
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        src.sizes[i] = sizes[i];
-        src.strides[i] = st;
-        st *= sizes[i] ? sizes[i] : 1;
-    }
+    tc__storage host;
+    tc_tensor src;
+    tc__wrap_host(&host, &src, (void *)data, dtype, ndim, sizes);
     tc_tensor *t;
     TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
     tc_status s = tc_tensor_copy_(t, &src, false);
@@ -463,11 +457,7 @@ static tc_status infer_sizes(const char *fn, const tc_tensor *src, int ndim, con
 static bool view_strides(const tc_tensor *src, int ndim, const int64_t *sizes, int64_t *strides)
 {
     if (tc__numel(src->ndim, src->sizes) == 0 || tc__is_contiguous(src)) {
-        int64_t st = 1;
-        for (int i = ndim - 1; i >= 0; i--) {
-            strides[i] = st;
-            st *= sizes[i] ? sizes[i] : 1;
-        }
+        tc__contiguous_strides(ndim, sizes, strides);
         return true;
     }
     int view_d = ndim - 1;

@@ -159,16 +159,9 @@ tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype)
     TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tc_tensor_to_host: %d is not a tc_dtype",
                  (int)dtype);
     TC_CHECK_ARG(host || tc__numel(t->ndim, t->sizes) == 0, "tc_tensor_to_host: host is NULL");
-    tc__storage hs = {.device = {TC_CPU, -1}, .data = host};
-    atomic_init(&hs.refcount, 2); /* borrowed: never freed */
-    tc_tensor dst = {.dtype = dtype, .ndim = t->ndim, .storage = &hs};
-    atomic_init(&dst.refcount, 2); /* on the stack: copies may retain it, never free it */
-    int64_t st = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        dst.sizes[i] = t->sizes[i];
-        dst.strides[i] = st;
-        st *= t->sizes[i] ? t->sizes[i] : 1;
-    }
+    tc__storage hs;
+    tc_tensor dst;
+    tc__wrap_host(&hs, &dst, host, dtype, t->ndim, t->sizes);
     return tc_tensor_copy_(&dst, t, false);
 }
 

@@ -75,6 +75,29 @@ static inline void *tc__data(const tc_tensor *t)
 {
     return (char *)t->storage->data + t->offset * (int64_t)tc_dtype_size(t->dtype);
 }
+/* Row-major strides of a dense tensor of these sizes. */
+static inline void tc__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
+{
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= sizes[i] ? sizes[i] : 1;
+    }
+}
+/* Makes *t a dense CPU tensor over memory tcuda does not own, with *s its
+ * storage, both on the caller's stack, for a copy to or from that memory.
+ * Their counts start at 2: copies may retain them, nothing frees them. */
+static inline void tc__wrap_host(tc__storage *s, tc_tensor *t, void *ptr, tc_dtype dtype,
+                                 int ndim, const int64_t *sizes)
+{
+    *s = (tc__storage){.device = {TC_CPU, -1}, .data = ptr};
+    atomic_init(&s->refcount, 2);
+    *t = (tc_tensor){.dtype = dtype, .ndim = ndim, .storage = s};
+    atomic_init(&t->refcount, 2);
+    for (int i = 0; i < ndim; i++)
+        t->sizes[i] = sizes[i];
+    tc__contiguous_strides(ndim, sizes, t->strides);
+}
 /* A new tensor header over t's storage (retained) with the given geometry. */
 tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
                         const int64_t *strides, int64_t offset, tc_tensor **out);

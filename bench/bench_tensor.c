@@ -111,7 +111,7 @@ static void op_matmul(void *p)
 static void bare_launch(void *p)
 {
     ctx *c = p;
-    tc__fill f = {1, 0, 1, 0};
+    tc__fill f = {1, 0, 1};
     tc__k_fill((cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)), 132, TC_FLOAT32, c->rb,
                16, f);
 }

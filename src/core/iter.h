@@ -39,11 +39,12 @@ typedef struct tc__iter {
     void *data[TC__MAX_OPERANDS];
 } tc__iter;
 
-/* A value for fills: start + i * step (step 0 for a constant). Integer dtypes
- * use the int64 fields so that large values stay exact. */
+/* A value for fills: start + i * step (step 0 for a constant). A constant
+ * integer fill stores istart, so that large values stay exact; a range is
+ * computed in double, as PyTorch's arange is. */
 typedef struct tc__fill {
     double start, step;
-    int64_t istart, istep;
+    int64_t istart;
 } tc__fill;
 
 #endif

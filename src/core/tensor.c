@@ -175,7 +175,7 @@ static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_
 
 static tc__fill constant(double value)
 {
-    tc__fill f = {value, 0, 0, 0};
+    tc__fill f = {value, 0, 0};
     if (isfinite(value) && fabs(value) < 9.2e18)
         f.istart = (int64_t)value;
     return f;
@@ -215,7 +215,7 @@ tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype
         count = 0;
     TC_CHECK_ARG(count < 9.0e18, "tc_tensor_arange: too many elements");
     int64_t n = (int64_t)count;
-    tc__fill f = {start, step, (int64_t)start, (int64_t)step};
+    tc__fill f = {start, step, 0}; /* a range: computed in double */
     return make_filled(1, &n, dtype, device, f, out);
 }
 

@@ -42,7 +42,7 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
                             false, &res);
     if (st == TC_OK && batch * m * n > 0) {
         if (k == 0) {
-            tc__fill zero = {0, 0, 0, 0};
+            tc__fill zero = {0, 0, 0};
             st = be->fill(a->storage->device.index, a->dtype, tc__data(res), batch * m * n, zero);
         } else {
             st = be->matmul(a->storage->device.index, a->dtype, tc__data(ac), tc__data(bc),

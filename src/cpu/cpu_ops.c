@@ -222,7 +222,7 @@ static tc_status cpu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fil
     size_t es = tc_dtype_size(dt);
     char *p = out;
     bool fl = tc_dtype_is_floating(dt);
-    if (v.step == 0 && v.istep == 0) {
+    if (v.step == 0) {
         if (fl || dt == TC_BOOL)
             store_f(p, dt, v.start);
         else

@@ -50,7 +50,7 @@ template <typename D, typename S> __global__ void convert_kernel(tc__iter it, in
 template <typename T> __global__ void fill_kernel(T *o, i64 n, tc__fill v, int fl, int afl)
 {
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    bool constant = v.step == 0 && v.istep == 0;
+    bool constant = v.step == 0;
     for (i64 i = tid; i < n; i += stride) {
         if (constant) {
             if (fl)

@@ -9,16 +9,17 @@
 
 #define BLOCK 64
 
-static void to_double(const void *src, tc_dtype dt, double *dst, int64_t n)
+/* n dense elements from src (of dtype st) to dst (of dtype dt), through the
+ * backend's converting copy on a flat iter. */
+static void flat_convert(void *dst, tc_dtype dt, const void *src, tc_dtype st, int64_t n)
 {
-    /* reuse the backend's converting copy on a flat iter */
     tc__iter it;
     int64_t sz[1] = {n};
     tc__iter_init(&it, 1, sz, 2);
     it.strides[0][0] = it.strides[1][0] = 1;
     it.data[0] = dst;
     it.data[1] = (void *)src;
-    (void)tc__cpu_backend.convert(-1, TC_FLOAT64, dt, &it);
+    (void)tc__cpu_backend.convert(-1, dt, st, &it);
 }
 
 tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
@@ -34,8 +35,11 @@ tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, 
                                                 "matmul's buffers");
     }
     for (int64_t p = 0; p < batch; p++) {
-        to_double((const char *)a + p * sa * (int64_t)es, dt, A, m * k);
-        to_double((const char *)b + p * sb * (int64_t)es, dt, B, k * n);
+        /* a broadcast operand (batch stride 0) is converted once */
+        if (p == 0 || sa)
+            flat_convert(A, TC_FLOAT64, (const char *)a + p * sa * (int64_t)es, dt, m * k);
+        if (p == 0 || sb)
+            flat_convert(B, TC_FLOAT64, (const char *)b + p * sb * (int64_t)es, dt, k * n);
         memset(C, 0, sizeof(double) * (size_t)(m * n));
         for (int64_t i0 = 0; i0 < m; i0 += BLOCK)
             for (int64_t k0 = 0; k0 < k; k0 += BLOCK)
@@ -52,13 +56,7 @@ tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, 
                                 crow[j] += x * brow[j];
                         }
                 }
-        tc__iter it;
-        int64_t sz[1] = {m * n};
-        tc__iter_init(&it, 1, sz, 2);
-        it.strides[0][0] = it.strides[1][0] = 1;
-        it.data[0] = (char *)c + p * m * n * (int64_t)es;
-        it.data[1] = C;
-        (void)tc__cpu_backend.convert(-1, dt, TC_FLOAT64, &it);
+        flat_convert((char *)c + p * m * n * (int64_t)es, dt, C, TC_FLOAT64, m * n);
     }
     free(A), free(B), free(C);
     return TC_OK;

@@ -86,8 +86,7 @@ typedef struct walker {
     const tc__iter *it;
     int64_t idx[TC_MAX_DIMS];
     char *p[TC__MAX_OPERANDS];
-    int64_t step[TC__MAX_OPERANDS][TC_MAX_DIMS]; /* bytes per index of dimension d */
-    int64_t span[TC__MAX_OPERANDS][TC_MAX_DIMS]; /* bytes of a whole dimension d */
+    size_t esize[TC__MAX_OPERANDS];
 } walker;
 
 static void walk_init(walker *w, const tc__iter *it, const tc_dtype *dtypes)
@@ -96,11 +95,7 @@ static void walk_init(walker *w, const tc__iter *it, const tc_dtype *dtypes)
     w->it = it;
     for (int i = 0; i < it->nops; i++) {
         w->p[i] = it->data[i];
-        int64_t es = (int64_t)tc_dtype_size(dtypes[i]);
-        for (int d = 0; d < it->ndim; d++) {
-            w->step[i][d] = it->strides[i][d] * es;
-            w->span[i][d] = w->step[i][d] * it->sizes[d];
-        }
+        w->esize[i] = tc_dtype_size(dtypes[i]);
     }
 }
 
@@ -109,11 +104,11 @@ static void walk_next(walker *w)
     const tc__iter *it = w->it;
     for (int d = it->ndim - 1; d >= 0; d--) {
         for (int i = 0; i < it->nops; i++)
-            w->p[i] += w->step[i][d];
+            w->p[i] += it->strides[i][d] * (int64_t)w->esize[i];
         if (++w->idx[d] < it->sizes[d])
             return;
         for (int i = 0; i < it->nops; i++)
-            w->p[i] -= w->span[i][d];
+            w->p[i] -= it->strides[i][d] * it->sizes[d] * (int64_t)w->esize[i];
         w->idx[d] = 0;
     }
 }

@@ -9,25 +9,16 @@
 
 #include "internal.h"
 #include "storage.h"
+#include "tcuda/memory.h"
 #if defined(TCUDA_HAVE_CUDA)
 #include "cuda/cuda_internal.h"
 #include "cuda/device_alloc.h"
 #endif
 
-#if !defined(TCUDA_HAVE_CUDA)
-static const char no_cuda[] = "tcuda was built without CUDA (TCUDA_CUDA=OFF or no nvcc at "
-                              "configure time)";
-#endif
-
 static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
 {
-    if (pinned) {
-#if defined(TCUDA_HAVE_CUDA)
+    if (pinned) /* TC_ERROR_NO_DEVICE in a build without CUDA (absent_memory.c) */
         return tc_host_alloc(bytes, p);
-#else
-        return tc__fail(TC_ERROR_NO_DEVICE, "pinned memory needs CUDA: %s", no_cuda);
-#endif
-    }
     *p = malloc(bytes ? bytes : 1);
     if (!*p)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate %zu bytes of host memory",
@@ -35,14 +26,15 @@ static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
     return TC_OK;
 }
 
+/* `device` was resolved by the caller (tc__new_tensor), which initialized
+ * CUDA, or failed in a build without it. */
 static tc_status alloc_cuda(int device, size_t bytes, void **p)
 {
 #if defined(TCUDA_HAVE_CUDA)
-    TC_TRY(tc__ensure_init());
     return tc__device_alloc(device, tc__current_cuda_stream(device), bytes, p);
 #else
     (void)device, (void)bytes, (void)p;
-    return tc__fail(TC_ERROR_NO_DEVICE, "CUDA is not available: %s", no_cuda);
+    return tc__fail(TC_ERROR_NO_DEVICE, "tcuda was built without CUDA");
 #endif
 }
 
@@ -72,10 +64,11 @@ void tc__storage_release(tc__storage *s)
 #if defined(TCUDA_HAVE_CUDA)
     if (s->device.type == TC_CUDA)
         (void)tc__device_free(s->data);
-    else if (s->pinned)
-        (void)tc_host_free(s->data);
     else
 #endif
+    if (s->pinned)
+        (void)tc_host_free(s->data);
+    else
         free(s->data);
     free(s);
 }

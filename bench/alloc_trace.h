@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
+#include "bench_util.h"
 
 typedef struct op {
     uint32_t id;   /* slot of the block */
@@ -78,13 +78,6 @@ static void free_live(const op *t, void **slots, void (*release)(void *ctx, void
         if (alive[i])
             release(ctx, slots[i]);
     free(alive);
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 #endif

@@ -55,7 +55,7 @@ static void release(void *ctx, void *p)
 static double replay(const op *t)
 {
     int fail = 0;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (int i = 0; i < NOPS; i++) {
         if (t[i].alloc)
             fail |= do_alloc(t[i].size, &slots[t[i].id]);
@@ -67,7 +67,7 @@ static double replay(const op *t)
             return -1;
         }
     }
-    double ns = (now_ns() - t0) / NOPS;
+    double ns = (bench_now_ns() - t0) / NOPS;
     free_live(t, slots, release, NULL);
     cudaDeviceSynchronize();
     return ns;

@@ -90,7 +90,7 @@ static void release(void *ctx, void *p) { tc__alloc_free(ctx, p); }
 
 static double replay(tc__allocator *a, const op *t)
 {
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (int i = 0; i < NOPS; i++) {
         if (t[i].alloc) {
             if (tc__alloc_malloc(a, t[i].size, 0, &slots[t[i].id]) != TC_OK) {
@@ -102,7 +102,7 @@ static double replay(tc__allocator *a, const op *t)
             tc__alloc_free(a, slots[t[i].id]);
         }
     }
-    double ns = (now_ns() - t0) / NOPS;
+    double ns = (bench_now_ns() - t0) / NOPS;
     free_live(t, slots, release, a);
     char why[256];
     if (tc__alloc_check(a, why, sizeof why)) {
@@ -118,7 +118,7 @@ static volatile uintptr_t loop_sink; /* keeps the loop's reads */
 static double replay_loop(const op *t)
 {
     uintptr_t acc = 0;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (int i = 0; i < NOPS; i++) {
         if (t[i].alloc)
             slots[t[i].id] = (void *)(uintptr_t)(i + 1);
@@ -126,7 +126,7 @@ static double replay_loop(const op *t)
             acc += (uintptr_t)slots[t[i].id];
     }
     loop_sink = acc;
-    return (now_ns() - t0) / NOPS;
+    return (bench_now_ns() - t0) / NOPS;
 }
 
 int main(int argc, char **argv)

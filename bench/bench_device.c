@@ -3,7 +3,7 @@
  * stream query. Prints one table (median of 7 runs, ns per call). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include "bench_util.h"
 
 #include "tcuda/tcuda.h"
 
@@ -11,19 +11,6 @@
 #include <cuda_runtime_api.h>
 
 enum { ITERS = 2000000, RUNS = 7 };
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static volatile void *sink;
 static tc_stream *stream;
@@ -78,13 +65,12 @@ static double measure(void (*loop)(int), int iters)
     double t[RUNS];
     loop(iters / 10);
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         loop(iters);
-        t[r] = (now_ns() - t0) / iters;
+        t[r] = (bench_now_ns() - t0) / iters;
         cudaStreamSynchronize(raw_stream);
     }
-    qsort(t, RUNS, sizeof t[0], cmp);
-    return t[RUNS / 2];
+    return bench_median(t, RUNS);
 }
 
 int main(void)

@@ -8,18 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "tcuda/tcuda.h"
 
 #ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 static int csv;
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef int (*op_fn)(void *ctx);
 
@@ -32,7 +27,7 @@ static float time_op(op_fn fn, void *ctx, int reps)
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    float *ms = calloc((size_t)reps, sizeof(float));
+    double *ms = calloc((size_t)reps, sizeof(double));
     float med = -1;
     int i = 0;
     for (; i < reps; i++) {
@@ -41,12 +36,12 @@ static float time_op(op_fn fn, void *ctx, int reps)
             break;
         cudaEventRecord(b, 0);
         cudaEventSynchronize(b);
-        cudaEventElapsedTime(&ms[i], a, b);
+        float t;
+        cudaEventElapsedTime(&t, a, b);
+        ms[i] = t;
     }
-    if (i == reps) {
-        qsort(ms, (size_t)reps, sizeof(float), cmp_float);
-        med = ms[reps / 2];
-    }
+    if (i == reps)
+        med = (float)bench_median(ms, reps);
     free(ms);
     cudaEventDestroy(a);
     cudaEventDestroy(b);

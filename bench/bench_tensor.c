@@ -9,7 +9,7 @@
  * Prints one line per row: name, tcuda, floor (where there is one), unit. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include "bench_util.h"
 
 #include "tcuda/tcuda.h"
 
@@ -29,12 +29,7 @@
 
 static const tc_device GPU = {TC_CUDA, -1};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return bench_now_ns() * 1e-9; }
 
 typedef void (*op_fn)(void *ctx);
 

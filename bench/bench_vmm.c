@@ -18,7 +18,7 @@ int main(void)
 #else
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <time.h>
+#include "bench_util.h"
 
 static CUresult (*reserve_)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 static CUresult (*create_)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
@@ -29,18 +29,7 @@ static CUresult (*map_)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandl
 static CUresult (*unmap_)(CUdeviceptr, size_t);
 static CUresult (*access_)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
+static double now_us(void) { return bench_now_ns() / 1e3; }
 
 static int load(void)
 {
@@ -125,8 +114,7 @@ int main(void)
         }
         printf("| %zu", sizes[s]);
         for (int k = 0; k < 7; k++) {
-            qsort(t[k], R, sizeof(double), cmp);
-            printf(" | %.1f", t[k][R / 2]);
+            printf(" | %.1f", bench_median(t[k], R));
         }
         printf(" |\n");
     }

@@ -253,6 +253,8 @@ static size_t unmap_block(tc__allocator *a, blk *b, size_t want)
  * granules are the least likely to be wanted again soon. */
 size_t tc__exp_unmap_free(tc__allocator *a, size_t want)
 {
+    if (!gran(a))
+        return 0; /* a provider without expandable segments */
     size_t got = 0;
     unsigned lo = bin_of(gran(a));
     for (scache *c = a->caches; c && got < want; c = c->next) {

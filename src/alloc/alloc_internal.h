@@ -501,7 +501,8 @@ size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b);
  * then nothing changed. */
 tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need);
 /* Unmaps chunks that lie wholly in free blocks until `want` bytes went back
- * (SIZE_MAX: all); a chunk goes whole, so more may go. */
+ * (SIZE_MAX: all); a chunk goes whole, so more may go. Nothing to do (0)
+ * with a provider that has no expandable segments. */
 size_t tc__exp_unmap_free(tc__allocator *a, size_t want);
 /* Returns a segment's chunks and its reservation to the provider, and frees
  * its bitmaps. */

@@ -28,6 +28,7 @@ void *tc__handle_get(tc__handle_pool *pool)
 
 void tc__handle_put(tc__handle_pool *pool, void *obj)
 {
+    *(uint32_t *)obj = TC_DEAD_MAGIC;
     *link_of(obj) = NULL;
     pthread_mutex_lock(&pool->lock);
     if (pool->tail)
@@ -37,4 +38,14 @@ void tc__handle_put(tc__handle_pool *pool, void *obj)
     pool->tail = obj;
     pool->parked++;
     pthread_mutex_unlock(&pool->lock);
+}
+
+tc_status tc__handle_fail(const void *h, uint32_t magic, const char *type)
+{
+    (void)magic;
+    if (!h)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "the %s is NULL", type);
+    if (*(const uint32_t *)h == TC_DEAD_MAGIC)
+        return tc__fail(TC_ERROR_INVALID_HANDLE, "%s %p was already destroyed", type, h);
+    return tc__fail(TC_ERROR_INVALID_HANDLE, "%p is not a live %s", h, type);
 }

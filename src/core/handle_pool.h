@@ -8,6 +8,9 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
 
 typedef struct tc__handle_pool {
     pthread_mutex_t lock;
@@ -27,7 +30,24 @@ typedef struct tc__handle_pool {
 /* A zeroed object, or NULL when memory runs out. */
 void *tc__handle_get(tc__handle_pool *pool);
 
-/* Parks a destroyed object; the caller has already set its magic to dead. */
+/* Parks a destroyed object and overwrites its magic word with
+ * TC_DEAD_MAGIC. */
 void tc__handle_put(tc__handle_pool *pool, void *obj);
+
+/* The magic word of every destroyed handle. */
+#define TC_DEAD_MAGIC 0xdeadbeefu
+
+/* The one check every opaque handle goes through (streams, events,
+ * generators, tensors, allocators, ...): TC_OK when h points to a live object
+ * whose first word is `magic`; TC_ERROR_INVALID_ARGUMENT for NULL;
+ * TC_ERROR_INVALID_HANDLE naming `type` (e.g. "tc_stream") when it was
+ * destroyed or is something else. The message starts with the public call. */
+tc_status tc__handle_fail(const void *h, uint32_t magic, const char *type);
+static inline tc_status tc__handle_check(const void *h, uint32_t magic, const char *type)
+{
+    if (TC_LIKELY(h && *(const uint32_t *)h == magic))
+        return TC_OK;
+    return tc__handle_fail(h, magic, type);
+}
 
 #endif

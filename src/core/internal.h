@@ -21,8 +21,36 @@
 extern "C" {
 #endif
 
-/* Records a formatted message as this thread's last error; returns status. */
+/* Records a formatted message as this thread's last error; returns status.
+ * Inside a public call (TC_API_BEGIN), the message starts with that call's
+ * name: a "tc_x: " prefix written by an inner function is replaced by it, and
+ * a message without one gets it. */
 tc_status tc__fail(tc_status status, const char *fmt, ...) TC_PRINTF(2, 3);
+
+/* The public function the user called on this thread (NULL outside one). */
+#ifndef __cplusplus
+extern _Thread_local const char *tc__api_name;
+
+static inline const char *tc__api_begin(const char *fn)
+{
+    const char *prev = tc__api_name;
+    if (!prev)
+        tc__api_name = fn;
+    return prev;
+}
+static inline void tc__api_end(const char *const *prev)
+{
+    if (!*prev)
+        tc__api_name = NULL;
+}
+/* First statement of every public function that can fail: error messages of
+ * this call, and of the tcuda functions it calls, then name it (the outermost
+ * public call wins, so a wrapper such as tc_tensor_cuda is named rather than
+ * the tc_tensor_to it calls). */
+#define TC_API_BEGIN                                                           \
+    const char *const tc__api_prev_ __attribute__((cleanup(tc__api_end), unused)) = \
+        tc__api_begin(__func__)
+#endif
 
 /* Prints "tcuda warning: ..." to stderr (only where the user asked for it). */
 void tc__warn(const char *fmt, ...) TC_PRINTF(1, 2);

@@ -4,13 +4,16 @@
  * into this thread's buffer and returns the status, so that a function can
  * end with `return tc__fail(TC_ERROR_X, "what was wrong")`. The message is
  * kept until the next failure on the same thread. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
 static _Thread_local char tls_message[1024];
+_Thread_local const char *tc__api_name;
 
 const char *tc_status_string(tc_status status)
 {
@@ -37,12 +40,41 @@ const char *tc_status_string(tc_status status)
 
 const char *tc_last_error(void) { return tls_message; }
 
+/* Length of a leading "tc_name: " in msg, or 0. */
+static size_t fn_prefix(const char *msg)
+{
+    if (strncmp(msg, "tc_", 3) != 0)
+        return 0;
+    size_t i = 3;
+    while (msg[i] == '_' || isalnum((unsigned char)msg[i]))
+        i++;
+    return msg[i] == ':' && msg[i + 1] == ' ' ? i + 2 : 0;
+}
+
 tc_status tc__fail(tc_status status, const char *fmt, ...)
 {
+    char body[sizeof tls_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tls_message, sizeof tls_message, fmt, ap);
+    vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
+    const char *api = tc__api_name;
+    if (!api) {
+        memcpy(tls_message, body, sizeof body);
+        return status;
+    }
+    /* Truncation is fine here: the message is cut, never overrun. */
+    size_t n = strlen(api);
+    if (n > sizeof tls_message - 3)
+        n = sizeof tls_message - 3;
+    memcpy(tls_message, api, n);
+    memcpy(tls_message + n, ": ", 2);
+    const char *rest = body + fn_prefix(body);
+    size_t room = sizeof tls_message - n - 3, len = strlen(rest);
+    if (len > room)
+        len = room;
+    memcpy(tls_message + n + 2, rest, len);
+    tls_message[n + 2 + len] = '\0';
     return status;
 }
 

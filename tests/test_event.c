@@ -102,22 +102,11 @@ static void check_ipc(char *self)
     CHECK_OK(tc_stream_destroy(s));
 }
 
-/* A malloc'd block of random bytes whose first byte is 0, so that its first
- * word is neither a live magic word nor the dead one. */
-static void *garbage(size_t size)
-{
-    unsigned char *p = malloc(size);
-    for (size_t i = 0; i < size; i++)
-        p[i] = (unsigned char)tc_test_rand();
-    p[0] = 0;
-    return p;
-}
-
 /* Every call on a destroyed and on a garbage event fails with
  * TC_ERROR_INVALID_HANDLE naming the call, and writes nothing. */
 static void check_bad_handles(tc_event *dead, tc_event *live, tc_stream *s)
 {
-    tc_event *junk = garbage(sizeof(void *) * 16);
+    tc_event *junk = tc_test_garbage(sizeof(void *) * 16);
     tc_event *bad[2] = {dead, junk};
     for (int i = 0; i < 2; i++) {
         tc_event *e = bad[i];

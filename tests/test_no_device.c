@@ -10,18 +10,6 @@
 
 #include "tc_test.h"
 
-/* A malloc'd block of random bytes, as a program with a stray pointer would
- * pass. Its first byte is 0, so its first word is neither a live magic word
- * (these end in 0x11 and 0x71) nor the dead one (0xdeadbeef). */
-static void *garbage(size_t size)
-{
-    unsigned char *p = malloc(size);
-    for (size_t i = 0; i < size; i++)
-        p[i] = (unsigned char)tc_test_rand();
-    p[0] = 0;
-    return p;
-}
-
 /* The last message starts with `fn` ": " and contains `what`. */
 static bool says(const char *fn, const char *what)
 {
@@ -32,8 +20,8 @@ static bool says(const char *fn, const char *what)
 
 static void check_bad_handles(void)
 {
-    tc_stream *gs = garbage(256);
-    tc_event *ge = garbage(256);
+    tc_stream *gs = tc_test_garbage(256);
+    tc_event *ge = tc_test_garbage(256);
     CHECK_STATUS(tc_stream_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_stream_destroy", "tc_stream is NULL"));
     CHECK_STATUS(tc_stream_destroy(gs), TC_ERROR_INVALID_HANDLE);

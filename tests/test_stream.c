@@ -52,21 +52,10 @@ static void check_ordering(tc_stream *producer, tc_stream *consumer, int order, 
     CHECK_OK(tc_stream_synchronize(producer));
 }
 
-/* A malloc'd block of random bytes whose first byte is 0, so that its first
- * word is neither a live magic word nor the dead one. */
-static void *garbage(size_t size)
-{
-    unsigned char *p = malloc(size);
-    for (size_t i = 0; i < size; i++)
-        p[i] = (unsigned char)tc_test_rand();
-    p[0] = 0;
-    return p;
-}
-
 /* `dead` was destroyed, `live` is a live stream, `def` the default one. */
 static void check_bad_handles(tc_stream *dead, tc_stream *live, tc_stream *def)
 {
-    tc_stream *junk = garbage(sizeof(void *) * 16);
+    tc_stream *junk = tc_test_garbage(sizeof(void *) * 16);
     tc_stream *bad[2] = {dead, junk};
     for (int i = 0; i < 2; i++) {
         tc_stream *s = bad[i];

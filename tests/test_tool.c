@@ -110,6 +110,9 @@ int main(int argc, char **argv)
     CHECK(r.code == 2);
     CHECK(strstr(r.err, "tcuda: unknown command 'xyz'; commands: info") != NULL);
     CHECK(r.out[0] == '\0');
+    char *unknown_extra[] = {"infoo", "now", NULL};
+    run(tool, unknown_extra, NULL, &r);
+    CHECK(r.code == 2 && strstr(r.err, "unknown command 'infoo'") != NULL);
     char *extra[] = {"info", "now", NULL};
     run(tool, extra, NULL, &r);
     CHECK(r.code == 2 && strstr(r.err, "'now'") != NULL);

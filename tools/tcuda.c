@@ -122,13 +122,16 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (argc > 2) {
+    bool is_info = strcmp(cmd, "info") == 0;
+    bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
+                   strcmp(cmd, "--help") == 0;
+    if ((is_info || is_help) && argc > 2) {
         fprintf(stderr, "tcuda: '%s' takes no arguments (got '%s')\n", cmd, argv[2]);
         return 2;
     }
-    if (strcmp(cmd, "info") == 0)
+    if (is_info)
         return check_stdout(info());
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+    if (is_help) {
         usage(stdout);
         return check_stdout(0);
     }

@@ -20,9 +20,8 @@ bool tc__launch_blocking_enabled(void);
 /* The parsers of CUDA_LAUNCH_BLOCKING (true: 1/true/yes/on; false: NULL,
  * empty, 0/false/no/off; any letter case) and TCUDA_SYNC_DEBUG_MODE (NULL or
  * empty: 0; 0/1/2, or PyTorch's names default/warn/error; any letter case).
- * Anything
- * else is TC_ERROR_INVALID_ARGUMENT naming the variable and the value; *out
- * is written only on success. */
+ * Anything else is TC_ERROR_INVALID_ARGUMENT naming the variable and the
+ * value; the out-parameter is written only on success. */
 tc_status tc__parse_launch_blocking(const char *text, bool *on);
 tc_status tc__parse_sync_debug_mode(const char *text, int *mode);
 

@@ -79,7 +79,7 @@ int main(void)
         printf("bench_device: %s\n", tc_last_error());
         return 0;
     }
-    if (tc_stream_create(&stream, 0, 0) != TC_OK || tc_event_create(&event, 0) != TC_OK)
+    if (tc_stream_create(0, 0, &stream) != TC_OK || tc_event_create(0, &event) != TC_OK)
         return 1;
     raw_stream = (cudaStream_t)tc_stream_cuda_handle(stream);
     cudaEventCreateWithFlags(&raw_event, cudaEventDisableTiming);

@@ -39,8 +39,8 @@ static double gpu_time(op_fn fn, void *ctx, int warm, int iters)
     for (int i = 0; i < warm; i++)
         fn(ctx);
     tc_event *a, *b;
-    TRY(tc_event_create(&a, TC_EVENT_TIMING));
-    TRY(tc_event_create(&b, TC_EVENT_TIMING));
+    TRY(tc_event_create(TC_EVENT_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_TIMING, &b));
     TRY(tc_event_record(a, NULL));
     for (int i = 0; i < iters; i++)
         fn(ctx);

@@ -12,9 +12,9 @@ int main(void)
     tc_stream *s;
     tc_event *start, *end;
     float ms;
-    tc_stream_create(&s, -1, 0);
-    tc_event_create(&start, TC_EVENT_TIMING);
-    tc_event_create(&end, TC_EVENT_TIMING);
+    tc_stream_create(-1, 0, &s);
+    tc_event_create(TC_EVENT_TIMING, &start);
+    tc_event_create(TC_EVENT_TIMING, &end);
     tc_stream_guard g = tc_stream_guard_enter(s); /* like `with torch.cuda.stream(s)` */
     tc_event_record(start, NULL);                 /* ... queue work on the current stream ... */
     tc_event_record(end, NULL);

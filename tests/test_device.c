@@ -1,5 +1,6 @@
 /* GPU: devices, the per-thread current device, guards, properties, memory
- * info, arch list, peer access, and bad device indices. */
+ * info, arch list, peer access, and bad device indices: every failure is
+ * named after the public call and writes no out-parameter. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -58,14 +59,37 @@ int main(void)
     CHECK(tc_current_device() == 0);
     CHECK_OK(tc_set_device(-5)); /* negative: no-op, as in PyTorch */
     CHECK(tc_get_device_name(99) == NULL);
+    CHECK(strncmp(tc_last_error(), "tc_get_device_name: device 99 does not exist", 44) == 0);
     CHECK(!tc_can_device_access_peer(0, 99));
+    CHECK(strncmp(tc_last_error(), "tc_can_device_access_peer: device 99", 36) == 0);
+    CHECK(tc_current_device() == 0);
+    int major = -7, minor = -7;
+    CHECK_STATUS(tc_get_device_capability(99, &major, &minor), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_get_device_capability: ", 26) == 0);
+    CHECK(major == -7 && minor == -7);
+    tc_device_properties sentinel, props;
+    memset(&sentinel, 0x5c, sizeof sentinel);
+    memset(&props, 0x5c, sizeof props);
+    CHECK_STATUS(tc_get_device_properties(99, &props), TC_ERROR_INVALID_DEVICE);
+    CHECK(memcmp(&props, &sentinel, sizeof props) == 0);
+    size_t fb = 3, tb = 3;
+    CHECK_STATUS(tc_mem_get_info(99, &fb, &tb), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_mem_get_info: ", 17) == 0);
+    CHECK(fb == 3 && tb == 3);
+    CHECK_STATUS(tc_synchronize(99), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_synchronize: ", 16) == 0);
+    CHECK_STATUS(tc_set_device(99), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_set_device: ", 15) == 0);
+    tc_device_guard bad_guard = tc_device_guard_enter(99);
+    CHECK(strncmp(tc_last_error(), "tc_device_guard_enter: ", 23) == 0);
+    tc_device_guard_exit(&bad_guard);
 
     for (int d = 0; d < n; d++) {
         tc_device_properties p;
         CHECK_OK(tc_get_device_properties(d, &p));
         const char *name = tc_get_device_name(d);
         CHECK(name && strcmp(name, p.name) == 0 && strlen(name) > 3);
-        int major = 0, minor = -1;
+        major = 0, minor = -1;
         CHECK_OK(tc_get_device_capability(d, &major, &minor));
         CHECK(major == p.major && minor == p.minor && major >= 7 && minor >= 0);
         CHECK(p.total_memory > ((size_t)1 << 30));

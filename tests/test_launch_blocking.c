@@ -2,7 +2,8 @@
  * launched it reports the fault; without, the launch returns TC_OK and the
  * next synchronizing call reports it with a hint. A fault ruins the CUDA
  * context, so each case runs in a child process (this program, run again
- * with --child and the variable set). */
+ * with --child, the blocking it must see, and the variable set). The
+ * spellings of true and false count: 0.1 took "off" and "FALSE" for on. */
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -14,9 +15,15 @@
 
 extern char **environ;
 
-static int child(void)
+/* `want`: "1" blocking, "0" not, "p0" not, checking only what tcuda reads:
+ * how the CUDA driver itself reads "off" or "FALSE" is not tcuda's to say. */
+static int child(const char *want)
 {
     bool blocking = tc_launch_blocking();
+    if (blocking != (strcmp(want, "1") == 0))
+        return 24;
+    if (strcmp(want, "p0") == 0)
+        return tc_init() == TC_OK ? 0 : 25;
     tc_stream *s = tc_current_stream(-1);
     if (!s)
         return 20;
@@ -36,10 +43,10 @@ static int child(void)
     return st == TC_ERROR_CUDA && strstr(tc_last_error(), "CUDA_LAUNCH_BLOCKING=1") ? 0 : 23;
 }
 
-static int run_child(char *self, const char *blocking)
+static int run_child(char *self, const char *blocking, char *want)
 {
     setenv("CUDA_LAUNCH_BLOCKING", blocking, 1);
-    char *argv[] = {self, "--child", NULL};
+    char *argv[] = {self, "--child", want, NULL};
     pid_t pid;
     if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
         return -1;
@@ -50,12 +57,15 @@ static int run_child(char *self, const char *blocking)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0)
-        return child();
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2]);
     tc_test_init();
     tc_test_require_gpu();
-    CHECK(run_child(argv[0], "1") == 0);
-    CHECK(run_child(argv[0], "0") == 0);
+    CHECK(run_child(argv[0], "1", "1") == 0);
+    CHECK(run_child(argv[0], "0", "0") == 0);
+    CHECK(run_child(argv[0], "TRUE", "1") == 0);
+    CHECK(run_child(argv[0], "off", "p0") == 0);
+    CHECK(run_child(argv[0], "FALSE", "p0") == 0);
     return TC_TEST_DONE();
 }
 #else

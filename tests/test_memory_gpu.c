@@ -49,8 +49,8 @@ static void test_oom(void)
 static void test_record_stream(void)
 {
     tc_stream *a, *b;
-    CHECK_OK(tc_stream_create(&a, 0, 0));
-    CHECK_OK(tc_stream_create(&b, 0, 0));
+    CHECK_OK(tc_stream_create(0, 0, &a));
+    CHECK_OK(tc_stream_create(0, 0, &b));
     size_t n = 1 << 20;
     float *x, *out;
     CHECK_OK(tc_caching_allocator_alloc(n * 4, 0, a, (void **)&x));

@@ -1,10 +1,78 @@
 /* With no GPU (this test hides every GPU with CUDA_VISIBLE_DEVICES="", so it
- * runs the same on CI and on a GPU machine): every CUDA call answers
- * TC_ERROR_NO_DEVICE with a message, guards are no-ops, and bad arguments
- * are reported before anything else. */
+ * runs the same on CI and on a GPU machine, with or without CUDA in the
+ * build): every CUDA call answers TC_ERROR_NO_DEVICE with a message that
+ * starts with the call's name, guards are no-ops, bad arguments are reported
+ * before anything else, and no out-parameter is written. Stream and event
+ * handles are checked even here: NULL is TC_ERROR_INVALID_ARGUMENT where it
+ * does not mean "current", and a garbage pointer TC_ERROR_INVALID_HANDLE,
+ * never a crash. */
 #include <stdlib.h>
 
 #include "tc_test.h"
+
+/* The last message starts with `fn` ": " and contains `what`. */
+static bool says(const char *fn, const char *what)
+{
+    const char *m = tc_last_error();
+    size_t n = strlen(fn);
+    return strncmp(m, fn, n) == 0 && m[n] == ':' && strstr(m, what) != NULL;
+}
+
+static void check_bad_handles(void)
+{
+    tc_stream *gs = tc_test_garbage(256);
+    tc_event *ge = tc_test_garbage(256);
+    CHECK_STATUS(tc_stream_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_stream_destroy", "tc_stream is NULL"));
+    CHECK_STATUS(tc_stream_destroy(gs), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_stream_destroy", "not a live tc_stream"));
+    CHECK_STATUS(tc_stream_query(gs), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_stream_query", "not a live tc_stream"));
+    CHECK_STATUS(tc_stream_synchronize(gs), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_stream_wait_stream(gs, NULL), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_set_stream(gs), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_set_stream", "not a live tc_stream"));
+    tc_stream_guard g = tc_stream_guard_enter(gs);
+    CHECK(g.status == TC_ERROR_INVALID_HANDLE && g.prev_stream == NULL);
+    CHECK(says("tc_stream_guard_enter", "not a live tc_stream"));
+    tc_stream_guard_exit(&g);
+    tc_event *e = (tc_event *)0x1;
+    CHECK_STATUS(tc_stream_record_event(gs, &e), TC_ERROR_INVALID_HANDLE);
+    CHECK(e == (tc_event *)0x1);
+    CHECK_STATUS(tc_stream_record_event(NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+
+    /* accessors cannot fail: documented values, the last message kept */
+    CHECK_STATUS(tc_set_stream(gs), TC_ERROR_INVALID_HANDLE);
+    char before[256];
+    snprintf(before, sizeof before, "%s", tc_last_error());
+    CHECK(tc_stream_device(gs) == -1 && tc_stream_priority(gs) == 0);
+    CHECK(tc_stream_cuda_handle(gs) == NULL && tc_event_device(ge) == -1);
+    CHECK(tc_stream_device(NULL) == -1 && tc_stream_priority(NULL) == 0);
+    CHECK(tc_stream_cuda_handle(NULL) == NULL && tc_event_device(NULL) == -1);
+    CHECK(strcmp(tc_last_error(), before) == 0);
+
+    CHECK_STATUS(tc_event_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_event_destroy", "tc_event is NULL"));
+    CHECK_STATUS(tc_event_destroy(ge), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_event_destroy", "not a live tc_event"));
+    CHECK_STATUS(tc_event_query(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_event_query(ge), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_event_query", "not a live tc_event"));
+    CHECK_STATUS(tc_event_record(ge, NULL), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_event_synchronize(ge), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_event_wait(ge, NULL), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_stream_wait_event(NULL, ge), TC_ERROR_INVALID_HANDLE);
+    CHECK(says("tc_stream_wait_event", "not a live tc_event"));
+    float ms = -3;
+    CHECK_STATUS(tc_event_elapsed_time(ge, ge, &ms), TC_ERROR_INVALID_HANDLE);
+    CHECK(ms == -3);
+    tc_ipc_event_handle h;
+    memset(&h, 0x77, sizeof h);
+    CHECK_STATUS(tc_event_ipc_handle(ge, &h), TC_ERROR_INVALID_HANDLE);
+    CHECK(h.bytes[0] == 0x77 && h.bytes[63] == 0x77);
+    free(gs);
+    free(ge);
+}
 
 int main(void)
 {
@@ -17,6 +85,7 @@ int main(void)
     CHECK(!tc_is_initialized());
     CHECK(tc_device_count() == 0);
     CHECK_STATUS(tc_init(), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_init", "CUDA is not available"));
     CHECK(tc_current_device() == -1);
     CHECK_OK(tc_set_device(-1));
     CHECK_STATUS(tc_set_device(0), TC_ERROR_NO_DEVICE);
@@ -30,12 +99,15 @@ int main(void)
     tc_device_guard_exit(NULL);
 
     CHECK(tc_get_device_name(0) == NULL);
+    CHECK(says("tc_get_device_name", "CUDA is not available"));
     int major = -7, minor = -7;
     CHECK_STATUS(tc_get_device_capability(0, &major, &minor), TC_ERROR_NO_DEVICE);
     CHECK(major == -7 && minor == -7);
     CHECK_STATUS(tc_get_device_capability(0, NULL, &minor), TC_ERROR_INVALID_ARGUMENT);
     tc_device_properties props;
+    memset(&props, 0x5c, sizeof props);
     CHECK_STATUS(tc_get_device_properties(0, &props), TC_ERROR_NO_DEVICE);
+    CHECK(props.major == 0x5c5c5c5c && (unsigned char)props.name[0] == 0x5c);
     CHECK_STATUS(tc_get_device_properties(0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(!tc_can_device_access_peer(0, 1));
     CHECK_STATUS(tc_synchronize(-1), TC_ERROR_NO_DEVICE);
@@ -49,33 +121,45 @@ int main(void)
     CHECK(tc_utilization(0) == -1 && tc_last_error()[0]);
     CHECK(tc_memory_usage(0) == -1 && tc_temperature(0) == -1);
     CHECK(tc_power_draw(0) == -1 && tc_clock_rate(0) == -1);
+    CHECK(says("tc_clock_rate", "CUDA is not available"));
     CHECK(tc_list_gpu_processes(0) == NULL);
 
     int least = 5, greatest = 5;
     CHECK_STATUS(tc_stream_priority_range(&least, &greatest), TC_ERROR_NO_DEVICE);
     CHECK(least == 5 && greatest == 5);
-    tc_stream *s = NULL;
-    CHECK_STATUS(tc_stream_create(&s, -1, 0), TC_ERROR_NO_DEVICE);
-    CHECK(s == NULL);
-    CHECK_STATUS(tc_stream_create(NULL, -1, 0), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_stream_from_external(&s, NULL, 0), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_stream_priority_range(NULL, &greatest), TC_ERROR_INVALID_ARGUMENT);
+    tc_stream *s = (tc_stream *)0x1;
+    CHECK_STATUS(tc_stream_create(-1, 0, &s), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_stream_create", "CUDA is not available"));
+    CHECK(s == (tc_stream *)0x1);
+    CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_stream_create", "out must not be NULL"));
+    CHECK_STATUS(tc_stream_from_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
+    CHECK(s == (tc_stream *)0x1);
+    CHECK_STATUS(tc_stream_from_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_current_stream(-1) == NULL && tc_last_error()[0]);
     CHECK(tc_default_stream(0) == NULL);
     CHECK_OK(tc_set_stream(NULL));
-    CHECK(!tc_stream_query(NULL));
+    CHECK_STATUS(tc_stream_query(NULL), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_stream_query", "CUDA is not available"));
     CHECK_STATUS(tc_stream_synchronize(NULL), TC_ERROR_NO_DEVICE);
     tc_stream_guard sg = tc_stream_guard_enter(NULL);
     CHECK(sg.status == TC_OK);
     tc_stream_guard_exit(&sg);
     CHECK(tc_stream_device(NULL) == -1 && tc_stream_cuda_handle(NULL) == NULL);
 
-    tc_event *e = NULL;
-    CHECK_STATUS(tc_event_create(&e, TC_EVENT_TIMING), TC_ERROR_NO_DEVICE);
-    CHECK(e == NULL);
-    CHECK_STATUS(tc_event_create(NULL, 0), TC_ERROR_INVALID_ARGUMENT);
+    tc_event *e = (tc_event *)0x1;
+    CHECK_STATUS(tc_event_create(TC_EVENT_TIMING, &e), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_event_create", "CUDA is not available"));
+    CHECK(e == (tc_event *)0x1);
+    CHECK_STATUS(tc_event_create(0, NULL), TC_ERROR_INVALID_ARGUMENT);
     tc_ipc_event_handle h;
-    CHECK_STATUS(tc_event_from_ipc_handle(&e, 0, &h), TC_ERROR_NO_DEVICE);
+    memset(&h, 0, sizeof h);
+    CHECK_STATUS(tc_event_from_ipc_handle(0, &h, &e), TC_ERROR_NO_DEVICE);
+    CHECK(e == (tc_event *)0x1);
+    CHECK_STATUS(tc_event_from_ipc_handle(0, NULL, &e), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_event_device(NULL) == -1);
+    check_bad_handles();
 
     /* Still CPU-only features work. */
     CHECK(tc_nvtx_range_push("cpu") == 0 && tc_nvtx_range_pop() == 0);

@@ -1,4 +1,6 @@
-/* GPU: monitoring through NVML gives values in plausible ranges. */
+/* GPU: monitoring through NVML gives values in plausible ranges; the SM
+ * clock is in Hz (the seed's unit), at most the device's peak clock as CUDA
+ * reports it, and needs an int64_t. */
 #include <stdlib.h>
 
 #include "tc_test.h"
@@ -9,16 +11,22 @@ int main(void)
     tc_test_require_gpu();
     for (int d = 0; d < tc_device_count(); d++) {
         int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
-        int power = tc_power_draw(d), clock = tc_clock_rate(d);
+        int power = tc_power_draw(d);
+        int64_t clock = tc_clock_rate(d);
         if (util < 0)
             fprintf(stderr, "NVML: %s\n", tc_last_error());
-        printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %d MHz\n", d, util, mem, temp,
-               power, clock);
+        printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %lld Hz\n", d, util, mem,
+               temp, power, (long long)clock);
+        tc_device_properties p;
+        CHECK_OK(tc_get_device_properties(d, &p));
         CHECK(util >= 0 && util <= 100);
         CHECK(mem >= 0 && mem <= 100);
         CHECK(temp >= 5 && temp <= 110);
         CHECK(power >= 1000 && power <= 2000000); /* 1 W to 2 kW, in mW */
-        CHECK(clock >= 100 && clock <= 4000);     /* MHz */
+        CHECK(clock >= 100000000 && clock <= 4000000000LL); /* 100 MHz to 4 GHz, in Hz */
+        CHECK(clock % 1000000 == 0);                         /* NVML reads whole MHz */
+        /* the current clock does not exceed CUDA's peak (kHz) beyond rounding */
+        CHECK(clock <= (int64_t)p.clock_rate_khz * 1050 + 1000000);
         char *procs = tc_list_gpu_processes(d);
         CHECK(procs != NULL);
         if (procs) {
@@ -32,6 +40,9 @@ int main(void)
     }
     CHECK(tc_utilization(99) == -1);
     CHECK(strstr(tc_last_error(), "device 99") != NULL);
+    CHECK(strncmp(tc_last_error(), "tc_utilization: ", 16) == 0);
+    CHECK(tc_clock_rate(99) == -1);
+    CHECK(strncmp(tc_last_error(), "tc_clock_rate: device 99", 24) == 0);
     CHECK(tc_list_gpu_processes(99) == NULL);
     return TC_TEST_DONE();
 }

@@ -1,9 +1,75 @@
 /* CPU-only: status names, the thread-local message, versions, dtypes, device
- * parsing, sync debug mode settings and NVTX range depths. */
+ * parsing, sync debug mode settings, the parsers of CUDA_LAUNCH_BLOCKING and
+ * TCUDA_SYNC_DEBUG_MODE, and NVTX range depths. */
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "core/debug.h"
 #include "tc_test.h"
+
+/* CUDA_LAUNCH_BLOCKING: true only for 1/true/yes/on, false for unset, empty,
+ * 0/false/no/off (any case); anything else is an error naming the variable
+ * and the value, and writes nothing. 0.1 took every value but "0" and
+ * "false" for true, so "off", "no" and "FALSE" turned blocking on. */
+static void check_launch_blocking_parser(void)
+{
+    static const char *const on[] = {"1", "true", "TRUE", "True", "yes", "YES", "on", "On"};
+    static const char *const off[] = {"", "0", "false", "FALSE", "False", "no", "NO", "off", "OFF"};
+    static const char *const bad[] = {"2", "junk", "enable", "1 ", " 1", "offf", "-1", "y"};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        bool v = false;
+        CHECK_OK(tc__parse_launch_blocking(on[i], &v));
+        CHECK(v == true);
+    }
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        bool v = true;
+        CHECK_OK(tc__parse_launch_blocking(off[i], &v));
+        CHECK(v == false);
+    }
+    bool unset = true;
+    CHECK_OK(tc__parse_launch_blocking(NULL, &unset));
+    CHECK(unset == false);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bool v = true;
+        CHECK_STATUS(tc__parse_launch_blocking(bad[i], &v), TC_ERROR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "CUDA_LAUNCH_BLOCKING='%s'", bad[i]);
+        CHECK(strstr(tc_last_error(), want) != NULL);
+        CHECK(strstr(tc_last_error(), "off") != NULL); /* says what would be right */
+        CHECK(v == true);
+    }
+}
+
+/* TCUDA_SYNC_DEBUG_MODE: 0/1/2 and PyTorch's names default/warn/error in any
+ * case; unset or empty is 0; anything else an error (0.1 took "3", "WARN"
+ * and "junk" silently for 0). */
+static void check_sync_debug_mode_parser(void)
+{
+    static const struct {
+        const char *text;
+        int mode;
+    } good[] = {{"0", 0}, {"default", 0}, {"DEFAULT", 0}, {"", 0},    {"1", 1},
+                {"warn", 1}, {"WARN", 1},   {"Warn", 1},  {"2", 2},   {"error", 2},
+                {"ERROR", 2}};
+    static const char *const bad[] = {"3", "-1", "junk", "warning", "02", "1.0", " 1", "off"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int m = -7;
+        CHECK_OK(tc__parse_sync_debug_mode(good[i].text, &m));
+        CHECK(m == good[i].mode);
+    }
+    int unset = -7;
+    CHECK_OK(tc__parse_sync_debug_mode(NULL, &unset));
+    CHECK(unset == 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int m = -7;
+        CHECK_STATUS(tc__parse_sync_debug_mode(bad[i], &m), TC_ERROR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "TCUDA_SYNC_DEBUG_MODE='%s'", bad[i]);
+        CHECK(strstr(tc_last_error(), want) != NULL);
+        CHECK(strstr(tc_last_error(), "\"warn\"") != NULL);
+        CHECK(m == -7);
+    }
+}
 
 static void *other_thread(void *arg)
 {
@@ -62,9 +128,12 @@ int main(void)
     CHECK_OK(tc_set_sync_debug_mode(1));
     CHECK(tc_get_sync_debug_mode() == 1);
     CHECK_STATUS(tc_set_sync_debug_mode(3), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strncmp(tc_last_error(), "tc_set_sync_debug_mode: mode 3", 30) == 0);
     CHECK_STATUS(tc_set_sync_debug_mode(-1), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_get_sync_debug_mode() == 1); /* unchanged by the failures */
     CHECK_OK(tc_set_sync_debug_mode(0));
+    check_launch_blocking_parser();
+    check_sync_debug_mode_parser();
 
     /* NVTX depths, independent of any attached tool */
     CHECK(tc_nvtx_range_push("outer") == 0);

@@ -1,6 +1,8 @@
 /* GPU: streams. Priorities, current stream per thread and device, guards,
  * ordering between streams by events and wait_stream, query while a long
- * kernel runs, external streams, destroyed handles, sync debug mode. */
+ * kernel runs (TC_ERROR_NOT_READY, then TC_OK), external streams, sync debug
+ * mode, and bad handles: NULL, destroyed, destroyed twice, garbage bytes;
+ * failed calls write no out-parameter. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -50,6 +52,65 @@ static void check_ordering(tc_stream *producer, tc_stream *consumer, int order, 
     CHECK_OK(tc_stream_synchronize(producer));
 }
 
+/* `dead` was destroyed, `live` is a live stream, `def` the default one. */
+static void check_bad_handles(tc_stream *dead, tc_stream *live, tc_stream *def)
+{
+    tc_stream *junk = tc_test_garbage(sizeof(void *) * 16);
+    tc_stream *bad[2] = {dead, junk};
+    for (int i = 0; i < 2; i++) {
+        tc_stream *s = bad[i];
+        const char *what = i == 0 ? "already destroyed" : "is not a live tc_stream";
+        CHECK_STATUS(tc_stream_destroy(s), TC_ERROR_INVALID_HANDLE);
+        CHECK(strncmp(tc_last_error(), "tc_stream_destroy: ", 19) == 0);
+        CHECK(strstr(tc_last_error(), what) != NULL);
+        CHECK_STATUS(tc_stream_query(s), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(tc_stream_synchronize(s), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(tc_stream_wait_stream(s, live), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(tc_stream_wait_stream(live, s), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(tc_set_stream(s), TC_ERROR_INVALID_HANDLE);
+        tc_event *e = (tc_event *)0x1;
+        CHECK_STATUS(tc_stream_record_event(s, &e), TC_ERROR_INVALID_HANDLE);
+        CHECK(e == (tc_event *)0x1);
+        tc_event *ev;
+        CHECK_OK(tc_event_create(0, &ev));
+        CHECK_STATUS(tc_stream_wait_event(s, ev), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(tc_event_record(ev, s), TC_ERROR_INVALID_HANDLE);
+        CHECK(tc_event_device(ev) == -1); /* the failed record made nothing */
+        CHECK_OK(tc_event_destroy(ev));
+        tc_stream_guard g = tc_stream_guard_enter(s);
+        CHECK(g.status == TC_ERROR_INVALID_HANDLE && g.prev_stream == NULL);
+        tc_stream_guard_exit(&g);
+        /* accessors answer their documented values and keep the message */
+        char before[256];
+        snprintf(before, sizeof before, "%s", tc_last_error());
+        CHECK(tc_stream_device(s) == -1 && tc_stream_priority(s) == 0);
+        CHECK(tc_stream_cuda_handle(s) == NULL);
+        CHECK(strcmp(before, tc_last_error()) == 0);
+    }
+    CHECK(tc_current_stream(-1) == def); /* nothing above changed it */
+    CHECK(tc_stream_device(NULL) == -1 && tc_stream_priority(NULL) == 0);
+    CHECK(tc_stream_cuda_handle(NULL) == NULL);
+    CHECK_STATUS(tc_stream_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_stream is NULL") != NULL);
+    CHECK_STATUS(tc_stream_destroy(def), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "default stream") != NULL);
+    CHECK(tc_stream_device(def) == 0); /* still there */
+    free(junk);
+
+    /* a guard whose previous stream is destroyed inside it restores the
+     * default stream, not the dead one */
+    tc_stream *a, *b;
+    CHECK_OK(tc_stream_create(-1, 0, &a));
+    CHECK_OK(tc_stream_create(-1, 0, &b));
+    CHECK_OK(tc_set_stream(a));
+    tc_stream_guard g = tc_stream_guard_enter(b);
+    CHECK(g.status == TC_OK && tc_current_stream(-1) == b);
+    CHECK_OK(tc_stream_destroy(a));
+    tc_stream_guard_exit(&g);
+    CHECK(tc_current_stream(-1) == def);
+    CHECK_OK(tc_stream_destroy(b));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -61,18 +122,23 @@ int main(void)
     printf("priority range %d (low) to %d (high)\n", least, greatest);
 
     tc_stream *lo, *hi;
-    CHECK_OK(tc_stream_create(&lo, -1, least));
-    CHECK_OK(tc_stream_create(&hi, 0, greatest));
+    CHECK_OK(tc_stream_create(-1, least, &lo));
+    CHECK_OK(tc_stream_create(0, greatest, &hi));
     CHECK(tc_stream_priority(lo) == least && tc_stream_priority(hi) == greatest);
     CHECK(tc_stream_device(hi) == 0 && tc_stream_cuda_handle(hi) != NULL);
     int cuda_prio = 99;
     CHECK(cudaStreamGetPriority((cudaStream_t)tc_stream_cuda_handle(hi), &cuda_prio) == cudaSuccess);
     CHECK(cuda_prio == greatest);
     tc_stream *bad = (tc_stream *)0x1;
-    CHECK_STATUS(tc_stream_create(&bad, -1, greatest - 1), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_stream_create(&bad, -1, least + 1), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_stream_create(&bad, 99, 0), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_stream_create(-1, greatest - 1, &bad), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strncmp(tc_last_error(), "tc_stream_create: priority", 26) == 0);
+    CHECK_STATUS(tc_stream_create(-1, least + 1, &bad), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_stream_create(99, 0, &bad), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_stream_create: device 99 does not exist", 42) == 0);
+    CHECK_STATUS(tc_stream_from_external(NULL, 99, &bad), TC_ERROR_INVALID_DEVICE);
     CHECK(bad == (tc_stream *)0x1);
+    CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_stream_from_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
 
     /* current and default streams */
     tc_stream *def = tc_default_stream(-1);
@@ -115,12 +181,14 @@ int main(void)
         check_ordering(hi, lo, 1, a, b);
     }
 
-    /* query: false while a long kernel runs, true after */
-    CHECK(tc_stream_query(lo));
+    /* query: TC_ERROR_NOT_READY while a long kernel runs, TC_OK after */
+    CHECK_OK(tc_stream_query(lo));
+    CHECK_OK(tc_stream_query(NULL)); /* the current (default) stream is idle */
     CHECK_OK(tc_test_spin(tc_stream_cuda_handle(lo), 300 * 1000 * 1000));
-    CHECK(!tc_stream_query(lo));
+    CHECK_STATUS(tc_stream_query(lo), TC_ERROR_NOT_READY);
+    CHECK(strncmp(tc_last_error(), "tc_stream_query: ", 17) == 0);
     CHECK_OK(tc_stream_synchronize(lo));
-    CHECK(tc_stream_query(lo));
+    CHECK_OK(tc_stream_query(lo));
 
     /* sync debug mode: 1 warns, 2 refuses (and does not wait) */
     CHECK_OK(tc_set_sync_debug_mode(1));
@@ -131,16 +199,17 @@ int main(void)
     CHECK_OK(tc_set_sync_debug_mode(2));
     CHECK_OK(tc_test_spin(tc_stream_cuda_handle(lo), 200 * 1000 * 1000));
     CHECK_STATUS(tc_stream_synchronize(lo), TC_ERROR_SYNC_DISALLOWED);
-    CHECK(!tc_stream_query(lo)); /* it did not wait */
+    CHECK(strncmp(tc_last_error(), "tc_stream_synchronize: ", 23) == 0);
+    CHECK_STATUS(tc_stream_query(lo), TC_ERROR_NOT_READY); /* it did not wait */
     CHECK_OK(tc_synchronize(-1)); /* explicit device-wide waits stay allowed */
     CHECK_OK(tc_set_sync_debug_mode(0));
-    CHECK(tc_stream_query(lo));
+    CHECK_OK(tc_stream_query(lo));
 
     /* external streams */
     cudaStream_t raw;
     CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) == cudaSuccess);
     tc_stream *ext;
-    CHECK_OK(tc_stream_from_external(&ext, raw, -1));
+    CHECK_OK(tc_stream_from_external(raw, -1, &ext));
     CHECK(tc_stream_cuda_handle(ext) == (void *)raw && tc_stream_device(ext) == 0);
     check_ordering(ext, lo, 0, a, b);
     CHECK_OK(tc_stream_destroy(ext));
@@ -156,13 +225,18 @@ int main(void)
     CHECK_STATUS(tc_stream_synchronize(hi), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_stream_destroy(hi), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_set_stream(hi), TC_ERROR_INVALID_HANDLE);
-    CHECK(!tc_stream_query(hi) && strstr(tc_last_error(), "not a live tc_stream"));
+    CHECK_STATUS(tc_stream_query(hi), TC_ERROR_INVALID_HANDLE);
+    CHECK(strncmp(tc_last_error(), "tc_stream_query: tc_stream ", 27) == 0 &&
+          strstr(tc_last_error(), "already destroyed"));
     tc_stream_guard dead = tc_stream_guard_enter(hi);
     CHECK(dead.status == TC_ERROR_INVALID_HANDLE);
     tc_stream_guard_exit(&dead);
     CHECK(tc_current_stream(-1) == def);
+    check_bad_handles(hi, lo, def);
 
     CHECK_OK(tc_stream_destroy(lo));
+    CHECK_STATUS(tc_stream_destroy(lo), TC_ERROR_INVALID_HANDLE); /* twice */
+    CHECK(strstr(tc_last_error(), "already destroyed") != NULL);
     cudaFree(a);
     cudaFree(b);
     return TC_TEST_DONE();

@@ -368,7 +368,7 @@ static void test_async(void)
     tc_tensor_release(h2);
     /* record_stream: use a tensor on a side stream, release it, allocate again */
     tc_stream *side = NULL;
-    CHECK_OK(tc_stream_create(&side, -1, 0));
+    CHECK_OK(tc_stream_create(-1, 0, &side));
     CHECK_OK(tc_stream_wait_stream(side, tc_current_stream(-1)));
     tc_stream_guard sg = tc_stream_guard_enter(side);
     tc_tensor *t2 = NULL;

@@ -1,6 +1,14 @@
 /* The `tcuda` program. `tcuda info` answers what a user asks first: is CUDA
  * here, which driver and runtime, which GPUs with what memory and clocks, how
- * they reach each other, and what this build of tcuda carries. */
+ * they reach each other, and what this build of tcuda carries.
+ *
+ * Like any Unix tool it fails when its output cannot be written (a full disk,
+ * `tcuda info > /dev/full`, a closed pipe): main checks stdout once at the
+ * end (ferror, then fflush and fclose, which report what buffering hid) and
+ * exits 1 with a message on stderr. An unknown command is named, with the
+ * list of commands, and exits 2. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,13 +29,14 @@ static void print_versions(void)
 static void print_monitor(int d)
 {
     int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
-    int power = tc_power_draw(d), clock = tc_clock_rate(d);
+    int power = tc_power_draw(d);
+    int64_t clock_hz = tc_clock_rate(d);
     if (util < 0) {
         printf("    monitoring: %s\n", tc_last_error());
         return;
     }
-    printf("    utilization %d%%, memory busy %d%%, %d C, %.1f W, SM clock %d MHz\n", util, mem,
-           temp, power / 1000.0, clock);
+    printf("    utilization %d%%, memory busy %d%%, %d C, %.1f W, SM clock %.0f MHz\n", util, mem,
+           temp, power / 1000.0, clock_hz / 1e6);
 }
 
 static int info(void)
@@ -75,19 +84,58 @@ static int info(void)
     return 0;
 }
 
+static const char commands[] = "info, help";
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tcuda info    what CUDA, GPUs and this tcuda build offer\n");
+    fprintf(f, "usage: tcuda info    what CUDA, GPUs and this tcuda build offer\n"
+               "       tcuda help    this text (also -h, --help)\n");
+}
+
+/* Exit status 1, with a message, when anything written to stdout was lost:
+ * an earlier write failed (ferror), or the last buffered bytes cannot be
+ * written (fflush, fclose). */
+static int check_stdout(int status)
+{
+    bool lost = ferror(stdout) != 0;
+    int err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        lost = true;
+        err = errno;
+    }
+    if (fclose(stdout) != 0) {
+        lost = true;
+        err = err ? err : errno;
+    }
+    if (!lost)
+        return status;
+    fprintf(stderr, "tcuda: cannot write the output%s%s\n", err ? ": " : "",
+            err ? strerror(err) : "");
+    return 1;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "info") == 0)
-        return info();
-    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        usage(stdout);
-        return 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
+    const char *cmd = argv[1];
+    bool is_info = strcmp(cmd, "info") == 0;
+    bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
+                   strcmp(cmd, "--help") == 0;
+    if ((is_info || is_help) && argc > 2) {
+        fprintf(stderr, "tcuda: '%s' takes no arguments (got '%s')\n", cmd, argv[2]);
+        return 2;
+    }
+    if (is_info)
+        return check_stdout(info());
+    if (is_help) {
+        usage(stdout);
+        return check_stdout(0);
+    }
+    fprintf(stderr, "tcuda: unknown command '%s'; commands: %s\n", cmd, commands);
     usage(stderr);
     return 2;
 }

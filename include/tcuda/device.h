@@ -30,8 +30,9 @@ TCUDA_API tc_status tc_device_parse(const char *text, tc_device *out);
 
 /* ---- initialization ---------------------------------------------------- */
 
-/* True when CUDA works here: a driver, at least one visible GPU, and a build
- * with CUDA. Never fails; when false, tc_last_error() says why. */
+/* True when CUDA works here: a driver, at least one visible GPU, a build
+ * with CUDA, and valid CUDA_LAUNCH_BLOCKING / TCUDA_SYNC_DEBUG_MODE values.
+ * Never fails; when false, tc_last_error() says why. */
 TCUDA_API bool tc_is_available(void);
 
 /* True once tcuda's CUDA state was initialized (by tc_init or lazily). */
@@ -39,7 +40,11 @@ TCUDA_API bool tc_is_initialized(void);
 
 /* Initializes tcuda's CUDA state now instead of at the first call that needs
  * it; safe to call many times and from many threads. TC_ERROR_NO_DEVICE when
- * CUDA is not available (the reason is in the message). */
+ * CUDA is not available (the reason is in the message).
+ * TC_ERROR_INVALID_ARGUMENT, naming the variable and its value, when
+ * CUDA_LAUNCH_BLOCKING or TCUDA_SYNC_DEBUG_MODE holds a value they do not
+ * take (see "debugging" below); every call that needs CUDA then fails the
+ * same way, with or without a GPU. */
 TCUDA_API tc_status tc_init(void);
 
 /* Number of GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 when
@@ -48,14 +53,16 @@ TCUDA_API int tc_device_count(void);
 
 /* The CUDA version the installed driver supports and the one tcuda's runtime
  * was built with, as 1000 * major + 10 * minor (13000 is 13.0); 0 when there
- * is no driver, or no CUDA in this build (torch.version.cuda's question). */
+ * is no driver, or no CUDA in this build (torch.version.cuda's question).
+ * These cannot fail: 0 is an answer ("none"), not an error, and they leave
+ * tc_last_error() as it was. */
 TCUDA_API int tc_cuda_driver_version(void);
 TCUDA_API int tc_cuda_runtime_version(void);
 
 /* ---- the current device (per thread) --------------------------------- */
 
 /* The calling thread's current device (0 until changed), or -1 when CUDA is
- * not available. */
+ * not available (tc_last_error() says why). */
 TCUDA_API int tc_current_device(void);
 
 /* Makes `device` the calling thread's current device. A negative index is a
@@ -82,7 +89,8 @@ TCUDA_API void tc_device_guard_exit(tc_device_guard *guard);
 /* ---- what a device is -------------------------------------------------- */
 
 /* The device's name, e.g. "NVIDIA H100 80GB HBM3". The string belongs to
- * tcuda and lives as long as the process. NULL (and a message) on error. */
+ * tcuda and lives as long as the process. NULL on error (no GPU, bad
+ * device), with the reason in tc_last_error(). */
 TCUDA_API const char *tc_get_device_name(int device);
 
 /* The device's compute capability, e.g. 9.0 for an H100. */
@@ -141,20 +149,30 @@ TCUDA_API tc_status tc_ipc_collect(void);
 /* Sync debug mode, process-wide: 0 off, 1 warn on stderr, 2 fail with
  * TC_ERROR_SYNC_DISALLOWED (the call does not wait). It applies, as in
  * PyTorch, to calls that wait for a stream implicitly or explicitly:
- * tc_stream_synchronize and, later, copies into pageable memory and scalar
- * reads. tc_synchronize and tc_event_synchronize are deliberate waits and
- * are never flagged. Starts from TCUDA_SYNC_DEBUG_MODE=0|1|2 if set. */
+ * tc_stream_synchronize, blocking copies to the host, scalar reads.
+ * tc_synchronize and tc_event_synchronize are deliberate waits and are never
+ * flagged. It starts from TCUDA_SYNC_DEBUG_MODE if set: 0, "default" or empty,
+ * 1 or "warn", 2 or "error" (PyTorch's names; any letter case). Any other value
+ * is an error, never taken for 0: tc_get_sync_debug_mode returns -1 (and
+ * tc_last_error() names the variable and value) and initialization fails
+ * (tc_init) until tc_set_sync_debug_mode sets a mode, which replaces it.
+ * tc_set_sync_debug_mode refuses anything but 0, 1, 2
+ * (TC_ERROR_INVALID_ARGUMENT). */
 TCUDA_API int tc_get_sync_debug_mode(void);
 TCUDA_API tc_status tc_set_sync_debug_mode(int mode);
 
-/* CUDA_LAUNCH_BLOCKING=1 in the environment at initialization makes every
- * kernel tcuda launches wait for its completion, so that a fault is reported
- * by the call that launched the kernel. This says whether it is on. */
+/* CUDA_LAUNCH_BLOCKING set to a true value (1, true, yes, on; any letter
+ * case) makes every kernel tcuda launches wait for its completion, so that a
+ * fault is reported by the call that launched the kernel. Unset, empty, 0,
+ * false, no and off leave it off; any other value makes tc_init (and every
+ * call that needs CUDA) fail with TC_ERROR_INVALID_ARGUMENT naming it. This
+ * says whether it is on (false for an invalid value). Read once per process. */
 TCUDA_API bool tc_launch_blocking(void);
 
 /* ---- monitoring through NVML (libnvidia-ml, loaded at run time) ---------- */
 /* Each returns -1 on error (no GPU, NVML missing, not supported by the
- * device) with the reason in tc_last_error(). */
+ * device) with the reason in tc_last_error(); they keep API.md's plain-number
+ * form, as torch.cuda's readers do, since -1 is never a valid reading. */
 
 /* Percent of the last sample period in which a kernel ran on the device. */
 TCUDA_API int tc_utilization(int device);
@@ -164,8 +182,12 @@ TCUDA_API int tc_memory_usage(int device);
 TCUDA_API int tc_temperature(int device);
 /* Power draw in milliwatts. */
 TCUDA_API int tc_power_draw(int device);
-/* Current SM clock in MHz (torch.cuda.clock_rate reports the same number). */
-TCUDA_API int tc_clock_rate(int device);
+/* Current SM clock in Hz (hertz), as the seed documents torch.cuda.clock_rate
+ * ("the clock speed of the GPU SM in Hz"); NVML reads it in MHz, so it is a
+ * multiple of 1000000. int64_t, not API.md's int: an int holds at most
+ * 2147483647 Hz, and SM clocks above 2.15 GHz exist (boost clocks of
+ * consumer GPUs reach 2.5-3 GHz). */
+TCUDA_API int64_t tc_clock_rate(int device);
 
 /* A readable list of the processes using `device` and their memory, one per
  * line, or "no processes are running". Caller frees with tc_free. NULL on

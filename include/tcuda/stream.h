@@ -4,7 +4,13 @@
  * default stream (CUDA's legacy NULL stream). Work tcuda queues goes on the
  * current stream of the current device. Streams tcuda creates do not
  * synchronize with the default stream (cudaStreamNonBlocking), as in PyTorch.
- * A NULL stream argument means the current stream of the current device. */
+ * A NULL stream argument means the current stream of the current device,
+ * except in tc_stream_destroy and the accessors, which say what NULL does.
+ *
+ * Handles are checked: a stream or event that was destroyed, or a pointer
+ * that is not one, gives TC_ERROR_INVALID_HANDLE naming it (a second destroy
+ * too), never a crash or a use of freed memory. Out-parameters come last and
+ * are written only on success. */
 #ifndef TCUDA_STREAM_H
 #define TCUDA_STREAM_H
 
@@ -24,22 +30,27 @@ typedef struct tc_event tc_event;
 TCUDA_API tc_status tc_stream_priority_range(int *least, int *greatest);
 
 /* Creates a stream on `device` (-1: current) with `priority` in the range
- * above. The caller owns it and destroys it with tc_stream_destroy. */
-TCUDA_API tc_status tc_stream_create(tc_stream **out, int device, int priority);
+ * above and writes it to *out. The caller owns it and destroys it with
+ * tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside the
+ * range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
-/* Wraps a cudaStream_t that the caller created on `device` (-1: current). The
- * wrapper is destroyed with tc_stream_destroy; the CUDA stream is not. */
-TCUDA_API tc_status tc_stream_from_external(tc_stream **out, void *cuda_stream, int device);
+/* Wraps a cudaStream_t that the caller created on `device` (-1: current)
+ * (torch.cuda.ExternalStream). The wrapper is destroyed with
+ * tc_stream_destroy; the CUDA stream is not. */
+TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out);
 
 /* Destroys a stream made by tc_stream_create or tc_stream_from_external.
- * Work already queued still runs. Default streams cannot be destroyed
- * (TC_ERROR_INVALID_ARGUMENT). If the stream is the calling thread's current
- * stream, the current stream becomes the default stream again. */
+ * Work already queued still runs. NULL and default streams cannot be
+ * destroyed (TC_ERROR_INVALID_ARGUMENT); a stream already destroyed gives
+ * TC_ERROR_INVALID_HANDLE. If the stream is the calling thread's current
+ * stream, the current stream becomes the default stream again (other
+ * threads must stop using it before it is destroyed). */
 TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
 
-/* True when all work queued on the stream has finished. False while work
- * runs, and on error (with a message). */
-TCUDA_API bool tc_stream_query(tc_stream *stream);
+/* TC_OK when all work queued on the stream has finished, TC_ERROR_NOT_READY
+ * while some still runs (as cudaStreamQuery); any other status is an error. */
+TCUDA_API tc_status tc_stream_query(tc_stream *stream);
 
 /* Waits until all work queued on the stream has finished. */
 TCUDA_API tc_status tc_stream_synchronize(tc_stream *stream);
@@ -56,15 +67,17 @@ TCUDA_API tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other);
  * destroys it with tc_event_destroy. */
 TCUDA_API tc_status tc_stream_record_event(tc_stream *stream, tc_event **out);
 
-/* The stream's device, priority and CUDA handle (a cudaStream_t). -1 / NULL
- * for an invalid stream. */
+/* The stream's device, priority and CUDA handle (a cudaStream_t; NULL for
+ * the default streams, which are CUDA's legacy stream). These cannot fail:
+ * for NULL, a destroyed stream or a pointer that is not a stream they return
+ * -1, 0 and NULL, and leave tc_last_error() as it was. */
 TCUDA_API int tc_stream_device(const tc_stream *stream);
 TCUDA_API int tc_stream_priority(const tc_stream *stream);
 TCUDA_API void *tc_stream_cuda_handle(const tc_stream *stream);
 
 /* The calling thread's current stream, and the default stream, of `device`
- * (-1: current device). They belong to tcuda. NULL on error (no GPU, bad
- * device) with a message. */
+ * (-1: current device). They belong to tcuda (tc_stream_destroy refuses the
+ * default streams). NULL on error (no GPU, bad device) with a message. */
 TCUDA_API tc_stream *tc_current_stream(int device);
 TCUDA_API tc_stream *tc_default_stream(int device);
 
@@ -92,9 +105,12 @@ enum {
     TC_EVENT_INTERPROCESS = 4  /* can be shared with another process; no timing */
 };
 
-/* Creates an event with TC_EVENT_* flags. Its CUDA event is made lazily, on
- * the device of the first stream it is recorded on. The caller destroys it. */
-TCUDA_API tc_status tc_event_create(tc_event **out, unsigned flags);
+/* Creates an event with TC_EVENT_* flags and writes it to *out. Its CUDA
+ * event is made lazily, on the device of the first stream it is recorded on.
+ * The caller destroys it with tc_event_destroy: NULL gives
+ * TC_ERROR_INVALID_ARGUMENT, an event already destroyed
+ * TC_ERROR_INVALID_HANDLE. */
+TCUDA_API tc_status tc_event_create(unsigned flags, tc_event **out);
 TCUDA_API tc_status tc_event_destroy(tc_event *event);
 
 /* Records the event on `stream` (NULL: the current stream): it completes when
@@ -102,9 +118,10 @@ TCUDA_API tc_status tc_event_destroy(tc_event *event);
  * was made on another device than the stream's. */
 TCUDA_API tc_status tc_event_record(tc_event *event, tc_stream *stream);
 
-/* True when the work captured by the last record has finished, or the event
- * was never recorded. False while it runs, and on error. */
-TCUDA_API bool tc_event_query(tc_event *event);
+/* TC_OK when the work captured by the last record has finished, or the
+ * event was never recorded; TC_ERROR_NOT_READY while it runs (as
+ * cudaEventQuery); any other status is an error. */
+TCUDA_API tc_status tc_event_query(tc_event *event);
 
 /* Waits until the event has completed (no-op if never recorded). */
 TCUDA_API tc_status tc_event_synchronize(tc_event *event);
@@ -117,7 +134,9 @@ TCUDA_API tc_status tc_event_wait(tc_event *event, tc_stream *stream);
  * TC_ERROR_NOT_READY while either has not completed. */
 TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms);
 
-/* The event's device, or -1 before its first record. */
+/* The event's device, or -1 before its first record. Cannot fail: -1 for
+ * NULL, a destroyed event or a pointer that is not an event, leaving
+ * tc_last_error() as it was. */
 TCUDA_API int tc_event_device(const tc_event *event);
 
 /* An event shared with another process: the handle is plain bytes that can
@@ -128,10 +147,10 @@ typedef struct tc_ipc_event_handle {
 } tc_ipc_event_handle;
 TCUDA_API tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out);
 
-/* Opens an event another process shared, on `device` (-1: current). The
- * caller destroys it with tc_event_destroy. */
-TCUDA_API tc_status tc_event_from_ipc_handle(tc_event **out, int device,
-                                             const tc_ipc_event_handle *handle);
+/* Opens an event another process shared, on `device` (-1: current), and
+ * writes it to *out. The caller destroys it with tc_event_destroy. */
+TCUDA_API tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle,
+                                             tc_event **out);
 
 TCUDA_EXTERN_C_END
 

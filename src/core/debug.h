@@ -1,4 +1,5 @@
-/* Debug switches that need no CUDA: sync debug mode and CUDA_LAUNCH_BLOCKING. */
+/* Debug switches that need no CUDA: sync debug mode and CUDA_LAUNCH_BLOCKING,
+ * and the parsers of the environment variables that set them. */
 #ifndef TCUDA_DEBUG_H
 #define TCUDA_DEBUG_H
 
@@ -9,11 +10,27 @@ extern "C" {
 #endif
 
 /* Call before any call that makes the host wait for a stream: warns (mode 1)
- * or fails with TC_ERROR_SYNC_DISALLOWED (mode 2), naming `what`. */
+ * or fails with TC_ERROR_SYNC_DISALLOWED (mode 2), naming the public call
+ * and `what` (e.g. "waiting for the stream"). */
 tc_status tc__sync_point(const char *what);
 
-/* 1 when CUDA_LAUNCH_BLOCKING was set to a true value. */
+/* True when CUDA_LAUNCH_BLOCKING was set to a true value. */
 bool tc__launch_blocking_enabled(void);
+
+/* The parsers of CUDA_LAUNCH_BLOCKING (true: 1/true/yes/on; false: NULL,
+ * empty, 0/false/no/off; any letter case) and TCUDA_SYNC_DEBUG_MODE (NULL or
+ * empty: 0; 0/1/2, or PyTorch's names default/warn/error; any letter case).
+ * Anything else is TC_ERROR_INVALID_ARGUMENT naming the variable and the
+ * value; the out-parameter is written only on success. */
+tc_status tc__parse_launch_blocking(const char *text, bool *on);
+tc_status tc__parse_sync_debug_mode(const char *text, int *mode);
+
+/* TC_OK when both variables, read once, were valid (or
+ * tc_set_sync_debug_mode has since replaced TCUDA_SYNC_DEBUG_MODE's value);
+ * otherwise TC_ERROR_INVALID_ARGUMENT with the variable's message.
+ * Initialization calls it first, so a bad value fails tc_init and every call
+ * that needs CUDA, with or without a GPU. */
+tc_status tc__debug_env_check(void);
 
 #ifdef __cplusplus
 }

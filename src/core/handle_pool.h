@@ -43,9 +43,17 @@ void tc__handle_put(tc__handle_pool *pool, void *obj);
  * TC_ERROR_INVALID_HANDLE naming `type` (e.g. "tc_stream") when it was
  * destroyed or is something else. The message starts with the public call. */
 tc_status tc__handle_fail(const void *h, uint32_t magic, const char *type);
+
+/* The same test without a message, for accessors that cannot fail and answer
+ * a documented value for a NULL, destroyed or foreign handle. */
+static inline bool tc__handle_live(const void *h, uint32_t magic)
+{
+    return h && *(const uint32_t *)h == magic;
+}
+
 static inline tc_status tc__handle_check(const void *h, uint32_t magic, const char *type)
 {
-    if (TC_LIKELY(h && *(const uint32_t *)h == magic))
+    if (TC_LIKELY(tc__handle_live(h, magic)))
         return TC_OK;
     return tc__handle_fail(h, magic, type);
 }

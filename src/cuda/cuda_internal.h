@@ -82,9 +82,11 @@ int tc__sm_count(int device);
 
 /* ---- streams and events ------------------------------------------------- */
 
+/* The first word of a live handle, checked by tc__handle_check
+ * (core/handle_pool.h, which also owns TC_DEAD_MAGIC, the word of a
+ * destroyed one). */
 #define TC_STREAM_MAGIC 0x7c57ea11u
 #define TC_EVENT_MAGIC 0x7cefe171u
-#define TC_DEAD_MAGIC 0xdeadbeefu
 
 struct tc_stream {
     uint32_t magic;
@@ -109,11 +111,11 @@ extern _Thread_local tc_stream *tc__tls_stream[TC_MAX_DEVICES];
 extern tc_stream tc__default_streams[TC_MAX_DEVICES];
 
 /* Resolves a stream argument: NULL gives the current stream of the current
- * device; anything else is checked to be a live stream. */
+ * device (initializing CUDA); anything else goes through tc__handle_check. */
 tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out);
 
-/* The CUDA stream that work for `device` (-1: current) goes on now. Call only
- * after tc__resolve_device succeeded. */
+/* The CUDA stream that work for `device` goes on now. `device` must be an
+ * index tc__resolve_device returned (never -1). */
 static inline cudaStream_t tc__current_cuda_stream(int device)
 {
     tc_stream *s = tc__tls_stream[device];

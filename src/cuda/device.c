@@ -25,6 +25,7 @@ tc_status tc__switch_device(int device)
 
 int tc_current_device(void)
 {
+    TC_API_BEGIN;
     if (tc__ensure_init() != TC_OK)
         return -1;
     return tc__tls_device;
@@ -32,6 +33,7 @@ int tc_current_device(void)
 
 tc_status tc_set_device(int device)
 {
+    TC_API_BEGIN;
     if (device < 0)
         return TC_OK;
     int d;
@@ -61,6 +63,7 @@ int tc__sm_count(int device)
 
 tc_device_guard tc_device_guard_enter(int device)
 {
+    TC_API_BEGIN;
     tc_device_guard g = {.prev_device = -1, .device = device, .status = TC_OK};
     if (device < 0)
         return g;
@@ -156,6 +159,7 @@ static tc_status props_of(int d, const tc_device_properties **out)
 
 const char *tc_get_device_name(int device)
 {
+    TC_API_BEGIN;
     int d;
     const tc_device_properties *p;
     if (tc__resolve_device(device, &d) != TC_OK || props_of(d, &p) != TC_OK)
@@ -165,7 +169,8 @@ const char *tc_get_device_name(int device)
 
 tc_status tc_get_device_capability(int device, int *major, int *minor)
 {
-    TC_CHECK_ARG(major && minor, "tc_get_device_capability: major and minor must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(major && minor, "major and minor must not be NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -177,7 +182,8 @@ tc_status tc_get_device_capability(int device, int *major, int *minor)
 
 tc_status tc_get_device_properties(int device, tc_device_properties *props)
 {
-    TC_CHECK_ARG(props, "tc_get_device_properties: props must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(props, "props must not be NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -188,6 +194,7 @@ tc_status tc_get_device_properties(int device, tc_device_properties *props)
 
 bool tc_can_device_access_peer(int device, int peer)
 {
+    TC_API_BEGIN;
     int d, q;
     if (tc__resolve_device(device, &d) != TC_OK || tc__resolve_device(peer, &q) != TC_OK)
         return false;
@@ -206,6 +213,7 @@ const char *tc_get_gencode_flags(void) { return TCUDA_GENCODE_FLAGS_STR; }
 
 tc_status tc_synchronize(int device)
 {
+    TC_API_BEGIN;
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc_device_guard g = tc_device_guard_enter(d);
@@ -219,7 +227,8 @@ tc_status tc_synchronize(int device)
 
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
-    TC_CHECK_ARG(free_bytes && total_bytes, "tc_mem_get_info: free and total must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc_device_guard g = tc_device_guard_enter(d);
@@ -234,4 +243,8 @@ tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
     return TC_OK;
 }
 
-tc_status tc_ipc_collect(void) { return tc__ensure_init(); }
+tc_status tc_ipc_collect(void)
+{
+    TC_API_BEGIN;
+    return tc__ensure_init();
+}

@@ -5,7 +5,9 @@
  * the first stream it is recorded on; from then on it belongs to that device.
  * An event never recorded counts as complete: query is true, synchronize and
  * wait do nothing. An event is not meant to be recorded from two threads at
- * once. */
+ * once. Every handle goes through tc__handle_check (core/handle_pool.h):
+ * destroyed events are parked, so a stale handle or a second destroy is
+ * TC_ERROR_INVALID_HANDLE, never a use after free. */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -13,13 +15,9 @@
 
 static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
 
-static tc_status check_event(tc_event *e, const char *fn)
+static tc_status check_event(const tc_event *e)
 {
-    TC_CHECK_ARG(e, "%s: event must not be NULL", fn);
-    if (TC_UNLIKELY(e->magic != TC_EVENT_MAGIC))
-        return tc__fail(TC_ERROR_INVALID_HANDLE,
-                        "%s: %p is not a live tc_event (destroyed, or not an event)", fn, (void *)e);
-    return TC_OK;
+    return tc__handle_check(e, TC_EVENT_MAGIC, "tc_event");
 }
 
 static unsigned cuda_flags(unsigned flags)
@@ -49,20 +47,21 @@ static tc_status materialize(tc_event *e, int d)
     return TC_OK;
 }
 
-tc_status tc_event_create(tc_event **out, unsigned flags)
+tc_status tc_event_create(unsigned flags, tc_event **out)
 {
-    TC_CHECK_ARG(out, "tc_event_create: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
     TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
-                 "tc_event_create: unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
+                 "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
                  "TC_EVENT_INTERPROCESS)",
                  flags);
     TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
-                 "tc_event_create: an interprocess event cannot time (CUDA forbids "
-                 "TC_EVENT_TIMING with TC_EVENT_INTERPROCESS)");
+                 "an interprocess event cannot time (CUDA forbids TC_EVENT_TIMING with "
+                 "TC_EVENT_INTERPROCESS)");
     TC_TRY(tc__ensure_init());
     tc_event *e = tc__handle_get(&event_pool);
     if (!e)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_event_create: out of host memory");
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     *e = (tc_event){.magic = TC_EVENT_MAGIC, .flags = flags, .device = -1};
     *out = e;
     return TC_OK;
@@ -70,7 +69,8 @@ tc_status tc_event_create(tc_event **out, unsigned flags)
 
 tc_status tc_event_destroy(tc_event *event)
 {
-    TC_TRY(check_event(event, "tc_event_destroy"));
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
     if (event->device >= 0) {
         tc_device_guard g = tc_device_guard_enter(event->device);
         TC_TRY(g.status);
@@ -79,21 +79,21 @@ tc_status tc_event_destroy(tc_event *event)
         if (err != cudaSuccess)
             return tc__cuda_fail(err, "cudaEventDestroy", __FILE__, __LINE__);
     }
-    event->magic = TC_DEAD_MAGIC;
     tc__handle_put(&event_pool, event);
     return TC_OK;
 }
 
 tc_status tc_event_record(tc_event *event, tc_stream *stream)
 {
-    TC_TRY(check_event(event, "tc_event_record"));
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     if (TC_UNLIKELY(event->device < 0))
         TC_TRY(materialize(event, s->device));
     else if (TC_UNLIKELY(event->device != s->device))
         return tc__fail(TC_ERROR_DEVICE_MISMATCH,
-                        "tc_event_record: the event belongs to cuda:%d but the stream to cuda:%d; "
+                        "the event belongs to cuda:%d but the stream to cuda:%d; "
                         "record it on a stream of cuda:%d or use another event",
                         event->device, s->device, event->device);
     TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
@@ -101,26 +101,26 @@ tc_status tc_event_record(tc_event *event, tc_stream *stream)
     return TC_OK;
 }
 
-bool tc_event_query(tc_event *event)
+tc_status tc_event_query(tc_event *event)
 {
-    if (check_event(event, "tc_event_query") != TC_OK)
-        return false;
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
     if (!event->recorded)
-        return true;
+        return TC_OK;
     cudaError_t err = cudaEventQuery(event->handle);
     if (err == cudaSuccess)
-        return true;
+        return TC_OK;
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
-        return false;
+        return tc__fail(TC_ERROR_NOT_READY, "the work before the event's record has not finished");
     }
-    (void)tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
-    return false;
+    return tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
 }
 
 tc_status tc_event_synchronize(tc_event *event)
 {
-    TC_TRY(check_event(event, "tc_event_synchronize"));
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
     if (!event->recorded)
         return TC_OK;
     TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
@@ -129,7 +129,8 @@ tc_status tc_event_synchronize(tc_event *event)
 
 tc_status tc_event_wait(tc_event *event, tc_stream *stream)
 {
-    TC_TRY(check_event(event, "tc_event_wait"));
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     if (!event->recorded)
@@ -140,16 +141,18 @@ tc_status tc_event_wait(tc_event *event, tc_stream *stream)
 
 tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event)
 {
+    TC_API_BEGIN;
     return tc_event_wait(event, stream);
 }
 
 tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 {
-    TC_CHECK_ARG(out, "tc_stream_record_event: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     tc_event *e;
-    TC_TRY(tc_event_create(&e, TC_EVENT_DEFAULT));
+    TC_TRY(tc_event_create(TC_EVENT_DEFAULT, &e));
     tc_status st = tc_event_record(e, s);
     if (st != TC_OK) {
         char msg[1024];
@@ -164,21 +167,22 @@ tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 
 tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
 {
-    TC_TRY(check_event(start, "tc_event_elapsed_time"));
-    TC_TRY(check_event(end, "tc_event_elapsed_time"));
-    TC_CHECK_ARG(ms, "tc_event_elapsed_time: ms must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(check_event(start));
+    TC_TRY(check_event(end));
+    TC_CHECK_ARG(ms, "ms must not be NULL");
     if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
         return tc__fail(TC_ERROR_INVALID_STATE,
-                        "tc_event_elapsed_time: both events need TC_EVENT_TIMING at creation");
+                        "both events need TC_EVENT_TIMING at creation");
     if (!start->recorded || !end->recorded)
         return tc__fail(TC_ERROR_INVALID_STATE,
-                        "tc_event_elapsed_time: both events must be recorded first");
+                        "both events must be recorded first");
     float t = 0;
     cudaError_t err = cudaEventElapsedTime(&t, start->handle, end->handle);
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return tc__fail(TC_ERROR_NOT_READY,
-                        "tc_event_elapsed_time: an event has not completed yet; synchronize it "
+                        "an event has not completed yet; synchronize it "
                         "first");
     }
     if (err != cudaSuccess)
@@ -189,16 +193,17 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
 
 int tc_event_device(const tc_event *event)
 {
-    return event && event->magic == TC_EVENT_MAGIC ? event->device : -1;
+    return tc__handle_live(event, TC_EVENT_MAGIC) ? event->device : -1;
 }
 
 tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
 {
-    TC_TRY(check_event(event, "tc_event_ipc_handle"));
-    TC_CHECK_ARG(out, "tc_event_ipc_handle: out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    TC_CHECK_ARG(out, "out must not be NULL");
     if (!(event->flags & TC_EVENT_INTERPROCESS))
         return tc__fail(TC_ERROR_INVALID_STATE,
-                        "tc_event_ipc_handle: the event was created without TC_EVENT_INTERPROCESS");
+                        "the event was created without TC_EVENT_INTERPROCESS");
     if (event->device < 0)
         TC_TRY(materialize(event, tc__tls_device));
     cudaIpcEventHandle_t h;
@@ -209,9 +214,10 @@ tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
     return TC_OK;
 }
 
-tc_status tc_event_from_ipc_handle(tc_event **out, int device, const tc_ipc_event_handle *handle)
+tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle, tc_event **out)
 {
-    TC_CHECK_ARG(out && handle, "tc_event_from_ipc_handle: out and handle must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out && handle, "out and handle must not be NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     cudaIpcEventHandle_t h;
@@ -226,7 +232,7 @@ tc_status tc_event_from_ipc_handle(tc_event **out, int device, const tc_ipc_even
     tc_event *e = tc__handle_get(&event_pool);
     if (!e) {
         cudaEventDestroy(ev);
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_event_from_ipc_handle: out of host memory");
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     /* Another process records it: treat it as recorded so waits are real. */
     *e = (tc_event){.magic = TC_EVENT_MAGIC,

@@ -6,12 +6,15 @@
  * tc__init_state to 1, which every later call reads with a single load. When
  * CUDA is not usable (no driver, no GPU, CUDA_VISIBLE_DEVICES empty) the
  * reason is kept and every call that needs a GPU returns it as
- * TC_ERROR_NO_DEVICE. Loading the library never touches CUDA. */
+ * TC_ERROR_NO_DEVICE. Loading the library never touches CUDA. A bad
+ * CUDA_LAUNCH_BLOCKING or TCUDA_SYNC_DEBUG_MODE fails initialization before
+ * CUDA is asked anything (core/debug.c), GPU or not. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "core/debug.h"
 
 atomic_int tc__init_state;      /* 0 not tried, 1 ready, 2 unavailable */
 int tc__num_devices;
@@ -56,22 +59,35 @@ static void init_once(void)
 
 tc_status tc__init_slow(void)
 {
+    TC_TRY(tc__debug_env_check());
     pthread_once(&init_once_flag, init_once);
     if (atomic_load_explicit(&tc__init_state, memory_order_acquire) == 1)
         return TC_OK;
     return tc__fail(TC_ERROR_NO_DEVICE, "%s", unavailable_reason);
 }
 
-tc_status tc_init(void) { return tc__ensure_init(); }
+tc_status tc_init(void)
+{
+    TC_API_BEGIN;
+    return tc__ensure_init();
+}
 
 bool tc_is_initialized(void)
 {
     return atomic_load_explicit(&tc__init_state, memory_order_acquire) == 1;
 }
 
-bool tc_is_available(void) { return tc__ensure_init() == TC_OK; }
+bool tc_is_available(void)
+{
+    TC_API_BEGIN;
+    return tc__ensure_init() == TC_OK;
+}
 
-int tc_device_count(void) { return tc__ensure_init() == TC_OK ? tc__num_devices : 0; }
+int tc_device_count(void)
+{
+    TC_API_BEGIN;
+    return tc__ensure_init() == TC_OK ? tc__num_devices : 0;
+}
 
 tc_status tc__bad_device(int device)
 {

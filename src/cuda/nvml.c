@@ -98,6 +98,7 @@ static int nvml_fail(const char *what, nvml_ret r)
 
 int tc_utilization(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     nvml_utilization u;
     if (nvml_device_of(device, &h) != TC_OK)
@@ -108,6 +109,7 @@ int tc_utilization(int device)
 
 int tc_memory_usage(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     nvml_utilization u;
     if (nvml_device_of(device, &h) != TC_OK)
@@ -118,6 +120,7 @@ int tc_memory_usage(int device)
 
 int tc_temperature(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     unsigned int t;
     if (nvml_device_of(device, &h) != TC_OK)
@@ -128,6 +131,7 @@ int tc_temperature(int device)
 
 int tc_power_draw(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     unsigned int mw;
     if (nvml_device_of(device, &h) != TC_OK)
@@ -136,18 +140,21 @@ int tc_power_draw(int device)
     return r == 0 ? (int)mw : nvml_fail("power draw", r);
 }
 
-int tc_clock_rate(int device)
+int64_t tc_clock_rate(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     unsigned int mhz;
     if (nvml_device_of(device, &h) != TC_OK)
         return -1;
     nvml_ret r = nvml.clock(h, NVML_CLOCK_SM, &mhz);
-    return r == 0 ? (int)mhz : nvml_fail("SM clock", r);
+    /* NVML reads MHz; the seed's clock_rate is in Hz (see device.h). */
+    return r == 0 ? (int64_t)mhz * 1000000 : nvml_fail("SM clock", r);
 }
 
 char *tc_list_gpu_processes(int device)
 {
+    TC_API_BEGIN;
     nvml_device h;
     if (nvml_device_of(device, &h) != TC_OK)
         return NULL;
@@ -159,7 +166,7 @@ char *tc_list_gpu_processes(int device)
         free(procs);
         procs = calloc(n, sizeof *procs);
         if (!procs) {
-            (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_list_gpu_processes: out of host memory");
+            (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
             return NULL;
         }
         r = nvml.processes(h, &n, procs);
@@ -173,7 +180,7 @@ char *tc_list_gpu_processes(int device)
     char *text = malloc(cap);
     if (!text) {
         free(procs);
-        (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_list_gpu_processes: out of host memory");
+        (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
     int d = device < 0 ? tc__tls_device : device;

@@ -3,9 +3,11 @@
  *
  * A tc_stream belongs to one device. Each thread keeps one current-stream
  * slot per device (tc__tls_stream); NULL there means the device's default
- * stream, a static object created at initialization. Handles are checked by
- * their magic word; destroyed ones are parked (handle_pool.h) so that a use
- * after destroy is reported rather than crashing. */
+ * stream, a static object created at initialization that cannot be
+ * destroyed. Every handle goes through tc__handle_check (core/handle_pool.h);
+ * destroyed streams are parked in a quarantine pool, so a use after destroy,
+ * or a second destroy, is reported as TC_ERROR_INVALID_HANDLE instead of
+ * touching freed memory. */
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
@@ -22,16 +24,15 @@ tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out)
         *out = s ? s : &tc__default_streams[d];
         return TC_OK;
     }
-    if (TC_UNLIKELY(stream->magic != TC_STREAM_MAGIC))
-        return tc__fail(TC_ERROR_INVALID_HANDLE,
-                        "%p is not a live tc_stream (destroyed, or not a stream)", (void *)stream);
+    TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
     *out = stream;
     return TC_OK;
 }
 
 tc_status tc_stream_priority_range(int *least, int *greatest)
 {
-    TC_CHECK_ARG(least && greatest, "tc_stream_priority_range: least and greatest must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(least && greatest, "least and greatest must not be NULL");
     TC_TRY(tc__ensure_init());
     int lo, hi;
     TC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -40,70 +41,71 @@ tc_status tc_stream_priority_range(int *least, int *greatest)
     return TC_OK;
 }
 
-tc_status tc_stream_create(tc_stream **out, int device, int priority)
+/* A parked handle object holding a live stream; NULL when memory ran out. */
+static tc_stream *new_stream(int device, int priority, bool owned, cudaStream_t h)
 {
-    TC_CHECK_ARG(out, "tc_stream_create: out must not be NULL");
+    tc_stream *s = tc__handle_get(&stream_pool);
+    if (s)
+        *s = (tc_stream){.magic = TC_STREAM_MAGIC,
+                         .device = device,
+                         .priority = priority,
+                         .owned = owned,
+                         .is_default = false,
+                         .handle = h};
+    return s;
+}
+
+tc_status tc_stream_create(int device, int priority, tc_stream **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
     int d, least, greatest;
     TC_TRY(tc__resolve_device(device, &d));
     TC_TRY(tc_stream_priority_range(&least, &greatest));
     if (priority > least || priority < greatest)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "tc_stream_create: priority %d is outside this GPU's range %d (lowest, "
-                        "the default) to %d (highest)",
+                        "priority %d is outside this GPU's range %d (lowest, the default) to %d "
+                        "(highest)",
                         priority, least, greatest);
-    tc_stream *s = tc__handle_get(&stream_pool);
-    if (!s)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_stream_create: out of host memory");
     tc_device_guard g = tc_device_guard_enter(d);
+    TC_TRY(g.status);
     cudaStream_t h = NULL;
-    cudaError_t err = g.status == TC_OK
-                          ? cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority)
-                          : cudaSuccess;
+    cudaError_t err = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority);
     tc_device_guard_exit(&g);
-    if (g.status != TC_OK || err != cudaSuccess) {
-        s->magic = TC_DEAD_MAGIC;
-        tc__handle_put(&stream_pool, s);
-        if (g.status != TC_OK)
-            return g.status;
+    if (err != cudaSuccess)
         return tc__cuda_fail(err, "cudaStreamCreateWithPriority", __FILE__, __LINE__);
+    tc_stream *s = new_stream(d, priority, true, h);
+    if (!s) {
+        g = tc_device_guard_enter(d);
+        (void)cudaStreamDestroy(h);
+        tc_device_guard_exit(&g);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
-    *s = (tc_stream){.magic = TC_STREAM_MAGIC,
-                     .device = d,
-                     .priority = priority,
-                     .owned = true,
-                     .is_default = false,
-                     .handle = h};
     *out = s;
     return TC_OK;
 }
 
-tc_status tc_stream_from_external(tc_stream **out, void *cuda_stream, int device)
+tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
 {
-    TC_CHECK_ARG(out, "tc_stream_from_external: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     int priority = 0;
     TC_CUDA_CHECK(cudaStreamGetPriority((cudaStream_t)cuda_stream, &priority));
-    tc_stream *s = tc__handle_get(&stream_pool);
+    tc_stream *s = new_stream(d, priority, false, (cudaStream_t)cuda_stream);
     if (!s)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_stream_from_external: out of host memory");
-    *s = (tc_stream){.magic = TC_STREAM_MAGIC,
-                     .device = d,
-                     .priority = priority,
-                     .owned = false,
-                     .is_default = false,
-                     .handle = (cudaStream_t)cuda_stream};
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     *out = s;
     return TC_OK;
 }
 
 tc_status tc_stream_destroy(tc_stream *stream)
 {
-    TC_CHECK_ARG(stream, "tc_stream_destroy: stream must not be NULL");
-    tc_stream *s;
-    TC_TRY(tc__resolve_stream(stream, &s));
-    TC_CHECK_ARG(!s->is_default, "tc_stream_destroy: the default stream of device %d cannot be "
-                                 "destroyed",
+    TC_API_BEGIN;
+    TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
+    tc_stream *s = stream;
+    TC_CHECK_ARG(!s->is_default, "the default stream of device %d cannot be destroyed",
                  s->device);
     if (s->owned) {
         tc_device_guard g = tc_device_guard_enter(s->device);
@@ -115,38 +117,38 @@ tc_status tc_stream_destroy(tc_stream *stream)
     }
     if (tc__tls_stream[s->device] == s)
         tc__tls_stream[s->device] = NULL;
-    s->magic = TC_DEAD_MAGIC;
     tc__handle_put(&stream_pool, s);
     return TC_OK;
 }
 
-bool tc_stream_query(tc_stream *stream)
+tc_status tc_stream_query(tc_stream *stream)
 {
+    TC_API_BEGIN;
     tc_stream *s;
-    if (tc__resolve_stream(stream, &s) != TC_OK)
-        return false;
+    TC_TRY(tc__resolve_stream(stream, &s));
     cudaError_t err = cudaStreamQuery(s->handle);
     if (TC_LIKELY(err == cudaSuccess))
-        return true;
+        return TC_OK;
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
-        return false;
+        return tc__fail(TC_ERROR_NOT_READY, "work queued on the stream has not finished");
     }
-    (void)tc__cuda_fail(err, "cudaStreamQuery", __FILE__, __LINE__);
-    return false;
+    return tc__cuda_fail(err, "cudaStreamQuery", __FILE__, __LINE__);
 }
 
 tc_status tc_stream_synchronize(tc_stream *stream)
 {
+    TC_API_BEGIN;
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
-    TC_TRY(tc__sync_point("tc_stream_synchronize"));
+    TC_TRY(tc__sync_point("waiting for the stream"));
     TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
     return TC_OK;
 }
 
 tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
 {
+    TC_API_BEGIN;
     tc_stream *s, *o;
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__resolve_stream(other, &o));
@@ -155,36 +157,41 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
     tc_device_guard g = tc_device_guard_enter(o->device);
     TC_TRY(g.status);
     cudaEvent_t e;
+    const char *what = "cudaEventCreateWithFlags";
     cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (err == cudaSuccess) {
+        what = "cudaEventRecord";
         err = cudaEventRecord(e, o->handle);
-        if (err == cudaSuccess)
+        if (err == cudaSuccess) {
+            what = "cudaStreamWaitEvent";
             err = cudaStreamWaitEvent(s->handle, e, 0);
+        }
         cudaEventDestroy(e); /* released once the wait no longer needs it */
     }
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
-        return tc__cuda_fail(err, "tc_stream_wait_stream", __FILE__, __LINE__);
+        return tc__cuda_fail(err, what, __FILE__, __LINE__);
     return TC_OK;
 }
 
 int tc_stream_device(const tc_stream *stream)
 {
-    return stream && stream->magic == TC_STREAM_MAGIC ? stream->device : -1;
+    return tc__handle_live(stream, TC_STREAM_MAGIC) ? stream->device : -1;
 }
 
 int tc_stream_priority(const tc_stream *stream)
 {
-    return stream && stream->magic == TC_STREAM_MAGIC ? stream->priority : 0;
+    return tc__handle_live(stream, TC_STREAM_MAGIC) ? stream->priority : 0;
 }
 
 void *tc_stream_cuda_handle(const tc_stream *stream)
 {
-    return stream && stream->magic == TC_STREAM_MAGIC ? (void *)stream->handle : NULL;
+    return tc__handle_live(stream, TC_STREAM_MAGIC) ? (void *)stream->handle : NULL;
 }
 
 tc_stream *tc_current_stream(int device)
 {
+    TC_API_BEGIN;
     int d;
     if (TC_UNLIKELY(tc__resolve_device(device, &d) != TC_OK))
         return NULL;
@@ -194,6 +201,7 @@ tc_stream *tc_current_stream(int device)
 
 tc_stream *tc_default_stream(int device)
 {
+    TC_API_BEGIN;
     int d;
     if (tc__resolve_device(device, &d) != TC_OK)
         return NULL;
@@ -202,6 +210,7 @@ tc_stream *tc_default_stream(int device)
 
 tc_status tc_set_stream(tc_stream *stream)
 {
+    TC_API_BEGIN;
     if (!stream)
         return TC_OK;
     tc_stream *s;
@@ -212,6 +221,7 @@ tc_status tc_set_stream(tc_stream *stream)
 
 tc_stream_guard tc_stream_guard_enter(tc_stream *stream)
 {
+    TC_API_BEGIN;
     tc_stream_guard g = {.prev_stream = NULL, .device_guard = {-1, -1, TC_OK}, .status = TC_OK};
     if (!stream)
         return g;
@@ -234,7 +244,10 @@ void tc_stream_guard_exit(tc_stream_guard *g)
     if (!g || !g->prev_stream)
         return;
     tc_stream *prev = g->prev_stream;
-    tc__tls_stream[prev->device] = prev->is_default ? NULL : prev;
+    /* A previous stream destroyed inside the guard gives way to the default
+     * one (its device field survives parking; see handle_pool.c). */
+    bool live = tc__handle_live(prev, TC_STREAM_MAGIC);
+    tc__tls_stream[prev->device] = !live || prev->is_default ? NULL : prev;
     tc_device_guard_exit(&g->device_guard);
     g->prev_stream = NULL;
 }

@@ -85,3 +85,14 @@ const char *tc_test_capture_stderr_end(void)
     fclose(capture_file);
     return text;
 }
+
+void *tc_test_garbage(size_t size)
+{
+    unsigned char *p = malloc(size);
+    if (!p)
+        abort();
+    for (size_t i = 0; i < size; i++)
+        p[i] = (unsigned char)tc_test_rand();
+    p[0] = 0;
+    return p;
+}

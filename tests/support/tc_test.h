@@ -31,6 +31,11 @@ double *tc_test_values(const tc_tensor *t);
  * written (static buffer, NUL-terminated). */
 void tc_test_capture_stderr_begin(void);
 const char *tc_test_capture_stderr_end(void);
+/* A malloc'd block of `size` random bytes (caller frees), as a program with
+ * a stray pointer would pass for a handle. Its first byte is 0, so its first
+ * word is neither a live handle's magic word (tcuda's end in 0x11 or 0x71)
+ * nor the dead one (0xdeadbeef). */
+void *tc_test_garbage(size_t size);
 
 #define CHECK(cond)                                                            \
     do {                                                                       \

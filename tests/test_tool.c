@@ -1,0 +1,126 @@
+/* CPU-only: the `tcuda` program as a user runs it. Its path comes from
+ * TCUDA_TOOL (CTest sets it to the built tool); without it, ../tools/tcuda
+ * beside this test's build directory is tried, and the test is skipped (77)
+ * when neither exists. `tcuda info` prints and exits 0; with its output on
+ * /dev/full it must fail (0.1 exited 0 having written nothing); an unknown
+ * command is named in the error, with the list of commands. */
+#include <fcntl.h>
+#include <libgen.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tc_test.h"
+
+extern char **environ;
+
+typedef struct {
+    int code; /* exit status; -1 if it did not exit normally */
+    char out[8192], err[4096];
+} run_result;
+
+/* Reads the whole of fd (a temporary file) into buf. */
+static void slurp(int fd, char *buf, size_t size)
+{
+    ssize_t n = pread(fd, buf, size - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Runs `tool args...` with stdout to `out_path` (NULL: a temporary file whose
+ * text is kept) and stderr to a temporary file. */
+static void run(const char *tool, char *const args[], const char *out_path, run_result *r)
+{
+    char out_tmp[] = "/tmp/tc_tool_out_XXXXXX", err_tmp[] = "/tmp/tc_tool_err_XXXXXX";
+    int out_fd = out_path ? open(out_path, O_WRONLY) : mkstemp(out_tmp);
+    int err_fd = mkstemp(err_tmp);
+    r->code = -1;
+    r->out[0] = r->err[0] = '\0';
+    CHECK(out_fd >= 0 && err_fd >= 0);
+    if (out_fd < 0 || err_fd < 0)
+        return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    char *argv[8] = {(char *)tool};
+    for (int i = 0; args[i] && i < 6; i++)
+        argv[1 + i] = args[i];
+    pid_t pid;
+    int status = 0;
+    if (posix_spawn(&pid, tool, &fa, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid)
+        r->code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    posix_spawn_file_actions_destroy(&fa);
+    if (!out_path)
+        slurp(out_fd, r->out, sizeof r->out);
+    slurp(err_fd, r->err, sizeof r->err);
+    close(out_fd);
+    close(err_fd);
+    if (!out_path)
+        unlink(out_tmp);
+    unlink(err_tmp);
+}
+
+static const char *find_tool(const char *self, char *buf, size_t size)
+{
+    const char *env = getenv("TCUDA_TOOL");
+    if (env && *env)
+        return env;
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", self);
+    snprintf(buf, size, "%s/../tools/tcuda", dirname(copy));
+    return access(buf, X_OK) == 0 ? buf : NULL;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    tc_test_init();
+    char guess[4200];
+    const char *tool = find_tool(argv[0], guess, sizeof guess);
+    if (!tool) {
+        printf("skipped: set TCUDA_TOOL to the built tcuda program\n");
+        return 77;
+    }
+    printf("tool: %s\n", tool);
+    static run_result r;
+
+    char *info[] = {"info", NULL};
+    run(tool, info, NULL, &r);
+    CHECK(r.code == 0);
+    CHECK(strncmp(r.out, "tcuda ", 6) == 0 && strstr(r.out, "CUDA available: ") != NULL);
+    CHECK(strstr(r.out, tc_version()) != NULL); /* the library it runs on is this one */
+    CHECK(r.err[0] == '\0');
+
+    /* a full disk: the output is lost, so the tool must fail and say so */
+    if (access("/dev/full", W_OK) == 0) {
+        run(tool, info, "/dev/full", &r);
+        printf("tcuda info > /dev/full: exit %d, stderr: %s", r.code, r.err);
+        CHECK(r.code != 0);
+        CHECK(strstr(r.err, "tcuda: cannot write the output") != NULL);
+        CHECK(strstr(r.err, "No space left on device") != NULL);
+        char *help[] = {"--help", NULL};
+        run(tool, help, "/dev/full", &r);
+        CHECK(r.code != 0 && strstr(r.err, "cannot write") != NULL);
+    }
+
+    /* unknown commands are named, with what would be right */
+    char *unknown[] = {"xyz", NULL};
+    run(tool, unknown, NULL, &r);
+    CHECK(r.code == 2);
+    CHECK(strstr(r.err, "tcuda: unknown command 'xyz'; commands: info") != NULL);
+    CHECK(r.out[0] == '\0');
+    char *unknown_extra[] = {"infoo", "now", NULL};
+    run(tool, unknown_extra, NULL, &r);
+    CHECK(r.code == 2 && strstr(r.err, "unknown command 'infoo'") != NULL);
+    char *extra[] = {"info", "now", NULL};
+    run(tool, extra, NULL, &r);
+    CHECK(r.code == 2 && strstr(r.err, "'now'") != NULL);
+    char *none[] = {NULL};
+    run(tool, none, NULL, &r);
+    CHECK(r.code == 2 && strstr(r.err, "usage: tcuda info") != NULL);
+    char *help[] = {"help", NULL};
+    run(tool, help, NULL, &r);
+    CHECK(r.code == 0 && strstr(r.out, "usage: tcuda info") != NULL && r.err[0] == '\0');
+    return TC_TEST_DONE();
+}

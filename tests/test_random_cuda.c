@@ -46,8 +46,8 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     size_t es = tc_dtype_size(dt);
     uint64_t seed = tc_test_rand();
     tc_generator *cpu = NULL, *gpu = NULL;
-    CHECK_OK(tc_generator_create(&cpu, (tc_device){TC_CPU, -1}, seed));
-    CHECK_OK(tc_generator_create(&gpu, (tc_device){TC_CUDA, -1}, 0));
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &cpu));
+    CHECK_OK(tc_generator_create((tc_device){TC_CUDA, -1}, 0, &gpu));
     /* start both at the same non-zero offset */
     float warm[5];
     CHECK_OK(tc_generator_uniform(cpu, warm, 5, TC_FLOAT32, 0, 1));
@@ -117,7 +117,9 @@ static void test_parity(void) {
 static void test_torch_functions(void) {
     int count = tc_device_count();
     CHECK_OK(tc_manual_seed(123));
-    CHECK(tc_initial_seed() == 123);
+    uint64_t seed0 = 0;
+    CHECK_OK(tc_initial_seed(&seed0));
+    CHECK(seed0 == 123);
     tc_rng_state s, t;
     CHECK_OK(tc_get_rng_state(-1, &s));
     tc_generator *g = NULL;
@@ -150,9 +152,12 @@ static void test_torch_functions(void) {
     CHECK_STATUS(tc_set_rng_state_all(all, count + 1), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_get_rng_state(count, &t), TC_ERROR_INVALID_DEVICE);
     CHECK_OK(tc_seed());
-    uint64_t s1 = tc_initial_seed();
+    uint64_t s1 = 0, s2 = 0;
+    CHECK_OK(tc_initial_seed(&s1));
     CHECK_OK(tc_seed_all());
-    CHECK(tc_initial_seed() != s1);
+    CHECK_OK(tc_initial_seed(&s2));
+    CHECK(s2 != s1);
+    CHECK_STATUS(tc_initial_seed(NULL), TC_ERROR_INVALID_ARGUMENT);
     free(all);
     cudaFree(d);
 }
@@ -163,8 +168,8 @@ static void test_graph_hook(void) {
     size_t n = 10001, m = 4099;
     tc_generator *gpu = NULL, *cpu = NULL;
     uint64_t seed = tc_test_rand();
-    CHECK_OK(tc_generator_create(&gpu, (tc_device){TC_CUDA, -1}, seed));
-    CHECK_OK(tc_generator_create(&cpu, (tc_device){TC_CPU, -1}, seed));
+    CHECK_OK(tc_generator_create((tc_device){TC_CUDA, -1}, seed, &gpu));
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &cpu));
     float *d = NULL;
     uint64_t *buf = NULL;
     CHECK(cudaMalloc((void **)&d, (n + m) * sizeof(float)) == cudaSuccess);

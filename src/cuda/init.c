@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "device_alloc.h"
 
 atomic_int tc__init_state;      /* 0 not tried, 1 ready, 2 unavailable */
 int tc__num_devices;
@@ -62,7 +63,12 @@ tc_status tc__init_slow(void)
     return tc__fail(TC_ERROR_NO_DEVICE, "%s", unavailable_reason);
 }
 
-tc_status tc_init(void) { return tc__ensure_init(); }
+tc_status tc_init(void)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__ensure_init());
+    return tc__device_alloc_conf_check(); /* a bad TCUDA_ALLOC_CONF is an error here already */
+}
 
 bool tc_is_initialized(void)
 {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "core/philox.h"
+#include "tc_rng_forge.h"
 #include "tc_test.h"
 
 static tc_generator *make(uint64_t seed) {
@@ -618,30 +619,12 @@ static void test_stale_handle(void) {
     CHECK_OK(tc_generator_destroy(h));
 }
 
-/* FNV-1a 64 over the first 24 bytes, written here again (independent of
- * random.c) to forge states with any offset. */
-static void forge_state(uint64_t seed, uint64_t offset, tc_rng_state *s) {
-    memset(s, 0, sizeof *s);
-    memcpy(s->bytes, "TCRS", 4);
-    s->bytes[4] = TC_RNG_STATE_VERSION;
-    s->bytes[6] = 1;
-    for (int i = 0; i < 8; i++) {
-        s->bytes[8 + i] = (uint8_t)(seed >> (8 * i));
-        s->bytes[16 + i] = (uint8_t)(offset >> (8 * i));
-    }
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < 24; i++)
-        h = (h ^ s->bytes[i]) * 0x100000001b3ull;
-    for (int i = 0; i < 8; i++)
-        s->bytes[24 + i] = (uint8_t)(h >> (8 * i));
-}
-
 /* An offset near 2^64 used to wrap to 0 and reuse the first counters. */
 static void test_offset_wrap(void) {
     tc_generator *g = make(1);
     uint64_t seed = 0x5eed, top = UINT64_MAX - 2;
     tc_rng_state s;
-    forge_state(seed, top, &s);
+    tc_test_forge_state(seed, top, &s);
     CHECK_OK(tc_generator_set_state(g, &s)); /* any offset is a valid state */
     CHECK(tc_generator_offset(g) == top);
     float f[12];

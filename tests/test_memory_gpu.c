@@ -7,6 +7,7 @@
  * before any allocation. Exits 77 without a GPU. (Peaks, resets and keys are
  * checked against a model on the CPU in tests/test_memory_stats.c; user
  * allocators serving tensors in tests/test_memory_pluggable.c.) */
+#include <math.h>
 #include <stdlib.h>
 
 #include "tc_test.h"
@@ -92,6 +93,11 @@ static void test_fraction_snapshot(void)
     CHECK_OK(tc_caching_allocator_alloc(tot / 20, 0, NULL, &p));
     CHECK_OK(tc_set_per_process_memory_fraction(1.0, 0));
     CHECK_STATUS(tc_set_per_process_memory_fraction(2.0, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(NAN, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") != NULL);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(1.0000000000000002, 0),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     void *q;
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &q));
     struct tc_memory_snapshot *snap;

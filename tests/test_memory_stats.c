@@ -26,6 +26,8 @@ typedef struct model {
     model_stat count[3], req[3]; /* allocation.*, requested_bytes.*; [all, small, large] */
 } model;
 
+/* The model's rule, written from the seed's definitions (current, its
+ * maximum, total increase, total decrease), for the "all" pool and one other. */
 static void model_add(model_stat *m, int pool, int64_t d)
 {
     int idx[2] = {0, pool};
@@ -103,16 +105,25 @@ static bool same_but_peaks(struct tc_memory_stats a, struct tc_memory_stats b)
 
 /* ---- a random sequence with resets ------------------------------------------------ */
 
-static void test_peaks_and_resets(void)
+/* An allocator over the plain host provider (capacity 0: unlimited); ctx
+ * counts the provider's segments and bytes, and must outlive the allocator. */
+static tc__allocator *host_allocator(tc__host_provider_ctx *ctx, size_t capacity)
 {
-    tc__host_provider_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
+    memset(ctx, 0, sizeof *ctx);
+    ctx->capacity = capacity;
     tc__seg_provider prov;
-    tc__host_provider_init(&prov, &ctx);
+    tc__host_provider_init(&prov, ctx);
     tc__alloc_config cfg;
     tc__alloc_config_default(&cfg);
     tc__allocator *a = NULL;
     CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    return a;
+}
+
+static void test_peaks_and_resets(void)
+{
+    tc__host_provider_ctx ctx;
+    tc__allocator *a = host_allocator(&ctx, 0);
     if (!a)
         return;
     enum { N = 256, STEPS = 4000 };
@@ -200,14 +211,7 @@ static void test_peaks_and_resets(void)
 static void test_event_counters(void)
 {
     tc__host_provider_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.capacity = 64 * MiB;
-    tc__seg_provider prov;
-    tc__host_provider_init(&prov, &ctx);
-    tc__alloc_config cfg;
-    tc__alloc_config_default(&cfg);
-    tc__allocator *a = NULL;
-    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    tc__allocator *a = host_allocator(&ctx, 64 * MiB);
     if (!a)
         return;
     void *p = NULL, *q = NULL;
@@ -342,13 +346,7 @@ static void test_names(void)
     /* a snapshot of a host allocator says which block is which, and the JSON
      * writer spells the states as PyTorch does */
     tc__host_provider_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    tc__seg_provider prov;
-    tc__host_provider_init(&prov, &ctx);
-    tc__alloc_config cfg;
-    tc__alloc_config_default(&cfg);
-    tc__allocator *a = NULL;
-    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    tc__allocator *a = host_allocator(&ctx, 0);
     if (!a)
         return;
     void *p, *q;
@@ -378,8 +376,10 @@ static void test_names(void)
         fclose(f);
     }
     remove(path);
-    CHECK(strstr(text, "\"segment_type\": \"small\"") && strstr(text, "\"segment_type\": \"large\""));
-    CHECK(strstr(text, "\"state\": \"active_allocated\"") && strstr(text, "\"state\": \"inactive\""));
+    CHECK(strstr(text, "\"segment_type\": \"small\"") &&
+          strstr(text, "\"segment_type\": \"large\""));
+    CHECK(strstr(text, "\"state\": \"active_allocated\"") &&
+          strstr(text, "\"state\": \"inactive\""));
     tc__snapshot_free(&snap);
     CHECK_OK(tc__alloc_free(a, p));
     CHECK_OK(tc__alloc_free(a, q));

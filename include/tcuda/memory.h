@@ -10,10 +10,11 @@
  * roundup_power2_divisions (one number, or a list like [256:1,512:2,>:8]),
  * garbage_collection_threshold (0 to 1), expandable_segments (True | False).
  * An unknown key or bad value fails tc_init, tc_get_allocator_backend and
- * every allocation with a message naming it. With expandable_segments, each stream's memory is one address range
- * backed in chunks of up to 32 MiB; free chunks go back to the driver when
- * reserved memory would otherwise grow past 1/16 over the most ever in use
- * (and on empty_cache), so reserved stays close to live memory at the cost
+ * every allocation with a message naming it. With expandable_segments, each
+ * stream's memory is one address range backed in chunks of up to 32 MiB;
+ * free chunks go back to the driver when reserved memory would otherwise
+ * grow past 1/16 over the most ever in use (and on empty_cache), so
+ * reserved stays close to live memory at the cost
  * of driver calls (bench/run_alloc.sh: peak reserved about 1.06x peak live
  * against 1.24x, and about twice the time per allocation). */
 #ifndef TCUDA_MEMORY_H

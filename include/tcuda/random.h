@@ -94,8 +94,8 @@ TCUDA_API tc_status tc_generator_set_state(tc_generator *gen, const tc_rng_state
  * TC_ERROR_DTYPE (a dtype the distribution does not take) and leave the
  * offset unchanged. A draw whose blocks would take the offset past 2^64-1
  * is TC_ERROR_INVALID_STATE (Philox counters would wrap and repeat numbers):
- * reseed or set a state with a smaller offset. n == 0 is a no-op. lo and hi are first rounded to the
- * dtype; results lie in [lo, hi). */
+ * reseed or set a state with a smaller offset. n == 0 is a no-op. lo and hi
+ * are first rounded to the dtype; results lie in [lo, hi). */
 
 /* uniform in [lo, hi): floating dtypes only. */
 TCUDA_API tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype dtype,

@@ -8,6 +8,7 @@
  * parked in a handle pool; the current one is never destroyed, since memory
  * it served may still be freed through it. */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,6 +550,7 @@ void tc_memory_snapshot_free(struct tc_memory_snapshot *snap)
 tc_status tc_set_per_process_memory_fraction(double fraction, int device)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");
     TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0,
                  "memory fraction %.17g is outside [0, 1]", fraction);
     int d;

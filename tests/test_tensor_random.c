@@ -171,6 +171,12 @@ static void test_bad_input(void)
     CHECK_STATUS(tc_tensor_rand(1, &sz, TC_INT64, CPU, g, &out), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_tensor_randn(1, &sz, TC_FLOAT32, CPU, g, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(out == NULL);
+    /* a destroyed generator is refused, not used (issue 10) */
+    tc_generator *dead = NULL;
+    CHECK_OK(tc_generator_create(CPU, 9, &dead));
+    CHECK_OK(tc_generator_destroy(dead));
+    CHECK_STATUS(tc_tensor_uniform_(f, 0, 1, dead), TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(tc_last_error(), "destroyed") != NULL);
     CHECK(tc_generator_offset(g) == 0); /* nothing drew */
     double v[16];
     CHECK_OK(tc_tensor_to_host(i, v, TC_FLOAT64));

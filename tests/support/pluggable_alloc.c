@@ -14,6 +14,13 @@
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_LIVE 4096
 
+/* What the object exports (looked up by name with dlsym). */
+EXPORT void *tc_test_pa_alloc(size_t size, int device, void *stream);
+EXPORT void tc_test_pa_free(void *ptr, size_t size, int device, void *stream);
+EXPORT void tc_test_pa_counts(long long *allocs, long long *frees, long long *bad_frees,
+                              long long *bytes);
+EXPORT bool tc_test_pa_owns(const void *ptr);
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static long long n_alloc, n_free, n_bad_free, live_bytes;
 static void *live[MAX_LIVE];

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         return 1;
     }
     c.buf2 = (char *)c.buf + n * 4;
-    if (report(tc_generator_create(&c.gen, (tc_device){TC_CUDA, -1}, 42)))
+    if (report(tc_generator_create((tc_device){TC_CUDA, -1}, 42, &c.gen)))
         return 1;
     if (csv)
         printf("op,ms,GB/s written,Gsamples/s\n");

@@ -11,7 +11,7 @@ int main(void)
     double mean;
     int64_t size[2] = {256, 256};
     tc_device_parse(tc_is_available() ? "cuda" : "cpu", &dev); /* a GPU if there is one */
-    tc_generator_create(&g, dev, 42); /* the same numbers on the CPU and the GPU */
+    tc_generator_create(dev, 42, &g); /* the same numbers on the CPU and the GPU */
     tc_tensor_randn(2, size, TC_FLOAT32, dev, g, &x);
     tc_tensor_matmul(x, x, &y);
     tc_tensor_relu(y, &r);

@@ -1,8 +1,13 @@
 /* The caching allocator on a real GPU: the OOM path and its message, a block
  * still read on stream B after stream A freed it is not overwritten, the
- * fraction cap, snapshot JSON, pinned-host reuse safety; then, in child runs
- * with TCUDA_ALLOC_CONF set, expandable segments growing in place and the
- * cudaMallocAsync backend. Exits 77 without a GPU. */
+ * fraction cap, snapshot JSON, pinned-host reuse safety; then, in child runs,
+ * peak statistics and every reset through the public API with every stat key
+ * equal to its field, and with TCUDA_ALLOC_CONF set, expandable segments
+ * growing in place, the cudaMallocAsync backend, and a bad setting refused
+ * before any allocation. Exits 77 without a GPU. (Peaks, resets and keys are
+ * checked against a model on the CPU in tests/test_memory_stats.c; user
+ * allocators serving tensors in tests/test_memory_pluggable.c.) */
+#include <math.h>
 #include <stdlib.h>
 
 #include "tc_test.h"
@@ -88,15 +93,30 @@ static void test_fraction_snapshot(void)
     CHECK_OK(tc_caching_allocator_alloc(tot / 20, 0, NULL, &p));
     CHECK_OK(tc_set_per_process_memory_fraction(1.0, 0));
     CHECK_STATUS(tc_set_per_process_memory_fraction(2.0, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(NAN, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") != NULL);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(1.0000000000000002, 0),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     void *q;
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &q));
     struct tc_memory_snapshot *snap;
     CHECK_OK(tc_memory_snapshot(&snap));
     CHECK(snap->num_segments >= 2);
+    int small_alloc = 0; /* q: 1000 bytes in a small segment, active and allocated */
+    for (size_t i = 0; i < snap->num_segments; i++)
+        for (size_t j = 0; j < snap->segments[i].num_blocks; j++)
+            small_alloc += snap->segments[i].segment_type == TC_SEGMENT_SMALL &&
+                           snap->segments[i].blocks[j].address == (uint64_t)(uintptr_t)q &&
+                           snap->segments[i].blocks[j].state == TC_BLOCK_ACTIVE_ALLOCATED;
+    CHECK(small_alloc == 1);
     CHECK_OK(tc_memory_snapshot_write_json(snap, "tc_alloc_snapshot.json"));
     tc_memory_snapshot_free(snap);
     CHECK(system("python3 -c \"import json; d=json.load(open('tc_alloc_snapshot.json')); "
-                 "assert len(d['segments'])>=2\"") == 0);
+                 "assert len(d['segments'])>=2; "
+                 "assert {s['segment_type'] for s in d['segments']} <= {'small', 'large'}; "
+                 "assert 'active_allocated' in {b['state'] for s in d['segments'] "
+                 "for b in s['blocks']}\"") == 0);
     char *sum = tc_memory_summary(0, false);
     CHECK(sum && strstr(sum, "Allocated memory"));
     tc_free(sum);
@@ -108,7 +128,7 @@ static void test_fraction_snapshot(void)
     tc_allocator *u;
     CHECK_OK(tc_allocator_from_functions((tc_alloc_fn)1, (tc_free_fn)1, &u));
     CHECK_STATUS(tc_change_current_allocator(u), TC_ERROR_INVALID_STATE);
-    free(u);
+    CHECK_OK(tc_allocator_destroy(u)); /* not current: it can go */
 }
 
 static void test_pinned(void)
@@ -159,19 +179,182 @@ static int child_expandable(void)
 
 static int child_async(void)
 {
-    CHECK(strcmp(tc_get_allocator_backend(), "cudaMallocAsync") == 0);
+    const char *backend = tc_get_allocator_backend();
+    CHECK(backend && strcmp(backend, "cudaMallocAsync") == 0);
     void *p = NULL;
-    tc_status st = tc_caching_allocator_alloc(10 * MiB, 0, NULL, &p);
-    if (st != TC_OK) { /* the bad-config run ends here, as it should */
-        fprintf(stderr, "%s\n", tc_last_error());
-        return 1;
-    }
+    CHECK_OK(tc_caching_allocator_alloc(10 * MiB, 0, NULL, &p));
+    if (!p)
+        return TC_TEST_DONE();
     CHECK(tc_memory_allocated(0) == 10 * MiB);
     CHECK(tc_memory_reserved(0) >= 10 * MiB);
     CHECK(tc_test_fill(p, 10 * MiB / 4, 1.0f, NULL) == 0);
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK(tc_memory_allocated(0) == 0);
     CHECK_OK(tc_synchronize(0));
+    return TC_TEST_DONE();
+}
+
+/* A bad TCUDA_ALLOC_CONF is an error at tc_init and in tc_get_allocator_backend
+ * (not silently "native"), and every allocation fails with the same message. */
+static int child_bad_conf(void)
+{
+    CHECK(tc_get_allocator_backend() == NULL);
+    CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: TCUDA_ALLOC_CONF: ", 44) == 0 &&
+          strstr(tc_last_error(), "bogus") != NULL);
+    CHECK_STATUS(tc_init(), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strncmp(tc_last_error(), "tc_init: ", 9) == 0 && strstr(tc_last_error(), "bogus"));
+    void *p = NULL;
+    CHECK_STATUS(tc_caching_allocator_alloc(1000, 0, NULL, &p), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(p == NULL && strstr(tc_last_error(), "bogus") != NULL);
+    int64_t n = 4;
+    tc_tensor *t = NULL;
+    CHECK_STATUS(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &t),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(t == NULL);
+    return TC_TEST_DONE();
+}
+
+/* ---- peaks, resets and keys through the public API ----------------------------- */
+
+static int64_t stat(const char *key) { return tc_memory_stats_get(0, key); }
+
+/* Stats with a peak whose peak is not the current value. */
+static int peaks_not_current(void)
+{
+    struct tc_memory_stats s;
+    CHECK_OK(tc_memory_stats(0, &s));
+    const tc_memory_stat *all = &s.allocation[0];
+    int bad = 0;
+    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+        bad += all[i].peak != all[i].current;
+    return bad + (s.oversize_allocations.peak != s.oversize_allocations.current) +
+           (s.oversize_segments.peak != s.oversize_segments.current);
+}
+
+/* Every key the seed lists (and PyTorch 2.x's) reads its field. */
+static void check_every_key(void)
+{
+    struct tc_memory_stats s;
+    CHECK_OK(tc_memory_stats(0, &s)); /* nothing runs between this and the reads */
+    static const char *names[10] = {"allocation",     "allocated",    "segment",
+                                    "active",         "inactive_split", "allocated_bytes",
+                                    "reserved_bytes", "active_bytes", "inactive_split_bytes",
+                                    "requested_bytes"};
+    const tc_memory_stat *arrays[10] = {s.allocation,      s.allocation,     s.segment,
+                                        s.active,          s.inactive_split, s.allocated_bytes,
+                                        s.reserved_bytes,  s.active_bytes,
+                                        s.inactive_split_bytes, s.requested_bytes};
+    static const char *pools[3] = {"all", "small_pool", "large_pool"};
+    static const char *metrics[4] = {"current", "peak", "allocated", "freed"};
+    int bad = 0;
+    for (int i = 0; i < 10; i++)
+        for (int p = 0; p < 3; p++)
+            for (int k = 0; k < 4; k++) {
+                const tc_memory_stat *m = &arrays[i][p];
+                const int64_t want[4] = {m->current, m->peak, m->allocated, m->freed};
+                char key[64];
+                snprintf(key, sizeof key, "%s.%s.%s", names[i], pools[p], metrics[k]);
+                bad += stat(key) != want[k];
+            }
+    for (int k = 0; k < 4; k++) {
+        char key[64];
+        const tc_memory_stat *o[2] = {&s.oversize_allocations, &s.oversize_segments};
+        for (int j = 0; j < 2; j++) {
+            const int64_t want[4] = {o[j]->current, o[j]->peak, o[j]->allocated, o[j]->freed};
+            snprintf(key, sizeof key, "%s.%s", j ? "oversize_segments" : "oversize_allocations",
+                     metrics[k]);
+            bad += stat(key) != want[k];
+        }
+    }
+    bad += stat("num_alloc_retries") != s.num_alloc_retries;
+    bad += stat("num_ooms") != s.num_ooms;
+    bad += stat("num_sync_all_streams") != s.num_sync_all_streams;
+    bad += stat("num_device_alloc") != s.num_device_alloc;
+    bad += stat("num_device_free") != s.num_device_free;
+    bad += stat("max_split_size") != s.max_split_size;
+    CHECK(bad == 0);
+    CHECK(s.allocation[0].current > 0); /* the comparison saw real numbers */
+    CHECK(stat("allocation.all") == -1 && strstr(tc_last_error(), "unknown key"));
+    CHECK(tc_memory_stats_get(0, NULL) == -1);
+}
+
+static int child_peaks(void)
+{
+    struct tc_memory_stats s;
+    CHECK_OK(tc_memory_stats(0, &s));
+    CHECK(s.allocation[0].peak == 0 && s.reserved_bytes[0].peak == 0); /* before first use */
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &a));     /* small pool */
+    CHECK_OK(tc_caching_allocator_alloc(3 * MiB, 0, NULL, &b));  /* large pool */
+    CHECK_OK(tc_caching_allocator_alloc(30 * MiB, 0, NULL, &c)); /* large, own segment */
+    CHECK(stat("requested_bytes.all.current") == (int64_t)(1000 + 33 * MiB));
+    CHECK(stat("requested_bytes.small_pool.current") == 1000);
+    CHECK(stat("allocation.small_pool.current") == 1 && stat("allocation.large_pool.current") == 2);
+    size_t top = tc_memory_allocated(0);
+    CHECK(top >= 1000 + 33 * MiB && top == (size_t)stat("allocated_bytes.all.current"));
+    CHECK(tc_max_memory_allocated(0) == top);
+    CHECK(tc_memory_reserved(0) >= top && tc_max_memory_reserved(0) >= tc_memory_reserved(0));
+    CHECK(tc_memory_cached(0) == tc_memory_reserved(0));
+    CHECK(tc_max_memory_cached(0) == tc_max_memory_reserved(0));
+    check_every_key();
+    /* a free lowers current, never the peak */
+    CHECK_OK(tc_caching_allocator_delete(c));
+    CHECK(tc_memory_allocated(0) <= top - 30 * MiB && tc_max_memory_allocated(0) == top);
+    CHECK(stat("allocation.all.peak") == 3 && stat("allocation.all.current") == 2);
+    /* reset_max_memory_allocated resets every peak (as torch.cuda's now does)
+     * and keeps totals: allocated/freed and the event counters */
+    struct tc_memory_stats before, after;
+    CHECK_OK(tc_memory_stats(0, &before));
+    CHECK(peaks_not_current() > 0);
+    CHECK_OK(tc_reset_max_memory_allocated(0));
+    CHECK(peaks_not_current() == 0);
+    CHECK_OK(tc_memory_stats(0, &after));
+    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0));
+    CHECK(after.allocation[0].allocated == 3 && after.allocation[0].freed == 1);
+    CHECK(after.allocated_bytes[0].allocated == before.allocated_bytes[0].allocated &&
+          after.allocated_bytes[0].freed == before.allocated_bytes[0].freed);
+    CHECK(after.num_device_alloc == before.num_device_alloc &&
+          after.num_device_free == before.num_device_free && after.num_ooms == before.num_ooms);
+    /* the peak rises again from there */
+    size_t base = tc_memory_allocated(0);
+    CHECK_OK(tc_caching_allocator_alloc(5 * MiB, 0, NULL, &d));
+    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0) &&
+          tc_memory_allocated(0) >= base + 5 * MiB);
+    CHECK_OK(tc_caching_allocator_delete(d));
+    CHECK(tc_max_memory_allocated(0) >= base + 5 * MiB);
+    /* reserved: a new segment raises its peak; released, the peak stays until
+     * reset_max_memory_cached brings it down to the current value */
+    void *e = NULL, *f = NULL;
+    CHECK_OK(tc_empty_cache()); /* no wholly free segment left to release in e's favour */
+    size_t reserved0 = tc_memory_reserved(0);
+    CHECK_OK(tc_caching_allocator_alloc(40 * MiB, 0, NULL, &e)); /* own segment: reserves */
+    CHECK_OK(tc_caching_allocator_delete(e));
+    CHECK_OK(tc_empty_cache());
+    CHECK(tc_memory_reserved(0) <= reserved0);
+    CHECK(tc_max_memory_reserved(0) >= reserved0 + 40 * MiB);
+    CHECK_OK(tc_reset_max_memory_cached(0));
+    CHECK(tc_max_memory_reserved(0) == tc_memory_reserved(0));
+    CHECK(tc_max_memory_cached(0) == tc_memory_cached(0));
+    CHECK(peaks_not_current() == 0); /* it, too, resets every peak */
+    CHECK_OK(tc_caching_allocator_alloc(8 * MiB, 0, NULL, &d));
+    CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &f));
+    CHECK_OK(tc_caching_allocator_delete(f));
+    CHECK(peaks_not_current() > 0); /* f's allocation raised peaks above current */
+    CHECK_OK(tc_reset_peak_memory_stats(-1)); /* -1: the current device, 0 */
+    CHECK(peaks_not_current() == 0);
+    /* a, b, c, d (5 MiB), e, d (8 MiB), f; freed: c, d, e, f */
+    CHECK(stat("allocation.all.allocated") == 7 && stat("allocation.all.freed") == 4);
+    check_every_key();
+    /* a bad device is an error named after the call */
+    CHECK_STATUS(tc_reset_peak_memory_stats(4096), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_reset_max_memory_allocated(4096), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_reset_max_memory_allocated: ", 31) == 0);
+    CHECK(tc_max_memory_allocated(4096) == 0);
+    CHECK(strncmp(tc_last_error(), "tc_max_memory_allocated: ", 25) == 0);
+    CHECK_OK(tc_caching_allocator_delete(a));
+    CHECK_OK(tc_caching_allocator_delete(b));
+    CHECK_OK(tc_caching_allocator_delete(d));
+    CHECK(tc_memory_allocated(0) == 0);
     return TC_TEST_DONE();
 }
 
@@ -183,17 +366,23 @@ int main(int argc, char **argv)
         return child_expandable();
     if (argc > 1 && !strcmp(argv[1], "async"))
         return child_async();
+    if (argc > 1 && !strcmp(argv[1], "badconf"))
+        return child_bad_conf();
+    if (argc > 1 && !strcmp(argv[1], "peaks"))
+        return child_peaks();
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s' peaks", argv[0]);
+    CHECK(system(cmd) == 0); /* first, in a fresh process: exact counts */
     test_oom();
     test_record_stream();
     test_fraction_snapshot();
     test_pinned();
-    char cmd[4200];
     snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=expandable_segments:True '%s' expandable", argv[0]);
     CHECK(system(cmd) == 0);
     snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=backend:cudaMallocAsync '%s' async", argv[0]);
     CHECK(system(cmd) == 0);
-    snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=bogus:1 '%s' async >/dev/null 2>&1", argv[0]);
-    CHECK(system(cmd) != 0); /* a bad config is an error, not ignored */
+    snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=bogus:1 '%s' badconf", argv[0]);
+    CHECK(system(cmd) == 0); /* a bad config is an error, not ignored */
     return TC_TEST_DONE();
 }
 #endif

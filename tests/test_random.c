@@ -11,11 +11,12 @@
 #include <stdlib.h>
 
 #include "core/philox.h"
+#include "tc_rng_forge.h"
 #include "tc_test.h"
 
 static tc_generator *make(uint64_t seed) {
     tc_generator *g = NULL;
-    CHECK_OK(tc_generator_create(&g, (tc_device){TC_CPU, -1}, seed));
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &g));
     return g;
 }
 
@@ -472,14 +473,17 @@ static void test_defaults(void) {
                  TC_ERROR_INVALID_ARGUMENT);
     if (tc_device_count() == 0) {
         tc_generator *g = NULL;
-        CHECK_STATUS(tc_generator_create(&g, (tc_device){TC_CUDA, -1}, 1), TC_ERROR_NO_DEVICE);
+        CHECK_STATUS(tc_generator_create((tc_device){TC_CUDA, -1}, 1, &g), TC_ERROR_NO_DEVICE);
         CHECK(g == NULL);
         CHECK_STATUS(tc_default_generator((tc_device){TC_CUDA, 0}, &g), TC_ERROR_NO_DEVICE);
         CHECK_OK(tc_manual_seed(5));
         CHECK_OK(tc_manual_seed_all(5));
         CHECK_OK(tc_seed());
         CHECK_OK(tc_seed_all());
-        CHECK(tc_initial_seed() == 0);
+        uint64_t seed = 7;
+        CHECK_STATUS(tc_initial_seed(&seed), TC_ERROR_NO_DEVICE);
+        CHECK(seed == 7); /* not written on failure */
+        CHECK(strncmp(tc_last_error(), "tc_initial_seed: ", 17) == 0);
         tc_rng_state s;
         CHECK_STATUS(tc_get_rng_state(-1, &s), TC_ERROR_NO_DEVICE);
         CHECK_OK(tc_get_rng_state_all(NULL, 0));
@@ -524,7 +528,7 @@ static void test_bad_args(void) {
     /* n == 0 is a no-op, even with NULL data */
     CHECK_OK(tc_generator_normal(g, NULL, 0, TC_FLOAT32, 0, 1));
     CHECK(tc_generator_offset(g) == off);
-    CHECK_STATUS(tc_generator_create(NULL, (tc_device){TC_CPU, -1}, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_generator_create((tc_device){TC_CPU, -1}, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_generator_initial_seed(NULL) == 0);
     CHECK_OK(tc_generator_destroy(g));
@@ -578,6 +582,104 @@ static void test_threads(void) {
     CHECK_OK(tc_generator_destroy(g));
 }
 
+/* ---- issue 10 findings --------------------------------------------------------- */
+
+/* A destroyed generator was freed at once, and the next one created reused
+ * its memory: a stale handle then drove the new generator. */
+static void test_stale_handle(void) {
+    tc_generator *g = make(1);
+    CHECK_OK(tc_generator_destroy(g));
+    tc_generator *h = make(2);
+    CHECK(h != g); /* the dead one is parked, not handed out again */
+    float f[8];
+    CHECK_STATUS(tc_generator_uniform(g, f, 8, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_HANDLE);
+    CHECK(strncmp(tc_last_error(), "tc_generator_uniform: ", 22) == 0 &&
+          strstr(tc_last_error(), "destroyed") != NULL);
+    CHECK_STATUS(tc_generator_manual_seed(g, 9), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_generator_destroy(g), TC_ERROR_INVALID_HANDLE); /* double destroy */
+    CHECK(tc_generator_offset(g) == 0 && tc_generator_initial_seed(g) == 0);
+    CHECK(tc_generator_offset(h) == 0 && tc_generator_initial_seed(h) == 2);
+    /* garbage is not a generator either */
+    uint64_t junk[16] = {0x1234};
+    CHECK_STATUS(tc_generator_normal((tc_generator *)junk, f, 8, TC_FLOAT32, 0, 1),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(tc_last_error(), "not a live tc_generator") != NULL);
+    CHECK_STATUS(tc_generator_uniform(NULL, f, 8, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strncmp(tc_last_error(), "tc_generator_uniform: ", 22) == 0);
+    /* many create/destroy rounds: every stale handle stays dead while parked */
+    tc_generator *dead[32];
+    for (int i = 0; i < 32; i++) {
+        dead[i] = make((uint64_t)i);
+        CHECK_OK(tc_generator_destroy(dead[i]));
+    }
+    int alive = 0;
+    for (int i = 0; i < 32; i++)
+        alive += tc_generator_uniform(dead[i], f, 1, TC_FLOAT32, 0, 1) != TC_ERROR_INVALID_HANDLE;
+    CHECK(alive == 0);
+    CHECK_OK(tc_generator_destroy(h));
+}
+
+/* An offset near 2^64 used to wrap to 0 and reuse the first counters. */
+static void test_offset_wrap(void) {
+    tc_generator *g = make(1);
+    uint64_t seed = 0x5eed, top = UINT64_MAX - 2;
+    tc_rng_state s;
+    tc_test_forge_state(seed, top, &s);
+    CHECK_OK(tc_generator_set_state(g, &s)); /* any offset is a valid state */
+    CHECK(tc_generator_offset(g) == top);
+    float f[12];
+    double d[5];
+    memset(f, 0, sizeof f);
+    CHECK_STATUS(tc_generator_uniform(g, f, 12, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "wrap") != NULL);
+    CHECK_STATUS(tc_generator_uniform(g, d, 5, TC_FLOAT64, 0, 1), TC_ERROR_INVALID_STATE);
+    CHECK_STATUS(tc_generator_random_int(g, d, 5, TC_INT64, 0, 1ll << 40),
+                 TC_ERROR_INVALID_STATE);
+    CHECK(tc_generator_offset(g) == top && f[0] == 0.0f); /* unchanged, nothing written */
+    /* two blocks still fit: counters 2^64-3 and 2^64-2, as raw Philox gives them */
+    CHECK_OK(tc_generator_uniform(g, f, 8, TC_FLOAT32, 0, 1));
+    CHECK(tc_generator_offset(g) == UINT64_MAX);
+    int bad = 0;
+    for (int i = 0; i < 8; i++) {
+        uint32_t w[4];
+        tc__philox_block(seed, top + (uint64_t)i / 4, 0, 0, w);
+        bad += (double)f[i] != (double)(w[i % 4] >> 8) / 16777216.0;
+    }
+    CHECK(bad == 0);
+    CHECK_STATUS(tc_generator_bernoulli(g, f, 1, TC_FLOAT32, 0.5), TC_ERROR_INVALID_STATE);
+    CHECK(tc_generator_offset(g) == UINT64_MAX);
+    CHECK_OK(tc_generator_manual_seed(g, 3)); /* reseeding is the way out */
+    CHECK_OK(tc_generator_bernoulli(g, f, 1, TC_FLOAT32, 0.5));
+    CHECK_OK(tc_generator_destroy(g));
+}
+
+/* NaN fails every comparison: it used to be called "negative" or reported
+ * through %g, which also rounded away the digit that made a value wrong. */
+static void test_messages(void) {
+    tc_generator *g = make(1);
+    float f[4];
+    CHECK_STATUS(tc_generator_uniform(g, f, 4, TC_FLOAT32, NAN, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "lo is NaN") != NULL);
+    CHECK_STATUS(tc_generator_uniform(g, f, 4, TC_FLOAT32, 0, NAN), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "hi is NaN") != NULL);
+    CHECK_STATUS(tc_generator_normal(g, f, 4, TC_FLOAT32, 0, NAN), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "std is NaN") && !strstr(tc_last_error(), "negative"));
+    CHECK_STATUS(tc_generator_normal(g, f, 4, TC_FLOAT32, NAN, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "mean is NaN") != NULL);
+    CHECK_STATUS(tc_generator_bernoulli(g, f, 4, TC_FLOAT32, NAN), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strncmp(tc_last_error(), "tc_generator_bernoulli: p is NaN", 32) == 0);
+    CHECK_STATUS(tc_generator_bernoulli(g, f, 4, TC_FLOAT32, 1.0000000000000002),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
+    CHECK_STATUS(tc_generator_uniform(g, f, 4, TC_FLOAT32, 0.30000000000000004, 0.3),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "lo=0.30000000000000004, hi=0.3)") != NULL);
+    CHECK_STATUS(tc_generator_normal(g, f, 4, TC_FLOAT32, 0, -1e-300), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "std=-1e-300 is negative") != NULL);
+    CHECK(tc_generator_offset(g) == 0);
+    CHECK_OK(tc_generator_destroy(g));
+}
+
 int main(void) {
     tc_test_init();
     double t0 = tc_test_now_ms();
@@ -592,6 +694,9 @@ int main(void) {
     test_bad_args();
     test_dtypes();
     test_threads();
+    test_stale_handle();
+    test_offset_wrap();
+    test_messages();
     test_stats();
     printf("test_random: %.0f ms\n", tc_test_now_ms() - t0);
     return TC_TEST_DONE();

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "tc_rng_forge.h"
 #include "tc_test.h"
 
 #ifdef TCUDA_HAVE_CUDA
@@ -46,8 +47,8 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     size_t es = tc_dtype_size(dt);
     uint64_t seed = tc_test_rand();
     tc_generator *cpu = NULL, *gpu = NULL;
-    CHECK_OK(tc_generator_create(&cpu, (tc_device){TC_CPU, -1}, seed));
-    CHECK_OK(tc_generator_create(&gpu, (tc_device){TC_CUDA, -1}, 0));
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &cpu));
+    CHECK_OK(tc_generator_create((tc_device){TC_CUDA, -1}, 0, &gpu));
     /* start both at the same non-zero offset */
     float warm[5];
     CHECK_OK(tc_generator_uniform(cpu, warm, 5, TC_FLOAT32, 0, 1));
@@ -117,7 +118,9 @@ static void test_parity(void) {
 static void test_torch_functions(void) {
     int count = tc_device_count();
     CHECK_OK(tc_manual_seed(123));
-    CHECK(tc_initial_seed() == 123);
+    uint64_t seed0 = 0;
+    CHECK_OK(tc_initial_seed(&seed0));
+    CHECK(seed0 == 123);
     tc_rng_state s, t;
     CHECK_OK(tc_get_rng_state(-1, &s));
     tc_generator *g = NULL;
@@ -150,9 +153,12 @@ static void test_torch_functions(void) {
     CHECK_STATUS(tc_set_rng_state_all(all, count + 1), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_get_rng_state(count, &t), TC_ERROR_INVALID_DEVICE);
     CHECK_OK(tc_seed());
-    uint64_t s1 = tc_initial_seed();
+    uint64_t s1 = 0, s2 = 0;
+    CHECK_OK(tc_initial_seed(&s1));
     CHECK_OK(tc_seed_all());
-    CHECK(tc_initial_seed() != s1);
+    CHECK_OK(tc_initial_seed(&s2));
+    CHECK(s2 != s1);
+    CHECK_STATUS(tc_initial_seed(NULL), TC_ERROR_INVALID_ARGUMENT);
     free(all);
     cudaFree(d);
 }
@@ -163,8 +169,8 @@ static void test_graph_hook(void) {
     size_t n = 10001, m = 4099;
     tc_generator *gpu = NULL, *cpu = NULL;
     uint64_t seed = tc_test_rand();
-    CHECK_OK(tc_generator_create(&gpu, (tc_device){TC_CUDA, -1}, seed));
-    CHECK_OK(tc_generator_create(&cpu, (tc_device){TC_CPU, -1}, seed));
+    CHECK_OK(tc_generator_create((tc_device){TC_CUDA, -1}, seed, &gpu));
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &cpu));
     float *d = NULL;
     uint64_t *buf = NULL;
     CHECK(cudaMalloc((void **)&d, (n + m) * sizeof(float)) == cudaSuccess);
@@ -206,6 +212,12 @@ static void test_graph_hook(void) {
             CHECK(memcmp(first, got, (n + m) * sizeof(float)) != 0);
     }
     CHECK_STATUS(tc__generator_capture_end(gpu, &blocks), TC_ERROR_INVALID_STATE);
+    /* a replay whose blocks would pass 2^64-1 is refused, the offset unchanged */
+    tc_rng_state top;
+    tc_test_forge_state(seed, UINT64_MAX - blocks + 1, &top);
+    CHECK_OK(tc_generator_set_state(gpu, &top));
+    CHECK_STATUS(tc__generator_replay_prologue(gpu, buf, blocks, cs), TC_ERROR_INVALID_STATE);
+    CHECK(tc_generator_offset(gpu) == UINT64_MAX - blocks + 1);
     CHECK_OK(tc_set_stream(tc_default_stream(-1)));
     CHECK_OK(tc_stream_destroy(ts));
     cudaGraphExecDestroy(exec);
@@ -220,9 +232,38 @@ static void test_graph_hook(void) {
     CHECK_OK(tc_generator_destroy(cpu));
 }
 
+/* Near the end of the counter space the GPU gives the CPU's numbers from the
+ * last blocks, and refuses, as the CPU does, a draw that would wrap. */
+static void test_offset_wrap(void) {
+    uint64_t seed = tc_test_rand(), top = UINT64_MAX - 5;
+    tc_rng_state st;
+    tc_test_forge_state(seed, top, &st);
+    tc_generator *cpu = NULL, *gpu = NULL;
+    CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, 1, &cpu));
+    CHECK_OK(tc_generator_create((tc_device){TC_CUDA, -1}, 1, &gpu));
+    CHECK_OK(tc_generator_set_state(cpu, &st));
+    CHECK_OK(tc_generator_set_state(gpu, &st));
+    enum { N = 20 }; /* 5 blocks: up to offset 2^64-1 exactly */
+    float want[N], got[N];
+    float *d = NULL;
+    CHECK(cudaMalloc((void **)&d, sizeof got) == cudaSuccess);
+    CHECK_STATUS(tc_generator_uniform(gpu, d, N + 1, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
+    CHECK(tc_generator_offset(gpu) == top);
+    CHECK_OK(tc_generator_uniform(cpu, want, N, TC_FLOAT32, 0, 1));
+    CHECK_OK(tc_generator_uniform(gpu, d, N, TC_FLOAT32, 0, 1));
+    CHECK(cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(memcmp(want, got, sizeof got) == 0);
+    CHECK(tc_generator_offset(gpu) == UINT64_MAX && tc_generator_offset(cpu) == UINT64_MAX);
+    CHECK_STATUS(tc_generator_normal(gpu, d, 1, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
+    cudaFree(d);
+    CHECK_OK(tc_generator_destroy(cpu));
+    CHECK_OK(tc_generator_destroy(gpu));
+}
+
 int main(void) {
     tc_test_init();
     tc_test_require_gpu();
+    test_offset_wrap();
     double t0 = tc_test_now_ms();
     test_parity();
     test_torch_functions();

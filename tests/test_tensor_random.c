@@ -13,7 +13,7 @@ static const tc_device CPU = {TC_CPU, -1};
 static double *expected(uint64_t seed, int kind, size_t n, tc_dtype dt, double a, double b)
 {
     tc_generator *g = NULL;
-    CHECK_OK(tc_generator_create(&g, CPU, seed));
+    CHECK_OK(tc_generator_create(CPU, seed, &g));
     void *buf = malloc(n * 8 + 8);
     tc_status st = kind == 0   ? tc_generator_uniform(g, buf, n, dt, a, b)
                    : kind == 1 ? tc_generator_normal(g, buf, n, dt, a, b)
@@ -54,7 +54,7 @@ static void test_fills_match_buffer_draws(void)
         uint64_t seed = 1000 + c;
         double *want = expected(seed, cases[c].kind, n, cases[c].dt, cases[c].a, cases[c].b);
         tc_generator *g = NULL;
-        CHECK_OK(tc_generator_create(&g, CPU, seed));
+        CHECK_OK(tc_generator_create(CPU, seed, &g));
         for (int strided = 0; strided < 2; strided++) {
             CHECK_OK(tc_generator_manual_seed(g, seed));
             /* strided: a transposed view of a [29, 37] tensor */
@@ -119,7 +119,7 @@ static void test_offsets_and_defaults(void)
 static void test_rand_randn(void)
 {
     tc_generator *g = NULL;
-    CHECK_OK(tc_generator_create(&g, CPU, 2024));
+    CHECK_OK(tc_generator_create(CPU, 2024, &g));
     int64_t sz[2] = {400, 500};
     tc_tensor *u = NULL, *n = NULL;
     CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, CPU, g, &u));
@@ -144,7 +144,7 @@ static void test_rand_randn(void)
 static void test_bad_input(void)
 {
     tc_generator *g = NULL;
-    CHECK_OK(tc_generator_create(&g, CPU, 5));
+    CHECK_OK(tc_generator_create(CPU, 5, &g));
     int64_t sz = 16;
     tc_tensor *i = NULL, *f = NULL, *out = NULL;
     CHECK_OK(tc_tensor_zeros(1, &sz, TC_INT32, CPU, &i));
@@ -154,12 +154,29 @@ static void test_bad_input(void)
     CHECK_STATUS(tc_tensor_uniform_(f, 2, 1, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_normal_(f, 0, -1, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_bernoulli_(f, 1.5, g), TC_ERROR_INVALID_ARGUMENT);
+    /* NaN is named as such, not "negative" or "above hi" (issue 10) */
+    CHECK_STATUS(tc_tensor_normal_(f, 0, NAN, g), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") && !strstr(tc_last_error(), "negative"));
+    CHECK_STATUS(tc_tensor_uniform_(f, NAN, 1, g), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") && !strstr(tc_last_error(), "above"));
+    CHECK_STATUS(tc_tensor_uniform_(f, 0, NAN, g), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") != NULL);
+    CHECK_STATUS(tc_tensor_bernoulli_(f, NAN, g), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "NaN") && !strstr(tc_last_error(), "outside"));
+    CHECK_STATUS(tc_tensor_bernoulli_(f, 1.0000000000000002, g), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     CHECK_STATUS(tc_tensor_random_(i, 3, 3, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_random_(f, 0, 1 << 20, g), TC_ERROR_INVALID_ARGUMENT); /* > 2^11 */
     CHECK_STATUS(tc_tensor_uniform_(NULL, 0, 1, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_rand(1, &sz, TC_INT64, CPU, g, &out), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_tensor_randn(1, &sz, TC_FLOAT32, CPU, g, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(out == NULL);
+    /* a destroyed generator is refused, not used (issue 10) */
+    tc_generator *dead = NULL;
+    CHECK_OK(tc_generator_create(CPU, 9, &dead));
+    CHECK_OK(tc_generator_destroy(dead));
+    CHECK_STATUS(tc_tensor_uniform_(f, 0, 1, dead), TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(tc_last_error(), "destroyed") != NULL);
     CHECK(tc_generator_offset(g) == 0); /* nothing drew */
     double v[16];
     CHECK_OK(tc_tensor_to_host(i, v, TC_FLOAT64));

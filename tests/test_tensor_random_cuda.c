@@ -25,7 +25,7 @@ static tc_tensor *filled(tc_device dev, int strided, int kind, tc_dtype dt, doub
                          uint64_t seed)
 {
     tc_generator *g = NULL;
-    CHECK_OK(tc_generator_create(&g, dev, seed));
+    CHECK_OK(tc_generator_create(dev, seed, &g));
     int64_t sz[2] = {strided ? 301 : 173, strided ? 173 : 301};
     tc_tensor *base = NULL, *t = NULL;
     CHECK_OK(tc_tensor_zeros(2, sz, dt, dev, &base));

@@ -9,11 +9,12 @@
  * by commas: backend (native | cudaMallocAsync), max_split_size_mb,
  * roundup_power2_divisions (one number, or a list like [256:1,512:2,>:8]),
  * garbage_collection_threshold (0 to 1), expandable_segments (True | False).
- * An unknown key or bad value fails every allocation with a message naming
- * it. With expandable_segments, each stream's memory is one address range
- * backed in chunks of up to 32 MiB; free chunks go back to the driver when
- * reserved memory would otherwise grow past 1/16 over the most ever in use
- * (and on empty_cache), so reserved stays close to live memory at the cost
+ * An unknown key or bad value fails tc_init, tc_get_allocator_backend and
+ * every allocation with a message naming it. With expandable_segments, each
+ * stream's memory is one address range backed in chunks of up to 32 MiB;
+ * free chunks go back to the driver when reserved memory would otherwise
+ * grow past 1/16 over the most ever in use (and on empty_cache), so
+ * reserved stays close to live memory at the cost
  * of driver calls (bench/run_alloc.sh: peak reserved about 1.06x peak live
  * against 1.24x, and about twice the time per allocation). */
 #ifndef TCUDA_MEMORY_H
@@ -55,19 +56,37 @@ struct tc_memory_stats {
     int64_t max_split_size; /* -1: no limit */
 };
 
+/* A block's state in a snapshot. */
+typedef enum tc_memory_block_state {
+    TC_BLOCK_ACTIVE_ALLOCATED = 0,    /* handed out and not freed */
+    TC_BLOCK_ACTIVE_PENDING_FREE = 1, /* freed, its reuse waits for other streams' work */
+    TC_BLOCK_INACTIVE = 2,            /* free, in the cache */
+} tc_memory_block_state;
+
+/* The pool a segment serves: small (requests up to 1 MiB) or large. */
+typedef enum tc_memory_segment_type {
+    TC_SEGMENT_SMALL = 0,
+    TC_SEGMENT_LARGE = 1,
+} tc_memory_segment_type;
+
+/* PyTorch's names: "active_allocated", "active_pending_free", "inactive";
+ * "small", "large". "unknown" for a value outside the enum. */
+TCUDA_API const char *tc_memory_block_state_string(tc_memory_block_state state);
+TCUDA_API const char *tc_memory_segment_type_string(tc_memory_segment_type type);
+
 /* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_free. */
 typedef struct tc_memory_block_info {
     uint64_t address;
     size_t size, requested_size;
-    const char *state; /* "active_allocated", "active_pending_free", "inactive" */
+    tc_memory_block_state state;
 } tc_memory_block_info;
 
 typedef struct tc_memory_segment_info {
     int device;
     uint64_t address;
     size_t total_size, allocated_size, active_size, requested_size;
-    uint64_t stream;          /* the cudaStream_t (or id) that owns it */
-    const char *segment_type; /* "small" or "large" */
+    uint64_t stream; /* the cudaStream_t (or id) that owns it */
+    tc_memory_segment_type segment_type;
     uint64_t segment_pool_id; /* 0: the default pool; else a private pool id */
     bool is_expandable;
     size_t num_blocks;
@@ -94,7 +113,8 @@ TCUDA_API tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *str
 TCUDA_API tc_status tc_empty_cache(void);
 
 /* Bytes held by live blocks / by segments, and their maxima (device -1:
- * current). 0 when the device has no allocator or CUDA is absent. */
+ * current). 0 when the device has no allocator, does not exist (then
+ * tc_last_error says so) or CUDA is absent. */
 TCUDA_API size_t tc_memory_allocated(int device);
 TCUDA_API size_t tc_max_memory_allocated(int device);
 TCUDA_API tc_status tc_reset_max_memory_allocated(int device);
@@ -104,14 +124,24 @@ TCUDA_API size_t tc_max_memory_reserved(int device);
 TCUDA_API size_t tc_memory_cached(int device);
 TCUDA_API size_t tc_max_memory_cached(int device);
 TCUDA_API tc_status tc_reset_max_memory_cached(int device);
+/* Sets every statistic's peak to its current value (torch.cuda's
+ * reset_peak_memory_stats); totals (allocated, freed) and event counters are
+ * kept. The three reset functions above are this one, as in torch.cuda. */
 TCUDA_API tc_status tc_reset_peak_memory_stats(int device);
 
 /* Fills *out with the device's statistics (all zero before first use). */
 TCUDA_API tc_status tc_memory_stats(int device, struct tc_memory_stats *out);
-/* One statistic by torch's key ("allocated_bytes.all.current",
- * "num_ooms", ...). Unknown key: -1 and tc_last_error says so. */
+/* One statistic by torch's key: "NAME.POOL.METRIC" with NAME allocation (or
+ * the seed's older "allocated"), segment, active, inactive_split,
+ * allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes or
+ * requested_bytes, POOL all, small_pool or large_pool, METRIC current, peak,
+ * allocated or freed; "oversize_allocations.METRIC", "oversize_segments.METRIC";
+ * num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
+ * num_device_free, max_split_size. Unknown key, NULL key or bad device: -1
+ * and tc_last_error says why (max_split_size is -1 too when unlimited). */
 TCUDA_API int64_t tc_memory_stats_get(int device, const char *key);
-/* A readable table of the statistics; caller frees with tc_free. */
+/* A readable table of the statistics; caller frees with tc_free. NULL on
+ * error (bad device, no host memory), with tc_last_error saying why. */
 TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
 
 /* Every segment and block of every device. Caller frees with
@@ -123,21 +153,31 @@ TCUDA_API void tc_memory_snapshot_free(struct tc_memory_snapshot *snap);
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
 TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
-/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF). */
+/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF); NULL when
+ * TCUDA_ALLOC_CONF is invalid, with tc_last_error giving the parser's message
+ * (a bad setting is an error, never silently "native"). */
 TCUDA_API const char *tc_get_allocator_backend(void);
 
 /* A user allocator: alloc(size, device, cuda_stream) and
  * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
 typedef void *(*tc_alloc_fn)(size_t size, int device, void *cuda_stream);
 typedef void (*tc_free_fn)(void *ptr, size_t size, int device, void *cuda_stream);
-/* Loads alloc_fn and free_fn from a shared object; *out owned by tcuda. */
+/* Loads alloc_fn and free_fn from the shared object at so_path (dlopen; an
+ * empty path or NULL name is TC_ERROR_INVALID_ARGUMENT). The caller destroys
+ * *out with tc_allocator_destroy, which also unloads the object. */
 TCUDA_API tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
                                                 const char *free_fn, tc_allocator **out);
+/* An allocator from two functions; the caller destroys it. */
 TCUDA_API tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
                                                 tc_allocator **out);
-/* Makes `allocator` the device allocator; TC_ERROR_INVALID_STATE once any
- * device memory was allocated. */
+/* Makes `allocator` the device allocator, for the rest of the process;
+ * TC_ERROR_INVALID_STATE once any device memory was allocated,
+ * TC_ERROR_INVALID_HANDLE for a destroyed or foreign handle. */
 TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
+/* Destroys an allocator (and unloads its shared object). The current
+ * allocator serves memory until exit and is refused (TC_ERROR_INVALID_STATE);
+ * a destroyed handle gives TC_ERROR_INVALID_HANDLE. */
+TCUDA_API tc_status tc_allocator_destroy(tc_allocator *allocator);
 
 /* Pinned host memory through a caching allocator; a freed block is reused
  * only after the work on the current stream at free time has completed. */

@@ -52,10 +52,13 @@ typedef struct tc_rng_state {
 /* ---- generators ---------------------------------------------------------- */
 
 /* Creates a generator on `device` ({TC_CPU,-1}, or {TC_CUDA,i}, i = -1 for
- * the current GPU) with `seed` and offset 0. The caller destroys it.
- * TC_ERROR_NO_DEVICE for a CUDA generator without CUDA. */
-TCUDA_API tc_status tc_generator_create(tc_generator **out, tc_device device, uint64_t seed);
-/* Destroys a generator from tc_generator_create (default ones are refused). */
+ * the current GPU) with `seed` and offset 0, into *out (written only on
+ * success). The caller destroys it. TC_ERROR_NO_DEVICE for a CUDA generator
+ * without CUDA. */
+TCUDA_API tc_status tc_generator_create(tc_device device, uint64_t seed, tc_generator **out);
+/* Destroys a generator from tc_generator_create (default ones are refused
+ * with TC_ERROR_INVALID_ARGUMENT). The handle is dead afterwards: using it,
+ * or destroying it again, gives TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_generator_destroy(tc_generator *gen);
 /* The default generator of `device` (borrowed, lives as long as the process).
  * device.index -1 = the current CUDA device; {TC_CPU,-1} = the CPU one. */
@@ -66,16 +69,20 @@ TCUDA_API tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed);
 /* Seeds from the operating system's entropy (getrandom); the seed chosen is
  * written to *seed_out when not NULL. */
 TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out);
-/* The seed last set (0 for an invalid generator). */
+/* Accessors. They fail only for a bad handle: then they return 0 (seed,
+ * offset) or {TC_CPU,-1} (device) and tc_last_error says why. */
+/* The seed last set. */
 TCUDA_API uint64_t tc_generator_initial_seed(const tc_generator *gen);
-/* The offset: Philox blocks used so far (0 for an invalid generator). */
+/* The offset: Philox blocks used so far. */
 TCUDA_API uint64_t tc_generator_offset(const tc_generator *gen);
 /* The generator's device ({TC_CPU,-1} or {TC_CUDA,i}, i resolved). */
 TCUDA_API tc_device tc_generator_device(const tc_generator *gen);
 
 /* The state as a blob, and back. A blob with a wrong magic, version,
  * algorithm or checksum is TC_ERROR_INVALID_ARGUMENT naming what is wrong;
- * the generator is then unchanged. */
+ * the generator is then unchanged. Any offset is accepted, up to 2^64-1 (a
+ * state taken from a generator must go back into it), but draws refuse to
+ * run past 2^64 blocks (see below). */
 TCUDA_API tc_status tc_generator_get_state(const tc_generator *gen, tc_rng_state *out);
 TCUDA_API tc_status tc_generator_set_state(tc_generator *gen, const tc_rng_state *state);
 
@@ -85,16 +92,19 @@ TCUDA_API tc_status tc_generator_set_state(tc_generator *gen, const tc_rng_state
  * stream of that device and returns before it finishes). Bad arguments give
  * TC_ERROR_INVALID_ARGUMENT (NULL, unknown dtype, empty interval, ...) or
  * TC_ERROR_DTYPE (a dtype the distribution does not take) and leave the
- * offset unchanged. n == 0 is a no-op. lo and hi are first rounded to the
- * dtype; results lie in [lo, hi). */
+ * offset unchanged. A draw whose blocks would take the offset past 2^64-1
+ * is TC_ERROR_INVALID_STATE (Philox counters would wrap and repeat numbers):
+ * reseed or set a state with a smaller offset. n == 0 is a no-op. lo and hi
+ * are first rounded to the dtype; results lie in [lo, hi). */
 
 /* uniform in [lo, hi): floating dtypes only. */
 TCUDA_API tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                                          double lo, double hi);
-/* normal(mean, std), std >= 0: floating dtypes only. */
+/* normal(mean, std), finite mean, finite std >= 0: floating dtypes only. */
 TCUDA_API tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                                         double mean, double std);
-/* 1 with probability p in [0, 1] (resolved to 2^-32), else 0: any dtype. */
+/* 1 with probability p in [0, 1] (resolved to 2^-32), else 0: any dtype.
+ * NaN for lo, hi, mean, std or p is refused with a message saying so. */
 TCUDA_API tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n,
                                            tc_dtype dtype, double p);
 /* Unbiased integers in [lo, hi): any dtype that holds lo and hi-1 exactly
@@ -113,8 +123,9 @@ TCUDA_API tc_status tc_manual_seed_all(uint64_t seed);
  * seeds every GPU with one such seed (as torch.cuda.seed_all). */
 TCUDA_API tc_status tc_seed(void);
 TCUDA_API tc_status tc_seed_all(void);
-/* The current GPU's default generator's seed; 0 with a message on error. */
-TCUDA_API uint64_t tc_initial_seed(void);
+/* The current GPU's default generator's seed, into *seed (written only on
+ * success). TC_ERROR_NO_DEVICE without CUDA (there is no such generator). */
+TCUDA_API tc_status tc_initial_seed(uint64_t *seed);
 
 /* The state of `device`'s (-1: current) default generator, and back. */
 TCUDA_API tc_status tc_get_rng_state(int device, tc_rng_state *out);

@@ -39,7 +39,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
         si->address = s->addr;
         si->total_size = s->size;
         si->stream = s->sc->stream;
-        si->segment_type = s->sc->small ? "small" : "large";
+        si->segment_type = s->sc->small ? TC_SEGMENT_SMALL : TC_SEGMENT_LARGE;
         si->segment_pool_id = s->sc->pool_id;
         si->is_expandable = s->expandable;
         for (blk *b = s->head; b; b = b->next) {
@@ -47,9 +47,9 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
             bi->address = b->addr;
             bi->size = b->size;
             bi->requested_size = b->state == B_ALLOC ? b->requested : 0;
-            bi->state = b->state == B_ALLOC     ? "active_allocated"
-                        : b->state == B_PENDING ? "active_pending_free"
-                                                : "inactive";
+            bi->state = b->state == B_ALLOC     ? TC_BLOCK_ACTIVE_ALLOCATED
+                        : b->state == B_PENDING ? TC_BLOCK_ACTIVE_PENDING_FREE
+                                                : TC_BLOCK_INACTIVE;
             if (b->state == B_ALLOC) {
                 si->allocated_size += b->size;
                 si->requested_size += b->requested;

@@ -1,5 +1,5 @@
-/* The allocator's words: byte formatting, stat keys, the summary table and
- * snapshot JSON. */
+/* The allocator's words: byte formatting, stat keys, the summary table,
+ * PyTorch's names of block states and segment types, and snapshot JSON. */
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -38,6 +38,25 @@ static const struct {
 };
 static const char *pool_names[3] = {"all", "small_pool", "large_pool"};
 
+const char *tc_memory_block_state_string(tc_memory_block_state state)
+{
+    switch (state) {
+    case TC_BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
+    case TC_BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
+    case TC_BLOCK_INACTIVE: return "inactive";
+    }
+    return "unknown";
+}
+
+const char *tc_memory_segment_type_string(tc_memory_segment_type type)
+{
+    switch (type) {
+    case TC_SEGMENT_SMALL: return "small";
+    case TC_SEGMENT_LARGE: return "large";
+    }
+    return "unknown";
+}
+
 static bool field(const tc_memory_stat *m, const char *f, int64_t *out)
 {
     if (!strcmp(f, "current"))
@@ -73,6 +92,8 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
     if (!dot)
         return false;
     size_t nl = (size_t)(dot - key);
+    if (nl == 9 && !strncmp(key, "allocated", nl)) /* the seed's name of "allocation" */
+        key = "allocation", nl = 10;
     if (nl == 20 && !strncmp(key, "oversize_allocations", nl))
         return field(&s->oversize_allocations, dot + 1, out);
     if (nl == 17 && !strncmp(key, "oversize_segments", nl))
@@ -208,13 +229,14 @@ tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const c
                 "\"stream\": %" PRIu64 ", \"segment_type\": \"%s\", \"segment_pool_id\": %" PRIu64
                 ", \"is_expandable\": %s, \"blocks\": [",
                 i ? "," : "", s->device, s->address, s->total_size, s->allocated_size,
-                s->active_size, s->requested_size, s->stream, s->segment_type,
+                s->active_size, s->requested_size, s->stream,
+                tc_memory_segment_type_string(s->segment_type),
                 s->segment_pool_id, s->is_expandable ? "true" : "false");
         for (size_t j = 0; j < s->num_blocks; j++) {
             const tc_memory_block_info *b = &s->blocks[j];
             fprintf(f, "%s{\"address\": %" PRIu64 ", \"size\": %zu, \"requested_size\": %zu, "
                     "\"state\": \"%s\"}", j ? ", " : "", b->address, b->size, b->requested_size,
-                    b->state);
+                    tc_memory_block_state_string(b->state));
         }
         fprintf(f, "]}");
     }

@@ -7,7 +7,10 @@
  * launch done). All parameters of a request (float constants, thresholds,
  * elements per block) are computed here, once, on the host, so the CPU and
  * the GPU receive identical numbers. Default generators are created lazily
- * and never destroyed. */
+ * and never destroyed; a destroyed generator is parked in a handle pool
+ * (src/core/handle_pool.h) so that a stale handle is recognized, not reused.
+ * The offset never wraps: a draw that would take it past 2^64-1 is refused,
+ * since Philox counters past it would repeat the first draws' numbers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -18,6 +21,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "handle_pool.h"
 #include "random_internal.h"
 
 /* ---- generators ---------------------------------------------------------- */
@@ -32,15 +36,23 @@ static tc_generator cpu_default = {
 static tc_generator cuda_defaults[TC_MAX_DEVICES];
 static bool cuda_default_ready[TC_MAX_DEVICES];
 static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
+static tc__handle_pool gen_pool = TC_HANDLE_POOL_INIT(tc_generator);
 
 static tc_status check_gen(const tc_generator *gen)
 {
-    if (TC_UNLIKELY(!gen))
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "generator is NULL");
-    if (TC_UNLIKELY(gen->magic != TC_GENERATOR_MAGIC))
-        return tc__fail(TC_ERROR_INVALID_HANDLE,
-                        "not a live generator (destroyed, or not made by tc_generator_create)");
-    return TC_OK;
+    return tc__handle_check(gen, TC_GENERATOR_MAGIC, "tc_generator");
+}
+
+/* v as the shortest decimal that reads back as v ("0.1", "1.0000000000000002"),
+ * so that a message never rounds away the digit that made a value wrong. */
+static const char *fmt_double(char buf[32], double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v || isnan(v))
+            break;
+    }
+    return buf;
 }
 
 static void gen_init(tc_generator *gen, tc_device device, uint64_t seed, bool is_default)
@@ -71,12 +83,13 @@ static tc_status resolve(tc_device device, tc_device *out)
     return TC_OK;
 }
 
-tc_status tc_generator_create(tc_generator **out, tc_device device, uint64_t seed)
+tc_status tc_generator_create(tc_device device, uint64_t seed, tc_generator **out)
 {
+    TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     tc_device dev;
     TC_TRY(resolve(device, &dev));
-    tc_generator *gen = malloc(sizeof *gen);
+    tc_generator *gen = tc__handle_get(&gen_pool);
     if (!gen)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no host memory for a generator");
     gen_init(gen, dev, seed, false);
@@ -86,17 +99,23 @@ tc_status tc_generator_create(tc_generator **out, tc_device device, uint64_t see
 
 tc_status tc_generator_destroy(tc_generator *gen)
 {
+    TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     TC_CHECK_ARG(!gen->is_default, "a default generator cannot be destroyed");
-    TC_CHECK_ARG(!gen->capturing, "the generator is in use by a CUDA graph capture");
-    gen->magic = 0;
+    pthread_mutex_lock(&gen->lock);
+    bool busy = gen->capturing;
+    pthread_mutex_unlock(&gen->lock);
+    if (busy)
+        return tc__fail(TC_ERROR_INVALID_STATE, "the generator is in use by a CUDA graph "
+                        "capture; end the capture first");
     pthread_mutex_destroy(&gen->lock);
-    free(gen);
+    tc__handle_put(&gen_pool, gen); /* parked: a stale handle finds a dead magic word */
     return TC_OK;
 }
 
 tc_status tc_default_generator(tc_device device, tc_generator **out)
 {
+    TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     tc_device dev;
     TC_TRY(resolve(device, &dev));
@@ -143,6 +162,7 @@ static tc_status os_entropy(uint64_t *out)
 
 tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed)
 {
+    TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     pthread_mutex_lock(&gen->lock);
     bool busy = gen->capturing;
@@ -159,6 +179,7 @@ tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed)
 
 tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out)
 {
+    TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     uint64_t s;
     TC_TRY(os_entropy(&s));
@@ -179,11 +200,21 @@ static uint64_t locked_read(const tc_generator *gen, bool want_offset)
     return v;
 }
 
-uint64_t tc_generator_initial_seed(const tc_generator *gen) { return locked_read(gen, false); }
-uint64_t tc_generator_offset(const tc_generator *gen) { return locked_read(gen, true); }
+uint64_t tc_generator_initial_seed(const tc_generator *gen)
+{
+    TC_API_BEGIN;
+    return locked_read(gen, false);
+}
+
+uint64_t tc_generator_offset(const tc_generator *gen)
+{
+    TC_API_BEGIN;
+    return locked_read(gen, true);
+}
 
 tc_device tc_generator_device(const tc_generator *gen)
 {
+    TC_API_BEGIN;
     if (check_gen(gen) != TC_OK)
         return (tc_device){TC_CPU, -1};
     return gen->device;
@@ -226,20 +257,22 @@ static void encode_state(uint64_t seed, uint64_t offset, tc_rng_state *out)
     put_le(out->bytes + 24, fnv1a(out->bytes, 24), 8);
 }
 
-static tc_status decode_state(const tc_rng_state *s, uint64_t *seed, uint64_t *offset)
+/* Checks a blob (called `name` in messages) and reads it. */
+static tc_status decode_state(const tc_rng_state *s, const char *name, uint64_t *seed,
+                              uint64_t *offset)
 {
-    TC_CHECK_ARG(s, "state is NULL");
+    TC_CHECK_ARG(s, "%s is NULL", name);
     TC_CHECK_ARG(memcmp(s->bytes, "TCRS", 4) == 0,
-                 "not a tcuda RNG state: the magic bytes are not \"TCRS\"");
+                 "%s is not a tcuda RNG state: its magic bytes are not \"TCRS\"", name);
     uint64_t version = get_le(s->bytes + 4, 2), algo = get_le(s->bytes + 6, 2);
     TC_CHECK_ARG(version == TC_RNG_STATE_VERSION,
-                 "RNG state version %llu is not supported (this tcuda reads version %d)",
-                 (unsigned long long)version, TC_RNG_STATE_VERSION);
-    TC_CHECK_ARG(algo == 1, "RNG state algorithm %llu is unknown (1 = Philox4x32-10)",
-                 (unsigned long long)algo);
+                 "%s: RNG state version %llu is not supported (this tcuda reads version %d)",
+                 name, (unsigned long long)version, TC_RNG_STATE_VERSION);
+    TC_CHECK_ARG(algo == 1, "%s: RNG state algorithm %llu is unknown (1 = Philox4x32-10)",
+                 name, (unsigned long long)algo);
     uint64_t sum = get_le(s->bytes + 24, 8);
     TC_CHECK_ARG(sum == fnv1a(s->bytes, 24),
-                 "RNG state checksum mismatch: the blob was altered or truncated");
+                 "%s: RNG state checksum mismatch: the blob was altered or truncated", name);
     *seed = get_le(s->bytes + 8, 8);
     *offset = get_le(s->bytes + 16, 8);
     return TC_OK;
@@ -247,6 +280,7 @@ static tc_status decode_state(const tc_rng_state *s, uint64_t *seed, uint64_t *o
 
 tc_status tc_generator_get_state(const tc_generator *gen, tc_rng_state *out)
 {
+    TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     TC_CHECK_ARG(out, "out is NULL");
     tc_generator *g = (tc_generator *)gen;
@@ -258,9 +292,10 @@ tc_status tc_generator_get_state(const tc_generator *gen, tc_rng_state *out)
 
 tc_status tc_generator_set_state(tc_generator *gen, const tc_rng_state *state)
 {
+    TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     uint64_t seed, offset;
-    TC_TRY(decode_state(state, &seed, &offset));
+    TC_TRY(decode_state(state, "state", &seed, &offset));
     pthread_mutex_lock(&gen->lock);
     bool busy = gen->capturing;
     if (!busy) {
@@ -318,49 +353,81 @@ static float below(tc_dtype dtype, float hi)
     return dtype == TC_FLOAT16 ? tc__f16_to_f32(h) : tc__bf16_to_f32(h);
 }
 
+/* TC_OK when a draw of `blocks` may start at offset `used`: the offset after
+ * it must still fit in 64 bits, or the counters would wrap to block 0. */
+static tc_status check_room(uint64_t used, uint64_t blocks)
+{
+    if (TC_LIKELY(blocks <= UINT64_MAX - used))
+        return TC_OK;
+    return tc__fail(TC_ERROR_INVALID_STATE,
+                    "the draw needs %llu Philox blocks but the generator's offset is %llu, "
+                    "%llu below 2^64-1: past it the counters would wrap and repeat earlier "
+                    "numbers; reseed the generator or set a state with a smaller offset",
+                    (unsigned long long)blocks, (unsigned long long)used,
+                    (unsigned long long)(UINT64_MAX - used));
+}
+
+/* Fills at the generator's offset under its lock (see random_internal.h). */
+static tc_status fill_locked(tc_generator *gen, void *data, size_t n, const tc__rng_params *p,
+                             uint64_t blocks)
+{
+    uint64_t *counter = gen->capturing ? &gen->capture_offset : &gen->offset;
+    TC_TRY(check_room(*counter, blocks));
+    if (gen->device.type == TC_CPU)
+        tc__rng_cpu_fill(p, gen->seed, gen->offset, data, n);
+    else
+        TC_TRY(tc__rng_cuda_fill(gen, p, data, n));
+    *counter += blocks;
+    return TC_OK;
+}
+
 static tc_status draw(tc_generator *gen, void *data, size_t n, const tc__rng_params *p)
 {
     if (n == 0)
         return TC_OK;
-    uint64_t blocks = tc__rng_blocks(n, p->per_block);
-    tc_status st = TC_OK;
     pthread_mutex_lock(&gen->lock);
-    if (gen->device.type == TC_CPU)
-        tc__rng_cpu_fill(p, gen->seed, gen->offset, data, n);
-    else
-        st = tc__rng_cuda_fill(gen, p, data, n);
-    if (st == TC_OK) {
-        if (gen->capturing)
-            gen->capture_offset += blocks;
-        else
-            gen->offset += blocks;
-    }
+    tc_status st = fill_locked(gen, data, n, p, tc__rng_blocks(n, p->per_block));
     pthread_mutex_unlock(&gen->lock);
     return st;
+}
+
+/* NaN fails every comparison, so it gets its own message before the range
+ * checks (which would otherwise call it "negative" or "above hi"). */
+static tc_status not_nan(double v, const char *name, const char *want)
+{
+    TC_CHECK_ARG(!isnan(v), "%s is NaN; it must be %s", name, want);
+    return TC_OK;
 }
 
 tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                                double lo, double hi)
 {
+    TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
     TC_TRY(need_floating(dtype, "uniform"));
-    TC_CHECK_ARG(isfinite(lo) && isfinite(hi) && lo < hi,
-                 "uniform needs finite lo < hi (got lo=%g, hi=%g)", lo, hi);
+    TC_TRY(not_nan(lo, "lo", "a finite number below hi"));
+    TC_TRY(not_nan(hi, "hi", "a finite number above lo"));
+    char a[32], b[32];
+    fmt_double(a, lo);
+    fmt_double(b, hi);
+    TC_CHECK_ARG(isfinite(lo) && isfinite(hi), "uniform needs finite bounds (got lo=%s, hi=%s)",
+                 a, b);
+    TC_CHECK_ARG(lo < hi, "uniform needs lo < hi (got lo=%s, hi=%s)", a, b);
     tc__rng_params p = {.kind = TC__RNG_UNIFORM, .dtype = dtype, .per_block = 4};
     if (dtype == TC_FLOAT64) {
         double range = hi - lo;
-        TC_CHECK_ARG(isfinite(range), "hi - lo overflows float64 (lo=%g, hi=%g)", lo, hi);
+        TC_CHECK_ARG(isfinite(range), "hi - lo overflows float64 (lo=%s, hi=%s)", a, b);
         p.per_block = 2;
         p.da = lo;
         p.db = range;
         p.dmax = nextafter(hi, -INFINITY);
     } else {
         float flo = round_to(dtype, lo), fhi = round_to(dtype, hi);
-        TC_CHECK_ARG(isfinite(flo) && isfinite(fhi),
-                     "lo=%g or hi=%g is out of the range of %s", lo, hi, tc_dtype_name(dtype));
-        TC_CHECK_ARG(flo < fhi, "[%g, %g) holds no %s value", lo, hi, tc_dtype_name(dtype));
+        TC_CHECK_ARG(isfinite(flo) && isfinite(fhi), "lo=%s or hi=%s is out of the range of %s",
+                     a, b, tc_dtype_name(dtype));
+        TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_name(dtype));
         float range = (float)((double)fhi - (double)flo);
-        TC_CHECK_ARG(isfinite(range), "hi - lo overflows float32 (lo=%g, hi=%g)", lo, hi);
+        TC_CHECK_ARG(isfinite(range), "hi - lo overflows float32 (lo=%s, hi=%s)", a, b);
         p.fa = flo;
         p.fb = range;
         p.fmax = below(dtype, fhi);
@@ -371,11 +438,17 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
 tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                               double mean, double std)
 {
+    TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
     TC_TRY(need_floating(dtype, "normal"));
-    TC_CHECK_ARG(isfinite(mean) && isfinite(std) && std >= 0,
-                 "normal needs a finite mean and a finite std >= 0 (got mean=%g, std=%g)", mean,
-                 std);
+    TC_TRY(not_nan(mean, "mean", "a finite number"));
+    TC_TRY(not_nan(std, "std", "a finite number >= 0"));
+    char a[32], b[32];
+    fmt_double(a, mean);
+    fmt_double(b, std);
+    TC_CHECK_ARG(std >= 0, "std=%s is negative; it must be >= 0", b);
+    TC_CHECK_ARG(isfinite(mean) && isfinite(std),
+                 "normal needs a finite mean and std (got mean=%s, std=%s)", a, b);
     tc__rng_params p = {.kind = TC__RNG_NORMAL, .dtype = dtype, .per_block = 4};
     if (dtype == TC_FLOAT64) {
         p.per_block = 2;
@@ -385,7 +458,7 @@ tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype 
         p.fa = (float)mean;
         p.fb = (float)std;
         TC_CHECK_ARG(isfinite(p.fa) && isfinite(p.fb),
-                     "mean=%g or std=%g is out of the range of float32", mean, std);
+                     "mean=%s or std=%s is out of the range of float32", a, b);
     }
     return draw(gen, data, n, &p);
 }
@@ -393,8 +466,11 @@ tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype 
 tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                                  double p)
 {
+    TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
-    TC_CHECK_ARG(p >= 0.0 && p <= 1.0, "bernoulli needs p in [0, 1] (got %g)", p);
+    TC_TRY(not_nan(p, "p", "a probability in [0, 1]"));
+    char a[32];
+    TC_CHECK_ARG(p >= 0.0 && p <= 1.0, "bernoulli needs p in [0, 1] (got %s)", fmt_double(a, p));
     tc__rng_params q = {.kind = TC__RNG_BERNOULLI, .dtype = dtype, .per_block = 4};
     q.bthresh = (uint64_t)(ldexp(p, 32) + 0.5);
     return draw(gen, data, n, &q);
@@ -420,6 +496,7 @@ static void int_bounds(tc_dtype dtype, int64_t *mn, int64_t *mx)
 tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
                                   int64_t lo, int64_t hi)
 {
+    TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
     TC_CHECK_ARG(lo < hi, "random_int needs lo < hi (got [%lld, %lld))", (long long)lo,
                  (long long)hi);
@@ -452,6 +529,7 @@ static tc_status current_default(int device, tc_generator **out)
 
 tc_status tc_manual_seed(uint64_t seed)
 {
+    TC_API_BEGIN;
     if (tc_device_count() == 0)
         return TC_OK; /* as torch.cuda: nothing to seed without CUDA */
     tc_generator *g;
@@ -461,6 +539,7 @@ tc_status tc_manual_seed(uint64_t seed)
 
 tc_status tc_manual_seed_all(uint64_t seed)
 {
+    TC_API_BEGIN;
     int count = tc_device_count();
     for (int d = 0; d < count; d++) {
         tc_generator *g;
@@ -472,6 +551,7 @@ tc_status tc_manual_seed_all(uint64_t seed)
 
 tc_status tc_seed(void)
 {
+    TC_API_BEGIN;
     if (tc_device_count() == 0)
         return TC_OK;
     tc_generator *g;
@@ -481,6 +561,7 @@ tc_status tc_seed(void)
 
 tc_status tc_seed_all(void)
 {
+    TC_API_BEGIN;
     if (tc_device_count() == 0)
         return TC_OK;
     uint64_t s;
@@ -488,16 +569,22 @@ tc_status tc_seed_all(void)
     return tc_manual_seed_all(s);
 }
 
-uint64_t tc_initial_seed(void)
+tc_status tc_initial_seed(uint64_t *seed)
 {
+    TC_API_BEGIN;
+    TC_CHECK_ARG(seed, "seed is NULL");
     tc_generator *g;
-    if (current_default(-1, &g) != TC_OK)
-        return 0;
-    return tc_generator_initial_seed(g);
+    TC_TRY(current_default(-1, &g));
+    pthread_mutex_lock(&g->lock);
+    uint64_t s = g->seed;
+    pthread_mutex_unlock(&g->lock);
+    *seed = s;
+    return TC_OK;
 }
 
 tc_status tc_get_rng_state(int device, tc_rng_state *out)
 {
+    TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     tc_generator *g;
     TC_TRY(current_default(device, &g));
@@ -506,8 +593,9 @@ tc_status tc_get_rng_state(int device, tc_rng_state *out)
 
 tc_status tc_set_rng_state(const tc_rng_state *state, int device)
 {
+    TC_API_BEGIN;
     uint64_t seed, offset;
-    TC_TRY(decode_state(state, &seed, &offset));
+    TC_TRY(decode_state(state, "state", &seed, &offset));
     tc_generator *g;
     TC_TRY(current_default(device, &g));
     return tc_generator_set_state(g, state);
@@ -515,6 +603,7 @@ tc_status tc_set_rng_state(const tc_rng_state *state, int device)
 
 tc_status tc_get_rng_state_all(tc_rng_state *states, int n)
 {
+    TC_API_BEGIN;
     int count = tc_device_count();
     TC_CHECK_ARG(n >= count, "n=%d is less than the %d GPUs this process sees", n, count);
     TC_CHECK_ARG(states || count == 0, "states is NULL");
@@ -528,17 +617,15 @@ tc_status tc_get_rng_state_all(tc_rng_state *states, int n)
 
 tc_status tc_set_rng_state_all(const tc_rng_state *states, int n)
 {
+    TC_API_BEGIN;
     int count = tc_device_count();
     TC_CHECK_ARG(n >= 0 && n <= count, "n=%d: this process sees %d GPUs", n, count);
     TC_CHECK_ARG(states || n == 0, "states is NULL");
     for (int d = 0; d < n; d++) {
         uint64_t seed, offset;
-        tc_status st = decode_state(&states[d], &seed, &offset);
-        if (st != TC_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", tc_last_error());
-            return tc__fail(st, "states[%d]: %s", d, why);
-        }
+        char name[32];
+        snprintf(name, sizeof name, "states[%d]", d);
+        TC_TRY(decode_state(&states[d], name, &seed, &offset));
     }
     for (int d = 0; d < n; d++)
         TC_TRY(tc_set_rng_state(&states[d], d));

@@ -5,6 +5,8 @@
  * in place, a strided one through a dense temporary and a copy, so element i
  * of a fill is element i of the tensor in row-major order whatever its
  * strides. */
+#include <math.h>
+
 #include "tcuda/random.h"
 #include "tensor_internal.h"
 
@@ -59,19 +61,23 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
 
 tc_status tc_tensor_uniform_(tc_tensor *t, double lo, double hi, tc_generator *gen)
 {
-    TC_CHECK_ARG(lo <= hi, "tc_tensor_uniform_: lo %g is above hi %g", lo, hi);
+    TC_CHECK_ARG(!isnan(lo) && !isnan(hi), "tc_tensor_uniform_: lo or hi is NaN; both must be "
+                 "numbers, lo <= hi");
+    TC_CHECK_ARG(lo <= hi, "tc_tensor_uniform_: lo %.17g is above hi %.17g", lo, hi);
     return fill("tc_tensor_uniform_", t, gen, (params){UNIFORM, lo, hi, 0, 0});
 }
 
 tc_status tc_tensor_normal_(tc_tensor *t, double mean, double std, tc_generator *gen)
 {
-    TC_CHECK_ARG(std >= 0, "tc_tensor_normal_: std %g is negative", std);
+    TC_CHECK_ARG(!isnan(std), "tc_tensor_normal_: std is NaN; it must be a number >= 0");
+    TC_CHECK_ARG(std >= 0, "tc_tensor_normal_: std %.17g is negative", std);
     return fill("tc_tensor_normal_", t, gen, (params){NORMAL, mean, std, 0, 0});
 }
 
 tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen)
 {
-    TC_CHECK_ARG(p >= 0 && p <= 1, "tc_tensor_bernoulli_: p %g is outside [0, 1]", p);
+    TC_CHECK_ARG(!isnan(p), "tc_tensor_bernoulli_: p is NaN; it must be in [0, 1]");
+    TC_CHECK_ARG(p >= 0 && p <= 1, "tc_tensor_bernoulli_: p %.17g is outside [0, 1]", p);
     return fill("tc_tensor_bernoulli_", t, gen, (params){BERNOULLI, p, 0, 0, 0});
 }
 

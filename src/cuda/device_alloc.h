@@ -23,6 +23,10 @@ tc_status tc__device_free(void *ptr);
 /* The block at ptr is used by work on `stream` too. */
 tc_status tc__device_record_stream(void *ptr, cudaStream_t stream);
 
+/* TC_OK when TCUDA_ALLOC_CONF parses (it is parsed once), else the parser's
+ * error: tc_init reports a bad setting before any allocation. */
+tc_status tc__device_alloc_conf_check(void);
+
 /* The pinned host block at ptr is used by work on `stream`. */
 tc_status tc__host_record_stream(void *ptr, cudaStream_t stream);
 

@@ -15,6 +15,7 @@
 
 #include "cuda_internal.h"
 #include "core/debug.h"
+#include "device_alloc.h"
 
 atomic_int tc__init_state;      /* 0 not tried, 1 ready, 2 unavailable */
 int tc__num_devices;
@@ -69,7 +70,8 @@ tc_status tc__init_slow(void)
 tc_status tc_init(void)
 {
     TC_API_BEGIN;
-    return tc__ensure_init();
+    TC_TRY(tc__ensure_init());
+    return tc__device_alloc_conf_check(); /* a bad TCUDA_ALLOC_CONF is an error here already */
 }
 
 bool tc_is_initialized(void)

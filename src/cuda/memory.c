@@ -3,22 +3,32 @@
  * the parser's message), the cudaMallocAsync backend, user allocators, and the
  * pinned host cache. Once created, a device's allocator lives until exit.
  * Pointers from the async backend or a user allocator are remembered in a
- * small map (size, stream, device) so frees and stats work the same. */
+ * small map (size, stream, device) so frees and stats work the same.
+ * User allocators (tc_allocator) are checked handles: a destroyed one is
+ * parked in a handle pool; the current one is never destroyed, since memory
+ * it served may still be freed through it. */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc_providers.h"
+#include "core/handle_pool.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
 
+#define TC_ALLOCATOR_MAGIC 0x7c41a110u
+
 struct tc_allocator {
+    uint32_t magic; /* first: tc__handle_check */
     tc_alloc_fn alloc;
     tc_free_fn free;
-    void *dl;
+    void *dl; /* the shared object it came from, or NULL */
 };
+
+static tc__handle_pool allocator_pool = TC_HANDLE_POOL_INIT(struct tc_allocator);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int conf_state; /* 0 unparsed, 1 ok, 2 bad */
@@ -149,6 +159,8 @@ static tc_status get_conf(void)
     return st;
 }
 
+tc_status tc__device_alloc_conf_check(void) { return get_conf(); }
+
 static tc_status get_allocator(int d, tc__allocator **out)
 {
     tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
@@ -276,7 +288,8 @@ tc_status tc__device_record_stream(void *ptr, cudaStream_t stream)
     }
     if (conf.backend == 1 || user_alloc)
         return TC_OK; /* stream-ordered pools: nothing to record */
-    return tc__fail(TC_ERROR_INVALID_ARGUMENT, "record_stream: %p is not a live tcuda block", ptr);
+    return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                    "%p is not a live block of tcuda's device allocator", ptr);
 }
 
 /* Resolves (device, stream) arguments to a device index and a CUDA stream. */
@@ -300,18 +313,24 @@ static tc_status resolve(int device, tc_stream *stream, int *d, cudaStream_t *s)
 
 tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream, void **out)
 {
-    TC_CHECK_ARG(out, "tc_caching_allocator_alloc: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d = 0;
     cudaStream_t s = NULL;
     TC_TRY(resolve(device, stream, &d, &s));
     return tc__device_alloc(d, s, size, out);
 }
 
-tc_status tc_caching_allocator_delete(void *ptr) { return tc__device_free(ptr); }
+tc_status tc_caching_allocator_delete(void *ptr)
+{
+    TC_API_BEGIN;
+    return tc__device_free(ptr);
+}
 
 tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
 {
-    TC_CHECK_ARG(ptr, "tc_caching_allocator_record_stream: ptr must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(ptr, "ptr is NULL");
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
     return tc__device_record_stream(ptr, ts->handle);
@@ -338,6 +357,7 @@ tc_status tc__device_pool_release(int device, uint64_t id)
 
 tc_status tc_empty_cache(void)
 {
+    TC_API_BEGIN;
     TC_TRY(tc__ensure_init());
     for (int d = 0; d < tc__num_devices; d++) {
         tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
@@ -360,7 +380,8 @@ tc_status tc_empty_cache(void)
 
 tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
 {
-    TC_CHECK_ARG(out, "tc_memory_stats: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
@@ -390,17 +411,18 @@ tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
 
 int64_t tc_memory_stats_get(int device, const char *key)
 {
+    TC_API_BEGIN;
     struct tc_memory_stats s;
     if (!key) {
-        tc__fail(TC_ERROR_INVALID_ARGUMENT, "tc_memory_stats_get: key must not be NULL");
+        tc__fail(TC_ERROR_INVALID_ARGUMENT, "key is NULL");
         return -1;
     }
     if (tc_memory_stats(device, &s) != TC_OK)
         return -1;
     int64_t v;
     if (!tc__stats_get(&s, key, &v)) {
-        tc__fail(TC_ERROR_INVALID_ARGUMENT, "tc_memory_stats_get: unknown key '%s' (keys look "
-                 "like allocated_bytes.all.current or num_ooms)", key);
+        tc__fail(TC_ERROR_INVALID_ARGUMENT, "unknown key '%s' (keys look like "
+                 "allocated_bytes.all.current, segment.large_pool.peak or num_ooms)", key);
         return -1;
     }
     return v;
@@ -412,15 +434,41 @@ static size_t stat_or0(int device, const char *key)
     return v < 0 ? 0 : (size_t)v;
 }
 
-size_t tc_memory_allocated(int d) { return stat_or0(d, "allocated_bytes.all.current"); }
-size_t tc_max_memory_allocated(int d) { return stat_or0(d, "allocated_bytes.all.peak"); }
-size_t tc_memory_reserved(int d) { return stat_or0(d, "reserved_bytes.all.current"); }
-size_t tc_max_memory_reserved(int d) { return stat_or0(d, "reserved_bytes.all.peak"); }
-size_t tc_memory_cached(int d) { return tc_memory_reserved(d); }
-size_t tc_max_memory_cached(int d) { return tc_max_memory_reserved(d); }
+/* Each names itself in messages (a bad device), not tc_memory_stats_get. */
+size_t tc_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "allocated_bytes.all.current");
+}
+size_t tc_max_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "allocated_bytes.all.peak");
+}
+size_t tc_memory_reserved(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "reserved_bytes.all.current");
+}
+size_t tc_max_memory_reserved(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "reserved_bytes.all.peak");
+}
+size_t tc_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_memory_reserved(d);
+}
+size_t tc_max_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_max_memory_reserved(d);
+}
 
 tc_status tc_reset_peak_memory_stats(int device)
 {
+    TC_API_BEGIN;
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
@@ -441,21 +489,34 @@ tc_status tc_reset_peak_memory_stats(int device)
     }
     return TC_OK;
 }
-tc_status tc_reset_max_memory_allocated(int d) { return tc_reset_peak_memory_stats(d); }
-tc_status tc_reset_max_memory_cached(int d) { return tc_reset_peak_memory_stats(d); }
+tc_status tc_reset_max_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return tc_reset_peak_memory_stats(d);
+}
+tc_status tc_reset_max_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_reset_peak_memory_stats(d);
+}
 
 char *tc_memory_summary(int device, bool abbreviated)
 {
+    TC_API_BEGIN;
     struct tc_memory_stats s;
     int d;
     if (tc__resolve_device(device, &d) != TC_OK || tc_memory_stats(d, &s) != TC_OK)
         return NULL;
-    return tc__stats_summary(&s, d, abbreviated);
+    char *text = tc__stats_summary(&s, d, abbreviated);
+    if (!text)
+        tc__fail(TC_ERROR_OUT_OF_MEMORY, "no host memory for the summary");
+    return text;
 }
 
 tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
 {
-    TC_CHECK_ARG(out, "tc_memory_snapshot: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__ensure_init());
     struct tc_memory_snapshot *snap = calloc(1, sizeof *snap);
     if (!snap)
@@ -474,6 +535,7 @@ tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
 
 tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
 {
+    TC_API_BEGIN;
     return tc__snapshot_write_json(snap, path);
 }
 
@@ -487,8 +549,10 @@ void tc_memory_snapshot_free(struct tc_memory_snapshot *snap)
 
 tc_status tc_set_per_process_memory_fraction(double fraction, int device)
 {
+    TC_API_BEGIN;
+    TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");
     TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0,
-                 "memory fraction %g is outside [0, 1]", fraction);
+                 "memory fraction %.17g is outside [0, 1]", fraction);
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a;
@@ -498,31 +562,55 @@ tc_status tc_set_per_process_memory_fraction(double fraction, int device)
 
 const char *tc_get_allocator_backend(void)
 {
+    TC_API_BEGIN;
     if (get_conf() != TC_OK)
-        return "native";
+        return NULL; /* tc_last_error: the parser's message */
     return conf.backend == 1 ? "cudaMallocAsync" : "native";
 }
 
 /* ---- user allocators ---------------------------------------------------------- */
 
+static tc_status check_allocator(const tc_allocator *a)
+{
+    return tc__handle_check(a, TC_ALLOCATOR_MAGIC, "tc_allocator");
+}
+
+static tc_status new_allocator(tc_alloc_fn alloc_fn, tc_free_fn free_fn, void *dl,
+                               tc_allocator **out)
+{
+    tc_allocator *u = tc__handle_get(&allocator_pool);
+    if (!u)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no host memory for an allocator");
+    u->magic = TC_ALLOCATOR_MAGIC;
+    u->alloc = alloc_fn;
+    u->free = free_fn;
+    u->dl = dl;
+    *out = u;
+    return TC_OK;
+}
+
 tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
                                       tc_allocator **out)
 {
-    TC_CHECK_ARG(alloc_fn && free_fn && out, "tc_allocator_from_functions: NULL argument");
-    tc_allocator *u = calloc(1, sizeof *u);
-    if (!u)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    u->alloc = alloc_fn;
-    u->free = free_fn;
-    *out = u;
-    return TC_OK;
+    TC_API_BEGIN;
+    TC_CHECK_ARG(alloc_fn, "alloc_fn is NULL");
+    TC_CHECK_ARG(free_fn, "free_fn is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
+    return new_allocator(alloc_fn, free_fn, NULL, out);
 }
 
 tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
                                       const char *free_fn, tc_allocator **out)
 {
-    TC_CHECK_ARG(so_path && alloc_fn && free_fn && out,
-                 "tc_pluggable_allocator_load: NULL argument");
+    TC_API_BEGIN;
+    /* dlopen("") would give the main program, not a library */
+    TC_CHECK_ARG(so_path && *so_path, "so_path is %s; give the path of a shared object",
+                 so_path ? "empty" : "NULL");
+    TC_CHECK_ARG(alloc_fn && *alloc_fn, "alloc_fn is %s; give the allocation function's name",
+                 alloc_fn ? "empty" : "NULL");
+    TC_CHECK_ARG(free_fn && *free_fn, "free_fn is %s; give the free function's name",
+                 free_fn ? "empty" : "NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     void *h = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "cannot load allocator '%s': %s", so_path,
@@ -537,24 +625,41 @@ tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
     tc_free_fn f;
     memcpy(&a, &af, sizeof a);
     memcpy(&f, &ff, sizeof f);
-    tc_status st = tc_allocator_from_functions(a, f, out);
+    tc_status st = new_allocator(a, f, h, out);
     if (st != TC_OK)
         dlclose(h);
-    else
-        (*out)->dl = h;
     return st;
 }
 
 tc_status tc_change_current_allocator(tc_allocator *allocator)
 {
-    TC_CHECK_ARG(allocator, "tc_change_current_allocator: allocator must not be NULL");
-    if (atomic_load(&any_alloc))
-        return tc__fail(TC_ERROR_INVALID_STATE, "tc_change_current_allocator: device memory "
-                        "was already allocated; change the allocator before the first one");
-    pthread_mutex_lock(&mu);
-    user_alloc = allocator;
+    TC_API_BEGIN;
+    pthread_mutex_lock(&mu); /* against a concurrent tc_allocator_destroy */
+    tc_status st = check_allocator(allocator);
+    if (st == TC_OK && atomic_load(&any_alloc))
+        st = tc__fail(TC_ERROR_INVALID_STATE, "device memory was already allocated; change "
+                      "the allocator before the first allocation");
+    if (st == TC_OK)
+        user_alloc = allocator;
     pthread_mutex_unlock(&mu);
-    return TC_OK;
+    return st;
+}
+
+tc_status tc_allocator_destroy(tc_allocator *allocator)
+{
+    TC_API_BEGIN;
+    pthread_mutex_lock(&mu);
+    tc_status st = check_allocator(allocator);
+    if (st == TC_OK && allocator == user_alloc)
+        st = tc__fail(TC_ERROR_INVALID_STATE, "it is the current allocator, which serves device "
+                      "memory until the process exits");
+    void *dl = st == TC_OK ? allocator->dl : NULL;
+    if (st == TC_OK)
+        tc__handle_put(&allocator_pool, allocator);
+    pthread_mutex_unlock(&mu);
+    if (dl)
+        dlclose(dl);
+    return st;
 }
 
 /* ---- pinned host ---------------------------------------------------------------- */
@@ -580,7 +685,8 @@ static tc_status get_host(tc__allocator **out)
 
 tc_status tc_host_alloc(size_t size, void **out)
 {
-    TC_CHECK_ARG(out, "tc_host_alloc: out must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     tc__allocator *a;
     TC_TRY(get_host(&a));
     return tc__alloc_malloc(a, size, HOST_STREAM, out);
@@ -588,7 +694,8 @@ tc_status tc_host_alloc(size_t size, void **out)
 
 tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
 {
-    TC_CHECK_ARG(ptr, "tc_host_record_stream: ptr must not be NULL");
+    TC_API_BEGIN;
+    TC_CHECK_ARG(ptr, "ptr is NULL");
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
     return tc__host_record_stream(ptr, (cudaStream_t)ts->handle);
@@ -603,6 +710,7 @@ tc_status tc__host_record_stream(void *ptr, cudaStream_t stream)
 
 tc_status tc_host_free(void *ptr)
 {
+    TC_API_BEGIN;
     if (!ptr)
         return TC_OK;
     tc__allocator *a;

@@ -13,8 +13,11 @@
  *             the generator by `blocks`, so each replay draws new numbers and
  *             eager draws after it never reuse the replay's counters.
  * A draw on a capturing stream with a generator not in capture mode is
- * refused (TC_ERROR_INVALID_STATE): its offset would be frozen into the graph. */
+ * refused (TC_ERROR_INVALID_STATE): its offset would be frozen into the graph.
+ * A replay that would take the offset past 2^64-1 is refused like an eager
+ * draw (core/random.c): the counters would wrap. */
 #include "cuda_internal.h"
+#include "core/handle_pool.h"
 #include "core/random_internal.h"
 #include "kernels/random_kernels.h"
 #include "random_cuda.h"
@@ -59,7 +62,7 @@ tc_status tc__rng_cuda_fill(tc_generator *gen, const tc__rng_params *p, void *da
 
 static tc_status check_cuda_gen(tc_generator *gen)
 {
-    TC_CHECK_ARG(gen && gen->magic == TC_GENERATOR_MAGIC, "not a live generator");
+    TC_TRY(tc__handle_check(gen, TC_GENERATOR_MAGIC, "tc_generator"));
     TC_CHECK_ARG(gen->device.type == TC_CUDA, "a CPU generator cannot take part in a CUDA graph");
     return TC_OK;
 }
@@ -107,8 +110,16 @@ tc_status tc__generator_replay_prologue(tc_generator *gen, uint64_t *buf, uint64
     if (g.status != TC_OK)
         return g.status;
     pthread_mutex_lock(&gen->lock);
-    tc__random_launch_set_state(buf, gen->seed, gen->offset, stream);
-    tc_status st = tc__launch_check(stream, "random_set_state");
+    tc_status st = TC_OK;
+    if (blocks > UINT64_MAX - gen->offset) {
+        st = tc__fail(TC_ERROR_INVALID_STATE,
+                      "a replay needs %llu Philox blocks but the generator's offset is %llu: "
+                      "past 2^64-1 the counters would wrap; reseed the generator",
+                      (unsigned long long)blocks, (unsigned long long)gen->offset);
+    } else {
+        tc__random_launch_set_state(buf, gen->seed, gen->offset, stream);
+        st = tc__launch_check(stream, "random_set_state");
+    }
     if (st == TC_OK)
         gen->offset += blocks;
     pthread_mutex_unlock(&gen->lock);

@@ -77,7 +77,7 @@ TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64
 TCUDA_API tc_tensor *tc_tensor_retain(tc_tensor *t);
 /* Drops a reference (NULL is a no-op). A CUDA storage is given back in the
  * order of the stream that made it, and of streams given to record_stream. */
-TCUDA_API void tc_tensor_release(tc_tensor *t);
+TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
 
 /* ---- accessors (no errors: a NULL tensor gives 0 / NULL) ---------------- */
 

@@ -11,6 +11,7 @@
 
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "tensor_cuda.h"
 
 /* From cublas_api.h / library_types.h (values are part of the ABI). */
 typedef void *tc__cublas_handle;

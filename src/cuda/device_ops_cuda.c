@@ -6,10 +6,7 @@
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
-
-/* tensor_cuda.c */
-extern const tc__backend tc__cuda_backend;
-tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
+#include "tensor_cuda.h"
 
 static tc_status cuda_resolve(int index, int *out) { return tc__resolve_device(index, out); }
 

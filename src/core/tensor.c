@@ -205,11 +205,16 @@ static tc_status check_fill_value(double v, tc_dtype dt)
         return TC_OK;
     if (!isnan(v) && v >= lo && v <= hi && !(dt == TC_INT64 && v == hi))
         return TC_OK;
+    if (fl)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "value %.17g cannot be converted to %s without overflow (its finite "
+                        "values go from %.17g to %.17g)",
+                        v, tc_dtype_name(dt), lo, hi);
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                    "value %.17g cannot be converted to %s without overflow (%s holds %s%.17g to "
-                    "%.17g)",
-                    v, tc_dtype_name(dt), tc_dtype_name(dt), fl ? "finite values from " : "", lo,
-                    dt == TC_INT64 ? 9223372036854775807.0 : hi);
+                    "value %.17g cannot be converted to %s without overflow (it holds integers "
+                    "from %lld to %lld)",
+                    v, tc_dtype_name(dt), (long long)lo,
+                    dt == TC_INT64 ? (long long)INT64_MAX : (long long)hi);
 }
 
 tc_status tc_tensor_empty(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,

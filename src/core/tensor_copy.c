@@ -133,7 +133,8 @@ static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, overl
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                     "unsupported operation: some elements of the input tensor and the written-to "
                     "tensor refer to a single memory location (e.g. a tensor and its transpose). "
-                    "Please copy the source with tc_tensor_contiguous (a new tensor) first");
+                    "Please copy the source into a new tensor first (e.g. tc_tensor_empty_like, then "
+                    "tc_tensor_copy_)");
 }
 
 /* dst = src on one device, with the overlap rules above. */

@@ -590,6 +590,29 @@ static void test_errors(void)
     tc_tensor_release(b);
 }
 
+/* copy_ into a destination with a stride-0 dimension (an expanded view:
+ * tcuda has no expand yet, so one is made with the internal tc__make_view)
+ * is refused as PyTorch refuses it; reading from one is fine. */
+static void test_copy_internal_overlap(void)
+{
+    int64_t sz[2] = {3, 4}, st[2] = {0, 1};
+    tc_tensor *base = NULL, *ex = NULL, *src = NULL, *dst = NULL;
+    CHECK_OK(tc_tensor_arange(0, 4, 1, TC_FLOAT32, CPU, &base));
+    CHECK_OK(tc__make_view(base, 2, sz, st, 0, &ex)); /* 3 rows, all base */
+    CHECK_OK(tc_tensor_full(2, sz, 7, TC_FLOAT32, CPU, &src));
+    CHECK_STATUS(tc_tensor_copy_(ex, src, false), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "more than one element of the written-to tensor"));
+    double v[12];
+    CHECK_OK(tc_tensor_to_host(base, v, TC_FLOAT64));
+    CHECK(v[0] == 0 && v[3] == 3); /* nothing written */
+    CHECK_OK(tc_tensor_empty(2, sz, TC_FLOAT64, CPU, &dst));
+    CHECK_OK(tc_tensor_copy_(dst, ex, false));
+    CHECK_OK(tc_tensor_to_host(dst, v, TC_FLOAT64));
+    CHECK(v[0] == 0 && v[5] == 1 && v[11] == 3);
+    tc_tensor_release(base), tc_tensor_release(ex), tc_tensor_release(src);
+    tc_tensor_release(dst);
+}
+
 /* Operands whose dims partly merge in the iterator: a narrowed view */
 static void test_coalesce(void)
 {
@@ -700,5 +723,6 @@ int main(void)
     test_errors();
     test_matmul();
     test_coalesce();
+    test_copy_internal_overlap();
     return TC_TEST_DONE();
 }

@@ -128,6 +128,22 @@ static void test_narrow(void)
     CHECK_OK(tc_tensor_narrow(t, 0, 5, 0, &v)); /* empty at the end */
     CHECK(tc_tensor_numel(v) == 0);
     tc_tensor_release(v);
+    /* an empty view's offset grows with each narrow: never past int64_t,
+     * in elements or in bytes */
+    int64_t e[2] = {0, INT64_C(1) << 62};
+    tc_tensor *big = NULL, *n1 = NULL, *n2 = NULL, *n3 = NULL;
+    CHECK_OK(tc_tensor_empty(2, e, TC_UINT8, CPU, &big));
+    CHECK_OK(tc_tensor_narrow(big, 1, INT64_C(1) << 62, 0, &n1));
+    CHECK(tc_tensor_offset(n1) == INT64_C(1) << 62);
+    CHECK_OK(tc_tensor_view(n1, 2, e, &n2)); /* strides {2^62, 1} again */
+    CHECK_STATUS(tc_tensor_narrow(n2, 1, INT64_C(1) << 62, 0, &n3), TC_ERROR_SHAPE);
+    CHECK(n3 == NULL);
+    tc_tensor_release(n2), tc_tensor_release(n1), tc_tensor_release(big);
+    CHECK_OK(tc_tensor_empty(2, e, TC_FLOAT64, CPU, &big));
+    CHECK_STATUS(tc_tensor_narrow(big, 1, INT64_C(1) << 61, 0, &n1), TC_ERROR_SHAPE); /* 2^64 B */
+    CHECK_OK(tc_tensor_narrow(big, 1, INT64_C(1) << 59, 0, &n1));
+    CHECK(tc_tensor_offset(n1) == INT64_C(1) << 59 && tc_tensor_data_ptr(n1) != NULL);
+    tc_tensor_release(n1), tc_tensor_release(big);
     CHECK_OK(tc_tensor_narrow(t, -1, -2, 2, &v));
     CHECK_OK(tc_tensor_to_host(v, got, TC_FLOAT64));
     CHECK(got[0] == 13 && got[1] == 14);

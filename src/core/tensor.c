@@ -138,6 +138,14 @@ tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
 tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
                         const int64_t *strides, int64_t offset, tc_tensor **out)
 {
+    /* Only an empty view can start this far (its offset grew by narrowing
+     * big empty dimensions); tc__data must still be able to multiply it. */
+    int64_t bytes;
+    if (TC_UNLIKELY(offset < 0 ||
+                    __builtin_mul_overflow(offset, (int64_t)tc_dtype_size(t->dtype), &bytes)))
+        return tc__fail(TC_ERROR_SHAPE, "the view would start %lld elements into its storage, "
+                                        "too far to address",
+                        (long long)offset);
     tc_tensor *v = header(t->storage, t->dtype, ndim, sizes, strides, offset);
     if (!v)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate a tensor header");
@@ -501,12 +509,17 @@ tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start, int64_t
                         "start %lld and length %lld do not fit in size %lld of dimension %d "
                         "(need -size <= start <= size and 0 <= length <= size - start)",
                         (long long)start, (long long)length, (long long)size, d);
-    int64_t sz[TC_MAX_DIMS];
+    int64_t sz[TC_MAX_DIMS], offset;
     memcpy(sz, src->sizes, sizeof sz);
     sz[d] = length;
-    /* s * stride stays inside the source (s <= size) */
-    return tc__make_view(src, src->ndim, sz, src->strides, src->offset + s * src->strides[d],
-                         out);
+    /* inside the storage for a view with elements; an empty view's offset
+     * can grow past it (as in PyTorch), but not past int64_t */
+    if (__builtin_mul_overflow(s, src->strides[d], &offset) ||
+        __builtin_add_overflow(offset, src->offset, &offset))
+        return tc__fail(TC_ERROR_SHAPE, "the offset of the view overflows (start %lld, stride "
+                                        "%lld, offset %lld)",
+                        (long long)s, (long long)src->strides[d], (long long)src->offset);
+    return tc__make_view(src, src->ndim, sz, src->strides, offset, out);
 }
 
 /* Infers a -1 size and checks the element count and the new shape. */

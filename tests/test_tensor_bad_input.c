@@ -388,6 +388,11 @@ static void test_device_rule(void)
     CHECK_OK(tc_tensor_empty(1, sz, TC_FLOAT32, (tc_device){TC_CPU, 0}, &t));
     CHECK(tc_tensor_device(t).type == TC_CPU && tc_tensor_device(t).index == -1);
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, 0}, &g));
+    tc_device parsed = {TC_CUDA, 7};
+    CHECK_OK(tc_device_parse("cpu:0", &parsed));
+    CHECK(parsed.type == TC_CPU && parsed.index == -1);
+    CHECK_STATUS(tc_device_parse("cpu:1", &parsed), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_device_parse") && parsed.type == TC_CPU);
     CHECK(tc_generator_device(g).type == TC_CPU);
     tc_tensor *o = NULL;
     CHECK_STATUS(tc_tensor_to(t, (tc_device){TC_CPU, 3}, TC_FLOAT32, false, &o),

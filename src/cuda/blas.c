@@ -82,6 +82,7 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
 
 void *tc_current_blas_handle(void)
 {
+    TC_API_BEGIN;
     int dev;
     tc__cublas_handle h;
     if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)

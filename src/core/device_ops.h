@@ -11,8 +11,13 @@
  * every later device operation of the core goes through; each of its
  * functions does its own "before" work, calls the same function of `prev`,
  * then its "after" work (e.g. a sanitizer records an access in `alloc` /
- * `record_stream`, graph capture routes `alloc` to a private pool). The core
- * does not know who is installed. A hook is installed once, before the
+ * `record_stream`, graph capture routes `alloc` to a private pool). The
+ * compute `backend` is wrapped the same way: a table whose kernels note the
+ * operands of each tc__iter (pointers, strides, which is written) on the
+ * current stream, then call the previous backend, is all a stream sanitizer
+ * needs. jiterator needs no hook: its kernels take tensors' data pointers
+ * and run on `current_stream`, their memory from `alloc`. The core does not
+ * know who is installed. A hook is installed once, before the
  * operations it watches, and never removed while they may run (the tables are
  * const and live for the process). Cost on the hot path: one atomic load of
  * the table pointer and one indirect call. */

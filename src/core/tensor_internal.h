@@ -67,6 +67,9 @@ typedef struct tc__backend {
 } tc__backend;
 
 extern const tc__backend tc__cpu_backend;
+/* The CPU backend's matmul (src/cpu/cpu_matmul.c). */
+tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
 
 /* The backend of a device type (a GPU's comes through the device seam,
  * device_ops.h); NULL with TC_ERROR_NO_DEVICE set when there is none. */

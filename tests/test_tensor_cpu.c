@@ -420,6 +420,41 @@ static void test_where_values(void)
     tc_tensor_release(c);
 }
 
+/* Regression for the GCC 12.2 -O2 miscompile of the CPU walker (see the
+ * comment at walk_next in src/cpu/cpu_ops.c, commit d8c125d): with byte steps
+ * precomputed per dimension, where() on strided operands wrote wrong values.
+ * cond, a and b are permuted, narrowed and broadcast here, in dtypes of every
+ * element size, and checked against indexing done by hand. */
+static void test_where_strided(void)
+{
+    static const tc_dtype dts[] = {TC_FLOAT64, TC_FLOAT32, TC_INT16, TC_UINT8, TC_INT64};
+    int64_t sa[3] = {5, 7, 6}, sc[3] = {7, 5, 6}, sb[1] = {9};
+    int pa[3] = {2, 0, 1}, pc[3] = {2, 1, 0};
+    for (int di = 0; di < (int)(sizeof dts / sizeof dts[0]); di++) {
+        double *va, *vb, *vc;
+        tc_tensor *a = rand_tensor(3, sa, dts[di], -50, 50, &va);
+        tc_tensor *b = rand_tensor(1, sb, dts[di], -50, 50, &vb);
+        tc_tensor *c = rand_tensor(3, sc, TC_BOOL, 0, 1, &vc);
+        tc_tensor *at = NULL, *bn = NULL, *ct = NULL, *o = NULL;
+        CHECK_OK(tc_tensor_permute(a, pa, &at));  /* [6, 5, 7]: at[i][j][k] = a[j][k][i] */
+        CHECK_OK(tc_tensor_permute(c, pc, &ct));  /* [6, 5, 7]: ct[i][j][k] = c[k][j][i] */
+        CHECK_OK(tc_tensor_narrow(b, 0, 2, 7, &bn)); /* [7]: bn[k] = b[2 + k] */
+        CHECK_OK(tc_tensor_where(ct, at, bn, &o));
+        double *vo = tc_test_values(o);
+        int bad = 0;
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 5; j++)
+                for (int k = 0; k < 7; k++) {
+                    double want = vc[k * 30 + j * 6 + i] ? va[j * 42 + k * 6 + i] : vb[2 + k];
+                    bad += vo && vo[(i * 5 + j) * 7 + k] != want;
+                }
+        CHECK(vo && bad == 0 && tc_tensor_dtype(o) == dts[di]);
+        free(vo), free(va), free(vb), free(vc);
+        tc_tensor_release(o), tc_tensor_release(at), tc_tensor_release(bn);
+        tc_tensor_release(ct), tc_tensor_release(a), tc_tensor_release(b), tc_tensor_release(c);
+    }
+}
+
 static void test_reductions(void)
 {
     int64_t sz[3] = {3, 5, 4};
@@ -555,6 +590,29 @@ static void test_errors(void)
     tc_tensor_release(b);
 }
 
+/* copy_ into a destination with a stride-0 dimension (an expanded view:
+ * tcuda has no expand yet, so one is made with the internal tc__make_view)
+ * is refused as PyTorch refuses it; reading from one is fine. */
+static void test_copy_internal_overlap(void)
+{
+    int64_t sz[2] = {3, 4}, st[2] = {0, 1};
+    tc_tensor *base = NULL, *ex = NULL, *src = NULL, *dst = NULL;
+    CHECK_OK(tc_tensor_arange(0, 4, 1, TC_FLOAT32, CPU, &base));
+    CHECK_OK(tc__make_view(base, 2, sz, st, 0, &ex)); /* 3 rows, all base */
+    CHECK_OK(tc_tensor_full(2, sz, 7, TC_FLOAT32, CPU, &src));
+    CHECK_STATUS(tc_tensor_copy_(ex, src, false), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "more than one element of the written-to tensor"));
+    double v[12];
+    CHECK_OK(tc_tensor_to_host(base, v, TC_FLOAT64));
+    CHECK(v[0] == 0 && v[3] == 3); /* nothing written */
+    CHECK_OK(tc_tensor_empty(2, sz, TC_FLOAT64, CPU, &dst));
+    CHECK_OK(tc_tensor_copy_(dst, ex, false));
+    CHECK_OK(tc_tensor_to_host(dst, v, TC_FLOAT64));
+    CHECK(v[0] == 0 && v[5] == 1 && v[11] == 3);
+    tc_tensor_release(base), tc_tensor_release(ex), tc_tensor_release(src);
+    tc_tensor_release(dst);
+}
+
 /* Operands whose dims partly merge in the iterator: a narrowed view */
 static void test_coalesce(void)
 {
@@ -660,9 +718,11 @@ int main(void)
     test_unary();
     test_promotion();
     test_where_values();
+    test_where_strided();
     test_reductions();
     test_errors();
     test_matmul();
     test_coalesce();
+    test_copy_internal_overlap();
     return TC_TEST_DONE();
 }

@@ -4,7 +4,8 @@
  * bool results must match exactly, floating ones within the dtype's
  * tolerance. Also: factories, copies in every direction with conversion and
  * strides, non_blocking copies into pinned memory, record_stream, device
- * mismatch, and GPU-to-GPU copies when there are two GPUs. Needs a GPU. */
+ * mismatch, *_like and new_* on a GPU, copy_'s overlap rules, and GPU-to-GPU
+ * copies when there are two GPUs. Needs a GPU. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -303,6 +304,116 @@ static void test_factories_and_copies(void)
     free_pair(a);
 }
 
+/* Checks that t is a GPU tensor on `device` of `dtype` and sizes {19, 23}
+ * whose every element is `value` (NaN for "do not look": empty). */
+static bool made_like(const tc_tensor *t, int device, tc_dtype dtype, double value,
+                      const char *what)
+{
+    bool ok = t && tc_tensor_is_cuda(t) && tc_tensor_device(t).index == device &&
+              tc_tensor_dtype(t) == dtype && tc_tensor_ndim(t) == 2 && tc_tensor_size(t, 0) == 19 &&
+              tc_tensor_size(t, 1) == 23 && tc_tensor_is_contiguous(t);
+    if (ok && !isnan(value)) {
+        double *v = tc_test_values(t);
+        for (int i = 0; ok && i < 19 * 23; i++)
+            ok = v && v[i] == value;
+        free(v);
+    }
+    if (!ok)
+        fprintf(stderr, "%s: wrong device, dtype, shape or values\n", what);
+    return ok;
+}
+
+/* *_like and new_* keep the device and dtype of a GPU tensor (issue 10, 7):
+ * on the current GPU and, when there are two, on cuda:1 while cuda:0 is
+ * current. */
+static void test_like_and_new(void)
+{
+    int64_t sz[2] = {19, 23};
+    char what[96];
+    int ndev = tc_device_count() >= 2 ? 2 : 1;
+    for (int dev = 0; dev < ndev; dev++)
+        for (int di = 0; di < NDT; di++) {
+            tc_dtype dt = dtypes[di];
+            tc_tensor *g = NULL, *o = NULL;
+            CHECK_OK(tc_tensor_zeros(1, sz, dt, (tc_device){TC_CUDA, dev}, &g));
+            double full = dt == TC_BOOL ? 1 : 3;
+            snprintf(what, sizeof what, "empty_like cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_new_empty(g, 2, sz, &o));
+            CHECK(made_like(o, dev, dt, NAN, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "new_zeros cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_new_zeros(g, 2, sz, &o));
+            CHECK(made_like(o, dev, dt, 0, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "new_ones cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_new_ones(g, 2, sz, &o));
+            CHECK(made_like(o, dev, dt, 1, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "new_full cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_new_full(g, 2, sz, full, &o));
+            CHECK(made_like(o, dev, dt, full, what));
+            tc_tensor *big = o;
+            o = NULL;
+            snprintf(what, sizeof what, "empty_like cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_empty_like(big, &o));
+            CHECK(made_like(o, dev, dt, NAN, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "zeros_like cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_zeros_like(big, &o));
+            CHECK(made_like(o, dev, dt, 0, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "ones_like cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_ones_like(big, &o));
+            CHECK(made_like(o, dev, dt, 1, what));
+            tc_tensor_release(o), o = NULL;
+            snprintf(what, sizeof what, "full_like cuda:%d %s", dev, tc_dtype_name(dt));
+            CHECK_OK(tc_tensor_full_like(big, dt == TC_BOOL ? 1 : 5, &o));
+            CHECK(made_like(o, dev, dt, dt == TC_BOOL ? 1 : 5, what));
+            tc_tensor_release(o), o = NULL;
+            /* a value the dtype cannot hold is refused on the GPU too */
+            if (!tc_dtype_is_floating(dt) && dt != TC_BOOL) {
+                CHECK_STATUS(tc_tensor_full_like(big, NAN, &o), TC_ERROR_INVALID_ARGUMENT);
+                CHECK(strncmp(tc_last_error(), "tc_tensor_full_like", 19) == 0);
+                CHECK(o == NULL);
+            }
+            CHECK(tc_current_device() == 0 || ndev == 1);
+            tc_tensor_release(big);
+            tc_tensor_release(g);
+        }
+}
+
+/* copy_ on the GPU follows the CPU's overlap rules: a tensor and its
+ * transpose are refused (nothing written), overlapping strided views are
+ * copied through a temporary, with the CPU's result. */
+static void test_gpu_overlap(void)
+{
+    int64_t sz[2] = {64, 64};
+    pair a = make_pair(2, sz, TC_FLOAT32, -1, 1, false);
+    tc_tensor *gt = NULL, *before = NULL;
+    CHECK_OK(tc_tensor_cpu(a.g, &before));
+    CHECK_OK(tc_tensor_transpose(a.g, 0, 1, &gt));
+    CHECK_STATUS(tc_tensor_copy_(a.g, gt, false), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "refer to a single memory location") != NULL);
+    CHECK(same(before, a.g, 0, "GPU tensor after a refused copy_(a, a.T)"));
+    tc_tensor *dc = NULL, *sc = NULL, *dg = NULL, *sg = NULL;
+    CHECK_OK(tc_tensor_narrow(a.c, 1, 0, 60, &dc));
+    CHECK_OK(tc_tensor_narrow(a.c, 1, 3, 60, &sc));
+    CHECK_OK(tc_tensor_narrow(a.g, 1, 0, 60, &dg));
+    CHECK_OK(tc_tensor_narrow(a.g, 1, 3, 60, &sg));
+    CHECK_OK(tc_tensor_copy_(dc, sc, false));
+    CHECK_OK(tc_tensor_copy_(dg, sg, false));
+    CHECK(same(a.c, a.g, 0, "overlapping strided copy_ on the GPU"));
+    /* a released GPU tensor is reported, not used */
+    tc_tensor *o = NULL;
+    CHECK_OK(tc_tensor_release(gt));
+    CHECK_STATUS(tc_tensor_release(gt), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_add(a.g, gt, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK(o == NULL);
+    tc_tensor_release(dc), tc_tensor_release(sc), tc_tensor_release(dg), tc_tensor_release(sg);
+    tc_tensor_release(before);
+    free_pair(a);
+}
+
 static void test_matmul(void)
 {
     static const struct {
@@ -375,6 +486,7 @@ static void test_async(void)
     CHECK_OK(tc_tensor_add(g, g2, &t2)); /* reads g on the side stream */
     tc_stream_guard_exit(&sg);
     CHECK_OK(tc_tensor_record_stream(g, side));
+    CHECK_OK(tc_tensor_record_stream(g, NULL)); /* the current stream of g's device */
     tc_tensor_release(g);
     g = NULL;
     CHECK_OK(tc_stream_synchronize(side));
@@ -422,6 +534,8 @@ int main(void)
     test_elementwise();
     test_reductions();
     test_factories_and_copies();
+    test_like_and_new();
+    test_gpu_overlap();
     test_matmul();
     test_async();
     test_two_gpus();

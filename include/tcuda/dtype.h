@@ -2,6 +2,7 @@
 #ifndef TCUDA_DTYPE_H
 #define TCUDA_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "status.h"
@@ -26,8 +27,9 @@ typedef enum tc_dtype {
 TCUDA_API size_t tc_dtype_size(tc_dtype dtype);
 /* "float32", "bfloat16", ...; "invalid" for a value that is not a tc_dtype. */
 TCUDA_API const char *tc_dtype_name(tc_dtype dtype);
-/* True for float16, bfloat16, float32, float64. */
-TCUDA_API int tc_dtype_is_floating(tc_dtype dtype);
+/* True for float16, bfloat16, float32, float64; false for the others and
+ * for a value that is not a tc_dtype. */
+TCUDA_API bool tc_dtype_is_floating(tc_dtype dtype);
 
 TCUDA_EXTERN_C_END
 

@@ -11,7 +11,23 @@
  * on success. CUDA work is queued on the current stream of the tensor's device
  * and returns before the GPU finishes it; only copies into pageable host
  * memory (and reading values to the host) wait. Operations on tensors of
- * different devices fail with TC_ERROR_DEVICE_MISMATCH naming both devices. */
+ * different devices fail with TC_ERROR_DEVICE_MISMATCH naming both devices.
+ *
+ * Every function checks its tensor arguments: NULL gives
+ * TC_ERROR_INVALID_ARGUMENT; a released tensor (its last reference dropped)
+ * or a pointer that is not a tensor gives TC_ERROR_INVALID_HANDLE, never a
+ * use-after-free (released headers are kept aside for a while, not freed, so
+ * a stale pointer is recognized). Messages start with the function called.
+ *
+ * Devices: {TC_CPU, -1} or {TC_CPU, 0} is the CPU (any other CPU index is
+ * TC_ERROR_INVALID_ARGUMENT); {TC_CUDA, -1} is the current GPU, {TC_CUDA, n}
+ * GPU n (TC_ERROR_INVALID_DEVICE if it does not exist, TC_ERROR_NO_DEVICE
+ * without CUDA). Generators (random.h) follow the same rule.
+ *
+ * Shapes: at most TC_MAX_DIMS sizes, none negative (TC_ERROR_INVALID_ARGUMENT).
+ * The product of the sizes (a 0 counted as 1, as the contiguous strides
+ * multiply them) and the byte count must fit in int64_t, else TC_ERROR_SHAPE;
+ * a shape that fits but not in memory is TC_ERROR_OUT_OF_MEMORY. */
 #ifndef TCUDA_TENSOR_H
 #define TCUDA_TENSOR_H
 
@@ -33,7 +49,8 @@ typedef struct tc_tensor tc_tensor;
 /* `sizes` has `ndim` entries (ndim 0 makes a 0-d tensor; sizes may be NULL
  * then). A device index of -1 with TC_CUDA means the current device.
  * Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
- * size, a bad dtype), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE,
+ * size, a bad dtype or device), TC_ERROR_SHAPE (sizes or bytes overflow, see
+ * above), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE,
  * TC_ERROR_OUT_OF_MEMORY. */
 
 /* Uninitialized contents. */
@@ -43,11 +60,18 @@ TCUDA_API tc_status tc_tensor_zeros(int ndim, const int64_t *sizes, tc_dtype dty
                                     tc_device device, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype,
                                    tc_device device, tc_tensor **out);
-/* Every element `value` (converted to dtype as a cast would). */
+/* Every element `value`, converted to dtype as PyTorch's fill does: a
+ * fraction is truncated toward zero for integer dtypes; NaN, infinities and
+ * values outside an integer dtype's range, and finite values beyond a
+ * floating dtype's largest, are TC_ERROR_INVALID_ARGUMENT; bool takes any
+ * value (non-zero and NaN are true). Note: the value is a double, so -1 into
+ * uint8 is refused (Python's int -1 would wrap to 255 in PyTorch). */
 TCUDA_API tc_status tc_tensor_full(int ndim, const int64_t *sizes, double value, tc_dtype dtype,
                                    tc_device device, tc_tensor **out);
 /* 1-d: start, start + step, ... while below end (above end for a negative
- * step), as torch.arange. A zero step or a count that overflows fails. */
+ * step), as torch.arange, computed in double. TC_ERROR_INVALID_ARGUMENT for
+ * a non-finite argument, a zero step, a step away from end or a count that
+ * overflows; TC_ERROR_DTYPE for bool (PyTorch refuses it too). */
 TCUDA_API tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype,
                                      tc_device device, tc_tensor **out);
 /* A contiguous tensor holding a copy of `data` (host memory, row-major,
@@ -55,13 +79,15 @@ TCUDA_API tc_status tc_tensor_arange(double start, double end, double step, tc_d
 TCUDA_API tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes,
                                         tc_dtype dtype, tc_device device, tc_tensor **out);
 
-/* Same sizes, dtype and device as `like`, contiguous. */
+/* Same sizes, dtype and device as `like`, contiguous. Errors: those of the
+ * factories (named after the *_like function called) and a bad `like`. */
 TCUDA_API tc_status tc_tensor_empty_like(const tc_tensor *like, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_zeros_like(const tc_tensor *like, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_ones_like(const tc_tensor *like, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_full_like(const tc_tensor *like, double value, tc_tensor **out);
 
-/* Given sizes; same dtype and device as `t` (Tensor.new_empty and friends). */
+/* Given sizes; same dtype and device as `t` (Tensor.new_empty and friends).
+ * Errors: those of the factories and a bad `t`. */
 TCUDA_API tc_status tc_tensor_new_empty(const tc_tensor *t, int ndim, const int64_t *sizes,
                                         tc_tensor **out);
 TCUDA_API tc_status tc_tensor_new_zeros(const tc_tensor *t, int ndim, const int64_t *sizes,
@@ -73,22 +99,33 @@ TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64
 
 /* ---- lifetime ------------------------------------------------------------ */
 
-/* Adds a reference; returns t. */
+/* Adds a reference; returns t. NULL (with a message, as tc_last_error says)
+ * for NULL or a released or foreign tensor. */
 TCUDA_API tc_tensor *tc_tensor_retain(tc_tensor *t);
-/* Drops a reference (NULL is a no-op). A CUDA storage is given back in the
- * order of the stream that made it, and of streams given to record_stream. */
-TCUDA_API void tc_tensor_release(tc_tensor *t);
+/* Drops a reference: TC_OK (NULL is a no-op and TC_OK too). When the last
+ * one goes, the tensor is released: its handle is dead from then on. A CUDA
+ * storage is given back in the order of the stream that made it, and of
+ * streams given to record_stream. Releasing a released (or foreign) tensor
+ * changes nothing and gives TC_ERROR_INVALID_HANDLE, so a double release is
+ * reported, not a crash. (0.1 returned void; ignoring the status is fine.) */
+TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
 
-/* ---- accessors (no errors: a NULL tensor gives 0 / NULL) ---------------- */
+/* ---- accessors ------------------------------------------------------------ */
+/* They cannot fail and set no message. For NULL, and for a released or
+ * foreign tensor, they answer as for "no tensor": 0 for ndim, size, stride,
+ * offset and numel; NULL for sizes, strides and data_ptr; false for the
+ * predicates; TC_FLOAT32 for dtype; {TC_CPU, -1} for device. */
 
 TCUDA_API int tc_tensor_ndim(const tc_tensor *t);
 /* Size / stride of dimension `dim` (negative counts from the end); 0 when
  * out of range. */
 TCUDA_API int64_t tc_tensor_size(const tc_tensor *t, int dim);
 TCUDA_API int64_t tc_tensor_stride(const tc_tensor *t, int dim);
-/* Pointers to the tensor's ndim sizes / strides (elements). */
+/* Pointers to the tensor's ndim sizes / strides (elements), valid while the
+ * tensor lives. */
 TCUDA_API const int64_t *tc_tensor_sizes(const tc_tensor *t);
 TCUDA_API const int64_t *tc_tensor_strides(const tc_tensor *t);
+/* Elements from the start of the storage to the first element. */
 TCUDA_API int64_t tc_tensor_offset(const tc_tensor *t);
 TCUDA_API int64_t tc_tensor_numel(const tc_tensor *t);
 TCUDA_API tc_dtype tc_tensor_dtype(const tc_tensor *t);
@@ -101,13 +138,18 @@ TCUDA_API bool tc_tensor_is_contiguous(const tc_tensor *t);
 TCUDA_API void *tc_tensor_data_ptr(const tc_tensor *t);
 /* True when t's storage is page-locked host memory. */
 TCUDA_API bool tc_tensor_is_pinned(const tc_tensor *t);
-/* Writes "cuda:0" / "cpu" into buf (NUL-terminated, truncated to n). */
+/* Writes "cuda:0" / "cpu" into buf (NUL-terminated, truncated to n); nothing
+ * for a NULL buf or n 0. */
 TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
 
 /* Copies all elements to `host` (row-major, `dtype` elements, numel of them),
- * converting; waits for the tensor's device (a sync point). */
+ * converting; waits for the tensor's device (a sync point). Errors:
+ * TC_ERROR_INVALID_ARGUMENT (NULL host with elements, a bad dtype), and the
+ * device's (TC_ERROR_SYNC_DISALLOWED in sync debug mode 2, CUDA errors). */
 TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype);
-/* The single element of a one-element tensor as a double (Tensor.item). */
+/* The single element of a one-element tensor as a double (Tensor.item);
+ * TC_ERROR_SHAPE for any other count, TC_ERROR_INVALID_ARGUMENT for a NULL
+ * value; *value is written only on success. */
 TCUDA_API tc_status tc_tensor_item(const tc_tensor *t, double *value);
 
 /* ---- copies and moves ----------------------------------------------------- */
@@ -115,13 +157,22 @@ TCUDA_API tc_status tc_tensor_item(const tc_tensor *t, double *value);
 /* Copies src into dst (Tensor.copy_): src broadcasts to dst's sizes, dtype is
  * converted, either may be strided, and the devices may differ (CPU<->GPU,
  * GPU<->GPU). With non_blocking, a copy between a GPU and pinned host memory
- * returns at once; with pageable host memory the call waits as in PyTorch. */
+ * returns at once; with pageable host memory the call waits as in PyTorch.
+ * Overlap, as PyTorch: a dst with more than one element in one place
+ * (stride 0), or a dense src and dst that share memory without being the
+ * same elements (e.g. copy_(a, a.T)), is TC_ERROR_INVALID_ARGUMENT and
+ * writes nothing; copy_(a, a) does nothing; strided views that overlap are
+ * copied through a temporary (correct, where PyTorch does not decide).
+ * Errors also: TC_ERROR_SHAPE (src does not broadcast to dst), the devices'. */
 TCUDA_API tc_status tc_tensor_copy_(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
 /* A tensor on `device` with `dtype` holding src's values; a new reference to
- * src itself when both already match (Tensor.to). */
+ * src itself when both already match (Tensor.to). Errors: a bad device or
+ * dtype (TC_ERROR_INVALID_ARGUMENT, TC_ERROR_INVALID_DEVICE,
+ * TC_ERROR_NO_DEVICE), TC_ERROR_OUT_OF_MEMORY, the copy's. */
 TCUDA_API tc_status tc_tensor_to(const tc_tensor *src, tc_device device, tc_dtype dtype,
                                  bool non_blocking, tc_tensor **out);
-/* Tensor.cuda(device) and Tensor.cpu(). */
+/* Tensor.cuda(device) and Tensor.cpu(); errors as tc_tensor_to, named after
+ * the function called. */
 TCUDA_API tc_status tc_tensor_cuda(const tc_tensor *src, int device, bool non_blocking,
                                    tc_tensor **out);
 TCUDA_API tc_status tc_tensor_cpu(const tc_tensor *src, tc_tensor **out);
@@ -131,10 +182,12 @@ TCUDA_API tc_status tc_tensor_cpu(const tc_tensor *src, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out);
 /* Marks t's storage as used by `stream` (NULL: current stream of its device),
  * so that its memory is not reused before the work queued there so far is
- * done. A CPU tensor is an error. */
+ * done. A CPU tensor is TC_ERROR_INVALID_ARGUMENT; a stream of another device
+ * TC_ERROR_DEVICE_MISMATCH; a destroyed stream TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream);
 /* torch.cuda.device_of: enters the tensor's device (a no-op guard for a CPU
- * tensor or NULL). */
+ * tensor or NULL; status TC_ERROR_INVALID_HANDLE, entering nothing, for a
+ * released tensor). */
 TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
 
 /* The cuBLAS handle of the calling thread for the current device, bound to the
@@ -143,12 +196,15 @@ TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
 TCUDA_API void *tc_current_blas_handle(void);
 
 /* ---- shape and views --------------------------------------------------------- */
-/* Views share the storage of their source. */
+/* Views share the storage of their source. Errors: TC_ERROR_INVALID_ARGUMENT
+ * (NULL out, a dimension out of range, a bad sizes array), TC_ERROR_SHAPE
+ * (sizes that do not fit the tensor). No input overflows: sizes are
+ * multiplied with overflow checks and narrow never computes start + length. */
 
 /* src itself (new reference) when contiguous, else a contiguous copy. */
 TCUDA_API tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out);
 /* A view with new sizes (one may be -1); TC_ERROR_SHAPE when the element
- * count differs or the strides do not allow a view. */
+ * count differs, the sizes overflow, or the strides do not allow a view. */
 TCUDA_API tc_status tc_tensor_view(const tc_tensor *src, int ndim, const int64_t *sizes,
                                    tc_tensor **out);
 /* A view when possible, else a contiguous copy with the new sizes. */
@@ -158,7 +214,9 @@ TCUDA_API tc_status tc_tensor_transpose(const tc_tensor *src, int dim0, int dim1
                                         tc_tensor **out);
 /* dims: a permutation of 0..ndim-1 (negative counts from the end). */
 TCUDA_API tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **out);
-/* Elements start .. start+length-1 of dimension dim. */
+/* Elements start .. start+length-1 of dimension dim; -size <= start <= size
+ * (a negative start counts from the end) and 0 <= length <= size - start,
+ * else TC_ERROR_SHAPE (also for a 0-d tensor). */
 TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start,
                                      int64_t length, tc_tensor **out);
 
@@ -166,8 +224,11 @@ TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t star
 /* Inputs broadcast against each other; the result dtype follows PyTorch's
  * type promotion (a 0-d tensor takes part only when its category, bool <
  * integer < floating, is higher than the others'). Math functions of integer
- * inputs give float32, as does div. Errors: TC_ERROR_SHAPE,
- * TC_ERROR_DTYPE (e.g. neg of bool), TC_ERROR_DEVICE_MISMATCH. */
+ * inputs give float32, as does div; integer pow with a negative exponent
+ * gives 0 (for bases other than 1 and -1), as in PyTorch. Errors:
+ * TC_ERROR_SHAPE (no broadcast), TC_ERROR_DTYPE (as PyTorch: sub with a bool
+ * operand, neg/abs/pow/relu of bool), TC_ERROR_DEVICE_MISMATCH,
+ * TC_ERROR_INVALID_ARGUMENT (NULL out). */
 
 TCUDA_API tc_status tc_tensor_add(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_sub(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);

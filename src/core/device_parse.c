@@ -1,4 +1,6 @@
-/* tc_device_parse: "cpu", "cuda", "cuda:N" to a tc_device. */
+/* tc_device_parse: "cpu" (or "cpu:0", as torch.device takes it), "cuda",
+ * "cuda:N" to a tc_device; the index is checked against devices later, by
+ * the one device rule (device_ops.h), when the device is used. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +10,9 @@
 
 tc_status tc_device_parse(const char *text, tc_device *out)
 {
-    TC_CHECK_ARG(text && out, "tc_device_parse: text and out must not be NULL");
-    if (strcmp(text, "cpu") == 0) {
+    TC_API_BEGIN;
+    TC_CHECK_ARG(text && out, "text and out must not be NULL");
+    if (strcmp(text, "cpu") == 0 || strcmp(text, "cpu:0") == 0) {
         *out = (tc_device){TC_CPU, -1};
         return TC_OK;
     }
@@ -26,7 +29,7 @@ tc_status tc_device_parse(const char *text, tc_device *out)
         }
     }
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                    "tc_device_parse: \"%s\" is not a device; use \"cpu\", \"cuda\" or \"cuda:N\" "
+                    "\"%s\" is not a device; use \"cpu\", \"cuda\" or \"cuda:N\" "
                     "with N below %d",
                     text, TC_MAX_DEVICES);
 }

@@ -21,6 +21,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "device_ops.h"
 #include "handle_pool.h"
 #include "random_internal.h"
 
@@ -65,22 +66,11 @@ static void gen_init(tc_generator *gen, tc_device device, uint64_t seed, bool is
     gen->seed = seed;
 }
 
-/* Checks a device for a generator and resolves a CUDA index. */
+/* Checks a device for a generator and resolves a CUDA index: the rule every
+ * tensor follows too (device_ops.h). */
 static tc_status resolve(tc_device device, tc_device *out)
 {
-    *out = (tc_device){TC_CPU, -1}; /* written even on failure, to keep compilers calm */
-    if (device.type == TC_CPU) {
-        TC_CHECK_ARG(device.index == -1 || device.index == 0,
-                     "CPU device index %d: use -1 (or 0) for the CPU", device.index);
-        *out = (tc_device){TC_CPU, -1};
-        return TC_OK;
-    }
-    TC_CHECK_ARG(device.type == TC_CUDA, "device type %d is neither TC_CPU nor TC_CUDA",
-                 (int)device.type);
-    int d;
-    TC_TRY(tc__rng_cuda_resolve(device.index, &d));
-    *out = (tc_device){TC_CUDA, d};
-    return TC_OK;
+    return tc__device_resolve(device, out);
 }
 
 tc_status tc_generator_create(tc_device device, uint64_t seed, tc_generator **out)

@@ -47,10 +47,9 @@ static inline uint64_t tc__rng_blocks(size_t n, int per_block)
 void tc__rng_cpu_fill(const tc__rng_params *p, uint64_t seed, uint64_t offset, void *data,
                       size_t n);
 
-/* CUDA (stubs answer TC_ERROR_NO_DEVICE): resolves a device index (-1:
- * current) and checks it exists; launches a fill on the current stream of
- * gen's device at gen's offset (called under gen's lock; does not advance). */
-tc_status tc__rng_cuda_resolve(int index, int *out);
+/* CUDA (the stub answers TC_ERROR_NO_DEVICE): launches a fill on the current
+ * stream of gen's device at gen's offset (called under gen's lock; does not
+ * advance). Devices are resolved by tc__device_resolve (device_ops.h). */
 tc_status tc__rng_cuda_fill(tc_generator *gen, const tc__rng_params *p, void *data, size_t n);
 
 #ifdef __cplusplus

@@ -4,16 +4,14 @@
  * current stream; pinned host memory from the pinned host cache; pageable
  * host memory from malloc. Both caches take care of reuse across streams:
  * record_stream marks the block, and a freed block is reused by other streams
- * only after the work recorded on it has completed. */
+ * only after the work recorded on it has completed. Device memory is reached
+ * through the device seam (device_ops.h) only. */
 #include <stdlib.h>
 
+#include "device_ops.h"
 #include "internal.h"
 #include "storage.h"
 #include "tcuda/memory.h"
-#if defined(TCUDA_HAVE_CUDA)
-#include "cuda/cuda_internal.h"
-#include "cuda/device_alloc.h"
-#endif
 
 static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
 {
@@ -26,18 +24,6 @@ static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
     return TC_OK;
 }
 
-/* `device` was resolved by the caller (tc__new_tensor), which initialized
- * CUDA, or failed in a build without it. */
-static tc_status alloc_cuda(int device, size_t bytes, void **p)
-{
-#if defined(TCUDA_HAVE_CUDA)
-    return tc__device_alloc(device, tc__current_cuda_stream(device), bytes, p);
-#else
-    (void)device, (void)bytes, (void)p;
-    return tc__fail(TC_ERROR_NO_DEVICE, "tcuda was built without CUDA");
-#endif
-}
-
 tc_status tc__storage_alloc(tc_device device, size_t bytes, bool pinned, tc__storage **out)
 {
     tc__storage *s = calloc(1, sizeof *s);
@@ -48,7 +34,7 @@ tc_status tc__storage_alloc(tc_device device, size_t bytes, bool pinned, tc__sto
     s->bytes = bytes;
     s->pinned = pinned && device.type == TC_CPU;
     tc_status st = device.type == TC_CPU ? alloc_cpu(bytes, s->pinned, &s->data)
-                                         : alloc_cuda(device.index, bytes, &s->data);
+                                         : tc__dev()->alloc(device.index, bytes, &s->data);
     if (st != TC_OK) {
         free(s);
         return st;
@@ -61,28 +47,18 @@ void tc__storage_release(tc__storage *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
-#if defined(TCUDA_HAVE_CUDA)
     if (s->device.type == TC_CUDA)
-        (void)tc__device_free(s->data);
-    else
-#endif
-    if (s->pinned)
+        tc__dev()->free(s->data);
+    else if (s->pinned)
         (void)tc_host_free(s->data);
     else
         free(s->data);
     free(s);
 }
 
-tc_status tc__storage_record_stream(tc__storage *s, void *cuda_stream)
+tc_status tc__storage_record_stream(tc__storage *s, void *stream)
 {
     if (!s->data || (s->device.type == TC_CPU && !s->pinned))
         return TC_OK; /* empty, or pageable memory: copies from it are synchronous */
-#if defined(TCUDA_HAVE_CUDA)
-    if (s->device.type == TC_CPU)
-        return tc__host_record_stream(s->data, (cudaStream_t)cuda_stream);
-    return tc__device_record_stream(s->data, (cudaStream_t)cuda_stream);
-#else
-    (void)cuda_stream;
-    return TC_OK;
-#endif
+    return tc__dev()->record_stream(s->data, s->device.type == TC_CPU, stream);
 }

@@ -31,10 +31,10 @@ static inline void tc__storage_retain(tc__storage *s)
 {
     atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
-/* Records that `cuda_stream` (a cudaStream_t) uses the storage: its memory is
+/* Records that `stream` (a runtime stream handle, see device_ops.h) uses the storage: its memory is
  * reused only after the work queued there so far has completed. Device and
  * pinned storages only; a no-op for pageable host memory. */
-tc_status tc__storage_record_stream(tc__storage *s, void *cuda_stream);
+tc_status tc__storage_record_stream(tc__storage *s, void *stream);
 
 #ifdef __cplusplus
 }

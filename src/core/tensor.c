@@ -1,9 +1,14 @@
 /* Tensor metadata: creation, factories, lifetime, accessors and views.
  *
- * Invariants: 0 <= ndim <= TC_MAX_DIMS; sizes >= 0; a tensor's elements lie
- * inside its storage; the device stored in the storage is resolved (a CUDA
- * index >= 0, the CPU -1). Views retain the storage; a tensor header is freed
- * when its own refcount drops to zero. */
+ * Invariants: 0 <= ndim <= TC_MAX_DIMS; sizes >= 0, and every shape passed
+ * tc__check_shape, so the element count, the contiguous strides and the byte
+ * count fit in int64_t (no arithmetic on sizes below can overflow); a
+ * tensor's elements lie inside its storage; the device stored in the storage
+ * is resolved (a CUDA index >= 0, the CPU -1). Views retain the storage; a
+ * tensor header is parked in a handle pool (not freed) when its own refcount
+ * drops to zero, so a released handle is recognized by its dead magic word.
+ * Every public function starts with TC_API_BEGIN and checks its tensors. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,21 +16,13 @@
 
 #include "tensor_internal.h"
 #include "tcuda/device.h"
-#if defined(TCUDA_HAVE_CUDA)
-#include "cuda/cuda_internal.h"
-#endif
 
-const tc__backend *tc__backend_of(tc_device device)
+static tc__handle_pool tensor_pool = TC_HANDLE_POOL_INIT(tc_tensor);
+
+tc_status tc__no_backend(void)
 {
-    if (device.type == TC_CPU)
-        return &tc__cpu_backend;
-#if defined(TCUDA_HAVE_CUDA)
-    return &tc__cuda_backend;
-#else
-    (void)tc__fail(TC_ERROR_NO_DEVICE, "CUDA tensors need CUDA: tcuda was built without CUDA "
-                                       "(TCUDA_CUDA=OFF or no nvcc at configure time)");
-    return NULL;
-#endif
+    return tc__fail(TC_ERROR_NO_DEVICE, "CUDA tensors need CUDA: tcuda was built without CUDA "
+                                        "(TCUDA_CUDA=OFF or no nvcc at configure time)");
 }
 
 void tc_device_format(tc_device d, char *buf, size_t n)
@@ -38,26 +35,6 @@ void tc_device_format(tc_device d, char *buf, size_t n)
         snprintf(buf, n, "cuda");
     else
         snprintf(buf, n, "cuda:%d", d.index);
-}
-
-/* Resolves a device for a new tensor: checks the type and the CUDA index. */
-static tc_status resolve(tc_device d, tc_device *out)
-{
-    if (d.type == TC_CPU) {
-        *out = (tc_device){TC_CPU, -1};
-        return TC_OK;
-    }
-    if (d.type != TC_CUDA)
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "device type %d is neither TC_CPU nor TC_CUDA",
-                        (int)d.type);
-#if defined(TCUDA_HAVE_CUDA)
-    int idx;
-    TC_TRY(tc__resolve_device(d.index, &idx));
-    *out = (tc_device){TC_CUDA, idx};
-    return TC_OK;
-#else
-    return tc__backend_of(d) ? TC_OK : TC_ERROR_NO_DEVICE;
-#endif
 }
 
 int64_t tc__numel(int ndim, const int64_t *sizes)
@@ -81,27 +58,42 @@ bool tc__is_contiguous(const tc_tensor *t)
     return true;
 }
 
-static tc_status check_shape(const char *fn, int ndim, const int64_t *sizes)
+/* PyTorch refuses a shape whose running product of sizes overflows
+ * (computeStorageNbytes), and its contiguous strides multiply the sizes
+ * after a 0 too; tcuda asks that the product of the sizes, a 0 counted as 1,
+ * fits: then the element count, every contiguous stride and every offset
+ * inside the tensor fit as well. ({2^62, 2^62, 0} is refused, {0, 5} is
+ * fine.) */
+tc_status tc__check_shape(int ndim, const int64_t *sizes, size_t esize, int64_t *numel)
 {
-    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "%s: ndim %d is outside 0..%d", fn, ndim,
-                 TC_MAX_DIMS);
-    TC_CHECK_ARG(ndim == 0 || sizes, "%s: sizes is NULL with ndim %d", fn, ndim);
-    double total = 1;
+    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "ndim %d is outside 0..%d", ndim, TC_MAX_DIMS);
+    TC_CHECK_ARG(ndim == 0 || sizes, "sizes is NULL with ndim %d", ndim);
+    int64_t extent = 1, n = 1;
     for (int i = 0; i < ndim; i++) {
-        TC_CHECK_ARG(sizes[i] >= 0, "%s: size %lld of dimension %d is negative", fn,
-                     (long long)sizes[i], i);
-        total *= (double)sizes[i];
+        TC_CHECK_ARG(sizes[i] >= 0, "size %lld of dimension %d is negative", (long long)sizes[i],
+                     i);
+        if (__builtin_mul_overflow(extent, sizes[i] ? sizes[i] : 1, &extent))
+            return tc__fail(TC_ERROR_SHAPE, "the sizes multiply past 2^63 at dimension %d (size "
+                                            "%lld): no tensor can have this shape",
+                            i, (long long)sizes[i]);
+        n *= sizes[i];
     }
-    TC_CHECK_ARG(total < 9.0e18, "%s: the tensor would have too many elements", fn);
+    int64_t bytes;
+    if (__builtin_mul_overflow(n, (int64_t)esize, &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return tc__fail(TC_ERROR_SHAPE, "%lld elements of %zu bytes do not fit in memory (the "
+                                        "byte count overflows)",
+                        (long long)n, esize);
+    *numel = n;
     return TC_OK;
 }
 
 static tc_tensor *header(tc__storage *s, tc_dtype dtype, int ndim, const int64_t *sizes,
                          const int64_t *strides, int64_t offset)
 {
-    tc_tensor *t = calloc(1, sizeof *t);
+    tc_tensor *t = tc__handle_get(&tensor_pool);
     if (!t)
         return NULL;
+    t->magic = TC_TENSOR_MAGIC;
     atomic_init(&t->refcount, 1);
     t->dtype = dtype;
     t->ndim = ndim;
@@ -117,19 +109,23 @@ static tc_tensor *header(tc__storage *s, tc_dtype dtype, int ndim, const int64_t
     return t;
 }
 
+static tc_status check_dtype(tc_dtype dtype)
+{
+    TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "%d is not a tc_dtype", (int)dtype);
+    return TC_OK;
+}
+
 tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          bool pinned, tc_tensor **out)
 {
-    TC_CHECK_ARG(out, "tensor factory: out is NULL");
-    *out = NULL; /* written even on failure, to keep compilers calm */
-    TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tensor factory: %d is not a tc_dtype",
-                 (int)dtype);
-    TC_TRY(check_shape("tensor factory", ndim, sizes));
+    *out = NULL; /* internal: written even on failure, to keep compilers calm */
+    TC_TRY(check_dtype(dtype));
+    int64_t n;
+    TC_TRY(tc__check_shape(ndim, sizes, tc_dtype_size(dtype), &n));
     tc_device dev;
-    TC_TRY(resolve(device, &dev));
-    size_t bytes = (size_t)tc__numel(ndim, sizes) * tc_dtype_size(dtype);
+    TC_TRY(tc__device_resolve(device, &dev));
     tc__storage *s;
-    TC_TRY(tc__storage_alloc(dev, bytes, pinned, &s));
+    TC_TRY(tc__storage_alloc(dev, (size_t)n * tc_dtype_size(dtype), pinned, &s));
     tc_tensor *t = header(s, dtype, ndim, sizes, NULL, 0);
     if (!t) {
         tc__storage_release(s);
@@ -142,6 +138,14 @@ tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
 tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
                         const int64_t *strides, int64_t offset, tc_tensor **out)
 {
+    /* Only an empty view can start this far (its offset grew by narrowing
+     * big empty dimensions); tc__data must still be able to multiply it. */
+    int64_t bytes;
+    if (TC_UNLIKELY(offset < 0 ||
+                    __builtin_mul_overflow(offset, (int64_t)tc_dtype_size(t->dtype), &bytes)))
+        return tc__fail(TC_ERROR_SHAPE, "the view would start %lld elements into its storage, "
+                                        "too far to address",
+                        (long long)offset);
     tc_tensor *v = header(t->storage, t->dtype, ndim, sizes, strides, offset);
     if (!v)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate a tensor header");
@@ -156,12 +160,15 @@ static tc_status fill(tc_tensor *t, tc__fill v)
     if (n == 0)
         return TC_OK;
     const tc__backend *be = tc__backend_of(t->storage->device);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
     return be->fill(t->storage->device.index, t->dtype, tc__data(t), n, v);
 }
 
 static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                              tc__fill v, tc_tensor **out)
 {
+    TC_CHECK_ARG(out, "out is NULL");
     tc_tensor *t;
     TC_TRY(tc__new_tensor(ndim, sizes, dtype, device, false, &t));
     tc_status st = fill(t, v);
@@ -173,47 +180,96 @@ static tc_status make_filled(int ndim, const int64_t *sizes, tc_dtype dtype, tc_
     return TC_OK;
 }
 
+/* A constant fill; integer dtypes take istart, exact for every int64. */
 static tc__fill constant(double value)
 {
     tc__fill f = {value, 0, 0};
-    if (isfinite(value) && fabs(value) < 9.2e18)
+    if (value >= -0x1p63 && value < 0x1p63)
         f.istart = (int64_t)value;
     return f;
+}
+
+/* As PyTorch's checked conversion of a fill value: an integer dtype refuses
+ * NaN, infinities and values outside its range; a floating dtype refuses
+ * finite values beyond its largest (infinities and NaN are values it has);
+ * bool takes anything. */
+static tc_status check_fill_value(double v, tc_dtype dt)
+{
+    double lo, hi;
+    switch (dt) {
+    case TC_BOOL:
+    case TC_FLOAT64: return TC_OK;
+    case TC_UINT8: lo = 0, hi = 255; break;
+    case TC_INT8: lo = -128, hi = 127; break;
+    case TC_INT16: lo = -32768, hi = 32767; break;
+    case TC_INT32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case TC_INT64: lo = -0x1p63, hi = 0x1p63; break; /* below 2^63, tested apart */
+    case TC_FLOAT16: lo = -65504, hi = 65504; break;
+    case TC_BFLOAT16: lo = -0x1.fep127, hi = 0x1.fep127; break;
+    default: lo = -FLT_MAX, hi = FLT_MAX; break;
+    }
+    bool fl = tc_dtype_is_floating(dt);
+    if (fl && !isfinite(v))
+        return TC_OK;
+    if (!isnan(v) && v >= lo && v <= hi && !(dt == TC_INT64 && v == hi))
+        return TC_OK;
+    if (fl)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "value %.17g cannot be converted to %s without overflow (its finite "
+                        "values go from %.17g to %.17g)",
+                        v, tc_dtype_name(dt), lo, hi);
+    return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                    "value %.17g cannot be converted to %s without overflow (it holds integers "
+                    "from %lld to %lld)",
+                    v, tc_dtype_name(dt), (long long)lo,
+                    dt == TC_INT64 ? (long long)INT64_MAX : (long long)hi);
 }
 
 tc_status tc_tensor_empty(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                           tc_tensor **out)
 {
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     return tc__new_tensor(ndim, sizes, dtype, device, false, out);
 }
 tc_status tc_tensor_zeros(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                           tc_tensor **out)
 {
+    TC_API_BEGIN;
     return make_filled(ndim, sizes, dtype, device, constant(0), out);
 }
 tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          tc_tensor **out)
 {
+    TC_API_BEGIN;
     return make_filled(ndim, sizes, dtype, device, constant(1), out);
 }
 tc_status tc_tensor_full(int ndim, const int64_t *sizes, double value, tc_dtype dtype,
                          tc_device device, tc_tensor **out)
 {
+    TC_API_BEGIN;
+    TC_TRY(check_dtype(dtype));
+    TC_TRY(check_fill_value(value, dtype));
     return make_filled(ndim, sizes, dtype, device, constant(value), out);
 }
 
 tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype,
                            tc_device device, tc_tensor **out)
 {
+    TC_API_BEGIN;
     TC_CHECK_ARG(isfinite(start) && isfinite(end) && isfinite(step),
-                 "tc_tensor_arange: start, end and step must be finite");
-    TC_CHECK_ARG(step != 0, "tc_tensor_arange: step must not be zero");
+                 "start, end and step must be finite, got %.17g, %.17g, %.17g", start, end, step);
+    TC_CHECK_ARG(step != 0, "step must not be zero");
     TC_CHECK_ARG((end - start) / step >= -1.0,
-                 "tc_tensor_arange: step %g goes away from end %g (start %g)", step, end, start);
+                 "step %.17g goes away from end %.17g (start %.17g)", step, end, start);
+    TC_TRY(check_dtype(dtype));
+    if (dtype == TC_BOOL)
+        return tc__fail(TC_ERROR_DTYPE, "a range of bool is not defined (PyTorch refuses it "
+                                        "too); make an integer range and compare it");
     double count = ceil((end - start) / step);
     if (count < 0)
         count = 0;
-    TC_CHECK_ARG(count < 9.0e18, "tc_tensor_arange: too many elements");
+    TC_CHECK_ARG(count < 9.0e18, "%.17g elements are too many", count);
     int64_t n = (int64_t)count;
     tc__fill f = {start, step, 0}; /* a range: computed in double */
     return make_filled(1, &n, dtype, device, f, out);
@@ -222,11 +278,12 @@ tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype
 tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes, tc_dtype dtype,
                               tc_device device, tc_tensor **out)
 {
-    TC_CHECK_ARG(out, "tc_tensor_from_data: out is NULL");
-    TC_TRY(check_shape("tc_tensor_from_data", ndim, sizes));
-    TC_CHECK_ARG(data || tc__numel(ndim, sizes) == 0, "tc_tensor_from_data: data is NULL");
-    TC_CHECK_ARG((unsigned)dtype < TC_NUM_DTYPES, "tc_tensor_from_data: %d is not a tc_dtype",
-                 (int)dtype);
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(check_dtype(dtype));
+    int64_t n;
+    TC_TRY(tc__check_shape(ndim, sizes, tc_dtype_size(dtype), &n));
+    TC_CHECK_ARG(data || n == 0, "data is NULL");
     /* A borrowed CPU tensor over the caller's memory, then an ordinary copy. */
     tc__storage host;
     tc_tensor src;
@@ -242,49 +299,56 @@ tc_status tc_tensor_from_data(const void *data, int ndim, const int64_t *sizes, 
     return TC_OK;
 }
 
-#define LIKE_CHECK(fn)                                                         \
-    TC_CHECK_ARG(like, fn ": the tensor is NULL");
+/* The *_like and new_* forms: the public name comes from TC_API_BEGIN, so an
+ * error inside the factory they call names them. */
 tc_status tc_tensor_empty_like(const tc_tensor *like, tc_tensor **out)
 {
-    LIKE_CHECK("tc_tensor_empty_like");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(like, "tc_tensor like"));
     return tc_tensor_empty(like->ndim, like->sizes, like->dtype, like->storage->device, out);
 }
 tc_status tc_tensor_zeros_like(const tc_tensor *like, tc_tensor **out)
 {
-    LIKE_CHECK("tc_tensor_zeros_like");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(like, "tc_tensor like"));
     return tc_tensor_zeros(like->ndim, like->sizes, like->dtype, like->storage->device, out);
 }
 tc_status tc_tensor_ones_like(const tc_tensor *like, tc_tensor **out)
 {
-    LIKE_CHECK("tc_tensor_ones_like");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(like, "tc_tensor like"));
     return tc_tensor_ones(like->ndim, like->sizes, like->dtype, like->storage->device, out);
 }
 tc_status tc_tensor_full_like(const tc_tensor *like, double value, tc_tensor **out)
 {
-    LIKE_CHECK("tc_tensor_full_like");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(like, "tc_tensor like"));
     return tc_tensor_full(like->ndim, like->sizes, value, like->dtype, like->storage->device,
                           out);
 }
-#define T_CHECK(fn) TC_CHECK_ARG(t, fn ": the tensor is NULL");
 tc_status tc_tensor_new_empty(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
 {
-    T_CHECK("tc_tensor_new_empty");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     return tc_tensor_empty(ndim, sizes, t->dtype, t->storage->device, out);
 }
 tc_status tc_tensor_new_zeros(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
 {
-    T_CHECK("tc_tensor_new_zeros");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     return tc_tensor_zeros(ndim, sizes, t->dtype, t->storage->device, out);
 }
 tc_status tc_tensor_new_ones(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
 {
-    T_CHECK("tc_tensor_new_ones");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     return tc_tensor_ones(ndim, sizes, t->dtype, t->storage->device, out);
 }
 tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes, double value,
                              tc_tensor **out)
 {
-    T_CHECK("tc_tensor_new_full");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     return tc_tensor_full(ndim, sizes, value, t->dtype, t->storage->device, out);
 }
 
@@ -292,49 +356,67 @@ tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
 
 tc_tensor *tc_tensor_retain(tc_tensor *t)
 {
-    if (t)
-        atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    TC_API_BEGIN;
+    if (!t || tc__tensor_check(t, "tc_tensor") != TC_OK)
+        return NULL;
+    atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
     return t;
 }
 
-void tc_tensor_release(tc_tensor *t)
+tc_status tc_tensor_release(tc_tensor *t)
 {
-    if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
-        return;
+    if (!t)
+        return TC_OK;
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor"));
+    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
+        return TC_OK;
     tc__storage_release(t->storage);
-    free(t);
+    t->storage = NULL;
+    tc__handle_put(&tensor_pool, t);
+    return TC_OK;
 }
 
 static int wrap_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
 
-int tc_tensor_ndim(const tc_tensor *t) { return t ? t->ndim : 0; }
+/* Accessors answer for NULL and for a released tensor as for NULL. */
+int tc_tensor_ndim(const tc_tensor *t) { return tc__tensor_live(t) ? t->ndim : 0; }
 int64_t tc_tensor_size(const tc_tensor *t, int dim)
 {
-    if (!t)
+    if (!tc__tensor_live(t))
         return 0;
     dim = wrap_dim(dim, t->ndim);
     return dim >= 0 && dim < t->ndim ? t->sizes[dim] : 0;
 }
 int64_t tc_tensor_stride(const tc_tensor *t, int dim)
 {
-    if (!t)
+    if (!tc__tensor_live(t))
         return 0;
     dim = wrap_dim(dim, t->ndim);
     return dim >= 0 && dim < t->ndim ? t->strides[dim] : 0;
 }
-const int64_t *tc_tensor_sizes(const tc_tensor *t) { return t ? t->sizes : NULL; }
-const int64_t *tc_tensor_strides(const tc_tensor *t) { return t ? t->strides : NULL; }
-int64_t tc_tensor_offset(const tc_tensor *t) { return t ? t->offset : 0; }
-int64_t tc_tensor_numel(const tc_tensor *t) { return t ? tc__numel(t->ndim, t->sizes) : 0; }
-tc_dtype tc_tensor_dtype(const tc_tensor *t) { return t ? t->dtype : TC_FLOAT32; }
+const int64_t *tc_tensor_sizes(const tc_tensor *t) { return tc__tensor_live(t) ? t->sizes : NULL; }
+const int64_t *tc_tensor_strides(const tc_tensor *t)
+{
+    return tc__tensor_live(t) ? t->strides : NULL;
+}
+int64_t tc_tensor_offset(const tc_tensor *t) { return tc__tensor_live(t) ? t->offset : 0; }
+int64_t tc_tensor_numel(const tc_tensor *t)
+{
+    return tc__tensor_live(t) ? tc__numel(t->ndim, t->sizes) : 0;
+}
+tc_dtype tc_tensor_dtype(const tc_tensor *t) { return tc__tensor_live(t) ? t->dtype : TC_FLOAT32; }
 tc_device tc_tensor_device(const tc_tensor *t)
 {
-    return t ? t->storage->device : (tc_device){TC_CPU, -1};
+    return tc__tensor_live(t) ? t->storage->device : (tc_device){TC_CPU, -1};
 }
-bool tc_tensor_is_cuda(const tc_tensor *t) { return t && t->storage->device.type == TC_CUDA; }
-bool tc_tensor_is_contiguous(const tc_tensor *t) { return t && tc__is_contiguous(t); }
-void *tc_tensor_data_ptr(const tc_tensor *t) { return t ? tc__data(t) : NULL; }
-bool tc_tensor_is_pinned(const tc_tensor *t) { return t && t->storage->pinned; }
+bool tc_tensor_is_cuda(const tc_tensor *t)
+{
+    return tc__tensor_live(t) && t->storage->device.type == TC_CUDA;
+}
+bool tc_tensor_is_contiguous(const tc_tensor *t) { return tc__tensor_live(t) && tc__is_contiguous(t); }
+void *tc_tensor_data_ptr(const tc_tensor *t) { return tc__tensor_live(t) ? tc__data(t) : NULL; }
+bool tc_tensor_is_pinned(const tc_tensor *t) { return tc__tensor_live(t) && t->storage->pinned; }
 
 tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b)
 {
@@ -352,21 +434,31 @@ tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_ten
 
 tc_device_guard tc_device_guard_enter_of(const tc_tensor *t)
 {
+    TC_API_BEGIN;
+    if (t && !tc__tensor_live(t))
+        return (tc_device_guard){.prev_device = -1, .device = -1,
+                                 .status = tc__tensor_check(t, "tc_tensor")};
     if (!t || t->storage->device.type != TC_CUDA)
         return tc_device_guard_enter(-1);
     return tc_device_guard_enter(t->storage->device.index);
 }
 
 /* ---- views ---------------------------------------------------------------- */
+/* A view keeps its elements inside the source's: transpose and permute
+ * reorder dimensions, narrow shrinks one (its start is checked against the
+ * size without computing start + length), view and reshape keep the element
+ * count (multiplied with overflow checks) and the strides PyTorch's
+ * computeStride gives. No arithmetic here can overflow on any input. */
 
 tc_status tc_tensor_transpose(const tc_tensor *src, int d0, int d1, tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_transpose: src and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
     int n = src->ndim ? src->ndim : 1;
     int a = wrap_dim(d0, n), b = wrap_dim(d1, n);
     TC_CHECK_ARG(a >= 0 && a < n && b >= 0 && b < n,
-                 "tc_tensor_transpose: dimensions %d, %d out of range for %d dimensions", d0, d1,
-                 src->ndim);
+                 "dimensions %d, %d out of range for %d dimensions", d0, d1, src->ndim);
     int64_t sz[TC_MAX_DIMS], st[TC_MAX_DIMS];
     memcpy(sz, src->sizes, sizeof sz);
     memcpy(st, src->strides, sizeof st);
@@ -379,15 +471,17 @@ tc_status tc_tensor_transpose(const tc_tensor *src, int d0, int d1, tc_tensor **
 
 tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_permute: src and out must not be NULL");
-    TC_CHECK_ARG(dims || src->ndim == 0, "tc_tensor_permute: dims is NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_CHECK_ARG(dims || src->ndim == 0, "dims is NULL");
     int64_t sz[TC_MAX_DIMS], st[TC_MAX_DIMS];
     bool seen[TC_MAX_DIMS] = {0};
     for (int i = 0; i < src->ndim; i++) {
         int d = wrap_dim(dims[i], src->ndim);
         TC_CHECK_ARG(d >= 0 && d < src->ndim && !seen[d],
-                     "tc_tensor_permute: dims is not a permutation of 0..%d (entry %d is %d)",
-                     src->ndim - 1, i, dims[i]);
+                     "dims is not a permutation of 0..%d (entry %d is %d)", src->ndim - 1, i,
+                     dims[i]);
         seen[d] = true;
         sz[i] = src->sizes[d];
         st[i] = src->strides[d];
@@ -398,62 +492,78 @@ tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **o
 tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start, int64_t length,
                            tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_narrow: src and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
     if (src->ndim == 0)
-        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_narrow: a 0-d tensor has no dimension");
+        return tc__fail(TC_ERROR_SHAPE, "a 0-d tensor has no dimension to narrow");
     int d = wrap_dim(dim, src->ndim);
-    TC_CHECK_ARG(d >= 0 && d < src->ndim, "tc_tensor_narrow: dimension %d out of range for %d",
-                 dim, src->ndim);
-    if (start < 0)
-        start += src->sizes[d];
-    if (start < 0 || length < 0 || start + length > src->sizes[d])
+    TC_CHECK_ARG(d >= 0 && d < src->ndim, "dimension %d out of range for %d dimensions", dim,
+                 src->ndim);
+    int64_t size = src->sizes[d], s = start;
+    if (s < 0 && s >= -size)
+        s += size;
+    /* size - s cannot overflow once 0 <= s <= size */
+    if (s < 0 || s > size || length < 0 || length > size - s)
         return tc__fail(TC_ERROR_SHAPE,
-                        "tc_tensor_narrow: start %lld length %lld do not fit in size %lld of "
-                        "dimension %d",
-                        (long long)start, (long long)length, (long long)src->sizes[d], d);
-    int64_t sz[TC_MAX_DIMS];
+                        "start %lld and length %lld do not fit in size %lld of dimension %d "
+                        "(need -size <= start <= size and 0 <= length <= size - start)",
+                        (long long)start, (long long)length, (long long)size, d);
+    int64_t sz[TC_MAX_DIMS], offset;
     memcpy(sz, src->sizes, sizeof sz);
     sz[d] = length;
-    return tc__make_view(src, src->ndim, sz, src->strides, src->offset + start * src->strides[d],
-                         out);
+    /* inside the storage for a view with elements; an empty view's offset
+     * can grow past it (as in PyTorch), but not past int64_t */
+    if (__builtin_mul_overflow(s, src->strides[d], &offset) ||
+        __builtin_add_overflow(offset, src->offset, &offset))
+        return tc__fail(TC_ERROR_SHAPE, "the offset of the view overflows (start %lld, stride "
+                                        "%lld, offset %lld)",
+                        (long long)s, (long long)src->strides[d], (long long)src->offset);
+    return tc__make_view(src, src->ndim, sz, src->strides, offset, out);
 }
 
-/* Infers a -1 size and checks the element count. */
-static tc_status infer_sizes(const char *fn, const tc_tensor *src, int ndim, const int64_t *in,
-                             int64_t *sizes)
+/* Infers a -1 size and checks the element count and the new shape. */
+static tc_status infer_sizes(const tc_tensor *src, int ndim, const int64_t *in, int64_t *sizes)
 {
-    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "%s: ndim %d is outside 0..%d", fn, ndim,
-                 TC_MAX_DIMS);
-    TC_CHECK_ARG(ndim == 0 || in, "%s: sizes is NULL", fn);
+    TC_CHECK_ARG(ndim >= 0 && ndim <= TC_MAX_DIMS, "ndim %d is outside 0..%d", ndim, TC_MAX_DIMS);
+    TC_CHECK_ARG(ndim == 0 || in, "sizes is NULL with ndim %d", ndim);
     int infer = -1;
     int64_t known = 1, numel = tc__numel(src->ndim, src->sizes);
     for (int i = 0; i < ndim; i++) {
         if (in[i] == -1) {
-            TC_CHECK_ARG(infer < 0, "%s: only one size may be -1", fn);
+            TC_CHECK_ARG(infer < 0, "only one size may be -1 (sizes %d and %d are)", infer, i);
             infer = i;
+            sizes[i] = 1;
         } else {
-            TC_CHECK_ARG(in[i] >= 0, "%s: size %lld is negative", fn, (long long)in[i]);
-            known *= in[i];
+            TC_CHECK_ARG(in[i] >= 0, "size %lld of dimension %d is negative", (long long)in[i],
+                         i);
+            sizes[i] = in[i];
+            if (__builtin_mul_overflow(known, in[i], &known))
+                return tc__fail(TC_ERROR_SHAPE, "the sizes multiply past 2^63 at dimension %d "
+                                                "(size %lld); the tensor has %lld elements",
+                                i, (long long)in[i], (long long)numel);
         }
-        sizes[i] = in[i];
     }
     if (infer >= 0) {
         if (known == 0 || numel % known)
-            return tc__fail(TC_ERROR_SHAPE, "%s: cannot infer the -1 size for %lld elements", fn,
-                            (long long)numel);
+            return tc__fail(TC_ERROR_SHAPE, "cannot infer the -1 size for %lld elements from "
+                                            "the other sizes (product %lld)",
+                            (long long)numel, (long long)known);
         sizes[infer] = numel / known;
-        known *= sizes[infer];
+        known = numel;
     }
     if (known != numel)
-        return tc__fail(TC_ERROR_SHAPE, "%s: shape with %lld elements is invalid for a tensor "
+        return tc__fail(TC_ERROR_SHAPE, "shape with %lld elements is invalid for a tensor "
                                         "of %lld elements",
-                        fn, (long long)known, (long long)numel);
-    return TC_OK;
+                        (long long)known, (long long)numel);
+    int64_t n;
+    return tc__check_shape(ndim, sizes, tc_dtype_size(src->dtype), &n);
 }
 
 /* Strides for viewing src with new sizes without copying, as PyTorch's
  * computeStride: groups of old dimensions that are contiguous among
- * themselves map onto groups of new ones. False when impossible. */
+ * themselves map onto groups of new ones. False when impossible (or when a
+ * stride would overflow, which no tensor that has memory reaches). */
 static bool view_strides(const tc_tensor *src, int ndim, const int64_t *sizes, int64_t *strides)
 {
     if (tc__numel(src->ndim, src->sizes) == 0 || tc__is_contiguous(src)) {
@@ -462,13 +572,15 @@ static bool view_strides(const tc_tensor *src, int ndim, const int64_t *sizes, i
     }
     int view_d = ndim - 1;
     int64_t chunk_base = src->ndim ? src->strides[src->ndim - 1] : 1;
-    int64_t tensor_numel = 1, view_numel = 1;
+    int64_t tensor_numel = 1, view_numel = 1, next;
     for (int d = src->ndim - 1; d >= 0; d--) {
         tensor_numel *= src->sizes[d];
-        if (d == 0 || (src->sizes[d - 1] != 1 &&
-                       src->strides[d - 1] != tensor_numel * chunk_base)) {
+        if (__builtin_mul_overflow(tensor_numel, chunk_base, &next))
+            return false;
+        if (d == 0 || (src->sizes[d - 1] != 1 && src->strides[d - 1] != next)) {
             while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
-                strides[view_d] = view_numel * chunk_base;
+                if (__builtin_mul_overflow(view_numel, chunk_base, &strides[view_d]))
+                    return false;
                 view_numel *= sizes[view_d];
                 view_d--;
             }
@@ -486,20 +598,24 @@ static bool view_strides(const tc_tensor *src, int ndim, const int64_t *sizes, i
 
 tc_status tc_tensor_view(const tc_tensor *src, int ndim, const int64_t *in, tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_view: src and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
     int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
-    TC_TRY(infer_sizes("tc_tensor_view", src, ndim, in, sizes));
+    TC_TRY(infer_sizes(src, ndim, in, sizes));
     if (!view_strides(src, ndim, sizes, strides))
-        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_view: the strides of the tensor do not allow "
-                                        "this view; use tc_tensor_reshape (which copies)");
+        return tc__fail(TC_ERROR_SHAPE, "the strides of the tensor do not allow this view; use "
+                                        "tc_tensor_reshape (which copies)");
     return tc__make_view(src, ndim, sizes, strides, src->offset, out);
 }
 
 tc_status tc_tensor_reshape(const tc_tensor *src, int ndim, const int64_t *in, tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_reshape: src and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
     int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
-    TC_TRY(infer_sizes("tc_tensor_reshape", src, ndim, in, sizes));
+    TC_TRY(infer_sizes(src, ndim, in, sizes));
     if (view_strides(src, ndim, sizes, strides))
         return tc__make_view(src, ndim, sizes, strides, src->offset, out);
     tc_tensor *c;
@@ -511,13 +627,15 @@ tc_status tc_tensor_reshape(const tc_tensor *src, int ndim, const int64_t *in, t
 
 tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out)
 {
-    TC_CHECK_ARG(src && out, "tc_tensor_contiguous: src and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(src, "tc_tensor src"));
+    TC_CHECK_ARG(out, "out is NULL");
     if (tc__is_contiguous(src)) {
         *out = tc_tensor_retain((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;
-    TC_TRY(tc_tensor_empty_like(src, &t));
+    TC_TRY(tc__new_tensor(src->ndim, src->sizes, src->dtype, src->storage->device, false, &t));
     tc_status st = tc__copy_local(t, src);
     if (st != TC_OK) {
         tc_tensor_release(t);

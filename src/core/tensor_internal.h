@@ -11,6 +11,8 @@
 
 #include <stdatomic.h>
 
+#include "device_ops.h"
+#include "handle_pool.h"
 #include "internal.h"
 #include "iter.h"
 #include "storage.h"
@@ -20,7 +22,14 @@
 extern "C" {
 #endif
 
+#define TC_TENSOR_MAGIC 0x7c7e9501u
+
+/* A header is checked (tc__tensor_check) by every public function: its magic
+ * word is TC_TENSOR_MAGIC while it lives, TC_DEAD_MAGIC once its last
+ * reference was dropped (it is then parked in a handle pool, see
+ * handle_pool.h, so a stale pointer still reads a dead magic word). */
 struct tc_tensor {
+    uint32_t magic; /* first: handle_pool.h needs it there */
     atomic_int refcount;
     tc_dtype dtype;
     int ndim;
@@ -58,19 +67,46 @@ typedef struct tc__backend {
 } tc__backend;
 
 extern const tc__backend tc__cpu_backend;
-#if defined(TCUDA_HAVE_CUDA)
-extern const tc__backend tc__cuda_backend;
-/* Copies between a device and host or another device; see tensor_cuda.c. */
-tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
-#endif
+/* The CPU backend's matmul (src/cpu/cpu_matmul.c). */
+tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
 
-/* The backend of a device type; NULL with TC_ERROR_NO_DEVICE set for CUDA in a
- * build without it. */
-const tc__backend *tc__backend_of(tc_device device);
+/* The backend of a device type (a GPU's comes through the device seam,
+ * device_ops.h); NULL with TC_ERROR_NO_DEVICE set when there is none. */
+tc_status tc__no_backend(void);
+static inline const tc__backend *tc__backend_of(tc_device device)
+{
+    if (device.type == TC_CPU)
+        return &tc__cpu_backend;
+    const tc__backend *be = tc__dev()->backend;
+    if (TC_UNLIKELY(!be))
+        (void)tc__no_backend();
+    return be;
+}
+
+/* The one check of a tensor argument (handle_pool.h): TC_OK for a live
+ * tensor; TC_ERROR_INVALID_ARGUMENT for NULL, TC_ERROR_INVALID_HANDLE for a
+ * released or foreign pointer, naming `what` (e.g. "tc_tensor src"). */
+static inline tc_status tc__tensor_check(const tc_tensor *t, const char *what)
+{
+    return tc__handle_check(t, TC_TENSOR_MAGIC, what);
+}
+/* True for a live tensor, without a message (for accessors). */
+static inline bool tc__tensor_live(const tc_tensor *t)
+{
+    return t && t->magic == TC_TENSOR_MAGIC;
+}
 
 /* Metadata helpers (tensor.c). */
 bool tc__is_contiguous(const tc_tensor *t);
+/* The element count of a shape that passed tc__check_shape (no overflow). */
 int64_t tc__numel(int ndim, const int64_t *sizes);
+/* Checks a shape: ndim in 0..TC_MAX_DIMS, sizes not NULL when ndim > 0 and
+ * not negative (TC_ERROR_INVALID_ARGUMENT), and its extent (the product of
+ * the sizes, counting a 0 as 1, so the contiguous strides too) and its bytes
+ * for elements of `esize` fitting in int64_t (TC_ERROR_SHAPE). Writes the
+ * element count. Every shape from the user goes through it. */
+tc_status tc__check_shape(int ndim, const int64_t *sizes, size_t esize, int64_t *numel);
 static inline void *tc__data(const tc_tensor *t)
 {
     return (char *)t->storage->data + t->offset * (int64_t)tc_dtype_size(t->dtype);
@@ -92,7 +128,7 @@ static inline void tc__wrap_host(tc__storage *s, tc_tensor *t, void *ptr, tc_dty
 {
     *s = (tc__storage){.device = {TC_CPU, -1}, .data = ptr};
     atomic_init(&s->refcount, 2);
-    *t = (tc_tensor){.dtype = dtype, .ndim = ndim, .storage = s};
+    *t = (tc_tensor){.magic = TC_TENSOR_MAGIC, .dtype = dtype, .ndim = ndim, .storage = s};
     atomic_init(&t->refcount, 2);
     for (int i = 0; i < ndim; i++)
         t->sizes[i] = sizes[i];

@@ -5,7 +5,10 @@
 
 tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
 {
-    TC_CHECK_ARG(a && b && out, "tc_tensor_matmul: a, b and out must not be NULL");
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(a, "tc_tensor a"));
+    TC_TRY(tc__tensor_check(b, "tc_tensor b"));
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__check_same_device("tc_tensor_matmul", a, b));
     if (a->dtype != b->dtype || !tc_dtype_is_floating(a->dtype))
         return tc__fail(TC_ERROR_DTYPE,

@@ -144,10 +144,13 @@ static bool is_comparison(tc__op op) { return op >= TC__OP_EQ && op <= TC__OP_GE
 static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *const *in,
                              tc_tensor **out)
 {
+    static const char *const names[3][3] = {{"tc_tensor a"},
+                                             {"tc_tensor a", "tc_tensor b"},
+                                             {"tc_tensor cond", "tc_tensor a", "tc_tensor b"}};
     const char *fn = is_where ? "tc_tensor_where" : fn_name(op);
-    TC_CHECK_ARG(out, "%s: out is NULL", fn);
     for (int i = 0; i < n; i++)
-        TC_CHECK_ARG(in[i], "%s: input %d is NULL", fn, i);
+        TC_TRY(tc__tensor_check(in[i], names[n - 1][i]));
+    TC_CHECK_ARG(out, "out is NULL");
     for (int i = 1; i < n; i++)
         TC_TRY(tc__check_same_device(fn, in[0], in[i]));
     const tc_tensor *const *vals = is_where ? in + 1 : in;
@@ -158,8 +161,18 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     tc_dtype ct = result_type(nv, vals);
     if (!is_where) {
         bool fl = tc_dtype_is_floating(ct);
-        if (ct == TC_BOOL && (op == TC__OP_SUB || op == TC__OP_NEG || op == TC__OP_ABS ||
-                              op == TC__OP_POW || op == TC__OP_RELU))
+        /* As PyTorch: either operand bool, whatever the result type. */
+        if (op == TC__OP_SUB && (in[0]->dtype == TC_BOOL || in[1]->dtype == TC_BOOL))
+            return tc__fail(TC_ERROR_DTYPE,
+                            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                            "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                            "operator instead (tcuda: tc_tensor_eq with a zero tensor)");
+        if (op == TC__OP_NEG && ct == TC_BOOL)
+            return tc__fail(TC_ERROR_DTYPE,
+                            "Negation, the `-` operator, on a bool tensor is not supported. If "
+                            "you are trying to invert a mask, use the `~` or `logical_not()` "
+                            "operator instead (tcuda: tc_tensor_eq with a zero tensor)");
+        if (ct == TC_BOOL && (op == TC__OP_ABS || op == TC__OP_POW || op == TC__OP_RELU))
             return tc__fail(TC_ERROR_DTYPE, "%s: not defined for bool tensors (use a logical "
                                             "operation or convert the dtype first)",
                             fn);
@@ -209,12 +222,14 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
 #define BINARY(name, OP)                                                                   \
     tc_status tc_tensor_##name(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)    \
     {                                                                                      \
+        TC_API_BEGIN;                                                                      \
         const tc_tensor *in[2] = {a, b};                                                   \
         return elementwise(OP, false, 2, in, out);                                         \
     }
 #define UNARY(name, OP)                                                                    \
     tc_status tc_tensor_##name(const tc_tensor *a, tc_tensor **out)                        \
     {                                                                                      \
+        TC_API_BEGIN;                                                                      \
         const tc_tensor *in[1] = {a};                                                      \
         return elementwise(OP, false, 1, in, out);                                         \
     }
@@ -243,6 +258,7 @@ UNARY(tanh, TC__OP_TANH)
 tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_tensor *b,
                           tc_tensor **out)
 {
+    TC_API_BEGIN;
     const tc_tensor *in[3] = {cond, a, b};
     return elementwise(TC__OP_ADD, true, 3, in, out);
 }
@@ -252,7 +268,8 @@ tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_te
 static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
     const char *fn = fn_name(op);
-    TC_CHECK_ARG(a && out, "%s: a and out must not be NULL", fn);
+    TC_TRY(tc__tensor_check(a, "tc_tensor a"));
+    TC_CHECK_ARG(out, "out is NULL");
     bool all = dim == TC_ALL_DIMS;
     int d = 0;
     if (!all) {
@@ -313,21 +330,26 @@ static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc
 
 tc_status tc_tensor_sum(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return reduce(TC__RED_SUM, a, dim, keepdim, out);
 }
 tc_status tc_tensor_mean(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return reduce(TC__RED_MEAN, a, dim, keepdim, out);
 }
 tc_status tc_tensor_max(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return reduce(TC__RED_MAX, a, dim, keepdim, out);
 }
 tc_status tc_tensor_min(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return reduce(TC__RED_MIN, a, dim, keepdim, out);
 }
 tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return reduce(TC__RED_ARGMAX, a, dim, keepdim, out);
 }

@@ -30,7 +30,7 @@ static tc_status generate(tc_generator *gen, void *data, size_t n, tc_dtype dt, 
 
 static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
 {
-    TC_CHECK_ARG(t, "%s: the tensor is NULL", fn);
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     if ((p.k == UNIFORM || p.k == NORMAL) && !tc_dtype_is_floating(t->dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating tensor, not %s", fn,
                         tc_dtype_name(t->dtype));
@@ -61,29 +61,33 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
 
 tc_status tc_tensor_uniform_(tc_tensor *t, double lo, double hi, tc_generator *gen)
 {
-    TC_CHECK_ARG(!isnan(lo) && !isnan(hi), "tc_tensor_uniform_: lo or hi is NaN; both must be "
-                 "numbers, lo <= hi");
-    TC_CHECK_ARG(lo <= hi, "tc_tensor_uniform_: lo %.17g is above hi %.17g", lo, hi);
+    TC_API_BEGIN;
+    TC_CHECK_ARG(!isnan(lo) && !isnan(hi), "lo or hi is NaN; both must be numbers, lo <= hi");
+    TC_CHECK_ARG(lo <= hi, "lo %.17g is above hi %.17g", lo, hi);
     return fill("tc_tensor_uniform_", t, gen, (params){UNIFORM, lo, hi, 0, 0});
 }
 
 tc_status tc_tensor_normal_(tc_tensor *t, double mean, double std, tc_generator *gen)
 {
-    TC_CHECK_ARG(!isnan(std), "tc_tensor_normal_: std is NaN; it must be a number >= 0");
-    TC_CHECK_ARG(std >= 0, "tc_tensor_normal_: std %.17g is negative", std);
+    TC_API_BEGIN;
+    TC_CHECK_ARG(!isnan(mean), "mean is NaN; it must be a number");
+    TC_CHECK_ARG(!isnan(std), "std is NaN; it must be a number >= 0");
+    TC_CHECK_ARG(std >= 0, "std %.17g is negative", std);
     return fill("tc_tensor_normal_", t, gen, (params){NORMAL, mean, std, 0, 0});
 }
 
 tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen)
 {
-    TC_CHECK_ARG(!isnan(p), "tc_tensor_bernoulli_: p is NaN; it must be in [0, 1]");
-    TC_CHECK_ARG(p >= 0 && p <= 1, "tc_tensor_bernoulli_: p %.17g is outside [0, 1]", p);
+    TC_API_BEGIN;
+    TC_CHECK_ARG(!isnan(p), "p is NaN; it must be in [0, 1]");
+    TC_CHECK_ARG(p >= 0 && p <= 1, "p %.17g is outside [0, 1]", p);
     return fill("tc_tensor_bernoulli_", t, gen, (params){BERNOULLI, p, 0, 0, 0});
 }
 
 tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen)
 {
-    TC_CHECK_ARG(lo < hi, "tc_tensor_random_: the range [%lld, %lld) is empty", (long long)lo,
+    TC_API_BEGIN;
+    TC_CHECK_ARG(lo < hi, "the range [%lld, %lld) is empty", (long long)lo,
                  (long long)hi);
     return fill("tc_tensor_random_", t, gen, (params){RANDOM_INT, 0, 0, lo, hi});
 }
@@ -109,6 +113,7 @@ static tc_status make(const char *fn, int ndim, const int64_t *sizes, tc_dtype d
 tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          tc_generator *gen, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return make("tc_tensor_rand", ndim, sizes, dtype, device, gen, (params){UNIFORM, 0, 1, 0, 0},
                 out);
 }
@@ -116,6 +121,7 @@ tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
 tc_status tc_tensor_randn(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                           tc_generator *gen, tc_tensor **out)
 {
+    TC_API_BEGIN;
     return make("tc_tensor_randn", ndim, sizes, dtype, device, gen, (params){NORMAL, 0, 1, 0, 0},
                 out);
 }

@@ -99,6 +99,19 @@ static void walk_init(walker *w, const tc__iter *it, const tc_dtype *dtypes)
     }
 }
 
+/* Steps every operand to the next element in row-major order.
+ *
+ * Do not "optimize" this by precomputing byte steps and spans per operand and
+ * dimension in walk_init (walker.step[i][d] = strides * esize, span = step *
+ * size) and only adding them here. That was done once (b496fd4), and GCC
+ * 12.2 at -O2 (Debian 12.2.0-14; RelWithDebInfo) then miscompiled cpu_where:
+ * strided where() wrote wrong values (test_tensor_cpu's test_where_values and
+ * test_where_strided fail with it). -fno-ipa-modref or -fno-strict-aliasing
+ * made it go away, and ASan+UBSan found no undefined behaviour, so it is taken
+ * to be GCC's IPA mod-ref analysis; it was reverted in d8c125d. The multiply
+ * per element costs nothing measurable next to the loads and stores of the
+ * conversion switch. If you change the walker, run test_tensor_cpu built
+ * with GCC 12 at -O2. */
 static void walk_next(walker *w)
 {
     const tc__iter *it = w->it;
@@ -283,9 +296,6 @@ static tc_status cpu_reduce(int device, tc__op op, tc_dtype it, tc_dtype ot, con
     }
     return TC_OK;
 }
-
-tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
-                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
 
 const tc__backend tc__cpu_backend = {
     .unary = cpu_unary,

@@ -10,12 +10,6 @@ static tc_status absent(void)
                     "nvcc at configure time), so there are no CUDA generators");
 }
 
-tc_status tc__rng_cuda_resolve(int index, int *out)
-{
-    *out = 0;
-    return absent();
-}
-
 tc_status tc__rng_cuda_fill(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {
     return absent();

@@ -11,6 +11,7 @@
 
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "tensor_cuda.h"
 
 /* From cublas_api.h / library_types.h (values are part of the ABI). */
 typedef void *tc__cublas_handle;
@@ -81,6 +82,7 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
 
 void *tc_current_blas_handle(void)
 {
+    TC_API_BEGIN;
     int dev;
     tc__cublas_handle h;
     if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)

@@ -1,4 +1,4 @@
-/* The CUDA side of random draws: device resolution, the launch of a fill on
+/* The CUDA side of random draws: the launch of a fill on
  * the current stream of the generator's device, and the hook that lets CUDA
  * graphs replay random kernels with fresh numbers.
  *
@@ -21,8 +21,6 @@
 #include "core/random_internal.h"
 #include "kernels/random_kernels.h"
 #include "random_cuda.h"
-
-tc_status tc__rng_cuda_resolve(int index, int *out) { return tc__resolve_device(index, out); }
 
 static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {

@@ -1,10 +1,13 @@
 /* C launchers of the tensor kernels (elementwise.cu, copy.cu, reduce.cu).
  *
- * Each queues its kernels on `stream` of the current device and returns at
- * once; the caller runs tc__launch_check right after (this header is also
- * compiled as C++, so it cannot include cuda_internal.h). `sms` is the
- * device's multiprocessor count, for sizing grids. Launchers that need scratch
- * memory return its allocation error. Not installed. */
+ * Each queues its kernels on `stream`, which belongs to the current device
+ * (the caller, tensor_cuda.c, entered it with a device guard), and returns at
+ * once without checking: the caller runs tc__launch_check right after, so
+ * every launch error (and, with CUDA_LAUNCH_BLOCKING, every kernel fault) is
+ * reported in one place, in C. `sms` is the device's multiprocessor count,
+ * for sizing grids. None of them allocates: tc__k_reduce writes partial
+ * results to `scratch`, which the caller took from the caching allocator on
+ * the same stream (tc__k_reduce_scratch says how many bytes). Not installed. */
 #ifndef TCUDA_KERNELS_H
 #define TCUDA_KERNELS_H
 

@@ -64,6 +64,10 @@
 #endif
 #endif
 
+#ifndef TCUDA_RNG_UNIT_BITS
+#define TCUDA_RNG_UNIT_BITS 1 /* see tc__unit_u24 */
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -547,11 +551,42 @@ TC_HD uint64_t tc__float_to_bits(int dtype, float v)
     return tc__f2u(v);
 }
 
+/* k * 2^-24 for k = w >> 8 (exact). The GPU builds it from bits instead of
+ * an integer-to-float conversion, whose unit (16 results per clock per SM on
+ * an H100) bounds 16-bit uniform fills: with hi = w >> 31 and lo the other 23
+ * bits of k, the float 0.5 + lo*2^-24 has lo as its mantissa, and k*2^-24 is
+ * that float (hi = 1) or that float - 0.5, which is exact (hi = 0). */
+TC_HD float tc__unit_u24(uint32_t w)
+{
+#if defined(__CUDA_ARCH__) && TCUDA_RNG_UNIT_BITS
+    float v = __uint_as_float(0x3F000000u | ((w >> 8) & 0x7fffffu));
+    return __fsub_rn(v, __uint_as_float((~w >> 31) * 0x3F000000u));
+#else
+    return TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
+#endif
+}
+
+/* uniform before rounding to the dtype: lo + range*u in float32, one fma. */
+TC_HD float tc__uniform_f32(const tc__rng_params *p, uint32_t w)
+{
+    return TC_FFMA(p->fb, tc__unit_u24(w), p->fa);
+}
+
+/* Box-Muller on float32: two normal values from two words. */
+TC_HD void tc__normal_f32(const tc__rng_params *p, uint32_t w0, uint32_t w1, float *z0, float *z1)
+{
+    float rad = tc__sqrt_newton(TC_FMUL(-2.0f, tc__ln_u24((w0 >> 8) + 1)));
+    float c, s;
+    tc__sincos_u24(w1 >> 8, &c, &s);
+    float rs = TC_FMUL(p->fb, rad);
+    *z0 = TC_FFMA(rs, c, p->fa);
+    *z1 = TC_FFMA(rs, s, p->fa);
+}
+
 /* uniform in a 16/32-bit float dtype: lo + range*u, rounded, kept below hi. */
 TC_HD uint64_t tc__uniform_bits(int dtype, const tc__rng_params *p, uint32_t w)
 {
-    float u = TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
-    float r = TC_FFMA(p->fb, u, p->fa);
+    float r = tc__uniform_f32(p, w);
     if (dtype == 8)
         return tc__f2u(r > p->fmax ? p->fmax : r);
     uint16_t h;
@@ -601,12 +636,10 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             out[1] = tc__d2u(TC_DFMA(rs, s, p->da));
         } else {
             for (int l = 0; l < 4; l += 2) {
-                float rad = tc__sqrt_newton(TC_FMUL(-2.0f, tc__ln_u24((w[l] >> 8) + 1)));
-                float c, s;
-                tc__sincos_u24(w[l + 1] >> 8, &c, &s);
-                float rs = TC_FMUL(p->fb, rad);
-                out[l] = tc__float_to_bits(dtype, TC_FFMA(rs, c, p->fa));
-                out[l + 1] = tc__float_to_bits(dtype, TC_FFMA(rs, s, p->fa));
+                float z0, z1;
+                tc__normal_f32(p, w[l], w[l + 1], &z0, &z1);
+                out[l] = tc__float_to_bits(dtype, z0);
+                out[l + 1] = tc__float_to_bits(dtype, z1);
             }
         }
     } else if (kind == TC__RNG_BERNOULLI) {

@@ -3,7 +3,7 @@
 # conversion check, the random and allocator tests, the random benchmark,
 # (optionally) a fresh PyTorch trace, the trace replay and the synthetic
 # allocator benchmark. Short summary on stdout, logs under $OUT.
-#   bench/gpu_perf.sh [record] [alloc]
+#   bench/gpu_perf.sh [record] [alloc] [unitbits]
 set -u
 OUT=${OUT:-/tmp/gpu_perf}
 mkdir -p "$OUT"
@@ -21,6 +21,12 @@ nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu -o build/ch
     --output-on-failure > "$OUT/ctest.log" 2>&1); echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
 grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -10
 bench/run_random.sh build 28 21 > "$OUT/random.txt" 2>&1; grep -vE '^-' "$OUT/random.txt"
+if [[ " $ARGS " == *" unitbits "* ]]; then # A/B: k*2^-24 by a conversion instead of bits
+    cmake -S . -B build-v -DTCUDA_CUDA_ARCHS=90 -DTCUDA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_FLAGS=-DTCUDA_RNG_UNIT_BITS=0 > "$OUT/build-v.log" 2>&1 \
+        && cmake --build build-v -j16 --target bench_random >> "$OUT/build-v.log" 2>&1 \
+        && { echo "with TCUDA_RNG_UNIT_BITS=0:"; build-v/bench/bench_random 28 21 | grep -E "uniform|normal"; }
+fi
 if [[ " $ARGS " == *" record "* ]]; then
     PYTHONUNBUFFERED=1 python3 bench/record_trace.py "$OUT/transformer.bin" 20 2> "$OUT/record.log" \
         || tail -5 "$OUT/record.log"

@@ -53,6 +53,10 @@ struct tc_memory_stats {
     int64_t num_device_alloc, num_device_free;
     tc_memory_stat oversize_allocations, oversize_segments;
     int64_t max_split_size; /* -1: no limit */
+    /* Calls that made the host wait for the GPU (a segment's cudaFree, an
+     * event synchronize): only on empty_cache, an out-of-memory retry and the
+     * garbage-collection threshold, never on the allocation path. */
+    int64_t num_device_synchronize;
 };
 
 /* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_free. */

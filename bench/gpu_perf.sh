@@ -3,7 +3,7 @@
 # conversion check, the random and allocator tests, the random benchmark,
 # (optionally) a fresh PyTorch trace, the trace replay and the synthetic
 # allocator benchmark. Short summary on stdout, logs under $OUT.
-#   bench/gpu_perf.sh [record] [alloc] [unitbits]
+#   bench/gpu_perf.sh [record] [alloc] [nopairs]
 set -u
 OUT=${OUT:-/tmp/gpu_perf}
 mkdir -p "$OUT"
@@ -21,11 +21,15 @@ nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu -o build/ch
     --output-on-failure > "$OUT/ctest.log" 2>&1); echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
 grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -10
 bench/run_random.sh build 28 21 > "$OUT/random.txt" 2>&1; grep -vE '^-' "$OUT/random.txt"
-if [[ " $ARGS " == *" unitbits "* ]]; then # A/B: k*2^-24 by a conversion instead of bits
-    cmake -S . -B build-v -DTCUDA_CUDA_ARCHS=90 -DTCUDA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_FLAGS=-DTCUDA_RNG_UNIT_BITS=0 > "$OUT/build-v.log" 2>&1 \
-        && cmake --build build-v -j16 --target bench_random >> "$OUT/build-v.log" 2>&1 \
-        && { echo "with TCUDA_RNG_UNIT_BITS=0:"; build-v/bench/bench_random 28 21 | grep -E "uniform|normal"; }
+# bit-equality of GPU and CPU fills (the test allows 2 ulp for normal): any
+# element that differs is printed by the test
+build/tests/test_random_cuda 2>&1 | grep -E "differ|FAIL" | head -5
+if [[ " $ARGS " == *" nopairs "* ]]; then # A/B: one Philox block per thread and step
+    cmake -S . -B build-v -DTCUDA_CUDA_ARCHS=90 -DTCUDA_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_FLAGS=-DTCUDA_RNG_PAIRS=0 > "$OUT/build-v.log" 2>&1 \
+        && cmake --build build-v -j16 --target bench_random test_random_cuda >> "$OUT/build-v.log" 2>&1 \
+        && { echo "with TCUDA_RNG_PAIRS=0:"; build-v/tests/test_random_cuda 2>&1 | grep -E "differ|FAIL|passed" | head -5
+             build-v/bench/bench_random 28 21 | grep -E "uniform|normal"; }
 fi
 if [[ " $ARGS " == *" record "* ]]; then
     PYTHONUNBUFFERED=1 python3 bench/record_trace.py "$OUT/transformer.bin" 20 2> "$OUT/record.log" \

@@ -658,10 +658,15 @@ static void test_random(const char *conf, size_t gran, long steps)
     CHECK(path_waits == 0);
     CHECK(unsafe_unmaps == 0);
     CHECK(S(a, "num_device_synchronize") == fake_waits);
+    double ratio = (double)S(a, "reserved_bytes.all.peak") / (double)S(a, "active_bytes.all.peak");
     printf("random (%s): peak reserved / peak active %.3f, %lld waits, %lld OOM retries\n",
-           conf ? conf : "default",
-           (double)S(a, "reserved_bytes.all.peak") / (double)S(a, "active_bytes.all.peak"),
-           (long long)fake_waits, (long long)S(a, "num_alloc_retries"));
+           conf ? conf : "default", ratio, (long long)fake_waits,
+           (long long)S(a, "num_alloc_retries"));
+    /* expandable segments stay bounded though the fake GPU lags: fences
+     * complete a few steps later and the chunks go then (1.07 to 1.22 seen
+     * over 16 seeds; 1.86 to 1.94 when nothing is unmapped under pressure) */
+    if (gran)
+        CHECK(ratio <= 1.35);
     for (int k = 0; k < LIVE; k++)
         CHECK_OK(tc__alloc_free(a, live[k]));
     tc__alloc_empty_cache(a);

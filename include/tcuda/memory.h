@@ -54,8 +54,9 @@ struct tc_memory_stats {
     tc_memory_stat oversize_allocations, oversize_segments;
     int64_t max_split_size; /* -1: no limit */
     /* Calls that made the host wait for the GPU (a segment's cudaFree, an
-     * event synchronize): only on empty_cache, an out-of-memory retry and the
-     * garbage-collection threshold, never on the allocation path. */
+     * event synchronize): only on empty_cache, an out-of-memory retry, the
+     * garbage-collection threshold and a pool's release, never in malloc or
+     * free otherwise. */
     int64_t num_device_synchronize;
 };
 

@@ -131,7 +131,6 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
     if (a->cfg.expandable_segments && a->p.granularity && a->p.reserve)
         return tc__exp_grow(a, c, rounded, out);
     size_t ss = tc__segment_size(rounded);
-    tc__make_room(a, ss);
     if (a->limit != SIZE_MAX && (size_t)a->st.reserved_bytes[0].current + ss > a->limit)
         return TC_ERROR_OUT_OF_MEMORY;
     seg *s = calloc(1, sizeof *s);

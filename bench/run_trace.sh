@@ -25,7 +25,8 @@ for i in range(n):
     sid, a, s = struct.unpack_from("<IIQ", d, 8 + 16 * i)
     if a: sz[sid] = s; cur += s; allocs += 1; peak = max(peak, cur)
     else: cur -= sz[sid]
-print("trace: %d operations, %d allocations (a 20 us kernel every 50: %.1f ms of GPU work a pass), peak live %.1f MiB" % (n, allocs, allocs // 50 * 0.02, peak / 2**20))
+print("trace: %d operations, %d allocations (a 20 us kernel every 50: %.1f ms of GPU work"
+      " a pass), peak live %.1f MiB" % (n, allocs, allocs // 50 * 0.02, peak / 2**20))
 PY
 TORCH=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)

@@ -3,8 +3,8 @@
 # every 50 allocations), for tcuda (default and expandable segments),
 # PyTorch's caching allocator, cudaMallocAsync and cudaMalloc: one table.
 #   bench/run_trace.sh [build] [trace]
-# Needs a CUDA build of tcuda in ./build (bench_trace) and, for the PyTorch
-# rows, the torch package (trace_torch.cpp is compiled here). The default
+# Builds bench_trace into ./build (or the folder given) when it is missing;
+# the PyTorch rows need the torch package (trace_torch.cpp is compiled here). The default
 # trace is bench/traces/transformer.bin.gz, written by bench/record_trace.py.
 # Logs go to $OUT/trace_bench if OUT is set.
 set -u
@@ -14,6 +14,10 @@ LOG=${OUT:-/tmp}/trace_bench
 mkdir -p "$LOG"
 TRACE=$LOG/trace.bin
 case "$TR" in *.gz) gunzip -c "$TR" > "$TRACE" ;; *) cp "$TR" "$TRACE" ;; esac
+if [ ! -x "$B/bench/bench_trace" ]; then # build what is missing
+    { cmake -S . -B "$B" -DTCUDA_BUILD_TESTS=OFF && cmake --build "$B" -j --target bench_trace; } \
+        > "$LOG/build.txt" 2>&1 || { echo "build failed: see $LOG/build.txt"; exit 1; }
+fi
 PIN=""
 command -v taskset >/dev/null && PIN="taskset -c 2"
 python3 - "$TRACE" <<'PY'

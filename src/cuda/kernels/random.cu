@@ -9,7 +9,8 @@
  * element. Philox (seed, offset) come by value, or from device memory while a
  * CUDA graph is captured (tc__philox_args). float16/bfloat16 uniform and
  * normal fills take a path of their own that converts two values at a time
- * (block16 below), with the same values. */
+ * (block16 below), with the same values; there a thread takes two blocks
+ * per step, 2i and 2i+1, and writes them with one 16-byte store. */
 #include <atomic>
 
 #include "random_kernels.h"

@@ -54,6 +54,11 @@ struct tc_memory_stats {
     int64_t num_device_alloc, num_device_free;
     tc_memory_stat oversize_allocations, oversize_segments;
     int64_t max_split_size; /* -1: no limit */
+    /* Calls that made the host wait for the GPU (a segment's cudaFree, an
+     * event synchronize): only on empty_cache, an out-of-memory retry, the
+     * garbage-collection threshold and a pool's release, never in malloc or
+     * free otherwise. */
+    int64_t num_device_synchronize;
 };
 
 /* A block's state in a snapshot. */

@@ -66,6 +66,7 @@ tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_con
     a->device = device;
     a->fraction = 1.0;
     a->limit = SIZE_MAX;
+    a->epoch = 1; /* caches start with done_epoch 0: frees are not complete */
     a->st.max_split_size = cfg->max_split_size == SIZE_MAX ? -1 : (int64_t)cfg->max_split_size;
     *out = a;
     return TC_OK;
@@ -91,6 +92,7 @@ void tc__alloc_destroy(tc__allocator *a)
     while (a->caches) {
         scache *c = a->caches;
         a->caches = c->next;
+        tc__fence_drop(a, c);
         free(c);
     }
     while (a->pools) {
@@ -135,12 +137,13 @@ static void oom_message(tc__allocator *a, size_t size)
 }
 
 /* Waits for pending frees, then gives back every wholly free segment and
- * every free chunk of expandable ones (empty_cache; before an OOM retry). */
+ * every free chunk of expandable ones (empty_cache; before an OOM retry),
+ * waiting for their last use. */
 static void release_all_cached(tc__allocator *a)
 {
     tc__process_events(a, true);
     tc__release_cached(a, 0, false);
-    tc__exp_unmap_free(a, SIZE_MAX);
+    tc__exp_unmap_free(a, SIZE_MAX, true);
 }
 
 /* A free block of at least rs bytes for cache c, taken out of its bin and
@@ -330,7 +333,7 @@ void tc__alloc_reset_accumulated(tc__allocator *a)
         all[i].freed = all[i].current;
     }
     a->st.num_alloc_retries = a->st.num_ooms = a->st.num_sync_all_streams = 0;
-    a->st.num_device_alloc = a->st.num_device_free = 0;
+    a->st.num_device_alloc = a->st.num_device_free = a->st.num_device_synchronize = 0;
     tc__mutex_unlock(&a->mu);
 }
 

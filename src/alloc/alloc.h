@@ -27,12 +27,19 @@ extern "C" {
 #define TC__ROUND_LARGE ((size_t)2 << 20)
 
 /* Where segments come from. alloc returns TC_ERROR_OUT_OF_MEMORY (message not
- * needed) when the device refuses. The expandable hooks may be NULL; with
- * them a segment is a reserved address range backed in whole granules (a
- * power of two; tc__alloc_create refuses anything else): map backs one range
- * (whole granules, any number of them) with memory, and unmap is only ever
- * called with exactly a range that one map call backed. Event hooks may be
- * NULL when streams never run asynchronously (plain host). */
+ * needed) when the device refuses. free may wait for all queued GPU work
+ * (cudaFree does: say so in free_waits); the allocator calls it only on
+ * empty_cache, an out-of-memory retry, the garbage-collection threshold,
+ * release_pool and destroy. The expandable hooks may be NULL; with them a
+ * segment is a reserved address range backed in whole granules (a power of
+ * two; tc__alloc_create refuses anything else): map backs one range (whole
+ * granules, any number of them) with memory, and unmap is only ever called
+ * with exactly a range that one map call backed, and only once the last use
+ * of that memory is known to be complete (an event recorded after it was
+ * freed has been seen done), so unmap must not wait for the GPU. Event hooks
+ * may be NULL when streams never run asynchronously (plain host): then
+ * every use counts as complete. event_query never waits; event_sync does
+ * (each call is counted in num_device_synchronize). */
 typedef struct tc__seg_provider {
     const char *name;
     void *ctx;
@@ -48,6 +55,7 @@ typedef struct tc__seg_provider {
     int (*event_query)(void *ctx, void *event);          /* 1 done, 0 not yet */
     void (*event_sync)(void *ctx, void *event);
     void (*event_destroy)(void *ctx, void *event);
+    bool free_waits; /* free waits for the GPU: counted in num_device_synchronize */
 } tc__seg_provider;
 
 /* TCUDA_ALLOC_CONF, parsed. */
@@ -84,7 +92,8 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned);
 bool tc__alloc_owns(tc__allocator *a, const void *ptr);
 /* Marks a live block as used on `stream`: its reuse waits for that stream. */
 tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream);
-/* Waits for pending events, then releases every wholly free segment. */
+/* Waits for pending events and for the last use of cached memory, then
+ * releases every wholly free segment and every free expandable chunk. */
 void tc__alloc_empty_cache(tc__allocator *a);
 void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out);
 void tc__alloc_reset_peak(tc__allocator *a);
@@ -93,8 +102,10 @@ void tc__alloc_reset_accumulated(tc__allocator *a);
 tc_status tc__alloc_set_fraction(tc__allocator *a, double fraction);
 
 /* Private pools: between begin and end, allocations on `stream` come from
- * pool `id` (> 0). Its memory is not used for others until released; a
- * released pool gives its segments back as they become free. */
+ * pool `id` (> 0). Its memory is not used for others until released; release
+ * gives back the pool's wholly free segments, and the others go back once
+ * free, on the next empty_cache, out-of-memory retry or garbage collection
+ * (not when they become free: that would make a free wait for the GPU). */
 tc_status tc__alloc_begin_pool(tc__allocator *a, uint64_t id, uintptr_t stream);
 tc_status tc__alloc_end_pool(tc__allocator *a, uintptr_t stream);
 tc_status tc__alloc_release_pool(tc__allocator *a, uint64_t id);

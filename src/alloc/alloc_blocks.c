@@ -115,9 +115,9 @@ void tc__free_block(tc__allocator *a, blk *b)
     tc__split_stat(a, b, +1);
     tc__bin_insert(c, b);
     s->free_tick = ++a->tick;
-    if (c->pool_id && !b->prev && !b->next) {
-        pool *p = tc__pool_find(a, c->pool_id);
-        if (p && p->released)
-            tc__seg_release(a, s);
-    }
+    /* merged memory: the newest stamp (the epoch never goes back) */
+    b->epoch = c->free_epoch = a->epoch;
+    /* A released pool's segment that is now wholly free goes back on the next
+     * empty_cache, out-of-memory retry or garbage collection, not here:
+     * giving it back may wait for the GPU. */
 }

@@ -9,6 +9,9 @@
  * over them is handed out, and unmapped only under pressure (tc__make_room,
  * before reserved would pass its high-water mark), on empty_cache and before
  * an out-of-memory retry, so a program in its steady state maps nothing.
+ * Under pressure only chunks whose last use is known complete go (fences,
+ * alloc_streams.c), so unmapping never waits for the GPU; empty_cache and
+ * the out-of-memory retry wait for the fences first.
  *
  * Each run of unmapped granules under a block is mapped by as few provider
  * calls as CHUNK allows, because the driver's cost is per call, not per
@@ -251,7 +254,7 @@ static size_t unmap_block(tc__allocator *a, blk *b, size_t want)
 
 /* Largest free blocks first: best fit reaches for them last, so their
  * granules are the least likely to be wanted again soon. */
-size_t tc__exp_unmap_free(tc__allocator *a, size_t want)
+size_t tc__exp_unmap_free(tc__allocator *a, size_t want, bool wait)
 {
     if (!gran(a))
         return 0; /* a provider without expandable segments */
@@ -260,9 +263,13 @@ size_t tc__exp_unmap_free(tc__allocator *a, size_t want)
     for (scache *c = a->caches; c && got < want; c = c->next) {
         if (!c->expand || !c->expand->mapped)
             continue;
+        if (wait)
+            tc__fence_wait(a, c);
+        else
+            tc__fence_poll(a, c);
         for (unsigned i = NBINS; i-- > lo && got < want;)
             for (blk *b = c->bins[i]; b && got < want; b = b->fnext)
-                if (b->size >= gran(a))
+                if (b->size >= gran(a) && tc__epoch_done(c, b->epoch))
                     got += unmap_block(a, b, want - got);
     }
     return got;
@@ -271,6 +278,8 @@ size_t tc__exp_unmap_free(tc__allocator *a, size_t want)
 void tc__exp_release(tc__allocator *a, seg *s)
 {
     size_t g = gran(a), n = s->size / g;
+    if (s->mapped)
+        tc__fence_wait(a, s->sc);
     for (size_t k = 0; k < n;) {
         if (!page_get(s, k)) {
             k++;

@@ -1,7 +1,9 @@
 /* The plain host segment provider, for CPU tests: segments from
  * aligned_alloc (never touched here), expandable segments as an mmap'ed
  * reservation whose "mapping" only counts bytes, and a capacity so that tests
- * can make it refuse. Event hooks are left to the tests. */
+ * can make it refuse. Event hooks are left to the tests. free is marked as
+ * waiting for the GPU, as cudaFree does, so that tests see what a device
+ * provider would count. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -101,6 +103,7 @@ void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx)
     p->alloc = host_alloc;
     p->free = host_free;
     p->mem_info = host_info;
+    p->free_waits = true; /* as cudaFree does: tests count these waits */
     if (ctx->granularity) {
         p->granularity = ctx->granularity;
         p->reserve = host_reserve;

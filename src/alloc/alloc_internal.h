@@ -90,6 +90,8 @@ struct blk {
     unsigned short bin;
     unsigned char state;
     unsigned char small; /* copy of seg->sc->small, to spare the hot path two loads */
+    uint32_t epoch;      /* free blocks: the allocator's epoch when the memory was last
+                          * freed (see "fences" in alloc_streams.c) */
 };
 _Static_assert(sizeof(blk) == 64, "a block record is one cache line");
 
@@ -102,6 +104,11 @@ struct scache { /* free blocks of one (pool, class, stream) */
     seg *expand; /* this cache's expandable segment, if any; a segment is
                   * expandable exactly when it is its cache's expand */
     scache *next;
+    /* Fences (alloc_streams.c): blocks of this cache freed at an epoch up to
+     * done_epoch are known complete; `fence`, when not NULL, is an event on
+     * `stream` recorded at fence_epoch; free_epoch is the last free's. */
+    void *fence;
+    uint32_t fence_epoch, done_epoch, free_epoch;
 };
 
 /* A segment. Plain: one provider allocation, size == va_size == mapped.
@@ -173,6 +180,7 @@ struct tc__allocator {
     void **slabs;
     size_t nslabs, cap_slabs;
     uint64_t tick;
+    uint32_t epoch; /* frees stamp it; each fence recorded moves it on */
 };
 
 /* ---- statistics -----------------------------------------------------------
@@ -455,6 +463,7 @@ static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs
     r->size = rem;
     r->seg = b->seg;
     r->small = b->small;
+    r->epoch = b->epoch;
     r->prev = b;
     r->next = b->next;
     tc__link_prev(b->next, r);
@@ -483,9 +492,9 @@ void tc__seg_link(tc__allocator *a, seg *s); /* onto the segment list */
 bool tc__seg_releasable(tc__allocator *a, const seg *s, bool all_pools);
 /* Releases wholly free segments, oldest first, until reserved <= target. */
 void tc__release_cached(tc__allocator *a, size_t target, bool all_pools);
-/* Before `more` bytes are reserved: gives back cached memory (whole free
- * segments, free granules of expandable ones) so that reserved + more stays
- * within the high-water mark, when it can. */
+/* Before `more` bytes are reserved: gives back free granules of expandable
+ * segments whose last use is known complete, so that reserved + more stays
+ * near the most ever in use, when it can; never waits for the GPU. */
 void tc__make_room(tc__allocator *a, size_t more);
 /* A block of at least `rounded` bytes for cache c, from new memory. */
 tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out);
@@ -501,16 +510,34 @@ size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b);
  * then nothing changed. */
 tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need);
 /* Unmaps chunks that lie wholly in free blocks until `want` bytes went back
- * (SIZE_MAX: all); a chunk goes whole, so more may go. Nothing to do (0)
- * with a provider that has no expandable segments. */
-size_t tc__exp_unmap_free(tc__allocator *a, size_t want);
+ * (SIZE_MAX: all); a chunk goes whole, so more may go. Only chunks whose
+ * last use is known complete go, unless `wait`, which first waits for it
+ * (empty_cache, out-of-memory retry). Nothing to do (0) with a provider that
+ * has no expandable segments. */
+size_t tc__exp_unmap_free(tc__allocator *a, size_t want, bool wait);
 /* Returns a segment's chunks and its reservation to the provider, and frees
- * its bitmaps. */
+ * its bitmaps; waits for the last use of its memory first. */
 void tc__exp_release(tc__allocator *a, seg *s);
 
 /* alloc_streams.c */
 void tc__process_events(tc__allocator *a, bool wait);
 void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream);
+/* Waits for one event (counted in num_device_synchronize). */
+void tc__event_wait(tc__allocator *a, void *ev);
+/* Whether the memory of a free block of c stamped with `epoch` is known to be
+ * no longer used by the GPU. */
+static inline bool tc__epoch_done(const scache *c, uint32_t epoch)
+{
+    return (int32_t)(epoch - c->done_epoch) <= 0;
+}
+/* Polls c's fence without waiting; records a new one when there is none and
+ * frees since the last are not known complete. */
+void tc__fence_poll(tc__allocator *a, scache *c);
+/* Waits until every free block of c is known complete (empty_cache, an
+ * out-of-memory retry, the GC threshold, destroy). */
+void tc__fence_wait(tc__allocator *a, scache *c);
+/* Destroys c's fence, if any (destroy). */
+void tc__fence_drop(tc__allocator *a, scache *c);
 
 /* alloc_pools.c */
 pool *tc__pool_find(tc__allocator *a, uint64_t id);

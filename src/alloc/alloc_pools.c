@@ -1,7 +1,8 @@
 /* Private pools (for graph capture): between begin and end, allocations on a
  * stream come from pool `id`. A pool's segments serve only that pool while
- * it lives; once released, each of its segments goes back to the provider as
- * soon as it is wholly free. */
+ * it lives; once released, its wholly free segments go back at once, and the
+ * others once free, on the next empty_cache, out-of-memory retry or garbage
+ * collection (giving memory back may wait for the GPU, which a free must not). */
 #include <inttypes.h>
 #include <stdlib.h>
 

@@ -4,12 +4,18 @@
  * Sizes follow PyTorch: requests up to 1 MiB share 2 MiB segments, requests
  * under 10 MiB share 20 MiB ones, larger ones get their own, rounded up to
  * 2 MiB. Cached memory is normally kept; it goes back on empty_cache, on the
- * garbage-collection threshold, when an allocation would otherwise fail, and
- * (tc__make_room) when reserving more would raise the most ever reserved
- * while wholly free segments (or free expandable granules) sit in the cache.
- * That last rule keeps reserved memory close to what is live at its peak, and
- * costs provider calls only while the high-water mark is being set: a program
- * in its steady state reserves nothing new and so releases nothing. */
+ * garbage-collection threshold and when an allocation would otherwise fail,
+ * as in PyTorch: giving a whole segment back (cudaFree) waits for all queued
+ * GPU work, so the allocation path never does it. With expandable segments,
+ * tc__make_room also unmaps free chunks when reserving more would raise the
+ * most ever reserved, but only chunks whose last use is known complete
+ * (fences, alloc_streams.c), through calls that do not wait. That keeps
+ * reserved memory close to what is live at its peak, and costs provider
+ * calls only while the high-water mark is being set: a program in its steady
+ * state reserves nothing new and so releases nothing. (An earlier rule also
+ * gave back wholly free plain segments there, for 1.24x peak reserved over
+ * peak live instead of 1.34x, but each cudaFree made the host wait for the
+ * GPU in the middle of a training step.) */
 #include <stdlib.h>
 
 #include "../core/internal.h"
@@ -70,6 +76,7 @@ void tc__seg_release(tc__allocator *a, seg *s)
         tc__exp_release(a, s);
     } else {
         a->p.free(a->p.ctx, (void *)s->addr, s->size);
+        a->st.num_device_synchronize += a->p.free_waits;
         reserved_upd(a, small, -(int64_t)s->size);
         if (a->cfg.max_split_size != SIZE_MAX && s->size >= a->cfg.max_split_size)
             stat_upd(&a->st.oversize_segments, -1);
@@ -103,38 +110,19 @@ void tc__release_cached(tc__allocator *a, size_t target, bool all_pools)
 
 void tc__make_room(tc__allocator *a, size_t more)
 {
-    size_t cur = (size_t)a->st.reserved_bytes[0].current;
-    /* Give back the smallest wholly free segment that covers the excess (so
-     * that large cached segments stay for large requests), else the largest
-     * one, and repeat. */
-    while (cur + more > a->high) {
-        size_t excess = cur + more - a->high;
-        seg *best = NULL;
-        for (seg *s = a->segs; s; s = s->next) {
-            if (!tc__seg_releasable(a, s, false) || s->mapped == 0)
-                continue;
-            bool covers = s->mapped >= excess, best_covers = best && best->mapped >= excess;
-            if (!best || (covers && (!best_covers || s->mapped < best->mapped)) ||
-                (!covers && !best_covers && s->mapped > best->mapped))
-                best = s;
-        }
-        if (!best)
-            break;
-        tc__seg_release(a, best);
-        cur = (size_t)a->st.reserved_bytes[0].current;
-    }
-    /* Expandable: unmap free chunks, but only past 1/16 above the most ever
-     * in use, and then 1/64 more than needed, so that steady-state reuse of
-     * free (mapped) blocks does not turn into map/unmap pairs. What is left
-     * in bench_alloc_host's warm replays is all around the peak, where best
-     * fit spreads the live blocks over an extent ~1.23x the peak, so the
-     * holes must move. Slack from 1/20 to 1/12 and 1/16 or 1/32 extra, and
+    /* Unmap free chunks, but only past 1/16 above the most ever in use, and
+     * then 1/64 more than needed, so that steady-state reuse of free
+     * (mapped) blocks does not turn into map/unmap pairs. What is left in
+     * bench_alloc_host's warm replays is all around the peak, where best fit
+     * spreads the live blocks over an extent ~1.23x the peak, so the holes
+     * must move. Slack from 1/20 to 1/12 and 1/16 or 1/32 extra, and
      * preferring wholly mapped blocks in best fit, were measured: none cut
      * the calls by much, and the larger slack costs its share of memory. */
+    size_t cur = (size_t)a->st.reserved_bytes[0].current;
     if (cur + more > a->high && a->cfg.expandable_segments) {
         size_t act = a->peak_active, soft = act + act / 16;
         if (cur + more > soft)
-            tc__exp_unmap_free(a, cur + more - soft + act / 64);
+            tc__exp_unmap_free(a, cur + more - soft + act / 64, false);
     }
 }
 
@@ -143,7 +131,6 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
     if (a->cfg.expandable_segments && a->p.granularity && a->p.reserve)
         return tc__exp_grow(a, c, rounded, out);
     size_t ss = tc__segment_size(rounded);
-    tc__make_room(a, ss);
     if (a->limit != SIZE_MAX && (size_t)a->st.reserved_bytes[0].current + ss > a->limit)
         return TC_ERROR_OUT_OF_MEMORY;
     seg *s = calloc(1, sizeof *s);

@@ -5,11 +5,92 @@
  * a block records an event on each of them, and the block stays "pending"
  * (active, not reusable) until every one of those events has completed.
  * Pending events are polled on each malloc and waited for on empty_cache and
- * before an out-of-memory retry. */
+ * before an out-of-memory retry.
+ *
+ * Fences say when cached memory may go back to the device without waiting.
+ * A block in a cache is reused at once by the cache's stream, whose queued
+ * work is ordered after its earlier uses, but memory given back (an unmapped
+ * chunk of an expandable segment) may be handed to anyone while kernels
+ * queued before its free still read it. So every free stamps the block with
+ * the allocator's epoch, and a fence is an event recorded on a cache's stream
+ * that moves the epoch on: once the fence is seen complete (cudaEventQuery,
+ * never waited for), every block of that cache stamped at or before the
+ * fence's epoch is no longer used by the GPU (its other streams' uses were
+ * waited for by the events above before it became free). tc__make_room polls
+ * and records fences only when it wants to give memory back; empty_cache,
+ * an out-of-memory retry and the garbage-collection threshold wait for them.
+ * Each wait is counted in num_device_synchronize. */
 #include <stdlib.h>
 
 #include "../core/internal.h"
 #include "alloc_internal.h"
+
+void tc__event_wait(tc__allocator *a, void *ev)
+{
+    if (a->p.event_sync) {
+        a->p.event_sync(a->p.ctx, ev);
+        a->st.num_device_synchronize++;
+    }
+}
+
+static void fence_record(tc__allocator *a, scache *c)
+{
+    uint32_t e = a->epoch++; /* blocks stamped e or before were freed before it */
+    void *ev = a->p.event_record ? a->p.event_record(a->p.ctx, c->stream) : NULL;
+    if (!ev) {
+        c->done_epoch = e; /* no events (host), or the stream was waited for */
+        return;
+    }
+    c->fence = ev;
+    c->fence_epoch = e;
+}
+
+static void fence_retire(tc__allocator *a, scache *c)
+{
+    if (a->p.event_destroy)
+        a->p.event_destroy(a->p.ctx, c->fence);
+    c->fence = NULL;
+    c->done_epoch = c->fence_epoch;
+}
+
+static bool fence_done(tc__allocator *a, scache *c)
+{
+    return !a->p.event_query || a->p.event_query(a->p.ctx, c->fence);
+}
+
+/* A new fence is asked at once too: on an idle stream it is often done. */
+void tc__fence_poll(tc__allocator *a, scache *c)
+{
+    if (c->fence && fence_done(a, c))
+        fence_retire(a, c);
+    if (!c->fence && !tc__epoch_done(c, c->free_epoch)) {
+        fence_record(a, c);
+        if (c->fence && fence_done(a, c))
+            fence_retire(a, c);
+    }
+}
+
+void tc__fence_drop(tc__allocator *a, scache *c)
+{
+    if (c->fence && a->p.event_destroy)
+        a->p.event_destroy(a->p.ctx, c->fence);
+    c->fence = NULL;
+}
+
+void tc__fence_wait(tc__allocator *a, scache *c)
+{
+    if (tc__epoch_done(c, c->free_epoch))
+        return;
+    if (c->fence && (int32_t)(c->free_epoch - c->fence_epoch) > 0)
+        tc__fence_drop(a, c); /* too old to cover the last frees: a newer one
+                               * on the same stream completes after it */
+    if (!c->fence)
+        fence_record(a, c);
+    if (c->fence) {
+        tc__event_wait(a, c->fence);
+        fence_retire(a, c);
+    }
+}
 
 void tc__process_events(tc__allocator *a, bool wait)
 {
@@ -20,8 +101,7 @@ void tc__process_events(tc__allocator *a, bool wait)
         pend *e = &a->pend[i];
         bool done;
         if (wait) {
-            if (a->p.event_sync)
-                a->p.event_sync(a->p.ctx, e->event);
+            tc__event_wait(a, e->event);
             done = true;
         } else {
             done = !a->p.event_query || a->p.event_query(a->p.ctx, e->event) != 0;
@@ -52,8 +132,7 @@ void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream)
         size_t nc = a->cap_pend ? 2 * a->cap_pend : 64;
         pend *np = realloc(a->pend, nc * sizeof *np);
         if (!np) {
-            if (a->p.event_sync)
-                a->p.event_sync(a->p.ctx, ev);
+            tc__event_wait(a, ev);
             if (a->p.event_destroy)
                 a->p.event_destroy(a->p.ctx, ev);
             return;

@@ -80,7 +80,7 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
     } scalars[] = {
 #define S(x) {#x, offsetof(struct tc_memory_stats, x)}
         S(num_alloc_retries), S(num_ooms), S(num_sync_all_streams),
-        S(num_device_alloc), S(num_device_free), S(max_split_size),
+        S(num_device_alloc), S(num_device_free), S(max_split_size), S(num_device_synchronize),
 #undef S
     };
     for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)

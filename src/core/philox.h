@@ -20,7 +20,8 @@
  *    it). log, sin and cos are our own polynomials built from those
  *    operations, never libm's. Hence normal draws are bitwise equal too; the
  *    promise (and the GPU test's bound) is 2 ulp.
- *  - float16 / bfloat16 conversions are our own, round to nearest even.
+ *  - float16 / bfloat16 conversions are our own, round to nearest even (the
+ *    GPU uses its conversion instructions, which give the same bits).
  *
  * Transforms (u = a uniform draw made from the top bits of words):
  *  - uniform, 16/32-bit floats: k = w>>8 (24 bits), r = lo + range*(k*2^-24)
@@ -229,7 +230,15 @@ TC_HD void tc__philox_block(uint64_t seed, uint64_t block, uint32_t retry, uint3
 }
 
 /* ---- float16 / bfloat16, round to nearest even --------------------------- */
-TC_HD uint16_t tc__f32_to_f16(float f)
+/* The *_soft functions are the definition, in integer operations. On the GPU
+ * the conversions use the hardware's (cvt.rn.f16.f32, cvt.rn.bf16.f32 on
+ * sm_80+, cvt.f32.f16), which round to nearest even as well and so give the
+ * same bits for every input that is not a NaN; NaNs keep the software's
+ * quiet NaN, which the hardware's canonical NaN is not. The software takes
+ * about fifteen instructions and two branches per float16; this is what made
+ * uniform float16 fills compute-bound (bench/check_cvt.cu compares the two
+ * over all 2^32 floats). */
+TC_HD uint16_t tc__f32_to_f16_soft(float f)
 {
     uint32_t x = tc__f2u(f);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -257,7 +266,19 @@ TC_HD uint16_t tc__f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-TC_HD float tc__f16_to_f32(uint16_t h)
+TC_HD uint16_t tc__f32_to_f16(float f)
+{
+#if defined(__CUDA_ARCH__)
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    uint16_t nan = (uint16_t)(((tc__f2u(f) >> 16) & 0x8000u) | 0x7e00u);
+    return f != f ? nan : (uint16_t)h;
+#else
+    return tc__f32_to_f16_soft(f);
+#endif
+}
+
+TC_HD float tc__f16_to_f32_soft(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0x1f)
@@ -269,12 +290,37 @@ TC_HD float tc__f16_to_f32(uint16_t h)
     return tc__u2f(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-TC_HD uint16_t tc__f32_to_bf16(float f)
+TC_HD float tc__f16_to_f32(uint16_t h)
+{
+#if defined(__CUDA_ARCH__)
+    if ((h & 0x7c00u) == 0x7c00u) /* infinities and NaNs: payload kept */
+        return tc__f16_to_f32_soft(h);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+    return f;
+#else
+    return tc__f16_to_f32_soft(h);
+#endif
+}
+
+TC_HD uint16_t tc__f32_to_bf16_soft(float f)
 {
     uint32_t x = tc__f2u(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((x >> 16) | 0x40u);
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+TC_HD uint16_t tc__f32_to_bf16(float f)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    uint16_t nan = (uint16_t)((tc__f2u(f) >> 16) | 0x40u);
+    return f != f ? nan : (uint16_t)b;
+#else
+    return tc__f32_to_bf16_soft(f);
+#endif
 }
 
 TC_HD float tc__bf16_to_f32(uint16_t b) { return tc__u2f((uint32_t)b << 16); }
@@ -501,11 +547,30 @@ TC_HD uint64_t tc__float_to_bits(int dtype, float v)
     return tc__f2u(v);
 }
 
+/* uniform before rounding to the dtype: lo + range*u in float32, one fma.
+ * (Building k*2^-24 from bits instead of converting k, exact too, made the
+ * float16 fill slower on an H100: 0.476 ms against 0.415.) */
+TC_HD float tc__uniform_f32(const tc__rng_params *p, uint32_t w)
+{
+    float u = TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
+    return TC_FFMA(p->fb, u, p->fa);
+}
+
+/* Box-Muller on float32: two normal values from two words. */
+TC_HD void tc__normal_f32(const tc__rng_params *p, uint32_t w0, uint32_t w1, float *z0, float *z1)
+{
+    float rad = tc__sqrt_newton(TC_FMUL(-2.0f, tc__ln_u24((w0 >> 8) + 1)));
+    float c, s;
+    tc__sincos_u24(w1 >> 8, &c, &s);
+    float rs = TC_FMUL(p->fb, rad);
+    *z0 = TC_FFMA(rs, c, p->fa);
+    *z1 = TC_FFMA(rs, s, p->fa);
+}
+
 /* uniform in a 16/32-bit float dtype: lo + range*u, rounded, kept below hi. */
 TC_HD uint64_t tc__uniform_bits(int dtype, const tc__rng_params *p, uint32_t w)
 {
-    float u = TC_FMUL((float)(w >> 8), 5.9604644775390625e-08f);
-    float r = TC_FFMA(p->fb, u, p->fa);
+    float r = tc__uniform_f32(p, w);
     if (dtype == 8)
         return tc__f2u(r > p->fmax ? p->fmax : r);
     uint16_t h;
@@ -555,12 +620,10 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             out[1] = tc__d2u(TC_DFMA(rs, s, p->da));
         } else {
             for (int l = 0; l < 4; l += 2) {
-                float rad = tc__sqrt_newton(TC_FMUL(-2.0f, tc__ln_u24((w[l] >> 8) + 1)));
-                float c, s;
-                tc__sincos_u24(w[l + 1] >> 8, &c, &s);
-                float rs = TC_FMUL(p->fb, rad);
-                out[l] = tc__float_to_bits(dtype, TC_FFMA(rs, c, p->fa));
-                out[l + 1] = tc__float_to_bits(dtype, TC_FFMA(rs, s, p->fa));
+                float z0, z1;
+                tc__normal_f32(p, w[l], w[l + 1], &z0, &z1);
+                out[l] = tc__float_to_bits(dtype, z0);
+                out[l + 1] = tc__float_to_bits(dtype, z1);
             }
         }
     } else if (kind == TC__RNG_BERNOULLI) {

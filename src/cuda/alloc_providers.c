@@ -195,12 +195,14 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
     return st;
 }
 
-/* Unmaps a range that one vm_map call backed, freeing its memory. */
+/* Unmaps a range that one vm_map call backed, freeing its memory (the
+ * handle was released when it was mapped). No wait: the allocator unmaps only
+ * memory whose last use it has seen complete through an event (fences in
+ * src/alloc/alloc_streams.c), which PyTorch's expandable segments get by a
+ * stream synchronize before each unmap instead. */
 static void vm_unmap(void *ctx, void *addr, size_t size)
 {
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
-    /* memory being unmapped may still be read by queued work: wait for it */
-    (void)cudaDeviceSynchronize();
     (void)vm.unmap((CUdeviceptr)(uintptr_t)addr, size);
     tc_device_guard_exit(&g);
 }
@@ -241,6 +243,7 @@ tc_status tc__device_provider(int device, bool expandable, tc__seg_provider *p)
     p->event_query = ev_query;
     p->event_sync = ev_sync;
     p->event_destroy = ev_destroy;
+    p->free_waits = true; /* cudaFree waits for the device */
     if (expandable) {
         TC_TRY(vm_load());
         p->granularity = tc__vm_granularity(device);
@@ -275,6 +278,7 @@ void tc__pinned_provider(tc__seg_provider *p)
     p->name = "pinned host";
     p->alloc = ph_alloc;
     p->free = ph_free;
+    p->free_waits = true; /* cudaFreeHost waits for the device */
     p->event_record = ev_record;
     p->event_query = ev_query;
     p->event_sync = ev_sync;

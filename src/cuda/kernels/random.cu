@@ -7,7 +7,10 @@
  * A full block is written with 16-byte (or 8/4-byte) stores when the buffer
  * is aligned for them; the tail block and unaligned buffers store element by
  * element. Philox (seed, offset) come by value, or from device memory while a
- * CUDA graph is captured (tc__philox_args). */
+ * CUDA graph is captured (tc__philox_args). float16/bfloat16 uniform and
+ * normal fills take a path of their own that converts two values at a time
+ * (block16 below), with the same values; there a thread takes two blocks
+ * per step, 2i and 2i+1, and writes them with one 16-byte store. */
 #include <atomic>
 
 #include "random_kernels.h"
@@ -76,6 +79,100 @@ __device__ __forceinline__ void store_block(unsigned char *out, uint64_t b, size
     }
 }
 
+/* ---- float16 / bfloat16 uniform and normal: two values per conversion ----
+ * Conversions run on a unit with 16 results per clock per SM (H100), an
+ * eighth of the float32 rate, which bounded these fills. cvt.rn.{f16,bf16}x2
+ * converts two floats in one instruction, with the same rounding as
+ * tc__f32_to_f16/bf16 (bench/check_cvt.cu). NaNs, which the hardware makes
+ * canonical, send the block to the general path (tc__rng_block_bits). The
+ * uniform clamp "value(h) > fmax" compares sign-magnitude keys, which order
+ * like the values for every non-NaN half, instead of converting back. */
+#ifndef TCUDA_RNG_PAIRS
+#define TCUDA_RNG_PAIRS 1 /* two Philox blocks per thread and step */
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool have_packed16 = false; /* bf16x2 needs sm_80 */
+#else
+constexpr bool have_packed16 = true;
+#endif
+
+template <int DTYPE> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    uint32_t d = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (DTYPE == 6)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+#endif
+    return d;
+}
+
+[[maybe_unused]] __device__ __forceinline__ int key16(uint32_t h)
+{
+    int m = (int)(h & 0x7fffu);
+    return (h & 0x8000u) ? -m : m;
+}
+
+/* The clamp of a uniform half: h, or hmax (whose key is kmax) when h is above. */
+[[maybe_unused]] __device__ __forceinline__ uint32_t clamp16(uint32_t h, uint32_t hmax, int kmax)
+{
+    return key16(h) > kmax ? hmax : h;
+}
+
+/* Whether a 16-bit fill with these parameters can make a NaN: uniform never
+ * (lo + range*u with finite lo, range and u < 1), normal only when std is so
+ * large that std * sqrt(-2 ln u1) (at most 5.78 std) overflows and meets a
+ * zero cosine or sine. Checking each value costs the normal fill about 4%. */
+template <int KIND> __device__ __forceinline__ bool may_nan(const tc__rng_params *p)
+{
+    return KIND == TC__RNG_NORMAL && !(fabsf(p->fb) < 5.0e37f);
+}
+
+/* Block `block` as two packed words (elements 0,1 and 2,3, low half first);
+ * false when a value is NaN (then the words are not to be used). */
+template <int KIND, int DTYPE>
+__device__ __forceinline__ bool block16(const tc__rng_params *p, uint64_t seed, uint64_t block,
+                                        uint32_t hmax, int kmax, bool check, uint32_t pw[2])
+{
+    uint32_t w[4];
+    tc__philox_block(seed, block, 0, 0, w);
+    float f[4];
+    if (KIND == TC__RNG_UNIFORM) {
+#pragma unroll
+        for (int l = 0; l < 4; l++)
+            f[l] = tc__uniform_f32(p, w[l]);
+    } else {
+        tc__normal_f32(p, w[0], w[1], &f[0], &f[1]);
+        tc__normal_f32(p, w[2], w[3], &f[2], &f[3]);
+    }
+    if (check && (f[0] != f[0] || f[1] != f[1] || f[2] != f[2] || f[3] != f[3]))
+        return false;
+    pw[0] = pack2<DTYPE>(f[0], f[1]);
+    pw[1] = pack2<DTYPE>(f[2], f[3]);
+    if (KIND == TC__RNG_UNIFORM) {
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            pw[k] = clamp16(pw[k] & 0xffffu, hmax, kmax) | clamp16(pw[k] >> 16, hmax, kmax) << 16;
+    }
+    return true;
+}
+
+[[maybe_unused]] __device__ __forceinline__ void store16(unsigned char *out, uint64_t b, size_t n,
+                                        const uint32_t pw[2], bool vec)
+{
+    uint64_t first = b * 4;
+    unsigned char *dst = out + first * 2;
+    if (vec && first + 4 <= n) {
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(pw[0], pw[1]);
+        return;
+    }
+#pragma unroll
+    for (int l = 0; l < 4; l++)
+        if (first + l < n)
+            reinterpret_cast<uint16_t *>(dst)[l] = (uint16_t)(pw[l / 2] >> (16 * (l % 2)));
+}
+
 template <int KIND, int DTYPE, int WIDE>
 __global__ void __launch_bounds__(256)
     rng_kernel(unsigned char *out, size_t n, const tc__rng_params p, tc__philox_args a, bool vec)
@@ -90,10 +187,55 @@ __global__ void __launch_bounds__(256)
     const tc__rng_params q = p;
     uint64_t nb = ((uint64_t)n + E - 1) / E;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += stride) {
-        uint64_t bits[4];
-        tc__rng_block_bits(KIND, DTYPE, WIDE, &q, seed, offset + b, bits);
-        store_block<SIZE, E>(out, b, n, bits, vec);
+    uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    constexpr bool packed = have_packed16 &&
+                            (KIND == TC__RNG_UNIFORM || KIND == TC__RNG_NORMAL) &&
+                            (DTYPE == 6 || DTYPE == 7);
+    if constexpr (packed) {
+        uint32_t hmax = DTYPE == 6 ? tc__f32_to_f16(q.fmax) : tc__f32_to_bf16(q.fmax);
+        int kmax = key16(hmax);
+        bool check = may_nan<KIND>(&q);
+#if TCUDA_RNG_PAIRS
+        /* two blocks per step, blocks 2i and 2i+1: one 16-byte store, and two
+         * independent Philox chains to interleave */
+        bool vec16 = vec && ((uintptr_t)out & 15u) == 0;
+        for (; 2 * b < nb; b += stride) {
+            uint64_t b0 = 2 * b;
+            uint32_t pw[4];
+            bool ok0 = block16<KIND, DTYPE>(&q, seed, offset + b0, hmax, kmax, check, pw);
+            bool ok1 = block16<KIND, DTYPE>(&q, seed, offset + b0 + 1, hmax, kmax, check, pw + 2);
+            if (ok0 && ok1 && vec16 && (b0 + 2) * 4 <= n) {
+                *reinterpret_cast<uint4 *>(out + b0 * 8) = make_uint4(pw[0], pw[1], pw[2], pw[3]);
+                continue;
+            }
+            for (int k = 0; k < 2 && b0 + k < nb; k++) {
+                if (k ? ok1 : ok0) {
+                    store16(out, b0 + k, n, pw + 2 * k, vec);
+                } else {
+                    uint64_t bits[4];
+                    tc__rng_block_bits(KIND, DTYPE, WIDE, &q, seed, offset + b0 + k, bits);
+                    store_block<SIZE, E>(out, b0 + k, n, bits, vec);
+                }
+            }
+        }
+#else
+        for (; b < nb; b += stride) {
+            uint32_t pw[2];
+            if (block16<KIND, DTYPE>(&q, seed, offset + b, hmax, kmax, check, pw)) {
+                store16(out, b, n, pw, vec);
+            } else {
+                uint64_t bits[4];
+                tc__rng_block_bits(KIND, DTYPE, WIDE, &q, seed, offset + b, bits);
+                store_block<SIZE, E>(out, b, n, bits, vec);
+            }
+        }
+#endif
+    } else {
+        for (; b < nb; b += stride) {
+            uint64_t bits[4];
+            tc__rng_block_bits(KIND, DTYPE, WIDE, &q, seed, offset + b, bits);
+            store_block<SIZE, E>(out, b, n, bits, vec);
+        }
     }
 }
 

@@ -272,6 +272,7 @@ static void check_every_key(void)
     bad += stat("num_device_alloc") != s.num_device_alloc;
     bad += stat("num_device_free") != s.num_device_free;
     bad += stat("max_split_size") != s.max_split_size;
+    bad += stat("num_device_synchronize") != s.num_device_synchronize;
     CHECK(bad == 0);
     CHECK(s.allocation[0].current > 0); /* the comparison saw real numbers */
     CHECK(stat("allocation.all") == -1 && strstr(tc_last_error(), "unknown key"));

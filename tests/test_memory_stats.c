@@ -296,6 +296,7 @@ static void test_keys(void)
         {"num_device_alloc", s.num_device_alloc},
         {"num_device_free", s.num_device_free},
         {"max_split_size", s.max_split_size},
+        {"num_device_synchronize", s.num_device_synchronize},
     };
     for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++) {
         int64_t v = -1;
@@ -303,7 +304,7 @@ static void test_keys(void)
         n++;
     }
     CHECK(bad == 0);
-    CHECK(n == 10 * 12 + 8 + 6);
+    CHECK(n == 10 * 12 + 8 + 7);
     static const char *unknown[] = {
         "",
         "allocation",

@@ -58,6 +58,11 @@ typedef struct tc__backend {
 } tc__backend;
 
 extern const tc__backend tc__cpu_backend;
+/* The backends' matmul, each in a file of its own (cpu_matmul.c, blas.c). */
+tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
 #if defined(TCUDA_HAVE_CUDA)
 extern const tc__backend tc__cuda_backend;
 /* Copies between a device and host or another device; see tensor_cuda.c. */

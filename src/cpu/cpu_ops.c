@@ -284,9 +284,6 @@ static tc_status cpu_reduce(int device, tc__op op, tc_dtype it, tc_dtype ot, con
     return TC_OK;
 }
 
-tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
-                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
-
 const tc__backend tc__cpu_backend = {
     .unary = cpu_unary,
     .binary = cpu_binary,

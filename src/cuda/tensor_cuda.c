@@ -88,10 +88,6 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
     return st;
 }
 
-/* blas.c */
-tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
-                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb);
-
 const tc__backend tc__cuda_backend = {
     .unary = cu_unary,
     .binary = cu_binary,

@@ -46,8 +46,8 @@ static tc_status draw(tc_generator *g, int kind, void *buf, size_t n, tc_dtype d
     }
 }
 
-static const double special[] = {0.0, 1.0, -1.0, 0.5, 1e300, -1e300, INFINITY, -INFINITY, NAN,
-                                 2.0, 1e-300, 65504.0, 3.4e38, 1.5, -0.5, 100.0};
+static const double special[] = {0.0, 1.0, -1.0,   0.5,     1e300,  -1e300, INFINITY, -INFINITY,
+                                 NAN, 2.0, 1e-300, 65504.0, 3.4e38, 1.5,    -0.5,     100.0};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -21,7 +21,7 @@ install(FILES ${PROJECT_BINARY_DIR}/tcudaConfig.cmake ${PROJECT_BINARY_DIR}/tcud
 
 set(TCUDA_PC_PRIVATE_LIBS "-lpthread -ldl -lm")
 if(TCUDA_HAVE_CUDA)
-  set(TCUDA_PC_PRIVATE_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt ${TCUDA_PC_PRIVATE_LIBS}")
+  set(TCUDA_PC_PRIVATE_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt ${TCUDA_PC_PRIVATE_LIBS} -lstdc++")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tcuda.pc.in ${PROJECT_BINARY_DIR}/tcuda.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tcuda.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -18,6 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum { MAX_DRAW = 64 };
 
+/* The blob's checksum, written out from random.h's description rather than
+ * taken from random.c, so that the format is checked independently. */
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;

@@ -158,27 +158,13 @@ static tc_tensor *factory(fz_input *in)
     }
     tc_tensor *out = SENTINEL;
     tc_status st;
+    if (kind < 4 && too_big(numel, dt))
+        return NULL;
     switch (kind) {
-    case 0:
-        if (too_big(numel, dt))
-            return NULL;
-        st = tc_tensor_empty(ndim, sizes, dt, cpu, &out);
-        break;
-    case 1:
-        if (too_big(numel, dt))
-            return NULL;
-        st = tc_tensor_zeros(ndim, sizes, dt, cpu, &out);
-        break;
-    case 2:
-        if (too_big(numel, dt))
-            return NULL;
-        st = tc_tensor_ones(ndim, sizes, dt, cpu, &out);
-        break;
-    case 3:
-        if (too_big(numel, dt))
-            return NULL;
-        st = tc_tensor_full(ndim, sizes, value, dt, cpu, &out);
-        break;
+    case 0: st = tc_tensor_empty(ndim, sizes, dt, cpu, &out); break;
+    case 1: st = tc_tensor_zeros(ndim, sizes, dt, cpu, &out); break;
+    case 2: st = tc_tensor_ones(ndim, sizes, dt, cpu, &out); break;
+    case 3: st = tc_tensor_full(ndim, sizes, value, dt, cpu, &out); break;
     case 4: {
         double start = special_values[fz_u8(in) % 16], end = special_values[fz_u8(in) % 16];
         double step = special_values[fz_u8(in) % 16];

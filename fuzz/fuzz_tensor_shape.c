@@ -105,12 +105,17 @@ static void check_tensor(const tc_tensor *t)
     int nd = tc_tensor_ndim(t);
     FZ_CHECK(nd >= 0 && nd <= TC_MAX_DIMS);
     int64_t n = 1;
+    bool empty = false;
     for (int i = 0; i < nd; i++) {
         int64_t s = tc_tensor_size(t, i);
         FZ_CHECK(s >= 0);
-        FZ_CHECK(s == 0 || n <= INT64_MAX / s); /* the element count fits */
-        n *= s;
+        empty = empty || s == 0;
+        if (s > 0) {
+            FZ_CHECK(n <= INT64_MAX / s); /* the count of the other sizes fits */
+            n *= s;
+        }
     }
+    n = empty ? 0 : n;
     FZ_CHECK(tc_tensor_numel(t) == n);
     FZ_CHECK(tc_tensor_dtype(t) < TC_NUM_DTYPES);
     FZ_CHECK(n == 0 || (uint64_t)n <= SIZE_MAX / elsize[tc_tensor_dtype(t)]);

@@ -112,14 +112,14 @@ static void bare_launch(void *p)
 }
 
 /* Host seconds per call of fn: 100 batches of 200 calls, only the calls timed. */
-static double host_cost(op_fn fn, void *ctx)
+static double host_cost(op_fn fn, void *arg)
 {
     double total = 0;
     for (int b = 0; b < 100; b++) {
         TRY(tc_synchronize(-1));
         double t0 = now_s();
         for (int i = 0; i < 200; i++)
-            fn(ctx);
+            fn(arg);
         total += now_s() - t0;
     }
     TRY(tc_synchronize(-1));

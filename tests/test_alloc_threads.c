@@ -14,7 +14,7 @@ static atomic_int errors, running;
 
 static void *worker(void *arg)
 {
-    uint64_t x = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+    uint64_t x = (tc_test_seed() + (uintptr_t)arg) * 0x9e3779b97f4a7c15ull + 1;
     void *live[64] = {0};
     for (int i = 0; i < 20000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;

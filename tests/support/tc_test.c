@@ -1,30 +1,57 @@
 /* The test kit's counters, seed, random numbers and GPU check. */
 #include "tc_test.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 int tc_test_passed, tc_test_failed;
-uint64_t tc_test_seed;
-static uint64_t rng_state;
+static uint64_t seed, rng_state;
 static bool seeded;
+
+static uint64_t seed_from_env_or_clock(void)
+{
+    const char *env = getenv("TCUDA_TEST_SEED");
+    if (env && *env) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 0);
+        if (errno || *end || *env == '-') {
+            fprintf(stderr, "TCUDA_TEST_SEED='%s' is not a seed: give a number such as 1234\n",
+                    env);
+            exit(2);
+        }
+        return v;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void tc_test_init(void)
 {
     if (seeded)
         return;
-    const char *env = getenv("TC_TEST_SEED");
-    tc_test_seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-    rng_state = tc_test_seed * 0x9e3779b97f4a7c15ull + 1;
+    seed = seed_from_env_or_clock();
+    rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
     seeded = true;
+    printf("TCUDA_TEST_SEED=%llu (set it to repeat this run's random inputs)\n",
+           (unsigned long long)seed);
+    fflush(stdout);
+}
+
+uint64_t tc_test_seed(void)
+{
+    tc_test_init();
+    return seed;
 }
 
 void tc_test_fail_at(const char *file, int line, const char *what)
 {
     tc_test_failed++;
-    fprintf(stderr, "FAIL %s:%d: %s (TC_TEST_SEED=%llu)\n", file, line, what,
-            (unsigned long long)tc_test_seed);
+    fprintf(stderr, "FAIL %s:%d: %s (TCUDA_TEST_SEED=%llu)\n", file, line, what,
+            (unsigned long long)tc_test_seed());
 }
 
 void tc_test_require_gpu(void)

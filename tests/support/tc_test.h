@@ -3,8 +3,10 @@
  * CHECK(cond) and friends print the place and go on counting failures;
  * TC_TEST_DONE() prints "N passed, N failed" and returns the exit code.
  * tc_test_require_gpu() exits with 77 (CTest: skipped) when there is no GPU.
- * Random inputs come from tc_test_rand*(), seeded by TC_TEST_SEED or the
- * clock; the seed is printed on failure so a run can be repeated. */
+ * Random inputs come from tc_test_rand*(), seeded by tc_test_seed(): the
+ * environment's TCUDA_TEST_SEED, or the clock. The seed is printed when a
+ * test starts and with every failure, so any run can be repeated:
+ *   TCUDA_TEST_SEED=1234 build/tests/test_x */
 #ifndef TC_TEST_H
 #define TC_TEST_H
 
@@ -16,11 +18,15 @@
 #include "tcuda/tcuda.h"
 
 extern int tc_test_passed, tc_test_failed;
-extern uint64_t tc_test_seed;
 
 void tc_test_fail_at(const char *file, int line, const char *what);
 void tc_test_require_gpu(void);
+/* Seeds the test's random numbers and prints the seed (main calls it first). */
 void tc_test_init(void);
+/* The seed of this run: TCUDA_TEST_SEED (decimal or 0x-hex) when set, else
+ * taken from the clock. The one seed every random input derives from: a test
+ * that needs its own generator (one per thread, say) seeds it from this. */
+uint64_t tc_test_seed(void);
 uint64_t tc_test_rand(void);
 double tc_test_rand_uniform(void); /* [0, 1) */
 double tc_test_now_ms(void);       /* monotonic wall clock */
@@ -37,47 +43,45 @@ const char *tc_test_capture_stderr_end(void);
  * nor the dead one (0xdeadbeef). */
 void *tc_test_garbage(size_t size);
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond)                                                              \
-            tc_test_passed++;                                                  \
-        else                                                                   \
-            tc_test_fail_at(__FILE__, __LINE__, #cond);                        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            tc_test_passed++;                                                                      \
+        else                                                                                       \
+            tc_test_fail_at(__FILE__, __LINE__, #cond);                                            \
     } while (0)
 
 /* A call that must succeed; on failure prints the status and message. */
-#define CHECK_OK(call)                                                         \
-    do {                                                                       \
-        tc_status st_ = (call);                                                \
-        if (st_ == TC_OK)                                                      \
-            tc_test_passed++;                                                  \
-        else {                                                                 \
-            char buf_[1400];                                                   \
-            snprintf(buf_, sizeof buf_, "%s -> %s: %s", #call,                 \
-                     tc_status_string(st_), tc_last_error());                  \
-            tc_test_fail_at(__FILE__, __LINE__, buf_);                         \
-        }                                                                      \
+#define CHECK_OK(call)                                                                             \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ == TC_OK)                                                                          \
+            tc_test_passed++;                                                                      \
+        else {                                                                                     \
+            char buf_[1400];                                                                       \
+            snprintf(buf_, sizeof buf_, "%s -> %s: %s", #call, tc_status_string(st_),              \
+                     tc_last_error());                                                             \
+            tc_test_fail_at(__FILE__, __LINE__, buf_);                                             \
+        }                                                                                          \
     } while (0)
 
 /* A call that must fail with `expected` and leave a non-empty message. */
-#define CHECK_STATUS(call, expected)                                           \
-    do {                                                                       \
-        tc_status st_ = (call);                                                \
-        if (st_ == (expected) && tc_last_error()[0] != '\0')                   \
-            tc_test_passed++;                                                  \
-        else {                                                                 \
-            char buf_[1400];                                                   \
-            snprintf(buf_, sizeof buf_, "%s -> %s (wanted %s): %s", #call,     \
-                     tc_status_string(st_), tc_status_string(expected),        \
-                     tc_last_error());                                         \
-            tc_test_fail_at(__FILE__, __LINE__, buf_);                         \
-        }                                                                      \
+#define CHECK_STATUS(call, expected)                                                               \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ == (expected) && tc_last_error()[0] != '\0')                                       \
+            tc_test_passed++;                                                                      \
+        else {                                                                                     \
+            char buf_[1400];                                                                       \
+            snprintf(buf_, sizeof buf_, "%s -> %s (wanted %s): %s", #call, tc_status_string(st_),  \
+                     tc_status_string(expected), tc_last_error());                                 \
+            tc_test_fail_at(__FILE__, __LINE__, buf_);                                             \
+        }                                                                                          \
     } while (0)
 
 #define CHECK_NEAR(a, b, tol) CHECK(fabs((double)(a) - (double)(b)) <= (tol))
 
-#define TC_TEST_DONE()                                                         \
-    (printf("%d passed, %d failed\n", tc_test_passed, tc_test_failed),         \
-     tc_test_failed ? 1 : 0)
+#define TC_TEST_DONE()                                                                             \
+    (printf("%d passed, %d failed\n", tc_test_passed, tc_test_failed), tc_test_failed ? 1 : 0)
 
 #endif

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The build lists its sources by name (no globs). This check finds a file
+# that no CMakeLists.txt names: a library source, a test, a benchmark, an
+# example, a fuzz harness or a test kernel that would silently not be built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=0
+check() { # file, the CMakeLists.txt that must name it, the name it goes by there
+  if ! grep -qE "(^|[[:space:]/(])$3([[:space:])]|\$)" "$2"; then
+    echo "check_sources: $1 is not listed in $2"
+    missing=1
+  fi
+}
+for f in $(find src -name '*.c' -o -name '*.cu' | sort); do check "$f" CMakeLists.txt "${f//./\\.}"; done
+for f in $(find tests -maxdepth 1 -name 'test_*.c' | sort); do check "$f" tests/CMakeLists.txt "$(basename "$f" .c)"; done
+for f in $(find tests/support -name '*.c' -o -name '*.cu' | sort); do check "$f" tests/CMakeLists.txt "${f#tests/}"; done
+for f in $(find bench -name 'bench_*.c' | sort); do check "$f" bench/CMakeLists.txt "$(basename "$f" .c)"; done
+for f in $(find examples -name '*.c' | sort); do check "$f" CMakeLists.txt "$(basename "$f" .c)"; done
+for f in $(find fuzz -name 'fuzz_*.c' | sort); do check "$f" fuzz/CMakeLists.txt "$(basename "$f" .c)"; done
+[ $missing = 0 ] && echo "check_sources: every source is listed"
+exit $missing

@@ -103,6 +103,8 @@ void tc__release_cached(tc__allocator *a, size_t target, bool all_pools)
 
 void tc__make_room(tc__allocator *a, size_t more)
 {
+    if (a->ncaps)
+        return; /* a graph capture is underway: giving memory back would synchronize */
     size_t cur = (size_t)a->st.reserved_bytes[0].current;
     /* Give back the smallest wholly free segment that covers the excess (so
      * that large cached segments stay for large requests), else the largest

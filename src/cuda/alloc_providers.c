@@ -42,6 +42,8 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
 static void dm_free(void *ctx, void *ptr, size_t size)
 {
     (void)size;
+    if (tc__graph_defer_free(dev_of(ctx), ptr))
+        return; /* freed when the graph capture ends (graph.c) */
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     (void)cudaFree(ptr);
     tc_device_guard_exit(&g);

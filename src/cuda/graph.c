@@ -20,6 +20,11 @@
  *   capture_end reports the call and leaves the graph empty.
  * Captures underway are kept in a list under cap_mu (the sync check reads
  * it from any thread); tc__graph_captures counts them for the fast paths.
+ * Segments the allocator gives back meanwhile (a released pool's, another
+ * device's) are not cudaFree'd, which would synchronize: they wait in a list
+ * until the last capture ends. The caching allocator itself takes no memory
+ * back while a private pool is active (src/alloc), and cudaMalloc runs in
+ * relaxed mode (alloc_providers.c), as in PyTorch.
  * The cudaGraph_t is kept after instantiation, for debug dumps and updates.
  * Every handle goes through tc__handle_check; destroyed graphs and callables
  * are parked in handle pools. */
@@ -243,8 +248,53 @@ static void list_add(tc_graph *g)
     pthread_mutex_unlock(&cap_mu);
 }
 
+/* Device memory given back during captures (under cap_mu). */
+typedef struct deferred {
+    void *ptr;
+    int device;
+} deferred;
+static deferred *dfree;
+static size_t ndfree, cap_dfree;
+
+bool tc__graph_defer_free(int device, void *ptr)
+{
+    if (!tc__graph_capturing())
+        return false;
+    pthread_mutex_lock(&cap_mu);
+    bool kept = false;
+    if (atomic_load(&tc__graph_captures) > 0) {
+        if (ndfree == cap_dfree) {
+            size_t nc = cap_dfree ? 2 * cap_dfree : 16;
+            deferred *n = realloc(dfree, nc * sizeof *n);
+            if (n) {
+                dfree = n;
+                cap_dfree = nc;
+            }
+        }
+        if (ndfree < cap_dfree) {
+            dfree[ndfree++] = (deferred){ptr, device};
+            kept = true;
+        }
+    }
+    pthread_mutex_unlock(&cap_mu);
+    return kept;
+}
+
+/* Frees what captures kept, once none is underway. */
+static void flush_deferred(deferred *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tc_device_guard dg = tc_device_guard_enter(list[i].device);
+        (void)cudaFree(list[i].ptr);
+        tc_device_guard_exit(&dg);
+    }
+    free(list);
+}
+
 static void list_remove(tc_graph *g)
 {
+    deferred *list = NULL;
+    size_t n = 0;
     pthread_mutex_lock(&cap_mu);
     for (tc_graph **p = &capturing; *p; p = &(*p)->next)
         if (*p == g) {
@@ -253,7 +303,14 @@ static void list_remove(tc_graph *g)
             break;
         }
     g->next = NULL;
+    if (!capturing && ndfree) {
+        list = dfree;
+        n = ndfree;
+        dfree = NULL;
+        ndfree = cap_dfree = 0;
+    }
     pthread_mutex_unlock(&cap_mu);
+    flush_deferred(list, n);
 }
 
 /* Starts CUDA stream capture on g->cs (device, stream, mode, pool set).
@@ -396,7 +453,7 @@ tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream 
                  (unsigned long long)pool.id);
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
-    TC_CHECK_ARG(s->handle != NULL,
+    TC_CHECK_ARG(s->handle != NULL && s->handle != cudaStreamLegacy,
                  "cannot capture on the default stream of cuda:%d (CUDA's legacy stream); "
                  "capture on a stream from tc_stream_create, or use "
                  "tc_graph_capture_guard_enter, which provides one",

@@ -21,6 +21,11 @@ static inline bool tc__graph_capturing(void)
     return atomic_load_explicit(&tc__graph_captures, memory_order_relaxed) != 0;
 }
 
+/* While a capture is underway: keeps device memory that the allocator gives
+ * back (cudaFree would synchronize and break the capture) and returns true;
+ * it is freed when the last capture ends. False (free it now) otherwise. */
+bool tc__graph_defer_free(int device, void *ptr);
+
 /* Around a call that a global-mode capture would take for unsafe although it
  * is not (cudaMalloc by the caching allocator: the graph never frees that
  * memory before replay, as PyTorch's cudaMallocMaybeCapturing): switches the

@@ -26,6 +26,10 @@
  *   eagerly at the generator's offset when the replay is queued, and each
  *   replay advances that offset by the amount the captured fills use. Fills
  *   with other CUDA generators are refused during capture.
+ * - Run the work once before capturing it (graphed callables do): first uses
+ *   set things up with calls a capture cannot record (cuBLAS makes its
+ *   handle and workspace on the first matmul of a thread, the allocator
+ *   caches memory).
  * - Synchronizing calls (tc_synchronize, tc_stream_synchronize and
  *   tc_stream_query, tc_event_synchronize and tc_event_query, tc_tensor_item
  *   and other copies to host memory, copies from pageable host memory,

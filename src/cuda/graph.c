@@ -28,6 +28,7 @@
  * The cudaGraph_t is kept after instantiation, for debug dumps and updates.
  * Every handle goes through tc__handle_check; destroyed graphs and callables
  * are parked in handle pools. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -594,6 +595,10 @@ tc_status tc_graph_debug_dump(const tc_graph *graph, const char *path)
     TC_CHECK_ARG(path && *path, "path is %s", path ? "empty" : "NULL");
     if (graph->state != G_CAPTURED)
         return not_captured(graph);
+    FILE *f = fopen(path, "w"); /* a clear message when the path cannot be written */
+    if (!f)
+        return tc__fail(TC_ERROR_IO, "cannot write '%s': %s", path, strerror(errno));
+    fclose(f);
     cudaError_t err = cudaGraphDebugDotPrint(graph->graph, path, cudaGraphDebugDotFlagsVerbose);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();

@@ -214,10 +214,10 @@ int main(void)
         }
         printf("graph: loss %.6f -> %.6f, %.2f us per step\n", gl[0], gl[steps - 1],
                graph_s / steps * 1e6);
-        printf("losses %s (largest relative difference %.2g)\n", worst <= 1e-5 ? "match" : "DIFFER",
+        printf("losses %s (largest relative difference %.2g)\n", worst <= 1e-4 ? "match" : "DIFFER",
                worst);
         printf("speedup of the graph over eager: %.2fx\n", eager_s / graph_s);
-        rc = worst <= 1e-5 && gl[steps - 1] < gl[0] ? 0 : 1;
+        rc = worst <= 1e-4 && gl[steps - 1] < gl[0] ? 0 : 1;
         CHECK(tc_graphed_callable_destroy(c));
     }
     if (el[steps - 1] >= el[0]) {

@@ -407,8 +407,6 @@ static tc_status instantiate(tc_graph *g, cudaGraph_t graph, cudaGraphExec_t *ou
     TC_TRY(dg.status);
     cudaGraphExec_t exec = NULL;
     cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
-    if (err == cudaSuccess) /* uploads now, so that the first replay is as fast as the rest */
-        err = cudaGraphUpload(exec, g->cs);
     tc_device_guard_exit(&dg);
     if (err != cudaSuccess) {
         if (exec)

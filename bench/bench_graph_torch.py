@@ -35,6 +35,20 @@ def per_op_us(fn, chains, ops):
     return (time.perf_counter() - t0) * 1e6 / (chains * ops)
 
 
+def captured(fn):
+    """fn warmed up 3 times on a side stream, then captured (as the docs do)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
 state = {"x": torch.ones(16, device="cuda")}
 y = torch.full((16,), 0.5, device="cuda")
 
@@ -47,15 +61,7 @@ def chain():
 
 
 eager_us = per_op_us(chain, EAGER_CHAINS, OPS)
-s = torch.cuda.Stream()
-s.wait_stream(torch.cuda.current_stream())
-with torch.cuda.stream(s):
-    for _ in range(3):
-        chain()
-torch.cuda.current_stream().wait_stream(s)
-g = torch.cuda.CUDAGraph()
-with torch.cuda.graph(g):
-    chain()
+g = captured(chain)
 graph_us = per_op_us(g.replay, GRAPH_CHAINS, OPS)
 row("add chain eager, us/op", eager_us, "us per op (wall clock)")
 row("add chain graph, us/op", graph_us, "us per op (replay)")
@@ -103,15 +109,7 @@ def run(fn, losses):
 step()
 eager_losses = torch.zeros(STEPS, device="cuda")
 eager_step = run(step, eager_losses)
-s = torch.cuda.Stream()
-s.wait_stream(torch.cuda.current_stream())
-with torch.cuda.stream(s):
-    for _ in range(3):
-        step()
-torch.cuda.current_stream().wait_stream(s)
-g = torch.cuda.CUDAGraph()
-with torch.cuda.graph(g):
-    step()
+g = captured(step)
 graph_losses = torch.zeros(STEPS, device="cuda")
 graph_step = run(g.replay, graph_losses)
 row("mlp step eager, us", eager_step, "us per step")

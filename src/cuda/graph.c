@@ -406,7 +406,10 @@ static tc_status instantiate(tc_graph *g, cudaGraph_t graph, cudaGraphExec_t *ou
     tc_device_guard dg = tc_device_guard_enter(g->device);
     TC_TRY(dg.status);
     cudaGraphExec_t exec = NULL;
-    cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    /* AutoFreeOnLaunch as PyTorch: work captured from libraries may allocate
+     * with cudaMallocAsync (cuBLAS's workspace since CUDA 12.2) and not free
+     * it in the graph; a relaunch then frees it first instead of failing */
+    cudaError_t err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
     tc_device_guard_exit(&dg);
     if (err != cudaSuccess) {
         if (exec)

@@ -1,6 +1,7 @@
 /* CUDA graphs (include/tcuda/graph.h).
  *
- * Without a GPU (or without CUDA in the build): every graph call answers
+ * Everywhere: the allocator's rules while a private pool is active, on the
+ * plain-host provider. Without a GPU (or without CUDA in the build): every graph call answers
  * TC_ERROR_NO_DEVICE, or for handles TC_ERROR_INVALID_ARGUMENT (NULL) and
  * TC_ERROR_INVALID_HANDLE (garbage), with a message naming the call; then
  * the test exits 77. On a GPU: bad inputs (destroyed handles, double destroy,
@@ -20,6 +21,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "alloc/alloc.h"
 #include "tc_test.h"
 
 /* Returns a failing status from the test's own fn callbacks. */
@@ -98,6 +100,46 @@ static void check_without_gpu(void)
     CHECK(tc_graphed_callable_graph(cj) == NULL && tc_graphed_callable_graph(NULL) == NULL);
     free(cj);
     free(junk);
+}
+
+/* The allocator's rules while a graph's private pool is active, on the
+ * plain-host provider (no GPU): nothing is given back (that would
+ * synchronize and break the capture), an allocation that does not fit fails
+ * without emptying the cache, the pool's blocks are not handed to the
+ * default pool, and the pool's memory goes once it is released. */
+static void check_pool_rules_on_host(void)
+{
+    tc__host_provider_ctx hctx;
+    memset(&hctx, 0, sizeof hctx);
+    hctx.capacity = (size_t)6 << 20;
+    tc__seg_provider prov;
+    tc__host_provider_init(&prov, &hctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    tc__allocator *a = NULL;
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    if (!a)
+        return;
+    const size_t MiB = (size_t)1 << 20;
+    void *d, *p, *big = NULL, *q;
+    CHECK_OK(tc__alloc_malloc(a, MiB, 2, &d));  /* a 2 MiB segment, default pool */
+    CHECK_OK(tc__alloc_free(a, d));             /* wholly free, cached */
+    CHECK_OK(tc__alloc_begin_pool(a, 9, 1));    /* "capture" on stream 1 */
+    CHECK_OK(tc__alloc_malloc(a, MiB, 1, &p));  /* a new segment for the pool */
+    CHECK(hctx.frees == 0 && hctx.allocs == 2); /* the cached one was kept */
+    CHECK_STATUS(tc__alloc_malloc(a, 3 * MiB, 1, &big), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(big == NULL && hctx.frees == 0); /* no emptying of the cache in capture */
+    CHECK_OK(tc__alloc_end_pool(a, 1));
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK_OK(tc__alloc_malloc(a, MiB, 1, &q)); /* default pool again: not p */
+    CHECK(q != p);
+    CHECK_OK(tc__alloc_free(a, q));
+    int64_t frees = hctx.frees;
+    CHECK_OK(tc__alloc_release_pool(a, 9)); /* the pool's segment goes */
+    CHECK(hctx.frees == frees + 1);
+    char why[256];
+    CHECK(tc__alloc_check(a, why, sizeof why) == 0);
+    tc__alloc_destroy(a);
 }
 
 #if defined(TCUDA_HAVE_CUDA)
@@ -950,6 +992,7 @@ static void run_gpu_tests(void)
 int main(void)
 {
     tc_test_init();
+    check_pool_rules_on_host();
     if (!tc_is_available()) {
         check_without_gpu();
         printf("no GPU: %d checks of the answers without one passed\n", tc_test_passed);

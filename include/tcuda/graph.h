@@ -20,7 +20,9 @@
  *   allocations of the same capture; its blocks are never handed out outside
  *   the pool until every graph using the pool is reset or destroyed. Memory
  *   stats count it; snapshots show its segments with segment_pool_id equal
- *   to the pool id.
+ *   to the pool id. Work forked onto other streams inside a capture (joined
+ *   by events) is captured too, but its allocations come from the default
+ *   pool: allocate on the capturing stream.
  * - Random fills with the device's default generator draw new numbers on
  *   every replay: replay k draws exactly what the same fills would have drawn
  *   eagerly at the generator's offset when the replay is queued, and each

@@ -532,13 +532,9 @@ static tc_status not_captured(const tc_graph *g)
                                                   "(tc_graph_capture_end first)");
 }
 
-tc_status tc_graph_replay(tc_graph *graph)
+/* Queues a replay on the current stream of d (the current device). */
+static tc_status launch(tc_graph *graph, int d)
 {
-    TC_API_BEGIN;
-    TC_TRY(check_graph(graph));
-    if (TC_UNLIKELY(graph->state != G_CAPTURED))
-        return not_captured(graph);
-    int d = graph->device;
     cudaStream_t s = tc__current_cuda_stream(d);
     if (graph->gen && graph->gen_blocks)
         TC_TRY(tc__generator_replay_prologue(graph->gen, graph->gen_buf, graph->gen_blocks, s));
@@ -548,6 +544,23 @@ tc_status tc_graph_replay(tc_graph *graph)
     if (TC_UNLIKELY(tc__launch_blocking_enabled()))
         return tc__launch_check(s, "graph replay");
     return TC_OK;
+}
+
+tc_status tc_graph_replay(tc_graph *graph)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_graph(graph));
+    if (TC_UNLIKELY(graph->state != G_CAPTURED))
+        return not_captured(graph);
+    int d = graph->device;
+    if (TC_UNLIKELY(tc__tls_device != d)) { /* the legacy stream (0) is the current device's */
+        tc_device_guard dg = tc_device_guard_enter(d);
+        TC_TRY(dg.status);
+        tc_status st = launch(graph, d);
+        tc_device_guard_exit(&dg);
+        return st;
+    }
+    return launch(graph, d);
 }
 
 tc_status tc_graph_reset(tc_graph *graph)

@@ -152,7 +152,7 @@ static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
 {
     blk *b = tc__bin_find(a, c, rs);
     if (!b) {
-        if (a->cfg.gc_threshold > 0) {
+        if (a->cfg.gc_threshold > 0 && !a->ncaps) { /* no release during capture */
             size_t cap = a->limit != SIZE_MAX ? a->limit : tc__mem_total(a);
             size_t thr = (size_t)(a->cfg.gc_threshold * (double)cap);
             size_t ss = tc__segment_size(rs);
@@ -188,8 +188,9 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     blk *b;
     if (get_block(a, c, rs, &b) != TC_OK) {
         a->st.num_alloc_retries++;
-        release_all_cached(a);
-        if (get_block(a, c, rs, &b) != TC_OK) {
+        if (!a->ncaps) /* waiting and freeing would break a graph capture */
+            release_all_cached(a);
+        if (a->ncaps || get_block(a, c, rs, &b) != TC_OK) {
             a->st.num_ooms++;
             oom_message(a, size);
             return TC_ERROR_OUT_OF_MEMORY;

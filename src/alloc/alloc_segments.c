@@ -110,6 +110,8 @@ void tc__release_cached(tc__allocator *a, size_t target, bool all_pools)
 
 void tc__make_room(tc__allocator *a, size_t more)
 {
+    if (a->ncaps)
+        return; /* a graph capture is underway: giving memory back would synchronize */
     /* Unmap free chunks, but only past 1/16 above the most ever in use, and
      * then 1/64 more than needed, so that steady-state reuse of free
      * (mapped) blocks does not turn into map/unmap pairs. What is left in

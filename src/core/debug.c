@@ -149,8 +149,24 @@ tc_status tc_set_sync_debug_mode(int mode)
     return TC_OK;
 }
 
-tc_status tc__sync_point(const char *what)
+static _Atomic(tc__sync_check_fn) sync_check;
+
+void tc__sync_check_install(tc__sync_check_fn fn)
 {
+    atomic_store_explicit(&sync_check, fn, memory_order_release);
+}
+
+tc_status tc__sync_check(const char *what, void *stream)
+{
+    tc__sync_check_fn fn = atomic_load_explicit(&sync_check, memory_order_acquire);
+    return fn ? fn(what, stream) : TC_OK;
+}
+
+tc_status tc__sync_point(const char *what) { return tc__sync_point_on(what, NULL); }
+
+tc_status tc__sync_point_on(const char *what, void *stream)
+{
+    TC_TRY(tc__sync_check(what, stream));
     pthread_once(&env_once, read_env);
     if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed)))
         return tc__debug_env_check();

@@ -14,6 +14,21 @@ extern "C" {
  * and `what` (e.g. "waiting for the stream"). */
 tc_status tc__sync_point(const char *what);
 
+/* The same, for a call that waits for one runtime stream (`stream`, opaque
+ * to the core; NULL when unknown): the installed sync check (below) sees it. */
+tc_status tc__sync_point_on(const char *what, void *stream);
+
+/* A check a device runtime installs to refuse synchronizing calls while they
+ * are not allowed (CUDA graph capture). Every sync point runs it first;
+ * calls that wait but are not sync points in sync debug mode's sense (a
+ * device-wide synchronize, an event query, a copy from pageable memory) run
+ * it through tc__sync_check. `stream`: the runtime stream the call waits
+ * for, NULL when unknown, TC__SYNC_ALL_STREAMS for a whole device. */
+typedef tc_status (*tc__sync_check_fn)(const char *what, void *stream);
+#define TC__SYNC_ALL_STREAMS ((void *)~(uintptr_t)0)
+void tc__sync_check_install(tc__sync_check_fn fn);
+tc_status tc__sync_check(const char *what, void *stream);
+
 /* True when CUDA_LAUNCH_BLOCKING was set to a true value. */
 bool tc__launch_blocking_enabled(void);
 

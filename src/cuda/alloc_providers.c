@@ -13,6 +13,7 @@
 #include "../alloc/alloc.h"
 #include "alloc_providers.h"
 #include "cuda_internal.h"
+#include "graph_internal.h"
 
 static tc_status oom_or_fail(cudaError_t err, const char *what)
 {
@@ -30,7 +31,10 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
     (void)stream;
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     TC_TRY(g.status);
+    /* a capture in global mode would take cudaMalloc for unsafe (graph.c) */
+    enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
     cudaError_t err = cudaMalloc(out, size);
+    tc__graph_relaxed_end(m);
     tc_device_guard_exit(&g);
     return err == cudaSuccess ? TC_OK : oom_or_fail(err, "cudaMalloc");
 }
@@ -38,6 +42,8 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
 static void dm_free(void *ctx, void *ptr, size_t size)
 {
     (void)size;
+    if (tc__graph_defer_free(dev_of(ctx), ptr))
+        return; /* freed when the graph capture ends (graph.c) */
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     (void)cudaFree(ptr);
     tc_device_guard_exit(&g);
@@ -68,6 +74,8 @@ static void *ev_record(void *ctx, uintptr_t stream)
 static int ev_query(void *ctx, void *e)
 {
     (void)ctx;
+    if (tc__graph_capturing())
+        return 0; /* queries are not allowed during capture: reuse waits until it ends */
     cudaError_t err = cudaEventQuery((cudaEvent_t)e);
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
@@ -176,6 +184,7 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
     CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
     CUmemGenericAllocationHandle h;
     tc_status st = TC_ERROR_OUT_OF_MEMORY;
+    enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
     if (vm.create(&h, size, &prop, 0) == CUDA_SUCCESS) {
         CUresult r = vm.map(base, size, 0, h, 0);
         vm.release(h); /* the mapping keeps the memory */
@@ -191,6 +200,7 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
                 (void)vm.unmap(base, size);
         }
     }
+    tc__graph_relaxed_end(m);
     tc_device_guard_exit(&g);
     return st;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/debug.h"
 #include "cuda_internal.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
@@ -216,6 +217,7 @@ tc_status tc_synchronize(int device)
     TC_API_BEGIN;
     int d;
     TC_TRY(tc__resolve_device(device, &d));
+    TC_TRY(tc__sync_check("waiting for the whole device", TC__SYNC_ALL_STREAMS));
     tc_device_guard g = tc_device_guard_enter(d);
     TC_TRY(g.status);
     cudaError_t err = cudaDeviceSynchronize();

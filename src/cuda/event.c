@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "core/debug.h"
 #include "core/handle_pool.h"
 
 static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
@@ -107,6 +108,7 @@ tc_status tc_event_query(tc_event *event)
     TC_TRY(check_event(event));
     if (!event->recorded)
         return TC_OK;
+    TC_TRY(tc__sync_check("querying an event", NULL));
     cudaError_t err = cudaEventQuery(event->handle);
     if (err == cudaSuccess)
         return TC_OK;
@@ -123,6 +125,7 @@ tc_status tc_event_synchronize(tc_event *event)
     TC_TRY(check_event(event));
     if (!event->recorded)
         return TC_OK;
+    TC_TRY(tc__sync_check("waiting for an event", NULL));
     TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
     return TC_OK;
 }

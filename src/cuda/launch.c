@@ -6,11 +6,13 @@
  * it rather than by some later, unrelated call. */
 #include "cuda_internal.h"
 #include "core/debug.h"
+#include "graph_internal.h"
 
 tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
 {
     cudaError_t err = cudaGetLastError();
-    bool blocking = tc__launch_blocking_enabled();
+    /* during a graph capture nothing runs: there is nothing to wait for */
+    bool blocking = tc__launch_blocking_enabled() && !tc__graph_capturing();
     /* With CUDA_LAUNCH_BLOCKING=1 the driver itself may already have waited,
      * so a fault inside the kernel can show in the launch error too. */
     if (TC_UNLIKELY(blocking) && err == cudaSuccess)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc_providers.h"
+#include "core/debug.h"
 #include "core/handle_pool.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
@@ -359,6 +360,7 @@ tc_status tc_empty_cache(void)
 {
     TC_API_BEGIN;
     TC_TRY(tc__ensure_init());
+    TC_TRY(tc__sync_check("emptying the cache", TC__SYNC_ALL_STREAMS));
     for (int d = 0; d < tc__num_devices; d++) {
         tc__allocator *a = atomic_load_explicit(&allocs[d], memory_order_acquire);
         if (a)

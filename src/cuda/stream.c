@@ -126,6 +126,7 @@ tc_status tc_stream_query(tc_stream *stream)
     TC_API_BEGIN;
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
+    TC_TRY(tc__sync_check("querying the stream", s->handle));
     cudaError_t err = cudaStreamQuery(s->handle);
     if (TC_LIKELY(err == cudaSuccess))
         return TC_OK;
@@ -141,7 +142,7 @@ tc_status tc_stream_synchronize(tc_stream *stream)
     TC_API_BEGIN;
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
-    TC_TRY(tc__sync_point("waiting for the stream"));
+    TC_TRY(tc__sync_point_on("waiting for the stream", s->handle));
     TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
     return TC_OK;
 }

@@ -169,8 +169,13 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
      * it before anything was queued. */
     bool wait = d2h && !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
     if (wait)
-        TC_TRY(tc__sync_point(dst->storage->pinned ? "a blocking copy to host memory"
-                                                   : "a copy to pageable host memory"));
+        TC_TRY(tc__sync_point_on(dst->storage->pinned ? "a blocking copy to host memory"
+                                                      : "a copy to pageable host memory",
+                                 tc__current_cuda_stream(sd.index)));
+    else if (h2d && !(non_blocking && src->storage->pinned))
+        TC_TRY(tc__sync_check(src->storage->pinned ? "a blocking copy from host memory"
+                                                   : "a copy from pageable host memory",
+                              tc__current_cuda_stream(dd.index)));
     tc_tensor *s = NULL, *d = NULL;
     tc_status st = dense_source(src, dst, &s);
     if (st == TC_OK)

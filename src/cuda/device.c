@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
 #define TCUDA_ARCH_LIST_STR ""
@@ -222,6 +223,8 @@ tc_status tc_synchronize(int device)
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, "cudaDeviceSynchronize", __FILE__, __LINE__);
+    if (tc__san_on())
+        tc__san_device_sync(d);
     return TC_OK;
 }
 

@@ -35,20 +35,25 @@
  *
  *     tcuda sanitizer: read-after-write race on memory of cuda:0
  *       memory: float32 [1024] at 0x7f3c5a000000, bytes 0..4096 of a 4096-byte
- *               allocation at 0x7f3c5a000000 made on the default stream of cuda:0 by
- *         #0 libtcuda.so.0(tc_tensor_empty+0x4d)
- *         #1 ./prog(main+0x8e)
- *       current access: read by tc_tensor_sum (reduce kernel) on the default stream
- *                       of cuda:0, at
- *         #0 libtcuda.so.0(tc_tensor_sum+0x21)
- *         #1 ./prog(main+0x131)
+ *       allocation at 0x7f3c5a000000 made on the default stream of cuda:0 by
+ *       tc_tensor_empty (allocation), at
+ *             #0 libtcuda.so.0(tc_tensor_empty+0x4d) [0x7f3c...]
+ *             #1 ./prog(main+0x8e) [0x55d0...]
+ *       current access: read by tc_tensor_sum (reduce kernel) on the default
+ *       stream of cuda:0, at
+ *             #0 libtcuda.so.0(tc_tensor_sum+0x96) [0x7f3c...]
+ *             #1 ./prog(main+0x131) [0x55d0...]
  *       earlier access: write by tc_tensor_uniform_ (random fill) on stream
- *                       0x55d0c4a0 of cuda:0, at
- *         #0 libtcuda.so.0(tc_tensor_uniform_+0x5c)
- *         #1 ./prog(main+0xe9)
+ *       0x55d0c4a0 of cuda:0 (bytes 0..4096), at
+ *             #0 libtcuda.so.0(tc_tensor_uniform_+0x5c) [0x7f3c...]
+ *             #1 ./prog(main+0xe9) [0x55d0...]
  *       nothing orders the earlier access before the current one: make the
  *       current stream wait for the other (tc_stream_wait_stream, or
  *       tc_event_record + tc_stream_wait_event), or synchronize, in between.
+ *
+ * Each stack starts at the tcuda call and goes out to main. Stacks are kept
+ * once per call site (the tcuda function and the line that called it): the
+ * frames beyond that line are those of its first run.
  *
  * The fix: `tc_stream_wait_stream(NULL, side)` (the current stream waits for
  * the side stream) before the sum; and, if x is released while `side` may

@@ -59,7 +59,7 @@
 atomic_int tc__san_mode;
 static atomic_uint_fast64_t report_count;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static bool explicit_mode; /* tc_sanitizer_enable was called: the environment is ignored */
+static atomic_bool explicit_mode; /* tc_sanitizer_enable was called: the environment is ignored */
 static tc_sanitizer_callback callback;
 static void *callback_data;
 
@@ -793,7 +793,10 @@ static void site_init(site *s, const char *what, const char *label)
     s->op = tc__api_name;
     s->what = what;
     s->stack = capture_stack();
-    snprintf(s->label, sizeof s->label, "%s", label ? label : "");
+    size_t i = 0; /* a plain copy: this runs on every watched operation */
+    for (; label && label[i] && i + 1 < sizeof s->label; i++)
+        s->label[i] = label[i];
+    s->label[i] = '\0';
 }
 
 void tc__san_alloc(const void *ptr, size_t bytes, int dev, void *stream, bool host)
@@ -1054,7 +1057,7 @@ tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
     TC_API_BEGIN;
     TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_ABORT,
                  "%d is not a mode: TC_SANITIZER_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
-    explicit_mode = true;
+    atomic_store(&explicit_mode, true);
     set_mode(mode);
     return TC_OK;
 }
@@ -1062,7 +1065,7 @@ tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
 void tc__san_from_env(void)
 {
     int mode = tc__sanitizer_env_mode();
-    if (mode != TC_SANITIZER_OFF && !explicit_mode)
+    if (mode != TC_SANITIZER_OFF && !atomic_load(&explicit_mode))
         set_mode(mode);
 }
 

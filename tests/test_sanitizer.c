@@ -16,6 +16,8 @@
  * operations and call sites; with wait_stream it is silent; error mode makes
  * the reading call fail with TC_ERROR_RACE; a release without record_stream is
  * a reuse-after-free. CPU tensors report nothing. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +28,7 @@
 
 /* ---- reports caught by a callback ------------------------------------------ */
 
-static int nreports;
+static atomic_int nreports;
 static tc_sanitizer_race last_kind;
 static char last_text[8192], last_cur[64], last_earlier[64];
 
@@ -41,12 +43,7 @@ static void on_report(const tc_sanitizer_report *r, void *ud)
 }
 
 /* Reports since the last call. */
-static int reports(void)
-{
-    int n = nreports;
-    nreports = 0;
-    return n;
-}
+static int reports(void) { return atomic_exchange(&nreports, 0); }
 
 /* ---- part 1: the engine ------------------------------------------------------ */
 
@@ -269,7 +266,7 @@ static void test_error_mode(void)
     drop(m);
     /* user accesses adopt memory tcuda did not allocate */
     static char ext[256];
-    CHECK_STATUS(tc_sanitizer_access(ext, 0, NULL, (tc_sanitizer_access_kind)7, "k"),
+    CHECK_STATUS(tc_sanitizer_access(ext, 0, NULL, (tc_sanitizer_access_kind)9, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_sanitizer_access(NULL, 4, NULL, TC_SANITIZER_READ, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
@@ -327,6 +324,65 @@ static void test_bounded(void)
     tc__san_device_sync(0);
     CHECK(tc__san_watched() == 0);
     reports();
+}
+
+/* Four threads, each with its stream and allocation, all reading one
+ * allocation written before they started: thread-safe, and silent. */
+static char *shared_mem;
+static int thread_events[4];
+
+static void *thread_body(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    void *s = (void *)(uintptr_t)(0x3000 + id);
+    char *mine = region(s);
+    for (int i = 0; i < 20000; i++) {
+        (void)wr(s, mine + (i % 64) * 64, 64);
+        (void)rd(s, shared_mem + (i % 32) * 128, 128);
+        if (i % 100 == 0) {
+            tc__san_event_record(&thread_events[id], 0, s);
+            tc__san_event_sync(&thread_events[id]);
+        }
+    }
+    tc__san_event_destroy(&thread_events[id]);
+    drop(mine);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    shared_mem = region(DEF);
+    CHECK_OK(wr(DEF, shared_mem, BYTES));
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        tc__san_stream_wait_stream(0, (void *)(uintptr_t)(0x3000 + i), 0, DEF);
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&th[i], NULL, thread_body, (void *)(intptr_t)i) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    drop(shared_mem);
+    CHECK(reports() == 0 && tc__san_watched() == 0);
+}
+
+/* A user kernel and a host read declared with tc_sanitizer_access (the fake
+ * device's stream_of gives the made-up handles). */
+static void test_user_access(void)
+{
+    static char buf[1024];
+    CHECK_OK(tc_sanitizer_access(buf, sizeof buf, (tc_stream *)S1, TC_SANITIZER_WRITE, "k1"));
+    CHECK_OK(
+        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+          strcmp(last_cur, "host read") == 0 && strcmp(last_earlier, "k1") == 0 &&
+          strstr(last_text, "not from tcuda's allocator"));
+    tc__san_stream_sync(0, S1);
+    CHECK_OK(
+        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
+    CHECK(reports() == 0);
+    CHECK_STATUS(tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_BY_HOST, "k"),
+                 TC_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- part 2: tensors on a fake device -------------------------------------------- */
@@ -504,6 +560,8 @@ int main(void)
     test_host_read();
     test_error_mode();
     test_bounded();
+    test_threads();
+    test_user_access();
     test_tensor_classic_bug();
     test_cpu_tensors_silent();
     CHECK(tc_sanitizer_report_count() > 0);

@@ -89,11 +89,14 @@ typedef enum tc_sanitizer_race {
                                   record_stream): the allocator may hand it out again */
 } tc_sanitizer_race;
 
-/* What a user kernel does to the memory it names in tc_sanitizer_access. */
+/* What a user kernel does to the memory it names in tc_sanitizer_access.
+ * TC_SANITIZER_BY_HOST may be or'ed in: the host itself touches the memory
+ * (e.g. pinned memory read through tc_tensor_data_ptr), not a stream. */
 typedef enum tc_sanitizer_access_kind {
     TC_SANITIZER_READ = 1,
     TC_SANITIZER_WRITE = 2,
-    TC_SANITIZER_READ_WRITE = 3
+    TC_SANITIZER_READ_WRITE = 3,
+    TC_SANITIZER_BY_HOST = 4
 } tc_sanitizer_access_kind;
 
 /* One race, as a callback sees it. Strings belong to tcuda and live until the
@@ -131,12 +134,13 @@ TCUDA_API tc_status tc_sanitizer_set_callback(tc_sanitizer_callback fn, void *us
 /* Declares that a user kernel queued (or about to be queued) on `stream`
  * (NULL: the current stream of the current device) reads and/or writes the
  * `bytes` at ptr, device memory from tcuda's allocator (tensor data or
- * tc_caching_allocator_alloc); other memory is watched from its first
- * declared access on. `label` names the kernel in reports (copied; NULL
+ * tc_caching_allocator_alloc) or pinned host memory; other memory is watched
+ * from its first declared access on. With TC_SANITIZER_BY_HOST in `kind` the
+ * host does it now, and `stream` is ignored. `label` names the kernel in reports (copied; NULL
  * allowed). Call it before the launch: in error mode a race gives
  * TC_ERROR_RACE and the access is not recorded. TC_OK without doing anything
  * while the sanitizer is off. TC_ERROR_INVALID_ARGUMENT for a NULL ptr with
- * bytes > 0 or a kind that is not one; TC_ERROR_INVALID_HANDLE for a
+ * bytes > 0 or a kind without READ or WRITE; TC_ERROR_INVALID_HANDLE for a
  * destroyed stream. */
 TCUDA_API tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
                                         tc_sanitizer_access_kind kind, const char *label);

@@ -1090,16 +1090,20 @@ tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
                               tc_sanitizer_access_kind kind, const char *label)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(kind >= TC_SANITIZER_READ && kind <= TC_SANITIZER_READ_WRITE,
-                 "%d is not TC_SANITIZER_READ, _WRITE or _READ_WRITE", (int)kind);
+    unsigned k = (unsigned)kind;
+    TC_CHECK_ARG((k & ~7u) == 0 && (k & 3u) != 0,
+                 "%d is not TC_SANITIZER_READ, _WRITE or _READ_WRITE (or'ed with "
+                 "TC_SANITIZER_BY_HOST or not)",
+                 (int)kind);
     TC_CHECK_ARG(ptr || bytes == 0, "ptr is NULL but bytes is %zu", bytes);
     if (!tc__san_on() || bytes == 0)
         return TC_OK;
-    int dev;
-    void *handle;
-    TC_TRY(tc__dev()->stream_of(stream, &dev, &handle));
+    int dev = TC__SAN_HOST_DEV;
+    void *handle = NULL;
+    if (!(k & TC_SANITIZER_BY_HOST))
+        TC_TRY(tc__dev()->stream_of(stream, &dev, &handle));
     tc__san_span sp;
-    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, kind != TC_SANITIZER_READ, &sp);
+    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
     sp.ndim = -1; /* shown as bytes */
     tc__san_what w = {"user kernel", label};
     return tc__san_access(dev, handle, &sp, 1, w, true, false, 0, NULL);

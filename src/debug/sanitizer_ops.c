@@ -163,19 +163,13 @@ SAN_WRAPPERS(h_, true, prev_host)
 
 /* ---- copies across devices ---------------------------------------------------------- */
 
+/* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
 static void span_of_tensor(const tc_tensor *t, bool write, tc__san_span *out)
 {
-    int64_t es = (int64_t)tc_dtype_size(t->dtype), first = 0, last = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t span = (t->sizes[d] - 1) * t->strides[d];
-        if (span < 0)
-            first += span;
-        else
-            last += span;
-    }
-    uintptr_t base = (uintptr_t)tc__data(t);
-    tc__san_span_dense((const void *)(base + (uintptr_t)(first * es)),
-                       (size_t)((last - first + 1) * es), t->dtype, t->ndim, t->sizes, write, out);
+    tc__iter it;
+    tc__iter_init(&it, t->ndim, t->sizes, 1);
+    tc__iter_set(&it, 0, t);
+    tc__san_span_of_iter(&it, 0, t->dtype, write, out);
 }
 
 /* tensor_cuda.c reads pinned src in place when it is already dense as dst. */

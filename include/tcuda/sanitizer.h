@@ -62,7 +62,18 @@
  * x's own stream while `side` still uses it).
  *
  * Frames are named from the dynamic symbol table (backtrace_symbols): link
- * programs with -rdynamic to see their own function names. */
+ * programs with -rdynamic to see their own function names. A kernel's
+ * operands are shown with the shape the kernel walks (dimensions it can merge
+ * are merged: a dense [4, 256] reads as [1024]); copies show the tensors'.
+ *
+ * What it does not see: memory touched through raw pointers
+ * (tc_tensor_data_ptr, your own kernels) unless declared with
+ * tc_sanitizer_access; CPU-generator draws into pinned memory; work recorded
+ * into a CUDA graph (checked when captured, not when replayed); the implicit
+ * ordering between the legacy default stream and blocking streams made
+ * outside tcuda (tcuda's own streams are non-blocking); events recorded by
+ * another process. Granularity is the byte range each operation touches, so
+ * disjoint halves of one tensor used on two streams are not a race. */
 #ifndef TCUDA_SANITIZER_H
 #define TCUDA_SANITIZER_H
 

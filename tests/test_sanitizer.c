@@ -17,9 +17,11 @@
  * the reading call fail with TC_ERROR_RACE; a release without record_stream is
  * a reuse-after-free. CPU tensors report nothing. */
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "core/debug.h"
 #include "core/tensor_internal.h"
@@ -532,9 +534,62 @@ static void test_cpu_tensors_silent(void)
     tc_tensor_release(s);
 }
 
-int main(void)
+/* ---- TCUDA_SANITIZER, as a whole process sees it ------------------------------- */
+
+extern char **environ;
+
+/* In a child with TCUDA_SANITIZER=value and GPUs hidden: 0 when tc_init
+ * answers as it should (a bad value: TC_ERROR_INVALID_ARGUMENT naming it; a
+ * good one: TC_ERROR_NO_DEVICE, and with CUDA built the mode is on). */
+static int child(const char *value, int want_mode)
 {
+    tc_status st = tc_init();
+    if (want_mode < 0) {
+        char want[96];
+        snprintf(want, sizeof want, "tc_init: TCUDA_SANITIZER='%s' is not a sanitizer mode", value);
+        return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), want) ? 0 : 1;
+    }
+    if (st != TC_ERROR_NO_DEVICE)
+        return 2;
+#if defined(TCUDA_HAVE_CUDA)
+    if ((int)tc_sanitizer_get_mode() != want_mode)
+        return 3;
+#endif
+    return 0;
+}
+
+static int run_child(char *self, const char *value, int want_mode)
+{
+    setenv("TCUDA_SANITIZER", value, 1);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    char mode[8];
+    snprintf(mode, sizeof mode, "%d", want_mode);
+    char *argv[] = {self, "--child", (char *)value, mode, NULL};
+    pid_t pid;
+    int status = -1;
+    if (posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0)
+        waitpid(pid, &status, 0);
+    unsetenv("TCUDA_SANITIZER");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_env(char *self)
+{
+    CHECK(run_child(self, "junk", -1) == 0);
+    CHECK(run_child(self, "2", -1) == 0);
+    CHECK(run_child(self, "Report", TC_SANITIZER_REPORT) == 0);
+    CHECK(run_child(self, "1", TC_SANITIZER_REPORT) == 0);
+    CHECK(run_child(self, "ERROR", TC_SANITIZER_ERROR) == 0);
+    CHECK(run_child(self, "off", TC_SANITIZER_OFF) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2], atoi(argv[3]));
     tc_test_init();
+    test_env(argv[0]);
     CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_OFF);
     CHECK(strcmp(tc_sanitizer_race_string(TC_RACE_REUSE_AFTER_FREE), "reuse-after-free") == 0);
     CHECK(strcmp(tc_status_string(TC_ERROR_RACE), "TC_ERROR_RACE") == 0);

@@ -1,7 +1,8 @@
 /* Host cost of the stream sanitizer: a loop of small ops on two streams with
  * events, the way correct multi-stream code looks, timed on the host with
- * the sanitizer off (never enabled: no hooks installed) and on (report mode;
- * it must find nothing in this loop).
+ * the sanitizer off (never enabled: no hooks installed), on (report mode; it
+ * must find nothing in this loop), and off again (hooks installed, mode OFF:
+ * each hook is one branch).
  *
  * One iteration: on a side stream b = a + a and an event recorded; the
  * current stream waits for the event, c = b * a, b is record_stream'ed and
@@ -11,7 +12,8 @@
  * synchronized after each timed block, outside the timing.
  *
  *   bench_sanitizer [iterations per block] [blocks]    (default 20000 7)
- * Prints one CSV table: mode,us_per_iter,us_per_op,reports. */
+ * Prints one CSV table: mode,us_per_iter,us_per_op,reports (mode off, on,
+ * off_installed). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -95,8 +97,11 @@ int main(int argc, char **argv)
     uint64_t before = tc_sanitizer_report_count();
     double on = run(iters, blocks);
     uint64_t reports = tc_sanitizer_report_count() - before;
+    TRY(tc_sanitizer_enable(TC_SANITIZER_OFF));
+    double installed = run(iters, blocks);
     printf("mode,us_per_iter,us_per_op,reports\n");
     printf("off,%.3f,%.3f,0\n", off, off / 3);
     printf("on,%.3f,%.3f,%llu\n", on, on / 3, (unsigned long long)reports);
+    printf("off_installed,%.3f,%.3f,0\n", installed, installed / 3);
     return 0;
 }

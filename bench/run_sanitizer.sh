@@ -1,6 +1,7 @@
 #!/bin/sh
-# Stream sanitizer: host time per op of a two-stream loop with events, off and
-# on, beside PyTorch with TORCH_CUDA_SANITIZER=1 on the same loop. Builds
+# Stream sanitizer: host time per op of a two-stream loop with events, off
+# (never enabled), on, and off again with the hooks installed, beside PyTorch
+# with and without TORCH_CUDA_SANITIZER=1 on the same loop. Builds
 # nothing; run from the repository root after a CUDA build:
 #   bash bench/run_sanitizer.sh [build]
 # Logs go under $OUT/bench_sanitizer if OUT is set (else /tmp). Under 60 s:
@@ -29,6 +30,7 @@ print("stream sanitizer: host us per op (3 kernels + 1 event record + 1 wait per
 hdr = "%-22s %10s %10s %12s %8s" % ("run", "us/iter", "us/op", "x its off", "reports")
 print(hdr); print("-" * len(hdr))
 names = {"off": "tcuda, sanitizer off", "on": "tcuda, sanitizer on",
+         "off_installed": "tcuda, on then off",
          "torch_off": "torch, sanitizer off", "torch_on": "torch, CSAN on"}
 for r in rows:
     if len(r) < 3 or r[1] == "error":

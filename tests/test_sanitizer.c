@@ -385,6 +385,16 @@ static void test_user_access(void)
     CHECK(reports() == 0);
     CHECK_STATUS(tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_BY_HOST, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
+    /* stale state inside memory being allocated is dropped */
+    static char big[4096];
+    CHECK_OK(tc_sanitizer_access(big + 100, 10, (tc_stream *)S1, TC_SANITIZER_WRITE, "k2"));
+    size_t before = tc__san_watched();
+    tc__san_alloc(big, sizeof big, 0, DEF, false);
+    CHECK(tc__san_watched() == before);
+    CHECK_OK(wr(DEF, big, sizeof big)); /* no race with the stale write */
+    CHECK(reports() == 0);
+    tc__san_free(big, NULL);
+    CHECK(tc__san_watched() == before - 1);
 }
 
 /* ---- part 2: tensors on a fake device -------------------------------------------- */

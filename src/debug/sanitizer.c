@@ -350,14 +350,18 @@ static void region_remove(region *r)
 static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int actor, bool host,
                           const site *made)
 {
-    region *old;
-    while ((old = region_at(lo)) || (hi - lo > 1 && (old = region_at(hi - 1))))
-        region_remove(old);
+    /* Stale state overlapping the new memory goes first: a probe with the
+     * whole interval finds any stored region that meets it. */
+    region probe = {.base = lo, .end = hi};
+    void *node;
+    while ((node = tfind(&probe, &regions, cmp_region)))
+        region_remove(*(region **)node);
     region *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     *r = (region){.base = lo, .end = hi, .dev = dev, .actor = actor, .host = host, .made = *made};
-    if (!tsearch(r, &regions, cmp_region)) {
+    node = tsearch(r, &regions, cmp_region);
+    if (!node || *(region **)node != r) {
         free(r);
         return NULL;
     }
@@ -855,7 +859,7 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
     pending p = {0};
     bool raced = false;
     int nprotect = 0;
-    struct {
+    struct stream_ref {
         int dev;
         void *handle;
     } protect[8];
@@ -876,8 +880,8 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
                 seen |= protect[k].handle == actors[e->actor].handle &&
                         protect[k].dev == actors[e->actor].dev;
             if (!seen && nprotect < 8 && actors[e->actor].dev >= 0)
-                protect[nprotect++] = (typeof(protect[0])){actors[e->actor].dev,
-                                                           actors[e->actor].handle};
+                protect[nprotect++] = (struct stream_ref){actors[e->actor].dev,
+                                                          actors[e->actor].handle};
         }
     }
     region_remove(r);

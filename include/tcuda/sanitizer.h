@@ -88,7 +88,10 @@ typedef enum tc_sanitizer_mode {
     TC_SANITIZER_OFF = 0, /* nothing is watched */
     TC_SANITIZER_REPORT,  /* a race is reported (stderr or the callback); the call goes on */
     TC_SANITIZER_ERROR,   /* the offending call does nothing and returns TC_ERROR_RACE,
-                             with the report as tc_last_error() */
+                             with the report as tc_last_error(); a release cannot fail, so
+                             a reuse-after-free is reported as in REPORT mode and the
+                             memory is kept from reuse until the other streams' work
+                             queued so far is done (as record_stream would) */
     TC_SANITIZER_ABORT    /* the report is printed to stderr, then abort() */
 } tc_sanitizer_mode;
 

@@ -413,9 +413,11 @@ static tc_status fake_alloc(int device, size_t bytes, void **out)
     return TC_OK;
 }
 static void fake_free(void *p) { free(p); }
+static void *fake_recorded; /* the last stream record_stream named */
 static tc_status fake_record_stream(void *p, bool host, void *s)
 {
-    (void)p, (void)host, (void)s;
+    (void)p, (void)host;
+    fake_recorded = s;
     return TC_OK;
 }
 static void *fake_current(int device)
@@ -521,6 +523,20 @@ static void test_tensor_classic_bug(void)
     tc__san_device_sync(0);
     tc_tensor_release(n);
     tc_tensor_release(s);
+    CHECK(reports() == 0);
+    /* error mode: a release cannot fail; the sanitizer records the stream */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    tc_tensor *z = gpu_filled(3);
+    tc__san_stream_wait_stream(0, S2, 0, DEF);
+    fake_stream = S2;
+    CHECK_OK(tc_tensor_neg(z, &n));
+    fake_stream = DEF;
+    fake_recorded = NULL;
+    CHECK_OK(tc_tensor_release(z));
+    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE && fake_recorded == S2);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    tc__san_device_sync(0);
+    tc_tensor_release(n);
     CHECK(reports() == 0);
 }
 

@@ -28,7 +28,8 @@ typedef enum tc_status {
     TC_ERROR_SYNC_DISALLOWED,   /* a synchronizing call in sync debug mode 2 */
     TC_ERROR_CUDA,              /* any other error that CUDA reported */
     TC_ERROR_IO,                /* a file could not be read or written */
-    TC_ERROR_INTERNAL           /* a bug in tcuda: please report it */
+    TC_ERROR_INTERNAL,          /* a bug in tcuda: please report it */
+    TC_ERROR_RACE               /* the stream sanitizer refused an unsynchronized access */
 } tc_status;
 
 /* The name of a status code, e.g. "TC_ERROR_NO_DEVICE". Never NULL. */

@@ -11,5 +11,6 @@
 #include "memory.h"
 #include "tensor.h"
 #include "graph.h"
+#include "sanitizer.h"
 
 #endif

@@ -26,6 +26,10 @@ static atomic_int sync_debug_mode;
 static atomic_bool sync_env_bad;
 static bool launch_blocking, launch_env_bad;
 static char sync_env_error[256], launch_env_error[256];
+/* TCUDA_SANITIZER (read here, acted on by the stream sanitizer, src/debug). */
+static int sanitizer_env_mode;
+static bool sanitizer_env_bad;
+static char sanitizer_env_error[256];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* Case-insensitive membership of `text` in a NULL-terminated list. */
@@ -75,6 +79,22 @@ tc_status tc__parse_sync_debug_mode(const char *text, int *mode)
                     text);
 }
 
+tc_status tc__parse_sanitizer(const char *text, int *mode)
+{
+    static const char *const names[4][4] = {
+        {"", "0", "off", NULL}, {"1", "report", NULL}, {"error", NULL}, {"abort", NULL}};
+    for (int m = 0; m < 4; m++) {
+        if (!text || one_of(text, names[m])) {
+            *mode = text ? m : 0;
+            return TC_OK;
+        }
+    }
+    return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                    "TCUDA_SANITIZER='%.64s' is not a sanitizer mode: use 0 or \"off\", 1 or "
+                    "\"report\", \"error\", \"abort\"; any letter case",
+                    text);
+}
+
 /* Parses one variable; on failure keeps its message in `error`. */
 static bool env_ok(tc_status st, char *error, size_t size)
 {
@@ -102,6 +122,8 @@ static void read_env(void)
         atomic_store(&sync_debug_mode, mode);
     else
         atomic_store(&sync_env_bad, true);
+    sanitizer_env_bad = !env_ok(tc__parse_sanitizer(getenv("TCUDA_SANITIZER"), &sanitizer_env_mode),
+                                sanitizer_env_error, sizeof sanitizer_env_error);
     (void)tc__fail(TC_OK, "%s", saved);
     tc__api_name = prev_api;
 }
@@ -111,6 +133,8 @@ tc_status tc__debug_env_check(void)
     pthread_once(&env_once, read_env);
     if (TC_UNLIKELY(launch_env_bad))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", launch_env_error);
+    if (TC_UNLIKELY(sanitizer_env_bad))
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", sanitizer_env_error);
     if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed)))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "%s (or call tc_set_sync_debug_mode, which replaces it)", sync_env_error);
@@ -192,3 +216,9 @@ bool tc__launch_blocking_enabled(void)
 }
 
 bool tc_launch_blocking(void) { return tc__launch_blocking_enabled(); }
+
+int tc__sanitizer_env_mode(void)
+{
+    pthread_once(&env_once, read_env);
+    return sanitizer_env_bad ? 0 : sanitizer_env_mode;
+}

@@ -1,5 +1,5 @@
-/* Debug switches that need no CUDA: sync debug mode and CUDA_LAUNCH_BLOCKING,
- * and the parsers of the environment variables that set them. */
+/* Debug switches that need no CUDA: sync debug mode, CUDA_LAUNCH_BLOCKING and
+ * TCUDA_SANITIZER, and the parsers of the environment variables that set them. */
 #ifndef TCUDA_DEBUG_H
 #define TCUDA_DEBUG_H
 
@@ -40,7 +40,15 @@ bool tc__launch_blocking_enabled(void);
 tc_status tc__parse_launch_blocking(const char *text, bool *on);
 tc_status tc__parse_sync_debug_mode(const char *text, int *mode);
 
-/* TC_OK when both variables, read once, were valid (or
+/* TCUDA_SANITIZER: NULL, empty, 0 or off: 0; 1 or report: 1; error: 2;
+ * abort: 3 (any letter case); anything else is TC_ERROR_INVALID_ARGUMENT,
+ * kept like the others for tc__debug_env_check. tc__sanitizer_env_mode() is
+ * the value read once (0 when invalid); the stream sanitizer (src/debug)
+ * acts on it at CUDA initialization. */
+tc_status tc__parse_sanitizer(const char *text, int *mode);
+int tc__sanitizer_env_mode(void);
+
+/* TC_OK when the variables, read once, were valid (or
  * tc_set_sync_debug_mode has since replaced TCUDA_SYNC_DEBUG_MODE's value);
  * otherwise TC_ERROR_INVALID_ARGUMENT with the variable's message.
  * Initialization calls it first, so a bad value fails tc_init and every call

@@ -65,6 +65,10 @@ typedef struct tc__device_ops {
     tc_status (*stream_of)(tc_stream *stream, int *device, void **handle);
     /* dst = src (shapes checked, src broadcasts) where the devices differ. */
     tc_status (*copy)(struct tc_tensor *dst, const struct tc_tensor *src, bool non_blocking);
+    /* The kernels CPU tensors run on; NULL (the runtimes' tables) means the
+     * CPU backend itself. A hook that watches host accesses to memory that
+     * streams also use (pinned host memory) wraps it, as it wraps `backend`. */
+    const struct tc__backend *host_backend;
 } tc__device_ops;
 
 /* The table src/cuda (or its absent stub) defines. */

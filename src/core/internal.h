@@ -30,12 +30,18 @@ tc_status tc__fail(tc_status status, const char *fmt, ...) TC_PRINTF(2, 3);
 /* The public function the user called on this thread (NULL outside one). */
 #ifndef __cplusplus
 extern _Thread_local const char *tc__api_name;
+/* Where the user called it from (the return address into the caller), for
+ * tools that name call sites (the stream sanitizer); valid while
+ * tc__api_name is set. */
+extern _Thread_local const void *tc__api_caller;
 
-static inline const char *tc__api_begin(const char *fn)
+static inline const char *tc__api_begin(const char *fn, const void *caller)
 {
     const char *prev = tc__api_name;
-    if (!prev)
+    if (!prev) {
         tc__api_name = fn;
+        tc__api_caller = caller;
+    }
     return prev;
 }
 static inline void tc__api_end(const char *const *prev)
@@ -49,7 +55,7 @@ static inline void tc__api_end(const char *const *prev)
  * the tc_tensor_to it calls). */
 #define TC_API_BEGIN                                                           \
     const char *const tc__api_prev_ __attribute__((cleanup(tc__api_end), unused)) = \
-        tc__api_begin(__func__)
+        tc__api_begin(__func__, __builtin_return_address(0))
 #endif
 
 /* Prints "tcuda warning: ..." to stderr (only where the user asked for it). */

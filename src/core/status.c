@@ -12,8 +12,10 @@
 
 #include "internal.h"
 
-static _Thread_local char tls_message[1024];
+/* Large enough for a stream sanitizer report (sanitizer.h), with two call stacks. */
+static _Thread_local char tls_message[4096];
 _Thread_local const char *tc__api_name;
+_Thread_local const void *tc__api_caller;
 
 const char *tc_status_string(tc_status status)
 {
@@ -34,6 +36,7 @@ const char *tc_status_string(tc_status status)
     case TC_ERROR_CUDA: return "TC_ERROR_CUDA";
     case TC_ERROR_IO: return "TC_ERROR_IO";
     case TC_ERROR_INTERNAL: return "TC_ERROR_INTERNAL";
+    case TC_ERROR_RACE: return "TC_ERROR_RACE";
     }
     return "TC_ERROR_UNKNOWN";
 }

@@ -76,9 +76,10 @@ tc_status tc__cpu_matmul(int device, tc_dtype dt, const void *a, const void *b, 
 tc_status tc__no_backend(void);
 static inline const tc__backend *tc__backend_of(tc_device device)
 {
+    const tc__device_ops *ops = tc__dev();
     if (device.type == TC_CPU)
-        return &tc__cpu_backend;
-    const tc__backend *be = tc__dev()->backend;
+        return ops->host_backend ? ops->host_backend : &tc__cpu_backend;
+    const tc__backend *be = ops->backend;
     if (TC_UNLIKELY(!be))
         (void)tc__no_backend();
     return be;

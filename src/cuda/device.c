@@ -11,6 +11,7 @@
 
 #include "core/debug.h"
 #include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
 #define TCUDA_ARCH_LIST_STR ""
@@ -224,6 +225,8 @@ tc_status tc_synchronize(int device)
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, "cudaDeviceSynchronize", __FILE__, __LINE__);
+    if (tc__san_on())
+        tc__san_device_sync(d);
     return TC_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
+#include "debug/sanitizer_internal.h"
 
 static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
 
@@ -80,6 +81,8 @@ tc_status tc_event_destroy(tc_event *event)
         if (err != cudaSuccess)
             return tc__cuda_fail(err, "cudaEventDestroy", __FILE__, __LINE__);
     }
+    if (tc__san_on())
+        tc__san_event_destroy(event);
     tc__handle_put(&event_pool, event);
     return TC_OK;
 }
@@ -99,6 +102,8 @@ tc_status tc_event_record(tc_event *event, tc_stream *stream)
                         event->device, s->device, event->device);
     TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
     event->recorded = true;
+    if (tc__san_on())
+        tc__san_event_record(event, s->device, (void *)s->handle);
     return TC_OK;
 }
 
@@ -110,8 +115,11 @@ tc_status tc_event_query(tc_event *event)
         return TC_OK;
     TC_TRY(tc__sync_check("querying an event", NULL));
     cudaError_t err = cudaEventQuery(event->handle);
-    if (err == cudaSuccess)
+    if (err == cudaSuccess) {
+        if (tc__san_on()) /* the host saw the event complete */
+            tc__san_event_sync(event);
         return TC_OK;
+    }
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return tc__fail(TC_ERROR_NOT_READY, "the work before the event's record has not finished");
@@ -127,6 +135,8 @@ tc_status tc_event_synchronize(tc_event *event)
         return TC_OK;
     TC_TRY(tc__sync_check("waiting for an event", NULL));
     TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
+    if (tc__san_on())
+        tc__san_event_sync(event);
     return TC_OK;
 }
 
@@ -139,6 +149,8 @@ tc_status tc_event_wait(tc_event *event, tc_stream *stream)
     if (!event->recorded)
         return TC_OK;
     TC_CUDA_CHECK(cudaStreamWaitEvent(s->handle, event->handle, 0));
+    if (tc__san_on())
+        tc__san_event_wait(event, s->device, (void *)s->handle);
     return TC_OK;
 }
 

@@ -15,6 +15,7 @@
 
 #include "cuda_internal.h"
 #include "core/debug.h"
+#include "debug/sanitizer_internal.h"
 #include "device_alloc.h"
 
 atomic_int tc__init_state;      /* 0 not tried, 1 ready, 2 unavailable */
@@ -28,6 +29,7 @@ static char unavailable_reason[512];
 
 static void init_once(void)
 {
+    tc__san_from_env(); /* TCUDA_SANITIZER: before any memory or work it should watch */
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {

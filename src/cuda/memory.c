@@ -18,6 +18,7 @@
 #include "core/debug.h"
 #include "core/handle_pool.h"
 #include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
 #include "device_alloc.h"
 
 #define TC_ALLOCATOR_MAGIC 0x7c41a110u
@@ -312,6 +313,13 @@ static tc_status resolve(int device, tc_stream *stream, int *d, cudaStream_t *s)
     return TC_OK;
 }
 
+/* The stream sanitizer keeps a racing free from early reuse (error mode). */
+static void san_protect(void *ptr, int dev, void *stream)
+{
+    (void)dev;
+    (void)tc__device_record_stream(ptr, (cudaStream_t)stream);
+}
+
 tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream, void **out)
 {
     TC_API_BEGIN;
@@ -319,12 +327,17 @@ tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream,
     int d = 0;
     cudaStream_t s = NULL;
     TC_TRY(resolve(device, stream, &d, &s));
-    return tc__device_alloc(d, s, size, out);
+    TC_TRY(tc__device_alloc(d, s, size, out));
+    if (tc__san_on())
+        tc__san_alloc(*out, size, d, (void *)s, false);
+    return TC_OK;
 }
 
 tc_status tc_caching_allocator_delete(void *ptr)
 {
     TC_API_BEGIN;
+    if (tc__san_on())
+        tc__san_free(ptr, san_protect);
     return tc__device_free(ptr);
 }
 
@@ -334,7 +347,10 @@ tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
     TC_CHECK_ARG(ptr, "ptr is NULL");
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
-    return tc__device_record_stream(ptr, ts->handle);
+    TC_TRY(tc__device_record_stream(ptr, ts->handle));
+    if (tc__san_on())
+        tc__san_record_stream(ptr, (void *)ts->handle);
+    return TC_OK;
 }
 
 tc_status tc__device_pool_begin(int device, uint64_t id, cudaStream_t stream)
@@ -691,7 +707,10 @@ tc_status tc_host_alloc(size_t size, void **out)
     TC_CHECK_ARG(out, "out is NULL");
     tc__allocator *a;
     TC_TRY(get_host(&a));
-    return tc__alloc_malloc(a, size, HOST_STREAM, out);
+    TC_TRY(tc__alloc_malloc(a, size, HOST_STREAM, out));
+    if (tc__san_on())
+        tc__san_alloc(*out, size, -1, NULL, true);
+    return TC_OK;
 }
 
 tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
@@ -719,5 +738,7 @@ tc_status tc_host_free(void *ptr)
     TC_TRY(get_host(&a));
     /* copies queued on the current stream may still read or write it */
     TC_TRY(tc__alloc_record_stream(a, ptr, (uintptr_t)tc__current_cuda_stream(tc__tls_device)));
+    if (tc__san_on())
+        tc__san_free(ptr, NULL);
     return tc__alloc_free(a, ptr);
 }

@@ -11,6 +11,7 @@
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
+#include "debug/sanitizer_internal.h"
 
 static tc__handle_pool stream_pool = TC_HANDLE_POOL_INIT(tc_stream);
 
@@ -128,8 +129,11 @@ tc_status tc_stream_query(tc_stream *stream)
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_check("querying the stream", s->handle));
     cudaError_t err = cudaStreamQuery(s->handle);
-    if (TC_LIKELY(err == cudaSuccess))
+    if (TC_LIKELY(err == cudaSuccess)) {
+        if (tc__san_on()) /* the host saw the stream's work complete */
+            tc__san_stream_sync(s->device, (void *)s->handle);
         return TC_OK;
+    }
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return tc__fail(TC_ERROR_NOT_READY, "work queued on the stream has not finished");
@@ -144,6 +148,8 @@ tc_status tc_stream_synchronize(tc_stream *stream)
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_point_on("waiting for the stream", s->handle));
     TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
+    if (tc__san_on())
+        tc__san_stream_sync(s->device, (void *)s->handle);
     return TC_OK;
 }
 
@@ -172,6 +178,8 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, what, __FILE__, __LINE__);
+    if (tc__san_on())
+        tc__san_stream_wait_stream(s->device, (void *)s->handle, o->device, (void *)o->handle);
     return TC_OK;
 }
 

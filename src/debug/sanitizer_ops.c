@@ -1,0 +1,248 @@
+/* The stream sanitizer's place on the device seam (core/device_ops.h).
+ *
+ * Installed once, the first time the sanitizer is turned on, over whatever
+ * table is in use: alloc, free and record_stream tell the engine
+ * (sanitizer.c) about device memory; the compute backend's kernels declare
+ * their operands from the tc__iter (operand 0 written, the others read) or
+ * from their pointer arguments (fill, reduce, matmul) on the current stream
+ * of their device; the host backend does the same for CPU kernels as the host
+ * (only memory the engine watches, pinned memory, matters there); copies
+ * across devices declare both tensors with the ordering tensor_cuda.c gives
+ * them (blocking copies synchronize the host with the stream; a copy between
+ * GPUs orders the two streams both ways). Each wrapper checks first, then
+ * calls the same function of the table below it: in error mode a race stops
+ * the call before anything is queued. While the mode is OFF each wrapper is
+ * one branch and the call below. */
+#include <pthread.h>
+
+#include "core/tensor_internal.h"
+#include "sanitizer_internal.h"
+
+static const tc__device_ops *prev;
+static const tc__backend *prev_be, *prev_host;
+static tc__device_ops ops;
+static tc__backend dev_be, host_be;
+
+static tc_status w_alloc(int device, size_t bytes, void **out)
+{
+    TC_TRY(prev->alloc(device, bytes, out));
+    if (tc__san_on())
+        tc__san_alloc(*out, bytes, device, prev->current_stream(device), false);
+    return TC_OK;
+}
+
+static void protect(void *ptr, int dev, void *stream)
+{
+    (void)dev;
+    (void)prev->record_stream(ptr, false, stream);
+}
+
+static void w_free(void *ptr)
+{
+    if (tc__san_on())
+        tc__san_free(ptr, protect);
+    prev->free(ptr);
+}
+
+static tc_status w_record_stream(void *ptr, bool host, void *stream)
+{
+    TC_TRY(prev->record_stream(ptr, host, stream));
+    if (tc__san_on() && !host)
+        tc__san_record_stream(ptr, stream);
+    return TC_OK;
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+/* Declares n spans of a kernel on device's current stream, or on the host. */
+static tc_status declare(bool host, int device, const tc__san_span *sp, int n, const char *what)
+{
+    int dev = host ? TC__SAN_HOST_DEV : device;
+    void *stream = host ? NULL : prev->current_stream(device);
+    return tc__san_access(dev, stream, sp, n, (tc__san_what){what, NULL}, false, false, 0, NULL);
+}
+
+static tc_status declare_iter(bool host, int device, const tc__iter *it, const tc_dtype *dts,
+                              const char *what)
+{
+    tc__san_span sp[TC__MAX_OPERANDS];
+    for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
+        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+    return declare(host, device, sp, it->nops, what);
+}
+
+static tc_status declare_dense(bool host, int device, const char *what, int n,
+                               const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
+                               const bool *writes)
+{
+    tc__san_span sp[3];
+    for (int i = 0; i < n; i++)
+        tc__san_span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
+    return declare(host, device, sp, n, what);
+}
+
+static bool is_comparison(tc__op op) { return op >= TC__OP_EQ && op <= TC__OP_GE; }
+
+static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
+
+/* One set of wrappers per table: HOST is true for the CPU kernels. */
+#define SAN_WRAPPERS(P, HOST, BE)                                                                  \
+    static tc_status P##unary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                 \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};                                       \
+            TC_TRY(declare_iter(HOST, dev, it, d, "unary kernel"));                                \
+        }                                                                                          \
+        return BE->unary(dev, op, dt, it);                                                         \
+    }                                                                                              \
+    static tc_status P##binary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            tc_dtype d[TC__MAX_OPERANDS] = {is_comparison(op) ? TC_BOOL : dt, dt, dt, dt};         \
+            TC_TRY(declare_iter(HOST, dev, it, d, "binary kernel"));                               \
+        }                                                                                          \
+        return BE->binary(dev, op, dt, it);                                                        \
+    }                                                                                              \
+    static tc_status P##where(int dev, tc_dtype dt, const tc__iter *it)                            \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            tc_dtype d[TC__MAX_OPERANDS] = {dt, TC_BOOL, dt, dt};                                  \
+            TC_TRY(declare_iter(HOST, dev, it, d, "where kernel"));                                \
+        }                                                                                          \
+        return BE->where(dev, dt, it);                                                             \
+    }                                                                                              \
+    static tc_status P##convert(int dev, tc_dtype dst, tc_dtype src, const tc__iter *it)           \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            tc_dtype d[TC__MAX_OPERANDS] = {dst, src, src, src};                                   \
+            TC_TRY(declare_iter(HOST, dev, it, d, "copy kernel"));                                 \
+        }                                                                                          \
+        return BE->convert(dev, dst, src, it);                                                     \
+    }                                                                                              \
+    static tc_status P##fill(int dev, tc_dtype dt, void *out, int64_t n, tc__fill v)               \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            const void *p[1] = {out};                                                              \
+            size_t b[1] = {(size_t)n * esz(dt)};                                                   \
+            bool w[1] = {true};                                                                    \
+            TC_TRY(declare_dense(HOST, dev, "fill kernel", 1, p, b, &dt, w));                      \
+        }                                                                                          \
+        return BE->fill(dev, dt, out, n, v);                                                       \
+    }                                                                                              \
+    static tc_status P##reduce(int dev, tc__op op, tc_dtype it_, tc_dtype ot, const void *in,      \
+                               void *out, int64_t outer, int64_t r, int64_t inner)                 \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            const void *p[2] = {out, in};                                                          \
+            size_t b[2] = {(size_t)(outer * inner) * esz(ot),                                      \
+                           (size_t)(outer * r * inner) * esz(it_)};                                \
+            tc_dtype d[2] = {ot, it_};                                                             \
+            bool w[2] = {true, false};                                                             \
+            TC_TRY(declare_dense(HOST, dev, "reduce kernel", 2, p, b, d, w));                      \
+        }                                                                                          \
+        return BE->reduce(dev, op, it_, ot, in, out, outer, r, inner);                             \
+    }                                                                                              \
+    static tc_status P##matmul(int dev, tc_dtype dt, const void *a, const void *b, void *c,        \
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,         \
+                               int64_t sb)                                                         \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            const void *p[3] = {c, a, b};                                                          \
+            size_t e = esz(dt);                                                                    \
+            size_t by[3] = {(size_t)(batch * m * n) * e, (size_t)((sa ? batch : 1) * m * k) * e,   \
+                            (size_t)((sb ? batch : 1) * k * n) * e};                               \
+            tc_dtype d[3] = {dt, dt, dt};                                                          \
+            bool w[3] = {true, false, false};                                                      \
+            TC_TRY(declare_dense(HOST, dev, "matmul", 3, p, by, d, w));                            \
+        }                                                                                          \
+        return BE->matmul(dev, dt, a, b, c, batch, m, n, k, sa, sb);                               \
+    }
+
+SAN_WRAPPERS(d_, false, prev_be)
+SAN_WRAPPERS(h_, true, prev_host)
+
+/* ---- copies across devices ---------------------------------------------------------- */
+
+/* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
+static void span_of_tensor(const tc_tensor *t, bool write, tc__san_span *out)
+{
+    tc__iter it;
+    tc__iter_init(&it, t->ndim, t->sizes, 1);
+    tc__iter_set(&it, 0, t);
+    tc__san_span_of_iter(&it, 0, t->dtype, write, out);
+}
+
+/* tensor_cuda.c reads pinned src in place when it is already dense as dst. */
+static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
+{
+    if (src->dtype != dst->dtype || src->ndim != dst->ndim || !tc__is_contiguous(src))
+        return false;
+    for (int d = 0; d < dst->ndim; d++)
+        if (src->sizes[d] != dst->sizes[d])
+            return false;
+    return true;
+}
+
+static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
+{
+    if (!tc__san_on() || tc__numel(dst->ndim, dst->sizes) == 0)
+        return prev->copy(dst, src, non_blocking);
+    tc_device dd = dst->storage->device, sd = src->storage->device;
+    tc__san_span sp[2];
+    span_of_tensor(dst, true, &sp[0]);
+    span_of_tensor(src, false, &sp[1]);
+    tc__san_what what = {non_blocking ? "non_blocking copy" : "copy", NULL};
+    if (sd.type == TC_CPU) { /* host to device: pinned memory dense as dst is read later */
+        void *s = prev->current_stream(dd.index);
+        bool async_src = src->storage->pinned && dense_as(src, dst);
+        TC_TRY(tc__san_access(dd.index, s, sp, async_src ? 2 : 1, what, false, false, 0, NULL));
+        TC_TRY(prev->copy(dst, src, non_blocking));
+        if (async_src && !non_blocking)
+            tc__san_stream_sync(dd.index, s);
+        return TC_OK;
+    }
+    if (dd.type == TC_CPU) { /* device to host: waits unless pinned, dense and non_blocking */
+        void *s = prev->current_stream(sd.index);
+        bool wait = !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
+        bool direct = dst->storage->pinned && tc__is_contiguous(dst);
+        TC_TRY(tc__san_access(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, what, false, false,
+                              0, NULL));
+        TC_TRY(prev->copy(dst, src, non_blocking));
+        if (wait)
+            tc__san_stream_sync(sd.index, s);
+        return TC_OK;
+    }
+    void *ss = prev->current_stream(sd.index), *ds = prev->current_stream(dd.index);
+    TC_TRY(tc__san_access(dd.index, ds, sp, 2, what, false, true, sd.index, ss));
+    TC_TRY(prev->copy(dst, src, non_blocking));
+    tc__san_stream_wait_stream(sd.index, ss, dd.index, ds);
+    return TC_OK;
+}
+
+/* ---- installation ------------------------------------------------------------------- */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void install(void)
+{
+    const tc__device_ops *cur = tc__dev();
+    prev = cur;
+    ops = *cur;
+    ops.alloc = w_alloc;
+    ops.free = w_free;
+    ops.record_stream = w_record_stream;
+    ops.copy = w_copy;
+    if (cur->backend) {
+        prev_be = cur->backend;
+        dev_be = (tc__backend){d_unary, d_binary, d_where, d_convert, d_fill, d_reduce, d_matmul};
+        ops.backend = &dev_be;
+    }
+    prev_host = cur->host_backend ? cur->host_backend : &tc__cpu_backend;
+    host_be = (tc__backend){h_unary, h_binary, h_where, h_convert, h_fill, h_reduce, h_matmul};
+    ops.host_backend = &host_be;
+    const tc__device_ops *was;
+    tc__device_ops_install(&ops, &was);
+    (void)was; /* == cur unless another hook raced in; it then stays below ours */
+}
+
+void tc__san_install(void) { pthread_once(&once, install); }

@@ -1,0 +1,652 @@
+/* The stream sanitizer without a GPU (CI).
+ *
+ * Part 1 drives the happens-before engine with recorded event sequences, as
+ * src/cuda's hooks would (streams are made-up handles, memory is malloc'd and
+ * registered as allocations): each race kind (write-after-read,
+ * read-after-write, write-after-write, reuse-after-free, and a host read
+ * before a sync) is detected, and the same sequence correctly synchronized
+ * (event record/wait, wait_stream, stream/event/device synchronize,
+ * record_stream, transitive orders) is silent. Error mode refuses and records
+ * nothing. 10^6 random accesses keep the state bounded.
+ *
+ * Part 2 runs real tensor operations on a fake "CUDA" device installed on the
+ * device seam below the sanitizer (its memory is host memory, its kernels the
+ * CPU's, its current stream a made-up handle per test): the classic bug (a
+ * write on a side stream read on the default stream) is reported with both
+ * operations and call sites; with wait_stream it is silent; error mode makes
+ * the reading call fail with TC_ERROR_RACE; a release without record_stream is
+ * a reuse-after-free. CPU tensors report nothing. */
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "core/debug.h"
+#include "core/tensor_internal.h"
+#include "debug/sanitizer_internal.h"
+#include "tc_test.h"
+
+/* ---- reports caught by a callback ------------------------------------------ */
+
+static atomic_int nreports;
+static tc_sanitizer_race last_kind;
+static char last_text[8192], last_cur[64], last_earlier[64];
+
+static void on_report(const tc_sanitizer_report *r, void *ud)
+{
+    (void)ud;
+    nreports++;
+    last_kind = r->kind;
+    snprintf(last_text, sizeof last_text, "%s", r->text);
+    snprintf(last_cur, sizeof last_cur, "%s", r->current_op);
+    snprintf(last_earlier, sizeof last_earlier, "%s", r->earlier_op);
+}
+
+/* Reports since the last call. */
+static int reports(void) { return atomic_exchange(&nreports, 0); }
+
+/* ---- part 1: the engine ------------------------------------------------------ */
+
+#define S1 ((void *)0x1001)
+#define S2 ((void *)0x1002)
+#define S3 ((void *)0x1003)
+#define DEF NULL
+#define HOST TC__SAN_HOST_DEV
+
+static tc_status touch_at(int dev, void *stream, const void *p, size_t bytes, bool write,
+                          const char *label)
+{
+    TC_API_BEGIN; /* names the call site as a public call would */
+    tc__san_span sp;
+    tc__san_span_dense(p, bytes, TC_FLOAT32, 1, (const int64_t[]){(int64_t)bytes / 4}, write, &sp);
+    return tc__san_access(dev, stream, &sp, 1, (tc__san_what){"test access", label}, false, false,
+                          0, NULL);
+}
+static tc_status wr(void *stream, const void *p, size_t n)
+{
+    return touch_at(0, stream, p, n, true, "writer");
+}
+static tc_status rd(void *stream, const void *p, size_t n)
+{
+    return touch_at(0, stream, p, n, false, "reader");
+}
+
+enum { BYTES = 4096 };
+
+/* A fresh allocation made on `stream` of device 0. */
+static void *region(void *stream)
+{
+    void *p = calloc(1, BYTES);
+    tc__san_alloc(p, BYTES, 0, stream, false);
+    return p;
+}
+static void drop(void *p)
+{
+    tc__san_free(p, NULL);
+    free(p);
+}
+
+static void test_read_after_write(void)
+{
+    void *m = region(DEF);
+    CHECK_OK(wr(S1, m, BYTES));
+    CHECK_OK(rd(S2, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    CHECK(strcmp(last_cur, "reader") == 0 && strcmp(last_earlier, "writer") == 0);
+    CHECK(strstr(last_text, "read-after-write") && strstr(last_text, "current access: read") &&
+          strstr(last_text, "earlier access: write"));
+    tc__san_device_sync(0);
+    /* fixed by an event */
+    int ev;
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_event_record(&ev, 0, S1);
+    tc__san_event_wait(&ev, 0, S2);
+    CHECK_OK(rd(S2, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_event_destroy(&ev);
+    /* the same stream never races with itself */
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK_OK(rd(S2, m, BYTES));
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+static void test_write_after_read(void)
+{
+    void *m = region(DEF);
+    CHECK_OK(wr(DEF, m, BYTES));
+    tc__san_stream_wait_stream(0, S1, 0, DEF);
+    CHECK_OK(rd(S1, m, BYTES)); /* ordered after the write */
+    CHECK(reports() == 0);
+    CHECK_OK(wr(S2, m, BYTES)); /* not after S1's read (nor DEF's write) */
+    CHECK(reports() == 1 &&
+          (last_kind == TC_RACE_WRITE_AFTER_READ || last_kind == TC_RACE_WRITE_AFTER_WRITE));
+    tc__san_device_sync(0);
+    /* fixed by wait_stream */
+    CHECK_OK(rd(S1, m, BYTES));
+    tc__san_stream_wait_stream(0, S2, 0, S1);
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    /* a read by S1 then a write by S2: exactly write-after-read */
+    CHECK_OK(rd(S1, m, BYTES));
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_READ);
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+static void test_write_after_write(void)
+{
+    void *m = region(DEF);
+    CHECK_OK(wr(S1, m, BYTES));
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_WRITE);
+    tc__san_device_sync(0); /* the racing write was recorded too: start over */
+    /* fixed by a stream synchronize: work queued afterwards is ordered */
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_stream_sync(0, S1);
+    tc__san_stream_sync(0, S2);
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 0);
+    /* and by an event synchronize */
+    int ev;
+    tc__san_stream_sync(0, S2);
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_event_record(&ev, 0, S1);
+    tc__san_event_sync(&ev);
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 0);
+    /* an event recorded before the write orders nothing */
+    tc__san_event_record(&ev, 0, S1);
+    tc__san_stream_sync(0, S2);
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_event_wait(&ev, 0, S2);
+    CHECK_OK(wr(S2, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_WRITE);
+    tc__san_event_destroy(&ev);
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+static void test_transitive_and_ranges(void)
+{
+    void *m = region(DEF);
+    int e1, e2;
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_event_record(&e1, 0, S1);
+    tc__san_event_wait(&e1, 0, S2);
+    tc__san_event_record(&e2, 0, S2);
+    tc__san_event_wait(&e2, 0, S3);
+    CHECK_OK(rd(S3, m, BYTES)); /* S1 -> S2 -> S3 */
+    CHECK(reports() == 0);
+    tc__san_event_destroy(&e1);
+    tc__san_event_destroy(&e2);
+    tc__san_device_sync(0);
+    /* disjoint halves on two streams are no race; the whole then is */
+    char *c = m;
+    CHECK_OK(wr(S1, c, BYTES / 2));
+    CHECK_OK(wr(S2, c + BYTES / 2, BYTES / 2));
+    CHECK(reports() == 0);
+    CHECK_OK(rd(S3, c + BYTES / 2, 16));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+          strstr(last_text, "on stream 0x1002"));
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+static void test_reuse_after_free(void)
+{
+    /* used on S1 then freed: the allocator may hand it to DEF's next work */
+    void *m = region(DEF);
+    CHECK_OK(wr(DEF, m, BYTES));
+    tc__san_stream_wait_stream(0, S1, 0, DEF);
+    CHECK_OK(rd(S1, m, BYTES));
+    drop(m);
+    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE &&
+          strstr(last_text, "record_stream") && strcmp(last_earlier, "reader") == 0);
+    CHECK(tc__san_watched() == 0);
+    /* fixed by record_stream */
+    m = region(DEF);
+    CHECK_OK(rd(S1, m, BYTES));
+    tc__san_record_stream(m, S1);
+    drop(m);
+    /* by the allocation's stream waiting for the user */
+    m = region(DEF);
+    CHECK_OK(rd(S1, m, BYTES));
+    tc__san_stream_wait_stream(0, DEF, 0, S1);
+    drop(m);
+    /* by a synchronize */
+    m = region(DEF);
+    CHECK_OK(wr(S2, m, BYTES));
+    tc__san_stream_sync(0, S2);
+    drop(m);
+    /* used only on its own stream */
+    m = region(S1);
+    CHECK_OK(wr(S1, m, BYTES));
+    drop(m);
+    CHECK(reports() == 0);
+}
+
+static void test_host_read(void)
+{
+    /* pinned memory written by a stream (a non_blocking copy), read by the host */
+    void *h = calloc(1, BYTES);
+    tc__san_alloc(h, BYTES, -1, NULL, true);
+    CHECK_OK(wr(S1, h, BYTES));
+    CHECK_OK(touch_at(HOST, NULL, h, BYTES, false, "host read"));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+          strstr(last_text, "on the host") && strstr(last_text, "synchronize the stream"));
+    CHECK_OK(wr(S1, h, BYTES));
+    tc__san_stream_sync(0, S1);
+    CHECK_OK(touch_at(HOST, NULL, h, BYTES, false, "host read"));
+    /* the host wrote it, then a stream reads it (a copy queued afterwards) */
+    CHECK_OK(touch_at(HOST, NULL, h, BYTES, true, "host write"));
+    CHECK_OK(rd(S2, h, BYTES));
+    CHECK(reports() == 0);
+    tc__san_free(h, NULL); /* pinned: the cache waits for its streams itself */
+    free(h);
+    CHECK(reports() == 0);
+}
+
+static void test_error_mode(void)
+{
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    void *m = region(DEF);
+    CHECK_OK(wr(S1, m, BYTES));
+    CHECK_STATUS(wr(S2, m, BYTES), TC_ERROR_RACE);
+    CHECK(strncmp(tc_last_error(), "touch_at: tcuda sanitizer: write-after-write", 44) == 0);
+    reports();
+    /* the refused write was not recorded: S1 reading again is fine */
+    CHECK_OK(rd(S1, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    drop(m);
+    /* user accesses adopt memory tcuda did not allocate */
+    static char ext[256];
+    CHECK_STATUS(tc_sanitizer_access(ext, 0, NULL, (tc_sanitizer_access_kind)9, "k"),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_sanitizer_access(NULL, 4, NULL, TC_SANITIZER_READ, "k"),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_sanitizer_enable((tc_sanitizer_mode)9), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_REPORT);
+}
+
+/* 10^6 random accesses, syncs and reallocations over 64 allocations and 8
+ * streams: the state stays the size of the live allocations. */
+static void test_bounded(void)
+{
+    enum { NALLOC = 64, NSTREAM = 8, STEPS = 1000000 };
+    void *m[NALLOC];
+    for (int i = 0; i < NALLOC; i++)
+        m[i] = region((void *)(uintptr_t)(0x2000 + i % NSTREAM));
+    size_t at_tenth = 0, peak = 0;
+    double t0 = tc_test_now_ms();
+    for (int step = 0; step < STEPS; step++) {
+        uint64_t r = tc_test_rand();
+        int a = (int)(r % NALLOC);
+        void *s = (void *)(uintptr_t)(0x2000 + (r >> 8) % NSTREAM);
+        size_t off = (size_t)((r >> 16) % (BYTES / 64)) * 64, len = 64 * (1 + (r >> 24) % 8);
+        if (off + len > BYTES)
+            len = BYTES - off;
+        switch ((r >> 32) % 16) {
+        case 0: tc__san_stream_sync(0, s); break;
+        case 1:
+            tc__san_stream_wait_stream(0, s, 0, (void *)(uintptr_t)(0x2000 + (r >> 40) % NSTREAM));
+            break;
+        case 2:
+            drop(m[a]);
+            m[a] = region(s);
+            break;
+        default: (void)touch_at(0, s, (char *)m[a] + off, len, (r >> 36) & 1, "random"); break;
+        }
+        if (step == STEPS / 10)
+            at_tenth = tc__san_state_bytes();
+        if (step % 1000 == 0) {
+            size_t b = tc__san_state_bytes();
+            peak = b > peak ? b : peak;
+        }
+    }
+    double ms = tc_test_now_ms() - t0;
+    size_t end = tc__san_state_bytes();
+    printf("bounded: %d steps in %.0f ms, state %zu bytes after 10^5, %zu after 10^6, peak %zu "
+           "(%d allocations)\n",
+           STEPS, ms, at_tenth, end, peak, NALLOC);
+    CHECK(tc__san_watched() == NALLOC);
+    /* per allocation at most 16 accesses of a few hundred bytes */
+    CHECK(peak < (size_t)NALLOC * 16 * 512 + 65536);
+    CHECK(end <= at_tenth + (size_t)NALLOC * 16 * 512);
+    for (int i = 0; i < NALLOC; i++)
+        drop(m[i]);
+    tc__san_device_sync(0);
+    CHECK(tc__san_watched() == 0);
+    reports();
+}
+
+/* Four threads, each with its stream and allocation, all reading one
+ * allocation written before they started: thread-safe, and silent. */
+static char *shared_mem;
+static int thread_events[4];
+
+static void *thread_body(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    void *s = (void *)(uintptr_t)(0x3000 + id);
+    char *mine = region(s);
+    for (int i = 0; i < 20000; i++) {
+        (void)wr(s, mine + (i % 64) * 64, 64);
+        (void)rd(s, shared_mem + (i % 32) * 128, 128);
+        if (i % 100 == 0) {
+            tc__san_event_record(&thread_events[id], 0, s);
+            tc__san_event_sync(&thread_events[id]);
+        }
+    }
+    tc__san_event_destroy(&thread_events[id]);
+    drop(mine);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    shared_mem = region(DEF);
+    CHECK_OK(wr(DEF, shared_mem, BYTES));
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        tc__san_stream_wait_stream(0, (void *)(uintptr_t)(0x3000 + i), 0, DEF);
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&th[i], NULL, thread_body, (void *)(intptr_t)i) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    drop(shared_mem);
+    CHECK(reports() == 0 && tc__san_watched() == 0);
+}
+
+/* A user kernel and a host read declared with tc_sanitizer_access (the fake
+ * device's stream_of gives the made-up handles). */
+static void test_user_access(void)
+{
+    static char buf[1024];
+    CHECK_OK(tc_sanitizer_access(buf, sizeof buf, (tc_stream *)S1, TC_SANITIZER_WRITE, "k1"));
+    CHECK_OK(
+        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+          strcmp(last_cur, "host read") == 0 && strcmp(last_earlier, "k1") == 0 &&
+          strstr(last_text, "not from tcuda's allocator"));
+    tc__san_stream_sync(0, S1);
+    CHECK_OK(
+        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
+    CHECK(reports() == 0);
+    CHECK_STATUS(tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_BY_HOST, "k"),
+                 TC_ERROR_INVALID_ARGUMENT);
+    /* stale state inside memory being allocated is dropped */
+    static char big[4096];
+    CHECK_OK(tc_sanitizer_access(big + 100, 10, (tc_stream *)S1, TC_SANITIZER_WRITE, "k2"));
+    size_t before = tc__san_watched();
+    tc__san_alloc(big, sizeof big, 0, DEF, false);
+    CHECK(tc__san_watched() == before);
+    CHECK_OK(wr(DEF, big, sizeof big)); /* no race with the stale write */
+    CHECK(reports() == 0);
+    tc__san_free(big, NULL);
+    CHECK(tc__san_watched() == before - 1);
+}
+
+/* ---- part 2: tensors on a fake device -------------------------------------------- */
+
+static _Thread_local void *fake_stream;
+
+static tc_status fake_resolve(int index, int *out)
+{
+    *out = 0;
+    return index <= 0 ? TC_OK : tc__fail(TC_ERROR_INVALID_DEVICE, "fake: one device");
+}
+static tc_status fake_alloc(int device, size_t bytes, void **out)
+{
+    (void)device;
+    *out = bytes ? malloc(bytes) : NULL;
+    return TC_OK;
+}
+static void fake_free(void *p) { free(p); }
+static void *fake_recorded; /* the last stream record_stream named */
+static tc_status fake_record_stream(void *p, bool host, void *s)
+{
+    (void)p, (void)host;
+    fake_recorded = s;
+    return TC_OK;
+}
+static void *fake_current(int device)
+{
+    (void)device;
+    return fake_stream;
+}
+static tc_status fake_stream_of(tc_stream *s, int *device, void **handle)
+{
+    *device = 0;
+    *handle = s ? (void *)s : fake_stream;
+    return TC_OK;
+}
+static tc_status fake_copy(tc_tensor *dst, const tc_tensor *src, bool nb)
+{
+    (void)nb;
+    tc__iter it;
+    tc__iter_init(&it, dst->ndim, dst->sizes, 2);
+    tc__iter_set(&it, 0, dst);
+    tc__iter_set(&it, 1, src);
+    tc__iter_coalesce(&it);
+    return tc__cpu_backend.convert(-1, dst->dtype, src->dtype, &it);
+}
+static const tc__device_ops fake_ops = {.name = "fake",
+                                        .backend = &tc__cpu_backend,
+                                        .resolve = fake_resolve,
+                                        .alloc = fake_alloc,
+                                        .free = fake_free,
+                                        .record_stream = fake_record_stream,
+                                        .current_stream = fake_current,
+                                        .stream_of = fake_stream_of,
+                                        .copy = fake_copy};
+
+static const tc_device GPU = {TC_CUDA, 0};
+
+static tc_tensor *gpu_filled(double v)
+{
+    tc_tensor *t = NULL;
+    CHECK_OK(tc_tensor_full(1, (const int64_t[]){256}, v, TC_FLOAT32, GPU, &t));
+    return t;
+}
+
+static void test_tensor_classic_bug(void)
+{
+    reports();
+    fake_stream = DEF;
+    tc_tensor *x = gpu_filled(1), *y = gpu_filled(2), *s = NULL;
+    tc__san_stream_wait_stream(0, S1, 0, DEF); /* the side stream starts after the fills */
+    fake_stream = S1;                          /* ... and writes x in place ... */
+    CHECK_OK(tc_tensor_copy_(x, y, false));
+    fake_stream = DEF; /* ... and the default stream reads it */
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    CHECK(strcmp(last_cur, "tc_tensor_sum") == 0 && strcmp(last_earlier, "tc_tensor_copy_") == 0);
+    CHECK(strstr(last_text, "float32 [256]") && strstr(last_text, "made on the default stream") &&
+          strstr(last_text, "by tc_tensor_full") && strstr(last_text, "#0 "));
+    tc_tensor_release(s);
+    /* the fix: the default stream waits for the side stream (which waited for
+     * the default stream's earlier read) */
+    tc__san_stream_wait_stream(0, S1, 0, DEF);
+    fake_stream = S1;
+    CHECK_OK(tc_tensor_copy_(x, y, false));
+    tc__san_stream_wait_stream(0, DEF, 0, S1);
+    fake_stream = DEF;
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    double v = 0;
+    CHECK_OK(tc_tensor_item(s, &v));
+    CHECK(v == 512);
+    CHECK(reports() == 0);
+    tc__san_stream_wait_stream(0, S1, 0, DEF);
+    tc_tensor_release(s);
+    /* error mode: the reading call fails and does nothing */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    fake_stream = S1;
+    CHECK_OK(tc_tensor_copy_(x, y, false));
+    fake_stream = DEF;
+    s = NULL;
+    CHECK_STATUS(tc_tensor_sum(x, TC_ALL_DIMS, false, &s), TC_ERROR_RACE);
+    CHECK(s == NULL);
+    CHECK(strncmp(tc_last_error(), "tc_tensor_sum: tcuda sanitizer: read-after-write", 48) == 0);
+    CHECK(strstr(tc_last_error(), "tc_tensor_copy_") != NULL);
+    tc__san_stream_wait_stream(0, DEF, 0, S1);
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    reports();
+    tc_tensor_release(s);
+    /* reuse: y read on S1, released without record_stream */
+    tc__san_device_sync(0);
+    fake_stream = S1;
+    tc_tensor *n = NULL;
+    CHECK_OK(tc_tensor_neg(y, &n));
+    fake_stream = DEF;
+    tc_tensor_release(y);
+    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE &&
+          strcmp(last_earlier, "tc_tensor_neg") == 0);
+    /* with record_stream: silent */
+    fake_stream = S1;
+    CHECK_OK(tc_tensor_neg(x, &s));
+    CHECK_OK(tc_tensor_record_stream(x, NULL)); /* NULL: the current stream, S1 */
+    fake_stream = DEF;
+    tc_tensor_release(x);
+    CHECK(reports() == 0);
+    tc__san_device_sync(0);
+    tc_tensor_release(n);
+    tc_tensor_release(s);
+    CHECK(reports() == 0);
+    /* error mode: a release cannot fail; the sanitizer records the stream */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    tc_tensor *z = gpu_filled(3);
+    tc__san_stream_wait_stream(0, S2, 0, DEF);
+    fake_stream = S2;
+    CHECK_OK(tc_tensor_neg(z, &n));
+    fake_stream = DEF;
+    fake_recorded = NULL;
+    CHECK_OK(tc_tensor_release(z));
+    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE && fake_recorded == S2);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    tc__san_device_sync(0);
+    tc_tensor_release(n);
+    CHECK(reports() == 0);
+}
+
+static void test_cpu_tensors_silent(void)
+{
+    uint64_t before = tc_sanitizer_report_count();
+    tc_tensor *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(
+        tc_tensor_full(2, (const int64_t[]){8, 8}, 3, TC_FLOAT32, (tc_device){TC_CPU, -1}, &a));
+    CHECK_OK(tc_tensor_matmul(a, a, &b));
+    CHECK_OK(tc_tensor_add(a, b, &c));
+    double v = 0;
+    tc_tensor *s = NULL;
+    CHECK_OK(tc_tensor_sum(c, TC_ALL_DIMS, false, &s));
+    CHECK_OK(tc_tensor_item(s, &v));
+    CHECK(v == 64 * (3 + 8 * 9));
+    CHECK(tc_sanitizer_report_count() == before);
+    tc_tensor_release(a);
+    tc_tensor_release(b);
+    tc_tensor_release(c);
+    tc_tensor_release(s);
+}
+
+/* ---- TCUDA_SANITIZER, as a whole process sees it ------------------------------- */
+
+extern char **environ;
+
+/* In a child with TCUDA_SANITIZER=value and GPUs hidden: 0 when tc_init
+ * answers as it should (a bad value: TC_ERROR_INVALID_ARGUMENT naming it; a
+ * good one: TC_ERROR_NO_DEVICE, and with CUDA built the mode is on). */
+static int child(const char *value, int want_mode)
+{
+    tc_status st = tc_init();
+    if (want_mode < 0) {
+        char want[96];
+        snprintf(want, sizeof want, "tc_init: TCUDA_SANITIZER='%s' is not a sanitizer mode", value);
+        return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), want) ? 0 : 1;
+    }
+    if (st != TC_ERROR_NO_DEVICE)
+        return 2;
+#if defined(TCUDA_HAVE_CUDA)
+    if ((int)tc_sanitizer_get_mode() != want_mode)
+        return 3;
+#endif
+    return 0;
+}
+
+static int run_child(char *self, const char *value, int want_mode)
+{
+    setenv("TCUDA_SANITIZER", value, 1);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    char mode[8];
+    snprintf(mode, sizeof mode, "%d", want_mode);
+    char *argv[] = {self, "--child", (char *)value, mode, NULL};
+    pid_t pid;
+    int status = -1;
+    if (posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0)
+        waitpid(pid, &status, 0);
+    unsetenv("TCUDA_SANITIZER");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_env(char *self)
+{
+    CHECK(run_child(self, "junk", -1) == 0);
+    CHECK(run_child(self, "2", -1) == 0);
+    CHECK(run_child(self, "Report", TC_SANITIZER_REPORT) == 0);
+    CHECK(run_child(self, "1", TC_SANITIZER_REPORT) == 0);
+    CHECK(run_child(self, "ERROR", TC_SANITIZER_ERROR) == 0);
+    CHECK(run_child(self, "off", TC_SANITIZER_OFF) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2], atoi(argv[3]));
+    tc_test_init();
+    test_env(argv[0]);
+    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_OFF);
+    CHECK(strcmp(tc_sanitizer_race_string(TC_RACE_REUSE_AFTER_FREE), "reuse-after-free") == 0);
+    CHECK(strcmp(tc_status_string(TC_ERROR_RACE), "TC_ERROR_RACE") == 0);
+    int mode = -1;
+    CHECK_OK(tc__parse_sanitizer("Error", &mode));
+    CHECK(mode == TC_SANITIZER_ERROR);
+    CHECK_STATUS(tc__parse_sanitizer("yes", &mode), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(mode == TC_SANITIZER_ERROR && strstr(tc_last_error(), "TCUDA_SANITIZER='yes'"));
+    /* off: hooks do nothing */
+    void *m = calloc(1, 16);
+    tc__san_alloc(m, 16, 0, S1, false);
+    CHECK(tc__san_watched() == 0);
+    free(m);
+
+    tc__device_ops_install(&fake_ops, NULL); /* below the sanitizer */
+    CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    test_read_after_write();
+    test_write_after_read();
+    test_write_after_write();
+    test_transitive_and_ranges();
+    test_reuse_after_free();
+    test_host_read();
+    test_error_mode();
+    test_bounded();
+    test_threads();
+    test_user_access();
+    test_tensor_classic_bug();
+    test_cpu_tensors_silent();
+    CHECK(tc_sanitizer_report_count() > 0);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_OFF));
+    CHECK(tc__san_watched() == 0 && tc_sanitizer_get_mode() == TC_SANITIZER_OFF);
+    return TC_TEST_DONE();
+}

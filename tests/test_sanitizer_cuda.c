@@ -1,0 +1,277 @@
+/* The stream sanitizer on a GPU: the classic bugs of the CUDA semantics note,
+ * each reported with both call sites, and the same programs correctly
+ * synchronized reporting nothing (and computing the right values):
+ *   1. an in-place op on a side stream racing a read on the default stream
+ *      (fixed by wait_stream, or by an event);
+ *   2. a tensor used on a side stream, released without record_stream, its
+ *      memory then reused on its own stream (fixed by record_stream);
+ *   3. a non_blocking copy to pinned memory read by the host before a sync
+ *      (fixed by a stream synchronize);
+ * plus error mode (the reading call fails with TC_ERROR_RACE and writes
+ * nothing), a user kernel declared with tc_sanitizer_access, and a plain
+ * one-stream program that reports nothing. Needs a GPU (exit 77 without). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tc_test.h"
+
+static const tc_device GPU = {TC_CUDA, -1}, CPU = {TC_CPU, -1};
+enum { N = 1 << 20 };
+
+static int nreports;
+static tc_sanitizer_race last_kind;
+static char last_text[16384], last_cur[64], last_earlier[64];
+static bool verbose_done[4];
+
+static void on_report(const tc_sanitizer_report *r, void *ud)
+{
+    (void)ud;
+    nreports++;
+    last_kind = r->kind;
+    snprintf(last_text, sizeof last_text, "%s", r->text);
+    snprintf(last_cur, sizeof last_cur, "%s", r->current_op);
+    snprintf(last_earlier, sizeof last_earlier, "%s", r->earlier_op);
+    if ((unsigned)r->kind < 4 && !verbose_done[r->kind]) { /* one of each kind, for the log */
+        verbose_done[r->kind] = true;
+        printf("---- a %s report, as printed ----\n%s", tc_sanitizer_race_string(r->kind), r->text);
+    }
+}
+
+static int reports(void)
+{
+    int n = nreports;
+    nreports = 0;
+    return n;
+}
+
+/* The report names both operations and has a call stack for each. */
+static void check_report(tc_sanitizer_race kind, const char *cur, const char *earlier)
+{
+    CHECK(last_kind == kind);
+    CHECK(strcmp(last_cur, cur) == 0);
+    CHECK(strcmp(last_earlier, earlier) == 0);
+    CHECK(strstr(last_text, tc_sanitizer_race_string(kind)) != NULL);
+    const char *c = strstr(last_text, "current access:"), *e = strstr(last_text, "earlier access:");
+    CHECK(c && e && strstr(c, "#0 ") && strstr(e, "#0 "));
+    CHECK(strstr(last_text, "main") != NULL); /* the test's frames are named (-rdynamic) */
+    if (last_kind != kind || strcmp(last_cur, cur) || strcmp(last_earlier, earlier))
+        fprintf(stderr, "unexpected report:\n%s\n", last_text);
+}
+
+static double host_sum(const tc_tensor *t)
+{
+    double *v = tc_test_values(t), s = 0;
+    for (int64_t i = 0; v && i < tc_tensor_numel(t); i++)
+        s += v[i];
+    free(v);
+    return s;
+}
+
+static double item_of(const tc_tensor *t)
+{
+    double v = NAN;
+    CHECK_OK(tc_tensor_item(t, &v));
+    return v;
+}
+
+/* 1. in place on a side stream, then read on the default stream */
+static void test_side_stream_write(tc_stream *side)
+{
+    int64_t n = N;
+    tc_tensor *x = NULL, *s = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &x));
+    CHECK_OK(tc_stream_wait_stream(side, NULL)); /* the side stream starts after the zeros */
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s)); /* the bug: no wait */
+    CHECK(reports() == 1);
+    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_uniform_");
+    tc_tensor_release(s);
+    CHECK_OK(tc_synchronize(-1));
+
+    /* fixed with wait_stream */
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_stream_wait_stream(NULL, side));
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    double got = item_of(s), want = host_sum(x);
+    CHECK(fabs(got - want) <= 1e-4 * fabs(want));
+    CHECK(want > 0.4 * N && want < 0.6 * N);
+    tc_tensor_release(s);
+    CHECK(reports() == 0);
+
+    /* fixed with an event */
+    tc_event *done = NULL;
+    CHECK_OK(tc_event_create(TC_EVENT_DEFAULT, &done));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_normal_(x, 0, 1, NULL));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_event_record(done, side));
+    CHECK_OK(tc_stream_wait_event(NULL, done));
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    got = item_of(s), want = host_sum(x);
+    CHECK(fabs(got - want) <= 1e-3 * sqrt((double)N) + 1e-4 * fabs(want));
+    tc_tensor_release(s);
+    CHECK(reports() == 0);
+
+    /* error mode: the reading call fails, writes nothing, carries the report */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+    tc_stream_guard_exit(&g);
+    s = NULL;
+    CHECK_STATUS(tc_tensor_sum(x, TC_ALL_DIMS, false, &s), TC_ERROR_RACE);
+    CHECK(s == NULL);
+    CHECK(strstr(tc_last_error(), "tc_tensor_sum: tcuda sanitizer: read-after-write") ==
+          tc_last_error());
+    CHECK(strstr(tc_last_error(), "tc_tensor_uniform_") != NULL);
+    CHECK_OK(tc_event_record(done, side));
+    CHECK_OK(tc_event_synchronize(done));
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s)); /* the host waited: fine now */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    reports();
+    tc_tensor_release(s);
+    CHECK_OK(tc_event_destroy(done));
+    tc_tensor_release(x);
+    CHECK_OK(tc_synchronize(-1));
+    CHECK(reports() == 0);
+}
+
+/* 2. freed while a side stream may still read it, the memory then reused */
+static void test_reuse(tc_stream *side)
+{
+    int64_t n = N;
+    tc_tensor *y = NULL, *z = NULL, *w = NULL;
+    CHECK_OK(tc_tensor_full(1, &n, 1.5, TC_FLOAT32, GPU, &y));
+    void *yp = tc_tensor_data_ptr(y);
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_mul(y, y, &z)); /* reads y on the side stream */
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_tensor_release(y)); /* the bug: no record_stream */
+    CHECK(reports() == 1);
+    check_report(TC_RACE_REUSE_AFTER_FREE, "tc_tensor_release", "tc_tensor_mul");
+    CHECK(strstr(last_text, "record_stream") != NULL);
+    CHECK_OK(tc_tensor_full(1, &n, 7, TC_FLOAT32, GPU, &w)); /* may reuse y's block */
+    printf("reuse: the new tensor %s the freed block\n",
+           tc_tensor_data_ptr(w) == yp ? "got" : "did not get");
+    CHECK(reports() == 0);
+    CHECK_OK(tc_synchronize(-1));
+    tc_tensor_release(w);
+    tc_tensor_release(z);
+
+    /* fixed with record_stream: values stay right */
+    CHECK_OK(tc_tensor_full(1, &n, 1.5, TC_FLOAT32, GPU, &y));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_mul(y, y, &z));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_tensor_record_stream(y, side));
+    CHECK_OK(tc_tensor_release(y));
+    CHECK_OK(tc_tensor_full(1, &n, 7, TC_FLOAT32, GPU, &w));
+    CHECK_OK(tc_stream_wait_stream(NULL, side));
+    tc_tensor *s = NULL;
+    CHECK_OK(tc_tensor_sum(z, TC_ALL_DIMS, false, &s));
+    CHECK(item_of(s) == 2.25 * N);
+    tc_tensor_release(s), tc_tensor_release(w), tc_tensor_release(z);
+    CHECK_OK(tc_synchronize(-1));
+    CHECK(reports() == 0);
+}
+
+/* 3. a non_blocking copy into pinned memory, read by the host before a sync */
+static void test_pinned_read(void)
+{
+    int64_t n = N;
+    tc_tensor *g = NULL, *h = NULL, *s = NULL;
+    CHECK_OK(tc_tensor_full(1, &n, 3, TC_FLOAT32, GPU, &g));
+    CHECK_OK(tc_tensor_to(g, CPU, TC_FLOAT32, true, &h));
+    CHECK(tc_tensor_is_pinned(h));
+    CHECK_OK(tc_tensor_sum(h, TC_ALL_DIMS, false, &s)); /* the bug: the copy may not be done */
+    CHECK(reports() == 1);
+    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_to");
+    CHECK(strstr(last_text, "pinned host allocation") != NULL);
+    tc_tensor_release(s), tc_tensor_release(h);
+    CHECK_OK(tc_synchronize(-1));
+
+    /* fixed with a synchronize */
+    CHECK_OK(tc_tensor_to(g, CPU, TC_FLOAT32, true, &h));
+    CHECK_OK(tc_stream_synchronize(NULL));
+    CHECK_OK(tc_tensor_sum(h, TC_ALL_DIMS, false, &s));
+    CHECK(item_of(s) == 3.0 * N);
+    tc_tensor_release(s);
+    /* or an event the host waits for */
+    tc_tensor *h2 = NULL;
+    tc_event *e = NULL;
+    CHECK_OK(tc_tensor_to(g, CPU, TC_FLOAT32, true, &h2));
+    CHECK_OK(tc_stream_record_event(NULL, &e));
+    CHECK_OK(tc_event_synchronize(e));
+    tc_tensor *one = NULL;
+    CHECK_OK(tc_tensor_narrow(h2, 0, 0, 1, &one));
+    CHECK(item_of(one) == 3.0);
+    CHECK(reports() == 0);
+    tc_tensor_release(one), tc_tensor_release(h2), tc_tensor_release(h), tc_tensor_release(g);
+    CHECK_OK(tc_event_destroy(e));
+}
+
+/* A user kernel joins in with tc_sanitizer_access. */
+static void test_user_kernel(tc_stream *side)
+{
+    void *p = NULL;
+    CHECK_OK(tc_caching_allocator_alloc(4096, -1, NULL, &p));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    CHECK_OK(tc_sanitizer_access(p, 4096, side, TC_SANITIZER_WRITE, "my_producer"));
+    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_READ, "my_consumer"));
+    CHECK(reports() == 1);
+    check_report(TC_RACE_READ_AFTER_WRITE, "my_consumer", "my_producer");
+    CHECK_OK(tc_stream_synchronize(side));
+    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_READ, "my_consumer"));
+    CHECK_OK(tc_stream_synchronize(NULL));
+    CHECK_OK(tc_caching_allocator_delete(p));
+    CHECK(reports() == 0);
+}
+
+/* One stream, the usual things: nothing to report. */
+static void test_one_stream_silent(void)
+{
+    int64_t sz[2] = {64, 64};
+    tc_tensor *a = NULL, *b = NULL, *c = NULL, *s = NULL, *h = NULL, *back = NULL;
+    CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, GPU, NULL, &a));
+    CHECK_OK(tc_tensor_matmul(a, a, &b));
+    CHECK_OK(tc_tensor_add(a, b, &c));
+    CHECK_OK(tc_tensor_to(c, CPU, TC_FLOAT32, false, &h));
+    CHECK_OK(tc_tensor_to(h, GPU, TC_FLOAT32, true, &back));
+    CHECK_OK(tc_tensor_sub(back, c, &s));
+    tc_tensor *m = NULL;
+    CHECK_OK(tc_tensor_max(s, TC_ALL_DIMS, false, &m));
+    CHECK(item_of(m) == 0);
+    tc_tensor *ts[] = {a, b, c, s, h, back, m};
+    for (int i = 0; i < 7; i++)
+        tc_tensor_release(ts[i]);
+    CHECK(reports() == 0);
+}
+
+int main(void)
+{
+    tc_test_init();
+    tc_test_require_gpu();
+    CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    tc_stream *side = NULL;
+    CHECK_OK(tc_stream_create(-1, 0, &side));
+    uint64_t before = tc_sanitizer_report_count();
+    test_side_stream_write(side);
+    test_reuse(side);
+    test_pinned_read();
+    test_user_kernel(side);
+    test_one_stream_silent();
+    printf("reports: %llu\n", (unsigned long long)(tc_sanitizer_report_count() - before));
+    CHECK(tc_sanitizer_report_count() - before == 5); /* 4 in report mode, 1 in error mode */
+    CHECK_OK(tc_synchronize(-1));
+    CHECK_OK(tc_stream_destroy(side));
+    return TC_TEST_DONE();
+}

@@ -347,7 +347,7 @@ static void region_remove(region *r)
     region_free(r);
 }
 
-static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int actor, bool host,
+static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int who, bool host,
                           const site *made)
 {
     /* Stale state overlapping the new memory goes first: a probe with the
@@ -359,7 +359,7 @@ static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int actor, bool h
     region *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    *r = (region){.base = lo, .end = hi, .dev = dev, .actor = actor, .host = host, .made = *made};
+    *r = (region){.base = lo, .end = hi, .dev = dev, .actor = who, .host = host, .made = *made};
     node = tsearch(r, &regions, cmp_region);
     if (!node || *(region **)node != r) {
         free(r);
@@ -436,10 +436,10 @@ static void record(region *r, int x, uint64_t epoch, uintptr_t lo, uintptr_t hi,
         .actor = x, .write = write, .epoch = epoch, .lo = lo, .hi = hi, .site = *s};
 }
 
-static bool recorded(const region *r, int actor)
+static bool recorded(const region *r, int who)
 {
     for (int i = 0; i < r->nrec; i++)
-        if (r->recorded[i] == actor)
+        if (r->recorded[i] == who)
             return true;
     return false;
 }

@@ -10,5 +10,6 @@
 #include "random.h"
 #include "memory.h"
 #include "tensor.h"
+#include "jit.h"
 
 #endif

@@ -41,6 +41,7 @@ typedef struct entry {
 } entry;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static int compiles; /* binaries compiled (not read from disk) by this process */
 static pthread_cond_t table_cond = PTHREAD_COND_INITIALIZER;
 static entry *table;
 
@@ -196,6 +197,7 @@ static tc_status build(entry *e, const char *source, int arch)
     tc_status st = TC_OK;
     if (!disk || !tc__jit_cache_read(dir, e->key, ext, &bin, &size, NULL, 0)) {
         const char *note = "";
+        __atomic_add_fetch(&compiles, 1, __ATOMIC_RELAXED);
         if (arch < 0)
             st = tc__jit_host_compile(source, &bin, &size);
         else if ((st = tc__jit_cuda_nvrtc_version(&note)) == TC_OK)
@@ -314,6 +316,8 @@ static tc_status variant_entry(tc_jit_fn *fn, tc_dtype dtype, bool contiguous, i
     *out = e;
     return TC_OK;
 }
+
+int tc__jit_compile_count(void) { return __atomic_load_n(&compiles, __ATOMIC_RELAXED); }
 
 /* ---- running --------------------------------------------------------------------- */
 

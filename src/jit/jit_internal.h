@@ -120,6 +120,10 @@ bool tc__jit_cache_read(const char *dir, const char *key, const char *ext, void 
 bool tc__jit_cache_write(const char *dir, const char *key, const char *ext, const void *data,
                          size_t size, const char *note);
 
+/* Binaries this process compiled (each cache miss on disk and in memory);
+ * for tests of "compiled once". */
+int tc__jit_compile_count(void);
+
 /* ---- the CPU path (jit_host.c) -------------------------------------------------- */
 
 typedef void (*tc__jit_host_fn)(const tc__jit_args *args);

@@ -465,6 +465,48 @@ static void test_cpu_path(void)
     CHECK(run_child() == 10);
 }
 
+/* NVRTC needs no GPU: where it loads, every generated kernel (each dtype,
+ * both classes, one and several outputs) compiles to an sm_90 cubin, and a
+ * user's syntax error comes back as INVALID_ARGUMENT with NVRTC's log. */
+static void test_nvrtc_compiles(void)
+{
+    const char *ver = NULL;
+    if (tc__jit_cuda_nvrtc_version(&ver) != TC_OK) {
+        printf("NVRTC not checked: %s\n", tc_last_error());
+        return;
+    }
+    double t0 = tc_test_now_ms();
+    int compiled = 0;
+    for (int d = 0; d < TC_NUM_DTYPES; d++)
+        for (int contiguous = 0; contiguous < 2; contiguous++) {
+            tc__jit_spec sp = {jc_axpy, "axpy", (tc_dtype)d, 2, 1, 1, false, contiguous};
+            if (d % 3 == 0) /* some of them multi-output */
+                sp = (tc__jit_spec){jc_sumdiff, "sumdiff", (tc_dtype)d, 2, 2, 0, true,
+                                    contiguous};
+            char *src = tc__jit_source(&sp, true);
+            void *cubin = NULL;
+            size_t size = 0;
+            tc_status st = tc__jit_cuda_compile(src, 90, &cubin, &size);
+            CHECK_OK(st);
+            if (st != TC_OK)
+                fprintf(stderr, "%s\n", src);
+            compiled += st == TC_OK && size > 0;
+            free(cubin);
+            free(src);
+        }
+    CHECK(compiled == 2 * TC_NUM_DTYPES);
+    tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }", "oops", TC_FLOAT32,
+                       1, 1, 0, false, true};
+    char *src = tc__jit_source(&sp, true);
+    void *cubin = NULL;
+    size_t size = 0;
+    CHECK_STATUS(tc__jit_cuda_compile(src, 90, &cubin, &size), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "jit_code") != NULL && cubin == NULL);
+    free(src);
+    printf("%s: %d kernels compiled for sm_90 in %.0f ms\n", ver, compiled,
+           tc_test_now_ms() - t0);
+}
+
 int main(void)
 {
     if (getenv("TC_JIT_TEST_CHILD"))
@@ -484,6 +526,7 @@ int main(void)
     test_keys();
     test_disk_cache();
     test_cpu_path();
+    test_nvrtc_compiles();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
     if (system(cmd) != 0)

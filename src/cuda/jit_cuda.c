@@ -26,9 +26,12 @@ static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_na
 
 /* NVRTC's options besides the architecture; part of every key. -fmad=false:
  * no contraction into fused multiply-adds, so a + b * c gives the rounded
- * operations it writes, as the built-in ops and the CPU path do. */
-static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false"};
-#define N_OPTS 2
+ * operations it writes, as the built-in ops and the CPU path do.
+ * -default-device: the user's unannotated functions are device functions.
+ * -w: the log holds the errors only. */
+static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device",
+                                         "-w"};
+#define N_OPTS 4
 
 typedef nvrtcResult (*pf_version)(int *, int *);
 typedef nvrtcResult (*pf_create)(nvrtcProgram *, const char *, const char *, int,
@@ -97,8 +100,9 @@ static void key_init(void)
         driver = 0;
         (void)cudaGetLastError();
     }
-    snprintf(key_id, sizeof key_id, "cuda%d driver%d %s %s", CUDART_VERSION / 1000, driver,
-             nvrtc_opts[0], nvrtc_opts[1]);
+    int n = snprintf(key_id, sizeof key_id, "cuda%d driver%d", CUDART_VERSION / 1000, driver);
+    for (int i = 0; i < N_OPTS && n > 0 && (size_t)n < sizeof key_id; i++)
+        n += snprintf(key_id + n, sizeof key_id - (size_t)n, " %s", nvrtc_opts[i]);
 }
 
 const char *tc__jit_cuda_key_id(void)

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/tensor_internal.h"
 #include "jit/jit_internal.h"
 #include "tc_jit_check.h"
 #include "tc_test.h"
@@ -465,6 +466,112 @@ static void test_cpu_path(void)
     CHECK(run_child() == 10);
 }
 
+/* The GPU kernel's source, run on the CPU: compiled by the host compiler
+ * with blockIdx/threadIdx emulated, every block and thread run in turn. This
+ * checks the vector path (with its tail), the grid-stride loop and the
+ * strided offsets without a GPU, against the built-in CPU ops. */
+static const char emu_head[] =
+    "struct tcj_dim3 { unsigned x, y, z; };\n"
+    "static tcj_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __launch_bounds__(n)\n";
+static const char emu_tail[] =
+    "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args *a)\n"
+    "{\n"
+    "    gridDim.x = (unsigned)a->pad;\n"
+    "    blockDim.x = 128;\n"
+    "    for (unsigned b = 0; b < gridDim.x; b++)\n"
+    "        for (unsigned t = 0; t < 128; t++) {\n"
+    "            blockIdx.x = b;\n"
+    "            threadIdx.x = t;\n"
+    "            tc_jit_kernel(*a);\n"
+    "        }\n"
+    "}\n";
+
+/* out = jadd(a, b) through the emulated kernel; NULL on failure. */
+static tc_tensor *emu_add(const tc_tensor *a, const tc_tensor *b)
+{
+    const tc_tensor *in[2] = {a, b};
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    if (tc__broadcast_shapes("emu", 2, in, &ndim, sizes) != TC_OK)
+        return NULL;
+    tc_dtype dt = tc_tensor_dtype(a);
+    tc_tensor *out = NULL;
+    CHECK_OK(tc_tensor_empty(ndim, sizes, dt, cpu, &out));
+    tc__iter it;
+    tc__iter_init(&it, ndim, sizes, 3);
+    tc__iter_set(&it, 0, out);
+    tc__iter_set(&it, 1, a);
+    tc__iter_set(&it, 2, b);
+    tc__iter_coalesce(&it);
+    tc__jit_spec sp = {jc_add, "jadd", dt, 2, 1, 0, false, it.contiguous};
+    char *kernel = tc__jit_source(&sp, true);
+    size_t n = strlen(emu_head) + strlen(kernel) + strlen(emu_tail) + 1;
+    char *src = malloc(n);
+    snprintf(src, n, "%s%s%s", emu_head, kernel, emu_tail);
+    void *so = NULL;
+    size_t size = 0;
+    tc__jit_host_fn f = NULL;
+    CHECK_OK(tc__jit_host_compile(src, &so, &size));
+    if (so)
+        CHECK_OK(tc__jit_host_load(so, size, &f));
+    free(so);
+    free(src);
+    free(kernel);
+    if (!f) {
+        tc_tensor_release(out);
+        return NULL;
+    }
+    tc__jit_args args;
+    tc__jit_args_fill(&args, &it, NULL, 0);
+    bool aligned = true;
+    for (int k = 0; k < 3; k++)
+        aligned &= (uintptr_t)it.data[k] % 16 == 0;
+    args.flat = it.contiguous && aligned;
+    args.pad = tc__jit_grid(&args, tc_dtype_size(dt), 2); /* 2 SMs: the grid-stride loop loops */
+    f(&args);
+    return out;
+}
+
+static void test_gpu_kernel_emulated(void)
+{
+    if (tc__jit_host_compiler(NULL, NULL) != TC_OK)
+        return;
+    struct {
+        tc_dtype dt;
+        int64_t n;
+        int64_t off; /* elements to skip: unaligned when not 0 */
+    } flat[] = {{TC_FLOAT32, 70000, 0}, {TC_FLOAT16, 4099, 0}, {TC_INT8, 1000, 3},
+                {TC_FLOAT64, 5, 0},     {TC_BOOL, 33, 0}};
+    for (int k = 0; k < 5; k++) {
+        int64_t s[1] = {flat[k].n + flat[k].off};
+        tc_tensor *a = jc_rand(cpu, flat[k].dt, 1, s), *b = jc_rand(cpu, flat[k].dt, 1, s);
+        tc_tensor *av = NULL, *bv = NULL, *ref = NULL;
+        CHECK_OK(tc_tensor_narrow(a, 0, flat[k].off, flat[k].n, &av));
+        CHECK_OK(tc_tensor_narrow(b, 0, flat[k].off, flat[k].n, &bv));
+        tc_tensor *out = emu_add(av, bv);
+        CHECK_OK(tc_tensor_add(av, bv, &ref));
+        CHECK(jc_same(out, ref));
+        tc_tensor *rel[] = {a, b, av, bv, ref, out};
+        for (int i = 0; i < 6; i++)
+            tc_tensor_release(rel[i]);
+    }
+    /* strided: broadcast and transposed */
+    int64_t s1[3] = {7, 1, 30}, s2[2] = {9, 1}, s3[2] = {30, 9};
+    tc_tensor *a = jc_rand(cpu, TC_BFLOAT16, 3, s1), *b = jc_rand(cpu, TC_BFLOAT16, 2, s2);
+    tc_tensor *c = jc_rand(cpu, TC_BFLOAT16, 2, s3), *ct = NULL, *ref = NULL, *ref2 = NULL;
+    CHECK_OK(tc_tensor_transpose(c, 0, 1, &ct));
+    tc_tensor *out = emu_add(a, b), *out2 = emu_add(ct, b);
+    CHECK_OK(tc_tensor_add(a, b, &ref));
+    CHECK_OK(tc_tensor_add(ct, b, &ref2));
+    CHECK(jc_same(out, ref));
+    CHECK(jc_same(out2, ref2));
+    tc_tensor *rel[] = {a, b, c, ct, ref, ref2, out, out2};
+    for (int i = 0; i < 8; i++)
+        tc_tensor_release(rel[i]);
+}
+
 /* NVRTC needs no GPU: where it loads, every generated kernel (each dtype,
  * both classes, one and several outputs) compiles to an sm_90 cubin, and a
  * user's syntax error comes back as INVALID_ARGUMENT with NVRTC's log. */
@@ -526,6 +633,7 @@ int main(void)
     test_keys();
     test_disk_cache();
     test_cpu_path();
+    test_gpu_kernel_emulated();
     test_nvrtc_compiles();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);

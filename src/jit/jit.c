@@ -364,8 +364,16 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
         e->host(&args);
         return TC_OK;
     }
-    int arch = 0, sms = 0;
-    TC_TRY(tc__jit_cuda_device(device.index, &arch, &sms));
+    /* the architecture and multiprocessors of each device, asked once */
+    static int archs[TC_MAX_DEVICES], smss[TC_MAX_DEVICES];
+    int dev = device.index;
+    int arch = __atomic_load_n(&archs[dev], __ATOMIC_ACQUIRE);
+    int sms = __atomic_load_n(&smss[dev], __ATOMIC_RELAXED);
+    if (!arch) {
+        TC_TRY(tc__jit_cuda_device(dev, &arch, &sms));
+        __atomic_store_n(&smss[dev], sms, __ATOMIC_RELAXED);
+        __atomic_store_n(&archs[dev], arch, __ATOMIC_RELEASE);
+    }
     TC_TRY(variant_entry(fn, dtype, it->contiguous, arch, &e));
     void *f;
     TC_TRY(device_function(e, device.index, &f));

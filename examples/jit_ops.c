@@ -12,13 +12,13 @@
 
 #include "tcuda/tcuda.h"
 
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        tc_status st_ = (call);                                                \
-        if (st_ != TC_OK) {                                                    \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());        \
-            return 1;                                                          \
-        }                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK) {                                                                        \
+            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static void print(const char *name, const tc_tensor *t)
@@ -43,9 +43,10 @@ int main(void)
     /* 1. one output, two extra scalars with defaults */
     tc_jit_fn *axpby = NULL;
     tc_jit_options opts = {.scalars = "alpha=1.0, beta=1.0"};
-    CHECK(tc_jit_create_fn("template <typename T>\n"
-                           "T fused_axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }",
-                           &opts, &axpby));
+    CHECK(tc_jit_create_fn(
+        "template <typename T>\n"
+        "T fused_axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }",
+        &opts, &axpby));
 
     int64_t mat[2] = {2, 4}, row[1] = {4};
     float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, ys[4] = {0.5f, -0.5f, 0.25f, -0.25f};

@@ -77,9 +77,9 @@ static void test_scalar_options(void)
     CHECK(n == 0);
     CHECK_OK(tc__jit_parse_scalars("  ", &n, names, v));
     CHECK(n == 0);
-    const char *bad[] = {"alpha",     "alpha=",      "1x=2",  "a=1 b=2", "a=1,a=2", "a=nan",
-                         "a=1e999",   "=1",          "a=1,,", "a=1x",    "a-b=1",
-                         "a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9"};
+    const char *bad[] = {"alpha",   "alpha=", "1x=2",    "a=1 b=2",
+                         "a=1,a=2", "a=nan",  "a=1e999", "=1",
+                         "a=1,,",   "a=1x",   "a-b=1",   "a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9"};
     for (int i = 0; i < 12; i++) {
         n = -1;
         CHECK_STATUS(tc__jit_parse_scalars(bad[i], &n, names, v), TC_ERROR_INVALID_ARGUMENT);
@@ -259,8 +259,8 @@ static void test_disk_cache(void)
     CHECK(full > (long)sizeof payload);
     /* a flipped byte in the payload: detected, removed, a miss */
     FILE *f = fopen(path, "r+b");
-    CHECK(f && fseek(f, full - 100, SEEK_SET) == 0 && fputc(0x5a ^ payload[sizeof payload - 100 +
-                                                                         0], f) != EOF);
+    CHECK(f && fseek(f, full - 100, SEEK_SET) == 0 &&
+          fputc(0x5a ^ payload[sizeof payload - 100 + 0], f) != EOF);
     fclose(f);
     data = NULL;
     CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
@@ -387,8 +387,8 @@ static void *thread_call(void *arg)
     tc_tensor *x = jc_rand(cpu, TC_FLOAT32, 1, s), *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {x, x};
     bool ok = tc_jit_create_fn((const char *)arg, NULL, &fn) == TC_OK &&
-              tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
-              tc_tensor_add(x, x, &ref) == TC_OK && jc_same(out[0], ref);
+              tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK && tc_tensor_add(x, x, &ref) == TC_OK &&
+              jc_same(out[0], ref);
     tc_tensor_release(x);
     tc_tensor_release(out[0]);
     tc_tensor_release(ref);
@@ -431,8 +431,7 @@ static void test_cpu_path(void)
 
     /* two threads, one new function: compiled once */
     char code[160];
-    snprintf(code, sizeof code,
-             "template <typename T> T twice_%llu(T x, T y) { return x + y; }",
+    snprintf(code, sizeof code, "template <typename T> T twice_%llu(T x, T y) { return x + y; }",
              (unsigned long long)(tc_test_rand() % 1000000));
     int before = tc__jit_compile_count();
     pthread_t th[2];
@@ -542,8 +541,11 @@ static void test_gpu_kernel_emulated(void)
         tc_dtype dt;
         int64_t n;
         int64_t off; /* elements to skip: unaligned when not 0 */
-    } flat[] = {{TC_FLOAT32, 70000, 0}, {TC_FLOAT16, 4099, 0}, {TC_INT8, 1000, 3},
-                {TC_FLOAT64, 5, 0},     {TC_BOOL, 33, 0}};
+    } flat[] = {{TC_FLOAT32, 70000, 0},
+                {TC_FLOAT16, 4099, 0},
+                {TC_INT8, 1000, 3},
+                {TC_FLOAT64, 5, 0},
+                {TC_BOOL, 33, 0}};
     for (int k = 0; k < 5; k++) {
         int64_t s[1] = {flat[k].n + flat[k].off};
         tc_tensor *a = jc_rand(cpu, flat[k].dt, 1, s), *b = jc_rand(cpu, flat[k].dt, 1, s);
@@ -588,8 +590,7 @@ static void test_nvrtc_compiles(void)
         for (int contiguous = 0; contiguous < 2; contiguous++) {
             tc__jit_spec sp = {jc_axpy, "axpy", (tc_dtype)d, 2, 1, 1, false, contiguous};
             if (d % 3 == 0) /* some of them multi-output */
-                sp = (tc__jit_spec){jc_sumdiff, "sumdiff", (tc_dtype)d, 2, 2, 0, true,
-                                    contiguous};
+                sp = (tc__jit_spec){jc_sumdiff, "sumdiff", (tc_dtype)d, 2, 2, 0, true, contiguous};
             char *src = tc__jit_source(&sp, true);
             void *cubin = NULL;
             size_t size = 0;
@@ -602,16 +603,21 @@ static void test_nvrtc_compiles(void)
             free(src);
         }
     CHECK(compiled == 2 * TC_NUM_DTYPES);
-    tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }", "oops", TC_FLOAT32,
-                       1, 1, 0, false, true};
+    tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }",
+                       "oops",
+                       TC_FLOAT32,
+                       1,
+                       1,
+                       0,
+                       false,
+                       true};
     char *src = tc__jit_source(&sp, true);
     void *cubin = NULL;
     size_t size = 0;
     CHECK_STATUS(tc__jit_cuda_compile(src, 90, &cubin, &size), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "jit_code") != NULL && cubin == NULL);
     free(src);
-    printf("%s: %d kernels compiled for sm_90 in %.0f ms\n", ver, compiled,
-           tc_test_now_ms() - t0);
+    printf("%s: %d kernels compiled for sm_90 in %.0f ms\n", ver, compiled, tc_test_now_ms() - t0);
 }
 
 int main(void)

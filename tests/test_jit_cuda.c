@@ -210,8 +210,8 @@ static void *thread_call(void *arg)
     tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, s), *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {x, x};
     bool ok = tc_jit_create_fn((const char *)arg, NULL, &fn) == TC_OK &&
-              tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
-              tc_tensor_add(x, x, &ref) == TC_OK && jc_same(out[0], ref);
+              tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK && tc_tensor_add(x, x, &ref) == TC_OK &&
+              jc_same(out[0], ref);
     if (!ok)
         fprintf(stderr, "thread: %s\n", tc_last_error());
     tc_tensor_release(x);
@@ -224,7 +224,8 @@ static void *thread_call(void *arg)
 static void test_threads_compile_once(void)
 {
     char code[160];
-    snprintf(code, sizeof code, "template <typename T> T gpu_twice_%llu(T x, T y) { return x + y; }",
+    snprintf(code, sizeof code,
+             "template <typename T> T gpu_twice_%llu(T x, T y) { return x + y; }",
              (unsigned long long)(tc_test_rand() % 1000000));
     int before = tc__jit_compile_count();
     pthread_t th[4];

@@ -71,8 +71,7 @@ TCUDA_API tc_status tc_jit_create_fn(const char *code, const tc_jit_options *opt
 /* The same for a function with `num_outputs` (1..7) outputs, returned
  * through its last num_outputs reference parameters. */
 TCUDA_API tc_status tc_jit_create_multi_output_fn(const char *code, int num_outputs,
-                                                  const tc_jit_options *options,
-                                                  tc_jit_fn **out);
+                                                  const tc_jit_options *options, tc_jit_fn **out);
 
 /* Runs fn element-wise over `n_inputs` tensors (all on one device; as many
  * as the function has tensor parameters). `scalars` holds the values of the

@@ -20,8 +20,7 @@ tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **f
 {
     return none();
 }
-tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args,
-                              unsigned grid)
+tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
 {
     return none();
 }

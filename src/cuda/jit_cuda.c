@@ -19,18 +19,15 @@
 #include "cuda_internal.h"
 #include "jit/jit_internal.h"
 
-static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                                          NULL};
-static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_names, NULL, 0,
-                               ""};
+static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
+static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_names, NULL, 0, ""};
 
 /* NVRTC's options besides the architecture; part of every key. -fmad=false:
  * no contraction into fused multiply-adds, so a + b * c gives the rounded
  * operations it writes, as the built-in ops and the CPU path do.
  * -default-device: the user's unannotated functions are device functions.
  * -w: the log holds the errors only. */
-static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device",
-                                         "-w"};
+static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device", "-w"};
 #define N_OPTS 4
 
 typedef nvrtcResult (*pf_version)(int *, int *);
@@ -63,12 +60,12 @@ static tc_status nvrtc_load(void)
     tc_status st = TC_OK;
     if (nv.state == 0) {
         static const char *const names[] = {
-            "nvrtcVersion",        "nvrtcCreateProgram", "nvrtcCompileProgram",
-            "nvrtcGetProgramLogSize", "nvrtcGetCUBINSize", "nvrtcGetProgramLog",
-            "nvrtcGetCUBIN",       "nvrtcDestroyProgram", "nvrtcGetErrorString"};
-        void **slots[] = {(void **)&nv.version,    (void **)&nv.create, (void **)&nv.compile,
-                          (void **)&nv.log_size,   (void **)&nv.cubin_size, (void **)&nv.log,
-                          (void **)&nv.cubin,      (void **)&nv.destroy, (void **)&nv.errstr};
+            "nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
+            "nvrtcGetProgramLogSize", "nvrtcGetCUBINSize",   "nvrtcGetProgramLog",
+            "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+        void **slots[] = {(void **)&nv.version,  (void **)&nv.create,     (void **)&nv.compile,
+                          (void **)&nv.log_size, (void **)&nv.cubin_size, (void **)&nv.log,
+                          (void **)&nv.cubin,    (void **)&nv.destroy,    (void **)&nv.errstr};
         for (int i = 0; i < 9 && st == TC_OK; i++)
             st = tc__dynlib_sym(&nvrtc_lib, names[i], slots[i]);
         int major = 0, minor = 0;
@@ -154,7 +151,8 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
         size_t n = 0;
         void *bin = NULL;
         r = nv.cubin_size(prog, &n);
-        if (r == NVRTC_SUCCESS && n > 0 && (bin = malloc(n)) && nv.cubin(prog, bin) == NVRTC_SUCCESS) {
+        if (r == NVRTC_SUCCESS && n > 0 && (bin = malloc(n)) &&
+            nv.cubin(prog, bin) == NVRTC_SUCCESS) {
             *cubin = bin;
             *size = n;
         } else {
@@ -243,8 +241,7 @@ tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **f
     return st;
 }
 
-tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args,
-                              unsigned grid)
+tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
 {
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);

@@ -102,8 +102,8 @@ static tc_status create(const char *code, int num_outputs, bool by_ref,
                         sig.nparams, ns, by_ref ? " and the outputs" : "");
     if (n_in + num_outputs > TC_JIT_MAX_OPERANDS)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "%s has %d tensor inputs and %d outputs; at most %d in all", sig.name,
-                        n_in, num_outputs, TC_JIT_MAX_OPERANDS);
+                        "%s has %d tensor inputs and %d outputs; at most %d in all", sig.name, n_in,
+                        num_outputs, TC_JIT_MAX_OPERANDS);
     for (int i = 0; i < ns; i++) {
         const char *p = sig.params[n_in + i];
         if (strcmp(p, names[i]))
@@ -421,8 +421,7 @@ static tc_status check_call(tc_jit_fn *fn, const tc_tensor *const *in, int n_in,
                             "that shape, or NULL to allocate one",
                             k, o->ndim, *ndim);
         for (int j = 0; j < k; j++)
-            TC_CHECK_ARG(outputs[j] != o, "outputs[%d] and outputs[%d] are the same tensor", j,
-                         k);
+            TC_CHECK_ARG(outputs[j] != o, "outputs[%d] and outputs[%d] are the same tensor", j, k);
     }
     return TC_OK;
 }

@@ -131,12 +131,10 @@ static const char prelude_host[] =
     "TCJ_HD float tcj_u2f(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n";
 
 /* Storage type, compute type, load and store expressions of a dtype. */
-static void types_of(tc_dtype d, const char **s, const char **c, const char **ld,
-                     const char **st)
+static void types_of(tc_dtype d, const char **s, const char **c, const char **ld, const char **st)
 {
-    static const char *const names[] = {"bool",  "tcj_u8",   "signed char", "short",
-                                        "int",   "tcj_i64",  "",            "",
-                                        "float", "double"};
+    static const char *const names[] = {"bool", "tcj_u8", "signed char", "short", "int", "tcj_i64",
+                                        "",     "",       "float",       "double"};
     *ld = "v";
     *st = "v";
     switch (d) {
@@ -158,9 +156,7 @@ static void types_of(tc_dtype d, const char **s, const char **c, const char **ld
         *ld = "tcj_bf16_to_f32(v)";
         *st = "tcj_f32_to_bf16(v)";
         break;
-    default:
-        *s = *c = names[d];
-        break;
+    default: *s = *c = names[d]; break;
     }
 }
 
@@ -274,29 +270,30 @@ static void put_cuda_kernel(sbuf *b, const tc__jit_spec *sp)
 
 static void put_host_function(sbuf *b)
 {
-    put(b, "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args "
-           "*ap)\n"
-           "{\n"
-           "    const tcj_args &a = *ap;\n"
-           "    if (a.flat) {\n"
-           "        for (tcj_i64 i = 0; i < a.numel; i++)\n"
-           "            tcj_elem_flat(a, i);\n"
-           "        return;\n"
-           "    }\n"
-           "    tcj_i64 idx[%d] = {0}, off[NIN + NOUT] = {0};\n"
-           "    for (tcj_i64 n = 0; n < a.numel; n++) {\n"
-           "        tcj_elem(a, off);\n"
-           "        for (int d = (int)a.ndim - 1; d >= 0; d--) {\n"
-           "            for (int k = 0; k < NIN + NOUT; k++)\n"
-           "                off[k] += a.strides[k][d];\n"
-           "            if (++idx[d] < a.sizes[d])\n"
-           "                break;\n"
-           "            for (int k = 0; k < NIN + NOUT; k++)\n"
-           "                off[k] -= a.strides[k][d] * a.sizes[d];\n"
-           "            idx[d] = 0;\n"
-           "        }\n"
-           "    }\n"
-           "}\n",
+    put(b,
+        "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args "
+        "*ap)\n"
+        "{\n"
+        "    const tcj_args &a = *ap;\n"
+        "    if (a.flat) {\n"
+        "        for (tcj_i64 i = 0; i < a.numel; i++)\n"
+        "            tcj_elem_flat(a, i);\n"
+        "        return;\n"
+        "    }\n"
+        "    tcj_i64 idx[%d] = {0}, off[NIN + NOUT] = {0};\n"
+        "    for (tcj_i64 n = 0; n < a.numel; n++) {\n"
+        "        tcj_elem(a, off);\n"
+        "        for (int d = (int)a.ndim - 1; d >= 0; d--) {\n"
+        "            for (int k = 0; k < NIN + NOUT; k++)\n"
+        "                off[k] += a.strides[k][d];\n"
+        "            if (++idx[d] < a.sizes[d])\n"
+        "                break;\n"
+        "            for (int k = 0; k < NIN + NOUT; k++)\n"
+        "                off[k] -= a.strides[k][d] * a.sizes[d];\n"
+        "            idx[d] = 0;\n"
+        "        }\n"
+        "    }\n"
+        "}\n",
         TC_MAX_DIMS);
 }
 

@@ -135,8 +135,7 @@ tc_status tc__jit_host_compile(const char *source, void **so, size_t *size)
     char dir[PATH_MAX], src[PATH_MAX + 16], obj[PATH_MAX + 16];
     if ((size_t)snprintf(dir, sizeof dir, "%s/tcuda-jit-XXXXXX", tmp_root()) >= sizeof dir ||
         !mkdtemp(dir))
-        return tc__fail(TC_ERROR_IO, "cannot create a temporary directory under %s",
-                        tmp_root());
+        return tc__fail(TC_ERROR_IO, "cannot create a temporary directory under %s", tmp_root());
     snprintf(src, sizeof src, "%s/jit.cpp", dir);
     snprintf(obj, sizeof obj, "%s/jit.so", dir);
     tc_status st = TC_OK;
@@ -151,8 +150,8 @@ tc_status tc__jit_host_compile(const char *source, void **so, size_t *size)
         int rc = run(cmd, log, 8192);
         if (rc != 0)
             st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                          "the code does not compile for the CPU (%s exited with %d):\n%s", cxx,
-                          rc, log);
+                          "the code does not compile for the CPU (%s exited with %d):\n%s", cxx, rc,
+                          log);
         else if (!(*so = read_file(obj, size)))
             st = tc__fail(TC_ERROR_IO, "the compiler wrote no shared object at %s", obj);
     }
@@ -167,8 +166,7 @@ tc_status tc__jit_host_compile(const char *source, void **so, size_t *size)
 tc_status tc__jit_host_load(const void *so, size_t size, tc__jit_host_fn *out)
 {
     char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/tcuda-jit-XXXXXX.so", tmp_root()) >=
-        sizeof path)
+    if ((size_t)snprintf(path, sizeof path, "%s/tcuda-jit-XXXXXX.so", tmp_root()) >= sizeof path)
         return tc__fail(TC_ERROR_IO, "temporary path too long");
     int fd = mkstemps(path, 3);
     if (fd < 0)

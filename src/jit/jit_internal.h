@@ -33,11 +33,11 @@ extern "C" {
 /* ---- parsing (jit_parse.c) --------------------------------------------------- */
 
 typedef struct tc__jit_sig {
-    char name[TC__JIT_NAME_MAX];             /* the entry function */
+    char name[TC__JIT_NAME_MAX]; /* the entry function */
     bool returns_void;
     int nparams;
     char params[TC__JIT_MAX_PARAMS][TC__JIT_NAME_MAX]; /* parameter names ("" if unnamed) */
-    bool is_ref[TC__JIT_MAX_PARAMS];         /* declared with & */
+    bool is_ref[TC__JIT_MAX_PARAMS];                   /* declared with & */
 } tc__jit_sig;
 
 /* Finds the entry function of `code`: `name` when not NULL, else the last
@@ -164,8 +164,7 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
 /* Loads a cubin into the device's primary context and finds tc_jit_kernel. */
 tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **function);
 /* Launches function with args on the device's current stream. */
-tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args,
-                              unsigned grid);
+tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid);
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,7 @@ static int last_ident(const char *s, size_t a, size_t b, char *out)
 /* Is the return type s[a, b) void (qualifiers aside)? */
 static bool type_is_void(const char *s, size_t a, size_t b)
 {
-    static const char *const quals[] = {"inline", "static", "__device__", "__host__",
+    static const char *const quals[] = {"inline",          "static",    "__device__", "__host__",
                                         "__forceinline__", "constexpr", NULL};
     bool is_void = false, other = false;
     for (size_t i = a; i < b;) {
@@ -284,8 +284,8 @@ tc_status tc__jit_parse_scalars(const char *spec, int *n, char names[][TC__JIT_N
                             "\"alpha=1.0, beta=2\")",
                             a);
         if (k == TC_JIT_MAX_SCALARS)
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "options.scalars: more than %d scalars", TC_JIT_MAX_SCALARS);
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT, "options.scalars: more than %d scalars",
+                            TC_JIT_MAX_SCALARS);
         size_t len = (size_t)(p - a);
         if (len >= TC__JIT_NAME_MAX)
             return tc__fail(TC_ERROR_INVALID_ARGUMENT, "options.scalars: name too long");
@@ -293,13 +293,13 @@ tc_status tc__jit_parse_scalars(const char *spec, int *n, char names[][TC__JIT_N
         names[k][len] = '\0';
         for (int j = 0; j < k; j++)
             if (!strcmp(names[j], names[k]))
-                return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                                "options.scalars: \"%s\" is given twice", names[k]);
+                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "options.scalars: \"%s\" is given twice",
+                                names[k]);
         p = skip_ws(p);
         if (*p != '=')
             return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "options.scalars: \"%s\" needs a default value (\"%s=1.0\")",
-                            names[k], names[k]);
+                            "options.scalars: \"%s\" needs a default value (\"%s=1.0\")", names[k],
+                            names[k]);
         p = skip_ws(p + 1);
         char *end;
         errno = 0;

@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jit/jit_internal.h"
-#include "tc_jit_check.h"
 #include "tc_test.h"
 
 #if defined(TCUDA_HAVE_CUDA)
+#include "jit/jit_internal.h"
+#include "tc_jit_check.h"
 #include "test_kernels.h"
 
 static const tc_device gpu = {TC_CUDA, 0};

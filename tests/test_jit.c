@@ -363,6 +363,10 @@ static int child_main(void)
     for (int i = 0; i < 64; i++)
         if (r[i] != xs[i] * 3 - ys[i])
             return 6;
+    tc_tensor_release(x);
+    tc_tensor_release(y);
+    tc_tensor_release(out[0]);
+    tc_jit_fn_destroy(fn);
     /* exit 10 + compiles: the parent learns whether the disk cache served it */
     return 10 + (tc__jit_compile_count() - before);
 }

@@ -96,11 +96,12 @@ static bool entry_path(char *buf, size_t n, const char *dir, const char *key, co
     return (size_t)snprintf(buf, n, "%s/%s.%s", dir, key, ext) < n;
 }
 
-static bool read_all(int fd, void *buf, size_t n)
+/* All n bytes read (or written): false on an error or an early end. */
+static bool io_all(int fd, void *buf, size_t n, bool write_it)
 {
     char *p = buf;
     while (n) {
-        ssize_t r = read(fd, p, n);
+        ssize_t r = write_it ? write(fd, p, n) : read(fd, p, n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -110,20 +111,10 @@ static bool read_all(int fd, void *buf, size_t n)
     }
     return true;
 }
-
+static bool read_all(int fd, void *buf, size_t n) { return io_all(fd, buf, n, false); }
 static bool write_all(int fd, const void *buf, size_t n)
 {
-    const char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        p += r;
-        n -= (size_t)r;
-    }
-    return true;
+    return io_all(fd, (void *)buf, n, true);
 }
 
 static uint64_t checksum(const void *note, size_t note_len, const void *data, size_t size)

@@ -66,6 +66,47 @@ static void test_parse(void)
     CHECK_STATUS(tc__jit_parse(NULL, NULL, &s), TC_ERROR_INVALID_ARGUMENT);
 }
 
+/* Random token soup (unbalanced brackets, open comments and literals, #
+ * lines): the parser answers, never reads out of bounds (ASan in CI). */
+static void test_parse_random(void)
+{
+    static const char *const tokens[] = {
+        "template", "<", ">",  "(", ")",  "{", "}", "T",        " x",   ",", "&", "/*", "*/", "//",
+        "\"",       "'", "\\", "#", "\n", ";", " ", "typename", "void", "=", "[", "]",  "f"};
+    int ntok = (int)(sizeof tokens / sizeof *tokens), ok = 0;
+    char code[512];
+    for (int r = 0; r < 3000; r++) {
+        /* a third start as a function template, so that some parse */
+        size_t len = 0;
+        if (r % 3 == 0)
+            len = (size_t)snprintf(code, sizeof code, "template <typename T> T f(T x");
+        int n = 1 + (int)(tc_test_rand() % 40);
+        for (int i = 0; i < n; i++) {
+            const char *t = tokens[tc_test_rand() % (uint64_t)ntok];
+            size_t l = strlen(t);
+            if (len + l >= sizeof code)
+                break;
+            memcpy(code + len, t, l);
+            len += l;
+        }
+        code[len] = '\0';
+        if (r % 6 == 0 && len + 8 < sizeof code)
+            strcat(code, ") { }");
+        tc__jit_sig s;
+        char names[TC_JIT_MAX_SCALARS][TC__JIT_NAME_MAX];
+        double v[TC_JIT_MAX_SCALARS];
+        int ns;
+        tc_status st = tc__jit_parse(code, NULL, &s);
+        ok += st == TC_OK;
+        CHECK(st == TC_OK || (st == TC_ERROR_INVALID_ARGUMENT && tc_last_error()[0]));
+        if (st == TC_OK)
+            CHECK(s.name[0] != '\0' && s.nparams >= 0 && s.nparams <= TC__JIT_MAX_PARAMS);
+        st = tc__jit_parse_scalars(code, &ns, names, v);
+        CHECK(st == TC_OK || st == TC_ERROR_INVALID_ARGUMENT);
+    }
+    printf("parser: %d of 3000 random strings had a function template\n", ok);
+}
+
 static void test_scalar_options(void)
 {
     int n = -1;
@@ -652,6 +693,7 @@ int main(void)
     }
     setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
     test_parse();
+    test_parse_random();
     test_scalar_options();
     test_create_errors();
     test_call_errors();

@@ -255,6 +255,8 @@ static void test_keys(void)
     CHECK(a && b && c && h && strcmp(a, b) && strcmp(a, c) && strcmp(c, h));
     CHECK(strstr(a, jc_add) && strstr(h, jc_add) && strstr(a, "tc_jit_kernel") &&
           strstr(h, "tc_jit_host"));
+    sp.dtype = (tc_dtype)TC_NUM_DTYPES; /* not a dtype: no source */
+    CHECK(tc__jit_source(&sp, true) == NULL && tc__jit_source(&sp, false) == NULL);
     free(a);
     free(b);
     free(c);

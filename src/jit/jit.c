@@ -287,6 +287,8 @@ static tc_status variant_entry(tc_jit_fn *fn, tc_dtype dtype, bool contiguous, i
 
     tc__jit_spec spec = {fn->code,  fn->name,      dtype,      fn->n_in,
                          fn->n_out, fn->n_scalars, fn->by_ref, contiguous};
+    if (!tc_dtype_size(dtype))
+        return tc__fail(TC_ERROR_DTYPE, "%d is not a tc_dtype", (int)dtype);
     char *src = tc__jit_source(&spec, arch >= 0);
     if (!src)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -299,6 +299,8 @@ static void put_host_function(sbuf *b)
 
 char *tc__jit_source(const tc__jit_spec *sp, bool cuda)
 {
+    if ((unsigned)sp->dtype >= TC_NUM_DTYPES)
+        return NULL;
     sbuf b = {0};
     if (cuda)
         put(&b, "#define TCJ_HD static __device__ __forceinline__\n"

@@ -79,7 +79,7 @@ typedef struct tc__jit_spec {
 } tc__jit_spec;
 
 /* The source of a kernel (cuda) or of a host shared object; caller frees.
- * NULL when memory runs out. The GPU kernel is extern "C" tc_jit_kernel, the
+ * NULL when memory runs out or the dtype is not a tc_dtype. The GPU kernel is extern "C" tc_jit_kernel, the
  * host function extern "C" tc_jit_host. */
 char *tc__jit_source(const tc__jit_spec *spec, bool cuda);
 

@@ -203,32 +203,6 @@ static void test_current_stream(void)
     tc_jit_fn_destroy(fn);
 }
 
-/* One thread's work: create fn from code and check fn(x, x) (the inputs
- * are made by the main thread: the test's random numbers are not
- * thread-safe). */
-typedef struct thread_job {
-    const char *code;
-    tc_tensor *x;
-    bool ok;
-} thread_job;
-
-static void *thread_call(void *arg)
-{
-    thread_job *j = arg;
-    tc_jit_fn *fn = NULL;
-    tc_tensor *out[1] = {NULL}, *ref = NULL;
-    const tc_tensor *in[2] = {j->x, j->x};
-    j->ok = tc_jit_create_fn(j->code, NULL, &fn) == TC_OK &&
-            tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
-            tc_tensor_add(j->x, j->x, &ref) == TC_OK && jc_same(out[0], ref);
-    if (!j->ok)
-        fprintf(stderr, "thread: %s\n", tc_last_error());
-    tc_tensor_release(out[0]);
-    tc_tensor_release(ref);
-    tc_jit_fn_destroy(fn);
-    return NULL;
-}
-
 static void test_threads_compile_once(void)
 {
     char code[160];
@@ -238,11 +212,11 @@ static void test_threads_compile_once(void)
     int before = tc__jit_compile_count();
     pthread_t th[4];
     int64_t n[1] = {4096};
-    thread_job jobs[4];
+    jc_thread_job jobs[4];
     for (int i = 0; i < 4; i++)
-        jobs[i] = (thread_job){code, jc_rand(gpu, TC_FLOAT32, 1, n), false};
+        jobs[i] = (jc_thread_job){code, jc_rand(gpu, TC_FLOAT32, 1, n), false};
     for (int i = 0; i < 4; i++)
-        pthread_create(&th[i], NULL, thread_call, &jobs[i]);
+        pthread_create(&th[i], NULL, jc_thread_call, &jobs[i]);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
         CHECK(jobs[i].ok);

@@ -2,7 +2,8 @@
  * run on one device and compared, bit for bit, with tcuda's built-in
  * element-wise ops on the same random inputs there: every dtype, broadcast,
  * strided, 0-d, empty and mixed-dtype inputs, scalars, multi-output and
- * given outputs. The reference is independent: the built-in ops do not go
+ * given outputs; and jc_thread_call, one thread's create-and-call. The
+ * reference is independent: the built-in ops do not go
  * through jiterator. */
 #ifndef TC_JIT_CHECK_H
 #define TC_JIT_CHECK_H
@@ -86,6 +87,32 @@ static void jc_check_binary(tc_jit_fn *fn, jc_builtin builtin, const tc_tensor *
     }
     tc_tensor_release(out[0]);
     tc_tensor_release(ref);
+}
+
+/* One thread's work: create fn from code and check fn(x, x) (the inputs
+ * are made by the main thread: the test's random numbers are not
+ * thread-safe). */
+typedef struct jc_thread_job {
+    const char *code;
+    tc_tensor *x;
+    bool ok;
+} jc_thread_job;
+
+static void *jc_thread_call(void *arg)
+{
+    jc_thread_job *j = arg;
+    tc_jit_fn *fn = NULL;
+    tc_tensor *out[1] = {NULL}, *ref = NULL;
+    const tc_tensor *in[2] = {j->x, j->x};
+    j->ok = tc_jit_create_fn(j->code, NULL, &fn) == TC_OK &&
+            tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
+            tc_tensor_add(j->x, j->x, &ref) == TC_OK && jc_same(out[0], ref);
+    if (!j->ok)
+        fprintf(stderr, "thread: %s\n", tc_last_error());
+    tc_tensor_release(out[0]);
+    tc_tensor_release(ref);
+    tc_jit_fn_destroy(fn);
+    return NULL;
 }
 
 static void jc_parity_suite(tc_device dev)

@@ -11,6 +11,7 @@
 #include "memory.h"
 #include "tensor.h"
 #include "graph.h"
+#include "jit.h"
 #include "sanitizer.h"
 
 #endif

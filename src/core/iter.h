@@ -27,7 +27,8 @@ typedef enum tc__op {
     TC__RED_SUM, TC__RED_MEAN, TC__RED_MAX, TC__RED_MIN, TC__RED_ARGMAX
 } tc__op;
 
-#define TC__MAX_OPERANDS 4
+/* jiterator runs up to 8 operands (inputs + outputs) through one iter. */
+#define TC__MAX_OPERANDS 8
 
 typedef struct tc__iter {
     int ndim;

@@ -153,6 +153,18 @@ tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_ten
 /* Device-local strided converting copy (same device, broadcast src). */
 tc_status tc__copy_local(tc_tensor *dst, const tc_tensor *src);
 
+/* The element-wise rules (tensor_ops.c), for every module that runs
+ * element-wise work (the built-in ops, jiterator):
+ * tc__result_type is torch.result_type over n tensors (0-d tensors take part
+ * only when of a higher category); tc__broadcast_shapes writes the broadcast
+ * shape of n tensors or fails with TC_ERROR_SHAPE naming `fn`; tc__as_dtype
+ * gives t itself (retained) when it has `dtype`, else a converted contiguous
+ * copy on t's device. */
+tc_dtype tc__result_type(int n, const tc_tensor *const *ts);
+tc_status tc__broadcast_shapes(const char *fn, int n, const tc_tensor *const *ts, int *ndim,
+                               int64_t *sizes);
+tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

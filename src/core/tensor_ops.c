@@ -40,7 +40,7 @@ static tc_dtype promote(tc_dtype a, tc_dtype b)
 /* torch.result_type over n tensors: dimensioned tensors decide unless a 0-d
  * tensor has a higher category, in which case the 0-d tensors of that
  * category decide. */
-static tc_dtype result_type(int n, const tc_tensor *const *ts)
+tc_dtype tc__result_type(int n, const tc_tensor *const *ts)
 {
     int dim_cat = -1, zero_cat = -1;
     tc_dtype dim_t = TC_BOOL, zero_t = TC_BOOL;
@@ -76,8 +76,8 @@ static tc_dtype result_type(int n, const tc_tensor *const *ts)
 
 /* ---- broadcasting ---------------------------------------------------------- */
 
-static tc_status broadcast(const char *fn, int n, const tc_tensor *const *ts, int *ndim,
-                           int64_t *sizes)
+tc_status tc__broadcast_shapes(const char *fn, int n, const tc_tensor *const *ts, int *ndim,
+                               int64_t *sizes)
 {
     int nd = 0;
     for (int i = 0; i < n; i++)
@@ -107,7 +107,7 @@ static tc_status broadcast(const char *fn, int n, const tc_tensor *const *ts, in
 
 /* A tensor with t's values in `dtype` on t's device: t itself (retained) when
  * it has that dtype already. */
-static tc_status as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
+tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
 {
     if (t->dtype == dtype) {
         *out = tc_tensor_retain((tc_tensor *)t);
@@ -158,7 +158,7 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     if (is_where && in[0]->dtype != TC_BOOL)
         return tc__fail(TC_ERROR_DTYPE, "%s: the condition must be bool, not %s", fn,
                         tc_dtype_name(in[0]->dtype));
-    tc_dtype ct = result_type(nv, vals);
+    tc_dtype ct = tc__result_type(nv, vals);
     if (!is_where) {
         bool fl = tc_dtype_is_floating(ct);
         /* As PyTorch: either operand bool, whatever the result type. */
@@ -183,7 +183,7 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     tc_dtype out_dtype = !is_where && is_comparison(op) ? TC_BOOL : ct;
     int ndim = 0;
     int64_t sizes[TC_MAX_DIMS] = {0};
-    TC_TRY(broadcast(fn, n, in, &ndim, sizes));
+    TC_TRY(tc__broadcast_shapes(fn, n, in, &ndim, sizes));
     const tc__backend *be = tc__backend_of(in[0]->storage->device);
     if (!be)
         return TC_ERROR_NO_DEVICE;
@@ -191,7 +191,7 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     tc_tensor *conv[3] = {NULL, NULL, NULL}, *res = NULL;
     tc_status st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++)
-        st = as_dtype(in[i], is_where && i == 0 ? TC_BOOL : ct, &conv[i]);
+        st = tc__as_dtype(in[i], is_where && i == 0 ? TC_BOOL : ct, &conv[i]);
     if (st == TC_OK)
         st = tc__new_tensor(ndim, sizes, out_dtype, in[0]->storage->device, false, &res);
     if (st == TC_OK && tc__numel(ndim, sizes) > 0) {

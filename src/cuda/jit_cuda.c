@@ -1,0 +1,264 @@
+/* jiterator's GPU half: NVRTC (loaded at run time through tc__dynlib) turns
+ * the generated source into a cubin for the device's own architecture, and
+ * the driver API (its entry points found through
+ * cudaGetDriverEntryPointByVersion, as alloc_providers.c does, so libcuda is
+ * never linked) loads it into the device's primary context and launches it
+ * on the current stream.
+ *
+ * Driver calls act on the calling thread's current context: every one here
+ * runs after cudaSetDevice(device), which (CUDA 12 and later) makes the
+ * device's primary context current, the one the runtime and tcuda's
+ * allocations use. */
+#include <cuda.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "jit/jit_internal.h"
+
+static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
+static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_names, NULL, 0, ""};
+
+/* NVRTC's options besides the architecture; part of every key. -fmad=false:
+ * no contraction into fused multiply-adds, so a + b * c gives the rounded
+ * operations it writes, as the built-in ops and the CPU path do.
+ * -default-device: the user's unannotated functions are device functions.
+ * -w: the log holds the errors only. */
+static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device", "-w"};
+#define N_OPTS 4
+
+typedef nvrtcResult (*pf_version)(int *, int *);
+typedef nvrtcResult (*pf_create)(nvrtcProgram *, const char *, const char *, int,
+                                 const char *const *, const char *const *);
+typedef nvrtcResult (*pf_compile)(nvrtcProgram, int, const char *const *);
+typedef nvrtcResult (*pf_size)(nvrtcProgram, size_t *);
+typedef nvrtcResult (*pf_get)(nvrtcProgram, char *);
+typedef nvrtcResult (*pf_destroy)(nvrtcProgram *);
+typedef const char *(*pf_errstr)(nvrtcResult);
+
+static struct {
+    pf_version version;
+    pf_create create;
+    pf_compile compile;
+    pf_size log_size, cubin_size;
+    pf_get log, cubin;
+    pf_destroy destroy;
+    pf_errstr errstr;
+    char version_str[32];
+    int state; /* 0 not tried, 1 ready */
+} nv;
+static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tc_status nvrtc_load(void)
+{
+    if (__atomic_load_n(&nv.state, __ATOMIC_ACQUIRE) == 1)
+        return TC_OK;
+    pthread_mutex_lock(&nv_lock);
+    tc_status st = TC_OK;
+    if (nv.state == 0) {
+        static const char *const names[] = {
+            "nvrtcVersion",           "nvrtcCreateProgram",  "nvrtcCompileProgram",
+            "nvrtcGetProgramLogSize", "nvrtcGetCUBINSize",   "nvrtcGetProgramLog",
+            "nvrtcGetCUBIN",          "nvrtcDestroyProgram", "nvrtcGetErrorString"};
+        void **slots[] = {(void **)&nv.version,  (void **)&nv.create,     (void **)&nv.compile,
+                          (void **)&nv.log_size, (void **)&nv.cubin_size, (void **)&nv.log,
+                          (void **)&nv.cubin,    (void **)&nv.destroy,    (void **)&nv.errstr};
+        for (int i = 0; i < 9 && st == TC_OK; i++)
+            st = tc__dynlib_sym(&nvrtc_lib, names[i], slots[i]);
+        int major = 0, minor = 0;
+        if (st == TC_OK && nv.version(&major, &minor) == NVRTC_SUCCESS) {
+            snprintf(nv.version_str, sizeof nv.version_str, "NVRTC %d.%d", major, minor);
+            __atomic_store_n(&nv.state, 1, __ATOMIC_RELEASE);
+        } else if (st == TC_OK) {
+            st = tc__fail(TC_ERROR_NOT_SUPPORTED, "NVRTC was loaded but nvrtcVersion failed");
+        }
+    }
+    pthread_mutex_unlock(&nv_lock);
+    return st;
+}
+
+tc_status tc__jit_cuda_nvrtc_version(const char **out)
+{
+    TC_TRY(nvrtc_load());
+    *out = nv.version_str;
+    return TC_OK;
+}
+
+static char key_id[160];
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static void key_init(void)
+{
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) {
+        driver = 0;
+        (void)cudaGetLastError();
+    }
+    int n = snprintf(key_id, sizeof key_id, "cuda%d driver%d", CUDART_VERSION / 1000, driver);
+    for (int i = 0; i < N_OPTS && n > 0 && (size_t)n < sizeof key_id; i++)
+        n += snprintf(key_id + n, sizeof key_id - (size_t)n, " %s", nvrtc_opts[i]);
+}
+
+const char *tc__jit_cuda_key_id(void)
+{
+    pthread_once(&key_once, key_init);
+    return key_id;
+}
+
+tc_status tc__jit_cuda_device(int device, int *arch, int *sms)
+{
+    int major = 0, minor = 0;
+    TC_TRY(tc_get_device_capability(device, &major, &minor));
+    *arch = major * 10 + minor;
+    *sms = tc__sm_count(device);
+    return TC_OK;
+}
+
+tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size)
+{
+    TC_TRY(nvrtc_load());
+    char arch_opt[48];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
+    const char *opts[N_OPTS + 1] = {arch_opt};
+    for (int i = 0; i < N_OPTS; i++)
+        opts[i + 1] = nvrtc_opts[i];
+    nvrtcProgram prog;
+    nvrtcResult r = nv.create(&prog, source, "tcuda_jit.cu", 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return tc__fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? TC_ERROR_OUT_OF_MEMORY : TC_ERROR_CUDA,
+                        "nvrtcCreateProgram: %s", nv.errstr(r));
+    r = nv.compile(prog, N_OPTS + 1, opts);
+    tc_status st = TC_OK;
+    if (r != NVRTC_SUCCESS) {
+        size_t n = 0;
+        char *log = NULL;
+        if (nv.log_size(prog, &n) == NVRTC_SUCCESS && n > 0 && (log = malloc(n + 1))) {
+            if (nv.log(prog, log) != NVRTC_SUCCESS)
+                log[0] = '\0';
+            log[n] = '\0';
+        }
+        if (r == NVRTC_ERROR_COMPILATION)
+            st = tc__fail(TC_ERROR_INVALID_ARGUMENT, "the code does not compile (%s, sm_%d):\n%s",
+                          nv.version_str, arch, log ? log : "(no log)");
+        else
+            st = tc__fail(TC_ERROR_NOT_SUPPORTED, "%s cannot compile for sm_%d: %s\n%s",
+                          nv.version_str, arch, nv.errstr(r), log ? log : "");
+        free(log);
+    } else {
+        size_t n = 0;
+        void *bin = NULL;
+        r = nv.cubin_size(prog, &n);
+        if (r == NVRTC_SUCCESS && n > 0 && (bin = malloc(n)) &&
+            nv.cubin(prog, bin) == NVRTC_SUCCESS) {
+            *cubin = bin;
+            *size = n;
+        } else {
+            free(bin);
+            st = tc__fail(TC_ERROR_CUDA, "%s gave no cubin for sm_%d", nv.version_str, arch);
+        }
+    }
+    nv.destroy(&prog);
+    return st;
+}
+
+/* ---- the driver --------------------------------------------------------------------- */
+
+typedef CUresult (*pf_load)(CUmodule *, const void *);
+typedef CUresult (*pf_getfn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*pf_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*pf_unload)(CUmodule);
+
+static struct {
+    pf_load load;
+    pf_getfn getfn;
+    pf_launch launch;
+    pf_unload unload;
+    int state; /* 0 not tried, 1 ok, 2 missing */
+} drv;
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static tc_status driver_load(void)
+{
+    if (__atomic_load_n(&drv.state, __ATOMIC_ACQUIRE) == 1)
+        return TC_OK;
+    pthread_mutex_lock(&drv_lock);
+    if (drv.state == 0) {
+        static const char *const names[] = {"cuModuleLoadData", "cuModuleGetFunction",
+                                            "cuLaunchKernel", "cuModuleUnload"};
+        void **slots[] = {(void **)&drv.load, (void **)&drv.getfn, (void **)&drv.launch,
+                          (void **)&drv.unload};
+        int state = 1;
+        for (int i = 0; i < 4; i++) {
+            enum cudaDriverEntryPointQueryResult q;
+            if (cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
+                                                 &q) != cudaSuccess ||
+                q != cudaDriverEntryPointSuccess || !*slots[i])
+                state = 2;
+        }
+        (void)cudaGetLastError();
+        __atomic_store_n(&drv.state, state, __ATOMIC_RELEASE);
+    }
+    int st = drv.state;
+    pthread_mutex_unlock(&drv_lock);
+    if (st != 1)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED,
+                        "the CUDA driver does not provide cuModuleLoadData / cuLaunchKernel");
+    return TC_OK;
+}
+
+static tc_status drv_fail(CUresult r, const char *what)
+{
+    return tc__fail(r == CUDA_ERROR_OUT_OF_MEMORY ? TC_ERROR_OUT_OF_MEMORY : TC_ERROR_CUDA,
+                    "%s failed with CUDA driver error %d", what, (int)r);
+}
+
+tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **function)
+{
+    (void)size;
+    TC_TRY(driver_load());
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    tc_status st = TC_OK;
+    cudaError_t err = cudaSetDevice(device); /* the primary context, current */
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (err != cudaSuccess)
+        st = tc__cuda_fail(err, "cudaSetDevice", __FILE__, __LINE__);
+    else if ((r = drv.load(&mod, cubin)) != CUDA_SUCCESS)
+        st = drv_fail(r, "cuModuleLoadData (the cached or compiled cubin)");
+    else if ((r = drv.getfn(&f, mod, "tc_jit_kernel")) != CUDA_SUCCESS) {
+        st = drv_fail(r, "cuModuleGetFunction(tc_jit_kernel)");
+        (void)drv.unload(mod);
+    }
+    tc_device_guard_exit(&g);
+    if (st == TC_OK)
+        *function = (void *)f;
+    return st;
+}
+
+tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
+{
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t stream = tc__current_cuda_stream(device);
+    tc_status st = TC_OK;
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess) {
+        st = tc__cuda_fail(err, "cudaSetDevice", __FILE__, __LINE__);
+    } else {
+        void *params[1] = {(void *)args};
+        CUresult r = drv.launch((CUfunction)function, grid, 1, 1, TC__JIT_THREADS, 1, 1, 0,
+                                (CUstream)stream, params, NULL);
+        if (r != CUDA_SUCCESS)
+            st = drv_fail(r, "cuLaunchKernel(tc_jit_kernel)");
+        else
+            st = tc__launch_check(stream, "tc_jit_kernel");
+    }
+    tc_device_guard_exit(&g);
+    return st;
+}

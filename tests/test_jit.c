@@ -1,0 +1,686 @@
+/* jiterator without a GPU: name discovery and parameter parsing, the scalar
+ * options, every bad input of create and call (clear errors, nothing
+ * written), cache keys, the disk cache (round trip, corrupt, truncated and
+ * foreign files, concurrent writer processes), and the CPU path compiled by
+ * the host compiler, compared bit for bit with the built-in ops
+ * (tc_jit_check.h), including a second process that loads from the disk
+ * cache and two threads that compile one function once. The CPU path needs
+ * a C++ compiler: without one those parts check the NOT_SUPPORTED answer. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/tensor_internal.h"
+#include "jit/jit_internal.h"
+#include "tc_jit_check.h"
+#include "tc_test.h"
+
+static const tc_device cpu = {TC_CPU, -1};
+static char cache_dir[256];
+
+/* ---- parsing -------------------------------------------------------------------- */
+
+static void test_parse(void)
+{
+    tc__jit_sig s;
+    CHECK_OK(tc__jit_parse("template <typename T> T my_kernel(T x, T y, T alpha) { return -x + "
+                           "alpha * y; }",
+                           NULL, &s));
+    CHECK(!strcmp(s.name, "my_kernel") && s.nparams == 3 && !s.returns_void);
+    CHECK(!strcmp(s.params[0], "x") && !strcmp(s.params[2], "alpha") && !s.is_ref[2]);
+    /* helpers first: the last function is the entry; comments and strings skipped */
+    const char *two = "// template <typename T> T fake(T a) { return a; }\n"
+                      "template <typename T> T util_fn(T x, T y) { return x > y ? x : y; }\n"
+                      "/* template <typename T> T fake2(T a) {} */\n"
+                      "#define TWO 2\n"
+                      "template <typename T>\n__device__ T my_kernel(T x, T y, T val)\n{\n"
+                      "  const char *s = \"template <class Q> Q bad(Q q) {\"; (void)s;\n"
+                      "  return util_fn(x, y) * val;\n}\n";
+    CHECK_OK(tc__jit_parse(two, NULL, &s));
+    CHECK(!strcmp(s.name, "my_kernel") && s.nparams == 3 && !strcmp(s.params[2], "val"));
+    CHECK_OK(tc__jit_parse(two, "util_fn", &s));
+    CHECK(!strcmp(s.name, "util_fn") && s.nparams == 2);
+    CHECK_STATUS(tc__jit_parse(two, "nope", &s), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "nope") != NULL);
+    /* references, void, nested template arguments, a default */
+    CHECK_OK(tc__jit_parse("template <typename T, int N = 2> inline void f(T a, Pair<T, T> b, T "
+                           "&o1, T& o2) { o1 = a; o2 = a; }",
+                           NULL, &s));
+    CHECK(s.returns_void && s.nparams == 4 && s.is_ref[2] && s.is_ref[3] && !s.is_ref[1]);
+    CHECK(!strcmp(s.params[1], "b") && !strcmp(s.params[3], "o2"));
+    CHECK_OK(tc__jit_parse("template <typename T> T g(T) { return 1; }", NULL, &s));
+    CHECK(s.nparams == 1 && s.params[0][0] == '\0');
+    /* errors */
+    CHECK_STATUS(tc__jit_parse("", NULL, &s), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "empty") != NULL);
+    CHECK_STATUS(tc__jit_parse("  \n // just a comment\n", NULL, &s), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__jit_parse("float f(float x) { return x; }", NULL, &s),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "template") != NULL);
+    CHECK_STATUS(tc__jit_parse("template <typename T> T f(T x);", NULL, &s),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__jit_parse(NULL, NULL, &s), TC_ERROR_INVALID_ARGUMENT);
+}
+
+/* Random token soup (unbalanced brackets, open comments and literals, #
+ * lines): the parser answers, never reads out of bounds (ASan in CI). */
+static void test_parse_random(void)
+{
+    static const char *const tokens[] = {
+        "template", "<", ">",  "(", ")",  "{", "}", "T",        " x",   ",", "&", "/*", "*/", "//",
+        "\"",       "'", "\\", "#", "\n", ";", " ", "typename", "void", "=", "[", "]",  "f"};
+    int ntok = (int)(sizeof tokens / sizeof *tokens), ok = 0;
+    char code[512];
+    for (int r = 0; r < 3000; r++) {
+        /* a third start as a function template, so that some parse */
+        size_t len = 0;
+        if (r % 3 == 0)
+            len = (size_t)snprintf(code, sizeof code, "template <typename T> T f(T x");
+        int n = 1 + (int)(tc_test_rand() % 40);
+        for (int i = 0; i < n; i++) {
+            const char *t = tokens[tc_test_rand() % (uint64_t)ntok];
+            size_t l = strlen(t);
+            if (len + l >= sizeof code)
+                break;
+            memcpy(code + len, t, l);
+            len += l;
+        }
+        code[len] = '\0';
+        if (r % 6 == 0 && len + 8 < sizeof code)
+            strcat(code, ") { }");
+        tc__jit_sig s;
+        char names[TC_JIT_MAX_SCALARS][TC__JIT_NAME_MAX];
+        double v[TC_JIT_MAX_SCALARS];
+        int ns;
+        tc_status st = tc__jit_parse(code, NULL, &s);
+        ok += st == TC_OK;
+        CHECK(st == TC_OK || (st == TC_ERROR_INVALID_ARGUMENT && tc_last_error()[0]));
+        if (st == TC_OK)
+            CHECK(s.name[0] != '\0' && s.nparams >= 0 && s.nparams <= TC__JIT_MAX_PARAMS);
+        st = tc__jit_parse_scalars(code, &ns, names, v);
+        CHECK(st == TC_OK || st == TC_ERROR_INVALID_ARGUMENT);
+    }
+    printf("parser: %d of 3000 random strings had a function template\n", ok);
+}
+
+static void test_scalar_options(void)
+{
+    int n = -1;
+    char names[TC_JIT_MAX_SCALARS][TC__JIT_NAME_MAX];
+    double v[TC_JIT_MAX_SCALARS];
+    CHECK_OK(tc__jit_parse_scalars("alpha=1.0, beta = -2.5e3,gamma=3", &n, names, v));
+    CHECK(n == 3 && !strcmp(names[1], "beta") && v[1] == -2500.0 && v[2] == 3.0);
+    CHECK_OK(tc__jit_parse_scalars(NULL, &n, names, v));
+    CHECK(n == 0);
+    CHECK_OK(tc__jit_parse_scalars("  ", &n, names, v));
+    CHECK(n == 0);
+    const char *bad[] = {"alpha",   "alpha=", "1x=2",    "a=1 b=2",
+                         "a=1,a=2", "a=nan",  "a=1e999", "=1",
+                         "a=1,,",   "a=1x",   "a-b=1",   "a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9"};
+    for (int i = 0; i < 12; i++) {
+        n = -1;
+        CHECK_STATUS(tc__jit_parse_scalars(bad[i], &n, names, v), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(n == -1);
+    }
+}
+
+/* ---- create and call: bad inputs ------------------------------------------------ */
+
+static void test_create_errors(void)
+{
+    tc_jit_fn *fn = (tc_jit_fn *)0x1;
+    tc_jit_options o = {0};
+    CHECK_STATUS(tc_jit_create_fn(NULL, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_create_fn("", NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(!strncmp(tc_last_error(), "tc_jit_create_fn: ", 18));
+    CHECK_STATUS(tc_jit_create_fn("int f(int x) { return x; }", NULL, &fn),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_create_fn(jc_add, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* single output must return a value; multi-output must not */
+    CHECK_STATUS(tc_jit_create_fn(jc_sumdiff, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_create_multi_output_fn(jc_add, 1, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_create_multi_output_fn(jc_sumdiff, 0, NULL, &fn),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_create_multi_output_fn(jc_sumdiff, 8, NULL, &fn),
+                 TC_ERROR_INVALID_ARGUMENT);
+    /* 3 outputs: only 1 parameter left, and it is not a reference mismatch */
+    CHECK_STATUS(tc_jit_create_multi_output_fn(jc_sumdiff, 3, NULL, &fn),
+                 TC_ERROR_INVALID_ARGUMENT);
+    /* scalars: unknown name, too many, bad syntax */
+    o.scalars = "beta=1";
+    CHECK_STATUS(tc_jit_create_fn(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "alpha") != NULL);
+    o.scalars = "alpha=2, y=1";
+    CHECK_STATUS(tc_jit_create_fn(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    o.scalars = "x=1, y=1, alpha=2";
+    CHECK_STATUS(tc_jit_create_fn(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "no tensor input") != NULL);
+    o.scalars = "alpha";
+    CHECK_STATUS(tc_jit_create_fn(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    o.scalars = NULL;
+    o.name = "missing";
+    CHECK_STATUS(tc_jit_create_fn(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(fn == (tc_jit_fn *)0x1); /* never written on failure */
+
+    /* a good one, its accessors, and the handle rules */
+    o = (tc_jit_options){.scalars = "alpha=0.5"};
+    CHECK_OK(tc_jit_create_fn(jc_axpy, &o, &fn));
+    CHECK(!strcmp(tc_jit_fn_name(fn), "axpy"));
+    CHECK(tc_jit_fn_num_inputs(fn) == 2 && tc_jit_fn_num_scalars(fn) == 1 &&
+          tc_jit_fn_num_outputs(fn) == 1);
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    CHECK(tc_jit_fn_name(fn) == NULL && tc_jit_fn_num_inputs(fn) == -1);
+    CHECK_STATUS(tc_jit_fn_destroy(fn), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_jit_fn_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    tc_jit_fn *junk = tc_test_garbage(256);
+    CHECK_STATUS(tc_jit_fn_destroy(junk), TC_ERROR_INVALID_HANDLE);
+    const tc_tensor *none[1] = {NULL};
+    tc_tensor *out[1] = {NULL};
+    CHECK_STATUS(tc_jit_fn_call(fn, none, 1, NULL, out), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_jit_fn_call(junk, none, 1, NULL, out), TC_ERROR_INVALID_HANDLE);
+    free(junk);
+}
+
+static void test_call_errors(void)
+{
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &fn));
+    int64_t s3[1] = {3}, s4[1] = {4};
+    tc_tensor *a = jc_rand(cpu, TC_FLOAT32, 1, s3), *b = jc_rand(cpu, TC_FLOAT32, 1, s4);
+    tc_tensor *c = jc_rand(cpu, TC_FLOAT32, 1, s3), *dead = jc_rand(cpu, TC_FLOAT32, 1, s3);
+    tc_tensor_release(dead);
+    tc_tensor *out[1] = {NULL};
+    const tc_tensor *ab[2] = {a, b}, *ac[2] = {a, c}, *a1[1] = {a}, *ad[2] = {a, dead};
+    const tc_tensor *an[2] = {a, NULL}, *acc[3] = {a, c, c};
+    /* wrong arity */
+    CHECK_STATUS(tc_jit_fn_call(fn, a1, 1, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "takes 2 tensor inputs") != NULL);
+    CHECK(!strncmp(tc_last_error(), "tc_jit_fn_call: ", 16));
+    CHECK_STATUS(tc_jit_fn_call(fn, acc, 3, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    /* NULLs, dead tensors */
+    CHECK_STATUS(tc_jit_fn_call(fn, NULL, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_fn_call(fn, ac, 2, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_fn_call(fn, an, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_jit_fn_call(fn, ad, 2, NULL, out), TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(tc_last_error(), "inputs[1]") != NULL);
+    /* shapes that do not broadcast; a given output of the wrong shape */
+    CHECK_STATUS(tc_jit_fn_call(fn, ab, 2, NULL, out), TC_ERROR_SHAPE);
+    tc_tensor *wrong = jc_rand(cpu, TC_FLOAT32, 1, s4);
+    out[0] = wrong;
+    CHECK_STATUS(tc_jit_fn_call(fn, ac, 2, NULL, out), TC_ERROR_SHAPE);
+    CHECK(out[0] == wrong);
+    out[0] = NULL;
+    /* device mismatch: a GPU tensor with a CPU one (only where a GPU exists) */
+    if (tc_is_available()) {
+        tc_tensor *g = NULL;
+        CHECK_OK(tc_tensor_to(c, (tc_device){TC_CUDA, 0}, TC_FLOAT32, false, &g));
+        const tc_tensor *ag[2] = {a, g};
+        CHECK_STATUS(tc_jit_fn_call(fn, ag, 2, NULL, out), TC_ERROR_DEVICE_MISMATCH);
+        tc_tensor_release(g);
+    }
+    CHECK(out[0] == NULL);
+    tc_tensor_release(a);
+    tc_tensor_release(b);
+    tc_tensor_release(c);
+    tc_tensor_release(wrong);
+    CHECK_OK(tc_jit_fn_destroy(fn));
+}
+
+/* ---- keys and the disk cache ------------------------------------------------------- */
+
+static void test_keys(void)
+{
+    char k1[TC__JIT_KEY_LEN + 1], k2[TC__JIT_KEY_LEN + 1], k3[TC__JIT_KEY_LEN + 1];
+    const char *p1[] = {"cuda", "src", "sm_90"}, *p2[] = {"cuda", "src", "sm_80"};
+    const char *p3[] = {"cud", "asrc", "sm_90"};
+    tc__jit_key(p1, 3, k1);
+    tc__jit_key(p2, 3, k2);
+    tc__jit_key(p3, 3, k3);
+    CHECK(strlen(k1) == TC__JIT_KEY_LEN && strcmp(k1, k2) && strcmp(k1, k3));
+    tc__jit_key(p1, 3, k2);
+    CHECK(!strcmp(k1, k2));
+    /* the generated source changes with everything that changes the binary */
+    tc__jit_spec sp = {jc_add, "jadd", TC_FLOAT32, 2, 1, 0, false, true};
+    char *a = tc__jit_source(&sp, true);
+    sp.dtype = TC_FLOAT16;
+    char *b = tc__jit_source(&sp, true);
+    sp.dtype = TC_FLOAT32;
+    sp.contiguous = false;
+    char *c = tc__jit_source(&sp, true);
+    char *h = tc__jit_source(&sp, false);
+    CHECK(a && b && c && h && strcmp(a, b) && strcmp(a, c) && strcmp(c, h));
+    CHECK(strstr(a, jc_add) && strstr(h, jc_add) && strstr(a, "tc_jit_kernel") &&
+          strstr(h, "tc_jit_host"));
+    sp.dtype = (tc_dtype)TC_NUM_DTYPES; /* not a dtype: no source */
+    CHECK(tc__jit_source(&sp, true) == NULL && tc__jit_source(&sp, false) == NULL);
+    free(a);
+    free(b);
+    free(c);
+    free(h);
+    /* the cache directory: the variable, its empty value (off) */
+    char dir[512];
+    setenv("TCUDA_JIT_CACHE_DIR", "", 1);
+    CHECK(!tc__jit_cache_dir(dir, sizeof dir));
+    setenv("TCUDA_JIT_CACHE_DIR", "/some/where", 1);
+    CHECK(tc__jit_cache_dir(dir, sizeof dir) && !strcmp(dir, "/some/where"));
+    unsetenv("TCUDA_JIT_CACHE_DIR");
+    setenv("HOME", "/home/someone", 1);
+    unsetenv("XDG_CACHE_HOME");
+    CHECK(tc__jit_cache_dir(dir, sizeof dir) && !strcmp(dir, "/home/someone/.cache/tcuda/jit"));
+    setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+static void test_disk_cache(void)
+{
+    char dir[400], path[600];
+    snprintf(dir, sizeof dir, "%s/unit/nested", cache_dir);
+    const char *key = "0123456789abcdef0123456789abcdef";
+    unsigned char payload[5000];
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (unsigned char)tc_test_rand();
+    void *data = NULL;
+    size_t size = 0;
+    char note[64];
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, note, sizeof note));
+    CHECK(tc__jit_cache_write(dir, key, "bin", payload, sizeof payload, "NVRTC 13.0"));
+    CHECK(tc__jit_cache_read(dir, key, "bin", &data, &size, note, sizeof note));
+    CHECK(size == sizeof payload && data && !memcmp(data, payload, size));
+    CHECK(!strcmp(note, "NVRTC 13.0"));
+    free(data);
+    snprintf(path, sizeof path, "%s/%s.bin", dir, key);
+    long full = file_size(path);
+    CHECK(full > (long)sizeof payload);
+    /* a flipped byte in the payload: detected, removed, a miss */
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, full - 100, SEEK_SET) == 0 &&
+          fputc(0x5a ^ payload[sizeof payload - 100 + 0], f) != EOF);
+    fclose(f);
+    data = NULL;
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    CHECK(data == NULL && file_size(path) == -1);
+    /* truncated */
+    CHECK(tc__jit_cache_write(dir, key, "bin", payload, sizeof payload, NULL));
+    CHECK(truncate(path, full - 1) == 0);
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    /* another entry's file under this name */
+    const char *other = "ffffffffffffffffffffffffffffffff";
+    char opath[600];
+    CHECK(tc__jit_cache_write(dir, other, "bin", payload, sizeof payload, NULL));
+    snprintf(opath, sizeof opath, "%s/%s.bin", dir, other);
+    CHECK(rename(opath, path) == 0);
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    /* garbage, and an empty file */
+    f = fopen(path, "wb");
+    CHECK(f && fwrite(payload, 1, 100, f) == 100);
+    fclose(f);
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    f = fopen(path, "wb");
+    fclose(f);
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+
+    /* concurrent writer processes on one entry (different payload sizes, so
+     * a mix would show), the parent reading meanwhile: every read that hits
+     * is one of the two whole payloads */
+    enum { WRITERS = 4, ROUNDS = 200 };
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = fork();
+        if (pids[w] == 0) {
+            size_t n = w % 2 ? sizeof payload : sizeof payload / 2;
+            for (int r = 0; r < ROUNDS; r++)
+                if (!tc__jit_cache_write(dir, key, "bin", payload, n, "w"))
+                    _exit(1);
+            _exit(0);
+        }
+    }
+    int hits = 0, bad = 0;
+    for (int r = 0; r < 400; r++) {
+        if (tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0)) {
+            hits++;
+            bad += !((size == sizeof payload || size == sizeof payload / 2) &&
+                     !memcmp(data, payload, size));
+            free(data);
+        }
+    }
+    int failed_children = 0;
+    for (int w = 0; w < WRITERS; w++) {
+        int status = 0;
+        waitpid(pids[w], &status, 0);
+        failed_children += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CHECK(failed_children == 0 && bad == 0);
+    CHECK(tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    free(data);
+    /* no temporary files left behind */
+    DIR *d = opendir(dir);
+    int temps = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        temps += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    CHECK(temps == 0);
+    printf("disk cache: %d of 400 reads hit while 4 processes wrote\n", hits);
+}
+
+/* ---- the CPU path ---------------------------------------------------------------------- */
+
+static const char child_code[] =
+    "template <typename T> T child_op(T x, T y, T beta) { return x * beta - y; }";
+
+/* The work of the second process: one call, checked against built-ins. */
+static int child_main(void)
+{
+    tc_jit_fn *fn = NULL;
+    tc_jit_options o = {.scalars = "beta=3"};
+    if (tc_jit_create_fn(child_code, &o, &fn) != TC_OK)
+        return 2;
+    int64_t s[1] = {64};
+    double xs[64], ys[64];
+    for (int i = 0; i < 64; i++) {
+        xs[i] = i * 0.5;
+        ys[i] = 100 - i;
+    }
+    tc_tensor *x = NULL, *y = NULL, *out[1] = {NULL};
+    if (tc_tensor_from_data(xs, 1, s, TC_FLOAT64, cpu, &x) != TC_OK ||
+        tc_tensor_from_data(ys, 1, s, TC_FLOAT64, cpu, &y) != TC_OK)
+        return 3;
+    const tc_tensor *in[2] = {x, y};
+    int before = tc__jit_compile_count();
+    if (tc_jit_fn_call(fn, in, 2, NULL, out) != TC_OK) {
+        fprintf(stderr, "child: %s\n", tc_last_error());
+        return 4;
+    }
+    double r[64];
+    if (tc_tensor_to_host(out[0], r, TC_FLOAT64) != TC_OK)
+        return 5;
+    for (int i = 0; i < 64; i++)
+        if (r[i] != xs[i] * 3 - ys[i])
+            return 6;
+    tc_tensor_release(x);
+    tc_tensor_release(y);
+    tc_tensor_release(out[0]);
+    tc_jit_fn_destroy(fn);
+    /* exit 10 + compiles: the parent learns whether the disk cache served it */
+    return 10 + (tc__jit_compile_count() - before);
+}
+
+static int run_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TC_JIT_TEST_CHILD", "1", 1);
+        execl("/proc/self/exe", "test_jit", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_cpu_path(void)
+{
+    if (tc__jit_host_compiler(NULL, NULL) != TC_OK) {
+        printf("no host C++ compiler: %s\n", tc_last_error());
+        CHECK(strstr(tc_last_error(), "c++") != NULL);
+        tc_jit_fn *fn = NULL;
+        int64_t s[1] = {2};
+        tc_tensor *x = jc_rand(cpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
+        const tc_tensor *in[2] = {x, x};
+        CHECK_OK(tc_jit_create_fn(jc_add, NULL, &fn));
+        CHECK_STATUS(tc_jit_fn_call(fn, in, 2, NULL, out), TC_ERROR_NOT_SUPPORTED);
+        tc_tensor_release(x);
+        tc_jit_fn_destroy(fn);
+        return;
+    }
+    double t0 = tc_test_now_ms();
+    jc_parity_suite(cpu);
+    printf("CPU parity suite (compiling each dtype once): %.0f ms\n", tc_test_now_ms() - t0);
+
+    /* a compile error: INVALID_ARGUMENT with the compiler's words; nothing written */
+    tc_jit_fn *bad = NULL;
+    CHECK_OK(tc_jit_create_fn("template <typename T> T oops(T x) { return x +* ; }", NULL, &bad));
+    int64_t s[1] = {8};
+    tc_tensor *x = jc_rand(cpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
+    const tc_tensor *in1[1] = {x};
+    CHECK_STATUS(tc_jit_fn_call(bad, in1, 1, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "does not compile") && strstr(tc_last_error(), "jit_code"));
+    CHECK(out[0] == NULL);
+    /* again: the same error (a failed build is retried, not cached as good) */
+    CHECK_STATUS(tc_jit_fn_call(bad, in1, 1, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    tc_jit_fn_destroy(bad);
+    tc_tensor_release(x);
+
+    /* two threads, one new function: compiled once */
+    char code[160];
+    snprintf(code, sizeof code, "template <typename T> T twice_%llu(T x, T y) { return x + y; }",
+             (unsigned long long)(tc_test_rand() % 1000000));
+    int before = tc__jit_compile_count();
+    pthread_t th[2];
+    int64_t n[1] = {100};
+    jc_thread_job jobs[2];
+    for (int i = 0; i < 2; i++)
+        jobs[i] = (jc_thread_job){code, jc_rand(cpu, TC_FLOAT32, 1, n), false};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, jc_thread_call, &jobs[i]);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].ok);
+        tc_tensor_release(jobs[i].x);
+    }
+    CHECK(tc__jit_compile_count() - before == 1);
+
+    /* a second process: the first run compiles (fresh cache), the second
+     * loads from the disk cache; a corrupted entry is recompiled and replaced */
+    CHECK(run_child() == 11);
+    CHECK(run_child() == 10);
+    DIR *d = opendir(cache_dir);
+    int corrupted = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 3 && !strcmp(e->d_name + n - 3, ".so")) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+            long size = file_size(path);
+            corrupted += truncate(path, size / 2) == 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    CHECK(corrupted > 0);
+    CHECK(run_child() == 11);
+    CHECK(run_child() == 10);
+}
+
+/* The GPU kernel's source, run on the CPU: compiled by the host compiler
+ * with blockIdx/threadIdx emulated, every block and thread run in turn. This
+ * checks the vector path (with its tail), the grid-stride loop and the
+ * strided offsets without a GPU, against the built-in CPU ops. */
+static const char emu_head[] =
+    "struct tcj_dim3 { unsigned x, y, z; };\n"
+    "static tcj_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __launch_bounds__(n)\n";
+static const char emu_tail[] =
+    "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args *a)\n"
+    "{\n"
+    "    gridDim.x = (unsigned)a->pad;\n"
+    "    blockDim.x = 128;\n"
+    "    for (unsigned b = 0; b < gridDim.x; b++)\n"
+    "        for (unsigned t = 0; t < 128; t++) {\n"
+    "            blockIdx.x = b;\n"
+    "            threadIdx.x = t;\n"
+    "            tc_jit_kernel(*a);\n"
+    "        }\n"
+    "}\n";
+
+/* out = jadd(a, b) through the emulated kernel; NULL on failure. */
+static tc_tensor *emu_add(const tc_tensor *a, const tc_tensor *b)
+{
+    const tc_tensor *in[2] = {a, b};
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    if (tc__broadcast_shapes("emu", 2, in, &ndim, sizes) != TC_OK)
+        return NULL;
+    tc_dtype dt = tc_tensor_dtype(a);
+    tc_tensor *out = NULL;
+    CHECK_OK(tc_tensor_empty(ndim, sizes, dt, cpu, &out));
+    tc__iter it;
+    tc__iter_init(&it, ndim, sizes, 3);
+    tc__iter_set(&it, 0, out);
+    tc__iter_set(&it, 1, a);
+    tc__iter_set(&it, 2, b);
+    tc__iter_coalesce(&it);
+    tc__jit_spec sp = {jc_add, "jadd", dt, 2, 1, 0, false, it.contiguous};
+    char *kernel = tc__jit_source(&sp, true);
+    size_t n = strlen(emu_head) + strlen(kernel) + strlen(emu_tail) + 1;
+    char *src = malloc(n);
+    snprintf(src, n, "%s%s%s", emu_head, kernel, emu_tail);
+    void *so = NULL;
+    size_t size = 0;
+    tc__jit_host_fn f = NULL;
+    CHECK_OK(tc__jit_host_compile(src, &so, &size));
+    if (so)
+        CHECK_OK(tc__jit_host_load(so, size, &f));
+    free(so);
+    free(src);
+    free(kernel);
+    if (!f) {
+        tc_tensor_release(out);
+        return NULL;
+    }
+    tc__jit_args args;
+    tc__jit_args_fill(&args, &it, NULL, 0);
+    bool aligned = true;
+    for (int k = 0; k < 3; k++)
+        aligned &= (uintptr_t)it.data[k] % 16 == 0;
+    args.flat = it.contiguous && aligned;
+    args.pad = tc__jit_grid(&args, tc_dtype_size(dt), 2); /* 2 SMs: the grid-stride loop loops */
+    f(&args);
+    return out;
+}
+
+static void test_gpu_kernel_emulated(void)
+{
+    if (tc__jit_host_compiler(NULL, NULL) != TC_OK)
+        return;
+    struct {
+        tc_dtype dt;
+        int64_t n;
+        int64_t off; /* elements to skip: unaligned when not 0 */
+    } flat[] = {{TC_FLOAT32, 70000, 0},
+                {TC_FLOAT16, 4099, 0},
+                {TC_INT8, 1000, 3},
+                {TC_FLOAT64, 5, 0},
+                {TC_BOOL, 33, 0}};
+    for (int k = 0; k < 5; k++) {
+        int64_t s[1] = {flat[k].n + flat[k].off};
+        tc_tensor *a = jc_rand(cpu, flat[k].dt, 1, s), *b = jc_rand(cpu, flat[k].dt, 1, s);
+        tc_tensor *av = NULL, *bv = NULL, *ref = NULL;
+        CHECK_OK(tc_tensor_narrow(a, 0, flat[k].off, flat[k].n, &av));
+        CHECK_OK(tc_tensor_narrow(b, 0, flat[k].off, flat[k].n, &bv));
+        tc_tensor *out = emu_add(av, bv);
+        CHECK_OK(tc_tensor_add(av, bv, &ref));
+        CHECK(jc_same(out, ref));
+        tc_tensor *rel[] = {a, b, av, bv, ref, out};
+        for (int i = 0; i < 6; i++)
+            tc_tensor_release(rel[i]);
+    }
+    /* strided: broadcast and transposed */
+    int64_t s1[3] = {7, 1, 30}, s2[2] = {9, 1}, s3[2] = {30, 9};
+    tc_tensor *a = jc_rand(cpu, TC_BFLOAT16, 3, s1), *b = jc_rand(cpu, TC_BFLOAT16, 2, s2);
+    tc_tensor *c = jc_rand(cpu, TC_BFLOAT16, 2, s3), *ct = NULL, *ref = NULL, *ref2 = NULL;
+    CHECK_OK(tc_tensor_transpose(c, 0, 1, &ct));
+    tc_tensor *out = emu_add(a, b), *out2 = emu_add(ct, b);
+    CHECK_OK(tc_tensor_add(a, b, &ref));
+    CHECK_OK(tc_tensor_add(ct, b, &ref2));
+    CHECK(jc_same(out, ref));
+    CHECK(jc_same(out2, ref2));
+    tc_tensor *rel[] = {a, b, c, ct, ref, ref2, out, out2};
+    for (int i = 0; i < 8; i++)
+        tc_tensor_release(rel[i]);
+}
+
+/* NVRTC needs no GPU: where it loads, every generated kernel (each dtype,
+ * both classes, one and several outputs) compiles to an sm_90 cubin, and a
+ * user's syntax error comes back as INVALID_ARGUMENT with NVRTC's log. */
+static void test_nvrtc_compiles(void)
+{
+    const char *ver = NULL;
+    if (tc__jit_cuda_nvrtc_version(&ver) != TC_OK) {
+        printf("NVRTC not checked: %s\n", tc_last_error());
+        return;
+    }
+    double t0 = tc_test_now_ms();
+    int compiled = 0;
+    for (int d = 0; d < TC_NUM_DTYPES; d++)
+        for (int contiguous = 0; contiguous < 2; contiguous++) {
+            tc__jit_spec sp = {jc_axpy, "axpy", (tc_dtype)d, 2, 1, 1, false, contiguous};
+            if (d % 3 == 0) /* some of them multi-output */
+                sp = (tc__jit_spec){jc_sumdiff, "sumdiff", (tc_dtype)d, 2, 2, 0, true, contiguous};
+            char *src = tc__jit_source(&sp, true);
+            void *cubin = NULL;
+            size_t size = 0;
+            tc_status st = tc__jit_cuda_compile(src, 90, &cubin, &size);
+            CHECK_OK(st);
+            if (st != TC_OK)
+                fprintf(stderr, "%s\n", src);
+            compiled += st == TC_OK && size > 0;
+            free(cubin);
+            free(src);
+        }
+    CHECK(compiled == 2 * TC_NUM_DTYPES);
+    tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }",
+                       "oops",
+                       TC_FLOAT32,
+                       1,
+                       1,
+                       0,
+                       false,
+                       true};
+    char *src = tc__jit_source(&sp, true);
+    void *cubin = NULL;
+    size_t size = 0;
+    CHECK_STATUS(tc__jit_cuda_compile(src, 90, &cubin, &size), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "jit_code") != NULL && cubin == NULL);
+    free(src);
+    printf("%s: %d kernels compiled for sm_90 in %.0f ms\n", ver, compiled, tc_test_now_ms() - t0);
+}
+
+int main(void)
+{
+    if (getenv("TC_JIT_TEST_CHILD"))
+        return child_main();
+    tc_test_init();
+    snprintf(cache_dir, sizeof cache_dir, "%s/tcuda-test-jit-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(cache_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
+    test_parse();
+    test_parse_random();
+    test_scalar_options();
+    test_create_errors();
+    test_call_errors();
+    test_keys();
+    test_disk_cache();
+    test_cpu_path();
+    test_gpu_kernel_emulated();
+    test_nvrtc_compiles();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    if (system(cmd) != 0)
+        printf("could not remove %s\n", cache_dir);
+    return TC_TEST_DONE();
+}

@@ -1,0 +1,262 @@
+/* GPU: jiterator through NVRTC. Results equal the built-in ops bit for bit
+ * over every dtype, broadcast, strided, 0-d, empty and mixed inputs,
+ * scalars, multi-output and given outputs (tc_jit_check.h); the CPU path
+ * and the GPU agree for float ops written with the basic operators; a
+ * compile error is INVALID_ARGUMENT with NVRTC's log; the kernel runs on the
+ * current stream; two threads compile one function once; a second process
+ * (this program run again with TC_JIT_CUDA_CHILD set) loads the kernel from
+ * the disk cache without compiling, and a damaged cache file is compiled
+ * again and replaced. Exits 77 without a GPU. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tc_test.h"
+
+#if defined(TCUDA_HAVE_CUDA)
+#include "jit/jit_internal.h"
+#include "tc_jit_check.h"
+#include "test_kernels.h"
+
+static const tc_device gpu = {TC_CUDA, 0};
+static const tc_device cpu = {TC_CPU, -1};
+static char cache_dir[256];
+
+static const char child_code[] =
+    "template <typename T> T child_gpu_op(T x, T y, T beta) { return x * beta - y; }";
+
+/* The second process: one GPU call; exit 10 + the number of compiles. */
+static int child_main(void)
+{
+    tc_jit_fn *fn = NULL;
+    tc_jit_options o = {.scalars = "beta=3"};
+    if (tc_jit_create_fn(child_code, &o, &fn) != TC_OK)
+        return 2;
+    enum { N = 1000 };
+    int64_t s[1] = {N};
+    static float xs[N], ys[N], r[N];
+    for (int i = 0; i < N; i++) {
+        xs[i] = (float)i * 0.5f;
+        ys[i] = 100.0f - (float)i;
+    }
+    tc_tensor *x = NULL, *y = NULL, *out[1] = {NULL};
+    if (tc_tensor_from_data(xs, 1, s, TC_FLOAT32, gpu, &x) != TC_OK ||
+        tc_tensor_from_data(ys, 1, s, TC_FLOAT32, gpu, &y) != TC_OK)
+        return 3;
+    const tc_tensor *in[2] = {x, y};
+    int before = tc__jit_compile_count();
+    double t0 = tc_test_now_ms();
+    if (tc_jit_fn_call(fn, in, 2, NULL, out) != TC_OK) {
+        fprintf(stderr, "child: %s\n", tc_last_error());
+        return 4;
+    }
+    double ms = tc_test_now_ms() - t0;
+    if (tc_tensor_to_host(out[0], r, TC_FLOAT32) != TC_OK)
+        return 5;
+    for (int i = 0; i < N; i++)
+        if (r[i] != xs[i] * 3.0f - ys[i])
+            return 6;
+    int compiles = tc__jit_compile_count() - before;
+    printf("child: first call %.2f ms (%s)\n", ms, compiles ? "compiled" : "from the disk cache");
+    tc_tensor_release(x);
+    tc_tensor_release(y);
+    tc_tensor_release(out[0]);
+    tc_jit_fn_destroy(fn);
+    return 10 + compiles;
+}
+
+static int run_child(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TC_JIT_CUDA_CHILD", "1", 1);
+        execl("/proc/self/exe", "test_jit_cuda", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_disk_cache_second_process(void)
+{
+    CHECK(run_child() == 11); /* a fresh cache directory: compiles */
+    CHECK(run_child() == 10); /* from the disk cache */
+    DIR *d = opendir(cache_dir);
+    int damaged = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 6 && !strcmp(e->d_name + n - 6, ".cubin")) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+            FILE *f = fopen(path, "r+b");
+            if (f && fseek(f, -50, SEEK_END) == 0) {
+                int c = fgetc(f);
+                fseek(f, -50, SEEK_END);
+                damaged += fputc(c ^ 0xff, f) != EOF;
+            }
+            if (f)
+                fclose(f);
+        }
+    }
+    if (d)
+        closedir(d);
+    CHECK(damaged > 0);
+    CHECK(run_child() == 11); /* damaged: ignored, compiled, replaced */
+    CHECK(run_child() == 10);
+}
+
+/* float ops with the basic operators: CPU path and GPU within 1 ulp. */
+static void test_cpu_gpu_agree(void)
+{
+    static const char code[] = "template <typename T> T mix(T x, T y, T a) { return (x * a - y) "
+                               "/ (y + a) + x * y; }";
+    tc_jit_fn *fn = NULL;
+    tc_jit_options o = {.scalars = "a=1.5"};
+    CHECK_OK(tc_jit_create_fn(code, &o, &fn));
+    if (tc__jit_host_compiler(NULL, NULL) != TC_OK) {
+        printf("CPU/GPU agreement not checked: %s\n", tc_last_error());
+        tc_jit_fn_destroy(fn);
+        return;
+    }
+    tc_dtype dts[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};
+    for (int k = 0; k < 4; k++) {
+        int64_t s[1] = {5000};
+        tc_tensor *xc = jc_rand(cpu, dts[k], 1, s), *yc = jc_rand(cpu, dts[k], 1, s);
+        tc_tensor *xg = NULL, *yg = NULL, *oc[1] = {NULL}, *og[1] = {NULL}, *ogc = NULL;
+        CHECK_OK(tc_tensor_to(xc, gpu, dts[k], false, &xg));
+        CHECK_OK(tc_tensor_to(yc, gpu, dts[k], false, &yg));
+        const tc_tensor *ic[2] = {xc, yc}, *ig[2] = {xg, yg};
+        CHECK_OK(tc_jit_fn_call(fn, ic, 2, NULL, oc));
+        CHECK_OK(tc_jit_fn_call(fn, ig, 2, NULL, og));
+        CHECK_OK(tc_tensor_cpu(og[0], &ogc));
+        /* identical operations in the same precision: expected bit-equal;
+         * the promise is 1 ulp */
+        CHECK(jc_same(oc[0], ogc));
+        tc_tensor *rel[] = {xc, yc, xg, yg, oc[0], og[0], ogc};
+        for (int i = 0; i < 7; i++)
+            tc_tensor_release(rel[i]);
+    }
+    CHECK_OK(tc_jit_fn_destroy(fn));
+}
+
+static void test_compile_error(void)
+{
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_create_fn("template <typename T> T broken(T x) { return x + undefined_y; }",
+                              NULL, &fn));
+    int64_t s[1] = {16};
+    tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
+    const tc_tensor *in[1] = {x};
+    CHECK_STATUS(tc_jit_fn_call(fn, in, 1, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "undefined_y") != NULL);
+    CHECK(strstr(tc_last_error(), "jit_code") != NULL);
+    CHECK(out[0] == NULL);
+    /* the device is fine afterwards */
+    tc_jit_fn *ok = NULL;
+    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &ok));
+    const tc_tensor *in2[2] = {x, x};
+    CHECK_OK(tc_jit_fn_call(ok, in2, 2, NULL, out));
+    tc_tensor *ref = NULL;
+    CHECK_OK(tc_tensor_add(x, x, &ref));
+    CHECK(jc_same(out[0], ref));
+    tc_tensor_release(out[0]);
+    tc_tensor_release(ref);
+    tc_tensor_release(x);
+    tc_jit_fn_destroy(fn);
+    tc_jit_fn_destroy(ok);
+}
+
+/* The kernel goes on the current stream: queued behind a spinning kernel
+ * there, it is not done until the spin is. */
+static void test_current_stream(void)
+{
+    tc_stream *s = NULL;
+    CHECK_OK(tc_stream_create(0, 0, &s));
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &fn));
+    int64_t n[1] = {1 << 20};
+    tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, n), *out[1] = {NULL}, *ref = NULL;
+    const tc_tensor *in[2] = {x, x};
+    CHECK_OK(tc_jit_fn_call(fn, in, 2, NULL, out)); /* compiled and loaded now */
+    tc_tensor_release(out[0]);
+    out[0] = NULL;
+    CHECK_OK(tc_synchronize(0));
+    CHECK_OK(tc_set_stream(s));
+    CHECK_OK(tc_test_spin(tc_stream_cuda_handle(s), 300u * 1000 * 1000));
+    CHECK_OK(tc_jit_fn_call(fn, in, 2, NULL, out));
+    CHECK_STATUS(tc_stream_query(s), TC_ERROR_NOT_READY);
+    CHECK_OK(tc_stream_synchronize(s));
+    CHECK_OK(tc_stream_query(s));
+    CHECK_OK(tc_tensor_mul(x, x, &ref));
+    CHECK(jc_same(out[0], ref));
+    tc_tensor_release(ref);
+    tc_tensor_release(out[0]);
+    tc_tensor_release(x);
+    CHECK_OK(tc_set_stream(tc_default_stream(0)));
+    CHECK_OK(tc_stream_destroy(s));
+    tc_jit_fn_destroy(fn);
+}
+
+static void test_threads_compile_once(void)
+{
+    char code[160];
+    snprintf(code, sizeof code,
+             "template <typename T> T gpu_twice_%llu(T x, T y) { return x + y; }",
+             (unsigned long long)(tc_test_rand() % 1000000));
+    int before = tc__jit_compile_count();
+    pthread_t th[4];
+    int64_t n[1] = {4096};
+    jc_thread_job jobs[4];
+    for (int i = 0; i < 4; i++)
+        jobs[i] = (jc_thread_job){code, jc_rand(gpu, TC_FLOAT32, 1, n), false};
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, jc_thread_call, &jobs[i]);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].ok);
+        tc_tensor_release(jobs[i].x);
+    }
+    CHECK(tc__jit_compile_count() - before == 1);
+}
+
+int main(void)
+{
+    if (getenv("TC_JIT_CUDA_CHILD"))
+        return child_main();
+    tc_test_require_gpu();
+    tc_test_init();
+    snprintf(cache_dir, sizeof cache_dir, "%s/tcuda-test-jit-cuda-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(cache_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
+    double t0 = tc_test_now_ms();
+    jc_parity_suite(gpu);
+    printf("GPU parity suite: %.0f ms\n", tc_test_now_ms() - t0);
+    test_cpu_gpu_agree();
+    test_compile_error();
+    test_current_stream();
+    test_threads_compile_once();
+    test_disk_cache_second_process();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    if (system(cmd) != 0)
+        printf("could not remove %s\n", cache_dir);
+    return TC_TEST_DONE();
+}
+
+#else
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#endif

@@ -486,8 +486,8 @@ static void test_cpu_path(void)
     DIR *d = opendir(cache_dir);
     int corrupted = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (n > 3 && !strcmp(e->d_name + n - 3, ".so")) {
+        size_t len = strlen(e->d_name);
+        if (len > 3 && !strcmp(e->d_name + len - 3, ".so")) {
             char path[600];
             snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
             long size = file_size(path);

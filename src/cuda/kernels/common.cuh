@@ -65,16 +65,45 @@ template <> __device__ __forceinline__ void store(__nv_bfloat16 *p, double v)
     *p = __double2bfloat16(v);
 }
 
-/* Element offsets of linear index i for the first n operands. */
-__device__ __forceinline__ void offsets(const tc__iter &it, i64 i, int n, i64 *off)
+/* What a strided kernel of N operands needs of a tc__iter. Kernels take it
+ * by value, so it holds only those N operands: a launch copies its
+ * parameters, and a graph node stores and replays them (a whole tc__iter,
+ * sized for jiterator's 8 operands, is 660 bytes; this is 100 to 300). */
+template <int N> struct KIter {
+    int ndim;
+    bool contiguous;
+    i64 numel;
+    i64 sizes[TC_MAX_DIMS];
+    i64 strides[N][TC_MAX_DIMS];
+    void *data[N];
+};
+
+template <int N> static inline KIter<N> kiter(const tc__iter *it)
 {
-    for (int k = 0; k < n; k++)
+    KIter<N> k;
+    k.ndim = it->ndim;
+    k.contiguous = it->contiguous;
+    k.numel = it->numel;
+    for (int d = 0; d < TC_MAX_DIMS; d++) {
+        k.sizes[d] = it->sizes[d];
+        for (int o = 0; o < N; o++)
+            k.strides[o][d] = it->strides[o][d];
+    }
+    for (int o = 0; o < N; o++)
+        k.data[o] = it->data[o];
+    return k;
+}
+
+/* Element offsets of linear index i for every operand. */
+template <int N> __device__ __forceinline__ void offsets(const KIter<N> &it, i64 i, i64 *off)
+{
+    for (int k = 0; k < N; k++)
         off[k] = 0;
     for (int d = it.ndim - 1; d >= 0; d--) {
         i64 s = it.sizes[d];
         i64 idx = i % s;
         i /= s;
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < N; k++)
             off[k] += idx * it.strides[k][d];
     }
 }

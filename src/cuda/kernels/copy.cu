@@ -13,19 +13,19 @@ namespace {
 
 template <typename S> struct Bytes { S v; };
 
-template <typename S> __global__ void copy_kernel(tc__iter it)
+template <typename S> __global__ void copy_kernel(KIter<2> it)
 {
     S *o = (S *)it.data[0];
     const S *a = (const S *)it.data[1];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[2];
-        offsets(it, i, 2, off);
+        offsets(it, i, off);
         o[off[0]] = a[off[1]];
     }
 }
 
-template <typename D, typename S> __global__ void convert_kernel(tc__iter it, int via_float)
+template <typename D, typename S> __global__ void convert_kernel(KIter<2> it, int via_float)
 {
     D *o = (D *)it.data[0];
     const S *a = (const S *)it.data[1];
@@ -33,7 +33,7 @@ template <typename D, typename S> __global__ void convert_kernel(tc__iter it, in
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[2] = {i, i};
         if (!it.contiguous)
-            offsets(it, i, 2, off);
+            offsets(it, i, off);
         if (via_float) {
             double v = load<double>(a + off[1]);
             if (std::is_floating_point<D>::value || std::is_same<D, __half>::value ||
@@ -73,12 +73,13 @@ extern "C" void tc__k_convert(cudaStream_t stream, int sms, tc_dtype dst, tc_dty
                               const tc__iter *it)
 {
     unsigned grid = grid_for(it->numel, 256, sms);
+    KIter<2> k = kiter<2>(it);
     if (dst == src) {
         switch (tc_dtype_size(dst)) {
-        case 1: copy_kernel<uint8_t><<<grid, 256, 0, stream>>>(*it); break;
-        case 2: copy_kernel<uint16_t><<<grid, 256, 0, stream>>>(*it); break;
-        case 4: copy_kernel<uint32_t><<<grid, 256, 0, stream>>>(*it); break;
-        default: copy_kernel<unsigned long long><<<grid, 256, 0, stream>>>(*it); break;
+        case 1: copy_kernel<uint8_t><<<grid, 256, 0, stream>>>(k); break;
+        case 2: copy_kernel<uint16_t><<<grid, 256, 0, stream>>>(k); break;
+        case 4: copy_kernel<uint32_t><<<grid, 256, 0, stream>>>(k); break;
+        default: copy_kernel<unsigned long long><<<grid, 256, 0, stream>>>(k); break;
         }
         return;
     }
@@ -87,7 +88,7 @@ extern "C" void tc__k_convert(cudaStream_t stream, int sms, tc_dtype dst, tc_dty
         typedef typename std::remove_pointer<decltype(dtag)>::type D;
         dispatch(src, [&](auto *stag) {
             typedef typename std::remove_pointer<decltype(stag)>::type S;
-            convert_kernel<D, S><<<grid, 256, 0, stream>>>(*it, via_float);
+            convert_kernel<D, S><<<grid, 256, 0, stream>>>(k, via_float);
         });
     });
 }

@@ -81,9 +81,20 @@ __device__ __forceinline__ void apply(int op, T *out, const T *x, const T *y)
         store(out, unop<C>(op, load<C>(x)));
 }
 
+/* The vector kernels' parameters: 32 bytes (see KIter). */
+struct Flat {
+    i64 numel;
+    void *data[3]; /* out, a, b */
+};
+
+static inline Flat flat(const tc__iter *it)
+{
+    return Flat{it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}};
+}
+
 /* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
 template <typename T, int NIN> __global__ void __launch_bounds__(VEC_THREADS)
-    vec_kernel(tc__iter it, int op)
+    vec_kernel(Flat it, int op)
 {
     constexpr int N = 16 / sizeof(T);
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
@@ -124,7 +135,7 @@ unsigned vec_grid(int64_t numel, size_t size)
 }
 
 /* Everything else: contiguous without the vector conditions, or strided. */
-template <typename T> __global__ void binary_kernel(tc__iter it, int op, int cmp)
+template <typename T> __global__ void binary_kernel(KIter<3> it, int op, int cmp)
 {
     typedef typename Compute<T>::type C;
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[2];
@@ -132,7 +143,7 @@ template <typename T> __global__ void binary_kernel(tc__iter it, int op, int cmp
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[3] = {i, i, i};
         if (!it.contiguous)
-            offsets(it, i, 3, off);
+            offsets(it, i, off);
         C r = binop<C>(op, load<C>(a + off[1]), load<C>(b + off[2]));
         if (cmp)
             store((Bool *)it.data[0] + off[0], r);
@@ -141,7 +152,7 @@ template <typename T> __global__ void binary_kernel(tc__iter it, int op, int cmp
     }
 }
 
-template <typename T> __global__ void unary_kernel(tc__iter it, int op)
+template <typename T> __global__ void unary_kernel(KIter<2> it, int op)
 {
     typedef typename Compute<T>::type C;
     const T *a = (const T *)it.data[1];
@@ -150,12 +161,12 @@ template <typename T> __global__ void unary_kernel(tc__iter it, int op)
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[2] = {i, i};
         if (!it.contiguous)
-            offsets(it, i, 2, off);
+            offsets(it, i, off);
         store(o + off[0], unop<C>(op, load<C>(a + off[1])));
     }
 }
 
-template <typename T> __global__ void where_kernel(tc__iter it)
+template <typename T> __global__ void where_kernel(KIter<4> it)
 {
     const Bool *c = (const Bool *)it.data[1];
     const T *a = (const T *)it.data[2], *b = (const T *)it.data[3];
@@ -164,7 +175,7 @@ template <typename T> __global__ void where_kernel(tc__iter it)
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[4] = {i, i, i, i};
         if (!it.contiguous)
-            offsets(it, i, 4, off);
+            offsets(it, i, off);
         o[off[0]] = c[off[1]].v ? a[off[2]] : b[off[3]];
     }
 }
@@ -188,10 +199,10 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
             vec_kernel<T, 2><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
-                *it, (int)op);
+                flat(it), (int)op);
         else
-            binary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it, (int)op,
-                                                                                cmp);
+            binary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(
+                kiter<3>(it), (int)op, cmp);
     });
 }
 
@@ -203,9 +214,10 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
             vec_kernel<T, 1><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
-                *it, (int)op);
+                flat(it), (int)op);
         else
-            unary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it, (int)op);
+            unary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it),
+                                                                               (int)op);
     });
 }
 
@@ -213,6 +225,6 @@ extern "C" void tc__k_where(cudaStream_t stream, int sms, tc_dtype dtype, const 
 {
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        where_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(*it);
+        where_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<4>(it));
     });
 }

@@ -8,7 +8,8 @@
  *   3. a non_blocking copy to pinned memory read by the host before a sync
  *      (fixed by a stream synchronize);
  * plus error mode (the reading call fails with TC_ERROR_RACE and writes
- * nothing), a user kernel declared with tc_sanitizer_access, and a plain
+ * nothing), a user kernel declared with tc_sanitizer_access, a jiterator
+ * kernel on a side stream, and a plain
  * one-stream program that reports nothing. Needs a GPU (exit 77 without). */
 #include <math.h>
 #include <stdlib.h>
@@ -235,6 +236,37 @@ static void test_user_kernel(tc_stream *side)
     CHECK(reports() == 0);
 }
 
+/* A jiterator kernel on a side stream writes; a built-in op reads without a
+ * wait: reported, naming the jiterator call. With the wait: silent. */
+static void test_jiterator(tc_stream *side)
+{
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_create_fn("template <typename T> T twice(T x) { return x + x; }", NULL, &fn));
+    int64_t n = 4096;
+    tc_tensor *x = NULL, *y = NULL, *s = NULL;
+    CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, GPU, &x));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &y));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    const tc_tensor *in[1] = {x};
+    tc_tensor *out[1] = {y};
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_jit_fn_call(fn, in, 1, NULL, out));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_tensor_sum(y, TC_ALL_DIMS, false, &s)); /* the bug: no wait */
+    CHECK(reports() == 1);
+    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_jit_fn_call");
+    tc_tensor_release(s);
+    CHECK_OK(tc_stream_wait_stream(NULL, side));
+    CHECK_OK(tc_tensor_sum(y, TC_ALL_DIMS, false, &s));
+    CHECK(item_of(s) == 2.0 * (double)n);
+    CHECK(reports() == 0);
+    tc_tensor_release(s);
+    tc_tensor_release(x);
+    tc_tensor_release(y);
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    CHECK_OK(tc_synchronize(-1));
+}
+
 /* One stream, the usual things: nothing to report. */
 static void test_one_stream_silent(void)
 {
@@ -268,9 +300,10 @@ int main(void)
     test_reuse(side);
     test_pinned_read();
     test_user_kernel(side);
+    test_jiterator(side);
     test_one_stream_silent();
     printf("reports: %llu\n", (unsigned long long)(tc_sanitizer_report_count() - before));
-    CHECK(tc_sanitizer_report_count() - before == 5); /* 4 in report mode, 1 in error mode */
+    CHECK(tc_sanitizer_report_count() - before == 6); /* 5 in report mode, 1 in error mode */
     CHECK_OK(tc_synchronize(-1));
     CHECK_OK(tc_stream_destroy(side));
     return TC_TEST_DONE();

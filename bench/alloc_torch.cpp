@@ -54,7 +54,8 @@ int main(int argc, char **argv)
                 A::raw_delete(slots[o.id]);
         }
         double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
-                        .count() / (double)n;
+                        .count() /
+                    (double)n;
         std::vector<uint8_t> alive(n);
         for (auto &o : t)
             alive[o.id] = (uint8_t)o.alloc;

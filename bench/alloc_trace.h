@@ -16,7 +16,7 @@
 #include "bench_util.h"
 
 typedef struct op {
-    uint32_t id;   /* slot of the block */
+    uint32_t id;    /* slot of the block */
     uint32_t alloc; /* 1 alloc, 0 free */
     uint64_t size;
 } op;

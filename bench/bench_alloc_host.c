@@ -78,10 +78,7 @@ static void c_unmap(void *ctx, void *addr, size_t size)
     c->unmaps++;
     c->unmap_bytes += size;
 }
-static void c_unreserve(void *ctx, void *addr, size_t size)
-{
-    (void)ctx, (void)addr, (void)size;
-}
+static void c_unreserve(void *ctx, void *addr, size_t size) { (void)ctx, (void)addr, (void)size; }
 
 static void **slots;
 
@@ -158,8 +155,8 @@ int main(int argc, char **argv)
     op *t = gen(&peak_live);
     slots = calloc(NOPS, sizeof *slots);
     counting ctx = {.next_va = (uintptr_t)1 << 40, .total = (size_t)80 << 30};
-    tc__seg_provider p = {.name = "counting", .ctx = &ctx, .alloc = c_alloc, .free = c_free,
-                          .mem_info = c_info};
+    tc__seg_provider p = {
+        .name = "counting", .ctx = &ctx, .alloc = c_alloc, .free = c_free, .mem_info = c_info};
     if (cfg.expandable_segments) {
         p.granularity = (size_t)2 << 20;
         p.reserve = c_reserve;

@@ -18,13 +18,13 @@
 
 #include "cuda/kernels/kernels.h"
 
-#define TRY(call)                                                                  \
-    do {                                                                           \
-        tc_status st_ = (call);                                                    \
-        if (st_ != TC_OK) {                                                        \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());            \
-            exit(1);                                                               \
-        }                                                                          \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK) {                                                                        \
+            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static const tc_device GPU = {TC_CUDA, -1};

@@ -93,8 +93,8 @@ int main(int argc, char **argv)
     if (!strcmp(m, "tcuda")) {
         const char *conf = getenv("TCUDA_ALLOC_CONF");
         char name[64];
-        snprintf(name, sizeof name, "tcuda%s", conf && strstr(conf, "expandable_segments:True")
-                                                   ? ", expandable" : "");
+        snprintf(name, sizeof name, "tcuda%s",
+                 conf && strstr(conf, "expandable_segments:True") ? ", expandable" : "");
         return tr_bench(name, &t, tc_a, tc_f, NULL, tc_reserved, tc_waits) ? 1 : 0;
     }
     if (!strcmp(m, "cudamalloc"))

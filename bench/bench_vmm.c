@@ -33,14 +33,15 @@ static double now_us(void) { return bench_now_ns() / 1e3; }
 
 static int load(void)
 {
-    const char *names[] = {"cuMemAddressReserve", "cuMemCreate", "cuMemRelease",
-                           "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+    const char *names[] = {"cuMemAddressReserve", "cuMemCreate",   "cuMemRelease", "cuMemMap",
+                           "cuMemUnmap",          "cuMemSetAccess"};
     void **slots[] = {(void **)&reserve_, (void **)&create_, (void **)&release_,
-                      (void **)&map_, (void **)&unmap_, (void **)&access_};
+                      (void **)&map_,     (void **)&unmap_,  (void **)&access_};
     for (int i = 0; i < 6; i++) {
         enum cudaDriverEntryPointQueryResult q;
         if (cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault, &q) !=
-                cudaSuccess || q != cudaDriverEntryPointSuccess)
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
             return -1;
     }
     return 0;

@@ -78,13 +78,12 @@ static int tr_load(const char *path, tr_trace *t)
     return 0;
 }
 
-static const char tr_ptx[] =
-    ".version 6.0\n.target sm_50\n.address_size 64\n"
-    ".visible .entry tr_spin(.param .u64 ns)\n{\n"
-    "  .reg .u64 %n, %t0, %t1, %d;\n  .reg .pred %p;\n"
-    "  ld.param.u64 %n, [ns];\n  mov.u64 %t0, %globaltimer;\n"
-    "LOOP:\n  mov.u64 %t1, %globaltimer;\n  sub.u64 %d, %t1, %t0;\n"
-    "  setp.lt.u64 %p, %d, %n;\n  @%p bra LOOP;\n  ret;\n}\n";
+static const char tr_ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                             ".visible .entry tr_spin(.param .u64 ns)\n{\n"
+                             "  .reg .u64 %n, %t0, %t1, %d;\n  .reg .pred %p;\n"
+                             "  ld.param.u64 %n, [ns];\n  mov.u64 %t0, %globaltimer;\n"
+                             "LOOP:\n  mov.u64 %t1, %globaltimer;\n  sub.u64 %d, %t1, %t0;\n"
+                             "  setp.lt.u64 %p, %d, %n;\n  @%p bra LOOP;\n  ret;\n}\n";
 
 typedef CUresult (*tr_pf_load)(CUmodule *, const void *);
 typedef CUresult (*tr_pf_getfn)(CUfunction *, CUmodule, const char *);
@@ -172,8 +171,8 @@ static int tr_run_pass(const tr_trace *t, void **slots, tr_alloc_fn af, tr_free_
  * median of passes 3.., each as host / end-to-end ms, then peak reserved over
  * peak live (reserved NULL: not known) and what `extra` writes after the
  * passes (e.g. the calls that waited), if given. */
-static int tr_bench(const char *name, const tr_trace *t, tr_alloc_fn af, tr_free_fn ff,
-                    void *ctx, double (*reserved)(void *ctx), void (*extra)(char *, size_t))
+static int tr_bench(const char *name, const tr_trace *t, tr_alloc_fn af, tr_free_fn ff, void *ctx,
+                    double (*reserved)(void *ctx), void (*extra)(char *, size_t))
 {
     void **slots = (void **)calloc(t->slots, sizeof(void *));
     tr_pass p[TR_PASSES];

@@ -8,13 +8,13 @@
 
 #include "tcuda/tcuda.h"
 
-#define TRY(call)                                                                  \
-    do {                                                                           \
-        tc_status st_ = (call);                                                    \
-        if (st_ != TC_OK) {                                                        \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());            \
-            return 1;                                                              \
-        }                                                                          \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK) {                                                                        \
+            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(void)

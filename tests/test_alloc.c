@@ -46,7 +46,11 @@ static void ev_sync(void *ctx, void *e)
 
 /* Memory freed by the program whose queued work ends at `stamp`: giving it
  * back to the device before fake_clock reaches the stamp is unsafe. */
-static struct inflight { uintptr_t addr; size_t size; uint64_t stamp; } *infl;
+static struct inflight {
+    uintptr_t addr;
+    size_t size;
+    uint64_t stamp;
+} * infl;
 static size_t ninfl, cap_infl;
 static int64_t unsafe_unmaps;
 static void inflight_add(void *p, size_t size, uint64_t stamp)
@@ -178,7 +182,7 @@ static void test_split_merge_bestfit(void)
     CHECK(S(a, "segment.all.current") == 1);
     CHECK_OK(tc__alloc_free(a, p[1]));
     CHECK_OK(tc__alloc_free(a, p[3]));
-    CHECK_OK(tc__alloc_free(a, p[4])); /* merges with p[3] */
+    CHECK_OK(tc__alloc_free(a, p[4]));              /* merges with p[3] */
     CHECK(S(a, "inactive_split.all.current") == 3); /* p1, p3+p4, tail */
     void *q;
     CHECK_OK(tc__alloc_malloc(a, 2 * MiB, 1, &q)); /* best fit: the 2 MiB hole */
@@ -220,13 +224,12 @@ static void test_max_split_and_power2(void)
     /* per range: up to 2 MiB plain, (2, 8] MiB in quarters, above in eighths */
     a = mk("roundup_power2_divisions:[2:1,8:4,>:8]", 0, 0);
     static const size_t ask[][2] = {
-        {1200 * 1024, 1200 * 1024},   /* plain 512 rounding */
-        {2 * MiB - 1, 2 * MiB},       /* still the first range */
-        {5 * MiB + 1, 6 * MiB},       /* 4 MiB + a quarter step of 1 MiB */
-        {8 * MiB, 8 * MiB},           /* a power of two stays */
-        {9 * MiB, 9 * MiB},           /* eighths of 8 MiB: 1 MiB steps */
-        {9 * MiB + 1, 10 * MiB},
-        {100 * MiB + 1, 104 * MiB},   /* eighths of 64 MiB: 8 MiB steps */
+        {1200 * 1024, 1200 * 1024}, /* plain 512 rounding */
+        {2 * MiB - 1, 2 * MiB},     /* still the first range */
+        {5 * MiB + 1, 6 * MiB},     /* 4 MiB + a quarter step of 1 MiB */
+        {8 * MiB, 8 * MiB},         /* a power of two stays */
+        {9 * MiB, 9 * MiB},         /* eighths of 8 MiB: 1 MiB steps */
+        {9 * MiB + 1, 10 * MiB},    {100 * MiB + 1, 104 * MiB}, /* eighths of 64 MiB: 8 MiB steps */
     };
     for (size_t i = 0; i < sizeof ask / sizeof *ask; i++) {
         CHECK_OK(tc__alloc_malloc(a, ask[i][0], 1, &s));
@@ -362,7 +365,7 @@ static void test_gc_fraction_oom(void)
 
     a = mk("garbage_collection_threshold:0.5", 100 * MiB, 0);
     CHECK_OK(tc__alloc_malloc(a, 30 * MiB, 1, &p));
-    CHECK_OK(tc__alloc_free(a, p)); /* 30 MiB cached */
+    CHECK_OK(tc__alloc_free(a, p));                 /* 30 MiB cached */
     CHECK_OK(tc__alloc_malloc(a, 36 * MiB, 1, &q)); /* above 50: the cached one goes first */
     CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(36 * MiB));
     CHECK(S(a, "num_alloc_retries") == 0);
@@ -467,11 +470,12 @@ static void test_config_errors(void)
     CHECK(c.backend == 1 && c.expandable_segments && c.max_split_size == 64 * MiB);
     CHECK(c.gc_threshold == 0.8);
     CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8],"
-                                    "max_split_size_mb:32", &c));
+                                    "max_split_size_mb:32",
+                                    &c));
     CHECK(c.max_split_size == 32 * MiB);
-    CHECK(c.roundup_power2_divisions[28] == 1);  /* (128, 256] MiB */
-    CHECK(c.roundup_power2_divisions[29] == 2);  /* (256, 512] MiB */
-    CHECK(c.roundup_power2_divisions[30] == 4);  /* (512 MiB, 1 GiB] */
+    CHECK(c.roundup_power2_divisions[28] == 1); /* (128, 256] MiB */
+    CHECK(c.roundup_power2_divisions[29] == 2); /* (256, 512] MiB */
+    CHECK(c.roundup_power2_divisions[30] == 4); /* (512 MiB, 1 GiB] */
     CHECK(c.roundup_power2_divisions[31] == 8 && c.roundup_power2_divisions[63] == 8);
     CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:4", &c));
     CHECK(c.roundup_power2_divisions[0] == 4 && c.roundup_power2_divisions[63] == 4);
@@ -507,7 +511,7 @@ static void test_expandable_holes(void)
         CHECK_OK(tc__alloc_malloc(a, 8 * MiB, 1, &p[i]));
     CHECK_OK(tc__alloc_free(a, p[1]));
     CHECK(hctx.in_use == 24 * MiB); /* freeing unmaps nothing */
-    tc__alloc_empty_cache(a);        /* the hole in the middle is unmapped */
+    tc__alloc_empty_cache(a);       /* the hole in the middle is unmapped */
     CHECK(S(a, "reserved_bytes.all.current") == (int64_t)(16 * MiB));
     CHECK(hctx.in_use == 16 * MiB);
     sound(a);

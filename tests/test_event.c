@@ -63,7 +63,8 @@ static int ipc_child(const char *hex, double launched)
     double waited = tc_test_now_ms() - t0;
     int done = tc_event_query(e) == TC_OK;
     printf("child: opened %.0f ms after the launch, pending at open %d, waited %.0f ms, "
-           "complete after %d\n", opened, pending, waited, done);
+           "complete after %d\n",
+           opened, pending, waited, done);
     tc_event_destroy(after);
     tc_event_destroy(e);
     tc_stream_destroy(s);

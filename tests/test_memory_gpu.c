@@ -40,8 +40,8 @@ static void test_oom(void)
                  TC_ERROR_OUT_OF_MEMORY);
     const char *m = tc_last_error();
     printf("OOM message: %s\n", m);
-    CHECK(strstr(m, "tried to allocate") && strstr(m, "total capacity") &&
-          strstr(m, "allocated") && strstr(m, "Hint"));
+    CHECK(strstr(m, "tried to allocate") && strstr(m, "total capacity") && strstr(m, "allocated") &&
+          strstr(m, "Hint"));
     CHECK(tc_memory_stats_get(0, "num_ooms") == 1);
     CHECK(tc_memory_reserved(0) == 64 * MiB + 0 * MiB || tc_memory_reserved(0) <= 66 * MiB);
     CHECK_OK(tc_caching_allocator_alloc(300 * MiB, 0, NULL, &p)); /* later alloc works */
@@ -236,14 +236,14 @@ static void check_every_key(void)
 {
     struct tc_memory_stats s;
     CHECK_OK(tc_memory_stats(0, &s)); /* nothing runs between this and the reads */
-    static const char *names[10] = {"allocation",     "allocated",    "segment",
+    static const char *names[10] = {"allocation",     "allocated",      "segment",
                                     "active",         "inactive_split", "allocated_bytes",
-                                    "reserved_bytes", "active_bytes", "inactive_split_bytes",
+                                    "reserved_bytes", "active_bytes",   "inactive_split_bytes",
                                     "requested_bytes"};
-    const tc_memory_stat *arrays[10] = {s.allocation,      s.allocation,     s.segment,
-                                        s.active,          s.inactive_split, s.allocated_bytes,
-                                        s.reserved_bytes,  s.active_bytes,
-                                        s.inactive_split_bytes, s.requested_bytes};
+    const tc_memory_stat *arrays[10] = {s.allocation,     s.allocation,     s.segment,
+                                        s.active,         s.inactive_split, s.allocated_bytes,
+                                        s.reserved_bytes, s.active_bytes,   s.inactive_split_bytes,
+                                        s.requested_bytes};
     static const char *pools[3] = {"all", "small_pool", "large_pool"};
     static const char *metrics[4] = {"current", "peak", "allocated", "freed"};
     int bad = 0;
@@ -340,7 +340,7 @@ static int child_peaks(void)
     CHECK_OK(tc_caching_allocator_alloc(8 * MiB, 0, NULL, &d));
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &f));
     CHECK_OK(tc_caching_allocator_delete(f));
-    CHECK(peaks_not_current() > 0); /* f's allocation raised peaks above current */
+    CHECK(peaks_not_current() > 0);           /* f's allocation raised peaks above current */
     CHECK_OK(tc_reset_peak_memory_stats(-1)); /* -1: the current device, 0 */
     CHECK(peaks_not_current() == 0);
     /* a, b, c, d (5 MiB), e, d (8 MiB), f; freed: c, d, e, f */

@@ -230,9 +230,9 @@ static int child_handles(void)
     CHECK(strstr(tc_last_error(), "/nonexistent/tc_alloc.so") != NULL);
     CHECK(l == NULL);
 #ifdef TC_TEST_PLUGGABLE_SO
-    CHECK_STATUS(tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
-                                             "no_such_free", &l),
-                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc", "no_such_free", &l),
+        TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "no_such_free") != NULL && l == NULL);
     for (int round = 0; round < 2; round++) { /* load, destroy (dlclose), load again */
         CHECK_OK(tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",

@@ -265,8 +265,9 @@ static void test_keys(void)
             for (int k = 0; k < 4; k++) {
                 char key[64];
                 snprintf(key, sizeof key, "%s.%s.%s", arrays[i].name, pools[p], metrics[k]);
-                const tc_memory_stat *st =
-                    (const tc_memory_stat *)((const char *)&s + arrays[i].off) + p;
+                const tc_memory_stat *st = (const tc_memory_stat *)((const char *)&s +
+                                                                    arrays[i].off) +
+                                           p;
                 const int64_t want[4] = {st->current, st->peak, st->allocated, st->freed};
                 int64_t v = -1;
                 bool ok = tc__stats_get(&s, key, &v) && v == want[k];
@@ -336,8 +337,8 @@ static void test_keys(void)
 static void test_names(void)
 {
     CHECK(!strcmp(tc_memory_block_state_string(TC_BLOCK_ACTIVE_ALLOCATED), "active_allocated"));
-    CHECK(!strcmp(tc_memory_block_state_string(TC_BLOCK_ACTIVE_PENDING_FREE),
-                  "active_pending_free"));
+    CHECK(
+        !strcmp(tc_memory_block_state_string(TC_BLOCK_ACTIVE_PENDING_FREE), "active_pending_free"));
     CHECK(!strcmp(tc_memory_block_state_string(TC_BLOCK_INACTIVE), "inactive"));
     CHECK(!strcmp(tc_memory_block_state_string((tc_memory_block_state)9), "unknown"));
     CHECK(!strcmp(tc_memory_segment_type_string(TC_SEGMENT_SMALL), "small"));

@@ -15,16 +15,16 @@ int main(void)
         int64_t clock = tc_clock_rate(d);
         if (util < 0)
             fprintf(stderr, "NVML: %s\n", tc_last_error());
-        printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %lld Hz\n", d, util, mem,
-               temp, power, (long long)clock);
+        printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %lld Hz\n", d, util, mem, temp,
+               power, (long long)clock);
         tc_device_properties p;
         CHECK_OK(tc_get_device_properties(d, &p));
         CHECK(util >= 0 && util <= 100);
         CHECK(mem >= 0 && mem <= 100);
         CHECK(temp >= 5 && temp <= 110);
-        CHECK(power >= 1000 && power <= 2000000); /* 1 W to 2 kW, in mW */
+        CHECK(power >= 1000 && power <= 2000000);           /* 1 W to 2 kW, in mW */
         CHECK(clock >= 100000000 && clock <= 4000000000LL); /* 100 MHz to 4 GHz, in Hz */
-        CHECK(clock % 1000000 == 0);                         /* NVML reads whole MHz */
+        CHECK(clock % 1000000 == 0);                        /* NVML reads whole MHz */
         /* the current clock does not exceed CUDA's peak (kHz) beyond rounding */
         CHECK(clock <= (int64_t)p.clock_rate_khz * 1050 + 1000000);
         char *procs = tc_list_gpu_processes(d);

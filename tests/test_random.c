@@ -14,7 +14,8 @@
 #include "tc_rng_forge.h"
 #include "tc_test.h"
 
-static tc_generator *make(uint64_t seed) {
+static tc_generator *make(uint64_t seed)
+{
     tc_generator *g = NULL;
     CHECK_OK(tc_generator_create((tc_device){TC_CPU, -1}, seed, &g));
     return g;
@@ -22,7 +23,8 @@ static tc_generator *make(uint64_t seed) {
 
 /* ---- Philox known answers -------------------------------------------------- */
 
-static void test_kat(void) {
+static void test_kat(void)
+{
     static const uint32_t v[3][10] = {
         {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
         {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
@@ -39,7 +41,8 @@ static void test_kat(void) {
 
 /* ---- the counter layout, checked from raw words ------------------------------ */
 
-static void test_layout(void) {
+static void test_layout(void)
+{
     uint64_t seed = tc_test_rand();
     tc_generator *g = make(seed);
     enum { N = 1003 };
@@ -73,7 +76,8 @@ static void test_layout(void) {
 
 /* Two draws in a row equal the matching slices of one long draw (offsets
  * advance by whole blocks, never reusing a counter). */
-static void test_offsets(void) {
+static void test_offsets(void)
+{
     uint64_t seed = tc_test_rand();
     tc_generator *a = make(seed), *b = make(seed);
     double x[10], y[8], z[40];
@@ -96,7 +100,8 @@ static void test_offsets(void) {
 
 /* ---- the stream is pinned ------------------------------------------------------ */
 
-static uint64_t fnv(const void *p, size_t n) {
+static uint64_t fnv(const void *p, size_t n)
+{
     const unsigned char *c = p;
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) {
@@ -110,7 +115,8 @@ static uint64_t fnv(const void *p, size_t n) {
  * part of the API: they must not change between versions, compilers (gcc and
  * clang at -O2, and at -O3 -march=haswell -ffp-contract=fast, give these; so
  * does glibc's fmaf without the FMA instruction) or devices. */
-static void test_golden(void) {
+static void test_golden(void)
+{
     static const uint64_t want[] = {
         0x12ec46ac4e4f9c0bull, 0xe2b1435c39184c53ull, 0xc01675b130d38cafull, 0xf80df15a2064485cull,
         0xc4d09d7c2c0245f9ull, 0xb0c36b9ff077921full, 0xac33b8a4d063a7e6ull, 0x319bca213ab87accull,
@@ -147,7 +153,8 @@ static void test_golden(void) {
 #define NBINS 1000
 
 /* max |ECDF - CDF| at NBINS bin edges over [a, b). */
-static double ks_binned(const double *v, size_t n, double a, double b, double (*cdf)(double)) {
+static double ks_binned(const double *v, size_t n, double a, double b, double (*cdf)(double))
+{
     static size_t hist[NBINS + 2];
     memset(hist, 0, sizeof hist);
     for (size_t i = 0; i < n; i++) {
@@ -168,12 +175,14 @@ static double ks_binned(const double *v, size_t n, double a, double b, double (*
 }
 
 static double g_lo, g_hi, g_mean, g_std;
-static double cdf_uniform(double x) {
+static double cdf_uniform(double x)
+{
     return x <= g_lo ? 0 : x >= g_hi ? 1 : (x - g_lo) / (g_hi - g_lo);
 }
 static double cdf_normal(double x) { return 0.5 * erfc(-(x - g_mean) / (g_std * sqrt(2.0))); }
 
-static void moments(const double *v, size_t n, double *mean, double *var) {
+static void moments(const double *v, size_t n, double *mean, double *var)
+{
     double s = 0, s2 = 0;
     for (size_t i = 0; i < n; i++)
         s += v[i];
@@ -184,7 +193,8 @@ static void moments(const double *v, size_t n, double *mean, double *var) {
 }
 
 /* Converts a buffer of dtype to doubles. */
-static void to_double(const void *src, tc_dtype dt, size_t n, double *out) {
+static void to_double(const void *src, tc_dtype dt, size_t n, double *out)
+{
     for (size_t i = 0; i < n; i++) {
         switch (dt) {
         case TC_FLOAT32: out[i] = ((const float *)src)[i]; break;
@@ -201,7 +211,8 @@ static void to_double(const void *src, tc_dtype dt, size_t n, double *out) {
 }
 
 static void check_stats(const char *what, const double *v, size_t n, double mean, double var,
-                        double ks) {
+                        double ks)
+{
     double m, s2;
     moments(v, n, &m, &s2);
     double sd_mean = sqrt(var / (double)n);
@@ -216,7 +227,8 @@ static void check_stats(const char *what, const double *v, size_t n, double mean
     CHECK(ok_ks);
 }
 
-static void test_stats(void) {
+static void test_stats(void)
+{
     tc_generator *g = make(20260423);
     void *buf = malloc(NS * 8);
     double *v = malloc(NS * sizeof *v);
@@ -296,7 +308,8 @@ static void test_stats(void) {
 
 /* ---- building blocks ----------------------------------------------------------- */
 
-static void test_math(void) {
+static void test_math(void)
+{
     double worst_ln = 0, worst_sc = 0, worst_ln53 = 0, worst_sc53 = 0;
     for (int i = 0; i < 200000; i++) {
         uint32_t j = (uint32_t)(tc_test_rand() % (1u << 24)) + 1;
@@ -319,10 +332,10 @@ static void test_math(void) {
         uint64_t k53 = tc_test_rand() >> 11;
         double c53, s53;
         tc__sincos_u53(k53, &c53, &s53);
-        long double a53 =
-            2 * 3.14159265358979323846264338327950288L * (long double)k53 / 9007199254740992.0L;
-        worst_sc53 =
-            fmax(worst_sc53, (double)fmaxl(fabsl(c53 - cosl(a53)), fabsl(s53 - sinl(a53))));
+        long double a53 = 2 * 3.14159265358979323846264338327950288L * (long double)k53 /
+                          9007199254740992.0L;
+        worst_sc53 = fmax(worst_sc53,
+                          (double)fmaxl(fabsl(c53 - cosl(a53)), fabsl(s53 - sinl(a53))));
     }
     if (worst_ln > 4e-7 || worst_sc > 4e-7 || worst_ln53 > 1e-15 || worst_sc53 > 1e-15)
         fprintf(stderr, "ln %g sincos %g ln53 %g sincos53 %g\n", worst_ln, worst_sc, worst_ln53,
@@ -334,7 +347,8 @@ static void test_math(void) {
 }
 
 /* Nearest-even reference: the representable neighbours of x, by value. */
-static bool nearest_even_ok(double x, double got, double below, double above, bool got_even) {
+static bool nearest_even_ok(double x, double got, double below, double above, bool got_even)
+{
     double dg = fabs(x - got), db = fabs(x - below), da = fabs(x - above);
     if (dg > db || dg > da)
         return false;
@@ -343,7 +357,8 @@ static bool nearest_even_ok(double x, double got, double below, double above, bo
     return true;
 }
 
-static void test_half(void) {
+static void test_half(void)
+{
     /* every finite half survives half -> float -> half */
     int bad = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
@@ -400,7 +415,8 @@ static void test_half(void) {
 
 /* ---- state, seeds, defaults --------------------------------------------------- */
 
-static void test_state(void) {
+static void test_state(void)
+{
     tc_generator *g = make(tc_test_rand());
     float a[100], b[100];
     CHECK_OK(tc_generator_normal(g, a, 3, TC_FLOAT32, 0, 1));
@@ -460,7 +476,8 @@ static void test_state(void) {
     CHECK_OK(tc_generator_destroy(h));
 }
 
-static void test_defaults(void) {
+static void test_defaults(void)
+{
     tc_generator *cpu = NULL, *again = NULL;
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, -1}, &cpu));
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, 0}, &again));
@@ -494,7 +511,8 @@ static void test_defaults(void) {
 
 /* ---- bad arguments change nothing ----------------------------------------------- */
 
-static void test_bad_args(void) {
+static void test_bad_args(void)
+{
     tc_generator *g = make(9);
     float f[8];
     CHECK_OK(tc_generator_uniform(g, f, 5, TC_FLOAT32, 0, 1));
@@ -535,7 +553,8 @@ static void test_bad_args(void) {
 }
 
 /* Every dtype of every distribution lands in its range. */
-static void test_dtypes(void) {
+static void test_dtypes(void)
+{
     tc_generator *g = make(tc_test_rand());
     double v[257];
     unsigned char buf[257 * 8];
@@ -560,7 +579,8 @@ static void test_dtypes(void) {
 
 /* ---- threads share a generator without reusing counters --------------------------- */
 
-static void *draw_many(void *arg) {
+static void *draw_many(void *arg)
+{
     float f[37];
     for (int i = 0; i < 200; i++)
         if (tc_generator_uniform(arg, f, 37, TC_FLOAT32, 0, 1) != TC_OK)
@@ -568,7 +588,8 @@ static void *draw_many(void *arg) {
     return NULL;
 }
 
-static void test_threads(void) {
+static void test_threads(void)
+{
     tc_generator *g = make(3);
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -586,7 +607,8 @@ static void test_threads(void) {
 
 /* A destroyed generator was freed at once, and the next one created reused
  * its memory: a stale handle then drove the new generator. */
-static void test_stale_handle(void) {
+static void test_stale_handle(void)
+{
     tc_generator *g = make(1);
     CHECK_OK(tc_generator_destroy(g));
     tc_generator *h = make(2);
@@ -620,7 +642,8 @@ static void test_stale_handle(void) {
 }
 
 /* An offset near 2^64 used to wrap to 0 and reuse the first counters. */
-static void test_offset_wrap(void) {
+static void test_offset_wrap(void)
+{
     tc_generator *g = make(1);
     uint64_t seed = 0x5eed, top = UINT64_MAX - 2;
     tc_rng_state s;
@@ -633,8 +656,7 @@ static void test_offset_wrap(void) {
     CHECK_STATUS(tc_generator_uniform(g, f, 12, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
     CHECK(strstr(tc_last_error(), "wrap") != NULL);
     CHECK_STATUS(tc_generator_uniform(g, d, 5, TC_FLOAT64, 0, 1), TC_ERROR_INVALID_STATE);
-    CHECK_STATUS(tc_generator_random_int(g, d, 5, TC_INT64, 0, 1ll << 40),
-                 TC_ERROR_INVALID_STATE);
+    CHECK_STATUS(tc_generator_random_int(g, d, 5, TC_INT64, 0, 1ll << 40), TC_ERROR_INVALID_STATE);
     CHECK(tc_generator_offset(g) == top && f[0] == 0.0f); /* unchanged, nothing written */
     /* two blocks still fit: counters 2^64-3 and 2^64-2, as raw Philox gives them */
     CHECK_OK(tc_generator_uniform(g, f, 8, TC_FLOAT32, 0, 1));
@@ -655,7 +677,8 @@ static void test_offset_wrap(void) {
 
 /* NaN fails every comparison: it used to be called "negative" or reported
  * through %g, which also rounded away the digit that made a value wrong. */
-static void test_messages(void) {
+static void test_messages(void)
+{
     tc_generator *g = make(1);
     float f[4];
     CHECK_STATUS(tc_generator_uniform(g, f, 4, TC_FLOAT32, NAN, 1), TC_ERROR_INVALID_ARGUMENT);
@@ -680,7 +703,8 @@ static void test_messages(void) {
     CHECK_OK(tc_generator_destroy(g));
 }
 
-int main(void) {
+int main(void)
+{
     tc_test_init();
     double t0 = tc_test_now_ms();
     test_kat();

@@ -19,7 +19,8 @@ enum { UNIFORM, NORMAL, BERNOULLI, INT };
 
 /* The draw of `kind`: a, b are (lo, hi), (mean, std) or (p, -); integers use ia, ib. */
 static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt, double a, double b,
-                      int64_t ia, int64_t ib) {
+                      int64_t ia, int64_t ib)
+{
     switch (kind) {
     case UNIFORM: return tc_generator_uniform(g, p, n, dt, a, b);
     case NORMAL: return tc_generator_normal(g, p, n, dt, a, b);
@@ -29,7 +30,8 @@ static tc_status draw(tc_generator *g, int kind, void *p, size_t n, tc_dtype dt,
 }
 
 /* Distance in ulps between two values of a floating dtype given as bytes. */
-static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt) {
+static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt)
+{
     int64_t a = 0, b = 0;
     size_t s = tc_dtype_size(dt);
     memcpy(&a, x, s);
@@ -43,7 +45,8 @@ static double ulps(const unsigned char *x, const unsigned char *y, tc_dtype dt) 
 }
 
 static void parity(const char *what, int kind, tc_dtype dt, double a, double b, int64_t ia,
-                   int64_t ib, size_t n, size_t shift) {
+                   int64_t ib, size_t n, size_t shift)
+{
     size_t es = tc_dtype_size(dt);
     uint64_t seed = tc_test_rand();
     tc_generator *cpu = NULL, *gpu = NULL;
@@ -89,7 +92,8 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     CHECK_OK(tc_generator_destroy(gpu));
 }
 
-static void test_parity(void) {
+static void test_parity(void)
+{
     size_t n = (1u << 20) + 3;
     static const tc_dtype fl[] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
     for (int k = 0; k < 4; k++) {
@@ -115,7 +119,8 @@ static void test_parity(void) {
     parity("random_int-wide-f64", INT, TC_FLOAT64, 0, 0, -(1ll << 53), 1ll << 53, n, 1);
 }
 
-static void test_torch_functions(void) {
+static void test_torch_functions(void)
+{
     int count = tc_device_count();
     CHECK_OK(tc_manual_seed(123));
     uint64_t seed0 = 0;
@@ -165,7 +170,8 @@ static void test_torch_functions(void) {
 
 /* A real graph: capture a uniform and a normal draw, replay twice; each replay
  * equals the CPU at the offset the prologue handed it, and they differ. */
-static void test_graph_hook(void) {
+static void test_graph_hook(void)
+{
     size_t n = 10001, m = 4099;
     tc_generator *gpu = NULL, *cpu = NULL;
     uint64_t seed = tc_test_rand();
@@ -234,7 +240,8 @@ static void test_graph_hook(void) {
 
 /* Near the end of the counter space the GPU gives the CPU's numbers from the
  * last blocks, and refuses, as the CPU does, a draw that would wrap. */
-static void test_offset_wrap(void) {
+static void test_offset_wrap(void)
+{
     uint64_t seed = tc_test_rand(), top = UINT64_MAX - 5;
     tc_rng_state st;
     tc_test_forge_state(seed, top, &st);
@@ -260,7 +267,8 @@ static void test_offset_wrap(void) {
     CHECK_OK(tc_generator_destroy(gpu));
 }
 
-int main(void) {
+int main(void)
+{
     tc_test_init();
     tc_test_require_gpu();
     test_offset_wrap();
@@ -273,7 +281,8 @@ int main(void) {
 }
 
 #else
-int main(void) {
+int main(void)
+{
     printf("skipped: built without CUDA\n");
     return 77;
 }

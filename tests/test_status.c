@@ -48,9 +48,8 @@ static void check_sync_debug_mode_parser(void)
     static const struct {
         const char *text;
         int mode;
-    } good[] = {{"0", 0}, {"default", 0}, {"DEFAULT", 0}, {"", 0},    {"1", 1},
-                {"warn", 1}, {"WARN", 1},   {"Warn", 1},  {"2", 2},   {"error", 2},
-                {"ERROR", 2}};
+    } good[] = {{"0", 0},    {"default", 0}, {"DEFAULT", 0}, {"", 0},      {"1", 1},    {"warn", 1},
+                {"WARN", 1}, {"Warn", 1},    {"2", 2},       {"error", 2}, {"ERROR", 2}};
     static const char *const bad[] = {"3", "-1", "junk", "warning", "02", "1.0", " 1", "off"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         int m = -7;

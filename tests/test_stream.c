@@ -32,7 +32,8 @@ static void check_ordering(tc_stream *producer, tc_stream *consumer, int order, 
 {
     int value = (int)(tc_test_rand() % 1000000) + 1;
     int add = (int)(tc_test_rand() % 1000) + 1;
-    CHECK_OK(tc_test_spin_then_fill(tc_stream_cuda_handle(producer), 50 * 1000 * 1000, a, N, value));
+    CHECK_OK(
+        tc_test_spin_then_fill(tc_stream_cuda_handle(producer), 50 * 1000 * 1000, a, N, value));
     if (order == 0) {
         tc_event *e;
         CHECK_OK(tc_stream_record_event(producer, &e));
@@ -127,7 +128,8 @@ int main(void)
     CHECK(tc_stream_priority(lo) == least && tc_stream_priority(hi) == greatest);
     CHECK(tc_stream_device(hi) == 0 && tc_stream_cuda_handle(hi) != NULL);
     int cuda_prio = 99;
-    CHECK(cudaStreamGetPriority((cudaStream_t)tc_stream_cuda_handle(hi), &cuda_prio) == cudaSuccess);
+    CHECK(cudaStreamGetPriority((cudaStream_t)tc_stream_cuda_handle(hi), &cuda_prio) ==
+          cudaSuccess);
     CHECK(cuda_prio == greatest);
     tc_stream *bad = (tc_stream *)0x1;
     CHECK_STATUS(tc_stream_create(-1, greatest - 1, &bad), TC_ERROR_INVALID_ARGUMENT);

@@ -12,10 +12,7 @@
 static const tc_device CPU = {TC_CPU, -1};
 
 /* The message starts with the public function the user called. */
-static bool names(const char *fn)
-{
-    return strncmp(tc_last_error(), fn, strlen(fn)) == 0;
-}
+static bool names(const char *fn) { return strncmp(tc_last_error(), fn, strlen(fn)) == 0; }
 static bool says(const char *what) { return strstr(tc_last_error(), what) != NULL; }
 
 static void test_null_out(void)
@@ -220,15 +217,13 @@ static void test_full_values(void)
         CHECK_STATUS(tc_tensor_full(2, sz, NAN, ints[i], CPU, &t), TC_ERROR_INVALID_ARGUMENT);
         CHECK(names("tc_tensor_full") && says("nan") && !says("negative") && !says("above"));
         CHECK_STATUS(tc_tensor_full(2, sz, INFINITY, ints[i], CPU, &t), TC_ERROR_INVALID_ARGUMENT);
-        CHECK_STATUS(tc_tensor_full(2, sz, -INFINITY, ints[i], CPU, &t),
-                     TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(tc_tensor_full(2, sz, -INFINITY, ints[i], CPU, &t), TC_ERROR_INVALID_ARGUMENT);
         CHECK_STATUS(tc_tensor_full(2, sz, 1e300, ints[i], CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     }
     CHECK_STATUS(tc_tensor_full(2, sz, 256, TC_UINT8, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_full(2, sz, -1, TC_UINT8, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_full(2, sz, 128, TC_INT8, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_tensor_full(2, sz, 2147483647.5, TC_INT32, CPU, &t),
-                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_full(2, sz, 2147483647.5, TC_INT32, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("2147483647.5")); /* %g would have printed 2.14748e+09 */
     CHECK_STATUS(tc_tensor_full(2, sz, 0x1p63, TC_INT64, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_full(2, sz, 1e6, TC_FLOAT16, CPU, &t), TC_ERROR_INVALID_ARGUMENT);

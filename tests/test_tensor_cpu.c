@@ -96,8 +96,7 @@ static void test_factories(void)
     CHECK_STATUS(tc_tensor_empty(1, sz, (tc_dtype)42, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_empty(1, sz, TC_FLOAT32, CPU, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_arange(0, 1, 0, TC_FLOAT32, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_tensor_from_data(NULL, 1, sz, TC_FLOAT32, CPU, &t),
-                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_from_data(NULL, 1, sz, TC_FLOAT32, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
     CHECK(t == NULL);
     if (!tc_is_available()) {
         tc_status st = tc_tensor_empty(1, sz, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &t);
@@ -147,7 +146,7 @@ static void test_views(void)
     tc_tensor *a = NULL, *tr = NULL, *p = NULL, *nw = NULL, *c = NULL, *v = NULL, *r = NULL;
     CHECK_OK(tc_tensor_arange(0, 24, 1, TC_FLOAT32, CPU, &a));
     CHECK_OK(tc_tensor_view(a, 3, sz, &v));
-    tc_tensor_release(a); /* the view keeps the storage */
+    tc_tensor_release(a);                        /* the view keeps the storage */
     CHECK_OK(tc_tensor_transpose(v, 0, 2, &tr)); /* [4,3,2] */
     CHECK(tc_tensor_size(tr, 0) == 4 && !tc_tensor_is_contiguous(tr));
     CHECK_OK(tc_tensor_contiguous(tr, &c));
@@ -240,9 +239,10 @@ static double ref_binary(int k, double a, double b)
 
 static void test_binary(void)
 {
-    binary_fn fns[13] = {tc_tensor_add, tc_tensor_sub, tc_tensor_mul, tc_tensor_div,
+    binary_fn fns[13] = {tc_tensor_add, tc_tensor_sub,     tc_tensor_mul,     tc_tensor_div,
                          tc_tensor_pow, tc_tensor_maximum, tc_tensor_minimum, tc_tensor_eq,
-                         tc_tensor_ne, tc_tensor_lt, tc_tensor_le, tc_tensor_gt, tc_tensor_ge};
+                         tc_tensor_ne,  tc_tensor_lt,      tc_tensor_le,      tc_tensor_gt,
+                         tc_tensor_ge};
     tc_dtype dts[3] = {TC_FLOAT32, TC_FLOAT64, TC_INT32};
     int64_t sa[3] = {3, 1, 4}, sb[2] = {2, 1};
     for (int di = 0; di < 3; di++) {
@@ -286,7 +286,7 @@ static double relu(double x) { return x > 0 ? x : 0; }
 
 static void test_unary(void)
 {
-    unary_fn fns[8] = {tc_tensor_neg, tc_tensor_abs,  tc_tensor_exp,     tc_tensor_log,
+    unary_fn fns[8] = {tc_tensor_neg,  tc_tensor_abs,  tc_tensor_exp,     tc_tensor_log,
                        tc_tensor_sqrt, tc_tensor_relu, tc_tensor_sigmoid, tc_tensor_tanh};
     double (*refs[8])(double) = {NULL, fabs, exp, log, sqrt, relu, sigm, tanh};
     int64_t sz[2] = {5, 7};
@@ -436,8 +436,8 @@ static void test_where_strided(void)
         tc_tensor *b = rand_tensor(1, sb, dts[di], -50, 50, &vb);
         tc_tensor *c = rand_tensor(3, sc, TC_BOOL, 0, 1, &vc);
         tc_tensor *at = NULL, *bn = NULL, *ct = NULL, *o = NULL;
-        CHECK_OK(tc_tensor_permute(a, pa, &at));  /* [6, 5, 7]: at[i][j][k] = a[j][k][i] */
-        CHECK_OK(tc_tensor_permute(c, pc, &ct));  /* [6, 5, 7]: ct[i][j][k] = c[k][j][i] */
+        CHECK_OK(tc_tensor_permute(a, pa, &at));     /* [6, 5, 7]: at[i][j][k] = a[j][k][i] */
+        CHECK_OK(tc_tensor_permute(c, pc, &ct));     /* [6, 5, 7]: ct[i][j][k] = c[k][j][i] */
         CHECK_OK(tc_tensor_narrow(b, 0, 2, 7, &bn)); /* [7]: bn[k] = b[2 + k] */
         CHECK_OK(tc_tensor_where(ct, at, bn, &o));
         double *vo = tc_test_values(o);
@@ -473,7 +473,8 @@ static void test_reductions(void)
             CHECK(tc_tensor_ndim(s) == (keep ? 3 : 2) && tc_tensor_dtype(am) == TC_INT64);
             if (keep)
                 CHECK(tc_tensor_size(s, d) == 1);
-            double *vs = tc_test_values(s), *vm = tc_test_values(m), *vx = tc_test_values(mx), *vn = tc_test_values(mn), *va = tc_test_values(am);
+            double *vs = tc_test_values(s), *vm = tc_test_values(m), *vx = tc_test_values(mx),
+                   *vn = tc_test_values(mn), *va = tc_test_values(am);
             bool ok = true;
             int64_t outer = 1, inner = 1;
             for (int i = 0; i < d; i++)

@@ -108,24 +108,33 @@ typedef tc_status (*reduce_fn)(const tc_tensor *, int, bool, tc_tensor **);
 static const struct {
     const char *name;
     binary_fn fn;
-} binaries[] = {{"add", tc_tensor_add},         {"sub", tc_tensor_sub},
-                {"mul", tc_tensor_mul},         {"div", tc_tensor_div},
-                {"pow", tc_tensor_pow},         {"maximum", tc_tensor_maximum},
-                {"minimum", tc_tensor_minimum}, {"eq", tc_tensor_eq},
-                {"ne", tc_tensor_ne},           {"lt", tc_tensor_lt},
-                {"le", tc_tensor_le},           {"gt", tc_tensor_gt},
+} binaries[] = {{"add", tc_tensor_add},
+                {"sub", tc_tensor_sub},
+                {"mul", tc_tensor_mul},
+                {"div", tc_tensor_div},
+                {"pow", tc_tensor_pow},
+                {"maximum", tc_tensor_maximum},
+                {"minimum", tc_tensor_minimum},
+                {"eq", tc_tensor_eq},
+                {"ne", tc_tensor_ne},
+                {"lt", tc_tensor_lt},
+                {"le", tc_tensor_le},
+                {"gt", tc_tensor_gt},
                 {"ge", tc_tensor_ge}};
 static const struct {
     const char *name;
     unary_fn fn;
-} unaries[] = {{"neg", tc_tensor_neg},   {"abs", tc_tensor_abs},   {"exp", tc_tensor_exp},
-               {"log", tc_tensor_log},   {"sqrt", tc_tensor_sqrt}, {"relu", tc_tensor_relu},
+} unaries[] = {{"neg", tc_tensor_neg},         {"abs", tc_tensor_abs},   {"exp", tc_tensor_exp},
+               {"log", tc_tensor_log},         {"sqrt", tc_tensor_sqrt}, {"relu", tc_tensor_relu},
                {"sigmoid", tc_tensor_sigmoid}, {"tanh", tc_tensor_tanh}};
 static const struct {
     const char *name;
     reduce_fn fn;
-} reductions[] = {{"sum", tc_tensor_sum}, {"mean", tc_tensor_mean}, {"max", tc_tensor_max},
-                  {"min", tc_tensor_min}, {"argmax", tc_tensor_argmax}};
+} reductions[] = {{"sum", tc_tensor_sum},
+                  {"mean", tc_tensor_mean},
+                  {"max", tc_tensor_max},
+                  {"min", tc_tensor_min},
+                  {"argmax", tc_tensor_argmax}};
 
 /* Shapes of the two operands of binary cases. */
 static const struct {
@@ -133,16 +142,16 @@ static const struct {
     int64_t a[3], b[3];
     bool transpose;
 } shapes[] = {
-    {1, 1, {1027}, {1027}, false},      /* contiguous, odd length (vector tail) */
-    {3, 2, {3, 1, 5}, {4, 1}, false},   /* broadcasting both ways */
-    {2, 2, {33, 7}, {33, 7}, true},     /* non-contiguous */
-    {2, 1, {0, 3}, {3}, false},         /* empty */
-    {0, 2, {0}, {6, 2}, false},         /* 0-d against 2-d */
-    {0, 0, {0}, {0}, false},            /* 0-d against 0-d */
+    {1, 1, {1027}, {1027}, false},    /* contiguous, odd length (vector tail) */
+    {3, 2, {3, 1, 5}, {4, 1}, false}, /* broadcasting both ways */
+    {2, 2, {33, 7}, {33, 7}, true},   /* non-contiguous */
+    {2, 1, {0, 3}, {3}, false},       /* empty */
+    {0, 2, {0}, {6, 2}, false},       /* 0-d against 2-d */
+    {0, 0, {0}, {0}, false},          /* 0-d against 0-d */
 };
 
-static const tc_dtype dtypes[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64,
-                                  TC_INT32,   TC_INT64,   TC_UINT8,    TC_INT8, TC_BOOL};
+static const tc_dtype dtypes[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32,
+                                  TC_INT64,   TC_UINT8,   TC_INT8,     TC_BOOL};
 #define NDT (int)(sizeof dtypes / sizeof dtypes[0])
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
 
@@ -204,8 +213,8 @@ static void test_reductions(void)
         int n;
         int64_t s[3];
         bool tr;
-    } rs[] = {{1, {1000}, false}, {2, {37, 129}, false}, {2, {4, 300001}, false},
-              {3, {5, 6, 7}, true}, {0, {0}, false},     {2, {0, 5}, false},
+    } rs[] = {{1, {1000}, false},   {2, {37, 129}, false}, {2, {4, 300001}, false},
+              {3, {5, 6, 7}, true}, {0, {0}, false},       {2, {0, 5}, false},
               {1, {3000000}, false}};
     tc_dtype rdt[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32, TC_UINT8};
     char what[128];
@@ -422,7 +431,7 @@ static void test_matmul(void)
         int na, nb;
         int64_t a[3], b[3];
         bool tr;
-    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},   {3, 3, {3, 33, 17}, {3, 17, 9}, false},
+    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},    {3, 3, {3, 33, 17}, {3, 17, 9}, false},
               {3, 2, {4, 20, 30}, {30, 10}, false}, {2, 3, {20, 30}, {5, 30, 10}, false},
               {2, 2, {40, 40}, {40, 40}, true},     {2, 2, {300, 257}, {257, 129}, false}};
     tc_dtype mdt[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};

@@ -66,7 +66,7 @@ static void test_fills_match_buffer_draws(void)
             else
                 t = tc_tensor_retain(base);
             CHECK(tc_tensor_is_contiguous(t) == !strided);
-            tc_status st = cases[c].kind == 0 ? tc_tensor_uniform_(t, cases[c].a, cases[c].b, g)
+            tc_status st = cases[c].kind == 0   ? tc_tensor_uniform_(t, cases[c].a, cases[c].b, g)
                            : cases[c].kind == 1 ? tc_tensor_normal_(t, cases[c].a, cases[c].b, g)
                            : cases[c].kind == 2
                                ? tc_tensor_bernoulli_(t, cases[c].a, g)

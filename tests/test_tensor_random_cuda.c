@@ -55,10 +55,10 @@ static void test_cpu_equals_gpu(void)
                  {3, TC_INT16, -300, 300}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int strided = 0; strided < 2; strided++) {
-            tc_tensor *tc = filled(CPU, strided, cases[c].kind, cases[c].dt, cases[c].a,
-                                   cases[c].b, 77 + c);
-            tc_tensor *tg = filled(GPU, strided, cases[c].kind, cases[c].dt, cases[c].a,
-                                   cases[c].b, 77 + c);
+            tc_tensor *tc = filled(CPU, strided, cases[c].kind, cases[c].dt, cases[c].a, cases[c].b,
+                                   77 + c);
+            tc_tensor *tg = filled(GPU, strided, cases[c].kind, cases[c].dt, cases[c].a, cases[c].b,
+                                   77 + c);
             double *vc = tc_test_values(tc), *vg = tc_test_values(tg);
             double worst = 0;
             for (int64_t i = 0; i < tc_tensor_numel(tc); i++)

@@ -123,8 +123,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     bool is_info = strcmp(cmd, "info") == 0;
-    bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 ||
-                   strcmp(cmd, "--help") == 0;
+    bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0;
     if ((is_info || is_help) && argc > 2) {
         fprintf(stderr, "tcuda: '%s' takes no arguments (got '%s')\n", cmd, argv[2]);
         return 2;

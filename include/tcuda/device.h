@@ -99,8 +99,8 @@ TCUDA_API tc_status tc_get_device_capability(int device, int *major, int *minor)
 typedef struct tc_device_properties {
     char name[256];
     uint8_t uuid[16];
-    int major, minor;               /* compute capability */
-    size_t total_memory;            /* bytes */
+    int major, minor;    /* compute capability */
+    size_t total_memory; /* bytes */
     int multi_processor_count;
     int l2_cache_size;              /* bytes */
     size_t shared_memory_per_block; /* bytes, without opt-in */

@@ -6,7 +6,7 @@
 #define TCUDA_VERSION_MINOR 1
 #define TCUDA_VERSION_PATCH 0
 /* One number that grows with every release: 100 * (100 * major + minor) + patch. */
-#define TCUDA_VERSION_CODE                                                     \
+#define TCUDA_VERSION_CODE                                                                         \
     (100 * (100 * TCUDA_VERSION_MAJOR + TCUDA_VERSION_MINOR) + TCUDA_VERSION_PATCH)
 
 #if defined(TCUDA_BUILDING_SHARED)

@@ -105,13 +105,13 @@ TCUDA_API tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n,
                                         double mean, double std);
 /* 1 with probability p in [0, 1] (resolved to 2^-32), else 0: any dtype.
  * NaN for lo, hi, mean, std or p is refused with a message saying so. */
-TCUDA_API tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n,
-                                           tc_dtype dtype, double p);
+TCUDA_API tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
+                                           double p);
 /* Unbiased integers in [lo, hi): any dtype that holds lo and hi-1 exactly
  * (for floats: |v| <= 2^11, 2^8, 2^24, 2^53 for float16, bfloat16, float32,
  * float64; bool: [0, 2)). */
-TCUDA_API tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n,
-                                            tc_dtype dtype, int64_t lo, int64_t hi);
+TCUDA_API tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
+                                            int64_t lo, int64_t hi);
 
 /* ---- torch.cuda's functions (the default GPU generators) ----------------- */
 

@@ -14,22 +14,22 @@ TCUDA_EXTERN_C_BEGIN
 
 typedef enum tc_status {
     TC_OK = 0,
-    TC_ERROR_INVALID_ARGUMENT,  /* a NULL pointer, a value out of range */
-    TC_ERROR_NO_DEVICE,         /* no CUDA GPU or driver, or built without CUDA */
-    TC_ERROR_INVALID_DEVICE,    /* a device index that does not exist */
-    TC_ERROR_INVALID_HANDLE,    /* a destroyed or foreign stream, event, ... */
-    TC_ERROR_INVALID_STATE,     /* the object is not in a state that allows this */
-    TC_ERROR_NOT_READY,         /* the GPU work this needs has not finished */
-    TC_ERROR_OUT_OF_MEMORY,     /* the device or host refused memory */
-    TC_ERROR_NOT_SUPPORTED,     /* an optional library or feature is missing */
-    TC_ERROR_DEVICE_MISMATCH,   /* objects on different devices meet in one call */
-    TC_ERROR_SHAPE,             /* tensor shapes that do not fit together */
-    TC_ERROR_DTYPE,             /* a dtype the operation does not take */
-    TC_ERROR_SYNC_DISALLOWED,   /* a synchronizing call in sync debug mode 2 */
-    TC_ERROR_CUDA,              /* any other error that CUDA reported */
-    TC_ERROR_IO,                /* a file could not be read or written */
-    TC_ERROR_INTERNAL,          /* a bug in tcuda: please report it */
-    TC_ERROR_RACE               /* the stream sanitizer refused an unsynchronized access */
+    TC_ERROR_INVALID_ARGUMENT, /* a NULL pointer, a value out of range */
+    TC_ERROR_NO_DEVICE,        /* no CUDA GPU or driver, or built without CUDA */
+    TC_ERROR_INVALID_DEVICE,   /* a device index that does not exist */
+    TC_ERROR_INVALID_HANDLE,   /* a destroyed or foreign stream, event, ... */
+    TC_ERROR_INVALID_STATE,    /* the object is not in a state that allows this */
+    TC_ERROR_NOT_READY,        /* the GPU work this needs has not finished */
+    TC_ERROR_OUT_OF_MEMORY,    /* the device or host refused memory */
+    TC_ERROR_NOT_SUPPORTED,    /* an optional library or feature is missing */
+    TC_ERROR_DEVICE_MISMATCH,  /* objects on different devices meet in one call */
+    TC_ERROR_SHAPE,            /* tensor shapes that do not fit together */
+    TC_ERROR_DTYPE,            /* a dtype the operation does not take */
+    TC_ERROR_SYNC_DISALLOWED,  /* a synchronizing call in sync debug mode 2 */
+    TC_ERROR_CUDA,             /* any other error that CUDA reported */
+    TC_ERROR_IO,               /* a file could not be read or written */
+    TC_ERROR_INTERNAL,         /* a bug in tcuda: please report it */
+    TC_ERROR_RACE              /* the stream sanitizer refused an unsynchronized access */
 } tc_status;
 
 /* The name of a status code, e.g. "TC_ERROR_NO_DEVICE". Never NULL. */

@@ -99,10 +99,10 @@ TCUDA_API void tc_stream_guard_exit(tc_stream_guard *guard);
 /* ---- events ------------------------------------------------------------ */
 
 enum {
-    TC_EVENT_DEFAULT = 0,      /* no timing, the host spins when it waits */
-    TC_EVENT_TIMING = 1,       /* can measure elapsed time */
-    TC_EVENT_BLOCKING = 2,     /* the host sleeps instead of spinning */
-    TC_EVENT_INTERPROCESS = 4  /* can be shared with another process; no timing */
+    TC_EVENT_DEFAULT = 0,     /* no timing, the host spins when it waits */
+    TC_EVENT_TIMING = 1,      /* can measure elapsed time */
+    TC_EVENT_BLOCKING = 2,    /* the host sleeps instead of spinning */
+    TC_EVENT_INTERPROCESS = 4 /* can be shared with another process; no timing */
 };
 
 /* Creates an event with TC_EVENT_* flags and writes it to *out. Its CUDA

@@ -58,8 +58,8 @@ TCUDA_API tc_status tc_tensor_empty(int ndim, const int64_t *sizes, tc_dtype dty
                                     tc_device device, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_zeros(int ndim, const int64_t *sizes, tc_dtype dtype,
                                     tc_device device, tc_tensor **out);
-TCUDA_API tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype,
-                                   tc_device device, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ones(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                                   tc_tensor **out);
 /* Every element `value`, converted to dtype as PyTorch's fill does: a
  * fraction is truncated toward zero for integer dtypes; NaN, infinities and
  * values outside an integer dtype's range, and finite values beyond a
@@ -210,15 +210,14 @@ TCUDA_API tc_status tc_tensor_view(const tc_tensor *src, int ndim, const int64_t
 /* A view when possible, else a contiguous copy with the new sizes. */
 TCUDA_API tc_status tc_tensor_reshape(const tc_tensor *src, int ndim, const int64_t *sizes,
                                       tc_tensor **out);
-TCUDA_API tc_status tc_tensor_transpose(const tc_tensor *src, int dim0, int dim1,
-                                        tc_tensor **out);
+TCUDA_API tc_status tc_tensor_transpose(const tc_tensor *src, int dim0, int dim1, tc_tensor **out);
 /* dims: a permutation of 0..ndim-1 (negative counts from the end). */
 TCUDA_API tc_status tc_tensor_permute(const tc_tensor *src, const int *dims, tc_tensor **out);
 /* Elements start .. start+length-1 of dimension dim; -size <= start <= size
  * (a negative start counts from the end) and 0 <= length <= size - start,
  * else TC_ERROR_SHAPE (also for a 0-d tensor). */
-TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start,
-                                     int64_t length, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start, int64_t length,
+                                     tc_tensor **out);
 
 /* ---- element-wise operations --------------------------------------------------- */
 /* Inputs broadcast against each other; the result dtype follows PyTorch's
@@ -296,8 +295,8 @@ TCUDA_API tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *g
 TCUDA_API tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen);
 /* New tensors (torch.rand and torch.randn): uniform in [0, 1) and standard
  * normal, floating dtypes only; errors as the factories and the fills. */
-TCUDA_API tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype,
-                                   tc_device device, tc_generator *gen, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_rand(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                                   tc_generator *gen, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_randn(int ndim, const int64_t *sizes, tc_dtype dtype,
                                     tc_device device, tc_generator *gen, tc_tensor **out);
 

@@ -46,7 +46,10 @@ void tc__mutex_wait(tc__mutex *m)
         syscall(SYS_futex, &m->v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
-void tc__mutex_wake(tc__mutex *m) { syscall(SYS_futex, &m->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+void tc__mutex_wake(tc__mutex *m)
+{
+    syscall(SYS_futex, &m->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 #endif
 
 tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_config *cfg,
@@ -54,8 +57,10 @@ tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_con
 {
     size_t g = provider->granularity;
     if (g & (g - 1))
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "the %s provider's granularity %zu is not a "
-                        "power of two", provider->name, g);
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "the %s provider's granularity %zu is not a "
+                        "power of two",
+                        provider->name, g);
     tc__allocator *a = calloc(1, sizeof *a);
     if (!a)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory creating an allocator");
@@ -222,8 +227,10 @@ tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void
         return TC_OK;
     }
     if (size > ((size_t)1 << 56))
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tried to allocate %zu bytes: more than any "
-                        "device can hold", size);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY,
+                        "tried to allocate %zu bytes: more than any "
+                        "device can hold",
+                        size);
     tc__mutex_lock(&a->mu);
     tc_status st = malloc_locked(a, size, stream, out);
     tc__mutex_unlock(&a->mu);
@@ -237,7 +244,8 @@ tc_status tc__alloc_free(tc__allocator *a, void *ptr)
     if (!owned)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "pointer %p was not allocated by tcuda's %s allocator of device %d (or "
-                        "was freed already)", ptr, a->p.name, a->device);
+                        "was freed already)",
+                        ptr, a->p.name, a->device);
     return TC_OK;
 }
 
@@ -340,8 +348,8 @@ void tc__alloc_reset_accumulated(tc__allocator *a)
 
 tc_status tc__alloc_set_fraction(tc__allocator *a, double fraction)
 {
-    TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0,
-                 "memory fraction %g is outside [0, 1]", fraction);
+    TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0, "memory fraction %g is outside [0, 1]",
+                 fraction);
     tc__mutex_lock(&a->mu);
     a->fraction = fraction;
     size_t tot = tc__mem_total(a);

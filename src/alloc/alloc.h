@@ -20,10 +20,10 @@ extern "C" {
 #endif
 
 #define TC__MIN_BLOCK ((size_t)512)
-#define TC__SMALL_SIZE ((size_t)1 << 20)        /* requests up to this: small pool */
-#define TC__SMALL_BUFFER ((size_t)2 << 20)      /* small pool segment */
-#define TC__LARGE_BUFFER ((size_t)20 << 20)     /* shared large segment */
-#define TC__MIN_LARGE_ALLOC ((size_t)10 << 20)  /* from here: own segment */
+#define TC__SMALL_SIZE ((size_t)1 << 20)       /* requests up to this: small pool */
+#define TC__SMALL_BUFFER ((size_t)2 << 20)     /* small pool segment */
+#define TC__LARGE_BUFFER ((size_t)20 << 20)    /* shared large segment */
+#define TC__MIN_LARGE_ALLOC ((size_t)10 << 20) /* from here: own segment */
 #define TC__ROUND_LARGE ((size_t)2 << 20)
 
 /* Where segments come from. alloc returns TC_ERROR_OUT_OF_MEMORY (message not
@@ -48,11 +48,11 @@ typedef struct tc__seg_provider {
     void (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
     size_t granularity;
     tc_status (*reserve)(void *ctx, size_t size, void **out);
-    tc_status (*map)(void *ctx, void *addr, size_t size);   /* OOM when refused */
+    tc_status (*map)(void *ctx, void *addr, size_t size); /* OOM when refused */
     void (*unmap)(void *ctx, void *addr, size_t size);
     void (*unreserve)(void *ctx, void *addr, size_t size);
-    void *(*event_record)(void *ctx, uintptr_t stream);  /* NULL: could not */
-    int (*event_query)(void *ctx, void *event);          /* 1 done, 0 not yet */
+    void *(*event_record)(void *ctx, uintptr_t stream); /* NULL: could not */
+    int (*event_query)(void *ctx, void *event);         /* 1 done, 0 not yet */
     void (*event_sync)(void *ctx, void *event);
     void (*event_destroy)(void *ctx, void *event);
     bool free_waits; /* free waits for the GPU: counted in num_device_synchronize */
@@ -60,12 +60,12 @@ typedef struct tc__seg_provider {
 
 /* TCUDA_ALLOC_CONF, parsed. */
 typedef struct tc__alloc_config {
-    int backend;                    /* 0 native, 1 cudaMallocAsync */
-    size_t max_split_size;          /* SIZE_MAX: no limit */
+    int backend;           /* 0 native, 1 cudaMallocAsync */
+    size_t max_split_size; /* SIZE_MAX: no limit */
     /* Divisions per power-of-two size interval: entry j applies to sizes in
      * (2^(j-1), 2^j]; 0 or 1: plain 512-byte rounding. */
     unsigned char roundup_power2_divisions[64];
-    double gc_threshold;            /* 0: off; else in (0, 1) */
+    double gc_threshold; /* 0: off; else in (0, 1) */
     bool expandable_segments;
 } tc__alloc_config;
 
@@ -138,7 +138,10 @@ typedef struct tc__host_provider_ctx {
     int64_t allocs, frees;
     /* Expandable: the ranges mapped now, so that an unmap of anything else
      * (which the driver would refuse) is counted in bad_unmaps. */
-    struct tc__host_range { uintptr_t addr; size_t size; } *ranges;
+    struct tc__host_range {
+        uintptr_t addr;
+        size_t size;
+    } * ranges;
     size_t nranges, cap_ranges;
     int64_t bad_unmaps;
 } tc__host_provider_ctx;

@@ -50,7 +50,8 @@ static tc_status parse_divisions(const char *v, unsigned char out[64])
     if (*v != '[') {
         TC_CHECK_ARG(parse_u64(v, &u) && u <= 64 && pow2(u),
                      "TCUDA_ALLOC_CONF: roundup_power2_divisions '%s' must be a power of two "
-                     "from 1 to 64, or a list such as [256:1,512:2,>:8]", v);
+                     "from 1 to 64, or a list such as [256:1,512:2,>:8]",
+                     v);
         memset(out, (int)u, 64);
         return TC_OK;
     }
@@ -67,13 +68,16 @@ static tc_status parse_divisions(const char *v, unsigned char out[64])
         while (*it == ' ')
             it++;
         char *colon = strchr(it, ':');
-        TC_CHECK_ARG(colon && !rest, "TCUDA_ALLOC_CONF: roundup_power2_divisions entry '%s' "
-                     "must be SIZE_MB:DIVISIONS (or >:DIVISIONS, last)", it);
+        TC_CHECK_ARG(colon && !rest,
+                     "TCUDA_ALLOC_CONF: roundup_power2_divisions entry '%s' "
+                     "must be SIZE_MB:DIVISIONS (or >:DIVISIONS, last)",
+                     it);
         *colon = '\0';
         uint64_t d;
         TC_CHECK_ARG(parse_u64(colon + 1, &d) && d <= 64 && pow2(d),
                      "TCUDA_ALLOC_CONF: roundup_power2_divisions for '%s' is '%s', not a power "
-                     "of two from 1 to 64", it, colon + 1);
+                     "of two from 1 to 64",
+                     it, colon + 1);
         unsigned last;
         if (!strcmp(it, ">")) {
             rest = true;
@@ -81,10 +85,13 @@ static tc_status parse_divisions(const char *v, unsigned char out[64])
         } else {
             TC_CHECK_ARG(parse_u64(it, &u) && pow2(u) && u < ((uint64_t)1 << 40),
                          "TCUDA_ALLOC_CONF: roundup_power2_divisions size '%s' must be a power "
-                         "of two (MiB)", it);
+                         "of two (MiB)",
+                         it);
             last = 20 + log2u(u);
-            TC_CHECK_ARG(last >= next, "TCUDA_ALLOC_CONF: roundup_power2_divisions sizes must "
-                         "increase ('%s' comes after a larger one)", it);
+            TC_CHECK_ARG(last >= next,
+                         "TCUDA_ALLOC_CONF: roundup_power2_divisions sizes must "
+                         "increase ('%s' comes after a larger one)",
+                         it);
         }
         for (; next <= last; next++)
             out[next] = (unsigned char)d;
@@ -107,8 +114,10 @@ static tc_status parse_item(char *item, tc__alloc_config *c)
         else if (!strcmp(v, "cudaMallocAsync"))
             c->backend = 1;
         else
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT, "TCUDA_ALLOC_CONF: backend '%s' is "
-                            "unknown (native or cudaMallocAsync)", v);
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "TCUDA_ALLOC_CONF: backend '%s' is "
+                            "unknown (native or cudaMallocAsync)",
+                            v);
     } else if (!strcmp(k, "max_split_size_mb")) {
         TC_CHECK_ARG(parse_u64(v, &u) && u > 1 && u < ((uint64_t)1 << 40),
                      "TCUDA_ALLOC_CONF: max_split_size_mb '%s' must be an integer > 1 (MiB)", v);
@@ -121,17 +130,21 @@ static tc_status parse_item(char *item, tc__alloc_config *c)
         double d = strtod(v, &end);
         TC_CHECK_ARG(*v && !*end && !errno && d > 0.0 && d < 1.0,
                      "TCUDA_ALLOC_CONF: garbage_collection_threshold '%s' must be a number "
-                     "in (0, 1)", v);
+                     "in (0, 1)",
+                     v);
         c->gc_threshold = d;
     } else if (!strcmp(k, "expandable_segments")) {
-        TC_CHECK_ARG(parse_bool(v, &b), "TCUDA_ALLOC_CONF: expandable_segments '%s' must "
-                     "be True or False", v);
+        TC_CHECK_ARG(parse_bool(v, &b),
+                     "TCUDA_ALLOC_CONF: expandable_segments '%s' must "
+                     "be True or False",
+                     v);
         c->expandable_segments = b;
     } else {
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "TCUDA_ALLOC_CONF: unknown key '%s' (known: backend, "
                         "max_split_size_mb, roundup_power2_divisions, "
-                        "garbage_collection_threshold, expandable_segments)", k);
+                        "garbage_collection_threshold, expandable_segments)",
+                        k);
     }
     return TC_OK;
 }

@@ -242,7 +242,7 @@ static size_t unmap_block(tc__allocator *a, blk *b, size_t want)
         }
         size_t e = chunk_end(s, g, k);
         if (e > to)
-            break; /* this chunk, and any after it, reach past the block */
+            break;                       /* this chunk, and any after it, reach past the block */
         if (tc__bit_get(s->starts, k)) { /* else it began before the block */
             unmap_chunk(a, s, k, e);
             got += (e - k) * g;

@@ -10,15 +10,13 @@
 #include "../core/internal.h"
 #include "alloc_internal.h"
 
-
 tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 {
     tc__mutex_lock(&a->mu);
     size_t n = 0;
     for (seg *s = a->segs; s; s = s->next)
         n++;
-    tc_memory_segment_info *ns =
-        realloc(snap->segments, (snap->num_segments + n + 1) * sizeof *ns);
+    tc_memory_segment_info *ns = realloc(snap->segments, (snap->num_segments + n + 1) * sizeof *ns);
     if (!ns) {
         tc__mutex_unlock(&a->mu);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
@@ -94,7 +92,8 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                 bool after_hole = k == 0 || !tc__bit_get(s->pages, k - 1);
                 if ((first && !on) || (on && after_hole && !first))
                     bad = FAILC("expandable segment %#lx: granule %zu %s", (unsigned long)s->addr,
-                                k, on ? "begins a run but no chunk" : "unmapped but begins a chunk");
+                                k,
+                                on ? "begins a run but no chunk" : "unmapped but begins a chunk");
             }
             if (!bad && n * g != s->mapped)
                 bad = FAILC("expandable segment %#lx: %zu granules mapped but %zu bytes counted",
@@ -136,8 +135,7 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
                     cnt[ALLOCB][pi] += (int64_t)b->size;
                     cnt[REQB][pi] += (int64_t)b->requested;
                     if (map_find(a, b->addr) == SIZE_MAX)
-                        bad = FAILC("live block %#lx missing from the map",
-                                    (unsigned long)b->addr);
+                        bad = FAILC("live block %#lx missing from the map", (unsigned long)b->addr);
                 }
             }
         }
@@ -162,11 +160,10 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
         bad = FAILC("%zu live blocks but %zu in the map", nlive, a->map_n);
     struct tc_memory_stats st;
     tc__stats_read(a, &st);
-    const tc_memory_stat *arrs[9] = {st.allocation,      st.segment,
-                                     st.active,          st.inactive_split,
-                                     st.allocated_bytes, st.reserved_bytes,
-                                     st.active_bytes,    st.inactive_split_bytes,
-                                     st.requested_bytes};
+    const tc_memory_stat *arrs[9] = {
+        st.allocation,      st.segment,        st.active,       st.inactive_split,
+        st.allocated_bytes, st.reserved_bytes, st.active_bytes, st.inactive_split_bytes,
+        st.requested_bytes};
     for (int k = 0; k < 9 && !bad; k++) {
         cnt[k][0] = cnt[k][1] + cnt[k][2];
         for (int p = 0; p < 3 && !bad; p++) {

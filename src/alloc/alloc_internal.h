@@ -77,13 +77,13 @@ struct blk {
     size_t size;
     blk *prev, *next; /* address neighbours in the segment */
     union {
-        struct {                /* free (or on the slab free list): */
-            blk **fpprev;       /* bin list: the link that points here */
-            blk *fnext;         /* bin list, or slab free list */
+        struct {          /* free (or on the slab free list): */
+            blk **fpprev; /* bin list: the link that points here */
+            blk *fnext;   /* bin list, or slab free list */
         };
-        struct {                /* allocated or pending: */
-            size_t requested;   /* bytes asked for (B_ALLOC only) */
-            blk_uses *uses;     /* extra streams, or NULL */
+        struct {              /* allocated or pending: */
+            size_t requested; /* bytes asked for (B_ALLOC only) */
+            blk_uses *uses;   /* extra streams, or NULL */
         };
     };
     seg *seg;
@@ -129,9 +129,9 @@ struct seg {
     blk *head;
     seg *prev, *next;
     uint64_t free_tick;
-    uint64_t *pages;   /* expandable: one bit per granule of the extent */
-    uint64_t *starts;  /* expandable: the granules that begin a chunk */
-    size_t cap_pages;  /* words in pages and in starts */
+    uint64_t *pages;  /* expandable: one bit per granule of the extent */
+    uint64_t *starts; /* expandable: the granules that begin a chunk */
+    size_t cap_pages; /* words in pages and in starts */
 };
 
 typedef struct pool {
@@ -141,7 +141,7 @@ typedef struct pool {
 } pool;
 
 typedef struct mapent { /* a pointer-map slot; empty when b is NULL */
-    uintptr_t addr;      /* b->addr, kept here so probing reads only the map */
+    uintptr_t addr;     /* b->addr, kept here so probing reads only the map */
     blk *b;
 } mapent;
 
@@ -162,7 +162,7 @@ struct tc__allocator {
     tc__alloc_config cfg;
     int device;
     double fraction;
-    size_t limit; /* reserved cap, SIZE_MAX: none */
+    size_t limit;       /* reserved cap, SIZE_MAX: none */
     size_t high;        /* the most ever reserved (not reset with the stats' peaks) */
     size_t peak_active; /* the most ever active (idem) */
     struct tc_memory_stats st;
@@ -372,8 +372,7 @@ static inline void tc__map_remove_at(tc__allocator *a, size_t j)
 
 /* The cache of (pool, class, stream): the last one used for the class, or
  * found (made) by tc__cache_find; NULL when out of memory. */
-static inline scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small,
-                                    uintptr_t stream)
+static inline scache *tc__cache_get(tc__allocator *a, uint64_t pool_id, int small, uintptr_t stream)
 {
     scache *c = a->last_cache[small];
     if (TC_LIKELY(c && c->stream == stream && c->pool_id == pool_id))
@@ -428,8 +427,8 @@ static inline blk *tc__bin_find(const tc__allocator *a, scache *c, size_t size)
         i = w * 64 + (unsigned)__builtin_ctzll(bits);
         blk *best = NULL;
         for (blk *b = c->bins[i]; b; b = b->fnext)
-            if (tc__usable(a, b, size) && (!best || b->size < best->size ||
-                                           (b->size == best->size && b->addr < best->addr)))
+            if (tc__usable(a, b, size) &&
+                (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
                 best = b;
         if (best)
             return best;

@@ -30,10 +30,13 @@ static const struct {
     const char *name;
     size_t off;
 } arrays[] = {
-#define A(x) {#x, offsetof(struct tc_memory_stats, x)}
-    A(allocation),     A(segment),      A(active),
-    A(inactive_split), A(allocated_bytes), A(reserved_bytes),
-    A(active_bytes),   A(inactive_split_bytes), A(requested_bytes),
+#define A(x)                                                                                       \
+    {                                                                                              \
+#x, offsetof(struct tc_memory_stats, x)                                                    \
+    }
+    A(allocation),      A(segment),        A(active),       A(inactive_split),
+    A(allocated_bytes), A(reserved_bytes), A(active_bytes), A(inactive_split_bytes),
+    A(requested_bytes),
 #undef A
 };
 static const char *pool_names[3] = {"all", "small_pool", "large_pool"};
@@ -79,8 +82,8 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
         size_t off;
     } scalars[] = {
 #define S(x) {#x, offsetof(struct tc_memory_stats, x)}
-        S(num_alloc_retries), S(num_ooms), S(num_sync_all_streams),
-        S(num_device_alloc), S(num_device_free), S(max_split_size), S(num_device_synchronize),
+        S(num_alloc_retries), S(num_ooms),       S(num_sync_all_streams),   S(num_device_alloc),
+        S(num_device_free),   S(max_split_size), S(num_device_synchronize),
 #undef S
     };
     for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
@@ -148,18 +151,18 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbreviated)
 {
     sbuf b = {0};
-    const char *line = "|==========================================================================="
-                       "|\n";
+    const char *line =
+        "|==========================================================================="
+        "|\n";
     sb_printf(&b, "%s| %-73s |\n%s", line, "tcuda memory summary", line);
     sb_printf(&b, "| device %-3d  %-61s |\n", device,
               "(all: both pools; small: <= 1 MiB requests; large: the rest)");
     sb_printf(&b, "%s| %-24s | %11s | %11s | %11s | %11s |\n", line, "Metric", "Cur Usage",
               "Peak Usage", "Tot Alloc", "Tot Freed");
-    static const char *titles[] = {"Allocations",       "Segments (GPU reserved)",
-                                   "Active allocs",     "Non-releasable allocs",
-                                   "Allocated memory",  "GPU reserved memory",
-                                   "Active memory",     "Non-releasable memory",
-                                   "Requested memory"};
+    static const char *titles[] = {
+        "Allocations",           "Segments (GPU reserved)", "Active allocs",
+        "Non-releasable allocs", "Allocated memory",        "GPU reserved memory",
+        "Active memory",         "Non-releasable memory",   "Requested memory"};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
         const tc_memory_stat *arr = (const tc_memory_stat *)((const char *)s + arrays[i].off);
         bool bytes = strstr(arrays[i].name, "bytes") != NULL;
@@ -180,15 +183,14 @@ char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbrev
                 snprintf(name, sizeof name, "%s", titles[i]);
             else
                 snprintf(name, sizeof name, "      from %s", k == 1 ? "small pool" : "large pool");
-            sb_printf(&b, "| %-24s | %11s | %11s | %11s | %11s |\n", name, c[0], c[1], c[2],
-                      c[3]);
+            sb_printf(&b, "| %-24s | %11s | %11s | %11s | %11s |\n", name, c[0], c[1], c[2], c[3]);
         }
     }
     sb_printf(&b, "%s", line);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Oversize allocations:",
-              s->oversize_allocations.current);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Oversize GPU segments:",
-              s->oversize_segments.current);
+    sb_printf(&b, "| %-28s %-44" PRId64 " |\n",
+              "Oversize allocations:", s->oversize_allocations.current);
+    sb_printf(&b, "| %-28s %-44" PRId64 " |\n",
+              "Oversize GPU segments:", s->oversize_segments.current);
     sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "cudaMalloc retries:", s->num_alloc_retries);
     sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Out-of-memory errors:", s->num_ooms);
     char af[48];
@@ -230,12 +232,14 @@ tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const c
                 ", \"is_expandable\": %s, \"blocks\": [",
                 i ? "," : "", s->device, s->address, s->total_size, s->allocated_size,
                 s->active_size, s->requested_size, s->stream,
-                tc_memory_segment_type_string(s->segment_type),
-                s->segment_pool_id, s->is_expandable ? "true" : "false");
+                tc_memory_segment_type_string(s->segment_type), s->segment_pool_id,
+                s->is_expandable ? "true" : "false");
         for (size_t j = 0; j < s->num_blocks; j++) {
             const tc_memory_block_info *b = &s->blocks[j];
-            fprintf(f, "%s{\"address\": %" PRIu64 ", \"size\": %zu, \"requested_size\": %zu, "
-                    "\"state\": \"%s\"}", j ? ", " : "", b->address, b->size, b->requested_size,
+            fprintf(f,
+                    "%s{\"address\": %" PRIu64 ", \"size\": %zu, \"requested_size\": %zu, "
+                    "\"state\": \"%s\"}",
+                    j ? ", " : "", b->address, b->size, b->requested_size,
                     tc_memory_block_state_string(b->state));
         }
         fprintf(f, "]}");

@@ -117,8 +117,8 @@ static void read_env(void)
                              launch_env_error, sizeof launch_env_error);
     launch_blocking = on;
     int mode = 0;
-    if (env_ok(tc__parse_sync_debug_mode(getenv("TCUDA_SYNC_DEBUG_MODE"), &mode),
-               sync_env_error, sizeof sync_env_error))
+    if (env_ok(tc__parse_sync_debug_mode(getenv("TCUDA_SYNC_DEBUG_MODE"), &mode), sync_env_error,
+               sizeof sync_env_error))
         atomic_store(&sync_debug_mode, mode);
     else
         atomic_store(&sync_env_bad, true);
@@ -166,8 +166,7 @@ tc_status tc_set_sync_debug_mode(int mode)
 {
     TC_API_BEGIN;
     pthread_once(&env_once, read_env);
-    TC_CHECK_ARG(mode >= 0 && mode <= 2,
-                 "mode %d is not 0 (off), 1 (warn) or 2 (error)", mode);
+    TC_CHECK_ARG(mode >= 0 && mode <= 2, "mode %d is not 0 (off), 1 (warn) or 2 (error)", mode);
     atomic_store(&sync_debug_mode, mode);
     atomic_store(&sync_env_bad, false);
     return TC_OK;
@@ -199,8 +198,8 @@ tc_status tc__sync_point_on(const char *what, void *stream)
         return TC_OK;
     if (mode == 1) {
         const char *api = tc__api_name;
-        tc__warn("%s%s%s synchronizes the host with the GPU (sync debug mode is 1)",
-                 api ? api : "", api ? ": " : "", what);
+        tc__warn("%s%s%s synchronizes the host with the GPU (sync debug mode is 1)", api ? api : "",
+                 api ? ": " : "", what);
         return TC_OK;
     }
     return tc__fail(TC_ERROR_SYNC_DISALLOWED,

@@ -17,8 +17,7 @@ tc_status tc__device_resolve(tc_device device, tc_device *out)
     *out = (tc_device){TC_CPU, -1}; /* internal: written even on failure, for compilers */
     if (device.type == TC_CPU) {
         TC_CHECK_ARG(device.index == -1 || device.index == 0,
-                     "CPU device index %d: the CPU is index -1 (or 0, as \"cpu:0\")",
-                     device.index);
+                     "CPU device index %d: the CPU is index -1 (or 0, as \"cpu:0\")", device.index);
         return TC_OK;
     }
     TC_CHECK_ARG(device.type == TC_CUDA, "device type %d is neither TC_CPU nor TC_CUDA",

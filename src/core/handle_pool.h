@@ -14,14 +14,16 @@
 
 typedef struct tc__handle_pool {
     pthread_mutex_t lock;
-    size_t size;   /* object size; at least 16 bytes, magic word first */
-    void *head;    /* oldest parked object */
+    size_t size; /* object size; at least 16 bytes, magic word first */
+    void *head;  /* oldest parked object */
     void *tail;
     size_t parked;
 } tc__handle_pool;
 
-#define TC_HANDLE_POOL_INIT(type)                                              \
-    {PTHREAD_MUTEX_INITIALIZER, sizeof(type), NULL, NULL, 0}
+#define TC_HANDLE_POOL_INIT(type)                                                                  \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, sizeof(type), NULL, NULL, 0                                     \
+    }
 
 /* Objects parked before reuse begins: a dead handle stays recognizable until
  * this many more objects have been destroyed after it. */

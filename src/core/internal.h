@@ -53,9 +53,9 @@ static inline void tc__api_end(const char *const *prev)
  * this call, and of the tcuda functions it calls, then name it (the outermost
  * public call wins, so a wrapper such as tc_tensor_cuda is named rather than
  * the tc_tensor_to it calls). */
-#define TC_API_BEGIN                                                           \
-    const char *const tc__api_prev_ __attribute__((cleanup(tc__api_end), unused)) = \
-        tc__api_begin(__func__, __builtin_return_address(0))
+#define TC_API_BEGIN                                                                               \
+    const char *const tc__api_prev_ __attribute__((cleanup(tc__api_end), unused)) = tc__api_begin( \
+        __func__, __builtin_return_address(0))
 #endif
 
 /* Prints "tcuda warning: ..." to stderr (only where the user asked for it). */
@@ -65,18 +65,18 @@ void tc__warn(const char *fmt, ...) TC_PRINTF(1, 2);
 #define TC_MAX_DEVICES 64
 
 /* Validates an argument: fails with TC_ERROR_INVALID_ARGUMENT and a message. */
-#define TC_CHECK_ARG(cond, ...)                                                \
-    do {                                                                       \
-        if (TC_UNLIKELY(!(cond)))                                              \
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT, __VA_ARGS__);           \
+#define TC_CHECK_ARG(cond, ...)                                                                    \
+    do {                                                                                           \
+        if (TC_UNLIKELY(!(cond)))                                                                  \
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT, __VA_ARGS__);                               \
     } while (0)
 
 /* Propagates a failing tc_status (its message is already set). */
-#define TC_TRY(call)                                                           \
-    do {                                                                       \
-        tc_status tc_try_st_ = (call);                                         \
-        if (TC_UNLIKELY(tc_try_st_ != TC_OK))                                  \
-            return tc_try_st_;                                                 \
+#define TC_TRY(call)                                                                               \
+    do {                                                                                           \
+        tc_status tc_try_st_ = (call);                                                             \
+        if (TC_UNLIKELY(tc_try_st_ != TC_OK))                                                      \
+            return tc_try_st_;                                                                     \
     } while (0)
 
 #ifdef __cplusplus

@@ -16,15 +16,35 @@
 /* Operation codes shared by every backend. */
 typedef enum tc__op {
     /* binary: out = a op b */
-    TC__OP_ADD, TC__OP_SUB, TC__OP_MUL, TC__OP_DIV, TC__OP_POW, TC__OP_MAXIMUM,
+    TC__OP_ADD,
+    TC__OP_SUB,
+    TC__OP_MUL,
+    TC__OP_DIV,
+    TC__OP_POW,
+    TC__OP_MAXIMUM,
     TC__OP_MINIMUM,
     /* comparisons: bool out */
-    TC__OP_EQ, TC__OP_NE, TC__OP_LT, TC__OP_LE, TC__OP_GT, TC__OP_GE,
+    TC__OP_EQ,
+    TC__OP_NE,
+    TC__OP_LT,
+    TC__OP_LE,
+    TC__OP_GT,
+    TC__OP_GE,
     /* unary */
-    TC__OP_NEG, TC__OP_ABS, TC__OP_EXP, TC__OP_LOG, TC__OP_SQRT, TC__OP_RELU,
-    TC__OP_SIGMOID, TC__OP_TANH,
+    TC__OP_NEG,
+    TC__OP_ABS,
+    TC__OP_EXP,
+    TC__OP_LOG,
+    TC__OP_SQRT,
+    TC__OP_RELU,
+    TC__OP_SIGMOID,
+    TC__OP_TANH,
     /* reductions */
-    TC__RED_SUM, TC__RED_MEAN, TC__RED_MAX, TC__RED_MIN, TC__RED_ARGMAX
+    TC__RED_SUM,
+    TC__RED_MEAN,
+    TC__RED_MAX,
+    TC__RED_MIN,
+    TC__RED_ARGMAX
 } tc__op;
 
 /* jiterator runs up to 8 operands (inputs + outputs) through one iter. */

@@ -85,10 +85,26 @@ extern "C" {
 #elif defined(__clang__)
 /* clang's -ffp-contract=fast ignores pragmas: a volatile result is a barrier
  * no contraction crosses (the CPU path is not the fast one). */
-static inline float tc__fmul_h(float a, float b) { volatile float r = a * b; return r; }
-static inline float tc__fadd_h(float a, float b) { volatile float r = a + b; return r; }
-static inline double tc__dmul_h(double a, double b) { volatile double r = a * b; return r; }
-static inline double tc__dadd_h(double a, double b) { volatile double r = a + b; return r; }
+static inline float tc__fmul_h(float a, float b)
+{
+    volatile float r = a * b;
+    return r;
+}
+static inline float tc__fadd_h(float a, float b)
+{
+    volatile float r = a + b;
+    return r;
+}
+static inline double tc__dmul_h(double a, double b)
+{
+    volatile double r = a * b;
+    return r;
+}
+static inline double tc__dadd_h(double a, double b)
+{
+    volatile double r = a + b;
+    return r;
+}
 #define TC_FMUL(a, b) tc__fmul_h((a), (b))
 #define TC_FADD(a, b) tc__fadd_h((a), (b))
 #define TC_FSUB(a, b) tc__fadd_h((a), -(float)(b))
@@ -401,9 +417,9 @@ TC_HD float tc__sqrt_newton(float x)
 /* cos and sin of 2*pi*k*2^-24 for k in [0, 2^24). */
 TC_HD void tc__sincos_u24(uint32_t k, float *c_out, float *s_out)
 {
-    uint32_t quot = (k + (1u << 21)) >> 22; /* nearest quarter turn, 0..4 */
+    uint32_t quot = (k + (1u << 21)) >> 22;         /* nearest quarter turn, 0..4 */
     int32_t t = (int32_t)k - (int32_t)(quot << 22); /* [-2^21, 2^21) */
-    float x = TC_FMUL((float)t, 3.74507039e-07f);  /* 2*pi*2^-24 */
+    float x = TC_FMUL((float)t, 3.74507039e-07f);   /* 2*pi*2^-24 */
     float x2 = TC_FMUL(x, x);
     /* Taylor to x^7 and x^8: within 2e-6 of sin and cos on |x| <= pi/4 */
     float sp = -1.98412701e-04f; /* -1/7! */
@@ -450,10 +466,22 @@ TC_HD void tc__sincos_u53(uint64_t k, double *c_out, double *s_out)
     cp = TC_DFMA(cp, x2, -0.5);
     double c = TC_DFMA(cp, x2, 1.0);
     switch (quot & 3u) {
-    case 0: *c_out = c; *s_out = s; break;
-    case 1: *c_out = -s; *s_out = c; break;
-    case 2: *c_out = -c; *s_out = -s; break;
-    default: *c_out = s; *s_out = -c; break;
+    case 0:
+        *c_out = c;
+        *s_out = s;
+        break;
+    case 1:
+        *c_out = -s;
+        *s_out = c;
+        break;
+    case 2:
+        *c_out = -c;
+        *s_out = -s;
+        break;
+    default:
+        *c_out = s;
+        *s_out = -c;
+        break;
     }
 }
 
@@ -464,13 +492,13 @@ enum { TC__RNG_UNIFORM = 0, TC__RNG_NORMAL = 1, TC__RNG_BERNOULLI = 2, TC__RNG_I
 /* Everything a fill needs besides (seed, offset), computed once on the host
  * (src/core/random.c) and handed unchanged to the CPU loop or the kernel. */
 typedef struct tc__rng_params {
-    int kind;         /* TC__RNG_* */
-    int dtype;        /* tc_dtype */
-    int per_block;    /* E: elements per Philox block, 4 or 2 */
-    int wide;         /* integers: 64-bit words per element */
-    float fa, fb;     /* uniform: lo, range; normal: mean, std (16/32-bit floats) */
-    float fmax;       /* uniform: the largest value below hi */
-    double da, db;    /* the same for float64 */
+    int kind;      /* TC__RNG_* */
+    int dtype;     /* tc_dtype */
+    int per_block; /* E: elements per Philox block, 4 or 2 */
+    int wide;      /* integers: 64-bit words per element */
+    float fa, fb;  /* uniform: lo, range; normal: mean, std (16/32-bit floats) */
+    float fmax;    /* uniform: the largest value below hi */
+    double da, db; /* the same for float64 */
     double dmax;
     uint64_t ilo;     /* integers: lo (two's complement) */
     uint64_t irange;  /* hi - lo; 0 means 2^64 */
@@ -591,8 +619,8 @@ TC_HD uint64_t tc__uniform_bits(int dtype, const tc__rng_params *p, uint32_t w)
 
 /* The E values of block `block` as dtype bits in out[0..E-1]. With kind and
  * dtype constant (the CUDA kernels are templates) the switches fold away. */
-TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_params *p,
-                              uint64_t seed, uint64_t block, uint64_t out[4])
+TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_params *p, uint64_t seed,
+                              uint64_t block, uint64_t out[4])
 {
     uint32_t w[4];
     tc__philox_block(seed, block, 0, 0, w);
@@ -631,13 +659,13 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
             out[l] = tc__int_to_bits(dtype, (uint64_t)w[l] < p->bthresh);
     } else if (!wide) {
         for (int l = 0; l < 4; l++)
-            out[l] = tc__int_to_bits(
-                dtype, p->ilo + tc__int32_lemire(p, seed, block, (uint32_t)l, w[l]));
+            out[l] = tc__int_to_bits(dtype,
+                                     p->ilo + tc__int32_lemire(p, seed, block, (uint32_t)l, w[l]));
     } else {
         for (int l = 0; l < 2; l++) {
             uint64_t x = ((uint64_t)w[2 * l] << 32) | w[2 * l + 1];
-            out[l] = tc__int_to_bits(
-                dtype, p->ilo + tc__int64_lemire(p, seed, block, (uint32_t)l, x));
+            out[l] = tc__int_to_bits(dtype,
+                                     p->ilo + tc__int64_lemire(p, seed, block, (uint32_t)l, x));
         }
     }
 }

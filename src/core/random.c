@@ -97,7 +97,7 @@ tc_status tc_generator_destroy(tc_generator *gen)
     pthread_mutex_unlock(&gen->lock);
     if (busy)
         return tc__fail(TC_ERROR_INVALID_STATE, "the generator is in use by a CUDA graph "
-                        "capture; end the capture first");
+                                                "capture; end the capture first");
     pthread_mutex_destroy(&gen->lock);
     tc__handle_put(&gen_pool, gen); /* parked: a stale handle finds a dead magic word */
     return TC_OK;
@@ -256,10 +256,10 @@ static tc_status decode_state(const tc_rng_state *s, const char *name, uint64_t 
                  "%s is not a tcuda RNG state: its magic bytes are not \"TCRS\"", name);
     uint64_t version = get_le(s->bytes + 4, 2), algo = get_le(s->bytes + 6, 2);
     TC_CHECK_ARG(version == TC_RNG_STATE_VERSION,
-                 "%s: RNG state version %llu is not supported (this tcuda reads version %d)",
-                 name, (unsigned long long)version, TC_RNG_STATE_VERSION);
-    TC_CHECK_ARG(algo == 1, "%s: RNG state algorithm %llu is unknown (1 = Philox4x32-10)",
-                 name, (unsigned long long)algo);
+                 "%s: RNG state version %llu is not supported (this tcuda reads version %d)", name,
+                 (unsigned long long)version, TC_RNG_STATE_VERSION);
+    TC_CHECK_ARG(algo == 1, "%s: RNG state algorithm %llu is unknown (1 = Philox4x32-10)", name,
+                 (unsigned long long)algo);
     uint64_t sum = get_le(s->bytes + 24, 8);
     TC_CHECK_ARG(sum == fnv1a(s->bytes, 24),
                  "%s: RNG state checksum mismatch: the blob was altered or truncated", name);
@@ -389,8 +389,8 @@ static tc_status not_nan(double v, const char *name, const char *want)
     return TC_OK;
 }
 
-tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
-                               double lo, double hi)
+tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype dtype, double lo,
+                               double hi)
 {
     TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
@@ -400,8 +400,8 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
     char a[32], b[32];
     fmt_double(a, lo);
     fmt_double(b, hi);
-    TC_CHECK_ARG(isfinite(lo) && isfinite(hi), "uniform needs finite bounds (got lo=%s, hi=%s)",
-                 a, b);
+    TC_CHECK_ARG(isfinite(lo) && isfinite(hi), "uniform needs finite bounds (got lo=%s, hi=%s)", a,
+                 b);
     TC_CHECK_ARG(lo < hi, "uniform needs lo < hi (got lo=%s, hi=%s)", a, b);
     tc__rng_params p = {.kind = TC__RNG_UNIFORM, .dtype = dtype, .per_block = 4};
     if (dtype == TC_FLOAT64) {
@@ -413,8 +413,8 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
         p.dmax = nextafter(hi, -INFINITY);
     } else {
         float flo = round_to(dtype, lo), fhi = round_to(dtype, hi);
-        TC_CHECK_ARG(isfinite(flo) && isfinite(fhi), "lo=%s or hi=%s is out of the range of %s",
-                     a, b, tc_dtype_name(dtype));
+        TC_CHECK_ARG(isfinite(flo) && isfinite(fhi), "lo=%s or hi=%s is out of the range of %s", a,
+                     b, tc_dtype_name(dtype));
         TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_name(dtype));
         float range = (float)((double)fhi - (double)flo);
         TC_CHECK_ARG(isfinite(range), "hi - lo overflows float32 (lo=%s, hi=%s)", a, b);
@@ -425,8 +425,8 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
     return draw(gen, data, n, &p);
 }
 
-tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
-                              double mean, double std)
+tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype dtype, double mean,
+                              double std)
 {
     TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
@@ -453,8 +453,7 @@ tc_status tc_generator_normal(tc_generator *gen, void *data, size_t n, tc_dtype 
     return draw(gen, data, n, &p);
 }
 
-tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n, tc_dtype dtype,
-                                 double p)
+tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n, tc_dtype dtype, double p)
 {
     TC_API_BEGIN;
     TC_TRY(check_common(gen, data, n, dtype));
@@ -470,16 +469,46 @@ tc_status tc_generator_bernoulli(tc_generator *gen, void *data, size_t n, tc_dty
 static void int_bounds(tc_dtype dtype, int64_t *mn, int64_t *mx)
 {
     switch (dtype) {
-    case TC_BOOL: *mn = 0; *mx = 1; break;
-    case TC_UINT8: *mn = 0; *mx = 255; break;
-    case TC_INT8: *mn = -128; *mx = 127; break;
-    case TC_INT16: *mn = -32768; *mx = 32767; break;
-    case TC_INT32: *mn = INT32_MIN; *mx = INT32_MAX; break;
-    case TC_FLOAT16: *mn = -2048; *mx = 2048; break;
-    case TC_BFLOAT16: *mn = -256; *mx = 256; break;
-    case TC_FLOAT32: *mn = -(1ll << 24); *mx = 1ll << 24; break;
-    case TC_FLOAT64: *mn = -(1ll << 53); *mx = 1ll << 53; break;
-    default: *mn = INT64_MIN; *mx = INT64_MAX; break;
+    case TC_BOOL:
+        *mn = 0;
+        *mx = 1;
+        break;
+    case TC_UINT8:
+        *mn = 0;
+        *mx = 255;
+        break;
+    case TC_INT8:
+        *mn = -128;
+        *mx = 127;
+        break;
+    case TC_INT16:
+        *mn = -32768;
+        *mx = 32767;
+        break;
+    case TC_INT32:
+        *mn = INT32_MIN;
+        *mx = INT32_MAX;
+        break;
+    case TC_FLOAT16:
+        *mn = -2048;
+        *mx = 2048;
+        break;
+    case TC_BFLOAT16:
+        *mn = -256;
+        *mx = 256;
+        break;
+    case TC_FLOAT32:
+        *mn = -(1ll << 24);
+        *mx = 1ll << 24;
+        break;
+    case TC_FLOAT64:
+        *mn = -(1ll << 53);
+        *mx = 1ll << 53;
+        break;
+    default:
+        *mn = INT64_MIN;
+        *mx = INT64_MAX;
+        break;
     }
 }
 
@@ -494,8 +523,7 @@ tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n, tc_dt
     int_bounds(dtype, &mn, &mx);
     TC_CHECK_ARG(lo >= mn && hi - 1 <= mx,
                  "[%lld, %lld) does not fit %s, which holds the integers %lld to %lld exactly",
-                 (long long)lo, (long long)hi, tc_dtype_name(dtype), (long long)mn,
-                 (long long)mx);
+                 (long long)lo, (long long)hi, tc_dtype_name(dtype), (long long)mn, (long long)mx);
     tc__rng_params p = {.kind = TC__RNG_INT, .dtype = dtype, .per_block = 4};
     uint64_t range = (uint64_t)hi - (uint64_t)lo; /* 1 .. 2^64-1 */
     p.ilo = (uint64_t)lo;

@@ -73,15 +73,17 @@ tc_status tc__check_shape(int ndim, const int64_t *sizes, size_t esize, int64_t 
         TC_CHECK_ARG(sizes[i] >= 0, "size %lld of dimension %d is negative", (long long)sizes[i],
                      i);
         if (__builtin_mul_overflow(extent, sizes[i] ? sizes[i] : 1, &extent))
-            return tc__fail(TC_ERROR_SHAPE, "the sizes multiply past 2^63 at dimension %d (size "
-                                            "%lld): no tensor can have this shape",
+            return tc__fail(TC_ERROR_SHAPE,
+                            "the sizes multiply past 2^63 at dimension %d (size "
+                            "%lld): no tensor can have this shape",
                             i, (long long)sizes[i]);
         n *= sizes[i];
     }
     int64_t bytes;
     if (__builtin_mul_overflow(n, (int64_t)esize, &bytes) || (uint64_t)bytes > SIZE_MAX)
-        return tc__fail(TC_ERROR_SHAPE, "%lld elements of %zu bytes do not fit in memory (the "
-                                        "byte count overflows)",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%lld elements of %zu bytes do not fit in memory (the "
+                        "byte count overflows)",
                         (long long)n, esize);
     *numel = n;
     return TC_OK;
@@ -135,16 +137,17 @@ tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_devi
     return TC_OK;
 }
 
-tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
-                        const int64_t *strides, int64_t offset, tc_tensor **out)
+tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+                        int64_t offset, tc_tensor **out)
 {
     /* Only an empty view can start this far (its offset grew by narrowing
      * big empty dimensions); tc__data must still be able to multiply it. */
     int64_t bytes;
     if (TC_UNLIKELY(offset < 0 ||
                     __builtin_mul_overflow(offset, (int64_t)tc_dtype_size(t->dtype), &bytes)))
-        return tc__fail(TC_ERROR_SHAPE, "the view would start %lld elements into its storage, "
-                                        "too far to address",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "the view would start %lld elements into its storage, "
+                        "too far to address",
                         (long long)offset);
     tc_tensor *v = header(t->storage, t->dtype, ndim, sizes, strides, offset);
     if (!v)
@@ -253,15 +256,15 @@ tc_status tc_tensor_full(int ndim, const int64_t *sizes, double value, tc_dtype 
     return make_filled(ndim, sizes, dtype, device, constant(value), out);
 }
 
-tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype,
-                           tc_device device, tc_tensor **out)
+tc_status tc_tensor_arange(double start, double end, double step, tc_dtype dtype, tc_device device,
+                           tc_tensor **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(isfinite(start) && isfinite(end) && isfinite(step),
                  "start, end and step must be finite, got %.17g, %.17g, %.17g", start, end, step);
     TC_CHECK_ARG(step != 0, "step must not be zero");
-    TC_CHECK_ARG((end - start) / step >= -1.0,
-                 "step %.17g goes away from end %.17g (start %.17g)", step, end, start);
+    TC_CHECK_ARG((end - start) / step >= -1.0, "step %.17g goes away from end %.17g (start %.17g)",
+                 step, end, start);
     TC_TRY(check_dtype(dtype));
     if (dtype == TC_BOOL)
         return tc__fail(TC_ERROR_DTYPE, "a range of bool is not defined (PyTorch refuses it "
@@ -323,8 +326,7 @@ tc_status tc_tensor_full_like(const tc_tensor *like, double value, tc_tensor **o
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(like, "tc_tensor like"));
-    return tc_tensor_full(like->ndim, like->sizes, value, like->dtype, like->storage->device,
-                          out);
+    return tc_tensor_full(like->ndim, like->sizes, value, like->dtype, like->storage->device, out);
 }
 tc_status tc_tensor_new_empty(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out)
 {
@@ -414,7 +416,10 @@ bool tc_tensor_is_cuda(const tc_tensor *t)
 {
     return tc__tensor_live(t) && t->storage->device.type == TC_CUDA;
 }
-bool tc_tensor_is_contiguous(const tc_tensor *t) { return tc__tensor_live(t) && tc__is_contiguous(t); }
+bool tc_tensor_is_contiguous(const tc_tensor *t)
+{
+    return tc__tensor_live(t) && tc__is_contiguous(t);
+}
 void *tc_tensor_data_ptr(const tc_tensor *t) { return tc__tensor_live(t) ? tc__data(t) : NULL; }
 bool tc_tensor_is_pinned(const tc_tensor *t) { return tc__tensor_live(t) && t->storage->pinned; }
 
@@ -436,8 +441,8 @@ tc_device_guard tc_device_guard_enter_of(const tc_tensor *t)
 {
     TC_API_BEGIN;
     if (t && !tc__tensor_live(t))
-        return (tc_device_guard){.prev_device = -1, .device = -1,
-                                 .status = tc__tensor_check(t, "tc_tensor")};
+        return (tc_device_guard){
+            .prev_device = -1, .device = -1, .status = tc__tensor_check(t, "tc_tensor")};
     if (!t || t->storage->device.type != TC_CUDA)
         return tc_device_guard_enter(-1);
     return tc_device_guard_enter(t->storage->device.index);
@@ -463,8 +468,12 @@ tc_status tc_tensor_transpose(const tc_tensor *src, int d0, int d1, tc_tensor **
     memcpy(sz, src->sizes, sizeof sz);
     memcpy(st, src->strides, sizeof st);
     if (src->ndim) {
-        int64_t t = sz[a]; sz[a] = sz[b]; sz[b] = t;
-        t = st[a]; st[a] = st[b]; st[b] = t;
+        int64_t t = sz[a];
+        sz[a] = sz[b];
+        sz[b] = t;
+        t = st[a];
+        st[a] = st[b];
+        st[b] = t;
     }
     return tc__make_view(src, src->ndim, sz, st, src->offset, out);
 }
@@ -516,8 +525,9 @@ tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t start, int64_t
      * can grow past it (as in PyTorch), but not past int64_t */
     if (__builtin_mul_overflow(s, src->strides[d], &offset) ||
         __builtin_add_overflow(offset, src->offset, &offset))
-        return tc__fail(TC_ERROR_SHAPE, "the offset of the view overflows (start %lld, stride "
-                                        "%lld, offset %lld)",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "the offset of the view overflows (start %lld, stride "
+                        "%lld, offset %lld)",
                         (long long)s, (long long)src->strides[d], (long long)src->offset);
     return tc__make_view(src, src->ndim, sz, src->strides, offset, out);
 }
@@ -535,26 +545,28 @@ static tc_status infer_sizes(const tc_tensor *src, int ndim, const int64_t *in, 
             infer = i;
             sizes[i] = 1;
         } else {
-            TC_CHECK_ARG(in[i] >= 0, "size %lld of dimension %d is negative", (long long)in[i],
-                         i);
+            TC_CHECK_ARG(in[i] >= 0, "size %lld of dimension %d is negative", (long long)in[i], i);
             sizes[i] = in[i];
             if (__builtin_mul_overflow(known, in[i], &known))
-                return tc__fail(TC_ERROR_SHAPE, "the sizes multiply past 2^63 at dimension %d "
-                                                "(size %lld); the tensor has %lld elements",
+                return tc__fail(TC_ERROR_SHAPE,
+                                "the sizes multiply past 2^63 at dimension %d "
+                                "(size %lld); the tensor has %lld elements",
                                 i, (long long)in[i], (long long)numel);
         }
     }
     if (infer >= 0) {
         if (known == 0 || numel % known)
-            return tc__fail(TC_ERROR_SHAPE, "cannot infer the -1 size for %lld elements from "
-                                            "the other sizes (product %lld)",
+            return tc__fail(TC_ERROR_SHAPE,
+                            "cannot infer the -1 size for %lld elements from "
+                            "the other sizes (product %lld)",
                             (long long)numel, (long long)known);
         sizes[infer] = numel / known;
         known = numel;
     }
     if (known != numel)
-        return tc__fail(TC_ERROR_SHAPE, "shape with %lld elements is invalid for a tensor "
-                                        "of %lld elements",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "shape with %lld elements is invalid for a tensor "
+                        "of %lld elements",
                         (long long)known, (long long)numel);
     int64_t n;
     return tc__check_shape(ndim, sizes, tc_dtype_size(src->dtype), &n);

@@ -30,8 +30,9 @@ static tc_status check_broadcast_to(const char *fn, const tc_tensor *dst, const 
     }
     return TC_OK;
 bad:
-    return tc__fail(TC_ERROR_SHAPE, "%s: the source (%d-d, %lld elements) does not broadcast to "
-                                    "the destination's sizes (%d-d, %lld elements)",
+    return tc__fail(TC_ERROR_SHAPE,
+                    "%s: the source (%d-d, %lld elements) does not broadcast to "
+                    "the destination's sizes (%d-d, %lld elements)",
                     fn, src->ndim, (long long)tc__numel(src->ndim, src->sizes), dst->ndim,
                     (long long)tc__numel(dst->ndim, dst->sizes));
 }
@@ -130,11 +131,12 @@ static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, overl
         *out = OVERLAP_TOO_HARD;
         return TC_OK;
     }
-    return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                    "unsupported operation: some elements of the input tensor and the written-to "
-                    "tensor refer to a single memory location (e.g. a tensor and its transpose). "
-                    "Please copy the source into a new tensor first (e.g. tc_tensor_empty_like, then "
-                    "tc_tensor_copy_)");
+    return tc__fail(
+        TC_ERROR_INVALID_ARGUMENT,
+        "unsupported operation: some elements of the input tensor and the written-to "
+        "tensor refer to a single memory location (e.g. a tensor and its transpose). "
+        "Please copy the source into a new tensor first (e.g. tc_tensor_empty_like, then "
+        "tc_tensor_copy_)");
 }
 
 /* dst = src on one device, with the overlap rules above. */
@@ -244,8 +246,8 @@ tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream)
     void *handle;
     TC_TRY(ops->stream_of(stream, &sdev, &handle));
     if (sdev != dev)
-        return tc__fail(TC_ERROR_DEVICE_MISMATCH,
-                        "the stream is on cuda:%d, the tensor on cuda:%d", sdev, dev);
+        return tc__fail(TC_ERROR_DEVICE_MISMATCH, "the stream is on cuda:%d, the tensor on cuda:%d",
+                        sdev, dev);
     return tc__storage_record_stream(t->storage, handle);
 }
 

@@ -93,10 +93,7 @@ static inline tc_status tc__tensor_check(const tc_tensor *t, const char *what)
     return tc__handle_check(t, TC_TENSOR_MAGIC, what);
 }
 /* True for a live tensor, without a message (for accessors). */
-static inline bool tc__tensor_live(const tc_tensor *t)
-{
-    return t && t->magic == TC_TENSOR_MAGIC;
-}
+static inline bool tc__tensor_live(const tc_tensor *t) { return t && t->magic == TC_TENSOR_MAGIC; }
 
 /* Metadata helpers (tensor.c). */
 bool tc__is_contiguous(const tc_tensor *t);
@@ -124,8 +121,8 @@ static inline void tc__contiguous_strides(int ndim, const int64_t *sizes, int64_
 /* Makes *t a dense CPU tensor over memory tcuda does not own, with *s its
  * storage, both on the caller's stack, for a copy to or from that memory.
  * Their counts start at 2: copies may retain them, nothing frees them. */
-static inline void tc__wrap_host(tc__storage *s, tc_tensor *t, void *ptr, tc_dtype dtype,
-                                 int ndim, const int64_t *sizes)
+static inline void tc__wrap_host(tc__storage *s, tc_tensor *t, void *ptr, tc_dtype dtype, int ndim,
+                                 const int64_t *sizes)
 {
     *s = (tc__storage){.device = {TC_CPU, -1}, .data = ptr};
     atomic_init(&s->refcount, 2);
@@ -136,8 +133,8 @@ static inline void tc__wrap_host(tc__storage *s, tc_tensor *t, void *ptr, tc_dty
     tc__contiguous_strides(ndim, sizes, t->strides);
 }
 /* A new tensor header over t's storage (retained) with the given geometry. */
-tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes,
-                        const int64_t *strides, int64_t offset, tc_tensor **out);
+tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+                        int64_t offset, tc_tensor **out);
 /* A new contiguous tensor, allocated (contents undefined). */
 tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          bool pinned, tc_tensor **out);

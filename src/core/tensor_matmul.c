@@ -16,19 +16,22 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
                         "and %s",
                         tc_dtype_name(a->dtype), tc_dtype_name(b->dtype));
     if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
-        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: needs 2-d or 3-d (batched) tensors, "
-                                        "got %d-d and %d-d",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "tc_tensor_matmul: needs 2-d or 3-d (batched) tensors, "
+                        "got %d-d and %d-d",
                         a->ndim, b->ndim);
     int64_t m = a->sizes[a->ndim - 2], k = a->sizes[a->ndim - 1];
     int64_t k2 = b->sizes[b->ndim - 2], n = b->sizes[b->ndim - 1];
     int64_t ba = a->ndim == 3 ? a->sizes[0] : 1, bb = b->ndim == 3 ? b->sizes[0] : 1;
     if (k != k2)
-        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: a is %lldx%lld and b is %lldx%lld: "
-                                        "the inner sizes differ",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "tc_tensor_matmul: a is %lldx%lld and b is %lldx%lld: "
+                        "the inner sizes differ",
                         (long long)m, (long long)k, (long long)k2, (long long)n);
     if (ba != bb && ba != 1 && bb != 1)
-        return tc__fail(TC_ERROR_SHAPE, "tc_tensor_matmul: batch sizes %lld and %lld do not "
-                                        "broadcast",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "tc_tensor_matmul: batch sizes %lld and %lld do not "
+                        "broadcast",
                         (long long)ba, (long long)bb);
     int64_t batch = ba > bb ? ba : bb;
     int ondim = a->ndim == 3 || b->ndim == 3 ? 3 : 2;
@@ -41,8 +44,8 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
     if (st == TC_OK)
         st = tc_tensor_contiguous(b, &bc);
     if (st == TC_OK)
-        st = tc__new_tensor(ondim, ondim == 3 ? osz : osz + 1, a->dtype, a->storage->device,
-                            false, &res);
+        st = tc__new_tensor(ondim, ondim == 3 ? osz : osz + 1, a->dtype, a->storage->device, false,
+                            &res);
     if (st == TC_OK && batch * m * n > 0) {
         if (k == 0) {
             tc__fill zero = {0, 0, 0};

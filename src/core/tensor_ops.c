@@ -128,12 +128,12 @@ tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
 static const char *fn_name(tc__op op)
 {
     static const char *names[] = {
-        "tc_tensor_add",  "tc_tensor_sub",     "tc_tensor_mul",  "tc_tensor_div",
+        "tc_tensor_add",  "tc_tensor_sub",     "tc_tensor_mul",     "tc_tensor_div",
         "tc_tensor_pow",  "tc_tensor_maximum", "tc_tensor_minimum", "tc_tensor_eq",
-        "tc_tensor_ne",   "tc_tensor_lt",      "tc_tensor_le",   "tc_tensor_gt",
-        "tc_tensor_ge",   "tc_tensor_neg",     "tc_tensor_abs",  "tc_tensor_exp",
-        "tc_tensor_log",  "tc_tensor_sqrt",    "tc_tensor_relu", "tc_tensor_sigmoid",
-        "tc_tensor_tanh", "tc_tensor_sum",     "tc_tensor_mean", "tc_tensor_max",
+        "tc_tensor_ne",   "tc_tensor_lt",      "tc_tensor_le",      "tc_tensor_gt",
+        "tc_tensor_ge",   "tc_tensor_neg",     "tc_tensor_abs",     "tc_tensor_exp",
+        "tc_tensor_log",  "tc_tensor_sqrt",    "tc_tensor_relu",    "tc_tensor_sigmoid",
+        "tc_tensor_tanh", "tc_tensor_sum",     "tc_tensor_mean",    "tc_tensor_max",
         "tc_tensor_min",  "tc_tensor_argmax"};
     return names[op];
 }
@@ -145,8 +145,8 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
                              tc_tensor **out)
 {
     static const char *const names[3][3] = {{"tc_tensor a"},
-                                             {"tc_tensor a", "tc_tensor b"},
-                                             {"tc_tensor cond", "tc_tensor a", "tc_tensor b"}};
+                                            {"tc_tensor a", "tc_tensor b"},
+                                            {"tc_tensor cond", "tc_tensor a", "tc_tensor b"}};
     const char *fn = is_where ? "tc_tensor_where" : fn_name(op);
     for (int i = 0; i < n; i++)
         TC_TRY(tc__tensor_check(in[i], names[n - 1][i]));
@@ -173,11 +173,12 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
                             "you are trying to invert a mask, use the `~` or `logical_not()` "
                             "operator instead (tcuda: tc_tensor_eq with a zero tensor)");
         if (ct == TC_BOOL && (op == TC__OP_ABS || op == TC__OP_POW || op == TC__OP_RELU))
-            return tc__fail(TC_ERROR_DTYPE, "%s: not defined for bool tensors (use a logical "
-                                            "operation or convert the dtype first)",
+            return tc__fail(TC_ERROR_DTYPE,
+                            "%s: not defined for bool tensors (use a logical "
+                            "operation or convert the dtype first)",
                             fn);
-        if (!fl && (op == TC__OP_DIV || op == TC__OP_EXP || op == TC__OP_LOG ||
-                    op == TC__OP_SQRT || op == TC__OP_SIGMOID || op == TC__OP_TANH))
+        if (!fl && (op == TC__OP_DIV || op == TC__OP_EXP || op == TC__OP_LOG || op == TC__OP_SQRT ||
+                    op == TC__OP_SIGMOID || op == TC__OP_TANH))
             ct = TC_FLOAT32; /* integer inputs give the default float dtype */
     }
     tc_dtype out_dtype = !is_where && is_comparison(op) ? TC_BOOL : ct;
@@ -219,19 +220,19 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     return TC_OK;
 }
 
-#define BINARY(name, OP)                                                                   \
-    tc_status tc_tensor_##name(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)    \
-    {                                                                                      \
-        TC_API_BEGIN;                                                                      \
-        const tc_tensor *in[2] = {a, b};                                                   \
-        return elementwise(OP, false, 2, in, out);                                         \
+#define BINARY(name, OP)                                                                           \
+    tc_status tc_tensor_##name(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)            \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        const tc_tensor *in[2] = {a, b};                                                           \
+        return elementwise(OP, false, 2, in, out);                                                 \
     }
-#define UNARY(name, OP)                                                                    \
-    tc_status tc_tensor_##name(const tc_tensor *a, tc_tensor **out)                        \
-    {                                                                                      \
-        TC_API_BEGIN;                                                                      \
-        const tc_tensor *in[1] = {a};                                                      \
-        return elementwise(OP, false, 1, in, out);                                         \
+#define UNARY(name, OP)                                                                            \
+    tc_status tc_tensor_##name(const tc_tensor *a, tc_tensor **out)                                \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        const tc_tensor *in[1] = {a};                                                              \
+        return elementwise(OP, false, 1, in, out);                                                 \
     }
 BINARY(add, TC__OP_ADD)
 BINARY(sub, TC__OP_SUB)
@@ -275,13 +276,14 @@ static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc
     if (!all) {
         int n = a->ndim ? a->ndim : 1;
         d = dim < 0 ? dim + n : dim;
-        TC_CHECK_ARG(d >= 0 && d < n, "%s: dimension %d out of range for a %d-d tensor", fn,
-                     dim, a->ndim);
+        TC_CHECK_ARG(d >= 0 && d < n, "%s: dimension %d out of range for a %d-d tensor", fn, dim,
+                     a->ndim);
     }
     tc_dtype in_t = a->dtype, out_t = a->dtype;
     if (op == TC__RED_MEAN && !tc_dtype_is_floating(in_t))
-        return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating dtype, not %s (convert with "
-                                        "tc_tensor_to first)",
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: needs a floating dtype, not %s (convert with "
+                        "tc_tensor_to first)",
                         fn, tc_dtype_name(in_t));
     if (op == TC__RED_ARGMAX || (op == TC__RED_SUM && !tc_dtype_is_floating(in_t)))
         out_t = TC_INT64;
@@ -307,8 +309,9 @@ static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc
         r = a->sizes[d];
     }
     if (r == 0 && op != TC__RED_SUM && op != TC__RED_MEAN)
-        return tc__fail(TC_ERROR_SHAPE, "%s: the reduction is over zero elements; %s of nothing "
-                                        "is not defined",
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: the reduction is over zero elements; %s of nothing "
+                        "is not defined",
                         fn, fn + 10);
     const tc__backend *be = tc__backend_of(a->storage->device);
     if (!be)

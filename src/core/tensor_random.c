@@ -87,8 +87,7 @@ tc_status tc_tensor_bernoulli_(tc_tensor *t, double p, tc_generator *gen)
 tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *gen)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(lo < hi, "the range [%lld, %lld) is empty", (long long)lo,
-                 (long long)hi);
+    TC_CHECK_ARG(lo < hi, "the range [%lld, %lld) is empty", (long long)lo, (long long)hi);
     return fill("tc_tensor_random_", t, gen, (params){RANDOM_INT, 0, 0, lo, hi});
 }
 

@@ -16,8 +16,7 @@ static void store(unsigned char *dst, const uint64_t *bits, int count, size_t si
     }
 }
 
-void tc__rng_cpu_fill(const tc__rng_params *p, uint64_t seed, uint64_t offset, void *data,
-                      size_t n)
+void tc__rng_cpu_fill(const tc__rng_params *p, uint64_t seed, uint64_t offset, void *data, size_t n)
 {
     size_t size = tc_dtype_size((tc_dtype)p->dtype);
     size_t E = (size_t)p->per_block;

@@ -22,29 +22,23 @@ static tc_status absent(void)
 
 /* No handle is live in this build: NULL is an argument error, anything else
  * a handle that tcuda never made (or a garbage pointer). */
-static tc_status no_handle(const void *h, const char *type)
-{
-    return tc__handle_fail(h, 0, type);
-}
+static tc_status no_handle(const void *h, const char *type) { return tc__handle_fail(h, 0, type); }
 
 /* A stream argument where NULL means "the current stream". */
-static tc_status stream_arg(const tc_stream *s)
-{
-    return s ? no_handle(s, "tc_stream") : absent();
-}
+static tc_status stream_arg(const tc_stream *s) { return s ? no_handle(s, "tc_stream") : absent(); }
 
-#define TC_ABSENT_STATUS(name, params)                                         \
-    tc_status name params                                                      \
-    {                                                                          \
-        TC_API_BEGIN;                                                          \
-        return absent();                                                       \
+#define TC_ABSENT_STATUS(name, params)                                                             \
+    tc_status name params                                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        return absent();                                                                           \
     }
-#define TC_ABSENT_VALUE(type, name, params, value)                             \
-    type name params                                                           \
-    {                                                                          \
-        TC_API_BEGIN;                                                          \
-        (void)absent();                                                        \
-        return value;                                                          \
+#define TC_ABSENT_VALUE(type, name, params, value)                                                 \
+    type name params                                                                               \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        (void)absent();                                                                            \
+        return value;                                                                              \
     }
 
 bool tc_is_available(void)

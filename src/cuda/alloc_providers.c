@@ -127,9 +127,14 @@ static tc_status vm_load(void)
 {
     pthread_mutex_lock(&vm_mu);
     if (vm.state == 0) {
-        static const char *names[] = {"cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate",
-                                      "cuMemRelease", "cuMemMap", "cuMemUnmap",
-                                      "cuMemSetAccess", "cuMemGetAllocationGranularity"};
+        static const char *names[] = {"cuMemAddressReserve",
+                                      "cuMemAddressFree",
+                                      "cuMemCreate",
+                                      "cuMemRelease",
+                                      "cuMemMap",
+                                      "cuMemUnmap",
+                                      "cuMemSetAccess",
+                                      "cuMemGetAllocationGranularity"};
         void **slots[] = {(void **)&vm.reserve, (void **)&vm.free_va, (void **)&vm.create,
                           (void **)&vm.release, (void **)&vm.map,     (void **)&vm.unmap,
                           (void **)&vm.access,  (void **)&vm.gran};
@@ -145,7 +150,8 @@ static tc_status vm_load(void)
     int st = vm.state;
     pthread_mutex_unlock(&vm_mu);
     if (st != 1)
-        return tc__fail(TC_ERROR_NOT_SUPPORTED, "expandable_segments: the driver does not "
+        return tc__fail(TC_ERROR_NOT_SUPPORTED,
+                        "expandable_segments: the driver does not "
                         "provide CUDA's virtual memory functions (cuMemCreate, cuMemMap, ...)");
     return TC_OK;
 }

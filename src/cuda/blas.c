@@ -23,11 +23,12 @@ enum { CUBLAS_DEFAULT_MATH_ = 0 };
 typedef int (*create_fn)(tc__cublas_handle *);
 typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
 typedef int (*set_math_mode_fn)(tc__cublas_handle, int);
-typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *,
-                       int, int, long long, const void *, int, int, long long, const void *,
-                       void *, int, int, long long, int, int, int);
+typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *, int,
+                       int, long long, const void *, int, int, long long, const void *, void *, int,
+                       int, long long, int, int, int);
 
-static const char *const cublas_names[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13",
+static const char *const cublas_names[] = {"libcublas.so.13",
+                                           "/usr/local/cuda/lib64/libcublas.so.13",
                                            "libcublas.so.12", "libcublas.so", NULL};
 static tc__dynlib cublas_lib = {.what = "cuBLAS (libcublas)", .names = cublas_names};
 static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
@@ -101,8 +102,10 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
     if (st == TC_OK) {
-        int type = dt == TC_FLOAT64 ? CUDA_R_64F_ : dt == TC_FLOAT32 ? CUDA_R_32F_
-                   : dt == TC_FLOAT16 ? CUDA_R_16F_ : CUDA_R_16BF_;
+        int type = dt == TC_FLOAT64   ? CUDA_R_64F_
+                   : dt == TC_FLOAT32 ? CUDA_R_32F_
+                   : dt == TC_FLOAT16 ? CUDA_R_16F_
+                                      : CUDA_R_16BF_;
         int compute = dt == TC_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
         float one_f = 1, zero_f = 0;
         double one_d = 1, zero_d = 0;
@@ -113,8 +116,9 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
                         (int)n, (long long)sb, a, type, (int)k, (long long)sa, beta, c, type,
                         (int)n, (long long)(m * n), (int)batch, compute, CUBLAS_GEMM_DEFAULT_);
         if (rc != 0)
-            st = tc__fail(TC_ERROR_CUDA, "cublasGemmStridedBatchedEx failed with status %d "
-                                         "(%s, m=%lld n=%lld k=%lld batch=%lld)",
+            st = tc__fail(TC_ERROR_CUDA,
+                          "cublasGemmStridedBatchedEx failed with status %d "
+                          "(%s, m=%lld n=%lld k=%lld batch=%lld)",
                           rc, tc_dtype_name(dt), (long long)m, (long long)n, (long long)k,
                           (long long)batch);
     }

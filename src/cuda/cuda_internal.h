@@ -22,11 +22,11 @@ extern "C" {
  * words, and the place; clears CUDA's last error when it is not sticky. */
 tc_status tc__cuda_fail(cudaError_t err, const char *expr, const char *file, int line);
 
-#define TC_CUDA_CHECK(expr)                                                    \
-    do {                                                                       \
-        cudaError_t tc_cuda_err_ = (expr);                                     \
-        if (TC_UNLIKELY(tc_cuda_err_ != cudaSuccess))                          \
-            return tc__cuda_fail(tc_cuda_err_, #expr, __FILE__, __LINE__);     \
+#define TC_CUDA_CHECK(expr)                                                                        \
+    do {                                                                                           \
+        cudaError_t tc_cuda_err_ = (expr);                                                         \
+        if (TC_UNLIKELY(tc_cuda_err_ != cudaSuccess))                                              \
+            return tc__cuda_fail(tc_cuda_err_, #expr, __FILE__, __LINE__);                         \
     } while (0)
 
 /* ---- lazy initialization ---------------------------------------------- */
@@ -99,8 +99,8 @@ struct tc_stream {
 
 struct tc_event {
     uint32_t magic;
-    unsigned flags;  /* TC_EVENT_* */
-    int device;      /* -1 until the CUDA event exists */
+    unsigned flags; /* TC_EVENT_* */
+    int device;     /* -1 until the CUDA event exists */
     bool recorded;
     cudaEvent_t handle;
 };
@@ -133,11 +133,11 @@ tc_status tc__launch_check(cudaStream_t stream, const char *kernel);
 /* ---- optional libraries loaded at run time ------------------------------ */
 
 typedef struct tc__dynlib {
-    const char *what;          /* "NVML", "cuBLAS", ... for messages */
-    const char *const *names;  /* sonames to try, NULL-terminated */
-    void *handle;              /* set once loaded */
-    int state;                 /* 0 not tried, 1 loaded, 2 missing */
-    char message[512];         /* why it is missing */
+    const char *what;         /* "NVML", "cuBLAS", ... for messages */
+    const char *const *names; /* sonames to try, NULL-terminated */
+    void *handle;             /* set once loaded */
+    int state;                /* 0 not tried, 1 loaded, 2 missing */
+    char message[512];        /* why it is missing */
 } tc__dynlib;
 
 /* Loads the library once (thread-safe). TC_ERROR_NOT_SUPPORTED, naming the

@@ -18,10 +18,8 @@ static bool is_sticky(cudaError_t err)
     case cudaErrorInvalidPc:
     case cudaErrorHardwareStackError:
     case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-        return true;
-    default:
-        return false;
+    case cudaErrorECCUncorrectable: return true;
+    default: return false;
     }
 }
 

@@ -53,10 +53,11 @@ tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out must not be NULL");
-    TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
-                 "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
-                 "TC_EVENT_INTERPROCESS)",
-                 flags);
+    TC_CHECK_ARG(
+        (flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
+        "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
+        "TC_EVENT_INTERPROCESS)",
+        flags);
     TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
                  "an interprocess event cannot time (CUDA forbids TC_EVENT_TIMING with "
                  "TC_EVENT_INTERPROCESS)");
@@ -187,18 +188,15 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
     TC_TRY(check_event(end));
     TC_CHECK_ARG(ms, "ms must not be NULL");
     if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
-        return tc__fail(TC_ERROR_INVALID_STATE,
-                        "both events need TC_EVENT_TIMING at creation");
+        return tc__fail(TC_ERROR_INVALID_STATE, "both events need TC_EVENT_TIMING at creation");
     if (!start->recorded || !end->recorded)
-        return tc__fail(TC_ERROR_INVALID_STATE,
-                        "both events must be recorded first");
+        return tc__fail(TC_ERROR_INVALID_STATE, "both events must be recorded first");
     float t = 0;
     cudaError_t err = cudaEventElapsedTime(&t, start->handle, end->handle);
     if (err == cudaErrorNotReady) {
         (void)cudaGetLastError();
-        return tc__fail(TC_ERROR_NOT_READY,
-                        "an event has not completed yet; synchronize it "
-                        "first");
+        return tc__fail(TC_ERROR_NOT_READY, "an event has not completed yet; synchronize it "
+                                            "first");
     }
     if (err != cudaSuccess)
         return tc__cuda_fail(err, "cudaEventElapsedTime", __FILE__, __LINE__);

@@ -18,7 +18,7 @@
 #include "debug/sanitizer_internal.h"
 #include "device_alloc.h"
 
-atomic_int tc__init_state;      /* 0 not tried, 1 ready, 2 unavailable */
+atomic_int tc__init_state; /* 0 not tried, 1 ready, 2 unavailable */
 int tc__num_devices;
 _Thread_local int tc__tls_device;
 _Thread_local tc_stream *tc__tls_stream[TC_MAX_DEVICES];
@@ -40,8 +40,8 @@ static void init_once(void)
             hint = " (no NVIDIA driver is installed, or it is older than this CUDA runtime)";
         else if (err == cudaErrorNoDevice)
             hint = " (no NVIDIA GPU is visible; check CUDA_VISIBLE_DEVICES)";
-        snprintf(unavailable_reason, sizeof unavailable_reason, "CUDA is not available: %s%s",
-                 why, hint);
+        snprintf(unavailable_reason, sizeof unavailable_reason, "CUDA is not available: %s%s", why,
+                 hint);
         (void)cudaGetLastError();
         atomic_store_explicit(&tc__init_state, 2, memory_order_release);
         return;
@@ -99,8 +99,8 @@ tc_status tc__bad_device(int device)
         return tc__fail(TC_ERROR_INVALID_DEVICE,
                         "device %d does not exist: this process sees 1 GPU (device 0)", device);
     return tc__fail(TC_ERROR_INVALID_DEVICE,
-                    "device %d does not exist: this process sees %d GPUs (devices 0 to %d)",
-                    device, tc__num_devices, tc__num_devices - 1);
+                    "device %d does not exist: this process sees %d GPUs (devices 0 to %d)", device,
+                    tc__num_devices, tc__num_devices - 1);
 }
 
 int tc_cuda_driver_version(void)

@@ -25,6 +25,6 @@ tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
                         "kernel %s failed: %s (%s); reported at its launch because "
                         "CUDA_LAUNCH_BLOCKING=1",
                         kernel, cudaGetErrorString(err), cudaGetErrorName(err));
-    return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel,
-                    cudaGetErrorString(err), cudaGetErrorName(err));
+    return tc__fail(st, "kernel %s could not be launched: %s (%s)", kernel, cudaGetErrorString(err),
+                    cudaGetErrorName(err));
 }

@@ -194,8 +194,10 @@ static tc_status other_alloc(int d, cudaStream_t s, size_t size, void **out)
     if (user_alloc) {
         p = user_alloc->alloc(size, d, (void *)s);
         if (!p)
-            return tc__fail(TC_ERROR_OUT_OF_MEMORY, "the user allocator returned NULL for %zu "
-                            "bytes on device %d", size, d);
+            return tc__fail(TC_ERROR_OUT_OF_MEMORY,
+                            "the user allocator returned NULL for %zu "
+                            "bytes on device %d",
+                            size, d);
     } else {
         tc_device_guard g = tc_device_guard_enter(d);
         TC_TRY(g.status);
@@ -211,7 +213,8 @@ static tc_status other_alloc(int d, cudaStream_t s, size_t size, void **out)
             return tc__fail(err == cudaErrorMemoryAllocation ? TC_ERROR_OUT_OF_MEMORY
                                                              : TC_ERROR_CUDA,
                             "cudaMallocAsync of %zu bytes on device %d failed (%s); the GPU has "
-                            "%zu of %zu bytes free", size, d, cudaGetErrorString(err), fr, tot);
+                            "%zu of %zu bytes free",
+                            size, d, cudaGetErrorString(err), fr, tot);
         }
     }
     pthread_mutex_lock(&mu);
@@ -233,7 +236,8 @@ static tc_status other_alloc(int d, cudaStream_t s, size_t size, void **out)
 tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **out)
 {
     if (TC_UNLIKELY(!atomic_load_explicit(&any_alloc, memory_order_relaxed)))
-        atomic_store_explicit(&any_alloc, true, memory_order_relaxed); /* once, not a store per call */
+        atomic_store_explicit(&any_alloc, true,
+                              memory_order_relaxed); /* once, not a store per call */
     tc__allocator *a;
     tc_status st = get_allocator(device, &a);
     if (TC_UNLIKELY(st != TC_OK))
@@ -290,8 +294,8 @@ tc_status tc__device_record_stream(void *ptr, cudaStream_t stream)
     }
     if (conf.backend == 1 || user_alloc)
         return TC_OK; /* stream-ordered pools: nothing to record */
-    return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                    "%p is not a live block of tcuda's device allocator", ptr);
+    return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%p is not a live block of tcuda's device allocator",
+                    ptr);
 }
 
 /* Resolves (device, stream) arguments to a device index and a CUDA stream. */
@@ -302,8 +306,8 @@ static tc_status resolve(int device, tc_stream *stream, int *d, cudaStream_t *s)
         TC_TRY(tc__resolve_stream(stream, &ts));
         if (device >= 0 && device != ts->device)
             return tc__fail(TC_ERROR_DEVICE_MISMATCH,
-                            "the stream is on device %d but device %d was asked for",
-                            ts->device, device);
+                            "the stream is on device %d but device %d was asked for", ts->device,
+                            device);
         TC_TRY(tc__resolve_device(ts->device, d));
         *s = ts->handle;
         return TC_OK;
@@ -416,8 +420,7 @@ tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
         cudaMemPool_t pool;
         uint64_t cur = 0, high = 0;
         if (!user_alloc && cudaDeviceGetDefaultMemPool(&pool, d) == cudaSuccess &&
-            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &cur) ==
-                cudaSuccess &&
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &cur) == cudaSuccess &&
             cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high) == cudaSuccess) {
             s.reserved_bytes[0].current = (int64_t)cur;
             s.reserved_bytes[0].peak = (int64_t)high;
@@ -439,8 +442,10 @@ int64_t tc_memory_stats_get(int device, const char *key)
         return -1;
     int64_t v;
     if (!tc__stats_get(&s, key, &v)) {
-        tc__fail(TC_ERROR_INVALID_ARGUMENT, "unknown key '%s' (keys look like "
-                 "allocated_bytes.all.current, segment.large_pool.peak or num_ooms)", key);
+        tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                 "unknown key '%s' (keys look like "
+                 "allocated_bytes.all.current, segment.large_pool.peak or num_ooms)",
+                 key);
         return -1;
     }
     return v;
@@ -569,8 +574,8 @@ tc_status tc_set_per_process_memory_fraction(double fraction, int device)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");
-    TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0,
-                 "memory fraction %.17g is outside [0, 1]", fraction);
+    TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0, "memory fraction %.17g is outside [0, 1]",
+                 fraction);
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a;
@@ -607,8 +612,7 @@ static tc_status new_allocator(tc_alloc_fn alloc_fn, tc_free_fn free_fn, void *d
     return TC_OK;
 }
 
-tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
-                                      tc_allocator **out)
+tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(alloc_fn, "alloc_fn is NULL");
@@ -656,7 +660,7 @@ tc_status tc_change_current_allocator(tc_allocator *allocator)
     tc_status st = check_allocator(allocator);
     if (st == TC_OK && atomic_load(&any_alloc))
         st = tc__fail(TC_ERROR_INVALID_STATE, "device memory was already allocated; change "
-                      "the allocator before the first allocation");
+                                              "the allocator before the first allocation");
     if (st == TC_OK)
         user_alloc = allocator;
     pthread_mutex_unlock(&mu);
@@ -670,7 +674,7 @@ tc_status tc_allocator_destroy(tc_allocator *allocator)
     tc_status st = check_allocator(allocator);
     if (st == TC_OK && allocator == user_alloc)
         st = tc__fail(TC_ERROR_INVALID_STATE, "it is the current allocator, which serves device "
-                      "memory until the process exits");
+                                              "memory until the process exits");
     void *dl = st == TC_OK ? allocator->dl : NULL;
     if (st == TC_OK)
         tc__handle_put(&allocator_pool, allocator);

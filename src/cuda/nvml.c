@@ -12,9 +12,11 @@
 
 #include "cuda_internal.h"
 
-typedef int nvml_ret;          /* nvmlReturn_t; 0 is success */
+typedef int nvml_ret; /* nvmlReturn_t; 0 is success */
 typedef struct nvml_dev *nvml_device;
-typedef struct { unsigned int gpu, memory; } nvml_utilization;
+typedef struct {
+    unsigned int gpu, memory;
+} nvml_utilization;
 typedef struct {
     unsigned int pid;
     unsigned long long used_gpu_memory;

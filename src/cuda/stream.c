@@ -106,8 +106,7 @@ tc_status tc_stream_destroy(tc_stream *stream)
     TC_API_BEGIN;
     TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
     tc_stream *s = stream;
-    TC_CHECK_ARG(!s->is_default, "the default stream of device %d cannot be destroyed",
-                 s->device);
+    TC_CHECK_ARG(!s->is_default, "the default stream of device %d cannot be destroyed", s->device);
     if (s->owned) {
         tc_device_guard g = tc_device_guard_enter(s->device);
         TC_TRY(g.status);

@@ -25,15 +25,15 @@ static int sms_of(int device)
     return n ? n : 80;
 }
 
-#define LAUNCH(device, name, call)                                                         \
-    do {                                                                                   \
-        tc_device_guard g_ = tc_device_guard_enter(device);                                \
-        TC_TRY(g_.status);                                                                 \
-        cudaStream_t cs_ = tc__current_cuda_stream(device);                                \
-        call;                                                                              \
-        tc_status st_ = tc__launch_check(cs_, name);                                       \
-        tc_device_guard_exit(&g_);                                                         \
-        return st_;                                                                        \
+#define LAUNCH(device, name, call)                                                                 \
+    do {                                                                                           \
+        tc_device_guard g_ = tc_device_guard_enter(device);                                        \
+        TC_TRY(g_.status);                                                                         \
+        cudaStream_t cs_ = tc__current_cuda_stream(device);                                        \
+        call;                                                                                      \
+        tc_status st_ = tc__launch_check(cs_, name);                                               \
+        tc_device_guard_exit(&g_);                                                                 \
+        return st_;                                                                                \
     } while (0)
 
 static tc_status cu_unary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
@@ -58,10 +58,9 @@ static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__it
     if (dst == src && it->contiguous) {
         tc_device_guard g = tc_device_guard_enter(device);
         TC_TRY(g.status);
-        cudaError_t err = cudaMemcpyAsync(it->data[0], it->data[1],
-                                          (size_t)it->numel * tc_dtype_size(dst),
-                                          cudaMemcpyDeviceToDevice,
-                                          tc__current_cuda_stream(device));
+        cudaError_t err = cudaMemcpyAsync(
+            it->data[0], it->data[1], (size_t)it->numel * tc_dtype_size(dst),
+            cudaMemcpyDeviceToDevice, tc__current_cuda_stream(device));
         tc_device_guard_exit(&g);
         TC_CUDA_CHECK(err);
         return TC_OK;
@@ -196,13 +195,13 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         cudaStream_t cs = tc__current_cuda_stream(dev);
         err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
                               h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
-        if (err == cudaSuccess && (wait || (h2d && !non_blocking && src->storage->pinned &&
-                                             s == src)))
+        if (err == cudaSuccess &&
+            (wait || (h2d && !non_blocking && src->storage->pinned && s == src)))
             err = cudaStreamSynchronize(cs);
         if (err != cudaSuccess)
-            st = tc__cuda_fail(err, h2d ? "cudaMemcpyAsync (host to device)"
-                                        : "cudaMemcpyAsync (device to host)",
-                               __FILE__, __LINE__);
+            st = tc__cuda_fail(
+                err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
+                __FILE__, __LINE__);
         /* pinned memory is read or written later: its reuse waits for cs */
         else
             st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);

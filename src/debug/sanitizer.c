@@ -347,8 +347,7 @@ static void region_remove(region *r)
     region_free(r);
 }
 
-static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int who, bool host,
-                          const site *made)
+static region *region_new(uintptr_t lo, uintptr_t hi, int dev, int who, bool host, const site *made)
 {
     /* Stale state overlapping the new memory goes first: a probe with the
      * whole interval finds any stored region that meets it. */

@@ -387,8 +387,7 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
         for (int i = 0; i < it->nops; i++)
             tc__san_span_of_iter(it, i, dtype, i < fn->n_out, &sp[i]);
         TC_TRY(tc__san_access(dev, tc__dev()->current_stream(dev), sp, it->nops,
-                              (tc__san_what){"jiterator kernel", fn->name}, false, false, 0,
-                              NULL));
+                              (tc__san_what){"jiterator kernel", fn->name}, false, false, 0, NULL));
     }
     return tc__jit_cuda_launch(device.index, f, &args,
                                tc__jit_grid(&args, tc_dtype_size(dtype), sms));

@@ -27,10 +27,7 @@ static __global__ void copy_add_kernel(const int *src, int *dst, int n, int add)
         dst[i] = src[i] + add;
 }
 
-static __global__ void fault_kernel(int *p)
-{
-    *p = 42;
-}
+static __global__ void fault_kernel(int *p) { *p = 42; }
 
 extern "C" tc_status tc_test_spin(void *stream, uint64_t ns)
 {

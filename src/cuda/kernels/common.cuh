@@ -17,14 +17,26 @@ namespace tck {
 
 typedef long long i64;
 
-template <typename T> struct Compute { typedef i64 type; };
-template <> struct Compute<__half> { typedef float type; };
-template <> struct Compute<__nv_bfloat16> { typedef float type; };
-template <> struct Compute<float> { typedef float type; };
-template <> struct Compute<double> { typedef double type; };
+template <typename T> struct Compute {
+    typedef i64 type;
+};
+template <> struct Compute<__half> {
+    typedef float type;
+};
+template <> struct Compute<__nv_bfloat16> {
+    typedef float type;
+};
+template <> struct Compute<float> {
+    typedef float type;
+};
+template <> struct Compute<double> {
+    typedef double type;
+};
 
 /* bool is stored as one byte 0/1. */
-struct Bool { uint8_t v; };
+struct Bool {
+    uint8_t v;
+};
 
 template <typename C, typename T> __device__ __forceinline__ C load(const T *p) { return (C)*p; }
 template <typename C> __device__ __forceinline__ C load(const Bool *p) { return (C)(p->v != 0); }
@@ -46,10 +58,7 @@ __device__ __forceinline__ i64 f_to_i(double v)
     return (i64)v;
 }
 
-template <typename T, typename C> __device__ __forceinline__ void store(T *p, C v)
-{
-    *p = (T)v;
-}
+template <typename T, typename C> __device__ __forceinline__ void store(T *p, C v) { *p = (T)v; }
 template <typename C> __device__ __forceinline__ void store(Bool *p, C v) { p->v = v != (C)0; }
 template <typename C> __device__ __forceinline__ void store(__half *p, C v)
 {

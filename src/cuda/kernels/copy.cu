@@ -11,7 +11,9 @@ using namespace tck;
 
 namespace {
 
-template <typename S> struct Bytes { S v; };
+template <typename S> struct Bytes {
+    S v;
+};
 
 template <typename S> __global__ void copy_kernel(KIter<2> it)
 {

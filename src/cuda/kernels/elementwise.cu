@@ -93,8 +93,8 @@ static inline Flat flat(const tc__iter *it)
 }
 
 /* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
-template <typename T, int NIN> __global__ void __launch_bounds__(VEC_THREADS)
-    vec_kernel(Flat it, int op)
+template <typename T, int NIN>
+__global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it, int op)
 {
     constexpr int N = 16 / sizeof(T);
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
@@ -198,11 +198,11 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
-            vec_kernel<T, 2><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
-                flat(it), (int)op);
+            vec_kernel<T, 2>
+                <<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(flat(it), (int)op);
         else
-            binary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(
-                kiter<3>(it), (int)op, cmp);
+            binary_kernel<T>
+                <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<3>(it), (int)op, cmp);
     });
 }
 
@@ -213,11 +213,11 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
-            vec_kernel<T, 1><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(
-                flat(it), (int)op);
+            vec_kernel<T, 1>
+                <<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(flat(it), (int)op);
         else
-            unary_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it),
-                                                                               (int)op);
+            unary_kernel<T>
+                <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it), (int)op);
     });
 }
 

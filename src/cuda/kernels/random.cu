@@ -55,8 +55,8 @@ __device__ __forceinline__ void store_block(unsigned char *out, uint64_t b, size
         if (BYTES >= 16) {
 #pragma unroll
             for (int k = 0; k < BYTES / 16; k++)
-                reinterpret_cast<uint4 *>(dst)[k] =
-                    make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+                reinterpret_cast<uint4 *>(dst)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2],
+                                                               w[4 * k + 3]);
         } else if (BYTES == 8) {
             *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
         } else {
@@ -159,7 +159,7 @@ __device__ __forceinline__ bool block16(const tc__rng_params *p, uint64_t seed, 
 }
 
 [[maybe_unused]] __device__ __forceinline__ void store16(unsigned char *out, uint64_t b, size_t n,
-                                        const uint32_t pw[2], bool vec)
+                                                         const uint32_t pw[2], bool vec)
 {
     uint64_t first = b * 4;
     unsigned char *dst = out + first * 2;
@@ -188,8 +188,7 @@ __global__ void __launch_bounds__(256)
     uint64_t nb = ((uint64_t)n + E - 1) / E;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     uint64_t b = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    constexpr bool packed = have_packed16 &&
-                            (KIND == TC__RNG_UNIFORM || KIND == TC__RNG_NORMAL) &&
+    constexpr bool packed = have_packed16 && (KIND == TC__RNG_UNIFORM || KIND == TC__RNG_NORMAL) &&
                             (DTYPE == 6 || DTYPE == 7);
     if constexpr (packed) {
         uint32_t hmax = DTYPE == 6 ? tc__f32_to_f16(q.fmax) : tc__f32_to_bf16(q.fmax);
@@ -289,14 +288,12 @@ int resident_blocks(kernel_fn fn, int kind, int dtype, int wide)
     return b;
 }
 
-const char *kernel_names[4] = {"random_uniform", "random_normal", "random_bernoulli",
-                               "random_int"};
+const char *kernel_names[4] = {"random_uniform", "random_normal", "random_bernoulli", "random_int"};
 
 } // namespace
 
-extern "C" void tc__random_launch(const tc__rng_params *p, tc__philox_args a, void *data,
-                                  size_t n, int sm_count, cudaStream_t stream,
-                                  const char **kernel)
+extern "C" void tc__random_launch(const tc__rng_params *p, tc__philox_args a, void *data, size_t n,
+                                  int sm_count, cudaStream_t stream, const char **kernel)
 {
     kernel_fn fn = nullptr;
     switch (p->kind) {

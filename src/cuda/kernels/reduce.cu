@@ -107,8 +107,8 @@ template <typename T, int N> struct alignas(16) Vec {
  * combine() orders by index, so the order of combining does not change
  * max/min/argmax. */
 template <typename T>
-__global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch,
-                            i64 r, int op, int out_i64, int vec)
+__global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch, i64 r,
+                            int op, int out_i64, int vec)
 {
     typedef typename Compute<T>::type C;
     constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
@@ -179,8 +179,8 @@ __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::typ
 }
 
 template <typename T>
-__global__ void combine_kernel(const Acc<typename Compute<T>::type> *scratch, int splits,
-                               void *out, i64 r, int op, int out_i64)
+__global__ void combine_kernel(const Acc<typename Compute<T>::type> *scratch, int splits, void *out,
+                               i64 r, int op, int out_i64)
 {
     typedef typename Compute<T>::type C;
     i64 o = blockIdx.x;

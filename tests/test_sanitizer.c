@@ -115,6 +115,35 @@ static void test_read_after_write(void)
     drop(m);
 }
 
+/* A graph capture: accesses on the capturing stream are not checked when
+ * queued (nothing runs then) but at each replay, on the replay stream. */
+static void test_graph_capture(void)
+{
+    void *m = region(DEF);
+    tc__san_capture_begin(0, S3);
+    CHECK_OK(wr(S3, m, BYTES)); /* captured: not run, not checked */
+    CHECK_OK(rd(DEF, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_recording *rec = tc__san_capture_end(0, S3);
+    CHECK(rec != NULL);
+    CHECK_OK(rd(DEF, m, BYTES)); /* still nothing wrote m */
+    CHECK(reports() == 0);
+    CHECK_OK(tc__san_replay(rec, 0, S1)); /* the replay writes m on S1 ... */
+    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_READ); /* ... racing DEF's reads */
+    CHECK(strcmp(last_cur, "writer") == 0 && strcmp(last_earlier, "reader") == 0);
+    CHECK_OK(rd(DEF, m, BYTES)); /* and DEF reads without waiting for S1 */
+    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    tc__san_stream_wait_stream(0, S1, 0, DEF); /* ordered: silent */
+    CHECK_OK(tc__san_replay(rec, 0, S1));
+    tc__san_stream_wait_stream(0, DEF, 0, S1);
+    CHECK_OK(rd(DEF, m, BYTES));
+    CHECK(reports() == 0);
+    tc__san_recording_free(rec);
+    CHECK(tc__san_capture_end(0, S3) == NULL); /* no capture underway */
+    tc__san_device_sync(0);
+    drop(m);
+}
+
 static void test_write_after_read(void)
 {
     void *m = region(DEF);
@@ -635,6 +664,7 @@ int main(int argc, char **argv)
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
     test_read_after_write();
     test_write_after_read();
+    test_graph_capture();
     test_write_after_write();
     test_transitive_and_ranges();
     test_reuse_after_free();

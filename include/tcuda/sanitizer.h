@@ -68,12 +68,18 @@
  *
  * What it does not see: memory touched through raw pointers
  * (tc_tensor_data_ptr, your own kernels) unless declared with
- * tc_sanitizer_access; CPU-generator draws into pinned memory; work recorded
- * into a CUDA graph (checked when captured, not when replayed); the implicit
+ * tc_sanitizer_access; CPU-generator draws into pinned memory; the implicit
  * ordering between the legacy default stream and blocking streams made
  * outside tcuda (tcuda's own streams are non-blocking); events recorded by
  * another process. Granularity is the byte range each operation touches, so
- * disjoint halves of one tensor used on two streams are not a race. */
+ * disjoint halves of one tensor used on two streams are not a race.
+ *
+ * CUDA graphs: work captured into a graph runs at each replay, not when it
+ * is queued, so its accesses are checked at every tc_graph_replay as
+ * accesses of the stream the graph is launched on (named "tc_graph_replay"
+ * in reports, with the captured operation's kind). Only the capture stream
+ * is followed: work forked to other streams inside a capture is checked when
+ * queued. */
 #ifndef TCUDA_SANITIZER_H
 #define TCUDA_SANITIZER_H
 

@@ -37,6 +37,7 @@
 #include "core/debug.h"
 #include "core/handle_pool.h"
 #include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
 #include "device_alloc.h"
 #include "graph_internal.h"
 #include "random_cuda.h"
@@ -64,7 +65,8 @@ struct tc_graph {
     uint64_t gen_blocks;
     bool invalidated;
     char why[512];
-    struct tc_graph *next; /* captures underway */
+    struct tc_graph *next;  /* captures underway */
+    tc__san_recording *san; /* the stream sanitizer's record of the capture */
 };
 
 struct tc_graphed_callable {
@@ -343,17 +345,25 @@ static tc_status start(tc_graph *g)
         return st;
     g->thread = pthread_self();
     list_add(g);
+    if (tc__san_on())
+        tc__san_capture_begin(g->device, (void *)g->cs);
     return TC_OK;
 }
 
-/* Ends CUDA stream capture and the pool routing; *out gets the graph. On
- * failure (invalidated, or CUDA's error) nothing is returned. */
-static tc_status finish(tc_graph *g, cudaGraph_t *out, uint64_t *blocks)
+/* Ends CUDA stream capture and the pool routing; *out gets the graph and
+ * *san (when not NULL) the stream sanitizer's recording. On failure
+ * (invalidated, or CUDA's error) nothing is returned. */
+static tc_status finish(tc_graph *g, cudaGraph_t *out, uint64_t *blocks, tc__san_recording **san)
 {
     cudaGraph_t graph = NULL;
     tc_device_guard dg = tc_device_guard_enter(g->device);
     cudaError_t err = cudaStreamEndCapture(g->cs, &graph);
     tc_device_guard_exit(&dg);
+    tc__san_recording *rec = tc__san_capture_end(g->device, (void *)g->cs);
+    if (san && err == cudaSuccess && !g->invalidated)
+        *san = rec;
+    else
+        tc__san_recording_free(rec);
     list_remove(g);
     (void)tc__device_pool_end(g->device, g->cs);
     *blocks = 0;
@@ -396,6 +406,8 @@ static void drop(tc_graph *g)
     g->gen_buf = NULL;
     g->gen = NULL;
     g->gen_blocks = 0;
+    tc__san_recording_free(g->san);
+    g->san = NULL;
     if (g->state != G_EMPTY)
         pool_leave(g->pool_user, g->device);
     g->state = G_EMPTY;
@@ -504,7 +516,8 @@ tc_status tc_graph_capture_end(tc_graph *graph)
     TC_TRY(check_ender(graph));
     cudaGraph_t cg = NULL;
     uint64_t blocks = 0;
-    tc_status st = finish(graph, &cg, &blocks);
+    tc__san_recording *san = NULL;
+    tc_status st = finish(graph, &cg, &blocks, &san);
     cudaGraphExec_t exec = NULL;
     if (st == TC_OK) {
         st = instantiate(graph, cg, &exec);
@@ -514,9 +527,11 @@ tc_status tc_graph_capture_end(tc_graph *graph)
     if (st != TC_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tc_last_error());
+        tc__san_recording_free(san);
         drop(graph);
         return tc__fail(st, "%s", msg);
     }
+    graph->san = san;
     graph->graph = cg;
     graph->exec = exec;
     graph->gen_blocks = blocks;
@@ -536,6 +551,8 @@ static tc_status not_captured(const tc_graph *g)
 static tc_status launch(tc_graph *graph, int d)
 {
     cudaStream_t s = tc__current_cuda_stream(d);
+    if (TC_UNLIKELY(tc__san_on())) /* the captured accesses happen now, on s */
+        TC_TRY(tc__san_replay(graph->san, d, (void *)s));
     if (graph->gen && graph->gen_blocks)
         TC_TRY(tc__generator_replay_prologue(graph->gen, graph->gen_buf, graph->gen_blocks, s));
     cudaError_t err = cudaGraphLaunch(graph->exec, s);
@@ -582,7 +599,7 @@ tc_status tc_graph_destroy(tc_graph *graph)
         TC_TRY(check_ender(graph));
         cudaGraph_t cg = NULL;
         uint64_t blocks;
-        if (finish(graph, &cg, &blocks) == TC_OK)
+        if (finish(graph, &cg, &blocks, NULL) == TC_OK)
             (void)cudaGraphDestroy(cg);
         (void)cudaGetLastError();
     }
@@ -650,7 +667,7 @@ bool tc_is_current_stream_capturing(void)
 
 /* Runs fn on the capture stream, captured; *out gets the new graph. */
 static tc_status recapture(tc_graph *g, tc_graph_fn fn, void *ctx, cudaGraph_t *out,
-                           uint64_t *blocks)
+                           uint64_t *blocks, tc__san_recording **san)
 {
     TC_TRY(tc__device_pool_begin(g->device, g->pool_alloc, g->cs));
     tc_generator *old_gen = g->gen; /* the previous capture's, for its replays */
@@ -666,8 +683,10 @@ static tc_status recapture(tc_graph *g, tc_graph_fn fn, void *ctx, cudaGraph_t *
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tc_last_error());
     cudaGraph_t cg = NULL;
-    tc_status end = finish(g, &cg, blocks);
+    tc_status end = finish(g, &cg, blocks, san);
     if (st != TC_OK || end != TC_OK) {
+        tc__san_recording_free(*san);
+        *san = NULL;
         g->gen = old_gen;
         if (end == TC_OK)
             (void)cudaGraphDestroy(cg);
@@ -688,7 +707,8 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     TC_TRY(tc__handle_check(graph->stream, TC_STREAM_MAGIC, "capture stream"));
     cudaGraph_t cg = NULL;
     uint64_t blocks = 0;
-    TC_TRY(recapture(graph, fn, ctx, &cg, &blocks));
+    tc__san_recording *san = NULL;
+    TC_TRY(recapture(graph, fn, ctx, &cg, &blocks, &san));
     cudaGraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
     tc_device_guard dg = tc_device_guard_enter(graph->device);
@@ -701,6 +721,7 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
         tc_status st = instantiate(graph, cg, &exec);
         if (st != TC_OK) {
             (void)cudaGraphDestroy(cg);
+            tc__san_recording_free(san);
             return st;
         }
         (void)cudaGraphExecDestroy(graph->exec);
@@ -710,6 +731,8 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     (void)cudaGraphDestroy(graph->graph);
     graph->graph = cg;
     graph->gen_blocks = blocks;
+    tc__san_recording_free(graph->san);
+    graph->san = san;
     *how = r;
     return TC_OK;
 }

@@ -895,6 +895,122 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
     free(p.text);
 }
 
+/* ---- graph capture -------------------------------------------------------------- */
+/* Work queued on a stream while CUDA captures it does not run then: it runs
+ * at every replay of the graph, on the stream the graph is launched on. So
+ * accesses on a capturing stream are kept in a recording instead of being
+ * checked, and each replay checks them again as accesses of the replay
+ * stream (allocations and frees made during capture are seen as usual). A
+ * recording holds one entry per captured operation: bounded by the graph. */
+
+typedef struct rec_entry {
+    tc__san_span *spans;
+    int n;
+    const char *what; /* static */
+    char label[40];
+} rec_entry;
+
+struct tc__san_recording {
+    rec_entry *e;
+    int n, cap;
+};
+
+enum { MAX_CAPTURES = 16 };
+static struct {
+    int dev;
+    void *stream;
+    tc__san_recording *rec;
+} captures[MAX_CAPTURES];
+static int ncaptures;                /* under mu */
+static atomic_int capturing_streams; /* ncaptures, read without the lock */
+
+void tc__san_capture_begin(int dev, void *stream)
+{
+    if (!lock_on())
+        return;
+    tc__san_recording *rec = calloc(1, sizeof *rec);
+    if (rec && ncaptures < MAX_CAPTURES) {
+        captures[ncaptures].dev = dev;
+        captures[ncaptures].stream = stream;
+        captures[ncaptures++].rec = rec;
+        atomic_store(&capturing_streams, ncaptures);
+    } else {
+        free(rec); /* not watched: the capture's accesses are checked as they are queued */
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+tc__san_recording *tc__san_capture_end(int dev, void *stream)
+{
+    tc__san_recording *rec = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < ncaptures; i++)
+        if (captures[i].dev == dev && captures[i].stream == stream) {
+            rec = captures[i].rec;
+            captures[i] = captures[--ncaptures];
+            atomic_store(&capturing_streams, ncaptures);
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return rec;
+}
+
+void tc__san_recording_free(tc__san_recording *rec)
+{
+    if (!rec)
+        return;
+    for (int i = 0; i < rec->n; i++)
+        free(rec->e[i].spans);
+    free(rec->e);
+    free(rec);
+}
+
+/* Keeps an access on a capturing stream; false when the stream is not one. */
+static bool capture_access(int dev, void *stream, const tc__san_span *spans, int n,
+                           tc__san_what what)
+{
+    if (TC_LIKELY(atomic_load_explicit(&capturing_streams, memory_order_relaxed) == 0))
+        return false;
+    pthread_mutex_lock(&mu);
+    tc__san_recording *rec = NULL;
+    for (int i = 0; i < ncaptures && !rec; i++)
+        if (captures[i].dev == dev && captures[i].stream == stream)
+            rec = captures[i].rec;
+    if (rec && rec->n == rec->cap) {
+        int cap = rec->cap ? 2 * rec->cap : 16;
+        rec_entry *e = realloc(rec->e, sizeof *e * (size_t)cap);
+        if (e) {
+            rec->e = e;
+            rec->cap = cap;
+        }
+    }
+    if (rec && rec->n < rec->cap) {
+        rec_entry *e = &rec->e[rec->n];
+        e->spans = malloc(sizeof *spans * (size_t)(n > 0 ? n : 1));
+        if (e->spans) {
+            memcpy(e->spans, spans, sizeof *spans * (size_t)n);
+            e->n = n;
+            e->what = what.what;
+            snprintf(e->label, sizeof e->label, "%s", what.label ? what.label : "");
+            rec->n++;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return rec != NULL;
+}
+
+tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream)
+{
+    if (!rec || !tc__san_on())
+        return TC_OK;
+    for (int i = 0; i < rec->n; i++) {
+        const rec_entry *e = &rec->e[i];
+        tc__san_what w = {e->what, e->label[0] ? e->label : NULL};
+        TC_TRY(tc__san_access(dev, stream, e->spans, e->n, w, false, false, 0, NULL));
+    }
+    return TC_OK;
+}
+
 /* ---- accesses ------------------------------------------------------------------- */
 
 void tc__san_span_dense(const void *ptr, size_t bytes, tc_dtype dtype, int ndim,
@@ -963,6 +1079,8 @@ tc_status tc__san_access(int dev, void *stream, const tc__san_span *spans, int n
         return TC_OK;
     if (dev == TC__SAN_HOST_DEV && !adopt && atomic_load(&host_regions) == 0)
         return TC_OK; /* host kernels touch nothing a stream also uses */
+    if (capture_access(dev, stream, spans, n, what))
+        return TC_OK; /* runs at each replay (graph capture, above) */
     site cur;
     site_init(&cur, what.what, what.label);
     if (!lock_on())

@@ -104,6 +104,18 @@ void tc__san_span_of_iter(const tc__iter *it, int op, tc_dtype dtype, bool write
 void tc__san_span_dense(const void *ptr, size_t bytes, tc_dtype dtype, int ndim,
                         const int64_t *sizes, bool write, tc__san_span *out);
 
+/* ---- graph capture ------------------------------------------------------------ */
+
+/* Accesses queued on `stream` between capture_begin and capture_end are not
+ * checked then but kept in a recording (they run at each replay); replay
+ * checks them as accesses of the replay stream. */
+typedef struct tc__san_recording tc__san_recording;
+void tc__san_capture_begin(int dev, void *stream);
+/* The recording of the capture (NULL when none was kept); caller frees. */
+tc__san_recording *tc__san_capture_end(int dev, void *stream);
+tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream);
+void tc__san_recording_free(tc__san_recording *rec);
+
 /* ---- lifecycle -------------------------------------------------------------- */
 
 /* Installs the device seam wrappers (sanitizer_ops.c), once. */

@@ -22,14 +22,6 @@
 
 #include "cuda/kernels/kernels.h"
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        tc_status st_ = (call);                                                                    \
-        if (st_ != TC_OK) {                                                                        \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 #define CUDA_TRY(call)                                                                             \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \

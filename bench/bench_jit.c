@@ -28,15 +28,6 @@ static const char axmy_code[] =
     "template <typename T> T axmy(T x, T y, T alpha) { return x - alpha * y; }";
 static const tc_device gpu = {TC_CUDA, 0};
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        tc_status st_ = (call);                                                                    \
-        if (st_ != TC_OK) {                                                                        \
-            fprintf(stderr, "%s: %s\n", #call, tc_last_error());                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static tc_tensor *filled(int64_t n, double v)
 {
     tc_tensor *t = NULL;

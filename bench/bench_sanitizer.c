@@ -20,15 +20,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        tc_status st_ = (call);                                                                    \
-        if (st_ != TC_OK) {                                                                        \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static void iteration(tc_tensor *a, tc_stream *side, tc_event *ev)
 {
     tc_tensor *b = NULL, *c = NULL, *s = NULL;

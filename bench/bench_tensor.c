@@ -18,15 +18,6 @@
 
 #include "cuda/kernels/kernels.h"
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        tc_status st_ = (call);                                                                    \
-        if (st_ != TC_OK) {                                                                        \
-            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static const tc_device GPU = {TC_CUDA, -1};
 
 static double now_s(void) { return bench_now_ns() * 1e-9; }

@@ -1,10 +1,22 @@
-/* What the benchmarks share: a monotonic clock and the median of a set of
- * timings. Header-only, for bench_*.c. */
+/* What the benchmarks share: a monotonic clock, the median of a set of
+ * timings, and TRY. Header-only, for bench_*.c. */
 #ifndef TCUDA_BENCH_UTIL_H
 #define TCUDA_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* Exits with the call and tcuda's message when a tcuda call fails: a
+ * benchmark has nothing to measure after an error. */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK) {                                                                        \
+            fprintf(stderr, "%s failed: %s\n", #call, tc_last_error());                            \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 static inline double bench_now_ns(void)
 {

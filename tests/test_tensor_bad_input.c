@@ -15,6 +15,24 @@ static const tc_device CPU = {TC_CPU, -1};
 static bool names(const char *fn) { return strncmp(tc_last_error(), fn, strlen(fn)) == 0; }
 static bool says(const char *what) { return strstr(tc_last_error(), what) != NULL; }
 
+/* A factory that fails leaves the caller's *out as it was (found by
+ * fuzz_tensor_shape: tc_tensor_empty with a bad dtype wrote NULL). */
+static void test_out_untouched(void)
+{
+    int64_t sz[1] = {2};
+    tc_tensor *const SENT = (tc_tensor *)(uintptr_t)0x5e5e5e5e5e;
+    tc_tensor *t = SENT;
+    CHECK_STATUS(tc_tensor_empty(1, sz, (tc_dtype)TC_NUM_DTYPES, CPU, &t),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(t == SENT);
+    sz[0] = -1;
+    CHECK_STATUS(tc_tensor_empty(1, sz, TC_FLOAT32, CPU, &t), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(t == SENT);
+    sz[0] = (int64_t)1 << 61;
+    CHECK(tc_tensor_empty(1, sz, TC_FLOAT64, CPU, &t) != TC_OK);
+    CHECK(t == SENT);
+}
+
 static void test_null_out(void)
 {
     int64_t sz[1] = {3};
@@ -425,6 +443,7 @@ int main(void)
 {
     tc_test_init();
     test_null_out();
+    test_out_untouched();
     test_overflowing_shapes();
     test_narrow();
     test_copy_overlap();

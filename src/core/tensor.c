@@ -120,7 +120,8 @@ static tc_status check_dtype(tc_dtype dtype)
 tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          bool pinned, tc_tensor **out)
 {
-    *out = NULL; /* internal: written even on failure, to keep compilers calm */
+    /* Nothing is written to *out on failure: public factories pass the
+     * caller's pointer straight through (the API rule, fuzzed). */
     TC_TRY(check_dtype(dtype));
     int64_t n;
     TC_TRY(tc__check_shape(ndim, sizes, tc_dtype_size(dtype), &n));

@@ -1,0 +1,3 @@
+#ifndef TCUDA_DIST_H
+#define TCUDA_DIST_H
+#endif

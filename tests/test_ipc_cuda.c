@@ -1,0 +1,2 @@
+#include "tc_test.h"
+int main(void) { return 77; }

@@ -63,8 +63,7 @@ int main(void)
     CHECK_STATUS(tc_comm_scatter(scalar, devs, 2, NULL, 0, NULL, out, &n_out), TC_ERROR_SHAPE);
     if (!tc_is_available()) {
         int one[1] = {0};
-        CHECK_STATUS(tc_comm_scatter(cpu, one, 1, NULL, -1, NULL, out, &n_out),
-                     TC_ERROR_NO_DEVICE);
+        CHECK_STATUS(tc_comm_scatter(cpu, one, 1, NULL, -1, NULL, out, &n_out), TC_ERROR_NO_DEVICE);
     }
     CHECK(n_out == -5);
 

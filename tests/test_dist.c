@@ -14,11 +14,10 @@
 #include "core/dist_internal.h"
 #include "tc_test.h"
 
-static const char *vars[] = {"RANK",         "WORLD_SIZE",           "LOCAL_RANK",
-                             "MASTER_ADDR",  "MASTER_PORT",          "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "SLURM_PROCID", "SLURM_NTASKS",         "SLURM_LOCALID",
-                             "TCUDA_DIST_TIMEOUT"};
+static const char *vars[] = {
+    "RANK",         "WORLD_SIZE",           "LOCAL_RANK",           "MASTER_ADDR",
+    "MASTER_PORT",  "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_PROCID", "SLURM_NTASKS",         "SLURM_LOCALID",        "TCUDA_DIST_TIMEOUT"};
 
 static void clear_env(void)
 {

@@ -171,8 +171,8 @@ int main(int argc, char **argv)
     void *old_ptr = tc_tensor_data_ptr(t);
     tc_tensor_release(t);
     tc_tensor *other = NULL;
-    CHECK_OK(tc_tensor_full(1, (const int64_t[]){N}, 7.0, TC_FLOAT32, (tc_device){TC_CUDA, 0},
-                            &other));
+    CHECK_OK(
+        tc_tensor_full(1, (const int64_t[]){N}, 7.0, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &other));
     CHECK(tc_tensor_data_ptr(other) != old_ptr); /* the shared block is not reused */
     CHECK_OK(tc_synchronize(0));
     CHECK_OK(tc_ipc_collect());

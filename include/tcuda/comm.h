@@ -64,8 +64,8 @@ TCUDA_API tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, in
  * one dtype are packed into buffers of at most buffer_size bytes and reduced
  * together. */
 TCUDA_API tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_devices,
-                                                 int n_tensors, int destination,
-                                                 size_t buffer_size, tc_tensor **out);
+                                                 int n_tensors, int destination, size_t buffer_size,
+                                                 tc_tensor **out);
 
 /* comm.scatter(tensor, devices, chunk_sizes, dim, streams): splits `t` (CPU
  * or GPU) along `dim` (negative counts from the end) and copies chunk i to
@@ -76,14 +76,14 @@ TCUDA_API tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs,
  * devices[i]), else on devices[i]'s current stream. *n_out (<= n) chunks are
  * written to out[0 .. *n_out). */
 TCUDA_API tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n,
-                                    const int64_t *chunk_sizes, int dim,
-                                    tc_stream *const *streams, tc_tensor **out, int *n_out);
+                                    const int64_t *chunk_sizes, int dim, tc_stream *const *streams,
+                                    tc_tensor **out, int *n_out);
 
 /* comm.gather(tensors, dim, destination): *out = the n tensors (GPU, same
  * dtype, same sizes but along dim) concatenated along `dim` on `destination`
  * (a GPU index, -1 for the CPU, TC_COMM_CURRENT_DEVICE for the current GPU). */
-TCUDA_API tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim,
-                                   int destination, tc_tensor **out);
+TCUDA_API tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim, int destination,
+                                   tc_tensor **out);
 
 TCUDA_EXTERN_C_END
 

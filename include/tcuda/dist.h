@@ -47,9 +47,9 @@ typedef enum tc_reduce_op {
 
 /* How to form a group. */
 typedef struct tc_dist_options {
-    int rank;         /* 0 .. world_size-1 */
-    int world_size;   /* >= 1 */
-    int local_rank;   /* the GPU of this rank; -1: the current device */
+    int rank;              /* 0 .. world_size-1 */
+    int world_size;        /* >= 1 */
+    int local_rank;        /* the GPU of this rank; -1: the current device */
     char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
     int master_port;       /* 1 .. 65535 */
     double timeout_s;      /* rendezvous and tc_work_wait limit; <= 0: 600 s */
@@ -80,8 +80,7 @@ TCUDA_API int tc_dist_device(const tc_process_group *pg);
 TCUDA_API tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op,
                                        tc_work **out);
 /* t = root's t on every rank. */
-TCUDA_API tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root,
-                                      tc_work **out);
+TCUDA_API tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root, tc_work **out);
 /* root's t = op over the ranks' t (others' t unchanged). */
 TCUDA_API tc_status tc_dist_reduce(tc_process_group *pg, tc_tensor *t, int root, tc_reduce_op op,
                                    tc_work **out);
@@ -92,15 +91,13 @@ TCUDA_API tc_status tc_dist_all_gather(tc_process_group *pg, tc_tensor *output,
 /* output (numel(input) / world_size elements) = op over the ranks of this
  * rank's slice of input. */
 TCUDA_API tc_status tc_dist_reduce_scatter(tc_process_group *pg, tc_tensor *output,
-                                           const tc_tensor *input, tc_reduce_op op,
-                                           tc_work **out);
+                                           const tc_tensor *input, tc_reduce_op op, tc_work **out);
 /* input and output: world_size equal slices; slice j of input goes to rank
  * j, slice i of output comes from rank i. */
 TCUDA_API tc_status tc_dist_all_to_all(tc_process_group *pg, tc_tensor *output,
                                        const tc_tensor *input, tc_work **out);
 /* Point to point: t to rank `peer` / t from rank `peer` (not this rank). */
-TCUDA_API tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int peer,
-                                 tc_work **out);
+TCUDA_API tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int peer, tc_work **out);
 TCUDA_API tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **out);
 /* Returns when every rank reached it (an all_reduce of one element, waited). */
 TCUDA_API tc_status tc_dist_barrier(tc_process_group *pg);

@@ -59,8 +59,7 @@ static tc_status resolve_devices(const int *devices, int n, int *res)
 
 static bool same_sizes(const tc_tensor *a, const tc_tensor *b)
 {
-    return a->ndim == b->ndim &&
-           memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0;
+    return a->ndim == b->ndim && memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
 static tc_status check_like(const tc_tensor *ref, const tc_tensor *t, const char *what, int i)
@@ -69,8 +68,8 @@ static tc_status check_like(const tc_tensor *ref, const tc_tensor *t, const char
         return tc__fail(TC_ERROR_DTYPE, "%s %d has dtype %s, expected %s", what, i,
                         tc_dtype_name(t->dtype), tc_dtype_name(ref->dtype));
     if (!same_sizes(ref, t))
-        return tc__fail(TC_ERROR_SHAPE, "%s %d has a different shape (%d dims) than %s 0",
-                        what, i, t->ndim, what);
+        return tc__fail(TC_ERROR_SHAPE, "%s %d has a different shape (%d dims) than %s 0", what, i,
+                        t->ndim, what);
     return TC_OK;
 }
 
@@ -112,8 +111,7 @@ tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, i
     TC_API_BEGIN;
     TC_TRY(check_gpu_tensor(t, "tc_tensor t"));
     TC_CHECK_ARG(outputs, "outputs must not be NULL");
-    TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES,
-                 n);
+    TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(outputs[i], "output"));
         TC_TRY(check_like(t, outputs[i], "output", i));
@@ -134,8 +132,7 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
     TC_API_BEGIN;
     TC_CHECK_ARG(inputs, "inputs must not be NULL");
     TC_CHECK_ARG(out, "out must not be NULL");
-    TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES,
-                 n);
+    TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(inputs[i], "input"));
         TC_TRY(check_like(inputs[0], inputs[i], "input", i));
@@ -341,9 +338,8 @@ static tc_status reduce_bucket(const tc_tensor *const *inputs, int nd, int nt, i
     return st;
 }
 
-tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_devices,
-                                       int n_tensors, int destination, size_t buffer_size,
-                                       tc_tensor **out)
+tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_devices, int n_tensors,
+                                       int destination, size_t buffer_size, tc_tensor **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(inputs, "inputs must not be NULL");
@@ -386,8 +382,7 @@ static tc_status wrap_dim(const tc_tensor *t, int dim, int *out)
     if (t->ndim == 0)
         return tc__fail(TC_ERROR_SHAPE, "a 0-d tensor cannot be split or joined");
     int d = dim < 0 ? dim + t->ndim : dim;
-    TC_CHECK_ARG(d >= 0 && d < t->ndim, "dim %d is out of range for %d dimensions", dim,
-                 t->ndim);
+    TC_CHECK_ARG(d >= 0 && d < t->ndim, "dim %d is out of range for %d dimensions", dim, t->ndim);
     *out = d;
     return TC_OK;
 }
@@ -426,8 +421,8 @@ static tc_status scatter_one(const tc_tensor *t, int dim, int64_t off, int64_t l
     tc_tensor *part = NULL, *res = NULL;
     TC_TRY(tc_tensor_narrow(t, dim, off, len, &part));
     tc_stream_guard g = tc_stream_guard_enter(stream);
-    tc_status st = tc__new_tensor(part->ndim, part->sizes, part->dtype,
-                                  (tc_device){TC_CUDA, dev}, false, &res);
+    tc_status st = tc__new_tensor(part->ndim, part->sizes, part->dtype, (tc_device){TC_CUDA, dev},
+                                  false, &res);
     if (st == TC_OK)
         st = tc_tensor_copy_(res, part, true);
     tc_stream_guard_exit(&g);
@@ -440,9 +435,8 @@ static tc_status scatter_one(const tc_tensor *t, int dim, int64_t off, int64_t l
     return TC_OK;
 }
 
-tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n,
-                          const int64_t *chunk_sizes, int dim, tc_stream *const *streams,
-                          tc_tensor **out, int *n_out)
+tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n, const int64_t *chunk_sizes,
+                          int dim, tc_stream *const *streams, tc_tensor **out, int *n_out)
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));

@@ -203,8 +203,7 @@ static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, c
     tc_status st = TC_OK;
     while (joined < peers && st == TC_OK) {
         if (!wait_fd(ls, POLLIN, deadline)) {
-            st = tc__fail(TC_ERROR_IO,
-                          "rendezvous timed out on %s:%d: %d of %d other ranks joined",
+            st = tc__fail(TC_ERROR_IO, "rendezvous timed out on %s:%d: %d of %d other ranks joined",
                           o->master_addr, o->master_port, joined, peers);
             break;
         }
@@ -234,9 +233,8 @@ static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, c
         if (!fds[r])
             continue;
         uint32_t reply[2] = {RV_MAGIC, st == TC_OK ? 0u : 1u};
-        if (st == TC_OK &&
-            !(io_all(fds[r], reply, sizeof reply, true, deadline) &&
-              io_all(fds[r], (void *)blob, n, true, deadline)))
+        if (st == TC_OK && !(io_all(fds[r], reply, sizeof reply, true, deadline) &&
+                             io_all(fds[r], (void *)blob, n, true, deadline)))
             st = tc__fail(TC_ERROR_IO, "rendezvous: rank %d went away", r);
         else if (st != TC_OK)
             (void)io_all(fds[r], reply, sizeof reply, true, deadline);
@@ -260,8 +258,9 @@ static tc_status join(const tc_dist_options *o, const struct sockaddr_in *sa, vo
         close(c);
         c = -1;
         if (ms_left(deadline) == 0)
-            return tc__fail(TC_ERROR_IO, "rendezvous timed out: rank %d could not reach rank 0 "
-                                         "at %s:%d",
+            return tc__fail(TC_ERROR_IO,
+                            "rendezvous timed out: rank %d could not reach rank 0 "
+                            "at %s:%d",
                             o->rank, o->master_addr, o->master_port);
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     }
@@ -272,8 +271,9 @@ static tc_status join(const tc_dist_options *o, const struct sockaddr_in *sa, vo
         st = tc__fail(TC_ERROR_IO, "rendezvous: rank 0 at %s:%d did not answer rank %d in time",
                       o->master_addr, o->master_port, o->rank);
     else if (reply[1] != 0)
-        st = tc__fail(TC_ERROR_IO, "rendezvous: rank 0 refused rank %d of %d (another group, "
-                                   "or a rank given twice)",
+        st = tc__fail(TC_ERROR_IO,
+                      "rendezvous: rank 0 refused rank %d of %d (another group, "
+                      "or a rank given twice)",
                       o->rank, o->world_size);
     else if (!io_all(c, blob, n, false, deadline))
         st = tc__fail(TC_ERROR_IO, "rendezvous: rank 0 went away before sending the id");

@@ -82,8 +82,8 @@ tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out)
     if (w.check != check_value(&w, offsetof(wire, check)))
         return bad("its check value does not match (corrupted or forged)");
     const tc__ipc_info *in = &w.info;
-    if (in->ndim > TC_MAX_DIMS || tc_dtype_size((tc_dtype)in->dtype) == 0 ||
-        in->device >= 64 || in->offset < 0 || in->producer_pid == 0)
+    if (in->ndim > TC_MAX_DIMS || tc_dtype_size((tc_dtype)in->dtype) == 0 || in->device >= 64 ||
+        in->offset < 0 || in->producer_pid == 0)
         return bad("a field is out of range");
     for (uint32_t i = 0; i < in->ndim; i++)
         if (in->sizes[i] < 0 || in->strides[i] < 0)
@@ -183,10 +183,7 @@ tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t nonce)
     return TC_OK;
 }
 
-static bool alive(int32_t pid)
-{
-    return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
-}
+static bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
 tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t nonce)
 {

@@ -22,8 +22,8 @@ typedef struct tc__ipc_info {
     uint32_t device;
     uint32_t dtype;
     uint32_t ndim;
-    uint64_t seq;   /* per producer: names the count file */
-    uint64_t nonce; /* random; also in the count file */
+    uint64_t seq;            /* per producer: names the count file */
+    uint64_t nonce;          /* random; also in the count file */
     uint64_t segment_offset; /* the storage's start from the CUDA allocation's base */
     uint64_t storage_bytes;
     int64_t offset; /* the tensor's, in elements */

@@ -58,7 +58,8 @@ static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 static tc_status nccl_status;
 static char nccl_message[600];
 
-#define SYM(field, name) st = st == TC_OK ? tc__dynlib_sym(&nccl_lib, name, (void **)&nccl.field) : st
+#define SYM(field, name)                                                                           \
+    st = st == TC_OK ? tc__dynlib_sym(&nccl_lib, name, (void **)&nccl.field) : st
 
 static void nccl_load(void)
 {
@@ -131,8 +132,11 @@ static int nccl_dtype(tc_dtype d)
 /* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4. */
 static int nccl_op(tc_reduce_op op)
 {
-    static const int map[] = {[TC_REDUCE_SUM] = 0, [TC_REDUCE_PROD] = 1, [TC_REDUCE_MIN] = 3,
-                              [TC_REDUCE_MAX] = 2, [TC_REDUCE_AVG] = 4};
+    static const int map[] = {[TC_REDUCE_SUM] = 0,
+                              [TC_REDUCE_PROD] = 1,
+                              [TC_REDUCE_MIN] = 3,
+                              [TC_REDUCE_MAX] = 2,
+                              [TC_REDUCE_AVG] = 4};
     return map[op];
 }
 
@@ -496,10 +500,7 @@ tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **o
 
 /* ---- waiting ------------------------------------------------------------------------------ */
 
-static tc_status work_check(tc_work *w)
-{
-    return tc__handle_check(w, TC_WORK_MAGIC, "tc_work");
-}
+static tc_status work_check(tc_work *w) { return tc__handle_check(w, TC_WORK_MAGIC, "tc_work"); }
 
 static tc_status query(tc_work *w)
 {
@@ -543,8 +544,9 @@ tc_status tc_work_wait(tc_work *work)
         if (st != TC_ERROR_NOT_READY)
             return st;
         if (now_s() > deadline)
-            return pg_abort(work->pg, "%s did not finish within %.0f s: a peer died or hangs; "
-                                      "the group was aborted",
+            return pg_abort(work->pg,
+                            "%s did not finish within %.0f s: a peer died or hangs; "
+                            "the group was aborted",
                             work->what, work->pg->timeout_s);
         nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
     }

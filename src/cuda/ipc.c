@@ -83,8 +83,8 @@ static tc_status allocation_base(void *p, void **base)
     if (!fn) {
         enum cudaDriverEntryPointQueryResult q;
         void *f = NULL;
-        TC_CUDA_CHECK(
-            cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q));
+        TC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000,
+                                                       cudaEnableDefault, &q));
         if (!f || q != cudaDriverEntryPointSuccess)
             return tc__fail(TC_ERROR_NOT_SUPPORTED, "the driver lacks cuMemGetAddressRange");
         fn = (addr_range_fn)f;

@@ -6,7 +6,9 @@
  * after an event recorded on the source's current stream, enabling peer
  * access once per device pair; so these functions never synchronize a
  * device, and a device list of one is just a copy. Reductions add on the
- * destination's current stream. The coalesced forms pack tensors of one
+ * destination's current stream. Where NCCL is there (comm_internal.h), it
+ * carries broadcast and reduce_add instead, on the same current streams, as
+ * in PyTorch. The coalesced forms pack tensors of one
  * dtype into flat buffers of at most buffer_size bytes (one transfer per
  * buffer) and hand back views of the received buffers, as PyTorch does.
  *
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_internal.h"
 #include "internal.h"
 #include "tcuda/comm.h"
 #include "tensor_internal.h"
@@ -79,19 +82,45 @@ static tc_status copy_to(const tc_tensor *t, int d, tc_tensor **out)
     return tc_tensor_to(t, (tc_device){TC_CUDA, d}, t->dtype, true, out);
 }
 
+/* The NCCL path (comm_internal.h): t is on one of the devices and dense.
+ * TC_ERROR_NOT_SUPPORTED (nothing queued) sends the caller to the copies. */
+static tc_status broadcast_accel(const tc_tensor *t, const int *devs, int n, tc_tensor **out)
+{
+    int root = -1;
+    for (int i = 0; i < n; i++)
+        if (devs[i] == t->storage->device.index)
+            root = i;
+    size_t bytes = (size_t)tc__numel(t->ndim, t->sizes) * tc_dtype_size(t->dtype);
+    if (n < 2 || root < 0 || bytes == 0 || !tc__is_contiguous(t))
+        return TC_ERROR_NOT_SUPPORTED;
+    tc_tensor *tmp[TC_MAX_DEVICES] = {0};
+    tc_status st = TC_OK;
+    for (int i = 0; i < n && st == TC_OK; i++)
+        st = i == root ? (tmp[i] = tc_tensor_retain((tc_tensor *)t), TC_OK)
+                       : tc__new_tensor(t->ndim, t->sizes, t->dtype, (tc_device){TC_CUDA, devs[i]},
+                                        false, &tmp[i]);
+    if (st == TC_OK)
+        st = tc__comm_accel_table.broadcast(tmp, devs, n, root, bytes);
+    if (st == TC_OK)
+        memcpy(out, tmp, sizeof *tmp * (size_t)n);
+    else
+        release_all(tmp, n);
+    return st;
+}
+
 static tc_status broadcast_resolved(const tc_tensor *t, const int *devs, int n, tc_tensor **out)
 {
-    tc_tensor **tmp = calloc((size_t)n, sizeof *tmp);
-    if (!tmp)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    tc_status st = TC_OK;
+    tc_status st = broadcast_accel(t, devs, n, out);
+    if (st != TC_ERROR_NOT_SUPPORTED)
+        return st;
+    tc_tensor *tmp[TC_MAX_DEVICES] = {0};
+    st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++)
         st = copy_to(t, devs[i], &tmp[i]);
     if (st == TC_OK)
         memcpy(out, tmp, sizeof *tmp * (size_t)n);
     else
         release_all(tmp, n);
-    free(tmp);
     return st;
 }
 
@@ -143,16 +172,33 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
     }
     tc_device dst;
     TC_TRY(tc__device_resolve((tc_device){TC_CUDA, destination < 0 ? -1 : destination}, &dst));
-    /* The input already on the destination first: it needs no transfer. */
-    int first = 0;
-    for (int i = 0; i < n; i++)
-        if (inputs[i]->storage->device.index == dst.index)
+    int first = -1, devs[TC_MAX_DEVICES];
+    bool dense = true;
+    for (int i = 0; i < n; i++) {
+        devs[i] = inputs[i]->storage->device.index;
+        dense = dense && tc__is_contiguous(inputs[i]);
+        if (devs[i] == dst.index)
             first = i;
+    }
+    if (n >= 2 && first >= 0 && dense && tc__numel(inputs[0]->ndim, inputs[0]->sizes) > 0) {
+        tc_tensor *sum; /* NCCL's reduce, as torch.cuda.comm; else the copies below */
+        TC_TRY(
+            tc__new_tensor(inputs[0]->ndim, inputs[0]->sizes, inputs[0]->dtype, dst, false, &sum));
+        tc_status st = tc__comm_accel_table.reduce(inputs, sum, devs, n, first);
+        if (st == TC_OK) {
+            *out = sum;
+            return TC_OK;
+        }
+        tc_tensor_release(sum);
+        if (st != TC_ERROR_NOT_SUPPORTED)
+            return st;
+    }
+    /* The input already on the destination (if any) first: it needs no
+     * transfer; each other one is copied over and added. */
+    if (first < 0)
+        first = 0;
     tc_tensor *acc = NULL;
-    tc_status st = tc__new_tensor(inputs[0]->ndim, inputs[0]->sizes, inputs[0]->dtype, dst, false,
-                                  &acc);
-    if (st == TC_OK)
-        st = tc_tensor_copy_(acc, inputs[first], true);
+    tc_status st = copy_to(inputs[first], dst.index, &acc);
     for (int i = 0; i < n && st == TC_OK; i++) {
         if (i == first)
             continue;
@@ -165,6 +211,14 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
             tc_tensor_release(acc);
             acc = sum;
         }
+    }
+    if (st == TC_OK && acc == inputs[first]) { /* one input: a copy, never the input */
+        tc_tensor *copy = NULL;
+        st = tc__new_tensor(acc->ndim, acc->sizes, acc->dtype, dst, false, &copy);
+        if (st == TC_OK)
+            st = tc_tensor_copy_(copy, acc, true);
+        tc_tensor_release(acc);
+        acc = copy;
     }
     if (st != TC_OK) {
         tc_tensor_release(acc);

@@ -1,8 +1,6 @@
 /* Process groups on NCCL (include/tcuda/dist.h).
  *
- * NCCL is loaded at run time (tc__dynlib); its few types are declared here
- * from nccl.h's stable ABI (ncclUniqueId is 128 bytes, the enums' values
- * are fixed since NCCL 2.0; ncclAvg since 2.10). A group holds one
+ * NCCL is loaded at run time (nccl.c, nccl_internal.h). A group holds one
  * communicator on one device. Each operation is queued on the device's
  * current stream; a tc_work is an event recorded after it. Waiting polls the
  * event and ncclCommGetAsyncError every 100 us, and past the group's
@@ -22,112 +20,14 @@
 #include "core/handle_pool.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
-
-/* ---- NCCL, loaded at run time ---------------------------------------------------------- */
-
-typedef struct {
-    char internal[128];
-} nccl_unique_id;
-typedef struct nccl_comm *nccl_comm_t;
-typedef int nccl_result;
-enum { NCCL_SUCCESS = 0, NCCL_IN_PROGRESS = 7 };
-
-static struct {
-    nccl_result (*get_version)(int *);
-    nccl_result (*get_unique_id)(nccl_unique_id *);
-    nccl_result (*comm_init_rank)(nccl_comm_t *, int, nccl_unique_id, int);
-    nccl_result (*comm_destroy)(nccl_comm_t);
-    nccl_result (*comm_abort)(nccl_comm_t);
-    nccl_result (*comm_get_async_error)(nccl_comm_t, nccl_result *);
-    const char *(*get_error_string)(nccl_result);
-    nccl_result (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*broadcast)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*reduce)(const void *, void *, size_t, int, int, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*all_gather)(const void *, void *, size_t, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*reduce_scatter)(const void *, void *, size_t, int, int, nccl_comm_t,
-                                  cudaStream_t);
-    nccl_result (*send)(const void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*recv)(void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    nccl_result (*group_start)(void);
-    nccl_result (*group_end)(void);
-} nccl;
-
-static const char *nccl_names[] = {NULL, "libnccl.so.2", "libnccl.so", NULL};
-static tc__dynlib nccl_lib = {.what = "NCCL (libnccl.so.2)", .names = nccl_names + 1};
-static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
-static tc_status nccl_status;
-static char nccl_message[600];
-
-#define SYM(field, name)                                                                           \
-    st = st == TC_OK ? tc__dynlib_sym(&nccl_lib, name, (void **)&nccl.field) : st
-
-static void nccl_load(void)
-{
-    const char *path = getenv("TCUDA_NCCL_LIBRARY");
-    if (path && *path) {
-        nccl_names[0] = path;
-        nccl_lib.names = nccl_names;
-    }
-    tc_status st = TC_OK;
-    SYM(get_version, "ncclGetVersion");
-    SYM(get_unique_id, "ncclGetUniqueId");
-    SYM(comm_init_rank, "ncclCommInitRank");
-    SYM(comm_destroy, "ncclCommDestroy");
-    SYM(comm_abort, "ncclCommAbort");
-    SYM(comm_get_async_error, "ncclCommGetAsyncError");
-    SYM(get_error_string, "ncclGetErrorString");
-    SYM(all_reduce, "ncclAllReduce");
-    SYM(broadcast, "ncclBroadcast");
-    SYM(reduce, "ncclReduce");
-    SYM(all_gather, "ncclAllGather");
-    SYM(reduce_scatter, "ncclReduceScatter");
-    SYM(send, "ncclSend");
-    SYM(recv, "ncclRecv");
-    SYM(group_start, "ncclGroupStart");
-    SYM(group_end, "ncclGroupEnd");
-    nccl_status = st;
-    if (st != TC_OK)
-        snprintf(nccl_message, sizeof nccl_message, "%s (set TCUDA_NCCL_LIBRARY to its path)",
-                 tc_last_error());
-}
-#undef SYM
-
-static tc_status nccl_ready(void)
-{
-    pthread_once(&nccl_once, nccl_load);
-    if (nccl_status != TC_OK)
-        return tc__fail(nccl_status, "%s", nccl_message);
-    return TC_OK;
-}
-
-static tc_status nccl_fail(nccl_result r, const char *what)
-{
-    return tc__fail(TC_ERROR_CUDA, "%s failed: NCCL error %d (%s)", what, r,
-                    nccl.get_error_string ? nccl.get_error_string(r) : "?");
-}
+#include "nccl_internal.h"
 
 #define NCCL_CHECK(call, what)                                                                     \
     do {                                                                                           \
-        nccl_result r_ = (call);                                                                   \
-        if (r_ != NCCL_SUCCESS && r_ != NCCL_IN_PROGRESS)                                          \
-            return nccl_fail(r_, what);                                                            \
+        tc__nccl_result r_ = (call);                                                               \
+        if (r_ != TC__NCCL_SUCCESS && r_ != TC__NCCL_IN_PROGRESS)                                  \
+            return tc__nccl_fail(r_, what);                                                        \
     } while (0)
-
-/* ncclDataType_t of a tcuda dtype; -1 for bool and int16 (NCCL has none). */
-static int nccl_dtype(tc_dtype d)
-{
-    switch (d) {
-    case TC_UINT8: return 1;
-    case TC_INT8: return 0;
-    case TC_INT32: return 2;
-    case TC_INT64: return 4;
-    case TC_FLOAT16: return 6;
-    case TC_BFLOAT16: return 9;
-    case TC_FLOAT32: return 7;
-    case TC_FLOAT64: return 8;
-    default: return -1;
-    }
-}
 
 /* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4. */
 static int nccl_op(tc_reduce_op op)
@@ -150,7 +50,7 @@ struct tc_process_group {
     atomic_int refs; /* the user's, plus one per live work */
     int rank, world_size, device;
     double timeout_s;
-    nccl_comm_t comm;
+    tc__nccl_comm_t comm;
     atomic_bool aborted;
     bool destroyed;
     char why[300]; /* the error that aborted it */
@@ -173,9 +73,9 @@ static void pg_unref(tc_process_group *pg)
         return;
     if (pg->comm) {
         if (atomic_load(&pg->aborted))
-            (void)nccl.comm_abort(pg->comm);
+            (void)tc__nccl.comm_abort(pg->comm);
         else
-            (void)nccl.comm_destroy(pg->comm);
+            (void)tc__nccl.comm_destroy(pg->comm);
     }
     tc__handle_put(&pg_pool, pg);
 }
@@ -205,18 +105,18 @@ int tc_dist_device(const tc_process_group *pg)
 
 static tc_status init_comm(tc_process_group *pg, const tc_dist_options *o)
 {
-    nccl_unique_id id;
+    tc__nccl_unique_id id;
     memset(&id, 0, sizeof id);
     if (o->rank == 0)
-        NCCL_CHECK(nccl.get_unique_id(&id), "ncclGetUniqueId");
+        NCCL_CHECK(tc__nccl.get_unique_id(&id), "ncclGetUniqueId");
     TC_TRY(tc__dist_rendezvous(o, &id, sizeof id));
     tc_device_guard g = tc_device_guard_enter(pg->device);
     TC_TRY(g.status);
-    nccl_result r = nccl.comm_init_rank(&pg->comm, o->world_size, id, o->rank);
+    tc__nccl_result r = tc__nccl.comm_init_rank(&pg->comm, o->world_size, id, o->rank);
     tc_device_guard_exit(&g);
-    if (r != NCCL_SUCCESS) {
+    if (r != TC__NCCL_SUCCESS) {
         pg->comm = NULL;
-        return nccl_fail(r, "ncclCommInitRank");
+        return tc__nccl_fail(r, "ncclCommInitRank");
     }
     return TC_OK;
 }
@@ -228,8 +128,7 @@ tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
     TC_TRY(tc__dist_check_options(opts));
     int dev;
     TC_TRY(tc__resolve_device(opts->local_rank, &dev));
-    TC_TRY(nccl_ready());
-    setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast unless the user asks */
+    TC_TRY(tc__nccl_ready());
     tc_process_group *pg = tc__handle_get(&pg_pool);
     if (!pg)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -274,7 +173,7 @@ static tc_status pg_abort(tc_process_group *pg, const char *fmt, const char *wha
 {
     if (!atomic_exchange(&pg->aborted, true)) {
         snprintf(pg->why, sizeof pg->why, fmt, what, s);
-        (void)nccl.comm_abort(pg->comm);
+        (void)tc__nccl.comm_abort(pg->comm);
         pg->comm = NULL;
     }
     return tc__fail(TC_ERROR_INVALID_STATE, "%s", pg->why);
@@ -285,12 +184,12 @@ static tc_status async_error(tc_process_group *pg, const char *what)
 {
     if (atomic_load(&pg->aborted))
         return tc__fail(TC_ERROR_INVALID_STATE, "%s", pg->why);
-    nccl_result e = NCCL_SUCCESS;
-    if (nccl.comm_get_async_error(pg->comm, &e) == NCCL_SUCCESS && e != NCCL_SUCCESS &&
-        e != NCCL_IN_PROGRESS) {
+    tc__nccl_result e = TC__NCCL_SUCCESS;
+    if (tc__nccl.comm_get_async_error(pg->comm, &e) == TC__NCCL_SUCCESS && e != TC__NCCL_SUCCESS &&
+        e != TC__NCCL_IN_PROGRESS) {
         char fmt[200];
         snprintf(fmt, sizeof fmt, "%%s: NCCL reported error %d (%s), a peer may have died%%.0f", e,
-                 nccl.get_error_string(e));
+                 tc__nccl.get_error_string(e));
         return pg_abort(pg, fmt, what, 0);
     }
     return TC_OK;
@@ -334,7 +233,7 @@ static tc_status check_tensor(tc_process_group *pg, const tc_tensor *t, const ch
                         t->storage->device.index, pg->device);
     if (!tc__is_contiguous(t))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s must be contiguous", what);
-    if (nccl_dtype(t->dtype) < 0)
+    if (tc__nccl_dtype(t->dtype) < 0)
         return tc__fail(TC_ERROR_DTYPE, "NCCL has no %s type", tc_dtype_name(t->dtype));
     return TC_OK;
 }
@@ -360,9 +259,10 @@ static size_t numel(const tc_tensor *t) { return (size_t)tc__numel(t->ndim, t->s
         tc_device_guard g_ = tc_device_guard_enter((pg)->device);                                  \
         TC_TRY(g_.status);                                                                         \
         cudaStream_t cs = tc__current_cuda_stream((pg)->device);                                   \
-        nccl_result r_ = (call);                                                                   \
-        tc_status st_ = r_ == NCCL_SUCCESS || r_ == NCCL_IN_PROGRESS ? finish(pg, cs, what, out)   \
-                                                                     : nccl_fail(r_, what);        \
+        tc__nccl_result r_ = (call);                                                               \
+        tc_status st_ = r_ == TC__NCCL_SUCCESS || r_ == TC__NCCL_IN_PROGRESS                       \
+                            ? finish(pg, cs, what, out)                                            \
+                            : tc__nccl_fail(r_, what);                                             \
         tc_device_guard_exit(&g_);                                                                 \
         return st_;                                                                                \
     } while (0)
@@ -375,7 +275,7 @@ tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op
     TC_TRY(check_op(op));
     void *p = tc__data(t);
     RUN(pg, "ncclAllReduce", out,
-        nccl.all_reduce(p, p, numel(t), nccl_dtype(t->dtype), nccl_op(op), pg->comm, cs));
+        tc__nccl.all_reduce(p, p, numel(t), tc__nccl_dtype(t->dtype), nccl_op(op), pg->comm, cs));
 }
 
 tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root, tc_work **out)
@@ -386,7 +286,7 @@ tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root, tc_wor
     TC_TRY(check_rank(pg, root, "root"));
     void *p = tc__data(t);
     RUN(pg, "ncclBroadcast", out,
-        nccl.broadcast(p, p, numel(t), nccl_dtype(t->dtype), root, pg->comm, cs));
+        tc__nccl.broadcast(p, p, numel(t), tc__nccl_dtype(t->dtype), root, pg->comm, cs));
 }
 
 tc_status tc_dist_reduce(tc_process_group *pg, tc_tensor *t, int root, tc_reduce_op op,
@@ -399,7 +299,7 @@ tc_status tc_dist_reduce(tc_process_group *pg, tc_tensor *t, int root, tc_reduce
     TC_TRY(check_op(op));
     void *p = tc__data(t);
     RUN(pg, "ncclReduce", out,
-        nccl.reduce(p, p, numel(t), nccl_dtype(t->dtype), nccl_op(op), root, pg->comm, cs));
+        tc__nccl.reduce(p, p, numel(t), tc__nccl_dtype(t->dtype), nccl_op(op), root, pg->comm, cs));
 }
 
 static tc_status check_pair(tc_process_group *pg, const tc_tensor *o, const tc_tensor *in)
@@ -423,8 +323,8 @@ tc_status tc_dist_all_gather(tc_process_group *pg, tc_tensor *output, const tc_t
         return tc__fail(TC_ERROR_SHAPE, "output has %zu elements, world_size * input is %zu",
                         numel(output), n * (size_t)pg->world_size);
     RUN(pg, "ncclAllGather", out,
-        nccl.all_gather(tc__data(input), tc__data(output), n, nccl_dtype(input->dtype), pg->comm,
-                        cs));
+        tc__nccl.all_gather(tc__data(input), tc__data(output), n, tc__nccl_dtype(input->dtype),
+                            pg->comm, cs));
 }
 
 tc_status tc_dist_reduce_scatter(tc_process_group *pg, tc_tensor *output, const tc_tensor *input,
@@ -439,22 +339,22 @@ tc_status tc_dist_reduce_scatter(tc_process_group *pg, tc_tensor *output, const 
         return tc__fail(TC_ERROR_SHAPE, "input has %zu elements, world_size * output is %zu",
                         numel(input), n * (size_t)pg->world_size);
     RUN(pg, "ncclReduceScatter", out,
-        nccl.reduce_scatter(tc__data(input), tc__data(output), n, nccl_dtype(input->dtype),
-                            nccl_op(op), pg->comm, cs));
+        tc__nccl.reduce_scatter(tc__data(input), tc__data(output), n, tc__nccl_dtype(input->dtype),
+                                nccl_op(op), pg->comm, cs));
 }
 
 /* all_to_all as NCCL's documentation writes it: a group of sends and receives. */
-static nccl_result all_to_all(tc_process_group *pg, const char *in, char *o, size_t n, int dt,
-                              size_t bytes, cudaStream_t cs)
+static tc__nccl_result all_to_all(tc_process_group *pg, const char *in, char *o, size_t n, int dt,
+                                  size_t bytes, cudaStream_t cs)
 {
-    nccl_result r = nccl.group_start();
-    for (int p = 0; p < pg->world_size && r == NCCL_SUCCESS; p++) {
-        r = nccl.send(in + (size_t)p * bytes, n, dt, p, pg->comm, cs);
-        if (r == NCCL_SUCCESS)
-            r = nccl.recv(o + (size_t)p * bytes, n, dt, p, pg->comm, cs);
+    tc__nccl_result r = tc__nccl.group_start();
+    for (int p = 0; p < pg->world_size && r == TC__NCCL_SUCCESS; p++) {
+        r = tc__nccl.send(in + (size_t)p * bytes, n, dt, p, pg->comm, cs);
+        if (r == TC__NCCL_SUCCESS)
+            r = tc__nccl.recv(o + (size_t)p * bytes, n, dt, p, pg->comm, cs);
     }
-    nccl_result e = nccl.group_end();
-    return r != NCCL_SUCCESS ? r : e;
+    tc__nccl_result e = tc__nccl.group_end();
+    return r != TC__NCCL_SUCCESS ? r : e;
 }
 
 tc_status tc_dist_all_to_all(tc_process_group *pg, tc_tensor *output, const tc_tensor *input,
@@ -472,7 +372,7 @@ tc_status tc_dist_all_to_all(tc_process_group *pg, tc_tensor *output, const tc_t
     size_t per = n / (size_t)pg->world_size;
     size_t bytes = per * tc_dtype_size(input->dtype);
     RUN(pg, "all_to_all (ncclSend/ncclRecv)", out,
-        all_to_all(pg, tc__data(input), tc__data(output), per, nccl_dtype(input->dtype), bytes,
+        all_to_all(pg, tc__data(input), tc__data(output), per, tc__nccl_dtype(input->dtype), bytes,
                    cs));
 }
 
@@ -484,7 +384,7 @@ tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int peer, tc_wo
     TC_TRY(check_rank(pg, peer, "peer"));
     TC_CHECK_ARG(peer != pg->rank, "a rank cannot send to itself");
     RUN(pg, "ncclSend", out,
-        nccl.send(tc__data(t), numel(t), nccl_dtype(t->dtype), peer, pg->comm, cs));
+        tc__nccl.send(tc__data(t), numel(t), tc__nccl_dtype(t->dtype), peer, pg->comm, cs));
 }
 
 tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **out)
@@ -495,7 +395,7 @@ tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **o
     TC_TRY(check_rank(pg, peer, "peer"));
     TC_CHECK_ARG(peer != pg->rank, "a rank cannot receive from itself");
     RUN(pg, "ncclRecv", out,
-        nccl.recv(tc__data(t), numel(t), nccl_dtype(t->dtype), peer, pg->comm, cs));
+        tc__nccl.recv(tc__data(t), numel(t), tc__nccl_dtype(t->dtype), peer, pg->comm, cs));
 }
 
 /* ---- waiting ------------------------------------------------------------------------------ */

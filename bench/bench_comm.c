@@ -71,8 +71,8 @@ static tc_tensor *src0, *inputs[8];
 static void do_broadcast(int n, void *ctx)
 {
     (void)ctx;
-    int devs[8];
-    tc_tensor *out[8];
+    int devs[8] = {0};
+    tc_tensor *out[8] = {0};
     for (int i = 0; i < n; i++)
         devs[i] = i;
     TRY(tc_comm_broadcast(src0, devs, n, out));
@@ -148,7 +148,7 @@ static void raw_rows(int n)
 {
     raw r;
     memset(&r, 0, sizeof r);
-    int devs[8];
+    int devs[8] = {0};
     for (int d = 0; d < n; d++)
         devs[d] = d;
     if (nccl.init_all(r.comms, n, devs) != 0) {

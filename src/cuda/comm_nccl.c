@@ -90,6 +90,16 @@ static tc_status declare(const tc_tensor *t, int dev, bool write, int after_dev,
                           (void *)tc__current_cuda_stream(after_dev));
 }
 
+/* The status of a group of calls: the first failure among the device
+ * switch, the calls (r) and ncclGroupEnd (e). */
+static tc_status group_status(tc_status st, tc__nccl_result r, tc__nccl_result e, const char *what)
+{
+    TC_TRY(st);
+    if (r != TC__NCCL_SUCCESS || (e != TC__NCCL_SUCCESS && e != TC__NCCL_IN_PROGRESS))
+        return tc__nccl_fail(r != TC__NCCL_SUCCESS ? r : e, what);
+    return TC_OK;
+}
+
 static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int root, size_t bytes)
 {
     TC_TRY(usable(n));
@@ -110,10 +120,7 @@ static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int r
     }
     tc__nccl_result e = tc__nccl.group_end();
     tc_device_guard_exit(&g);
-    TC_TRY(st);
-    if (r != TC__NCCL_SUCCESS || (e != TC__NCCL_SUCCESS && e != TC__NCCL_IN_PROGRESS))
-        return tc__nccl_fail(r != TC__NCCL_SUCCESS ? r : e, "ncclBroadcast");
-    return TC_OK;
+    return group_status(st, r, e, "ncclBroadcast");
 }
 
 static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *devs, int n,
@@ -146,10 +153,7 @@ static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *
     }
     tc__nccl_result e = tc__nccl.group_end();
     tc_device_guard_exit(&g);
-    TC_TRY(st);
-    if (r != TC__NCCL_SUCCESS || (e != TC__NCCL_SUCCESS && e != TC__NCCL_IN_PROGRESS))
-        return tc__nccl_fail(r != TC__NCCL_SUCCESS ? r : e, "ncclReduce");
-    return TC_OK;
+    return group_status(st, r, e, "ncclReduce");
 }
 
 const tc__comm_accel tc__comm_accel_table = {broadcast, reduce};

@@ -3,12 +3,14 @@
  * gather of several tensors of one GPU); with two or more, every collective
  * runs over all GPUs (broadcast, coalesced forms with several buffers,
  * reduce_add, scatter even and by chunk sizes along two dims with streams,
- * gather to a GPU and to the CPU) and peer access is checked; otherwise that
+ * gather to a GPU and to the CPU), once with peer copies (TCUDA_COMM_NCCL=0)
+ * and once on NCCL where it is found; otherwise that
  * part prints why it was skipped. Errors: shape, dtype, devices listed twice,
  * a device that does not exist. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/comm.h"
 
@@ -284,9 +286,15 @@ int main(void)
     tc_test_require_gpu();
     test_one_device();
     int n = tc_device_count();
-    if (n >= 2)
+    if (n >= 2) { /* peer copies, then NCCL (when it is there) */
+        setenv("TCUDA_COMM_NCCL", "0", 1);
+        printf("-- with peer copies (TCUDA_COMM_NCCL=0)\n");
         test_many_devices(n > 8 ? 8 : n);
-    else
+        unsetenv("TCUDA_COMM_NCCL");
+        tc_test_find_nccl();
+        printf("-- with NCCL where it is found\n");
+        test_many_devices(n > 8 ? 8 : n);
+    } else
         printf("multi-GPU part skipped: %d GPU (needs 2 or more)\n", n);
     return TC_TEST_DONE();
 }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/dist.h"
 
@@ -279,6 +280,7 @@ int main(int argc, char **argv)
         return rank_main(argv[2]);
     tc_test_init();
     tc_test_require_gpu();
+    tc_test_find_nccl(); /* before tcuda loads it; the ranks inherit the setting */
 
     tc_dist_options o;
     memset(&o, 0, sizeof o);

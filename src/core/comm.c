@@ -135,6 +135,34 @@ tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n, tc_te
     return broadcast_resolved(t, devs, n, out);
 }
 
+/* NCCL into the outputs on other devices than t's, when all are dense: t is
+ * the root of the list. An output on t's own device is left to the copies
+ * (any failure too: TC_ERROR_NOT_SUPPORTED queues nothing, another error is
+ * reported by the copies that follow, which fail the same way). */
+static tc_status broadcast_out_accel(const tc_tensor *t, tc_tensor *const *outputs, int n)
+{
+    tc_tensor *bufs[TC_MAX_DEVICES + 1];
+    int devs[TC_MAX_DEVICES + 1], m = 1, src = t->storage->device.index;
+    size_t bytes = (size_t)tc__numel(t->ndim, t->sizes) * tc_dtype_size(t->dtype);
+    bufs[0] = (tc_tensor *)t;
+    devs[0] = src;
+    for (int i = 0; i < n; i++) {
+        if (!tc__is_contiguous(outputs[i]))
+            return TC_ERROR_NOT_SUPPORTED;
+        if (outputs[i]->storage->device.index != src) {
+            bufs[m] = outputs[i];
+            devs[m++] = outputs[i]->storage->device.index;
+        }
+    }
+    if (m < 2 || bytes == 0 || !tc__is_contiguous(t))
+        return TC_ERROR_NOT_SUPPORTED;
+    TC_TRY(tc__comm_accel_table.broadcast(bufs, devs, m, 0, bytes));
+    for (int i = 0; i < n; i++) /* the output on t's device, if any */
+        if (outputs[i]->storage->device.index == src && outputs[i] != t)
+            TC_TRY(tc_tensor_copy_(outputs[i], t, true));
+    return TC_OK;
+}
+
 tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, int n)
 {
     TC_API_BEGIN;
@@ -149,7 +177,9 @@ tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, i
                          "outputs %d and %d are on the same device (cuda:%d)", j, i,
                          outputs[i]->storage->device.index);
     }
-    for (int i = 0; i < n; i++)
+    if (broadcast_out_accel(t, outputs, n) == TC_OK)
+        return TC_OK;
+    for (int i = 0; i < n; i++) /* peer copies (or what NCCL did not take) */
         if (outputs[i] != t)
             TC_TRY(tc_tensor_copy_(outputs[i], t, true));
     return TC_OK;

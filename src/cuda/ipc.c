@@ -262,15 +262,19 @@ static tc_status view_of(tc__storage *s, const tc__ipc_info *info, tc_tensor **o
 
 static tc_status open_own(const tc__ipc_info *info, tc_tensor **out)
 {
-    tc_status st = tc__fail(TC_ERROR_INVALID_HANDLE,
-                            "stale IPC memory handle: this process made it and has collected it");
+    tc__storage *found = NULL;
     pthread_mutex_lock(&lock);
-    for (sent *s = sent_list; s; s = s->next)
+    for (sent *s = sent_list; s && !found; s = s->next)
         if (s->seq == info->seq) {
-            st = view_of(s->storage, info, out);
-            break;
+            found = s->storage;
+            tc__storage_retain(found);
         }
     pthread_mutex_unlock(&lock);
+    if (!found)
+        return tc__fail(TC_ERROR_INVALID_HANDLE,
+                        "stale IPC memory handle: this process made it and has collected it");
+    tc_status st = view_of(found, info, out);
+    tc__storage_release(found);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /* Memory IPC without a GPU: the handle's encoding and check value (every
  * flipped byte, a truncated handle, garbage are refused), and the count
- * files: a consumer process's references, a wrong nonce refused, a stale
+ * files: a consumer process's references, a wrong key refused, a stale
  * handle refused once collected, and a consumer that dies without releasing
  * (fork + _exit) counted as released. */
 #include <stdlib.h>
@@ -35,8 +35,9 @@ static void test_encoding(void)
 {
     tc__ipc_info in = sample(), back;
     tc_ipc_mem_handle h, parsed;
-    tc__ipc_encode(&in, &h);
-    CHECK_OK(tc__ipc_decode(&h, &back));
+    uint64_t made = tc__ipc_encode(&in, &h), check = 0;
+    CHECK_OK(tc__ipc_decode(&h, &back, &check));
+    CHECK(check == made);
     CHECK(memcmp(&in, &back, sizeof in) == 0);
     CHECK_OK(tc_ipc_mem_handle_parse(h.bytes, sizeof h.bytes, &parsed));
     CHECK(memcmp(&parsed, &h, sizeof h) == 0);
@@ -46,7 +47,7 @@ static void test_encoding(void)
     for (size_t i = 0; i < sizeof h.bytes; i++) {
         tc_ipc_mem_handle bad = h;
         bad.bytes[i] ^= (unsigned char)(1u << (i % 8));
-        refused += tc__ipc_decode(&bad, &back) == TC_ERROR_INVALID_HANDLE;
+        refused += tc__ipc_decode(&bad, &back, NULL) == TC_ERROR_INVALID_HANDLE;
     }
     CHECK(refused == (int)sizeof h.bytes);
 
@@ -63,15 +64,15 @@ static void test_encoding(void)
     tc_ipc_mem_handle junk;
     for (size_t i = 0; i < sizeof junk.bytes; i++)
         junk.bytes[i] = (unsigned char)tc_test_rand();
-    CHECK_STATUS(tc__ipc_decode(&junk, &back), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc__ipc_decode(&junk, &back, NULL), TC_ERROR_INVALID_HANDLE);
     tc__ipc_info odd = sample();
     odd.ndim = 9;
     tc__ipc_encode(&odd, &h);
-    CHECK_STATUS(tc__ipc_decode(&h, &back), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc__ipc_decode(&h, &back, NULL), TC_ERROR_INVALID_HANDLE);
     odd = sample();
     odd.dtype = 99;
     tc__ipc_encode(&odd, &h);
-    CHECK_STATUS(tc__ipc_decode(&h, &back), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc__ipc_decode(&h, &back, NULL), TC_ERROR_INVALID_HANDLE);
 
     /* the public entry refuses before touching a GPU */
     tc_tensor *t = (tc_tensor *)0x1;
@@ -87,11 +88,11 @@ static void test_encoding(void)
 }
 
 /* A child that takes one reference and exits: released (1) or crashed (0). */
-static void child_acquires(uint32_t pid, uint64_t seq, uint64_t nonce, int release)
+static void child_acquires(uint32_t pid, uint64_t seq, uint64_t key, int release)
 {
     pid_t c = fork();
     if (c == 0) {
-        int ok = tc__ipc_ref_acquire(pid, seq, nonce) == TC_OK;
+        int ok = tc__ipc_ref_acquire(pid, seq, key) == TC_OK;
         if (ok && release)
             tc__ipc_ref_release(pid, seq);
         _exit(ok ? 0 : 1);
@@ -104,31 +105,47 @@ static void child_acquires(uint32_t pid, uint64_t seq, uint64_t nonce, int relea
 static void test_count_files(void)
 {
     uint32_t me = (uint32_t)getpid();
-    uint64_t nonce = 0xfeedull;
-    CHECK_OK(tc__ipc_ref_create(me, 1, nonce));
-    CHECK_STATUS(tc__ipc_ref_create(me, 1, nonce), TC_ERROR_IO); /* exists already */
+    uint64_t key = 0xfeedull;
+    CHECK_OK(tc__ipc_ref_create(me, 1, key));
+    CHECK_STATUS(tc__ipc_ref_create(me, 1, key), TC_ERROR_IO); /* exists already */
     CHECK(!tc__ipc_ref_done(me, 1)); /* pending: nobody has opened it yet */
-    CHECK_STATUS(tc__ipc_ref_acquire(me, 1, nonce + 1), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc__ipc_ref_acquire(me, 1, key + 1), TC_ERROR_INVALID_HANDLE);
     CHECK(!tc__ipc_ref_done(me, 1));
 
     /* this process as consumer: two references, done after both go */
-    CHECK_OK(tc__ipc_ref_acquire(me, 1, nonce));
-    CHECK_OK(tc__ipc_ref_acquire(me, 1, nonce));
+    CHECK_OK(tc__ipc_ref_acquire(me, 1, key));
+    CHECK_OK(tc__ipc_ref_acquire(me, 1, key));
     CHECK(!tc__ipc_ref_done(me, 1));
     tc__ipc_ref_release(me, 1);
     CHECK(!tc__ipc_ref_done(me, 1));
     tc__ipc_ref_release(me, 1);
     CHECK(tc__ipc_ref_done(me, 1));
     /* collected: the handle is stale now */
-    CHECK_STATUS(tc__ipc_ref_acquire(me, 1, nonce), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc__ipc_ref_acquire(me, 1, key), TC_ERROR_INVALID_HANDLE);
     CHECK(strstr(tc_last_error(), "stale") != NULL);
 
+    /* a handle re-encoded with other fields has a valid check value of its
+     * own, but not the key of the count file: refused */
+    tc__ipc_info real = sample(), forged = sample();
+    tc_ipc_mem_handle hr, hf;
+    real.seq = forged.seq = 4;
+    uint64_t real_key = tc__ipc_encode(&real, &hr);
+    forged.storage_bytes = 1u << 30; /* a bigger window into the producer's memory */
+    uint64_t forged_key = tc__ipc_encode(&forged, &hf);
+    tc__ipc_info back;
+    CHECK_OK(tc__ipc_decode(&hf, &back, NULL)); /* well-formed */
+    CHECK_OK(tc__ipc_ref_create(me, 4, real_key));
+    CHECK_STATUS(tc__ipc_ref_acquire(me, 4, forged_key), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc__ipc_ref_acquire(me, 4, real_key));
+    tc__ipc_ref_release(me, 4);
+    CHECK(tc__ipc_ref_done(me, 4));
+
     /* a consumer process that releases, and one that dies holding it */
-    CHECK_OK(tc__ipc_ref_create(me, 2, nonce));
-    child_acquires(me, 2, nonce, 1);
+    CHECK_OK(tc__ipc_ref_create(me, 2, key));
+    child_acquires(me, 2, key, 1);
     CHECK(tc__ipc_ref_done(me, 2));
-    CHECK_OK(tc__ipc_ref_create(me, 3, nonce));
-    child_acquires(me, 3, nonce, 0); /* reaped: its pid no longer exists */
+    CHECK_OK(tc__ipc_ref_create(me, 3, key));
+    child_acquires(me, 3, key, 0); /* reaped: its pid no longer exists */
     CHECK(tc__ipc_ref_done(me, 3));
     char path[256];
     tc__ipc_ref_path(me, 3, path, sizeof path);

@@ -12,9 +12,11 @@
  * gone; until then tc_memory_stats_get(dev, "ipc_shared_blocks") counts them.
  * The count of consumers lives in a small file in /dev/shm per handle.
  *
- * A handle carries a check value over its contents and a random nonce also
- * kept in its count file: a forged, corrupted, truncated or stale handle
- * (its block already collected) is refused with TC_ERROR_INVALID_HANDLE and
+ * A handle carries a check value over its contents (a random nonce among
+ * them), also kept in its count file: a forged, corrupted, truncated or
+ * stale handle (its block already collected), or one whose fields were
+ * changed and its check value recomputed, is refused with
+ * TC_ERROR_INVALID_HANDLE and
  * never maps memory. Ordering: the producer must have the data ready before
  * the consumer reads it (synchronize its stream, or share an IPC event,
  * stream.h) and must not write while consumers read, as in PyTorch. */
@@ -35,8 +37,11 @@ typedef struct tc_ipc_mem_handle {
 } tc_ipc_mem_handle;
 
 /* A handle to the storage of the GPU tensor `t`, describing t's sizes,
- * strides, offset and dtype. Each call makes a new handle, good for any
- * number of consumers in other processes. Errors: TC_ERROR_INVALID_ARGUMENT
+ * strides, offset and dtype. Each call makes a new handle, meant for one
+ * consumer as a pickled tensor is in PyTorch: the block is held at least
+ * until a consumer opened it and every process that opened it released it
+ * (or exited). Waits for t's stream first, so the data is complete when a
+ * consumer maps it. Errors: TC_ERROR_INVALID_ARGUMENT
  * (NULL out, a CPU tensor, memory that CUDA cannot share, e.g. expandable
  * segments), TC_ERROR_INVALID_HANDLE, TC_ERROR_IO (the count file), CUDA's. */
 TCUDA_API tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out);

@@ -6,7 +6,9 @@
  * corrupted or truncated handle never reaches cudaIpcOpenMemHandle.
  *
  * The count file (one per handle, /dev/shm/tcuda_ipc_<pid>_<seq>) holds the
- * handle's nonce, a "pending" flag (set by the producer: one consumer is
+ * handle's check value as its key (the check covers a random nonce, so only
+ * the handle as made matches it, not one whose fields were changed and its
+ * check recomputed), a "pending" flag (set by the producer: one consumer is
  * expected, as each pickled tensor is in PyTorch) and slots {pid, count} of
  * consumer processes. Every access holds flock(LOCK_EX) on it. The block is
  * done when nothing is pending and no live process holds a count: a slot
@@ -51,7 +53,7 @@ static uint64_t check_value(const void *p, size_t n)
     return h ^ (h >> 31);
 }
 
-void tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out)
+uint64_t tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out)
 {
     wire w;
     memset(&w, 0, sizeof w);
@@ -61,6 +63,7 @@ void tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out)
     w.check = check_value(&w, offsetof(wire, check));
     memset(out, 0, sizeof *out);
     memcpy(out->bytes, &w, sizeof w);
+    return w.check;
 }
 
 static tc_status bad(const char *why)
@@ -68,7 +71,7 @@ static tc_status bad(const char *why)
     return tc__fail(TC_ERROR_INVALID_HANDLE, "not a valid tcuda IPC memory handle: %s", why);
 }
 
-tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out)
+tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out, uint64_t *check)
 {
     wire w;
     memcpy(&w, h->bytes, sizeof w);
@@ -89,6 +92,8 @@ tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out)
         if (in->sizes[i] < 0 || in->strides[i] < 0)
             return bad("a size or stride is negative");
     *out = *in;
+    if (check)
+        *check = w.check;
     return TC_OK;
 }
 
@@ -103,7 +108,7 @@ tc_status tc_ipc_mem_handle_parse(const void *bytes, size_t n, tc_ipc_mem_handle
     tc_ipc_mem_handle h;
     memcpy(h.bytes, bytes, n);
     tc__ipc_info info;
-    TC_TRY(tc__ipc_decode(&h, &info));
+    TC_TRY(tc__ipc_decode(&h, &info, NULL));
     *out = h;
     return TC_OK;
 }
@@ -114,7 +119,7 @@ tc_status tc_ipc_mem_handle_parse(const void *bytes, size_t n, tc_ipc_mem_handle
 #define REF_SLOTS 32
 
 typedef struct ref_file {
-    uint64_t nonce;
+    uint64_t key; /* the handle's check value */
     uint32_t magic;
     uint32_t pending;
     struct {
@@ -161,7 +166,7 @@ static void ref_close(int fd)
     close(fd);
 }
 
-tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t nonce)
+tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t key)
 {
     char path[256];
     tc__ipc_ref_path(pid, seq, path, sizeof path);
@@ -171,7 +176,7 @@ tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t nonce)
                         strerror(errno));
     ref_file r;
     memset(&r, 0, sizeof r);
-    r.nonce = nonce;
+    r.key = key;
     r.magic = REF_MAGIC;
     r.pending = 1;
     bool ok = ref_write(fd, &r);
@@ -185,7 +190,7 @@ tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t nonce)
 
 static bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
-tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t nonce)
+tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t key)
 {
     int fd = ref_open(pid, seq, O_RDWR);
     if (fd < 0)
@@ -195,7 +200,7 @@ tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t nonce)
                         pid);
     ref_file r;
     tc_status st = TC_OK;
-    if (!ref_read(fd, &r) || r.nonce != nonce) {
+    if (!ref_read(fd, &r) || r.key != key) {
         st = tc__fail(TC_ERROR_INVALID_HANDLE,
                       "IPC memory handle refused: it does not match its producer's record");
     } else {

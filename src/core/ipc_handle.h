@@ -32,19 +32,23 @@ typedef struct tc__ipc_info {
     unsigned char cuda_handle[TC__IPC_CUDA_HANDLE_BYTES];
 } tc__ipc_info;
 
-/* Writes the handle (with its check value). */
-void tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out);
-/* Checks magic, version, check value and field ranges; TC_ERROR_INVALID_HANDLE. */
-tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out);
+/* Writes the handle; returns its check value (over every field, the random
+ * nonce included: the key of its count file). */
+uint64_t tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out);
+/* Checks magic, version, check value and field ranges; TC_ERROR_INVALID_HANDLE.
+ * Writes the fields, and the check value to *check when not NULL. */
+tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out, uint64_t *check);
 
 /* The count file's path for (pid, seq): /dev/shm/tcuda_ipc_<pid>_<seq>
  * ($TCUDA_IPC_DIR instead of /dev/shm when set). */
 void tc__ipc_ref_path(uint32_t pid, uint64_t seq, char *buf, size_t n);
-/* Producer: creates the count file (no consumers yet). */
-tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t nonce);
-/* Consumer: checks the nonce and adds one reference of this process;
- * TC_ERROR_INVALID_HANDLE when the file is gone or the nonce differs. */
-tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t nonce);
+/* Producer: creates the count file (no consumers yet) holding `key`, the
+ * handle's check value. */
+tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t key);
+/* Consumer: checks the key and adds one reference of this process;
+ * TC_ERROR_INVALID_HANDLE when the file is gone or the key differs (a
+ * handle whose fields were changed, even with a recomputed check value). */
+tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t key);
 /* Consumer: drops one reference of this process. */
 void tc__ipc_ref_release(uint32_t pid, uint64_t seq);
 /* Producer: true when no live process holds a reference (dead consumers'

@@ -28,6 +28,6 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
     TC_API_BEGIN;
     TC_CHECK_ARG(handle && out, "handle and out must not be NULL");
     tc__ipc_info info;
-    TC_TRY(tc__ipc_decode(handle, &info));
+    TC_TRY(tc__ipc_decode(handle, &info, NULL));
     return absent();
 }

@@ -9,7 +9,7 @@
  * that reference once the handle's count file says every consumer released
  * (or died). At exit the count files are removed, so later opens are stale.
  *
- * Consumer: the count is taken (and the nonce checked) before the memory is
+ * Consumer: the count is taken (and the key checked) before the memory is
  * mapped, so a stale handle never maps anything; mappings are shared per
  * (producer, CUDA handle), since CUDA maps an allocation once per process.
  * The consumer's storage has an on_free hook: it waits for the device's
@@ -31,6 +31,7 @@
 typedef struct sent {
     struct sent *next;
     uint64_t seq;
+    uint64_t key;         /* the handle's check value */
     tc__storage *storage; /* one reference, held until the consumers are done */
 } sent;
 
@@ -158,9 +159,12 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
     info.nonce = random_nonce();
     pthread_mutex_lock(&lock);
     info.seq = next_seq++;
-    st = tc__ipc_ref_create(info.producer_pid, info.seq, info.nonce);
+    tc_ipc_mem_handle h;
+    uint64_t key = tc__ipc_encode(&info, &h);
+    st = tc__ipc_ref_create(info.producer_pid, info.seq, key);
     if (st == TC_OK) {
         s->seq = info.seq;
+        s->key = key;
         s->storage = t->storage;
         tc__storage_retain(t->storage);
         s->next = sent_list;
@@ -173,7 +177,7 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
         free(s);
         return st;
     }
-    tc__ipc_encode(&info, out);
+    *out = h;
     return TC_OK;
 }
 
@@ -260,12 +264,12 @@ static tc_status view_of(tc__storage *s, const tc__ipc_info *info, tc_tensor **o
     return tc__make_view(&tmp, (int)info->ndim, info->sizes, info->strides, info->offset, out);
 }
 
-static tc_status open_own(const tc__ipc_info *info, tc_tensor **out)
+static tc_status open_own(const tc__ipc_info *info, uint64_t key, tc_tensor **out)
 {
     tc__storage *found = NULL;
     pthread_mutex_lock(&lock);
     for (sent *s = sent_list; s && !found; s = s->next)
-        if (s->seq == info->seq) {
+        if (s->seq == info->seq && s->key == key) {
             found = s->storage;
             tc__storage_retain(found);
         }
@@ -283,12 +287,13 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
     TC_API_BEGIN;
     TC_CHECK_ARG(handle && out, "handle and out must not be NULL");
     tc__ipc_info info;
-    TC_TRY(tc__ipc_decode(handle, &info));
+    uint64_t key;
+    TC_TRY(tc__ipc_decode(handle, &info, &key));
     TC_TRY(check_extent(&info));
     int dev;
     TC_TRY(tc__resolve_device((int)info.device, &dev));
     if (info.producer_pid == (uint32_t)getpid())
-        return open_own(&info, out);
+        return open_own(&info, key, out);
     consumer_ctx *c = calloc(1, sizeof *c);
     tc__storage *s = calloc(1, sizeof *s);
     if (!c || !s) {
@@ -297,7 +302,7 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     /* The count first: a stale handle is refused before anything is mapped. */
-    tc_status st = tc__ipc_ref_acquire(info.producer_pid, info.seq, info.nonce);
+    tc_status st = tc__ipc_ref_acquire(info.producer_pid, info.seq, key);
     if (st == TC_OK) {
         pthread_mutex_lock(&lock);
         st = map_allocation(&info, &c->map);

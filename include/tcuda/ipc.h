@@ -17,9 +17,10 @@
  * stale handle (its block already collected), or one whose fields were
  * changed and its check value recomputed, is refused with
  * TC_ERROR_INVALID_HANDLE and
- * never maps memory. Ordering: the producer must have the data ready before
- * the consumer reads it (synchronize its stream, or share an IPC event,
- * stream.h) and must not write while consumers read, as in PyTorch. */
+ * never maps memory. Ordering: making a handle waits for the producer's
+ * stream, so consumers see the data as it was then; the producer must not
+ * write it while consumers read (or order that with an IPC event, stream.h),
+ * as in PyTorch. */
 #ifndef TCUDA_IPC_H
 #define TCUDA_IPC_H
 

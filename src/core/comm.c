@@ -504,9 +504,19 @@ static tc_status scatter_one(const tc_tensor *t, int dim, int64_t off, int64_t l
 {
     tc_tensor *part = NULL, *res = NULL;
     TC_TRY(tc_tensor_narrow(t, dim, off, len, &part));
+    /* A given stream of t's own device reads t: after t's current stream, and
+     * t's memory is not reused before it is done (a copy from another device
+     * orders itself, tensor_cuda.c). */
+    bool local = stream && t->storage->device.type == TC_CUDA && t->storage->device.index == dev;
+    tc_status st = TC_OK;
+    if (local)
+        st = tc_stream_wait_stream(stream, tc_current_stream(dev));
+    if (local && st == TC_OK)
+        st = tc_tensor_record_stream(t, stream);
     tc_stream_guard g = tc_stream_guard_enter(stream);
-    tc_status st = tc__new_tensor(part->ndim, part->sizes, part->dtype, (tc_device){TC_CUDA, dev},
-                                  false, &res);
+    if (st == TC_OK)
+        st = tc__new_tensor(part->ndim, part->sizes, part->dtype, (tc_device){TC_CUDA, dev}, false,
+                            &res);
     if (st == TC_OK)
         st = tc_tensor_copy_(res, part, true);
     tc_stream_guard_exit(&g);

@@ -20,6 +20,7 @@
 #include "core/handle_pool.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
 #include "nccl_internal.h"
 
 #define NCCL_CHECK(call, what)                                                                     \
@@ -244,6 +245,25 @@ static tc_status check_rank(const tc_process_group *pg, int r, const char *what)
 
 static size_t numel(const tc_tensor *t) { return (size_t)tc__numel(t->ndim, t->sizes); }
 
+/* Declares to the stream sanitizer what an operation reads (in) and writes
+ * (out, may be NULL) on the group's current stream: NCCL's kernels are not
+ * tensor ops. */
+static tc_status declare(tc_process_group *pg, const tc_tensor *in, const tc_tensor *out,
+                         const char *what)
+{
+    if (!tc__san_on())
+        return TC_OK;
+    tc__san_span sp[2];
+    int n = 0;
+    const tc_tensor *ts[2] = {in, out};
+    for (int i = 0; i < 2; i++)
+        if (ts[i])
+            tc__san_span_dense(tc__data(ts[i]), numel(ts[i]) * tc_dtype_size(ts[i]->dtype),
+                               ts[i]->dtype, ts[i]->ndim, ts[i]->sizes, i == 1, &sp[n++]);
+    return tc__san_access(pg->device, (void *)tc__current_cuda_stream(pg->device), sp, n,
+                          (tc__san_what){what, NULL}, false, false, 0, NULL);
+}
+
 /* Everything an operation does around its NCCL call: device, stream, work. */
 #define RUN(pg, what, out, call)                                                                   \
     do {                                                                                           \
@@ -265,6 +285,7 @@ tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op
     TC_TRY(check_tensor(pg, t, "tc_tensor t"));
     TC_TRY(check_op(op));
     void *p = tc__data(t);
+    TC_TRY(declare(pg, NULL, t, "all_reduce"));
     RUN(pg, "ncclAllReduce", out,
         tc__nccl.all_reduce(p, p, numel(t), tc__nccl_dtype(t->dtype), nccl_op(op), pg->comm, cs));
 }
@@ -276,6 +297,7 @@ tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root, tc_wor
     TC_TRY(check_tensor(pg, t, "tc_tensor t"));
     TC_TRY(check_rank(pg, root, "root"));
     void *p = tc__data(t);
+    TC_TRY(declare(pg, NULL, t, "broadcast"));
     RUN(pg, "ncclBroadcast", out,
         tc__nccl.broadcast(p, p, numel(t), tc__nccl_dtype(t->dtype), root, pg->comm, cs));
 }
@@ -289,6 +311,7 @@ tc_status tc_dist_reduce(tc_process_group *pg, tc_tensor *t, int root, tc_reduce
     TC_TRY(check_rank(pg, root, "root"));
     TC_TRY(check_op(op));
     void *p = tc__data(t);
+    TC_TRY(declare(pg, NULL, t, "reduce"));
     RUN(pg, "ncclReduce", out,
         tc__nccl.reduce(p, p, numel(t), tc__nccl_dtype(t->dtype), nccl_op(op), root, pg->comm, cs));
 }
@@ -313,6 +336,7 @@ tc_status tc_dist_all_gather(tc_process_group *pg, tc_tensor *output, const tc_t
     if (numel(output) != n * (size_t)pg->world_size)
         return tc__fail(TC_ERROR_SHAPE, "output has %zu elements, world_size * input is %zu",
                         numel(output), n * (size_t)pg->world_size);
+    TC_TRY(declare(pg, input, output, "all_gather"));
     RUN(pg, "ncclAllGather", out,
         tc__nccl.all_gather(tc__data(input), tc__data(output), n, tc__nccl_dtype(input->dtype),
                             pg->comm, cs));
@@ -329,6 +353,7 @@ tc_status tc_dist_reduce_scatter(tc_process_group *pg, tc_tensor *output, const 
     if (numel(input) != n * (size_t)pg->world_size)
         return tc__fail(TC_ERROR_SHAPE, "input has %zu elements, world_size * output is %zu",
                         numel(input), n * (size_t)pg->world_size);
+    TC_TRY(declare(pg, input, output, "reduce_scatter"));
     RUN(pg, "ncclReduceScatter", out,
         tc__nccl.reduce_scatter(tc__data(input), tc__data(output), n, tc__nccl_dtype(input->dtype),
                                 nccl_op(op), pg->comm, cs));
@@ -362,6 +387,7 @@ tc_status tc_dist_all_to_all(tc_process_group *pg, tc_tensor *output, const tc_t
                         n, numel(output), pg->world_size);
     size_t per = n / (size_t)pg->world_size;
     size_t bytes = per * tc_dtype_size(input->dtype);
+    TC_TRY(declare(pg, input, output, "all_to_all"));
     RUN(pg, "all_to_all (ncclSend/ncclRecv)", out,
         all_to_all(pg, tc__data(input), tc__data(output), per, tc__nccl_dtype(input->dtype), bytes,
                    cs));
@@ -374,6 +400,7 @@ tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int peer, tc_wo
     TC_TRY(check_tensor(pg, t, "tc_tensor t"));
     TC_TRY(check_rank(pg, peer, "peer"));
     TC_CHECK_ARG(peer != pg->rank, "a rank cannot send to itself");
+    TC_TRY(declare(pg, t, NULL, "send"));
     RUN(pg, "ncclSend", out,
         tc__nccl.send(tc__data(t), numel(t), tc__nccl_dtype(t->dtype), peer, pg->comm, cs));
 }
@@ -385,6 +412,7 @@ tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **o
     TC_TRY(check_tensor(pg, t, "tc_tensor t"));
     TC_TRY(check_rank(pg, peer, "peer"));
     TC_CHECK_ARG(peer != pg->rank, "a rank cannot receive from itself");
+    TC_TRY(declare(pg, NULL, t, "recv"));
     RUN(pg, "ncclRecv", out,
         tc__nccl.recv(tc__data(t), numel(t), tc__nccl_dtype(t->dtype), peer, pg->comm, cs));
 }

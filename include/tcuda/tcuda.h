@@ -13,5 +13,8 @@
 #include "graph.h"
 #include "jit.h"
 #include "sanitizer.h"
+#include "comm.h"
+#include "ipc.h"
+#include "dist.h"
 
 #endif

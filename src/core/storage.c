@@ -47,7 +47,9 @@ void tc__storage_release(tc__storage *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (s->device.type == TC_CUDA)
+    if (s->on_free)
+        s->on_free(s);
+    else if (s->device.type == TC_CUDA)
         tc__dev()->free(s->data);
     else if (s->pinned)
         (void)tc_host_free(s->data);

@@ -20,6 +20,10 @@ typedef struct tc__storage {
     bool pinned;      /* page-locked host memory (CPU only) */
     void *data;
     size_t bytes;
+    /* Memory tcuda did not allocate (an IPC mapping, src/cuda/ipc.c): when
+     * set, the last release calls it instead of freeing `data`. */
+    void (*on_free)(struct tc__storage *s);
+    void *ctx; /* on_free's */
 } tc__storage;
 
 /* Allocates `bytes` (0 allowed) on `device` (index resolved by the caller for

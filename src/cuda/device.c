@@ -11,6 +11,7 @@
 
 #include "core/debug.h"
 #include "cuda_internal.h"
+#include "ipc_internal.h"
 #include "debug/sanitizer_internal.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
@@ -251,5 +252,7 @@ tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 tc_status tc_ipc_collect(void)
 {
     TC_API_BEGIN;
-    return tc__ensure_init();
+    TC_TRY(tc__ensure_init());
+    tc__ipc_collect();
+    return TC_OK;
 }

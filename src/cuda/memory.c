@@ -18,6 +18,7 @@
 #include "core/debug.h"
 #include "core/handle_pool.h"
 #include "cuda_internal.h"
+#include "ipc_internal.h"
 #include "debug/sanitizer_internal.h"
 #include "device_alloc.h"
 
@@ -440,7 +441,14 @@ int64_t tc_memory_stats_get(int device, const char *key)
     }
     if (tc_memory_stats(device, &s) != TC_OK)
         return -1;
-    int64_t v;
+    int64_t v, ipc_bytes;
+    if (!strcmp(key, "ipc_shared_blocks") || !strcmp(key, "ipc_shared_bytes")) {
+        int d = -1; /* shared blocks: held for consumers in other processes (ipc.c) */
+        if (tc__resolve_device(device, &d) != TC_OK)
+            return -1;
+        tc__ipc_shared_stats(d, &v, &ipc_bytes);
+        return key[11] == 'b' && key[12] == 'l' ? v : ipc_bytes;
+    }
     if (!tc__stats_get(&s, key, &v)) {
         tc__fail(TC_ERROR_INVALID_ARGUMENT,
                  "unknown key '%s' (keys look like "

@@ -156,6 +156,28 @@ static tc_status order_streams(int from_dev, cudaStream_t from, int to_dev, cuda
     return TC_OK;
 }
 
+/* Enables peer access from `dev` to `peer` once per ordered pair (as PyTorch's
+ * get_p2p_access): 1 enabled, 2 not possible. Where CUDA cannot or will not
+ * (no P2P path, too many peers), copies still work: CUDA stages them through
+ * the host, so that is remembered, not reported. Leaves `dev` current. */
+static tc_status enable_peer(int dev, int peer)
+{
+    static atomic_int state[TC_MAX_DEVICES][TC_MAX_DEVICES];
+    if (dev == peer || atomic_load(&state[dev][peer]) != 0)
+        return TC_OK;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, dev, peer) != cudaSuccess)
+        can = 0;
+    if (can) {
+        TC_TRY(tc__switch_device(dev));
+        cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+        can = err == cudaSuccess || err == cudaErrorPeerAccessAlreadyEnabled;
+    }
+    (void)cudaGetLastError(); /* the refusals above are not sticky errors */
+    atomic_store(&state[dev][peer], can ? 1 : 2);
+    return TC_OK;
+}
+
 tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
 {
     tc_device dd = dst->storage->device, sd = src->storage->device;
@@ -207,7 +229,11 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
             st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);
     } else {
         cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
-        st = order_streams(sd.index, ss, dd.index, ds);
+        st = enable_peer(dd.index, sd.index);
+        if (st == TC_OK)
+            st = enable_peer(sd.index, dd.index);
+        if (st == TC_OK)
+            st = order_streams(sd.index, ss, dd.index, ds);
         if (st == TC_OK) {
             err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
             if (err != cudaSuccess)

@@ -1,0 +1,116 @@
+/* tcuda dist: process groups on NCCL, torch.distributed's core for C.
+ *
+ * One process per GPU. A group is made from the launcher's environment
+ * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
+ * OpenMPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK; Slurm's SLURM_PROCID,
+ * SLURM_NTASKS, SLURM_LOCALID) or from explicit options. Rank 0 makes the
+ * NCCL unique id and hands it to the others through a small TCP rendezvous
+ * on MASTER_ADDR:MASTER_PORT, then every rank joins the NCCL communicator
+ * on its GPU (LOCAL_RANK, or the current device). NCCL (libnccl.so.2, or
+ * $TCUDA_NCCL_LIBRARY) is loaded at run time; without it the group calls
+ * are TC_ERROR_NOT_SUPPORTED. tcuda sets NCCL_NVLS_ENABLE=0 unless it is set.
+ *
+ * Collectives act on tensors in place (contiguous GPU tensors on the group's
+ * device), are queued on that device's current stream and return at once.
+ * When `out` is not NULL it receives a tc_work: tc_work_wait blocks until
+ * the operation is done, polling NCCL's asynchronous error state, and gives
+ * up after the group's timeout (the communicator is then aborted and every
+ * later call on the group is TC_ERROR_INVALID_STATE): a peer that died or
+ * hangs gives a clean error, never a silent hang.
+ *
+ * Common errors: TC_ERROR_INVALID_ARGUMENT (NULL, a CPU or non-contiguous
+ * tensor, a rank out of range), TC_ERROR_INVALID_HANDLE (a destroyed group
+ * or work), TC_ERROR_DEVICE_MISMATCH (a tensor on another GPU than the
+ * group's), TC_ERROR_SHAPE / TC_ERROR_DTYPE (sizes or dtypes that do not
+ * fit), TC_ERROR_NOT_SUPPORTED (no NCCL), TC_ERROR_CUDA (an NCCL error, with
+ * NCCL's words), TC_ERROR_INVALID_STATE (aborted after an error or a
+ * timeout), TC_ERROR_IO (the rendezvous failed or timed out). */
+#ifndef TCUDA_DIST_H
+#define TCUDA_DIST_H
+
+#include <stdbool.h>
+
+#include "tensor.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+typedef struct tc_process_group tc_process_group;
+typedef struct tc_work tc_work;
+
+typedef enum tc_reduce_op {
+    TC_REDUCE_SUM = 0,
+    TC_REDUCE_PROD,
+    TC_REDUCE_MIN,
+    TC_REDUCE_MAX,
+    TC_REDUCE_AVG
+} tc_reduce_op;
+
+/* How to form a group. */
+typedef struct tc_dist_options {
+    int rank;              /* 0 .. world_size-1 */
+    int world_size;        /* >= 1 */
+    int local_rank;        /* the GPU of this rank; -1: the current device */
+    char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
+    int master_port;       /* 1 .. 65535 */
+    double timeout_s;      /* rendezvous and tc_work_wait limit; <= 0: 600 s */
+} tc_dist_options;
+
+/* Reads the options from the environment: RANK/WORLD_SIZE/LOCAL_RANK, else
+ * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, else SLURM_PROCID/NTASKS/LOCALID;
+ * MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500),
+ * TCUDA_DIST_TIMEOUT (seconds). A missing rank or world size, or a value that
+ * is not a number in range, is TC_ERROR_INVALID_ARGUMENT naming the
+ * variable. Works without a GPU. */
+TCUDA_API tc_status tc_dist_options_from_env(tc_dist_options *out);
+
+/* Makes this process's member of a group (every rank must call it; it
+ * returns when all have joined, or fails after the timeout). */
+TCUDA_API tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out);
+/* tc_dist_options_from_env, then tc_dist_init. */
+TCUDA_API tc_status tc_dist_init_from_env(tc_process_group **out);
+/* Destroys the group (after its queued work; aborts when it failed). */
+TCUDA_API tc_status tc_dist_destroy(tc_process_group *pg);
+
+/* This rank, the group's size and GPU; -1 for a bad group. */
+TCUDA_API int tc_dist_rank(const tc_process_group *pg);
+TCUDA_API int tc_dist_world_size(const tc_process_group *pg);
+TCUDA_API int tc_dist_device(const tc_process_group *pg);
+
+/* t = op over the ranks' t (avg divides the sum by world_size). */
+TCUDA_API tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op,
+                                       tc_work **out);
+/* t = root's t on every rank. */
+TCUDA_API tc_status tc_dist_broadcast(tc_process_group *pg, tc_tensor *t, int root, tc_work **out);
+/* root's t = op over the ranks' t (others' t unchanged). */
+TCUDA_API tc_status tc_dist_reduce(tc_process_group *pg, tc_tensor *t, int root, tc_reduce_op op,
+                                   tc_work **out);
+/* output (world_size * numel(input) elements, same dtype) = every rank's
+ * input one after another in rank order. */
+TCUDA_API tc_status tc_dist_all_gather(tc_process_group *pg, tc_tensor *output,
+                                       const tc_tensor *input, tc_work **out);
+/* output (numel(input) / world_size elements) = op over the ranks of this
+ * rank's slice of input. */
+TCUDA_API tc_status tc_dist_reduce_scatter(tc_process_group *pg, tc_tensor *output,
+                                           const tc_tensor *input, tc_reduce_op op, tc_work **out);
+/* input and output: world_size equal slices; slice j of input goes to rank
+ * j, slice i of output comes from rank i. */
+TCUDA_API tc_status tc_dist_all_to_all(tc_process_group *pg, tc_tensor *output,
+                                       const tc_tensor *input, tc_work **out);
+/* Point to point: t to rank `peer` / t from rank `peer` (not this rank). */
+TCUDA_API tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int peer, tc_work **out);
+TCUDA_API tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **out);
+/* Returns when every rank reached it (an all_reduce of one element, waited). */
+TCUDA_API tc_status tc_dist_barrier(tc_process_group *pg);
+
+/* Blocks until the work is done: TC_OK, or the group's error (see above). */
+TCUDA_API tc_status tc_work_wait(tc_work *work);
+/* TC_OK when done, TC_ERROR_NOT_READY while running, or the error. */
+TCUDA_API tc_status tc_work_query(tc_work *work);
+/* Makes `stream` (NULL: the current stream of the work's device) wait for
+ * the work on the GPU, without blocking the host (PyTorch's Work.wait). */
+TCUDA_API tc_status tc_work_wait_stream(tc_work *work, tc_stream *stream);
+TCUDA_API tc_status tc_work_destroy(tc_work *work);
+
+TCUDA_EXTERN_C_END
+
+#endif

@@ -1,0 +1,159 @@
+/* The collectives' fast path on NCCL (core/comm_internal.h): broadcast and
+ * reduce of one process over several GPUs, as torch.cuda.comm does when
+ * NCCL is there.
+ *
+ * Communicators come from ncclCommInitAll over the device list, in the
+ * list's order (rank i is devs[i]), and are kept for the process's life in a
+ * small cache (a list used again costs nothing; more than CACHE lists fall
+ * back to peer copies). Each device's part is queued on that device's
+ * current stream inside one ncclGroupStart/End, so the work is ordered after
+ * what the user queued there and nothing synchronizes. The writes are
+ * declared to the stream sanitizer (the receiving sides as ordered after the
+ * root's stream, as a copy would be). TCUDA_COMM_NCCL=0 turns the path off;
+ * so do a missing NCCL and a dtype NCCL lacks (TC_ERROR_NOT_SUPPORTED: the
+ * caller copies instead). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm_internal.h"
+#include "core/tensor_internal.h"
+#include "cuda_internal.h"
+#include "debug/sanitizer_internal.h"
+#include "nccl_internal.h"
+
+enum { CACHE = 8, MAX_LIST = 16 };
+
+typedef struct cached {
+    int n;
+    int devs[MAX_LIST];
+    tc__nccl_comm_t comms[MAX_LIST];
+} cached;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static cached cache[CACHE];
+static int n_cached;
+
+static tc_status unsupported(const char *why)
+{
+    return tc__fail(TC_ERROR_NOT_SUPPORTED, "NCCL path not taken: %s", why);
+}
+
+static tc_status usable(int n)
+{
+    const char *env = getenv("TCUDA_COMM_NCCL");
+    if (env && !strcmp(env, "0"))
+        return unsupported("TCUDA_COMM_NCCL=0");
+    if (n < 2 || n > MAX_LIST)
+        return unsupported("device count");
+    return tc__nccl_ready();
+}
+
+/* The communicators of devs[0..n), made on first use. */
+static tc_status comms_for(const int *devs, int n, tc__nccl_comm_t **out)
+{
+    tc_status st = TC_OK;
+    pthread_mutex_lock(&lock);
+    cached *c = NULL;
+    for (int i = 0; i < n_cached && !c; i++)
+        if (cache[i].n == n && !memcmp(cache[i].devs, devs, sizeof(int) * (size_t)n))
+            c = &cache[i];
+    if (!c && n_cached == CACHE)
+        st = unsupported("too many device lists");
+    if (!c && st == TC_OK) {
+        c = &cache[n_cached];
+        int prev = tc__tls_device;
+        tc__nccl_result r = tc__nccl.comm_init_all(c->comms, n, devs);
+        tc_status sw = tc__switch_device(prev); /* NCCL may have changed CUDA's device */
+        if (r != TC__NCCL_SUCCESS)
+            st = tc__nccl_fail(r, "ncclCommInitAll");
+        else if ((st = sw) == TC_OK) {
+            c->n = n;
+            memcpy(c->devs, devs, sizeof(int) * (size_t)n);
+            n_cached++;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (st == TC_OK)
+        *out = c->comms;
+    return st;
+}
+
+static tc_status declare(const tc_tensor *t, int dev, bool write, int after_dev, bool after,
+                         const char *what)
+{
+    tc__san_span sp;
+    tc__san_span_dense(tc__data(t), (size_t)tc__numel(t->ndim, t->sizes) * tc_dtype_size(t->dtype),
+                       t->dtype, t->ndim, t->sizes, write, &sp);
+    return tc__san_access(dev, (void *)tc__current_cuda_stream(dev), &sp, 1,
+                          (tc__san_what){what, NULL}, false, after, after_dev,
+                          (void *)tc__current_cuda_stream(after_dev));
+}
+
+/* The status of a group of calls: the first failure among the device
+ * switch, the calls (r) and ncclGroupEnd (e). */
+static tc_status group_status(tc_status st, tc__nccl_result r, tc__nccl_result e, const char *what)
+{
+    TC_TRY(st);
+    if (r != TC__NCCL_SUCCESS || (e != TC__NCCL_SUCCESS && e != TC__NCCL_IN_PROGRESS))
+        return tc__nccl_fail(r != TC__NCCL_SUCCESS ? r : e, what);
+    return TC_OK;
+}
+
+static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int root, size_t bytes)
+{
+    TC_TRY(usable(n));
+    tc__nccl_comm_t *comms;
+    TC_TRY(comms_for(devs, n, &comms));
+    if (tc__san_on())
+        for (int i = 0; i < n; i++)
+            TC_TRY(declare(bufs[i], devs[i], i != root, devs[root], i != root, "nccl broadcast"));
+    tc_device_guard g = tc_device_guard_enter(tc__tls_device);
+    TC_TRY(g.status);
+    tc_status st = TC_OK;
+    tc__nccl_result r = tc__nccl.group_start();
+    for (int i = 0; i < n && r == TC__NCCL_SUCCESS && st == TC_OK; i++) {
+        st = tc__switch_device(devs[i]);
+        if (st == TC_OK)
+            r = tc__nccl.broadcast(tc__data(bufs[i]), tc__data(bufs[i]), bytes, TC__NCCL_INT8, root,
+                                   comms[i], tc__current_cuda_stream(devs[i]));
+    }
+    tc__nccl_result e = tc__nccl.group_end();
+    tc_device_guard_exit(&g);
+    return group_status(st, r, e, "ncclBroadcast");
+}
+
+static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *devs, int n,
+                        int root)
+{
+    int dt = tc__nccl_dtype(out->dtype);
+    if (dt < 0)
+        return unsupported("dtype");
+    TC_TRY(usable(n));
+    tc__nccl_comm_t *comms;
+    TC_TRY(comms_for(devs, n, &comms));
+    if (tc__san_on()) {
+        for (int i = 0; i < n; i++)
+            TC_TRY(declare(ins[i], devs[i], false, 0, false, "nccl reduce"));
+        TC_TRY(declare(out, devs[root], true, 0, false, "nccl reduce"));
+    }
+    for (int i = 0; i < n; i++) /* read on this stream: not reused before it is done */
+        TC_TRY(
+            tc__storage_record_stream(ins[i]->storage, (void *)tc__current_cuda_stream(devs[i])));
+    size_t count = (size_t)tc__numel(out->ndim, out->sizes);
+    tc_device_guard g = tc_device_guard_enter(tc__tls_device);
+    TC_TRY(g.status);
+    tc_status st = TC_OK;
+    tc__nccl_result r = tc__nccl.group_start();
+    for (int i = 0; i < n && r == TC__NCCL_SUCCESS && st == TC_OK; i++) {
+        st = tc__switch_device(devs[i]);
+        if (st == TC_OK)
+            r = tc__nccl.reduce(tc__data(ins[i]), i == root ? tc__data(out) : NULL, count, dt,
+                                TC__NCCL_SUM, root, comms[i], tc__current_cuda_stream(devs[i]));
+    }
+    tc__nccl_result e = tc__nccl.group_end();
+    tc_device_guard_exit(&g);
+    return group_status(st, r, e, "ncclReduce");
+}
+
+const tc__comm_accel tc__comm_accel_table = {broadcast, reduce};

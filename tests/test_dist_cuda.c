@@ -1,0 +1,319 @@
+/* GPU: NCCL process groups. With one GPU: a group of one process runs every
+ * operation (all_reduce with each op, broadcast, reduce, all_gather,
+ * reduce_scatter, all_to_all, barrier) on several dtypes, works are waited,
+ * queried and destroyed, and bad arguments are refused. With two or more
+ * GPUs: the test runs itself again (fork + exec) as one rank per GPU, formed
+ * from the environment as torchrun sets it, and checks every operation and a
+ * send/recv ring against values computed on the host; then a group whose
+ * rank 1 exits without taking part: rank 0's wait ends with
+ * TC_ERROR_INVALID_STATE after the timeout, not a hang. Exits 77 without a
+ * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nccl_find.h"
+#include "tc_test.h"
+#include "tcuda/dist.h"
+
+static tc_tensor *filled(int dev, int64_t n, tc_dtype dt, double (*f)(int64_t, int), int rank)
+{
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = f(i, rank);
+    tc_tensor *d = NULL, *t = NULL;
+    CHECK_OK(tc_tensor_from_data(v, 1, &n, TC_FLOAT64, (tc_device){TC_CPU, -1}, &d));
+    CHECK_OK(tc_tensor_to(d, (tc_device){TC_CUDA, dev}, dt, false, &t));
+    tc_tensor_release(d);
+    free(v);
+    return t;
+}
+
+/* rank r's value at i: small integers (exact in every dtype, products too) */
+static double val(int64_t i, int r) { return (double)((i * 7 + r * 3) % 5 + 1); }
+static double idx(int64_t i, int r) { return (double)(r * 1000 + i); }
+
+static bool all_near(const tc_tensor *t, double (*want)(int64_t, void *), void *ctx)
+{
+    double *v = tc_test_values(t);
+    bool ok = v != NULL;
+    for (int64_t i = 0; ok && i < tc_tensor_numel(t); i++)
+        ok = fabs(v[i] - want(i, ctx)) <= 1e-6 * fabs(want(i, ctx)) + 1e-9;
+    free(v);
+    return ok;
+}
+
+/* The reduction of val over `world` ranks at i. */
+typedef struct {
+    int world;
+    tc_reduce_op op;
+} red_ctx;
+static double reduced(int64_t i, void *p)
+{
+    red_ctx *c = p;
+    double acc = val(i, 0);
+    for (int r = 1; r < c->world; r++) {
+        double x = val(i, r);
+        switch (c->op) {
+        case TC_REDUCE_SUM:
+        case TC_REDUCE_AVG: acc += x; break;
+        case TC_REDUCE_PROD: acc *= x; break;
+        case TC_REDUCE_MIN: acc = fmin(acc, x); break;
+        case TC_REDUCE_MAX: acc = fmax(acc, x); break;
+        }
+    }
+    return c->op == TC_REDUCE_AVG ? acc / c->world : acc;
+}
+static double of_rank(int64_t i, void *p) { return val(i, *(int *)p); }
+typedef struct {
+    int64_t per;
+    int world, rank;
+} slice_ctx;
+static double gathered(int64_t i, void *p)
+{
+    slice_ctx *c = p;
+    return idx(i % c->per, (int)(i / c->per));
+}
+static double scattered(int64_t i, void *p)
+{
+    slice_ctx *c = p;
+    red_ctx sum = {c->world, TC_REDUCE_SUM};
+    return reduced(c->rank * c->per + i, &sum);
+}
+/* all_to_all: slice s of rank r's input is idx(s * per + k, r) */
+static double exchanged(int64_t i, void *p)
+{
+    slice_ctx *c = p;
+    int64_t from = i / c->per, k = i % c->per;
+    return idx(c->rank * c->per + k, (int)from);
+}
+
+static void wait_destroy(tc_work *w)
+{
+    CHECK_OK(tc_work_wait(w));
+    CHECK_OK(tc_work_destroy(w));
+}
+
+/* Every operation on a group; values checked for any world size. */
+static void run_all(tc_process_group *pg)
+{
+    int rank = tc_dist_rank(pg), world = tc_dist_world_size(pg), dev = tc_dist_device(pg);
+    const int64_t n = 1000;
+    tc_dtype dts[3] = {TC_FLOAT32, TC_INT32, TC_FLOAT64};
+    for (int d = 0; d < 3; d++)
+        for (tc_reduce_op op = TC_REDUCE_SUM; op <= TC_REDUCE_AVG; op++) {
+            if (op == TC_REDUCE_AVG && dts[d] == TC_INT32)
+                continue; /* an integer average truncates: not compared */
+            tc_tensor *t = filled(dev, n, dts[d], val, rank);
+            tc_work *w = NULL;
+            CHECK_OK(tc_dist_all_reduce(pg, t, op, &w));
+            wait_destroy(w);
+            red_ctx c = {world, op};
+            CHECK(all_near(t, reduced, &c));
+            tc_tensor_release(t);
+        }
+    /* broadcast and reduce from the last rank, no work handle */
+    int root = world - 1;
+    tc_tensor *t = filled(dev, n, TC_FLOAT32, val, rank);
+    CHECK_OK(tc_dist_broadcast(pg, t, root, NULL));
+    CHECK(all_near(t, of_rank, &root));
+    tc_tensor_release(t);
+    t = filled(dev, n, TC_FLOAT32, val, rank);
+    tc_work *w = NULL;
+    CHECK_OK(tc_dist_reduce(pg, t, root, TC_REDUCE_MAX, &w));
+    CHECK_OK(tc_work_wait_stream(w, NULL));
+    red_ctx mx = {world, TC_REDUCE_MAX};
+    if (rank == root)
+        CHECK(all_near(t, reduced, &mx));
+    else
+        CHECK(all_near(t, of_rank, &rank));
+    CHECK_OK(tc_work_wait(w));
+    CHECK_OK(tc_work_query(w));
+    CHECK_OK(tc_work_destroy(w));
+    CHECK_STATUS(tc_work_destroy(w), TC_ERROR_INVALID_HANDLE);
+    tc_tensor_release(t);
+
+    /* all_gather, reduce_scatter, all_to_all */
+    int64_t per = 64, all = per * world;
+    slice_ctx sc = {per, world, rank};
+    tc_tensor *in = filled(dev, per, TC_FLOAT32, idx, rank), *out = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &all, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &out));
+    CHECK_OK(tc_dist_all_gather(pg, out, in, &w));
+    wait_destroy(w);
+    CHECK(all_near(out, gathered, &sc));
+    tc_tensor_release(in);
+    tc_tensor_release(out);
+
+    in = filled(dev, all, TC_FLOAT32, val, rank);
+    CHECK_OK(tc_tensor_zeros(1, &per, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &out));
+    CHECK_OK(tc_dist_reduce_scatter(pg, out, in, TC_REDUCE_SUM, &w));
+    wait_destroy(w);
+    CHECK(all_near(out, scattered, &sc));
+    tc_tensor_release(in);
+    tc_tensor_release(out);
+
+    in = filled(dev, all, TC_FLOAT32, idx, rank);
+    CHECK_OK(tc_tensor_zeros(1, &all, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &out));
+    CHECK_OK(tc_dist_all_to_all(pg, out, in, &w));
+    wait_destroy(w);
+    CHECK(all_near(out, exchanged, &sc));
+    tc_tensor_release(in);
+    tc_tensor_release(out);
+
+    /* send/recv around a ring */
+    if (world > 1) {
+        int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+        tc_tensor *s = filled(dev, n, TC_FLOAT32, val, rank), *r = NULL;
+        CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &r));
+        tc_work *ws = NULL, *wr = NULL;
+        if (rank % 2 == 0) { /* an order that cannot deadlock */
+            CHECK_OK(tc_dist_send(pg, s, next, &ws));
+            CHECK_OK(tc_dist_recv(pg, r, prev, &wr));
+        } else {
+            CHECK_OK(tc_dist_recv(pg, r, prev, &wr));
+            CHECK_OK(tc_dist_send(pg, s, next, &ws));
+        }
+        wait_destroy(ws);
+        wait_destroy(wr);
+        CHECK(all_near(r, of_rank, &prev));
+        tc_tensor_release(s);
+        tc_tensor_release(r);
+    }
+    CHECK_OK(tc_dist_barrier(pg));
+}
+
+static void bad_arguments(tc_process_group *pg)
+{
+    int dev = tc_dist_device(pg);
+    int64_t n = 8;
+    tc_tensor *cpu = NULL, *b = NULL, *g = NULL, *wide = NULL, *tr = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CPU, -1}, &cpu));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_BOOL, (tc_device){TC_CUDA, dev}, &b));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &g));
+    int64_t sz[2] = {4, 6};
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &wide));
+    CHECK_OK(tc_tensor_transpose(wide, 0, 1, &tr));
+    tc_work *w = (tc_work *)0x1;
+    CHECK_STATUS(tc_dist_all_reduce(pg, cpu, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_SUM, &w), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, g, (tc_reduce_op)9, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_broadcast(pg, g, tc_dist_world_size(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_gather(pg, g, wide, &w), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_dist_send(pg, g, tc_dist_rank(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(w == (tc_work *)0x1);
+    tc_tensor_release(cpu);
+    tc_tensor_release(b);
+    tc_tensor_release(g);
+    tc_tensor_release(tr);
+    tc_tensor_release(wide);
+}
+
+/* ---- one rank of a multi-process group (argv: rank MODE) -------------------------------- */
+
+static int rank_main(const char *mode)
+{
+    tc_test_init();
+    tc_process_group *pg = NULL;
+    if (tc_dist_init_from_env(&pg) != TC_OK) {
+        fprintf(stderr, "rank %s: %s\n", getenv("RANK"), tc_last_error());
+        return 20;
+    }
+    if (!strcmp(mode, "all")) {
+        run_all(pg);
+        bad_arguments(pg);
+    } else { /* "die": rank 1 leaves; rank 0's all_reduce must fail cleanly */
+        if (tc_dist_rank(pg) == 1)
+            _exit(0);
+        int64_t n = 1 << 20;
+        tc_tensor *t = NULL;
+        CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, tc_dist_device(pg)}, &t));
+        tc_work *w = NULL;
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        double t0 = tc_test_now_ms();
+        tc_status st = tc_work_wait(w);
+        printf("rank 0: wait after the peer died: %s (%.1f s): %s\n", tc_status_string(st),
+               (tc_test_now_ms() - t0) / 1000, tc_last_error());
+        CHECK(st == TC_ERROR_INVALID_STATE || st == TC_ERROR_CUDA);
+        CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
+        tc_work_destroy(w);
+        _exit(tc_test_failed ? 1 : 0); /* the GPU may be left busy: no orderly teardown */
+    }
+    CHECK_OK(tc_dist_destroy(pg));
+    return TC_TEST_DONE();
+}
+
+static int spawn_group(int world, const char *mode, int port)
+{
+    pid_t kids[16];
+    for (int r = 0; r < world; r++) {
+        kids[r] = fork();
+        if (kids[r] == 0) {
+            char v[32];
+            snprintf(v, sizeof v, "%d", r), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", world), setenv("WORLD_SIZE", v, 1);
+            snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("TCUDA_DIST_TIMEOUT", "20", 1);
+            setenv("NCCL_NVLS_ENABLE", "0", 1);
+            execl("/proc/self/exe", "test_dist_cuda", "rank", mode, (char *)NULL);
+            _exit(99);
+        }
+    }
+    int failed = 0;
+    for (int r = 0; r < world; r++) {
+        int status = 0;
+        waitpid(kids[r], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            printf("%s group: rank %d ended with status 0x%x\n", mode, r, status);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "rank"))
+        return rank_main(argv[2]);
+    tc_test_init();
+    tc_test_require_gpu();
+    tc_test_find_nccl(); /* before tcuda loads it; the ranks inherit the setting */
+
+    tc_dist_options o;
+    memset(&o, 0, sizeof o);
+    o.world_size = 1;
+    o.local_rank = 0;
+    strcpy(o.master_addr, "127.0.0.1");
+    o.master_port = 29517;
+    o.timeout_s = 60;
+    tc_process_group *pg = NULL;
+    tc_status st = tc_dist_init(&o, &pg);
+    if (st == TC_ERROR_NOT_SUPPORTED) {
+        printf("skipped: NCCL was not found: %s\n", tc_last_error());
+        return 77;
+    }
+    CHECK_OK(st);
+    if (st != TC_OK)
+        return TC_TEST_DONE();
+    CHECK(tc_dist_rank(pg) == 0 && tc_dist_world_size(pg) == 1 && tc_dist_device(pg) == 0);
+    run_all(pg);
+    bad_arguments(pg);
+    CHECK_OK(tc_dist_destroy(pg));
+    CHECK_STATUS(tc_dist_destroy(pg), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_HANDLE);
+
+    int n = tc_device_count();
+    if (n >= 2) {
+        int world = n > 8 ? 8 : n;
+        CHECK(spawn_group(world, "all", 29518) == 0);
+        CHECK(spawn_group(2, "die", 29519) == 0);
+    } else {
+        printf("multi-process part skipped: %d GPU (a group of 2 needs 2 GPUs: NCCL refuses "
+               "two ranks on one GPU)\n",
+               n);
+    }
+    return TC_TEST_DONE();
+}

@@ -27,15 +27,6 @@
 #define NUMEL (BYTES / 4)
 enum { WARMUP = 3, RUNS = 10 };
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        tc_status st_ = (call);                                                                    \
-        if (st_ != TC_OK) {                                                                        \
-            fprintf(stderr, "%s: %s\n", #call, tc_last_error());                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static void sync_all(int n)
 {
     for (int d = 0; d < n; d++)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The session's last GPU call: build for sm_90, every test, the GPU tests
+# touched since the previous call under compute-sanitizer (memcheck and
+# racecheck, four at a time), the test suite under the stream sanitizer, the
+# examples, and the benchmarks named in BENCHES. Logs go into $OUT/logs.tgz;
+# a summary is printed last. Exits 1 on any failure.
+set -u
+export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
+L=$(mktemp -d /tmp/gpu-final.XXXX)
+B=build-gpu
+cmake -S . -B $B -DTCUDA_WERROR=ON -DTCUDA_CUDA_ARCHS=90 > "$L/configure.log" 2>&1 &&
+  cmake --build $B -j 16 > "$L/build.log" 2>&1 || { tail -30 "$L/build.log"; exit 1; }
+fail=0
+(cd $B && ctest --output-on-failure -j 8 --timeout 300) > "$L/ctest.log" 2>&1 || fail=1
+san() { # tool test
+  timeout 300 compute-sanitizer --tool "$1" --report-api-errors no --target-processes all \
+    --error-exitcode 9 "$B/tests/$2" > "$L/cs_$1_$2.log" 2>&1
+  echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/cs_$1_$2.log" | tail -1)"
+}
+export -f san; export B L
+for t in ${GPU_TESTS:-}; do echo "memcheck $t"; echo "racecheck $t"; done |
+  xargs -r -P 4 -L 1 bash -c 'san $0 $1' > "$L/cs_summary.txt" 2>&1
+grep -v "rc=0 " "$L/cs_summary.txt" && fail=1
+OUT=$L timeout 300 bash scripts/sanitizer_suite.sh $B > "$L/san_suite.txt" 2>&1 || fail=1
+for e in ${EXAMPLES:-}; do
+  timeout 120 $B/examples/$e > "$L/example_$e.txt" 2>&1; echo "example $e rc=$?" >> "$L/examples.txt"
+done
+for b in ${BENCHES:-}; do
+  OUT=$L timeout 150 bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"
+done
+echo "==== ctest"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$L/ctest.log"
+grep -hE "^FAIL" "$L/ctest.log" | head -20
+echo "==== compute-sanitizer"; sort "$L/cs_summary.txt"
+echo "==== stream sanitizer suite"; grep -vE "(passed|skipped) +sanitizer reports: 0" "$L/san_suite.txt" | tail -8
+[ -f "$L/examples.txt" ] && { echo "==== examples"; cat "$L/examples.txt"; }
+for b in ${BENCHES:-}; do echo "==== bench $b"; tail -${TAIL:-12} "$L/bench_$b.txt"; done
+[ -n "${OUT:-}" ] && tar czf "$OUT/logs.tgz" -C "$L" .
+exit $fail

@@ -44,6 +44,8 @@ static void record(bool on, tc_history_stacks stacks, size_t max_entries)
 }
 
 /* Exported (the test is linked with ENABLE_EXPORTS) so that dladdr names them. */
+void *hist_test_alloc_site(tc__allocator *a, size_t size);
+void *hist_test_other_site(tc__allocator *a, size_t size);
 __attribute__((noinline)) void *hist_test_alloc_site(tc__allocator *a, size_t size)
 {
     void *p = NULL;

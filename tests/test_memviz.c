@@ -24,6 +24,9 @@
 static tc__allocator *A;
 
 /* Exported (ENABLE_EXPORTS): the names the stacks must show. */
+void *memviz_activation(size_t size);
+void *memviz_big_buffer(void);
+void memviz_train_step(int step);
 __attribute__((noinline)) void *memviz_activation(size_t size)
 {
     void *p = NULL;

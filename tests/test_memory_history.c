@@ -5,7 +5,8 @@
  * pickle and json modules and agree (skipped with a message without
  * python3), out-of-memory observers fire once per failure with what was
  * asked, TCUDA_NO_CACHING's allocator keeps nothing cached and its parser is
- * strict, and concurrent recording stays consistent. The test functions
+ * strict, concurrent recording stays consistent, and user memory pools
+ * isolate their memory (per thread, nested, in snapshots, released). The test functions
  * that allocate are extern and noinline so that their names are in the
  * stacks. */
 #include <pthread.h>
@@ -15,6 +16,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/alloc_history.h"
+#include "alloc/alloc_mempool.h"
 #include "core/debug.h"
 #include "tc_test.h"
 
@@ -348,6 +350,75 @@ static void test_threads(void)
     tc__alloc_destroy(shared_alloc);
 }
 
+static void *other_ptr;
+static void *pool_other_thread(void *arg)
+{
+    tc__allocator *a = arg;
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &other_ptr)); /* not in the pool: another thread */
+    return NULL;
+}
+
+static void test_user_pools(void)
+{
+    tc__allocator *a = make(0, false);
+    tc_mempool *pool = NULL, *inner = NULL;
+    CHECK_OK(tc__mempool_create_on(a, 0, &pool));
+    CHECK_OK(tc__mempool_create_on(a, 0, &inner));
+    struct tc_mempool_stats ps, is;
+    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_OK(tc_mempool_stats(inner, &is));
+    CHECK(ps.id != 0 && ps.id != is.id && ps.segments == 0 && ps.reserved_bytes == 0);
+    void *x = NULL, *y = NULL, *z = NULL, *w = NULL;
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &x));
+    pthread_t t;
+    pthread_create(&t, NULL, pool_other_thread, a);
+    pthread_join(t, NULL);
+    CHECK_OK(tc_mempool_use_begin(inner)); /* nested: the innermost wins */
+    CHECK_OK(tc__alloc_malloc(a, 3000, 0, &w));
+    CHECK_STATUS(tc_mempool_use_end(pool), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc_mempool_use_end(inner));
+    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_STATE); /* in use */
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_OK(tc_mempool_stats(inner, &is));
+    CHECK(ps.segments == 1 && ps.reserved_bytes == 2 * MiB && ps.blocks == 1 &&
+          ps.allocated_bytes == 1024 && ps.requested_bytes == 1000);
+    CHECK(is.segments == 1 && is.blocks == 1 && is.requested_bytes == 3000);
+    CHECK_OK(tc__alloc_free(a, x)); /* x's block goes back to the pool's cache */
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &y)); /* default pool: not x's memory */
+    CHECK(y != x);
+    CHECK(other_ptr != x && other_ptr != w);
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the pool again: x's block */
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK(z == x);
+    struct tc_memory_snapshot snap = {0, NULL};
+    CHECK_OK(tc__alloc_snapshot(a, &snap));
+    int in_pool = 0;
+    for (size_t i = 0; i < snap.num_segments; i++)
+        in_pool += snap.segments[i].segment_pool_id == ps.id;
+    CHECK(in_pool == 1);
+    tc__snapshot_free(&snap);
+    size_t before = hctx.in_use;
+    CHECK_OK(tc_mempool_release(pool)); /* z still live: its segment stays */
+    CHECK(hctx.in_use == before);
+    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_use_begin(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc__alloc_free(a, z));
+    tc__alloc_empty_cache(a); /* now its segment goes */
+    CHECK(hctx.in_use == before - 2 * MiB);
+    CHECK_OK(tc__alloc_free(a, w));
+    before = hctx.in_use;
+    CHECK_OK(tc_mempool_release(inner)); /* wholly free: back at once */
+    CHECK(hctx.in_use == before - 2 * MiB);
+    CHECK_OK(tc__alloc_free(a, y));
+    CHECK_OK(tc__alloc_free(a, other_ptr));
+    char why[256];
+    CHECK(tc__alloc_check(a, why, sizeof why) == 0);
+    tc__alloc_destroy(a);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -357,5 +428,6 @@ int main(void)
     test_oom_observer();
     test_no_caching();
     test_threads();
+    test_user_pools();
     return TC_TEST_DONE();
 }

@@ -6,7 +6,8 @@
  * real out-of-memory errors (1 TiB through the allocator and through a
  * tensor), once each, with the device's total memory and a snapshot, able to
  * dump a snapshot itself; and, in a child run with TCUDA_NO_CACHING=1,
- * reserved memory equal to what is live and nothing left after the frees.
+ * reserved memory equal to what is live and nothing left after the frees;
+ * a user memory pool serving a tensor made inside its use, and only that.
  * Exits 77 without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,29 @@ static void oom_observer(const char *dir)
            oom_last.device, oom_last.free_bytes, oom_last.total_bytes);
 }
 
+static void user_pool(void)
+{
+    tc_mempool *pool = NULL;
+    CHECK_OK(tc_mempool_create(0, &pool));
+    int64_t n = 1 << 20; /* 4 MiB of float32 */
+    tc_tensor *in = NULL, *out = NULL;
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &in));
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &out));
+    struct tc_mempool_stats st;
+    CHECK_OK(tc_mempool_stats(pool, &st));
+    CHECK(st.device == 0 && st.blocks == 1 && st.requested_bytes == 4 * MiB);
+    CHECK(st.segments == 1 && st.reserved_bytes >= 4 * MiB);
+    tc_tensor_release(in);
+    tc_tensor_release(out);
+    CHECK_OK(tc_synchronize(0));
+    CHECK_OK(tc_mempool_stats(pool, &st));
+    CHECK(st.blocks == 0);
+    CHECK_OK(tc_mempool_release(pool));
+    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+}
+
 /* The child: TCUDA_NO_CACHING=1 is in its environment. */
 static int no_caching_child(void)
 {
@@ -208,6 +232,7 @@ int main(int argc, char **argv)
         snprintf(absdir, sizeof absdir, "/tmp");
     recorded_run(absdir);
     oom_observer(absdir);
+    user_pool();
     no_caching(argv[0]);
     return TC_TEST_DONE();
 }

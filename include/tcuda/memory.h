@@ -261,6 +261,44 @@ TCUDA_API tc_status tc_memory_attach_oom_observer(tc_oom_observer_fn fn, void *c
  * (TC_ERROR_INVALID_ARGUMENT when there is none). */
 TCUDA_API tc_status tc_memory_detach_oom_observer(tc_oom_observer_fn fn, void *ctx);
 
+/* ---- user memory pools (torch.cuda.MemPool, use_mem_pool) -----------------
+ * A pool is a part of a device's caching allocator whose memory serves only
+ * the allocations made inside tc_mempool_use_begin/end on the threads that
+ * called it (on the pool's device); what is freed goes back to the pool, not
+ * to the others, and other allocations never take its memory. Snapshots
+ * show its segments with its id as segment_pool_id. (Graph capture's
+ * private pools are the same mechanism, routed by stream.) */
+typedef struct tc_mempool tc_mempool;
+
+/* What a pool holds (a struct tag: tc_mempool_stats is also the function). */
+struct tc_mempool_stats {
+    uint64_t id;
+    int device;
+    size_t segments, reserved_bytes;                   /* its segments */
+    size_t blocks, allocated_bytes, requested_bytes;   /* its live blocks */
+    size_t active_bytes;                               /* live + freed awaiting streams */
+};
+
+/* A new pool on device (-1: current); the caller releases it with
+ * tc_mempool_release. TC_ERROR_NO_DEVICE without CUDA; device errors as
+ * elsewhere; TC_ERROR_OUT_OF_MEMORY for host memory. */
+TCUDA_API tc_status tc_mempool_create(int device, tc_mempool **out);
+/* From now on, this thread's allocations on the pool's device come from the
+ * pool, until the matching tc_mempool_use_end (uses nest, up to 8 deep; the
+ * innermost wins). TC_ERROR_INVALID_HANDLE for a released pool;
+ * TC_ERROR_INVALID_STATE when 8 are active on this thread. */
+TCUDA_API tc_status tc_mempool_use_begin(tc_mempool *pool);
+/* Ends the innermost use of this thread, which must be `pool`
+ * (TC_ERROR_INVALID_STATE otherwise). */
+TCUDA_API tc_status tc_mempool_use_end(tc_mempool *pool);
+/* The pool's id (as in snapshots' segment_pool_id) and what it holds. */
+TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out);
+/* Destroys the handle: the pool's wholly free segments go back to the device
+ * now, the others once their blocks are freed (on the next empty_cache).
+ * Live blocks stay valid and are freed as usual. TC_ERROR_INVALID_STATE
+ * while a thread uses it; TC_ERROR_INVALID_HANDLE when released already. */
+TCUDA_API tc_status tc_mempool_release(tc_mempool *pool);
+
 TCUDA_EXTERN_C_END
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "../core/internal.h"
 #include "alloc_history.h"
+#include "alloc_mempool.h"
 #include "alloc_internal.h"
 
 #if defined(__linux__)
@@ -192,6 +193,8 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     size_t rs = tc__round_size(&a->cfg, size);
     int small = rs <= TC__SMALL_SIZE;
     uint64_t pid = a->ncaps ? tc__capture_pool(a, stream) : 0;
+    if (TC_UNLIKELY(atomic_load_explicit(&tc__mempool_users, memory_order_relaxed)) && !pid)
+        pid = tc__mempool_current(a); /* a user pool in use on this thread */
     scache *c = tc__cache_get(a, pid, small, stream);
     if (!c)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for allocator records");

@@ -19,6 +19,7 @@
 #include "core/handle_pool.h"
 #include "cuda_internal.h"
 #include "debug/sanitizer_internal.h"
+#include "alloc/alloc_mempool.h"
 #include "device_alloc.h"
 
 #define TC_ALLOCATOR_MAGIC 0x7c41a110u
@@ -356,6 +357,22 @@ tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
     if (tc__san_on())
         tc__san_record_stream(ptr, (void *)ts->handle);
     return TC_OK;
+}
+
+/* A user pool of the device's caching allocator (alloc_mempool.c). */
+tc_status tc_mempool_create(int device, tc_mempool **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    int d = 0;
+    cudaStream_t s = NULL;
+    TC_TRY(resolve(device, NULL, &d, &s));
+    tc__allocator *a;
+    TC_TRY(get_allocator(d, &a));
+    if (conf.backend == 1 || user_alloc)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "memory pools need the native caching allocator, "
+                                                "not cudaMallocAsync or a user allocator");
+    return tc__mempool_create_on(a, d, out);
 }
 
 tc_status tc__device_pool_begin(int device, uint64_t id, cudaStream_t stream)

@@ -1,0 +1,147 @@
+/* User memory pools: a handle around a private pool of a device's caching
+ * allocator (alloc_pools.c keeps the pool's record, so its segments serve
+ * only it), routed by thread: tc_mempool_use_begin pushes (allocator, pool)
+ * on the thread's stack of up to 8, and malloc asks tc__mempool_current,
+ * but only while some thread has a pool in use (tc__mempool_users), so that
+ * the allocation path pays one relaxed load otherwise. A pool is released
+ * only when no thread uses it (its `users` count). */
+#include "alloc_mempool.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "../core/handle_pool.h"
+#include "alloc_internal.h"
+
+#define TC_MEMPOOL_MAGIC 0x3e3b0011u
+#define MAX_USES 8
+
+struct tc_mempool {
+    uint32_t magic; /* first: tc__handle_check */
+    int device;
+    uint64_t id;
+    tc__allocator *a;
+    atomic_int users; /* uses begun and not ended, all threads */
+};
+
+atomic_int tc__mempool_users;
+static tc__handle_pool mempool_handles = TC_HANDLE_POOL_INIT(struct tc_mempool);
+static atomic_uint_fast64_t last_id;
+
+static _Thread_local struct {
+    tc_mempool *pool;
+} uses[MAX_USES];
+static _Thread_local int nuses;
+
+uint64_t tc__mempool_current(const tc__allocator *a)
+{
+    for (int i = nuses; i-- > 0;)
+        if (uses[i].pool->a == a)
+            return uses[i].pool->id;
+    return 0;
+}
+
+static tc_status check(const tc_mempool *p) { return tc__handle_check(p, TC_MEMPOOL_MAGIC, "tc_mempool"); }
+
+/* Adds pool `id`'s record to a (alloc_pools.c: a pool without one counts as
+ * released, its memory free to go). */
+static tc_status add_record(tc__allocator *a, uint64_t id)
+{
+    pool *r = calloc(1, sizeof *r);
+    if (!r)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a pool");
+    r->id = id;
+    tc__mutex_lock(&a->mu);
+    r->next = a->pools;
+    a->pools = r;
+    tc__mutex_unlock(&a->mu);
+    return TC_OK;
+}
+
+tc_status tc__mempool_create_on(tc__allocator *a, int device, tc_mempool **out)
+{
+    TC_CHECK_ARG(out != NULL, "out is NULL");
+    tc_mempool *p = tc__handle_get(&mempool_handles);
+    if (!p)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a pool");
+    p->device = device;
+    p->a = a;
+    p->id = (1ull << 63) | (uint64_t)(atomic_fetch_add(&last_id, 1) + 1);
+    atomic_init(&p->users, 0);
+    tc_status st = add_record(a, p->id);
+    if (st != TC_OK) {
+        tc__handle_put(&mempool_handles, p);
+        return st;
+    }
+    p->magic = TC_MEMPOOL_MAGIC;
+    *out = p;
+    return TC_OK;
+}
+
+tc_status tc_mempool_use_begin(tc_mempool *pool)
+{
+    TC_API_BEGIN;
+    TC_TRY(check(pool));
+    if (nuses == MAX_USES)
+        return tc__fail(TC_ERROR_INVALID_STATE, "%d pools are in use on this thread, the most",
+                        MAX_USES);
+    uses[nuses++].pool = pool;
+    atomic_fetch_add(&pool->users, 1);
+    atomic_fetch_add(&tc__mempool_users, 1);
+    return TC_OK;
+}
+
+tc_status tc_mempool_use_end(tc_mempool *pool)
+{
+    TC_API_BEGIN;
+    TC_TRY(check(pool));
+    if (!nuses || uses[nuses - 1].pool != pool)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "this pool is not the one this thread began to use last");
+    nuses--;
+    atomic_fetch_sub(&pool->users, 1);
+    atomic_fetch_sub(&tc__mempool_users, 1);
+    return TC_OK;
+}
+
+tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out)
+{
+    TC_API_BEGIN;
+    TC_TRY(check(pool));
+    TC_CHECK_ARG(out != NULL, "out is NULL");
+    struct tc_mempool_stats s = {pool->id, pool->device, 0, 0, 0, 0, 0, 0};
+    tc__allocator *a = pool->a;
+    tc__mutex_lock(&a->mu);
+    for (seg *g = a->segs; g; g = g->next) {
+        if (g->sc->pool_id != pool->id)
+            continue;
+        s.segments++;
+        s.reserved_bytes += g->mapped;
+        for (blk *b = g->head; b; b = b->next) {
+            if (b->state == B_FREE)
+                continue;
+            s.active_bytes += b->size;
+            if (b->state == B_ALLOC) {
+                s.blocks++;
+                s.allocated_bytes += b->size;
+                s.requested_bytes += b->requested;
+            }
+        }
+    }
+    tc__mutex_unlock(&a->mu);
+    *out = s;
+    return TC_OK;
+}
+
+tc_status tc_mempool_release(tc_mempool *pool)
+{
+    TC_API_BEGIN;
+    TC_TRY(check(pool));
+    if (atomic_load(&pool->users) != 0)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "pool %#" PRIx64 " is in use (tc_mempool_use_begin without its end)",
+                        pool->id);
+    TC_TRY(tc__alloc_release_pool(pool->a, pool->id));
+    tc__handle_put(&mempool_handles, pool);
+    return TC_OK;
+}

@@ -68,10 +68,10 @@ static void test_events_match(void)
 {
     tc__allocator *a = make(0, false);
     record(true, TC_HISTORY_STACKS_ALLOC, 1000);
-    void *p = hist_test_alloc_site(a, 1000);       /* small: a 2 MiB segment, 1024 bytes */
-    void *q = hist_test_other_site(a, 3 * MiB);    /* large: a 20 MiB segment */
+    void *p = hist_test_alloc_site(a, 1000);    /* small: a 2 MiB segment, 1024 bytes */
+    void *q = hist_test_other_site(a, 3 * MiB); /* large: a 20 MiB segment */
     CHECK_OK(tc__alloc_free(a, p));
-    void *r = hist_test_alloc_site(a, 1000);       /* reuses p's block: no new segment */
+    void *r = hist_test_alloc_site(a, 1000); /* reuses p's block: no new segment */
     CHECK(r == p);
     CHECK_OK(tc__alloc_free(a, r));
     CHECK_OK(tc__alloc_free(a, q));
@@ -82,12 +82,18 @@ static void test_events_match(void)
         int action;
         size_t size;
     } want[] = {
-        {TC__H_SEGMENT_ALLOC, 2 * MiB},   {TC__H_ALLOC, 1024},
-        {TC__H_SEGMENT_ALLOC, 20 * MiB},  {TC__H_ALLOC, 3 * MiB},
-        {TC__H_FREE_REQUESTED, 1024},     {TC__H_FREE_COMPLETED, 1024},
-        {TC__H_ALLOC, 1024},              {TC__H_FREE_REQUESTED, 1024},
-        {TC__H_FREE_COMPLETED, 1024},     {TC__H_FREE_REQUESTED, 3 * MiB},
-        {TC__H_FREE_COMPLETED, 3 * MiB},  {TC__H_SEGMENT_FREE, 0},
+        {TC__H_SEGMENT_ALLOC, 2 * MiB},
+        {TC__H_ALLOC, 1024},
+        {TC__H_SEGMENT_ALLOC, 20 * MiB},
+        {TC__H_ALLOC, 3 * MiB},
+        {TC__H_FREE_REQUESTED, 1024},
+        {TC__H_FREE_COMPLETED, 1024},
+        {TC__H_ALLOC, 1024},
+        {TC__H_FREE_REQUESTED, 1024},
+        {TC__H_FREE_COMPLETED, 1024},
+        {TC__H_FREE_REQUESTED, 3 * MiB},
+        {TC__H_FREE_COMPLETED, 3 * MiB},
+        {TC__H_SEGMENT_FREE, 0},
         {TC__H_SEGMENT_FREE, 0},
     };
     size_t nw = sizeof want / sizeof want[0];
@@ -160,7 +166,10 @@ static char *slurp(const char *path)
     return s;
 }
 
-static bool have_python(void) { return system("python3 -c 'import pickle, json' 2>/dev/null") == 0; }
+static bool have_python(void)
+{
+    return system("python3 -c 'import pickle, json' 2>/dev/null") == 0;
+}
 
 /* The checker run in Python: both files load, are equal, and hold what the
  * C side did. */
@@ -235,7 +244,7 @@ static void on_oom(const tc_oom_info *info, void *ctx)
     oom_seen = *info;
     oom_segments = info->snapshot ? info->snapshot->num_segments : 0;
     CHECK(ctx == &oom_calls);
-    tc_last_error(); /* the observer may call tcuda */
+    tc_last_error();                        /* the observer may call tcuda */
     tc_memory_stats_get(0, "nonsense.key"); /* even one that fails: the message is kept */
 }
 
@@ -327,8 +336,8 @@ static void *worker(void *arg)
 static void test_threads(void)
 {
     shared_alloc = make(0, false);
-    tc_memory_history_options o = {true, TC_HISTORY_ALLOC | TC_HISTORY_FREE,
-                                   TC_HISTORY_STACKS_ALL, 100000};
+    tc_memory_history_options o = {true, TC_HISTORY_ALLOC | TC_HISTORY_FREE, TC_HISTORY_STACKS_ALL,
+                                   100000};
     CHECK_OK(tc_memory_record_history(&o));
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -385,7 +394,7 @@ static void test_user_pools(void)
     CHECK(ps.segments == 1 && ps.reserved_bytes == 2 * MiB && ps.blocks == 1 &&
           ps.allocated_bytes == 1024 && ps.requested_bytes == 1000);
     CHECK(is.segments == 1 && is.blocks == 1 && is.requested_bytes == 3000);
-    CHECK_OK(tc__alloc_free(a, x)); /* x's block goes back to the pool's cache */
+    CHECK_OK(tc__alloc_free(a, x));             /* x's block goes back to the pool's cache */
     CHECK_OK(tc__alloc_malloc(a, 1000, 0, &y)); /* default pool: not x's memory */
     CHECK(y != x);
     CHECK(other_ptr != x && other_ptr != w);
@@ -419,6 +428,34 @@ static void test_user_pools(void)
     tc__alloc_destroy(a);
 }
 
+static void test_expandable_events(void)
+{
+    memset(&hctx, 0, sizeof hctx);
+    hctx.granularity = 2 * MiB;
+    tc__host_provider_init(&prov, &hctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    cfg.expandable_segments = true;
+    tc__allocator *a = NULL;
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    record(true, TC_HISTORY_STACKS_NONE, 100);
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 15 * MiB, 0, &p));
+    CHECK_OK(tc__alloc_free(a, p));
+    tc__alloc_empty_cache(a);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    size_t mapped = 0, unmapped = 0;
+    for (size_t i = 0; i < c.nev; i++) {
+        mapped += c.ev[i].action == TC__H_SEGMENT_MAP ? c.ev[i].size : 0;
+        unmapped += c.ev[i].action == TC__H_SEGMENT_UNMAP ? c.ev[i].size : 0;
+    }
+    CHECK(mapped == 16 * MiB && unmapped == mapped);
+    tc__hist_copy_free(&c);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -429,5 +466,6 @@ int main(void)
     test_no_caching();
     test_threads();
     test_user_pools();
+    test_expandable_events();
     return TC_TEST_DONE();
 }

@@ -162,7 +162,7 @@ static void user_pool(void)
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &out));
     struct tc_mempool_stats st;
     CHECK_OK(tc_mempool_stats(pool, &st));
-    CHECK(st.device == 0 && st.blocks == 1 && st.requested_bytes == 4 * MiB);
+    CHECK(st.device == 0 && st.blocks == 1 && st.requested_bytes >= 4 * MiB);
     CHECK(st.segments == 1 && st.reserved_bytes >= 4 * MiB);
     tc_tensor_release(in);
     tc_tensor_release(out);

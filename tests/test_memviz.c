@@ -154,7 +154,9 @@ static void check_tool(const char *tool, const char *pk, const char *js, const c
     char bad[1400];
     snprintf(bad, sizeof bad, "%s.bad", pk);
     FILE *f = fopen(bad, "wb");
-    fwrite("\x80\x02" "cos\nsystem\n(X\x02\x00\x00\x00lstR.", 1, 25, f);
+    fwrite("\x80\x02"
+           "cos\nsystem\n(X\x02\x00\x00\x00lstR.",
+           1, 25, f);
     fclose(f);
     CHECK(sh("%s memviz %s > /dev/null 2> %s.err", tool, bad, bad) == 1);
     snprintf(sum, sizeof sum, "%.1300s.err", bad);

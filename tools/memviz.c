@@ -163,18 +163,32 @@ static void replay(view *v, alist *out, const char *born, const char *died,
         const mv_val *e = ev_at(v, k);
         uint64_t addr = (uint64_t)mv_int(mv_get(e, "addr"));
         if (is(e, born)) {
-            al a = {addr, (uint64_t)mv_int(mv_get(e, "size")),
-                    (uint64_t)mv_int(mv_get(e, "stream")), (int64_t)k, (int64_t)v->nev,
-                    mv_get(e, "frames"), false, NULL, 0, 0};
+            al a = {addr,
+                    (uint64_t)mv_int(mv_get(e, "size")),
+                    (uint64_t)mv_int(mv_get(e, "stream")),
+                    (int64_t)k,
+                    (int64_t)v->nev,
+                    mv_get(e, "frames"),
+                    false,
+                    NULL,
+                    0,
+                    0};
             amap_put(&m, addr, add(out, a));
         } else if (is(e, died)) {
             size_t i;
             if (amap_take(&m, addr, &i)) {
                 out->v[i].t1 = (int64_t)k;
             } else {
-                al a = {addr, (uint64_t)mv_int(mv_get(e, "size")),
-                        (uint64_t)mv_int(mv_get(e, "stream")), 0, (int64_t)k,
-                        mv_get(e, "frames"), true, NULL, 0, 0};
+                al a = {addr,
+                        (uint64_t)mv_int(mv_get(e, "size")),
+                        (uint64_t)mv_int(mv_get(e, "stream")),
+                        0,
+                        (int64_t)k,
+                        mv_get(e, "frames"),
+                        true,
+                        NULL,
+                        0,
+                        0};
                 add(out, a);
             }
         }
@@ -186,9 +200,16 @@ static void replay(view *v, alist *out, const char *born, const char *died,
         if (amap_take(&m, addr, &j))
             continue;
         const mv_val *sz = mv_get(b, "total_size");
-        al a = {addr, (uint64_t)mv_int(sz ? sz : mv_get(b, "size")),
-                (uint64_t)mv_int(mv_get(b, "stream")), 0, (int64_t)v->nev, mv_get(b, "frames"),
-                true, NULL, 0, 0};
+        al a = {addr,
+                (uint64_t)mv_int(sz ? sz : mv_get(b, "size")),
+                (uint64_t)mv_int(mv_get(b, "stream")),
+                0,
+                (int64_t)v->nev,
+                mv_get(b, "frames"),
+                true,
+                NULL,
+                0,
+                0};
         add(out, a);
     }
     free(m.key);
@@ -273,7 +294,9 @@ static bool live_at(const al *a, int64_t x) { return a->t0 <= x && x < a->t1; }
 static int by_size_desc(const void *p, const void *q)
 {
     const al *a = *(al *const *)p, *b = *(al *const *)q;
-    return a->size < b->size ? 1 : a->size > b->size ? -1 : (a->addr > b->addr) - (a->addr < b->addr);
+    return a->size < b->size   ? 1
+           : a->size > b->size ? -1
+                               : (a->addr > b->addr) - (a->addr < b->addr);
 }
 
 static int by_addr(const void *p, const void *q)
@@ -405,9 +428,9 @@ static int summary(view *v)
 {
     char b1[32], b2[32], b3[32];
     size_t counts[8] = {0};
-    static const char *const names[8] = {"alloc",         "free_requested", "free_completed",
-                                         "segment_alloc", "segment_free",   "segment_map",
-                                         "segment_unmap", "oom"};
+    static const char *const names[8] = {
+        "alloc",        "free_requested", "free_completed", "segment_alloc",
+        "segment_free", "segment_map",    "segment_unmap",  "oom"};
     for (size_t k = 0; k < v->nev; k++)
         for (int a = 0; a < 8; a++)
             counts[a] += is(ev_at(v, k), names[a]);
@@ -468,7 +491,10 @@ static void js_str(const char *s)
     putchar('"');
 }
 
-static double sx(const view *v, double x) { return 60 + x * (W - 80) / (double)(v->nev ? v->nev : 1); }
+static double sx(const view *v, double x)
+{
+    return 60 + x * (W - 80) / (double)(v->nev ? v->nev : 1);
+}
 static double sy(const view *v, double y)
 {
     return 20 + H - y * H / (double)(v->peak > 0 ? (double)v->peak * 1.05 : 1);
@@ -558,8 +584,9 @@ static void segment_map(const view *v)
             printf("<rect class=\"alloc\" data-i=\"%zu\" fill=\"%s\" x=\"%.1f\" y=\"%.0f\" "
                    "width=\"%.1f\" height=\"16\"><title>%s</title></rect>\n",
                    idx, c, 240 + w * (double)(a->addr - s->addr) / (double)biggest, y,
-                   w * (double)a->size / (double)biggest < 1 ? 1
-                                                             : w * (double)a->size / (double)biggest,
+                   w * (double)a->size / (double)biggest < 1
+                       ? 1
+                       : w * (double)a->size / (double)biggest,
                    fmt_bytes(b, sizeof b, (double)a->size));
         }
     }
@@ -666,8 +693,7 @@ int tc_tool_memviz(int argc, char **argv)
             char *end;
             long d = strtol(argv[++i], &end, 10);
             if (*end || d < 0 || d > 1023) {
-                fprintf(stderr, "tcuda memviz: --device wants a device index, not '%s'\n",
-                        argv[i]);
+                fprintf(stderr, "tcuda memviz: --device wants a device index, not '%s'\n", argv[i]);
                 return 2;
             }
             device = (int)d;

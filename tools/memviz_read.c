@@ -153,19 +153,11 @@ static bool op(rd *r, unsigned char c)
     size_t from;
     mv_val *v;
     switch (c) {
-    case 0x80: /* PROTO */
-        return need(r, 1) && (r->p++, true);
-    case 0x95: /* FRAME */
-        return need(r, 8) && (r->p += 8, true);
-    case '}':
-        st_push(r, new_val(MV_DICT));
-        return true;
-    case ']':
-        st_push(r, new_val(MV_LIST));
-        return true;
-    case ')':
-        st_push(r, new_val(MV_LIST));
-        return true;
+    case 0x80: /* PROTO */ return need(r, 1) && (r->p++, true);
+    case 0x95: /* FRAME */ return need(r, 8) && (r->p += 8, true);
+    case '}': st_push(r, new_val(MV_DICT)); return true;
+    case ']': st_push(r, new_val(MV_LIST)); return true;
+    case ')': st_push(r, new_val(MV_LIST)); return true;
     case '(':
         if (r->nmarks == r->cap_marks) {
             r->cap_marks = r->cap_marks ? r->cap_marks * 2 : 16;
@@ -206,7 +198,7 @@ static bool op(rd *r, unsigned char c)
             return false;
         st_push(r, tuple_of(r, r->nst - (size_t)(c - 0x84)));
         return true;
-    case 'X': /* BINUNICODE */
+    case 'X':  /* BINUNICODE */
     case 0x8c: /* SHORT_BINUNICODE */
     case 0x8d: /* BINUNICODE8 */ {
         int w = c == 'X' ? 4 : c == 0x8c ? 1 : 8;
@@ -257,9 +249,7 @@ static bool op(rd *r, unsigned char c)
         st_push(r, v);
         return true;
     }
-    case 'N':
-        st_push(r, new_val(MV_NONE));
-        return true;
+    case 'N': st_push(r, new_val(MV_NONE)); return true;
     case 0x88:
     case 0x89:
         v = new_val(MV_BOOL);
@@ -345,7 +335,12 @@ static mv_val *json_str(jr *j)
         char c = *j->p++;
         if (c == '\\' && j->p < j->end) {
             char e = *j->p++;
-            c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+            c = e == 'n'   ? '\n'
+                : e == 't' ? '\t'
+                : e == 'r' ? '\r'
+                : e == 'b' ? '\b'
+                : e == 'f' ? '\f'
+                           : e;
             if (e == 'u' && j->end - j->p >= 4) {
                 unsigned u = (unsigned)strtoul((char[5]){j->p[0], j->p[1], j->p[2], j->p[3], 0},
                                                NULL, 16);

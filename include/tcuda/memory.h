@@ -202,11 +202,13 @@ TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
  * (tc_change_current_allocator) does not go through the caching allocator
  * and is not recorded; pinned host memory is not either. */
 
-/* What to record: bits. */
+/* What to record: bits. TC_HISTORY_SEGMENT: "segment_alloc" and
+ * "segment_free", and for expandable segments "segment_map" and
+ * "segment_unmap". */
 enum {
     TC_HISTORY_ALLOC = 1,   /* "alloc" */
     TC_HISTORY_FREE = 2,    /* "free_requested" and "free_completed" */
-    TC_HISTORY_SEGMENT = 4, /* "segment_alloc", "segment_free" */
+    TC_HISTORY_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
     TC_HISTORY_OOM = 8,     /* "oom" */
     TC_HISTORY_ALL = 15,
 };
@@ -245,8 +247,8 @@ TCUDA_API tc_status tc_memory_dump_snapshot_json(const char *path);
 /* What an out-of-memory observer is told; valid during the call only. */
 typedef struct tc_oom_info {
     int device;
-    size_t requested;               /* bytes asked for */
-    size_t free_bytes, total_bytes; /* the device's, as the driver says */
+    size_t requested;                          /* bytes asked for */
+    size_t free_bytes, total_bytes;            /* the device's, as the driver says */
     const struct tc_memory_snapshot *snapshot; /* the device's segments at the failure */
 } tc_oom_info;
 typedef void (*tc_oom_observer_fn)(const tc_oom_info *info, void *ctx);
@@ -274,9 +276,9 @@ typedef struct tc_mempool tc_mempool;
 struct tc_mempool_stats {
     uint64_t id;
     int device;
-    size_t segments, reserved_bytes;                   /* its segments */
-    size_t blocks, allocated_bytes, requested_bytes;   /* its live blocks */
-    size_t active_bytes;                               /* live + freed awaiting streams */
+    size_t segments, reserved_bytes;                 /* its segments */
+    size_t blocks, allocated_bytes, requested_bytes; /* its live blocks */
+    size_t active_bytes;                             /* live + freed awaiting streams */
 };
 
 /* A new pool on device (-1: current); the caller releases it with

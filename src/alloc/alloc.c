@@ -277,8 +277,8 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     tc__map_remove_at(a, j);
     int small = b->small;
     if (TC__HIST_ON(TC_HISTORY_FREE))
-        tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested,
-                        b->seg->sc->stream, b->seg->sc->pool_id);
+        tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested, b->seg->sc->stream,
+                        b->seg->sc->pool_id);
     stat2_sub(a->st.allocation, small, 1);
     stat2_sub(a->st.allocated_bytes, small, (int64_t)b->size);
     stat2_sub(a->st.requested_bytes, small, (int64_t)b->requested);

@@ -53,7 +53,7 @@ static struct {
 static int nobs;
 
 static const char *const action_names[TC__H_NACTIONS] = {
-    "alloc",         "free_requested", "free_completed", "segment_alloc",
+    "alloc",        "free_requested", "free_completed", "segment_alloc",
     "segment_free", "segment_map",    "segment_unmap",  "oom"};
 
 const char *tc__hist_action_name(int action)
@@ -129,8 +129,8 @@ static uint32_t intern(void *const *f, int k)
     for (; stab[j]; j = (j + 1) & (stab_cap - 1))
         if (stack_eq(stab[j], f, k))
             return stab[j];
-    if (nstacks >= MAX_STACKS || !grow((void **)&frames, &cap_frames, nframes + (size_t)k,
-                                       sizeof *frames) ||
+    if (nstacks >= MAX_STACKS ||
+        !grow((void **)&frames, &cap_frames, nframes + (size_t)k, sizeof *frames) ||
         !grow((void **)&soff, &cap_stacks, nstacks + 2, sizeof *soff))
         return 0;
     if (nstacks == 0)
@@ -242,8 +242,8 @@ __attribute__((noinline)) void tc__hist_record(tc__allocator *a, int action, uin
         return; /* pinned host memory is not device history */
     void *f[MAX_DEPTH];
     int k = wants_stack(mask, action) ? backtrace(f, MAX_DEPTH) : 0;
-    tc__hist_event e = {now_us(), addr, size, requested, stream, pool, a->device, 0,
-                        (uint8_t)action};
+    tc__hist_event e = {now_us(), addr,      size, requested,      stream,
+                        pool,     a->device, 0,    (uint8_t)action};
     pthread_mutex_lock(&hmu);
     e.stack = k > 1 ? intern(f + 1, k - 1) : 0; /* f[0] is this function */
     push(&e);

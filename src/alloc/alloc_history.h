@@ -66,8 +66,8 @@ typedef struct tc__hist_event {
 typedef struct tc__hist_copy {
     tc__hist_event *ev;
     size_t nev;
-    void **frames;      /* all stacks' addresses, back to back */
-    size_t *stack_off;  /* stack i: frames[stack_off[i] .. stack_off[i+1]) */
+    void **frames;     /* all stacks' addresses, back to back */
+    size_t *stack_off; /* stack i: frames[stack_off[i] .. stack_off[i+1]) */
     size_t nstacks;
     tc__allocator **allocs;
     int *devices;

@@ -41,7 +41,10 @@ uint64_t tc__mempool_current(const tc__allocator *a)
     return 0;
 }
 
-static tc_status check(const tc_mempool *p) { return tc__handle_check(p, TC_MEMPOOL_MAGIC, "tc_mempool"); }
+static tc_status check(const tc_mempool *p)
+{
+    return tc__handle_check(p, TC_MEMPOOL_MAGIC, "tc_mempool");
+}
 
 /* Adds pool `id`'s record to a (alloc_pools.c: a pool without one counts as
  * released, its memory free to go). */

@@ -385,6 +385,15 @@ static bool build(view *v, const mv_val *root, int want_device)
     return true;
 }
 
+static void view_free(view *v)
+{
+    for (size_t i = 0; i < v->allocs.n; i++)
+        free(v->allocs.v[i].pts);
+    free(v->allocs.v);
+    free(v->segs.v);
+    free(v->total);
+}
+
 /* ---- text ------------------------------------------------------------------------ */
 
 static const char *fmt_bytes(char *buf, size_t n, double b)
@@ -712,12 +721,14 @@ int tc_tool_memviz(int argc, char **argv)
     mv_val *root = mv_read(path, err, sizeof err);
     if (!root) {
         fprintf(stderr, "tcuda memviz: %s\n", err);
+        mv_free_all();
         return 1;
     }
     view v;
     memset(&v, 0, sizeof v);
     v.path = path;
-    if (!build(&v, root, device))
-        return 1;
-    return sum ? summary(&v) : page(&v);
+    int rc = !build(&v, root, device) ? 1 : sum ? summary(&v) : page(&v);
+    view_free(&v);
+    mv_free_all();
+    return rc;
 }

@@ -23,7 +23,9 @@ typedef struct mv_val {
 mv_val *mv_read(const char *path, char *err, size_t errn);
 const mv_val *mv_get(const mv_val *dict, const char *key); /* NULL when absent */
 int64_t mv_int(const mv_val *v);                           /* 0 when not a number */
-const char *mv_str(const mv_val *v);                       /* "" when not a string */
+const char *mv_str(const mv_val *v);
+/* Frees every value mv_read made. */
+void mv_free_all(void); /* "" when not a string */
 
 /* `tcuda memviz [--summary] [--device N] SNAPSHOT`: exit status. */
 int tc_tool_memviz(int argc, char **argv);

@@ -5,23 +5,51 @@
  * The pickle reader takes the opcodes of protocols 2 to 4 that a dict of
  * lists, dicts, strings, numbers, booleans and None uses (with the memo,
  * frames and tuples), and refuses anything else (a class, a reduce) with
- * the opcode's name: it never runs code. The tree is never freed: the tool
- * exits after one report. */
+ * the opcode's name: it never runs code. mv_free_all frees every value
+ * read. */
 #include "memviz.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Every value made, for mv_free_all (the memo shares values, so the tree is
+ * not freed by walking it). */
+static mv_val **all;
+static size_t nall, cap_all;
+
 static mv_val *new_val(mv_kind k)
 {
     mv_val *v = calloc(1, sizeof *v);
+    if (v && nall == cap_all) {
+        cap_all = cap_all ? cap_all * 2 : 1024;
+        mv_val **na = realloc(all, cap_all * sizeof *all);
+        if (!na) {
+            free(v);
+            v = NULL;
+        } else {
+            all = na;
+        }
+    }
     if (!v) {
         fprintf(stderr, "tcuda memviz: out of memory\n");
         exit(1);
     }
+    all[nall++] = v;
     v->k = k;
     return v;
+}
+
+void mv_free_all(void)
+{
+    for (size_t i = 0; i < nall; i++) {
+        free(all[i]->items);
+        free(all[i]->s);
+        free(all[i]);
+    }
+    free(all);
+    all = NULL;
+    nall = cap_all = 0;
 }
 
 static void push_item(mv_val *c, mv_val *x)
@@ -293,22 +321,26 @@ static mv_val *read_pickle(const unsigned char *p, size_t n, char *err, size_t e
     memset(&r, 0, sizeof r);
     r.p = p;
     r.end = p + n;
+    mv_val *v = NULL;
     while (r.p < r.end) {
         unsigned char c = *r.p++;
         if (c == '.') {
             if (r.nst == 1)
-                return r.st[0];
+                v = r.st[0];
             break;
         }
         if (!op(&r, c)) {
             snprintf(err, errn, "%s (at byte %zu)", r.err[0] ? r.err : "malformed pickle",
                      (size_t)(r.p - p - 1));
-            return NULL;
+            break;
         }
     }
-    if (!err[0])
+    if (!v && !err[0])
         snprintf(err, errn, "%s", r.err[0] ? r.err : "the pickle does not end with one value");
-    return NULL;
+    free(r.st);
+    free(r.marks);
+    free(r.memo);
+    return v;
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */
@@ -451,13 +483,17 @@ mv_val *mv_read(const char *path, char *err, size_t errn)
     }
     fclose(f);
     buf[n] = 0;
-    if (n && buf[0] == 0x80)
-        return read_pickle(buf, n, err, errn);
-    jr j = {(const char *)buf, (const char *)buf + n, false};
-    mv_val *v = json_val(&j, 0);
-    if (j.bad || v->k != MV_DICT) {
-        snprintf(err, errn, "%s is neither a snapshot pickle nor JSON", path);
-        return NULL;
+    mv_val *v;
+    if (n && buf[0] == 0x80) {
+        v = read_pickle(buf, n, err, errn);
+    } else {
+        jr j = {(const char *)buf, (const char *)buf + n, false};
+        v = json_val(&j, 0);
+        if (j.bad || v->k != MV_DICT) {
+            snprintf(err, errn, "%s is neither a snapshot pickle nor JSON", path);
+            v = NULL;
+        }
     }
+    free(buf);
     return v;
 }

@@ -235,15 +235,21 @@ static bool wants_stack(unsigned mask, int action)
 
 __attribute__((noinline)) void tc__hist_record(tc__allocator *a, int action, uintptr_t addr,
                                                size_t size, size_t requested, uintptr_t stream,
-                                               uint64_t pool)
+                                               uint64_t pool_id)
 {
     unsigned mask = atomic_load_explicit(&tc__hist_mask, memory_order_relaxed);
     if (a->device < 0 || !mask)
         return; /* pinned host memory is not device history */
     void *f[MAX_DEPTH];
     int k = wants_stack(mask, action) ? backtrace(f, MAX_DEPTH) : 0;
-    tc__hist_event e = {now_us(), addr,      size, requested,      stream,
-                        pool,     a->device, 0,    (uint8_t)action};
+    tc__hist_event e = {.time_us = now_us(),
+                        .addr = addr,
+                        .size = size,
+                        .requested = requested,
+                        .stream = stream,
+                        .pool = pool_id,
+                        .device = a->device,
+                        .action = (uint8_t)action};
     pthread_mutex_lock(&hmu);
     e.stack = k > 1 ? intern(f + 1, k - 1) : 0; /* f[0] is this function */
     push(&e);

@@ -40,7 +40,7 @@ extern atomic_uint tc__hist_mask;
 /* Records one event of allocator a (its device), capturing the stack when
  * the options say so. */
 void tc__hist_record(tc__allocator *a, int action, uintptr_t addr, size_t size, size_t requested,
-                     uintptr_t stream, uint64_t pool);
+                     uintptr_t stream, uint64_t pool_id);
 /* An allocation of `size` bytes failed with out of memory (the allocator's
  * mutex not held): records an "oom" event and calls the observers, keeping
  * the thread's error message as it was. */

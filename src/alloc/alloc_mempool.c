@@ -28,16 +28,14 @@ atomic_int tc__mempool_users;
 static tc__handle_pool mempool_handles = TC_HANDLE_POOL_INIT(struct tc_mempool);
 static atomic_uint_fast64_t last_id;
 
-static _Thread_local struct {
-    tc_mempool *pool;
-} uses[MAX_USES];
+static _Thread_local tc_mempool *uses[MAX_USES];
 static _Thread_local int nuses;
 
 uint64_t tc__mempool_current(const tc__allocator *a)
 {
     for (int i = nuses; i-- > 0;)
-        if (uses[i].pool->a == a)
-            return uses[i].pool->id;
+        if (uses[i]->a == a)
+            return uses[i]->id;
     return 0;
 }
 
@@ -81,42 +79,42 @@ tc_status tc__mempool_create_on(tc__allocator *a, int device, tc_mempool **out)
     return TC_OK;
 }
 
-tc_status tc_mempool_use_begin(tc_mempool *pool)
+tc_status tc_mempool_use_begin(tc_mempool *mp)
 {
     TC_API_BEGIN;
-    TC_TRY(check(pool));
+    TC_TRY(check(mp));
     if (nuses == MAX_USES)
         return tc__fail(TC_ERROR_INVALID_STATE, "%d pools are in use on this thread, the most",
                         MAX_USES);
-    uses[nuses++].pool = pool;
-    atomic_fetch_add(&pool->users, 1);
+    uses[nuses++] = mp;
+    atomic_fetch_add(&mp->users, 1);
     atomic_fetch_add(&tc__mempool_users, 1);
     return TC_OK;
 }
 
-tc_status tc_mempool_use_end(tc_mempool *pool)
+tc_status tc_mempool_use_end(tc_mempool *mp)
 {
     TC_API_BEGIN;
-    TC_TRY(check(pool));
-    if (!nuses || uses[nuses - 1].pool != pool)
+    TC_TRY(check(mp));
+    if (!nuses || uses[nuses - 1] != mp)
         return tc__fail(TC_ERROR_INVALID_STATE,
                         "this pool is not the one this thread began to use last");
     nuses--;
-    atomic_fetch_sub(&pool->users, 1);
+    atomic_fetch_sub(&mp->users, 1);
     atomic_fetch_sub(&tc__mempool_users, 1);
     return TC_OK;
 }
 
-tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out)
+tc_status tc_mempool_stats(const tc_mempool *mp, struct tc_mempool_stats *out)
 {
     TC_API_BEGIN;
-    TC_TRY(check(pool));
+    TC_TRY(check(mp));
     TC_CHECK_ARG(out != NULL, "out is NULL");
-    struct tc_mempool_stats s = {pool->id, pool->device, 0, 0, 0, 0, 0, 0};
-    tc__allocator *a = pool->a;
+    struct tc_mempool_stats s = {mp->id, mp->device, 0, 0, 0, 0, 0, 0};
+    tc__allocator *a = mp->a;
     tc__mutex_lock(&a->mu);
     for (seg *g = a->segs; g; g = g->next) {
-        if (g->sc->pool_id != pool->id)
+        if (g->sc->pool_id != mp->id)
             continue;
         s.segments++;
         s.reserved_bytes += g->mapped;
@@ -136,15 +134,15 @@ tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out)
     return TC_OK;
 }
 
-tc_status tc_mempool_release(tc_mempool *pool)
+tc_status tc_mempool_release(tc_mempool *mp)
 {
     TC_API_BEGIN;
-    TC_TRY(check(pool));
-    if (atomic_load(&pool->users) != 0)
+    TC_TRY(check(mp));
+    if (atomic_load(&mp->users) != 0)
         return tc__fail(TC_ERROR_INVALID_STATE,
                         "pool %#" PRIx64 " is in use (tc_mempool_use_begin without its end)",
-                        pool->id);
-    TC_TRY(tc__alloc_release_pool(pool->a, pool->id));
-    tc__handle_put(&mempool_handles, pool);
+                        mp->id);
+    TC_TRY(tc__alloc_release_pool(mp->a, mp->id));
+    tc__handle_put(&mempool_handles, mp);
     return TC_OK;
 }

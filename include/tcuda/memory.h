@@ -246,7 +246,7 @@ TCUDA_API tc_status tc_memory_dump_snapshot_json(const char *path);
 
 /* What an out-of-memory observer is told; valid during the call only. */
 typedef struct tc_oom_info {
-    int device;
+    int device;                                /* -1: the pinned host cache */
     size_t requested;                          /* bytes asked for */
     size_t free_bytes, total_bytes;            /* the device's, as the driver says */
     const struct tc_memory_snapshot *snapshot; /* the device's segments at the failure */

@@ -26,17 +26,25 @@
 static tc__host_provider_ctx hctx;
 static tc__seg_provider prov;
 
-static tc__allocator *make(size_t capacity, bool no_caching)
+/* An allocator on a fresh host provider; granularity > 0: expandable. */
+static tc__allocator *make_on(size_t capacity, bool no_caching, size_t granularity)
 {
     memset(&hctx, 0, sizeof hctx);
     hctx.capacity = capacity;
+    hctx.granularity = granularity;
     tc__host_provider_init(&prov, &hctx);
     tc__alloc_config cfg;
     tc__alloc_config_default(&cfg);
     cfg.no_caching = no_caching;
+    cfg.expandable_segments = granularity > 0;
     tc__allocator *a = NULL;
     CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
     return a;
+}
+
+static tc__allocator *make(size_t capacity, bool no_caching)
+{
+    return make_on(capacity, no_caching, 0);
 }
 
 static void record(bool on, tc_history_stacks stacks, size_t max_entries)
@@ -151,21 +159,6 @@ static void test_ring_wraps(void)
     tc__alloc_destroy(a);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 static bool have_python(void)
 {
     return system("python3 -c 'import pickle, json' 2>/dev/null") == 0;
@@ -213,7 +206,7 @@ static void test_dump_roundtrip(void)
     CHECK_OK(tc_memory_dump_snapshot_json(js));
     CHECK_STATUS(tc_memory_dump_snapshot(""), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_memory_dump_snapshot("/nonexistent/dir/x.pickle"), TC_ERROR_IO);
-    char *text = slurp(js);
+    char *text = tc_test_read_file(js);
     CHECK(text && strstr(text, "\"device_traces\"") && strstr(text, "hist_test_alloc_site"));
     free(text);
     if (have_python()) {
@@ -430,14 +423,7 @@ static void test_user_pools(void)
 
 static void test_expandable_events(void)
 {
-    memset(&hctx, 0, sizeof hctx);
-    hctx.granularity = 2 * MiB;
-    tc__host_provider_init(&prov, &hctx);
-    tc__alloc_config cfg;
-    tc__alloc_config_default(&cfg);
-    cfg.expandable_segments = true;
-    tc__allocator *a = NULL;
-    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    tc__allocator *a = make_on(0, false, 2 * MiB);
     record(true, TC_HISTORY_STACKS_NONE, 100);
     void *p = NULL;
     CHECK_OK(tc__alloc_malloc(a, 15 * MiB, 0, &p));

@@ -57,32 +57,6 @@ __attribute__((noinline)) void memviz_train_step(int step)
     CHECK_OK(tc__alloc_free(A, big));
 }
 
-static const char *find_tool(const char *self, char *buf, size_t size)
-{
-    const char *env = getenv("TCUDA_TOOL");
-    if (env && *env)
-        return env;
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", self);
-    snprintf(buf, size, "%s/../tools/tcuda", dirname(copy));
-    return access(buf, X_OK) == 0 ? buf : NULL;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 static int count(const char *s, const char *what)
 {
     int n = 0;
@@ -129,7 +103,7 @@ static void check_tool(const char *tool, const char *pk, const char *js, const c
     snprintf(sumj, sizeof sumj, "%s.sumj", pk);
     CHECK(sh("%s memviz --summary %s > %s", tool, pk, sum) == 0);
     CHECK(sh("%s memviz --summary %s > %s", tool, js, sumj) == 0);
-    char *s = slurp(sum), *sj = slurp(sumj);
+    char *s = tc_test_read_file(sum), *sj = tc_test_read_file(sumj);
     printf("%s", s);
     /* weights 3 MiB + activations (1+...+6)/2 MiB + 6 * 8 KiB + the 48 MiB buffer */
     CHECK(strstr(s, "peak active memory: 61.55 MiB") != NULL);
@@ -140,7 +114,7 @@ static void check_tool(const char *tool, const char *pk, const char *js, const c
     free(s);
     free(sj);
     CHECK(sh("%s memviz %s > %s", tool, pk, html) == 0);
-    char *h = slurp(html);
+    char *h = tc_test_read_file(html);
     CHECK(strncmp(h, "<!DOCTYPE html>", 15) == 0);
     CHECK(strstr(h, "<svg id=\"timeline\"") && strstr(h, "id=\"peak\"") &&
           strstr(h, "id=\"segments\"") && strstr(h, "id=\"top-allocs\""));
@@ -160,7 +134,7 @@ static void check_tool(const char *tool, const char *pk, const char *js, const c
     fclose(f);
     CHECK(sh("%s memviz %s > /dev/null 2> %s.err", tool, bad, bad) == 1);
     snprintf(sum, sizeof sum, "%.1300s.err", bad);
-    char *e = slurp(sum);
+    char *e = tc_test_read_file(sum);
     CHECK(strstr(e, "opcode 0x63") != NULL); /* 'c', GLOBAL */
     free(e);
     f = fopen(bad, "wb");
@@ -195,7 +169,7 @@ static int check_browser(const char *html, const char *png)
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s %s --dump-dom file://%s > %s 2>/dev/null", br, flags, html, dom);
     CHECK(system(cmd) == 0);
-    char *d = slurp(dom);
+    char *d = tc_test_read_file(dom);
     CHECK(strstr(d, "data-drawn=\"") != NULL); /* the page's script ran */
     CHECK(count(d, "<polygon class=\"alloc\"") == nallocs);
     CHECK(strstr(d, "id=\"peak\"") && strstr(d, "peak 61.55 MiB"));
@@ -223,7 +197,7 @@ int main(int argc, char **argv)
     tc_test_init();
     bool browser = argc > 1 && strcmp(argv[1], "--browser") == 0;
     char guess[4200];
-    const char *tool = find_tool(argv[0], guess, sizeof guess);
+    const char *tool = tc_test_find_tool(argv[0], guess, sizeof guess);
     if (!tool) {
         printf("skipped: set TCUDA_TOOL to the built tcuda program\n");
         return 77;

@@ -297,7 +297,7 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
                             b->seg->sc->stream, b->seg->sc->pool_id);
         tc__free_block(a, b);
     }
-    if (TC_UNLIKELY(a->cfg.no_caching))
+    if (TC_UNLIKELY(a->cfg.no_caching) && !a->ncaps) /* not while a graph is captured */
         release_all_cached(a);
     tc__mutex_unlock(&a->mu);
 }

@@ -149,6 +149,24 @@ static void test_ring_wraps(void)
     tc__hist_copy_free(&c);
     for (int i = 0; i < 20; i++)
         CHECK_OK(tc__alloc_free(a, p[i]));
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == 8 && c.nlive == 0); /* frees are seen, not recorded: no stale stacks */
+    tc__hist_copy_free(&c);
+    /* a block freed after recording stopped, its address reused: no stack */
+    record(true, TC_HISTORY_STACKS_ALLOC, 100);
+    void *x = hist_test_alloc_site(a, 3000);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    CHECK_OK(tc__alloc_free(a, x));
+    void *y = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 3000, 1, &y));
+    CHECK(y == x);
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(tc__hist_copy_live(&c, 0, 0, (uintptr_t)y) == 0);
+    CHECK(c.nlive == 1 && c.live[0].kind == 1); /* x's segment (stream 1's), still there */
+    tc__hist_copy_free(&c);
+    CHECK_OK(tc__alloc_free(a, y));
+    tc__alloc_empty_cache(a); /* the segment goes: nothing kept, the hooks are off again */
+    CHECK(atomic_load(&tc__hist_mask) == 0);
     tc_memory_history_options bad = {true, 1u << 9, TC_HISTORY_STACKS_NONE, 8};
     CHECK_STATUS(tc_memory_record_history(&bad), TC_ERROR_INVALID_ARGUMENT);
     bad.record = 0;

@@ -276,7 +276,7 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
-    if (TC__HIST_ON(TC_HISTORY_FREE))
+    if (TC__HIST_ON(TC_HISTORY_FREE | TC__HIST_TRACK))
         tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested, b->seg->sc->stream,
                         b->seg->sc->pool_id);
     stat2_sub(a->st.allocation, small, 1);

@@ -233,15 +233,36 @@ static bool wants_stack(unsigned mask, int action)
             (action == TC__H_ALLOC || action == TC__H_SEGMENT_ALLOC));
 }
 
+/* The TC_HISTORY_* bit that records an action. */
+static unsigned action_bit(int action)
+{
+    switch (action) {
+    case TC__H_ALLOC: return TC_HISTORY_ALLOC;
+    case TC__H_FREE_REQUESTED:
+    case TC__H_FREE_COMPLETED: return TC_HISTORY_FREE;
+    case TC__H_OOM: return TC_HISTORY_OOM;
+    default: return TC_HISTORY_SEGMENT;
+    }
+}
+
+/* Drops TC__HIST_TRACK once recording is off and no stack is kept. */
+static void track_update(void)
+{
+    unsigned m = atomic_load_explicit(&tc__hist_mask, memory_order_relaxed);
+    if (!(m & TC_HISTORY_ALL) && live_n == 0)
+        atomic_store(&tc__hist_mask, 0u);
+}
+
 __attribute__((noinline)) void tc__hist_record(tc__allocator *a, int action, uintptr_t addr,
                                                size_t size, size_t requested, uintptr_t stream,
                                                uint64_t pool_id)
 {
     unsigned mask = atomic_load_explicit(&tc__hist_mask, memory_order_relaxed);
     if (a->device < 0 || !mask)
-        return; /* pinned host memory is not device history */
+        return;                                  /* pinned host memory is not device history */
+    bool rec = (mask & action_bit(action)) != 0; /* else only the live map's removals */
     void *f[MAX_DEPTH];
-    int k = wants_stack(mask, action) ? backtrace(f, MAX_DEPTH) : 0;
+    int k = rec && wants_stack(mask, action) ? backtrace(f, MAX_DEPTH) : 0;
     tc__hist_event e = {.time_us = now_us(),
                         .addr = addr,
                         .size = size,
@@ -252,11 +273,14 @@ __attribute__((noinline)) void tc__hist_record(tc__allocator *a, int action, uin
                         .action = (uint8_t)action};
     pthread_mutex_lock(&hmu);
     e.stack = k > 1 ? intern(f + 1, k - 1) : 0; /* f[0] is this function */
-    push(&e);
-    if (action == TC__H_ALLOC || action == TC__H_SEGMENT_ALLOC)
+    if (rec)
+        push(&e);
+    if (rec && (action == TC__H_ALLOC || action == TC__H_SEGMENT_ALLOC)) {
         live_put(a->device, action == TC__H_SEGMENT_ALLOC, addr, e.stack ? e.stack : UINT32_MAX);
-    else if (action == TC__H_FREE_REQUESTED || action == TC__H_SEGMENT_FREE)
+    } else if (action == TC__H_FREE_REQUESTED || action == TC__H_SEGMENT_FREE) {
         live_remove(a->device, action == TC__H_SEGMENT_FREE, addr);
+        track_update();
+    }
     pthread_mutex_unlock(&hmu);
 }
 
@@ -271,8 +295,10 @@ tc_status tc_memory_record_history(const tc_memory_history_options *opts)
                  "stacks mode %d is not NONE, ALLOC or ALL", (int)opts->stacks);
     size_t want = opts->max_entries ? opts->max_entries : 100000;
     TC_CHECK_ARG(want <= ((size_t)1 << 28), "max_entries %zu is more than 2^28", want);
-    if (!opts->enabled) {
-        atomic_store(&tc__hist_mask, 0u);
+    if (!opts->enabled) { /* frees are still seen while stacks of live blocks are kept */
+        pthread_mutex_lock(&hmu);
+        atomic_store(&tc__hist_mask, live_n ? TC__HIST_TRACK : 0u);
+        pthread_mutex_unlock(&hmu);
         return TC_OK;
     }
     void *warm[2];
@@ -290,7 +316,7 @@ tc_status tc_memory_record_history(const tc_memory_history_options *opts)
         cap = want;
     }
     head = n = 0;
-    atomic_store(&tc__hist_mask, what | ((unsigned)opts->stacks << STACKS_SHIFT));
+    atomic_store(&tc__hist_mask, what | TC__HIST_TRACK | ((unsigned)opts->stacks << STACKS_SHIFT));
     pthread_mutex_unlock(&hmu);
     return TC_OK;
 }
@@ -323,6 +349,7 @@ void tc__hist_unregister(tc__allocator *a)
         free(live);
         live = t;
     }
+    track_update();
     pthread_mutex_unlock(&hmu);
 }
 

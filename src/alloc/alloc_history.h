@@ -1,7 +1,7 @@
 /* Memory history: the hooks the allocator calls (internal).
  *
  * tc__hist_mask holds what is being recorded (TC_HISTORY_* bits, and the
- * stack mode above them); when it is 0, each hook costs the allocator one
+ * stack mode above them, and TC__HIST_TRACK); when it is 0, each hook costs the allocator one
  * relaxed load and one predictable branch (TC__HIST_ON). The hooks run with
  * the allocator's mutex held and take the history's own mutex inside it (the
  * lock order is allocator, then history; the dump takes them one at a time).
@@ -34,6 +34,9 @@ enum {
 };
 
 extern atomic_uint tc__hist_mask;
+/* In tc__hist_mask while a stack of a live block or segment is kept: frees
+ * are then seen (to forget it) even when they are not recorded. */
+#define TC__HIST_TRACK 0x80u
 #define TC__HIST_ON(bits)                                                                          \
     TC_UNLIKELY(atomic_load_explicit(&tc__hist_mask, memory_order_relaxed) & (bits))
 

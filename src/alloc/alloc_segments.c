@@ -76,7 +76,7 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (s->expandable) {
         tc__exp_release(a, s);
     } else {
-        if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+        if (TC__HIST_ON(TC_HISTORY_SEGMENT | TC__HIST_TRACK))
             tc__hist_record(a, TC__H_SEGMENT_FREE, s->addr, s->size, 0, s->sc->stream,
                             s->sc->pool_id);
         a->p.free(a->p.ctx, (void *)s->addr, s->size);

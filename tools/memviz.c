@@ -24,6 +24,7 @@
 #define MAX_FRAMES 16
 #define W 1200.0
 #define H 420.0
+#define MAX_POINTS 4000000 /* steps drawn in the timeline, at most */
 
 typedef struct pt {
     double x, y;
@@ -143,6 +144,7 @@ typedef struct view {
     int64_t peak_x, peak;
     uint64_t end_reserved, end_allocated;
     size_t end_segments;
+    bool simplified; /* past MAX_POINTS: allocations keep their first height */
 } view;
 
 static const mv_val *ev_at(const view *v, size_t k) { return v->trace->items[k]; }
@@ -237,6 +239,7 @@ static void layout(view *v)
     for (size_t k = 0; k <= v->nev; k++)
         start[k] = end[k] = SIZE_MAX;
     int64_t live = 0;
+    size_t npts = 0;
     for (size_t i = 0; i < l->n; i++) {
         al *a = &l->v[i];
         if (a->pre) {
@@ -257,7 +260,11 @@ static void layout(view *v)
             while (p < nord && ord[p] != end[k])
                 p++;
             uint64_t gone = l->v[end[k]].size;
-            for (size_t q = p + 1; q < nord; q++) {
+            if (npts + 2 * (nord - p) > MAX_POINTS) /* too big a page: no more steps drawn */
+                v->simplified = true;
+            else
+                npts += 2 * (nord - p);
+            for (size_t q = p + 1; q < nord && !v->simplified; q++) {
                 al *a = &l->v[ord[q]];
                 double y = a->pts[a->npts - 1].y;
                 add_pt(a, (double)k, y);
@@ -679,6 +686,10 @@ static int page(view *v)
            "; at the end %s reserved in %zu segments.</p>\n",
            v->device, v->nev, v->allocs.n, fmt_bytes(b1, sizeof b1, (double)v->peak), v->peak_x,
            fmt_bytes(b2, sizeof b2, (double)v->end_reserved), v->end_segments);
+    if (v->simplified)
+        printf("<p><b>This trace is too long to draw every step: past %d points, allocations keep "
+               "the height they started at.</b></p>\n",
+               MAX_POINTS);
     timeline(v);
     printf("<div id=\"detail\">Point at or click an allocation to see its size, stream and "
            "stack.</div>\n<h2>Segments at the peak</h2>\n");

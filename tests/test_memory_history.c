@@ -6,7 +6,8 @@
  * python3), out-of-memory observers fire once per failure with what was
  * asked, TCUDA_NO_CACHING's allocator keeps nothing cached and its parser is
  * strict, concurrent recording stays consistent, and user memory pools
- * isolate their memory (per thread, nested, in snapshots, released). The test functions
+ * isolate their memory (per thread, nested, in snapshots, released), also
+ * with an allocator of their own. The test functions
  * that allocate are extern and noinline so that their names are in the
  * stacks. */
 #include <pthread.h>
@@ -460,6 +461,56 @@ static void test_expandable_events(void)
     tc__alloc_destroy(a);
 }
 
+/* A pool with an allocator of its own, on counting host functions. */
+static tc__seg_provider host_base;
+static int64_t own_allocs, own_frees;
+static tc_status own_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    own_allocs++;
+    return host_base.alloc(ctx, size, stream, out);
+}
+static void own_free(void *ctx, void *ptr, size_t size)
+{
+    own_frees++;
+    host_base.free(ctx, ptr, size);
+}
+
+static void test_own_pool(void)
+{
+    tc__allocator *a = make(0, false), *own = NULL;
+    tc__host_provider_ctx *ctx = calloc(1, sizeof *ctx); /* the pool frees it */
+    tc__host_provider_init(&host_base, ctx);
+    tc__seg_provider p = host_base;
+    p.alloc = own_alloc;
+    p.free = own_free;
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_create(&p, &cfg, 0, &own));
+    tc_mempool *mp = NULL;
+    CHECK_OK(tc__mempool_create_own(own, ctx, 0, &mp));
+    CHECK(tc__mempool_route(0, a) == a);
+    CHECK_OK(tc_mempool_use_begin(mp));
+    CHECK(tc__mempool_route(0, a) == own && tc__mempool_route(1, a) == a);
+    void *x = NULL, *y = NULL;
+    CHECK_OK(tc__alloc_malloc(tc__mempool_route(0, a), 5000, 0, &x));
+    CHECK_OK(tc_mempool_use_end(mp));
+    CHECK(tc__mempool_route(0, a) == a);
+    CHECK_OK(tc__alloc_malloc(a, 5000, 0, &y));
+    CHECK(own_allocs == 1 && tc__alloc_owns(own, x) && !tc__alloc_owns(a, x));
+    CHECK(tc__mempool_owner(x) == own && tc__mempool_owner(y) == NULL);
+    struct tc_mempool_stats st;
+    CHECK_OK(tc_mempool_stats(mp, &st));
+    CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
+    CHECK_OK(tc_mempool_release(mp)); /* x is live: its allocator stays */
+    CHECK(own_frees == 0);
+    CHECK(!tc__mempool_free_own(y));
+    CHECK(tc__mempool_free_own(x)); /* the last block: the allocator goes */
+    CHECK(own_frees == 1);
+    CHECK(!tc__mempool_free_own(x));
+    CHECK_OK(tc__alloc_free(a, y));
+    tc__alloc_destroy(a);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -471,5 +522,6 @@ int main(void)
     test_threads();
     test_user_pools();
     test_expandable_events();
+    test_own_pool();
     return TC_TEST_DONE();
 }

@@ -7,7 +7,8 @@
  * tensor), once each, with the device's total memory and a snapshot, able to
  * dump a snapshot itself; and, in a child run with TCUDA_NO_CACHING=1,
  * reserved memory equal to what is live and nothing left after the frees;
- * a user memory pool serving a tensor made inside its use, and only that.
+ * a user memory pool serving a tensor made inside its use, and only that,
+ * also with a user allocator's functions for its segments.
  * Exits 77 without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ int main(void)
     return 77;
 }
 #else
+#include <cuda_runtime_api.h>
 
 #define MiB ((size_t)1 << 20)
 static const tc_device GPU = {TC_CUDA, 0};
@@ -153,7 +155,7 @@ static void oom_observer(const char *dir)
 static void user_pool(void)
 {
     tc_mempool *pool = NULL;
-    CHECK_OK(tc_mempool_create(0, &pool));
+    CHECK_OK(tc_mempool_create(0, NULL, &pool));
     int64_t n = 1 << 20; /* 4 MiB of float32 */
     tc_tensor *in = NULL, *out = NULL;
     CHECK_OK(tc_mempool_use_begin(pool));
@@ -171,6 +173,53 @@ static void user_pool(void)
     CHECK(st.blocks == 0);
     CHECK_OK(tc_mempool_release(pool));
     CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+}
+
+static int user_allocs, user_frees;
+static void *user_alloc_fn(size_t size, int device, void *stream)
+{
+    (void)device, (void)stream;
+    void *p = NULL;
+    user_allocs++;
+    return cudaMalloc(&p, size) == cudaSuccess ? p : NULL;
+}
+static void user_free_fn(void *ptr, size_t size, int device, void *stream)
+{
+    (void)size, (void)device, (void)stream;
+    user_frees++;
+    (void)cudaFree(ptr);
+}
+
+/* A pool whose segments come from a user allocator's functions. */
+static void user_pool_pluggable(void)
+{
+    tc_allocator *ua = NULL;
+    CHECK_OK(tc_allocator_from_functions(user_alloc_fn, user_free_fn, &ua));
+    tc_mempool *pool = NULL;
+    CHECK_OK(tc_mempool_create(0, ua, &pool));
+    int64_t n = 1 << 20;
+    tc_tensor *t = NULL, *u = NULL;
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc_tensor_full(1, &n, 2.0, TC_FLOAT32, GPU, &t));
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &u)); /* the device's memory */
+    CHECK(user_allocs == 1 && user_frees == 0);
+    struct tc_mempool_stats st;
+    CHECK_OK(tc_mempool_stats(pool, &st));
+    CHECK(st.blocks == 1 && st.segments == 1);
+    double sum = -1;
+    tc_tensor *s = NULL;
+    CHECK_OK(tc_tensor_sum(t, TC_ALL_DIMS, false, &s));
+    if (s)
+        CHECK_OK(tc_tensor_item(s, &sum));
+    CHECK(sum == 2.0 * (double)n); /* the pool's memory works like any */
+    tc_tensor_release(s);
+    tc_tensor_release(t);
+    tc_tensor_release(u);
+    CHECK_OK(tc_mempool_release(pool)); /* its allocator goes: the user's free is called */
+    CHECK(user_frees == 1);
+    CHECK_OK(tc_allocator_destroy(ua));
+    printf("pluggable pool: %d user allocations, %d user frees\n", user_allocs, user_frees);
 }
 
 /* The child: TCUDA_NO_CACHING=1 is in its environment. */
@@ -233,6 +282,7 @@ int main(int argc, char **argv)
     recorded_run(absdir);
     oom_observer(absdir);
     user_pool();
+    user_pool_pluggable();
     no_caching(argv[0]);
     return TC_TEST_DONE();
 }

@@ -282,9 +282,15 @@ struct tc_mempool_stats {
 };
 
 /* A new pool on device (-1: current); the caller releases it with
- * tc_mempool_release. TC_ERROR_NO_DEVICE without CUDA; device errors as
- * elsewhere; TC_ERROR_OUT_OF_MEMORY for host memory. */
-TCUDA_API tc_status tc_mempool_create(int device, tc_mempool **out);
+ * tc_mempool_release. With `allocator` (tc_allocator_from_functions or
+ * tc_pluggable_allocator_load; NULL: none) the pool's segments come from
+ * its functions instead of cudaMalloc, cached like the device's own; the
+ * allocator must outlive the pool's memory. TC_ERROR_NO_DEVICE without
+ * CUDA; TC_ERROR_INVALID_HANDLE for a destroyed allocator;
+ * TC_ERROR_NOT_SUPPORTED when TCUDA_ALLOC_CONF selects cudaMallocAsync or a
+ * user allocator replaced the device's; TC_ERROR_OUT_OF_MEMORY for host
+ * memory. */
+TCUDA_API tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out);
 /* From now on, this thread's allocations on the pool's device come from the
  * pool, until the matching tc_mempool_use_end (uses nest, up to 8 deep; the
  * innermost wins). TC_ERROR_INVALID_HANDLE for a released pool;

@@ -334,11 +334,16 @@ void tc__hist_register(tc__allocator *a)
 void tc__hist_unregister(tc__allocator *a)
 {
     pthread_mutex_lock(&hmu);
+    bool shared = false; /* another allocator of its device (a pool's own) */
     for (size_t i = 0; i < nallocs; i++)
         if (allocs[i] == a)
-            allocs[i] = allocs[--nallocs];
-    /* Its blocks are gone: put the others back into a fresh table. */
-    tc__hist_live *t = live_cap ? calloc(live_cap, sizeof *t) : NULL;
+            allocs[i--] = allocs[--nallocs];
+        else
+            shared |= allocs[i]->device == a->device;
+    /* Its blocks are gone: put the others back into a fresh table (the map
+     * knows devices, not allocators: with another allocator on the device,
+     * its entries stay until their addresses are freed or reused). */
+    tc__hist_live *t = live_cap && !shared ? calloc(live_cap, sizeof *t) : NULL;
     if (t) {
         live_n = 0;
         for (size_t j = 0; j < live_cap; j++)

@@ -145,9 +145,9 @@ tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
     return absent();
 }
 
-tc_status tc_mempool_create(int device, tc_mempool **out)
+tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out)
 {
     TC_API_BEGIN;
-    (void)device, (void)out;
+    (void)device, (void)allocator, (void)out;
     return absent();
 }

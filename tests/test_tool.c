@@ -5,7 +5,6 @@
  * /dev/full it must fail (0.1 exited 0 having written nothing); an unknown
  * command is named in the error, with the list of commands. */
 #include <fcntl.h>
-#include <libgen.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -61,23 +60,12 @@ static void run(const char *tool, char *const args[], const char *out_path, run_
     unlink(err_tmp);
 }
 
-static const char *find_tool(const char *self, char *buf, size_t size)
-{
-    const char *env = getenv("TCUDA_TOOL");
-    if (env && *env)
-        return env;
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", self);
-    snprintf(buf, size, "%s/../tools/tcuda", dirname(copy));
-    return access(buf, X_OK) == 0 ? buf : NULL;
-}
-
 int main(int argc, char **argv)
 {
     (void)argc;
     tc_test_init();
     char guess[4200];
-    const char *tool = find_tool(argv[0], guess, sizeof guess);
+    const char *tool = tc_test_find_tool(argv[0], guess, sizeof guess);
     if (!tool) {
         printf("skipped: set TCUDA_TOOL to the built tcuda program\n");
         return 77;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memviz.h"
 #include "tcuda/tcuda.h"
 
 static void print_versions(void)
@@ -84,11 +85,14 @@ static int info(void)
     return 0;
 }
 
-static const char commands[] = "info, help";
+static const char commands[] = "info, memviz, help";
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tcuda info    what CUDA, GPUs and this tcuda build offer\n"
+               "       tcuda memviz [--summary] [--device N] SNAPSHOT > report.html\n"
+               "                     a memory snapshot (tc_memory_dump_snapshot) as one HTML\n"
+               "                     page, or with --summary as a text table\n"
                "       tcuda help    this text (also -h, --help)\n");
 }
 
@@ -130,6 +134,8 @@ int main(int argc, char **argv)
     }
     if (is_info)
         return check_stdout(info());
+    if (strcmp(cmd, "memviz") == 0)
+        return check_stdout(tc_tool_memviz(argc, argv));
     if (is_help) {
         usage(stdout);
         return check_stdout(0);

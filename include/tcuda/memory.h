@@ -191,6 +191,122 @@ TCUDA_API tc_status tc_host_free(void *ptr);
 /* The pinned block is used by work on `stream`: its reuse waits for it. */
 TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
 
+/* ---- memory history (torch.cuda.memory._record_memory_history) ------------
+ * While recording, every allocation, free, segment allocation and release,
+ * and out-of-memory of the caching allocators is kept in a ring buffer with
+ * its time, device, stream, address, size, requested size, pool and
+ * (optionally) the C call stack, captured with backtrace() and turned into
+ * names only when a snapshot is dumped (so exported functions get names:
+ * link programs with -rdynamic). Recording costs nothing but one branch per
+ * allocator call when off. Memory of cudaMallocAsync and of a user allocator
+ * (tc_change_current_allocator) does not go through the caching allocator
+ * and is not recorded; pinned host memory is not either. */
+
+/* What to record: bits. TC_HISTORY_SEGMENT: "segment_alloc" and
+ * "segment_free", and for expandable segments "segment_map" and
+ * "segment_unmap". */
+enum {
+    TC_HISTORY_ALLOC = 1,   /* "alloc" */
+    TC_HISTORY_FREE = 2,    /* "free_requested" and "free_completed" */
+    TC_HISTORY_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
+    TC_HISTORY_OOM = 8,     /* "oom" */
+    TC_HISTORY_ALL = 15,
+};
+
+/* Which events carry a C stack (PyTorch's stacks/context "alloc", "all"). */
+typedef enum tc_history_stacks {
+    TC_HISTORY_STACKS_NONE = 0,
+    TC_HISTORY_STACKS_ALLOC = 1, /* allocations and segment allocations */
+    TC_HISTORY_STACKS_ALL = 2,   /* every event */
+} tc_history_stacks;
+
+typedef struct tc_memory_history_options {
+    bool enabled;             /* false: stop recording (what was kept stays for a dump) */
+    unsigned record;          /* TC_HISTORY_* bits; 0 means TC_HISTORY_ALL */
+    tc_history_stacks stacks; /* which events carry a stack */
+    size_t max_entries;       /* ring size: the newest events are kept; 0: 100000 */
+} tc_memory_history_options;
+
+/* Starts (enabled) or stops recording. Starting clears what was recorded
+ * before and sizes the ring for max_entries events (at most 2^28).
+ * TC_ERROR_INVALID_ARGUMENT: NULL options, unknown bits, bad stacks mode,
+ * too many entries; TC_ERROR_OUT_OF_MEMORY when the ring cannot be had. */
+TCUDA_API tc_status tc_memory_record_history(const tc_memory_history_options *opts);
+
+/* Writes the segments and blocks of every device (each block with the stack
+ * that allocated it, when recorded) and the recorded events, in the format
+ * of torch.cuda.memory._dump_snapshot: a pickle (protocol 2) of a dict with
+ * "segments", "device_traces" (one list of events per device: action, addr,
+ * size, stream, time_us, frames) and "allocator_settings", which PyTorch's
+ * torch.cuda._memory_viz and the memory_viz page read. The _json variant
+ * writes the same content as JSON. TC_ERROR_INVALID_ARGUMENT for a NULL or
+ * empty path, TC_ERROR_IO (with the reason) when the file cannot be written. */
+TCUDA_API tc_status tc_memory_dump_snapshot(const char *path);
+TCUDA_API tc_status tc_memory_dump_snapshot_json(const char *path);
+
+/* What an out-of-memory observer is told; valid during the call only. */
+typedef struct tc_oom_info {
+    int device;                                /* -1: the pinned host cache */
+    size_t requested;                          /* bytes asked for */
+    size_t free_bytes, total_bytes;            /* the device's, as the driver says */
+    const struct tc_memory_snapshot *snapshot; /* the device's segments at the failure */
+} tc_oom_info;
+typedef void (*tc_oom_observer_fn)(const tc_oom_info *info, void *ctx);
+
+/* Calls fn(info, ctx) on every out-of-memory of the caching allocator, on
+ * the failing thread, after the allocator gave up and before the error
+ * returns (the observer may call tcuda, tc_memory_dump_snapshot included;
+ * the caller's error message is kept). At most 16 observers:
+ * TC_ERROR_INVALID_STATE beyond. */
+TCUDA_API tc_status tc_memory_attach_oom_observer(tc_oom_observer_fn fn, void *ctx);
+/* Removes an observer attached with the same fn and ctx
+ * (TC_ERROR_INVALID_ARGUMENT when there is none). */
+TCUDA_API tc_status tc_memory_detach_oom_observer(tc_oom_observer_fn fn, void *ctx);
+
+/* ---- user memory pools (torch.cuda.MemPool, use_mem_pool) -----------------
+ * A pool is a part of a device's caching allocator whose memory serves only
+ * the allocations made inside tc_mempool_use_begin/end on the threads that
+ * called it (on the pool's device); what is freed goes back to the pool, not
+ * to the others, and other allocations never take its memory. Snapshots
+ * show its segments with its id as segment_pool_id. (Graph capture's
+ * private pools are the same mechanism, routed by stream.) */
+typedef struct tc_mempool tc_mempool;
+
+/* What a pool holds (a struct tag: tc_mempool_stats is also the function). */
+struct tc_mempool_stats {
+    uint64_t id;
+    int device;
+    size_t segments, reserved_bytes;                 /* its segments */
+    size_t blocks, allocated_bytes, requested_bytes; /* its live blocks */
+    size_t active_bytes;                             /* live + freed awaiting streams */
+};
+
+/* A new pool on device (-1: current); the caller releases it with
+ * tc_mempool_release. With `allocator` (tc_allocator_from_functions or
+ * tc_pluggable_allocator_load; NULL: none) the pool's segments come from
+ * its functions instead of cudaMalloc, cached like the device's own; the
+ * allocator must outlive the pool's memory. TC_ERROR_NO_DEVICE without
+ * CUDA; TC_ERROR_INVALID_HANDLE for a destroyed allocator;
+ * TC_ERROR_NOT_SUPPORTED when TCUDA_ALLOC_CONF selects cudaMallocAsync or a
+ * user allocator replaced the device's; TC_ERROR_OUT_OF_MEMORY for host
+ * memory. */
+TCUDA_API tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out);
+/* From now on, this thread's allocations on the pool's device come from the
+ * pool, until the matching tc_mempool_use_end (uses nest, up to 8 deep; the
+ * innermost wins). TC_ERROR_INVALID_HANDLE for a released pool;
+ * TC_ERROR_INVALID_STATE when 8 are active on this thread. */
+TCUDA_API tc_status tc_mempool_use_begin(tc_mempool *pool);
+/* Ends the innermost use of this thread, which must be `pool`
+ * (TC_ERROR_INVALID_STATE otherwise). */
+TCUDA_API tc_status tc_mempool_use_end(tc_mempool *pool);
+/* The pool's id (as in snapshots' segment_pool_id) and what it holds. */
+TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out);
+/* Destroys the handle: the pool's wholly free segments go back to the device
+ * now, the others once their blocks are freed (on the next empty_cache).
+ * Live blocks stay valid and are freed as usual. TC_ERROR_INVALID_STATE
+ * while a thread uses it; TC_ERROR_INVALID_HANDLE when released already. */
+TCUDA_API tc_status tc_mempool_release(tc_mempool *pool);
+
 TCUDA_EXTERN_C_END
 
 #endif

@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "alloc_history.h"
+#include "alloc_mempool.h"
 #include "alloc_internal.h"
 
 #if defined(__linux__)
@@ -73,6 +75,9 @@ tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_con
     a->limit = SIZE_MAX;
     a->epoch = 1; /* caches start with done_epoch 0: frees are not complete */
     a->st.max_split_size = cfg->max_split_size == SIZE_MAX ? -1 : (int64_t)cfg->max_split_size;
+    if (cfg->no_caching)
+        a->cfg.expandable_segments = false;
+    tc__hist_register(a);
     *out = a;
     return TC_OK;
 }
@@ -81,6 +86,7 @@ void tc__alloc_destroy(tc__allocator *a)
 {
     if (!a)
         return;
+    tc__hist_unregister(a);
     tc__process_events(a, true);
     while (a->segs) {
         seg *s = a->segs;
@@ -187,6 +193,8 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     size_t rs = tc__round_size(&a->cfg, size);
     int small = rs <= TC__SMALL_SIZE;
     uint64_t pid = a->ncaps ? tc__capture_pool(a, stream) : 0;
+    if (TC_UNLIKELY(atomic_load_explicit(&tc__mempool_users, memory_order_relaxed)) && !pid)
+        pid = tc__mempool_current(a); /* a user pool in use on this thread */
     scache *c = tc__cache_get(a, pid, small, stream);
     if (!c)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -216,6 +224,8 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     stat2_add(a->st.requested_bytes, small, (int64_t)size);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, 1);
+    if (TC__HIST_ON(TC_HISTORY_ALLOC))
+        tc__hist_record(a, TC__H_ALLOC, b->addr, b->size, size, stream, pid);
     *out = (void *)b->addr;
     return TC_OK;
 }
@@ -234,6 +244,8 @@ tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void
     tc__mutex_lock(&a->mu);
     tc_status st = malloc_locked(a, size, stream, out);
     tc__mutex_unlock(&a->mu);
+    if (TC_UNLIKELY(st == TC_ERROR_OUT_OF_MEMORY))
+        tc__hist_oom(a, size, stream);
     return st;
 }
 
@@ -264,6 +276,9 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
+    if (TC__HIST_ON(TC_HISTORY_FREE | TC__HIST_TRACK))
+        tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested, b->seg->sc->stream,
+                        b->seg->sc->pool_id);
     stat2_sub(a->st.allocation, small, 1);
     stat2_sub(a->st.allocated_bytes, small, (int64_t)b->size);
     stat2_sub(a->st.requested_bytes, small, (int64_t)b->requested);
@@ -277,8 +292,13 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     if (!b->uses || b->uses->pending == 0) {
         stat2_sub(a->st.active, small, 1);
         stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
+        if (TC__HIST_ON(TC_HISTORY_FREE))
+            tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
+                            b->seg->sc->stream, b->seg->sc->pool_id);
         tc__free_block(a, b);
     }
+    if (TC_UNLIKELY(a->cfg.no_caching) && !a->ncaps) /* not while a graph is captured */
+        release_all_cached(a);
     tc__mutex_unlock(&a->mu);
 }
 

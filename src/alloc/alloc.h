@@ -67,6 +67,7 @@ typedef struct tc__alloc_config {
     unsigned char roundup_power2_divisions[64];
     double gc_threshold; /* 0: off; else in (0, 1) */
     bool expandable_segments;
+    bool no_caching; /* TCUDA_NO_CACHING: each segment one block, given back when free */
 } tc__alloc_config;
 
 /* The defaults (native, no limits, nothing on). */

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "alloc_history.h"
 #include "alloc_internal.h"
 
 /* The most granules one chunk covers (32 MiB at 2 MiB granules), chunks
@@ -181,6 +182,9 @@ size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b)
 static void unmap_chunk(tc__allocator *a, seg *s, size_t from, size_t to)
 {
     size_t g = gran(a), bytes = (to - from) * g;
+    if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+        tc__hist_record(a, TC__H_SEGMENT_UNMAP, s->addr + from * g, bytes, 0, s->sc->stream,
+                        s->sc->pool_id);
     a->p.unmap(a->p.ctx, (void *)(s->addr + from * g), bytes);
     pages_set(s, from, to, false);
     s->starts[from / 64] &= ~(1ull << (from % 64));
@@ -224,6 +228,9 @@ tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need)
         s->starts[k / 64] |= 1ull << (k % 64);
         s->mapped += (e - k) * g;
         reserved_upd(a, s->sc->small, (int64_t)((e - k) * g));
+        if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+            tc__hist_record(a, TC__H_SEGMENT_MAP, s->addr + k * g, (e - k) * g, 0, s->sc->stream,
+                            s->sc->pool_id);
     }
     return TC_OK;
 }

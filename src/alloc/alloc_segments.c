@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "../core/internal.h"
+#include "alloc_history.h"
 #include "alloc_internal.h"
 
 size_t tc__segment_size(size_t rounded)
@@ -75,6 +76,9 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (s->expandable) {
         tc__exp_release(a, s);
     } else {
+        if (TC__HIST_ON(TC_HISTORY_SEGMENT | TC__HIST_TRACK))
+            tc__hist_record(a, TC__H_SEGMENT_FREE, s->addr, s->size, 0, s->sc->stream,
+                            s->sc->pool_id);
         a->p.free(a->p.ctx, (void *)s->addr, s->size);
         a->st.num_device_synchronize += a->p.free_waits;
         reserved_upd(a, small, -(int64_t)s->size);
@@ -132,7 +136,7 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
 {
     if (a->cfg.expandable_segments && a->p.granularity && a->p.reserve)
         return tc__exp_grow(a, c, rounded, out);
-    size_t ss = tc__segment_size(rounded);
+    size_t ss = a->cfg.no_caching ? rounded : tc__segment_size(rounded);
     if (a->limit != SIZE_MAX && (size_t)a->st.reserved_bytes[0].current + ss > a->limit)
         return TC_ERROR_OUT_OF_MEMORY;
     seg *s = calloc(1, sizeof *s);
@@ -164,6 +168,8 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
     a->st.num_device_alloc++;
     if (a->cfg.max_split_size != SIZE_MAX && ss >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_segments, +1);
+    if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+        tc__hist_record(a, TC__H_SEGMENT_ALLOC, s->addr, ss, rounded, c->stream, c->pool_id);
     *out = h;
     return TC_OK;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "../core/internal.h"
+#include "alloc_history.h"
 #include "alloc_internal.h"
 
 void tc__event_wait(tc__allocator *a, void *ev)
@@ -117,6 +118,9 @@ void tc__process_events(tc__allocator *a, bool wait)
             int small = b->seg->sc->small;
             stat2_sub(a->st.active, small, 1);
             stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
+            if (TC__HIST_ON(TC_HISTORY_FREE))
+                tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
+                                b->seg->sc->stream, b->seg->sc->pool_id);
             tc__free_block(a, b);
         }
     }

@@ -30,6 +30,9 @@ static char sync_env_error[256], launch_env_error[256];
 static int sanitizer_env_mode;
 static bool sanitizer_env_bad;
 static char sanitizer_env_error[256];
+/* TCUDA_NO_CACHING (read here, acted on by the caching allocator). */
+static bool no_caching, no_caching_bad;
+static char no_caching_error[256];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* Case-insensitive membership of `text` in a NULL-terminated list. */
@@ -41,7 +44,8 @@ static bool one_of(const char *text, const char *const *words)
     return false;
 }
 
-tc_status tc__parse_launch_blocking(const char *text, bool *on)
+/* A true/false variable: the words below, any letter case; unset is false. */
+static tc_status parse_bool(const char *name, const char *text, bool *on)
 {
     static const char *const yes[] = {"1", "true", "yes", "on", NULL};
     static const char *const no[] = {"", "0", "false", "no", "off", NULL};
@@ -54,9 +58,19 @@ tc_status tc__parse_launch_blocking(const char *text, bool *on)
         return TC_OK;
     }
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                    "CUDA_LAUNCH_BLOCKING='%.64s' is neither true (1, true, yes, on) nor false "
+                    "%s='%.64s' is neither true (1, true, yes, on) nor false "
                     "(0, false, no, off, empty); any letter case",
-                    text);
+                    name, text);
+}
+
+tc_status tc__parse_launch_blocking(const char *text, bool *on)
+{
+    return parse_bool("CUDA_LAUNCH_BLOCKING", text, on);
+}
+
+tc_status tc__parse_no_caching(const char *text, bool *on)
+{
+    return parse_bool("TCUDA_NO_CACHING", text, on);
 }
 
 tc_status tc__parse_sync_debug_mode(const char *text, int *mode)
@@ -124,6 +138,9 @@ static void read_env(void)
         atomic_store(&sync_env_bad, true);
     sanitizer_env_bad = !env_ok(tc__parse_sanitizer(getenv("TCUDA_SANITIZER"), &sanitizer_env_mode),
                                 sanitizer_env_error, sizeof sanitizer_env_error);
+    no_caching_bad = !env_ok(tc__parse_no_caching(getenv("TCUDA_NO_CACHING"), &on),
+                             no_caching_error, sizeof no_caching_error);
+    no_caching = on && !no_caching_bad;
     (void)tc__fail(TC_OK, "%s", saved);
     tc__api_name = prev_api;
 }
@@ -135,6 +152,8 @@ tc_status tc__debug_env_check(void)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", launch_env_error);
     if (TC_UNLIKELY(sanitizer_env_bad))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", sanitizer_env_error);
+    if (TC_UNLIKELY(no_caching_bad))
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", no_caching_error);
     if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed)))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "%s (or call tc_set_sync_debug_mode, which replaces it)", sync_env_error);
@@ -220,4 +239,10 @@ int tc__sanitizer_env_mode(void)
 {
     pthread_once(&env_once, read_env);
     return sanitizer_env_bad ? 0 : sanitizer_env_mode;
+}
+
+bool tc__no_caching_enabled(void)
+{
+    pthread_once(&env_once, read_env);
+    return no_caching;
 }

@@ -47,6 +47,12 @@ tc_status tc__parse_sync_debug_mode(const char *text, int *mode);
  * acts on it at CUDA initialization. */
 tc_status tc__parse_sanitizer(const char *text, int *mode);
 int tc__sanitizer_env_mode(void);
+/* TCUDA_NO_CACHING: true (1, true, yes, on) makes the caching allocator give
+ * every freed block back to the driver at once; false (0, false, no, off,
+ * empty or unset) is the default; anything else is an error kept like the
+ * others. tc__no_caching_enabled() is false while the variable is invalid. */
+tc_status tc__parse_no_caching(const char *text, bool *on);
+bool tc__no_caching_enabled(void);
 
 /* TC_OK when the variables, read once, were valid (or
  * tc_set_sync_debug_mode has since replaced TCUDA_SYNC_DEBUG_MODE's value);

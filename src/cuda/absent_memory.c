@@ -144,3 +144,10 @@ tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
     (void)ptr, (void)stream;
     return absent();
 }
+
+tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out)
+{
+    TC_API_BEGIN;
+    (void)device, (void)allocator, (void)out;
+    return absent();
+}

@@ -20,6 +20,7 @@
 #include "cuda_internal.h"
 #include "ipc_internal.h"
 #include "debug/sanitizer_internal.h"
+#include "alloc/alloc_mempool.h"
 #include "device_alloc.h"
 
 #define TC_ALLOCATOR_MAGIC 0x7c41a110u
@@ -142,6 +143,7 @@ static tc_status load_conf_locked(void)
 {
     if (conf_state == 0) {
         tc__alloc_config_default(&conf);
+        conf.no_caching = tc__no_caching_enabled(); /* a bad value fails tc_init */
         if (tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &conf) != TC_OK) {
             snprintf(conf_error, sizeof conf_error, "%s", tc_last_error());
             conf_state = 2;
@@ -250,6 +252,8 @@ tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **
         }
         return other_alloc(device, stream, size, out);
     }
+    if (TC_UNLIKELY(atomic_load_explicit(&tc__mempool_users, memory_order_relaxed)))
+        a = tc__mempool_route(device, a); /* a pool in use on this thread */
     return tc__alloc_malloc(a, size, (uintptr_t)stream, out);
 }
 
@@ -268,6 +272,8 @@ tc_status tc__device_free(void *ptr)
         if (owned)
             return TC_OK;
     }
+    if (tc__mempool_free_own(ptr))
+        return TC_OK;
     pthread_mutex_lock(&mu);
     ext_rec r;
     bool found = ext_take((uintptr_t)ptr, &r);
@@ -293,6 +299,9 @@ tc_status tc__device_record_stream(void *ptr, cudaStream_t stream)
         if (a && tc__alloc_owns(a, ptr))
             return tc__alloc_record_stream(a, ptr, (uintptr_t)stream);
     }
+    tc__allocator *own = tc__mempool_owner(ptr);
+    if (own)
+        return tc__alloc_record_stream(own, ptr, (uintptr_t)stream);
     if (conf.backend == 1 || user_alloc)
         return TC_OK; /* stream-ordered pools: nothing to record */
     return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%p is not a live block of tcuda's device allocator",
@@ -356,6 +365,107 @@ tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
     if (tc__san_on())
         tc__san_record_stream(ptr, (void *)ts->handle);
     return TC_OK;
+}
+
+static tc_status check_allocator(const tc_allocator *a);
+
+/* A pool's own provider: the device's (events, memory info), with the
+ * user allocator's functions for segments. */
+typedef struct user_prov {
+    tc__seg_provider base;
+    tc_allocator *u;
+    int device;
+} user_prov;
+
+static tc_status up_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    user_prov *c = ctx;
+    void *p = c->u->alloc(size, c->device, (void *)stream);
+    if (!p)
+        return TC_ERROR_OUT_OF_MEMORY;
+    *out = p;
+    return TC_OK;
+}
+static void up_free(void *ctx, void *ptr, size_t size)
+{
+    user_prov *c = ctx;
+    c->u->free(ptr, size, c->device, NULL);
+}
+static void up_info(void *ctx, size_t *fr, size_t *tot)
+{
+    user_prov *c = ctx;
+    c->base.mem_info(c->base.ctx, fr, tot);
+}
+static void *up_record(void *ctx, uintptr_t stream)
+{
+    user_prov *c = ctx;
+    return c->base.event_record ? c->base.event_record(c->base.ctx, stream) : NULL;
+}
+static int up_query(void *ctx, void *ev)
+{
+    user_prov *c = ctx;
+    return c->base.event_query(c->base.ctx, ev);
+}
+static void up_sync(void *ctx, void *ev)
+{
+    user_prov *c = ctx;
+    c->base.event_sync(c->base.ctx, ev);
+}
+static void up_destroy(void *ctx, void *ev)
+{
+    user_prov *c = ctx;
+    c->base.event_destroy(c->base.ctx, ev);
+}
+
+/* An allocator on `u`'s functions for device d; the pool takes it. */
+static tc_status own_pool(int d, tc_allocator *u, tc_mempool **out)
+{
+    user_prov *c = calloc(1, sizeof *c);
+    if (!c)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a pool");
+    tc_status st = tc__device_provider(d, false, &c->base);
+    tc__seg_provider p = {.name = "user pool",
+                          .ctx = c,
+                          .alloc = up_alloc,
+                          .free = up_free,
+                          .mem_info = up_info,
+                          .free_waits = true};
+    if (c->base.event_record) {
+        p.event_record = up_record;
+        p.event_query = up_query;
+        p.event_sync = up_sync;
+        p.event_destroy = up_destroy;
+    }
+    c->u = u;
+    c->device = d;
+    tc__alloc_config cfg = conf;
+    cfg.expandable_segments = false; /* the user allocator maps nothing */
+    tc__allocator *a = NULL;
+    if (st == TC_OK)
+        st = tc__alloc_create(&p, &cfg, d, &a);
+    if (st == TC_OK)
+        st = tc__mempool_create_own(a, c, d, out);
+    else
+        free(c);
+    return st;
+}
+
+/* A user pool of the device's caching allocator (alloc_mempool.c). */
+tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    if (allocator)
+        TC_TRY(check_allocator(allocator));
+    int d = 0;
+    cudaStream_t s = NULL;
+    TC_TRY(resolve(device, NULL, &d, &s));
+    tc__allocator *a;
+    TC_TRY(get_allocator(d, &a));
+    if (conf.backend == 1 || user_alloc)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "memory pools need the native caching allocator, "
+                                                "not cudaMallocAsync or a user allocator");
+    return allocator ? own_pool(d, allocator, out) : tc__mempool_create_on(a, d, out);
 }
 
 tc_status tc__device_pool_begin(int device, uint64_t id, cudaStream_t stream)

@@ -2,6 +2,7 @@
 #include "tc_test.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,4 +123,33 @@ void *tc_test_garbage(size_t size)
         p[i] = (unsigned char)tc_test_rand();
     p[0] = 0;
     return p;
+}
+
+char *tc_test_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0)
+        n = ftell(f);
+    char *s = malloc(n > 0 ? (size_t)n + 1 : 1);
+    if (!s)
+        abort();
+    size_t got = 0;
+    if (f && n > 0 && fseek(f, 0, SEEK_SET) == 0)
+        got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    if (f)
+        fclose(f);
+    return s;
+}
+
+const char *tc_test_find_tool(const char *self, char *buf, size_t size)
+{
+    const char *env = getenv("TCUDA_TOOL");
+    if (env && *env)
+        return env;
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", self);
+    snprintf(buf, size, "%s/../tools/tcuda", dirname(copy));
+    return access(buf, X_OK) == 0 ? buf : NULL;
 }

@@ -42,6 +42,12 @@ const char *tc_test_capture_stderr_end(void);
  * word is neither a live handle's magic word (tcuda's end in 0x11 or 0x71)
  * nor the dead one (0xdeadbeef). */
 void *tc_test_garbage(size_t size);
+/* The whole of a file, NUL-terminated (caller frees); an empty string when
+ * it cannot be read. */
+char *tc_test_read_file(const char *path);
+/* The built `tcuda` program: TCUDA_TOOL when set, else ../tools/tcuda
+ * beside the test program `self` (written into buf); NULL when neither. */
+const char *tc_test_find_tool(const char *self, char *buf, size_t size);
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -1,0 +1,395 @@
+/* Memory snapshots with history, in PyTorch's format: the dict that
+ * torch.cuda.memory._snapshot() returns, written as a pickle (protocol 2,
+ * the few opcodes Python's pickle and the memory_viz page's reader both
+ * take) or as JSON, from one walk over the content (an "emitter" with two
+ * back ends).
+ *
+ * The content: "segments" (every segment of every device's caching
+ * allocator, its blocks, each block and segment with the frames of the stack
+ * that allocated it when recorded), "device_traces" (one list per device of
+ * the recorded events, oldest first) and "allocator_settings". Stacks are
+ * named here, once per distinct stack, with dladdr: exported functions get
+ * their names, others "??" with the module; the allocator's own frames at
+ * the top of each stack are dropped. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_history.h"
+#include "alloc_internal.h"
+
+/* ---- the emitter ------------------------------------------------------------- */
+
+typedef struct em {
+    FILE *f;
+    bool json;
+    int depth;
+    bool first[64];   /* JSON: nothing written yet at this depth */
+    bool is_dict[64]; /* JSON: a key comes next rather than a value */
+    bool after_key;
+} em;
+
+static void put_u32(FILE *f, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    fwrite(b, 1, 4, f);
+}
+
+/* JSON: the comma before a value or key at this depth. */
+static void sep(em *e)
+{
+    if (e->after_key) {
+        e->after_key = false;
+        return;
+    }
+    if (e->depth > 0 && !e->first[e->depth])
+        fputc(',', e->f);
+    e->first[e->depth] = false;
+}
+
+static void open_(em *e, bool dict)
+{
+    if (e->json) {
+        sep(e);
+        fputc(dict ? '{' : '[', e->f);
+    } else {
+        fputc(dict ? '}' : ']', e->f); /* EMPTY_DICT, EMPTY_LIST */
+        fputc('(', e->f);              /* MARK */
+    }
+    e->depth++;
+    e->first[e->depth] = true;
+    e->is_dict[e->depth] = dict;
+}
+
+static void close_(em *e)
+{
+    bool dict = e->is_dict[e->depth];
+    e->depth--;
+    if (e->json)
+        fputc(dict ? '}' : ']', e->f);
+    else
+        fputc(dict ? 'u' : 'e', e->f); /* SETITEMS, APPENDS */
+}
+
+static void raw_str(em *e, const char *s)
+{
+    if (!e->json) {
+        size_t len = strlen(s);
+        fputc('X', e->f); /* BINUNICODE */
+        put_u32(e->f, (uint32_t)len);
+        fwrite(s, 1, len, e->f);
+        return;
+    }
+    fputc('"', e->f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(e->f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(e->f, "\\u%04x", *p);
+        else
+            fputc(*p, e->f);
+    }
+    fputc('"', e->f);
+}
+
+static void str(em *e, const char *s)
+{
+    if (e->json)
+        sep(e);
+    raw_str(e, s);
+}
+
+static void key(em *e, const char *k)
+{
+    if (e->json) {
+        sep(e);
+        raw_str(e, k);
+        fputc(':', e->f);
+        e->after_key = true;
+    } else {
+        raw_str(e, k);
+    }
+}
+
+static void num(em *e, int64_t v)
+{
+    if (e->json) {
+        sep(e);
+        fprintf(e->f, "%" PRId64, v);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        fputc('J', e->f); /* BININT */
+        put_u32(e->f, (uint32_t)(int32_t)v);
+    } else {
+        unsigned char b[8];
+        for (int i = 0; i < 8; i++)
+            b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+        fputc(0x8a, e->f); /* LONG1, 8 bytes two's complement */
+        fputc(8, e->f);
+        fwrite(b, 1, 8, e->f);
+    }
+}
+
+/* Unsigned values (addresses, streams) that may pass 2^63 go through LONG1
+ * with a ninth byte; JSON writes them as they are. */
+static void unum(em *e, uint64_t v)
+{
+    if (v <= (uint64_t)INT64_MAX) {
+        num(e, (int64_t)v);
+    } else if (e->json) {
+        sep(e);
+        fprintf(e->f, "%" PRIu64, v);
+    } else {
+        fputc(0x8a, e->f);
+        fputc(9, e->f);
+        for (int i = 0; i < 8; i++)
+            fputc((int)(unsigned char)(v >> (8 * i)), e->f);
+        fputc(0, e->f);
+    }
+}
+
+static void flt(em *e, double v)
+{
+    if (e->json) {
+        sep(e);
+        fprintf(e->f, "%.17g", v);
+        return;
+    }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    fputc('G', e->f); /* BINFLOAT, big-endian */
+    for (int i = 7; i >= 0; i--)
+        fputc((int)(unsigned char)(bits >> (8 * i)), e->f);
+}
+
+static void boolean(em *e, bool v)
+{
+    if (e->json) {
+        sep(e);
+        fputs(v ? "true" : "false", e->f);
+    } else {
+        fputc(v ? 0x88 : 0x89, e->f); /* NEWTRUE, NEWFALSE */
+    }
+}
+
+/* ---- stacks as frames ------------------------------------------------------------ */
+
+/* Whether a frame is the allocator's own (dropped from the top of a stack). */
+static bool own_frame(const Dl_info *di, bool named, const Dl_info *self)
+{
+    if (self->dli_fbase && di->dli_fbase == self->dli_fbase && self->dli_fbase != NULL) {
+        /* In the library: internal (hidden or tc__) frames are the allocator's. */
+        return !named || strncmp(di->dli_sname, "tc__", 4) == 0;
+    }
+    return false;
+}
+
+static void frame(em *e, const char *name, const char *file)
+{
+    open_(e, true);
+    key(e, "filename");
+    str(e, file);
+    key(e, "line");
+    num(e, 0);
+    key(e, "name");
+    str(e, name);
+    close_(e);
+}
+
+static void frames(em *e, const tc__hist_copy *c, uint32_t id)
+{
+    open_(e, false);
+    if (id && id <= c->nstacks) {
+        Dl_info self;
+        memset(&self, 0, sizeof self);
+        (void)dladdr((void *)&tc__hist_record, &self);
+        bool top = true;
+        for (size_t i = c->stack_off[id - 1]; i < c->stack_off[id]; i++) {
+            Dl_info di;
+            memset(&di, 0, sizeof di);
+            bool found = dladdr(c->frames[i], &di) != 0;
+            bool named = found && di.dli_sname;
+            if (top && found && own_frame(&di, named, &self))
+                continue;
+            top = false;
+            char name[64];
+            if (!named)
+                snprintf(name, sizeof name, "??+%#" PRIxPTR,
+                         (uintptr_t)c->frames[i] - (uintptr_t)(found ? di.dli_fbase : 0));
+            frame(e, named ? di.dli_sname : name, found && di.dli_fname ? di.dli_fname : "??");
+        }
+    }
+    close_(e);
+}
+
+/* ---- the content -------------------------------------------------------------------- */
+
+static void block(em *e, const tc__hist_copy *c, int device, const tc_memory_block_info *b)
+{
+    open_(e, true);
+    key(e, "address");
+    unum(e, b->address);
+    key(e, "size");
+    unum(e, b->size);
+    key(e, "requested_size");
+    unum(e, b->requested_size);
+    key(e, "state");
+    str(e, tc_memory_block_state_string(b->state));
+    key(e, "frames");
+    frames(e, c, b->state == TC_BLOCK_INACTIVE ? 0 : tc__hist_copy_live(c, device, 0, b->address));
+    close_(e);
+}
+
+static void segment(em *e, const tc__hist_copy *c, const tc_memory_segment_info *s)
+{
+    open_(e, true);
+    key(e, "device");
+    num(e, s->device);
+    key(e, "address");
+    unum(e, s->address);
+    key(e, "total_size");
+    unum(e, s->total_size);
+    key(e, "allocated_size");
+    unum(e, s->allocated_size);
+    key(e, "active_size");
+    unum(e, s->active_size);
+    key(e, "requested_size");
+    unum(e, s->requested_size);
+    key(e, "stream");
+    unum(e, s->stream);
+    key(e, "segment_type");
+    str(e, tc_memory_segment_type_string(s->segment_type));
+    key(e, "segment_pool_id");
+    open_(e, false); /* PyTorch's is a (graph id, pool id) pair */
+    num(e, 0);
+    unum(e, s->segment_pool_id);
+    close_(e);
+    key(e, "is_expandable");
+    boolean(e, s->is_expandable);
+    key(e, "frames");
+    frames(e, c, tc__hist_copy_live(c, s->device, 1, s->address));
+    key(e, "blocks");
+    open_(e, false);
+    for (size_t i = 0; i < s->num_blocks; i++)
+        block(e, c, s->device, &s->blocks[i]);
+    close_(e);
+    close_(e);
+}
+
+static void event(em *e, const tc__hist_copy *c, const tc__hist_event *ev)
+{
+    open_(e, true);
+    key(e, "action");
+    str(e, tc__hist_action_name(ev->action));
+    key(e, "addr");
+    unum(e, ev->addr);
+    key(e, "size");
+    unum(e, ev->size);
+    key(e, "requested_size");
+    unum(e, ev->requested);
+    key(e, "stream");
+    unum(e, ev->stream);
+    key(e, "pool_id");
+    unum(e, ev->pool);
+    key(e, "time_us");
+    unum(e, ev->time_us);
+    key(e, "frames");
+    frames(e, c, ev->stack);
+    close_(e);
+}
+
+static void settings(em *e, const tc__alloc_config *cfg)
+{
+    const char *conf = getenv("TCUDA_ALLOC_CONF");
+    open_(e, true);
+    key(e, "PYTORCH_CUDA_ALLOC_CONF");
+    str(e, conf ? conf : "");
+    key(e, "max_split_size");
+    num(e, cfg->max_split_size == SIZE_MAX ? -1 : (int64_t)cfg->max_split_size);
+    key(e, "garbage_collection_threshold");
+    flt(e, cfg->gc_threshold);
+    key(e, "expandable_segments");
+    boolean(e, cfg->expandable_segments);
+    key(e, "no_caching");
+    boolean(e, cfg->no_caching);
+    key(e, "backend");
+    str(e, cfg->backend ? "cudaMallocAsync" : "native");
+    close_(e);
+}
+
+static void content(em *e, const tc__hist_copy *c, const struct tc_memory_snapshot *snap)
+{
+    int ndev = 0;
+    for (size_t i = 0; i < c->nallocs; i++)
+        if (c->devices[i] + 1 > ndev)
+            ndev = c->devices[i] + 1;
+    for (size_t i = 0; i < c->nev; i++)
+        if (c->ev[i].device + 1 > ndev)
+            ndev = c->ev[i].device + 1;
+    open_(e, true);
+    key(e, "segments");
+    open_(e, false);
+    for (size_t i = 0; i < snap->num_segments; i++)
+        segment(e, c, &snap->segments[i]);
+    close_(e);
+    key(e, "device_traces");
+    open_(e, false);
+    for (int d = 0; d < ndev; d++) {
+        open_(e, false);
+        for (size_t i = 0; i < c->nev; i++)
+            if (c->ev[i].device == d)
+                event(e, c, &c->ev[i]);
+        close_(e);
+    }
+    close_(e);
+    key(e, "allocator_settings");
+    settings(e, &c->cfg);
+    close_(e);
+}
+
+static tc_status dump(const char *path, bool json)
+{
+    TC_CHECK_ARG(path && *path, "the path is NULL or empty");
+    tc__hist_copy c;
+    TC_TRY(tc__hist_copy_take(&c));
+    struct tc_memory_snapshot snap = {0, NULL};
+    tc_status st = TC_OK;
+    for (size_t i = 0; i < c.nallocs && st == TC_OK; i++)
+        if (c.devices[i] >= 0)
+            st = tc__alloc_snapshot(c.allocs[i], &snap);
+    FILE *f = st == TC_OK ? fopen(path, "wb") : NULL;
+    if (st == TC_OK && !f)
+        st = tc__fail(TC_ERROR_IO, "cannot open %s for writing: %s", path, strerror(errno));
+    if (f) {
+        em e = {.f = f, .json = json};
+        if (!json)
+            fwrite("\x80\x02", 1, 2, f); /* PROTO 2 */
+        content(&e, &c, &snap);
+        if (json)
+            fputc('\n', f);
+        else
+            fputc('.', f); /* STOP */
+        bool bad = ferror(f) != 0;
+        if (fclose(f) != 0 || bad)
+            st = tc__fail(TC_ERROR_IO, "writing %s failed: %s", path, strerror(errno));
+    }
+    tc__snapshot_free(&snap);
+    tc__hist_copy_free(&c);
+    return st;
+}
+
+tc_status tc_memory_dump_snapshot(const char *path)
+{
+    TC_API_BEGIN;
+    return dump(path, false);
+}
+
+tc_status tc_memory_dump_snapshot_json(const char *path)
+{
+    TC_API_BEGIN;
+    return dump(path, true);
+}

@@ -1,0 +1,527 @@
+/* Memory history on the plain host provider (no GPU): the recorded events
+ * match the operations (counts, sizes, order), the ring keeps the newest
+ * max_entries, stacks name this test's own functions (the test is linked
+ * with -rdynamic), the pickle and the JSON dumps read back in Python's own
+ * pickle and json modules and agree (skipped with a message without
+ * python3), out-of-memory observers fire once per failure with what was
+ * asked, TCUDA_NO_CACHING's allocator keeps nothing cached and its parser is
+ * strict, concurrent recording stays consistent, and user memory pools
+ * isolate their memory (per thread, nested, in snapshots, released), also
+ * with an allocator of their own. The test functions
+ * that allocate are extern and noinline so that their names are in the
+ * stacks. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+#include "alloc/alloc_history.h"
+#include "alloc/alloc_mempool.h"
+#include "core/debug.h"
+#include "tc_test.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static tc__host_provider_ctx hctx;
+static tc__seg_provider prov;
+
+/* An allocator on a fresh host provider; granularity > 0: expandable. */
+static tc__allocator *make_on(size_t capacity, bool no_caching, size_t granularity)
+{
+    memset(&hctx, 0, sizeof hctx);
+    hctx.capacity = capacity;
+    hctx.granularity = granularity;
+    tc__host_provider_init(&prov, &hctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    cfg.no_caching = no_caching;
+    cfg.expandable_segments = granularity > 0;
+    tc__allocator *a = NULL;
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    return a;
+}
+
+static tc__allocator *make(size_t capacity, bool no_caching)
+{
+    return make_on(capacity, no_caching, 0);
+}
+
+static void record(bool on, tc_history_stacks stacks, size_t max_entries)
+{
+    tc_memory_history_options o = {on, TC_HISTORY_ALL, stacks, max_entries};
+    CHECK_OK(tc_memory_record_history(&o));
+}
+
+/* Exported (the test is linked with ENABLE_EXPORTS) so that dladdr names them. */
+void *hist_test_alloc_site(tc__allocator *a, size_t size);
+void *hist_test_other_site(tc__allocator *a, size_t size);
+__attribute__((noinline)) void *hist_test_alloc_site(tc__allocator *a, size_t size)
+{
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(a, size, 1, &p));
+    __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays */
+    return p;
+}
+
+__attribute__((noinline)) void *hist_test_other_site(tc__allocator *a, size_t size)
+{
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(a, size, 2, &p));
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static void test_events_match(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_ALLOC, 1000);
+    void *p = hist_test_alloc_site(a, 1000);    /* small: a 2 MiB segment, 1024 bytes */
+    void *q = hist_test_other_site(a, 3 * MiB); /* large: a 20 MiB segment */
+    CHECK_OK(tc__alloc_free(a, p));
+    void *r = hist_test_alloc_site(a, 1000); /* reuses p's block: no new segment */
+    CHECK(r == p);
+    CHECK_OK(tc__alloc_free(a, r));
+    CHECK_OK(tc__alloc_free(a, q));
+    tc__alloc_empty_cache(a);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    static const struct {
+        int action;
+        size_t size;
+    } want[] = {
+        {TC__H_SEGMENT_ALLOC, 2 * MiB},
+        {TC__H_ALLOC, 1024},
+        {TC__H_SEGMENT_ALLOC, 20 * MiB},
+        {TC__H_ALLOC, 3 * MiB},
+        {TC__H_FREE_REQUESTED, 1024},
+        {TC__H_FREE_COMPLETED, 1024},
+        {TC__H_ALLOC, 1024},
+        {TC__H_FREE_REQUESTED, 1024},
+        {TC__H_FREE_COMPLETED, 1024},
+        {TC__H_FREE_REQUESTED, 3 * MiB},
+        {TC__H_FREE_COMPLETED, 3 * MiB},
+        {TC__H_SEGMENT_FREE, 0},
+        {TC__H_SEGMENT_FREE, 0},
+    };
+    size_t nw = sizeof want / sizeof want[0];
+    CHECK(c.nev == nw);
+    for (size_t i = 0; i < nw && i < c.nev; i++) {
+        CHECK(c.ev[i].action == want[i].action);
+        if (want[i].size)
+            CHECK(c.ev[i].size == want[i].size);
+        CHECK(c.ev[i].device == 0);
+        if (i > 0)
+            CHECK(c.ev[i].time_us >= c.ev[i - 1].time_us);
+    }
+    if (c.nev == nw) {
+        CHECK(c.ev[1].addr == (uintptr_t)p && c.ev[1].requested == 1000 && c.ev[1].stream == 1);
+        CHECK(c.ev[3].addr == (uintptr_t)q && c.ev[3].stream == 2);
+        CHECK(c.ev[1].stack != 0 && c.ev[3].stack != 0 && c.ev[1].stack != c.ev[3].stack);
+        CHECK(c.ev[6].stack != c.ev[1].stack); /* called from another line of this test */
+        CHECK(c.ev[4].stack == 0);             /* stacks for allocations only */
+        CHECK(c.ev[11].size == 20 * MiB || c.ev[11].size == 2 * MiB);
+    }
+    tc__hist_copy_free(&c);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    void *s = hist_test_alloc_site(a, 512); /* not recorded */
+    CHECK_OK(tc__alloc_free(a, s));
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == nw); /* stopping keeps what was recorded */
+    tc__hist_copy_free(&c);
+    tc__alloc_destroy(a);
+}
+
+static void test_ring_wraps(void)
+{
+    tc__allocator *a = make(0, false);
+    tc_memory_history_options o = {true, TC_HISTORY_ALLOC, TC_HISTORY_STACKS_NONE, 8};
+    CHECK_OK(tc_memory_record_history(&o));
+    void *p[20];
+    for (int i = 0; i < 20; i++)
+        CHECK_OK(tc__alloc_malloc(a, (size_t)(i + 1) * KiB, 0, &p[i]));
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == 8);
+    for (size_t i = 0; i < c.nev; i++) /* the newest eight, oldest first */
+        CHECK(c.ev[i].action == TC__H_ALLOC && c.ev[i].requested == (12 + i + 1) * KiB &&
+              c.ev[i].addr == (uintptr_t)p[12 + i]);
+    tc__hist_copy_free(&c);
+    for (int i = 0; i < 20; i++)
+        CHECK_OK(tc__alloc_free(a, p[i]));
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == 8 && c.nlive == 0); /* frees are seen, not recorded: no stale stacks */
+    tc__hist_copy_free(&c);
+    /* a block freed after recording stopped, its address reused: no stack */
+    record(true, TC_HISTORY_STACKS_ALLOC, 100);
+    void *x = hist_test_alloc_site(a, 3000);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    CHECK_OK(tc__alloc_free(a, x));
+    void *y = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 3000, 1, &y));
+    CHECK(y == x);
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(tc__hist_copy_live(&c, 0, 0, (uintptr_t)y) == 0);
+    CHECK(c.nlive == 1 && c.live[0].kind == 1); /* x's segment (stream 1's), still there */
+    tc__hist_copy_free(&c);
+    CHECK_OK(tc__alloc_free(a, y));
+    tc__alloc_empty_cache(a); /* the segment goes: nothing kept, the hooks are off again */
+    CHECK(atomic_load(&tc__hist_mask) == 0);
+    tc_memory_history_options bad = {true, 1u << 9, TC_HISTORY_STACKS_NONE, 8};
+    CHECK_STATUS(tc_memory_record_history(&bad), TC_ERROR_INVALID_ARGUMENT);
+    bad.record = 0;
+    bad.stacks = (tc_history_stacks)7;
+    CHECK_STATUS(tc_memory_record_history(&bad), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_record_history(NULL), TC_ERROR_INVALID_ARGUMENT);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+static bool have_python(void)
+{
+    return system("python3 -c 'import pickle, json' 2>/dev/null") == 0;
+}
+
+/* The checker run in Python: both files load, are equal, and hold what the
+ * C side did. */
+static const char *py_check =
+    "import pickle, json, sys\n"
+    "d = pickle.load(open(sys.argv[1], 'rb'))\n"
+    "j = json.load(open(sys.argv[2]))\n"
+    "assert d == j, 'pickle and json differ'\n"
+    "assert set(d) >= {'segments', 'device_traces', 'allocator_settings'}, d.keys()\n"
+    "t = d['device_traces'][0]\n"
+    "acts = [e['action'] for e in t]\n"
+    "assert acts.count('alloc') == 3, acts\n"
+    "assert acts.count('free_requested') == 1 and acts.count('free_completed') == 1, acts\n"
+    "assert all(set(e) >= {'action', 'addr', 'size', 'stream', 'time_us', 'frames'} for e in t)\n"
+    "live = [b for s in d['segments'] for b in s['blocks'] if b['state'] == "
+    "'active_allocated']\n"
+    "assert sorted(b['requested_size'] for b in live) == [5000, 4 << 20], live\n"
+    "names = [f['name'] for b in live for f in b['frames']]\n"
+    "assert 'hist_test_alloc_site' in names and 'hist_test_other_site' in names, names\n"
+    "big = [b for b in live if b['requested_size'] == 4 << 20][0]\n"
+    "assert big['frames'][0]['name'] == 'hist_test_other_site', big['frames'][:3]\n"
+    "assert any(e['addr'] >= 2**31 for e in t)\n"
+    "print('python: pickle and json agree,', len(t), 'events,', len(d['segments']), "
+    "'segments')\n";
+
+static void test_dump_roundtrip(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_ALLOC, 1000);
+    void *p = hist_test_alloc_site(a, 5000);
+    void *q = hist_test_other_site(a, 4 * MiB);
+    void *r = hist_test_alloc_site(a, 100);
+    CHECK_OK(tc__alloc_free(a, r));
+    char pk[] = "/tmp/tc_hist_XXXXXX", js[64], py[64];
+    int fd = mkstemp(pk);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(js, sizeof js, "%s.json", pk);
+    snprintf(py, sizeof py, "%s.py", pk);
+    CHECK_OK(tc_memory_dump_snapshot(pk));
+    CHECK_OK(tc_memory_dump_snapshot_json(js));
+    CHECK_STATUS(tc_memory_dump_snapshot(""), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_dump_snapshot("/nonexistent/dir/x.pickle"), TC_ERROR_IO);
+    char *text = tc_test_read_file(js);
+    CHECK(text && strstr(text, "\"device_traces\"") && strstr(text, "hist_test_alloc_site"));
+    free(text);
+    if (have_python()) {
+        FILE *f = fopen(py, "w");
+        fputs(py_check, f);
+        fclose(f);
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "python3 %s %s %s", py, pk, js);
+        CHECK(system(cmd) == 0);
+    } else {
+        printf("python3 not found: the pickle and JSON round trip is skipped\n");
+    }
+    remove(pk);
+    remove(js);
+    remove(py);
+    CHECK_OK(tc__alloc_free(a, p));
+    CHECK_OK(tc__alloc_free(a, q));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+static int oom_calls;
+static tc_oom_info oom_seen;
+static size_t oom_segments;
+static void on_oom(const tc_oom_info *info, void *ctx)
+{
+    oom_calls++;
+    oom_seen = *info;
+    oom_segments = info->snapshot ? info->snapshot->num_segments : 0;
+    CHECK(ctx == &oom_calls);
+    tc_last_error();                        /* the observer may call tcuda */
+    tc_memory_stats_get(0, "nonsense.key"); /* even one that fails: the message is kept */
+}
+
+static void test_oom_observer(void)
+{
+    tc__allocator *a = make(24 * MiB, false);
+    record(true, TC_HISTORY_STACKS_NONE, 100);
+    CHECK_OK(tc_memory_attach_oom_observer(on_oom, &oom_calls));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 0, &p));
+    CHECK_STATUS(tc__alloc_malloc(a, 16 * MiB, 0, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(strstr(tc_last_error(), "out of memory") != NULL);
+    CHECK(oom_calls == 1);
+    CHECK(oom_seen.device == 0 && oom_seen.requested == 16 * MiB);
+    CHECK(oom_seen.total_bytes == 24 * MiB && oom_seen.free_bytes == 12 * MiB);
+    CHECK(oom_segments == 1);
+    CHECK_STATUS(tc__alloc_malloc(a, 20 * MiB, 0, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(oom_calls == 2 && oom_seen.requested == 20 * MiB);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    int nooms = 0;
+    for (size_t i = 0; i < c.nev; i++)
+        nooms += c.ev[i].action == TC__H_OOM;
+    CHECK(nooms == 2);
+    tc__hist_copy_free(&c);
+    CHECK_OK(tc_memory_detach_oom_observer(on_oom, &oom_calls));
+    CHECK_STATUS(tc_memory_detach_oom_observer(on_oom, &oom_calls), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__alloc_malloc(a, 16 * MiB, 0, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK(oom_calls == 2);
+    CHECK_STATUS(tc_memory_attach_oom_observer(NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc__alloc_free(a, p));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+static void test_no_caching(void)
+{
+    tc__allocator *a = make(0, true);
+    void *p[6];
+    size_t sizes[6] = {100, 1000, 5000, 3 * MiB, 12 * MiB, 700};
+    size_t total = 0;
+    for (int i = 0; i < 6; i++) {
+        CHECK_OK(tc__alloc_malloc(a, sizes[i], 0, &p[i]));
+        total += (sizes[i] + 511) / 512 * 512;
+    }
+    struct tc_memory_stats st;
+    tc__alloc_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == (int64_t)total); /* one exact segment each */
+    CHECK(st.allocated_bytes[0].current == (int64_t)total);
+    CHECK(st.segment[0].current == 6);
+    for (int i = 0; i < 6; i += 2)
+        CHECK_OK(tc__alloc_free(a, p[i]));
+    tc__alloc_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == st.allocated_bytes[0].current);
+    CHECK(st.segment[0].current == 3);
+    CHECK(hctx.in_use == (size_t)st.reserved_bytes[0].current);
+    for (int i = 1; i < 6; i += 2)
+        CHECK_OK(tc__alloc_free(a, p[i]));
+    tc__alloc_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0 && hctx.in_use == 0);
+    CHECK(st.allocation[0].allocated == 6 && st.allocation[0].freed == 6);
+    CHECK(st.num_device_alloc == 6 && st.num_device_free == 6);
+    char why[256];
+    CHECK(tc__alloc_check(a, why, sizeof why) == 0);
+    tc__alloc_destroy(a);
+    bool on = false;
+    CHECK_OK(tc__parse_no_caching("1", &on));
+    CHECK(on);
+    CHECK_OK(tc__parse_no_caching("OFF", &on));
+    CHECK(!on);
+    CHECK_OK(tc__parse_no_caching(NULL, &on));
+    CHECK(!on);
+    CHECK_STATUS(tc__parse_no_caching("maybe", &on), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "TCUDA_NO_CACHING") != NULL);
+}
+
+static tc__allocator *shared_alloc;
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 2000; i++) {
+        void *p = NULL;
+        if (tc__alloc_malloc(shared_alloc, 512 + (size_t)(i % 7) * 512, 0, &p) == TC_OK)
+            (void)tc__alloc_free(shared_alloc, p);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    shared_alloc = make(0, false);
+    tc_memory_history_options o = {true, TC_HISTORY_ALLOC | TC_HISTORY_FREE, TC_HISTORY_STACKS_ALL,
+                                   100000};
+    CHECK_OK(tc_memory_record_history(&o));
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == 4 * 2000 * 3); /* alloc, free_requested, free_completed */
+    int64_t live = 0, bad = 0;
+    for (size_t i = 0; i < c.nev; i++) {
+        live += c.ev[i].action == TC__H_ALLOC ? 1 : c.ev[i].action == TC__H_FREE_COMPLETED ? -1 : 0;
+        bad += live < 0 || c.ev[i].stack == 0;
+    }
+    CHECK(live == 0 && bad == 0);
+    CHECK(c.nstacks >= 2 && c.nstacks <= 16); /* 24000 events, a few call sites: interned */
+    tc__hist_copy_free(&c);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(shared_alloc);
+}
+
+static void *other_ptr;
+static void *pool_other_thread(void *arg)
+{
+    tc__allocator *a = arg;
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &other_ptr)); /* not in the pool: another thread */
+    return NULL;
+}
+
+static void test_user_pools(void)
+{
+    tc__allocator *a = make(0, false);
+    tc_mempool *pool = NULL, *inner = NULL;
+    CHECK_OK(tc__mempool_create_on(a, 0, &pool));
+    CHECK_OK(tc__mempool_create_on(a, 0, &inner));
+    struct tc_mempool_stats ps, is;
+    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_OK(tc_mempool_stats(inner, &is));
+    CHECK(ps.id != 0 && ps.id != is.id && ps.segments == 0 && ps.reserved_bytes == 0);
+    void *x = NULL, *y = NULL, *z = NULL, *w = NULL;
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &x));
+    pthread_t t;
+    pthread_create(&t, NULL, pool_other_thread, a);
+    pthread_join(t, NULL);
+    CHECK_OK(tc_mempool_use_begin(inner)); /* nested: the innermost wins */
+    CHECK_OK(tc__alloc_malloc(a, 3000, 0, &w));
+    CHECK_STATUS(tc_mempool_use_end(pool), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc_mempool_use_end(inner));
+    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_STATE); /* in use */
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_OK(tc_mempool_stats(inner, &is));
+    CHECK(ps.segments == 1 && ps.reserved_bytes == 2 * MiB && ps.blocks == 1 &&
+          ps.allocated_bytes == 1024 && ps.requested_bytes == 1000);
+    CHECK(is.segments == 1 && is.blocks == 1 && is.requested_bytes == 3000);
+    CHECK_OK(tc__alloc_free(a, x));             /* x's block goes back to the pool's cache */
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &y)); /* default pool: not x's memory */
+    CHECK(y != x);
+    CHECK(other_ptr != x && other_ptr != w);
+    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the pool again: x's block */
+    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK(z == x);
+    struct tc_memory_snapshot snap = {0, NULL};
+    CHECK_OK(tc__alloc_snapshot(a, &snap));
+    int in_pool = 0;
+    for (size_t i = 0; i < snap.num_segments; i++)
+        in_pool += snap.segments[i].segment_pool_id == ps.id;
+    CHECK(in_pool == 1);
+    tc__snapshot_free(&snap);
+    size_t before = hctx.in_use;
+    CHECK_OK(tc_mempool_release(pool)); /* z still live: its segment stays */
+    CHECK(hctx.in_use == before);
+    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_use_begin(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc__alloc_free(a, z));
+    tc__alloc_empty_cache(a); /* now its segment goes */
+    CHECK(hctx.in_use == before - 2 * MiB);
+    CHECK_OK(tc__alloc_free(a, w));
+    before = hctx.in_use;
+    CHECK_OK(tc_mempool_release(inner)); /* wholly free: back at once */
+    CHECK(hctx.in_use == before - 2 * MiB);
+    CHECK_OK(tc__alloc_free(a, y));
+    CHECK_OK(tc__alloc_free(a, other_ptr));
+    char why[256];
+    CHECK(tc__alloc_check(a, why, sizeof why) == 0);
+    tc__alloc_destroy(a);
+}
+
+static void test_expandable_events(void)
+{
+    tc__allocator *a = make_on(0, false, 2 * MiB);
+    record(true, TC_HISTORY_STACKS_NONE, 100);
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 15 * MiB, 0, &p));
+    CHECK_OK(tc__alloc_free(a, p));
+    tc__alloc_empty_cache(a);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    size_t mapped = 0, unmapped = 0;
+    for (size_t i = 0; i < c.nev; i++) {
+        mapped += c.ev[i].action == TC__H_SEGMENT_MAP ? c.ev[i].size : 0;
+        unmapped += c.ev[i].action == TC__H_SEGMENT_UNMAP ? c.ev[i].size : 0;
+    }
+    CHECK(mapped == 16 * MiB && unmapped == mapped);
+    tc__hist_copy_free(&c);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+/* A pool with an allocator of its own, on counting host functions. */
+static tc__seg_provider host_base;
+static int64_t own_allocs, own_frees;
+static tc_status own_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
+{
+    own_allocs++;
+    return host_base.alloc(ctx, size, stream, out);
+}
+static void own_free(void *ctx, void *ptr, size_t size)
+{
+    own_frees++;
+    host_base.free(ctx, ptr, size);
+}
+
+static void test_own_pool(void)
+{
+    tc__allocator *a = make(0, false), *own = NULL;
+    tc__host_provider_ctx *ctx = calloc(1, sizeof *ctx); /* the pool frees it */
+    tc__host_provider_init(&host_base, ctx);
+    tc__seg_provider p = host_base;
+    p.alloc = own_alloc;
+    p.free = own_free;
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_create(&p, &cfg, 0, &own));
+    tc_mempool *mp = NULL;
+    CHECK_OK(tc__mempool_create_own(own, ctx, 0, &mp));
+    CHECK(tc__mempool_route(0, a) == a);
+    CHECK_OK(tc_mempool_use_begin(mp));
+    CHECK(tc__mempool_route(0, a) == own && tc__mempool_route(1, a) == a);
+    void *x = NULL, *y = NULL;
+    CHECK_OK(tc__alloc_malloc(tc__mempool_route(0, a), 5000, 0, &x));
+    CHECK_OK(tc_mempool_use_end(mp));
+    CHECK(tc__mempool_route(0, a) == a);
+    CHECK_OK(tc__alloc_malloc(a, 5000, 0, &y));
+    CHECK(own_allocs == 1 && tc__alloc_owns(own, x) && !tc__alloc_owns(a, x));
+    CHECK(tc__mempool_owner(x) == own && tc__mempool_owner(y) == NULL);
+    struct tc_mempool_stats st;
+    CHECK_OK(tc_mempool_stats(mp, &st));
+    CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
+    CHECK_OK(tc_mempool_release(mp)); /* x is live: its allocator stays */
+    CHECK(own_frees == 0);
+    CHECK(!tc__mempool_free_own(y));
+    CHECK(tc__mempool_free_own(x)); /* the last block: the allocator goes */
+    CHECK(own_frees == 1);
+    CHECK(!tc__mempool_free_own(x));
+    CHECK_OK(tc__alloc_free(a, y));
+    tc__alloc_destroy(a);
+}
+
+int main(void)
+{
+    tc_test_init();
+    test_events_match();
+    test_ring_wraps();
+    test_dump_roundtrip();
+    test_oom_observer();
+    test_no_caching();
+    test_threads();
+    test_user_pools();
+    test_expandable_events();
+    test_own_pool();
+    return TC_TEST_DONE();
+}

@@ -1,0 +1,219 @@
+/* CPU-only: `tcuda memviz` on the snapshot of a recorded run (the plain host
+ * provider; a few "training steps" with one large buffer at the peak). The
+ * text summary names the peak and the large buffer's allocating function;
+ * the page is self-contained (nothing fetched), draws one shape per
+ * allocation, marks the peak and lists the large buffer with its stack; the
+ * JSON dump gives the same summary as the pickle; a pickle that would run
+ * code and a file that is no snapshot are refused. With --browser (the
+ * test_memviz_browser entry), the page is opened in headless Chromium: the
+ * DOM after its script ran has the timeline, the peak and the stack, and a
+ * screenshot is taken (its path is printed); exits 77 when no browser is
+ * installed. The tool comes from TCUDA_TOOL or ../tools/tcuda. */
+#include <libgen.h>
+#include <limits.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+#include "tc_test.h"
+
+#define MiB ((size_t)1 << 20)
+
+static tc__allocator *A;
+
+/* Exported (ENABLE_EXPORTS): the names the stacks must show. */
+void *memviz_activation(size_t size);
+void *memviz_big_buffer(void);
+void memviz_train_step(int step);
+__attribute__((noinline)) void *memviz_activation(size_t size)
+{
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(A, size, 7, &p));
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+__attribute__((noinline)) void *memviz_big_buffer(void)
+{
+    void *p = NULL;
+    CHECK_OK(tc__alloc_malloc(A, 48 * MiB, 7, &p));
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static int nallocs;
+
+__attribute__((noinline)) void memviz_train_step(int step)
+{
+    void *act[6];
+    for (int i = 0; i < 6; i++, nallocs++)
+        act[i] = memviz_activation((size_t)(i + 1) * MiB / 2 + (size_t)step * 4096);
+    void *big = step == 2 ? memviz_big_buffer() : NULL;
+    nallocs += big != NULL;
+    for (int i = 5; i >= 0; i--)
+        CHECK_OK(tc__alloc_free(A, act[i]));
+    CHECK_OK(tc__alloc_free(A, big));
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Runs a shell command; its exit status. */
+static int sh(const char *fmt, const char *a, const char *b, const char *c)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, fmt, a, b, c);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void record_run(const char *pk, const char *js)
+{
+    static tc__host_provider_ctx hctx;
+    tc__seg_provider prov;
+    tc__host_provider_init(&prov, &hctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &A));
+    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALLOC, 0};
+    CHECK_OK(tc_memory_record_history(&o));
+    void *weights = memviz_activation(3 * MiB); /* lives throughout */
+    nallocs++;
+    for (int step = 0; step < 5; step++)
+        memviz_train_step(step);
+    CHECK_OK(tc_memory_dump_snapshot(pk));
+    CHECK_OK(tc_memory_dump_snapshot_json(js));
+    o.enabled = false;
+    CHECK_OK(tc_memory_record_history(&o));
+    CHECK_OK(tc__alloc_free(A, weights));
+    tc__alloc_destroy(A);
+}
+
+static void check_tool(const char *tool, const char *pk, const char *js, const char *html)
+{
+    char sum[1400], sumj[1400];
+    snprintf(sum, sizeof sum, "%s.sum", pk);
+    snprintf(sumj, sizeof sumj, "%s.sumj", pk);
+    CHECK(sh("%s memviz --summary %s > %s", tool, pk, sum) == 0);
+    CHECK(sh("%s memviz --summary %s > %s", tool, js, sumj) == 0);
+    char *s = tc_test_read_file(sum), *sj = tc_test_read_file(sumj);
+    printf("%s", s);
+    /* weights 3 MiB + activations (1+...+6)/2 MiB + 6 * 8 KiB + the 48 MiB buffer */
+    CHECK(strstr(s, "peak active memory: 61.55 MiB") != NULL);
+    CHECK(strstr(s, "memviz_big_buffer") != NULL && strstr(s, "memviz_train_step") != NULL);
+    CHECK(strstr(s, "48.00 MiB") != NULL);
+    const char *a = strchr(s, '\n'), *b = strchr(sj, '\n'); /* past the line naming the file */
+    CHECK(a && b && strcmp(a, b) == 0);
+    free(s);
+    free(sj);
+    CHECK(sh("%s memviz %s > %s", tool, pk, html) == 0);
+    char *h = tc_test_read_file(html);
+    CHECK(strncmp(h, "<!DOCTYPE html>", 15) == 0);
+    CHECK(strstr(h, "<svg id=\"timeline\"") && strstr(h, "id=\"peak\"") &&
+          strstr(h, "id=\"segments\"") && strstr(h, "id=\"top-allocs\""));
+    CHECK(count(h, "<polygon class=\"alloc\"") == nallocs);
+    CHECK(strstr(h, "memviz_big_buffer") != NULL);
+    CHECK(!strstr(h, "http://") && !strstr(h, "https://") && !strstr(h, " src=")); /* no network */
+    free(h);
+    unlink(sum);
+    unlink(sumj);
+    /* refused: a pickle that would call a function, a file that is no snapshot */
+    char bad[1400];
+    snprintf(bad, sizeof bad, "%s.bad", pk);
+    FILE *f = fopen(bad, "wb");
+    fwrite("\x80\x02"
+           "cos\nsystem\n(X\x02\x00\x00\x00lstR.",
+           1, 25, f);
+    fclose(f);
+    CHECK(sh("%s memviz %s > /dev/null 2> %s.err", tool, bad, bad) == 1);
+    snprintf(sum, sizeof sum, "%.1300s.err", bad);
+    char *e = tc_test_read_file(sum);
+    CHECK(strstr(e, "opcode 0x63") != NULL); /* 'c', GLOBAL */
+    free(e);
+    f = fopen(bad, "wb");
+    fputs("hello", f);
+    fclose(f);
+    CHECK(sh("%s memviz --summary %s > /dev/null 2>%s", tool, bad, "/dev/null") == 1);
+    CHECK(sh("%s memviz > /dev/null 2>%s%s", tool, "/dev/null", "") == 2);
+    unlink(bad);
+    unlink(sum);
+}
+
+static const char *find_browser(void)
+{
+    static const char *const names[] = {"chromium", "chromium-browser", "google-chrome", NULL};
+    for (int i = 0; names[i]; i++)
+        if (sh("command -v %s > /dev/null 2>&1%s%s", names[i], "", "") == 0)
+            return names[i];
+    return NULL;
+}
+
+static int check_browser(const char *html, const char *png)
+{
+    const char *br = find_browser();
+    if (!br) {
+        printf("skipped: no chromium (the browser check of the memviz page)\n");
+        return 77;
+    }
+    char dom[1400];
+    snprintf(dom, sizeof dom, "%s.dom", html);
+    const char *flags = "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                        "--no-first-run --window-size=1400,900";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s --dump-dom file://%s > %s 2>/dev/null", br, flags, html, dom);
+    CHECK(system(cmd) == 0);
+    char *d = tc_test_read_file(dom);
+    CHECK(strstr(d, "data-drawn=\"") != NULL); /* the page's script ran */
+    CHECK(count(d, "<polygon class=\"alloc\"") == nallocs);
+    CHECK(strstr(d, "id=\"peak\"") && strstr(d, "peak 61.55 MiB"));
+    const char *top = strstr(d, "id=\"top-allocs\"");
+    CHECK(top && strstr(top, "48.00 MiB") && strstr(top, "memviz_big_buffer"));
+    free(d);
+    unlink(dom);
+    snprintf(cmd, sizeof cmd, "%s %s --screenshot=%s file://%s > /dev/null 2>&1", br, flags, png,
+             html);
+    CHECK(system(cmd) == 0);
+    FILE *f = fopen(png, "rb");
+    long n = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        n = ftell(f);
+        fclose(f);
+    }
+    CHECK(n > 10000);
+    printf("screenshot: %s (%ld bytes)\n", png, n);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tc_test_init();
+    bool browser = argc > 1 && strcmp(argv[1], "--browser") == 0;
+    char guess[4200];
+    const char *tool = tc_test_find_tool(argv[0], guess, sizeof guess);
+    if (!tool) {
+        printf("skipped: set TCUDA_TOOL to the built tcuda program\n");
+        return 77;
+    }
+    char dir[4096], absdir[4096], pk[1200], js[1300], html[1300], png[1300];
+    snprintf(dir, sizeof dir, "%s", argv[0]);
+    if (!realpath(dirname(dir), absdir)) /* file:// wants an absolute path */
+        snprintf(absdir, sizeof absdir, "/tmp");
+    snprintf(pk, sizeof pk, "%.1100s/memviz_%s.pickle", absdir, browser ? "browser" : "tool");
+    snprintf(js, sizeof js, "%s.json", pk);
+    snprintf(html, sizeof html, "%s.html", pk);
+    snprintf(png, sizeof png, "%s.png", pk);
+    record_run(pk, js);
+    check_tool(tool, pk, js, html);
+    int rc = browser ? check_browser(html, png) : 0;
+    if (rc == 77)
+        return 77;
+    return TC_TEST_DONE();
+}

@@ -112,6 +112,37 @@ static void check_bad_handles(tc_stream *dead, tc_stream *live, tc_stream *def)
     CHECK_OK(tc_stream_destroy(b));
 }
 
+/* Memory recorded on a stream is freed after the stream was destroyed: the
+ * allocator then records an event on the stream's CUDA handle, which must
+ * still exist (it crashed in the driver before streams were retired). A new
+ * stream of the same priority takes the retired handle again. */
+static void test_free_after_destroy(void)
+{
+    tc_stream *s = NULL;
+    CHECK_OK(tc_stream_create(-1, 0, &s));
+    void *h = tc_stream_cuda_handle(s);
+    int64_t n = 1 << 16;
+    tc_tensor *t = NULL;
+    CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &t));
+    CHECK_OK(tc_tensor_record_stream(t, s));
+    CHECK_OK(tc_stream_destroy(s));
+    CHECK_OK(tc_tensor_release(t)); /* records an event on the retired stream */
+    tc_tensor *u = NULL;            /* the freed block is reused once that event is done */
+    CHECK_OK(tc_synchronize(-1));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &u));
+    double v = -1;
+    tc_tensor *sum = NULL;
+    CHECK_OK(tc_tensor_sum(u, TC_ALL_DIMS, false, &sum));
+    CHECK_OK(tc_tensor_item(sum, &v));
+    CHECK(v == 0);
+    tc_tensor_release(sum);
+    tc_tensor_release(u);
+    tc_stream *again = NULL;
+    CHECK_OK(tc_stream_create(-1, 0, &again));
+    CHECK(tc_stream_cuda_handle(again) == h);
+    CHECK_OK(tc_stream_destroy(again));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -141,6 +172,7 @@ int main(void)
     CHECK(bad == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_stream_from_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    test_free_after_destroy();
 
     /* current and default streams */
     tc_stream *def = tc_default_stream(-1);

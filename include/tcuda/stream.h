@@ -37,7 +37,9 @@ TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
 /* Wraps a cudaStream_t that the caller created on `device` (-1: current)
  * (torch.cuda.ExternalStream). The wrapper is destroyed with
- * tc_stream_destroy; the CUDA stream is not. */
+ * tc_stream_destroy; the CUDA stream is not. Keep the CUDA stream alive
+ * while memory recorded on it (tc_tensor_record_stream, or a tcuda call that
+ * ran there) may still be freed: the allocator records an event on it then. */
 TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out);
 
 /* Destroys a stream made by tc_stream_create or tc_stream_from_external.
@@ -45,7 +47,10 @@ TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_st
  * destroyed (TC_ERROR_INVALID_ARGUMENT); a stream already destroyed gives
  * TC_ERROR_INVALID_HANDLE. If the stream is the calling thread's current
  * stream, the current stream becomes the default stream again (other
- * threads must stop using it before it is destroyed). */
+ * threads must stop using it before it is destroyed). The underlying CUDA
+ * stream is kept and reused by a later tc_stream_create of the same device
+ * and priority, as PyTorch pools its streams, so memory recorded on the
+ * stream can still be freed safely afterwards. */
 TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
 
 /* TC_OK when all work queued on the stream has finished, TC_ERROR_NOT_READY

@@ -7,7 +7,20 @@
  * destroyed. Every handle goes through tc__handle_check (core/handle_pool.h);
  * destroyed streams are parked in a quarantine pool, so a use after destroy,
  * or a second destroy, is reported as TC_ERROR_INVALID_HANDLE instead of
- * touching freed memory. */
+ * touching freed memory.
+ *
+ * The CUDA stream of a destroyed tc_stream is not destroyed but retired, and
+ * a later tc_stream_create of the same device and priority takes it again
+ * (PyTorch never destroys its streams either: it pools them). The caching
+ * allocators keep the CUDA streams that record_stream named and record
+ * events on them when the memory is freed, possibly after the tc_stream is
+ * gone: on a destroyed CUDA stream that record would crash in the driver
+ * (seen on the H100 in test_comm_cuda); on a retired one it marks, as
+ * intended, the work queued there so far. Retired streams are bounded by
+ * the most streams that ever lived at once. */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
@@ -42,6 +55,44 @@ tc_status tc_stream_priority_range(int *least, int *greatest)
     return TC_OK;
 }
 
+typedef struct retired {
+    cudaStream_t handle;
+    int priority;
+    struct retired *next;
+} retired;
+static retired *retired_streams[TC_MAX_DEVICES];
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A retired CUDA stream of `device` with `priority`, or NULL. */
+static cudaStream_t take_retired(int device, int priority)
+{
+    cudaStream_t h = NULL;
+    pthread_mutex_lock(&retired_lock);
+    for (retired **p = &retired_streams[device]; *p; p = &(*p)->next)
+        if ((*p)->priority == priority) {
+            retired *r = *p;
+            *p = r->next;
+            h = r->handle;
+            free(r);
+            break;
+        }
+    pthread_mutex_unlock(&retired_lock);
+    return h;
+}
+
+/* Keeps a CUDA stream for reuse; false (nothing kept) when memory ran out. */
+static bool retire(int device, int priority, cudaStream_t h)
+{
+    retired *r = malloc(sizeof *r);
+    if (!r)
+        return false;
+    pthread_mutex_lock(&retired_lock);
+    *r = (retired){h, priority, retired_streams[device]};
+    retired_streams[device] = r;
+    pthread_mutex_unlock(&retired_lock);
+    return true;
+}
+
 /* A parked handle object holding a live stream; NULL when memory ran out. */
 static tc_stream *new_stream(int device, int priority, bool owned, cudaStream_t h)
 {
@@ -68,18 +119,22 @@ tc_status tc_stream_create(int device, int priority, tc_stream **out)
                         "priority %d is outside this GPU's range %d (lowest, the default) to %d "
                         "(highest)",
                         priority, least, greatest);
-    tc_device_guard g = tc_device_guard_enter(d);
-    TC_TRY(g.status);
-    cudaStream_t h = NULL;
-    cudaError_t err = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority);
-    tc_device_guard_exit(&g);
-    if (err != cudaSuccess)
-        return tc__cuda_fail(err, "cudaStreamCreateWithPriority", __FILE__, __LINE__);
+    cudaStream_t h = take_retired(d, priority);
+    if (!h) {
+        tc_device_guard g = tc_device_guard_enter(d);
+        TC_TRY(g.status);
+        cudaError_t err = cudaStreamCreateWithPriority(&h, cudaStreamNonBlocking, priority);
+        tc_device_guard_exit(&g);
+        if (err != cudaSuccess)
+            return tc__cuda_fail(err, "cudaStreamCreateWithPriority", __FILE__, __LINE__);
+    }
     tc_stream *s = new_stream(d, priority, true, h);
     if (!s) {
-        g = tc_device_guard_enter(d);
-        (void)cudaStreamDestroy(h);
-        tc_device_guard_exit(&g);
+        if (!retire(d, priority, h)) {
+            tc_device_guard g = tc_device_guard_enter(d);
+            (void)cudaStreamDestroy(h);
+            tc_device_guard_exit(&g);
+        }
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     *out = s;
@@ -107,14 +162,8 @@ tc_status tc_stream_destroy(tc_stream *stream)
     TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
     tc_stream *s = stream;
     TC_CHECK_ARG(!s->is_default, "the default stream of device %d cannot be destroyed", s->device);
-    if (s->owned) {
-        tc_device_guard g = tc_device_guard_enter(s->device);
-        TC_TRY(g.status);
-        cudaError_t err = cudaStreamDestroy(s->handle);
-        tc_device_guard_exit(&g);
-        if (err != cudaSuccess)
-            return tc__cuda_fail(err, "cudaStreamDestroy", __FILE__, __LINE__);
-    }
+    if (s->owned && !retire(s->device, s->priority, s->handle))
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (tc__tls_stream[s->device] == s)
         tc__tls_stream[s->device] = NULL;
     tc__handle_put(&stream_pool, s);

@@ -479,13 +479,13 @@ void tc__hist_oom(tc__allocator *a, size_t size, uintptr_t stream)
     pthread_mutex_unlock(&hmu);
     if (!k)
         return;
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", tc_last_error());
+    tc__saved_message saved; /* the OOM message the caller returns */
+    tc__message_save(&saved);
     struct tc_memory_snapshot snap = {0, NULL};
     (void)tc__alloc_snapshot(a, &snap);
     tc_oom_info info = {a->device, size, fr, tot, &snap};
     for (int i = 0; i < k; i++)
         copy[i].fn(&info, copy[i].ctx);
     tc__snapshot_free(&snap);
-    (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s", saved);
+    tc__message_restore(&saved);
 }

@@ -122,8 +122,8 @@ static void read_env(void)
 {
     /* The parsers' failures are kept, not reported now: no public call is
      * failing yet, and the thread's last message must stay as it was. */
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", tc_last_error());
+    tc__saved_message saved;
+    tc__message_save(&saved);
     const char *prev_api = tc__api_name;
     tc__api_name = NULL; /* the kept message names the variable, not a call */
     bool on = false;
@@ -141,7 +141,7 @@ static void read_env(void)
     no_caching_bad = !env_ok(tc__parse_no_caching(getenv("TCUDA_NO_CACHING"), &on),
                              no_caching_error, sizeof no_caching_error);
     no_caching = on && !no_caching_bad;
-    (void)tc__fail(TC_OK, "%s", saved);
+    tc__message_restore(&saved);
     tc__api_name = prev_api;
 }
 

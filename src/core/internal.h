@@ -27,6 +27,19 @@ extern "C" {
  * a message without one gets it. */
 tc_status tc__fail(tc_status status, const char *fmt, ...) TC_PRINTF(2, 3);
 
+/* The longest message tc_last_error() keeps. */
+#define TC_MESSAGE_MAX 4096
+
+/* The thread's last message, saved whole and put back exactly (no prefix
+ * added): for code that calls functions that may fail on the way to a
+ * success, or to another error, that must not change what the user's last
+ * failed call reported. */
+typedef struct tc__saved_message {
+    char text[TC_MESSAGE_MAX];
+} tc__saved_message;
+void tc__message_save(tc__saved_message *s);
+void tc__message_restore(const tc__saved_message *s);
+
 /* The public function the user called on this thread (NULL outside one). */
 #ifndef __cplusplus
 extern _Thread_local const char *tc__api_name;

@@ -13,7 +13,7 @@
 #include "internal.h"
 
 /* Large enough for a stream sanitizer report (sanitizer.h), with two call stacks. */
-static _Thread_local char tls_message[4096];
+static _Thread_local char tls_message[TC_MESSAGE_MAX];
 _Thread_local const char *tc__api_name;
 _Thread_local const void *tc__api_caller;
 
@@ -42,6 +42,13 @@ const char *tc_status_string(tc_status status)
 }
 
 const char *tc_last_error(void) { return tls_message; }
+
+void tc__message_save(tc__saved_message *s) { memcpy(s->text, tls_message, sizeof s->text); }
+
+void tc__message_restore(const tc__saved_message *s)
+{
+    memcpy(tls_message, s->text, sizeof tls_message);
+}
 
 /* Length of a leading "tc_name: " in msg, or 0. */
 static size_t fn_prefix(const char *msg)

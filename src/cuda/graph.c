@@ -233,12 +233,12 @@ static tc_status gen_begin(tc_graph *g)
         TC_TRY(tc__device_alloc(g->device, g->cs, 2 * sizeof(uint64_t), &buf));
         g->gen_buf = buf;
     }
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", tc_last_error());
+    tc__saved_message saved;
+    tc__message_save(&saved);
     if (tc__generator_capture_begin(gen, g->gen_buf) == TC_OK)
         g->gen = gen;
     else
-        (void)tc__fail(TC_OK, "%s", saved); /* not an error of this call */
+        tc__message_restore(&saved); /* not an error of this call */
     return TC_OK;
 }
 

@@ -46,6 +46,14 @@ static void test_parse(void)
     CHECK(!strcmp(s.name, "util_fn") && s.nparams == 2);
     CHECK_STATUS(tc__jit_parse(two, "nope", &s), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "nope") != NULL);
+    /* `<` and `->` in a body are not angle brackets (the body was once
+     * never closed, and the helper taken for the entry) */
+    const char *lt = "template <typename T> T h(T a, T b) { return a < b ? a : b; }\n"
+                     "template <typename T> T f(T x, T y) { return h(x, y) << 1; }\n";
+    CHECK_OK(tc__jit_parse(lt, NULL, &s));
+    CHECK(!strcmp(s.name, "f") && s.nparams == 2);
+    CHECK_OK(tc__jit_parse(lt, "f", &s));
+    CHECK(!strcmp(s.name, "f"));
     /* references, void, nested template arguments, a default */
     CHECK_OK(tc__jit_parse("template <typename T, int N = 2> inline void f(T a, Pair<T, T> b, T "
                            "&o1, T& o2) { o1 = a; o2 = a; }",

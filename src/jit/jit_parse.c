@@ -62,18 +62,18 @@ static char *blank_code(const char *code)
 
 static bool is_ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
-/* Index just past the bracket matching s[i] (one of ( < [ {), or n. */
+/* Index just past the bracket matching s[i] (one of ( < [ {), or n. Only
+ * brackets of the same kind count: a body's `a < b` or `p->x` must not
+ * count as angle brackets, nor a template argument list's parentheses. */
 static size_t skip_group(const char *s, size_t n, size_t i)
 {
+    char open = s[i], close = open == '(' ? ')' : open == '<' ? '>' : open == '[' ? ']' : '}';
     int depth = 0;
     for (; i < n; i++) {
-        char c = s[i];
-        if (c == '(' || c == '<' || c == '[' || c == '{')
+        if (s[i] == open)
             depth++;
-        else if (c == ')' || c == '>' || c == ']' || c == '}') {
-            if (--depth == 0)
-                return i + 1;
-        }
+        else if (s[i] == close && --depth == 0)
+            return i + 1;
     }
     return n;
 }

@@ -205,11 +205,13 @@ static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, c
                         o->master_port, strerror(e));
     }
     int peers = o->world_size - 1, joined = 0;
-    int *fds = calloc((size_t)o->world_size, sizeof *fds);
+    int *fds = malloc((size_t)o->world_size * sizeof *fds);
     if (!fds) {
         close(ls);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
+    for (int k = 0; k < o->world_size; k++)
+        fds[k] = -1; /* 0 is a descriptor too, when stdin is closed */
     tc_status st = TC_OK;
     while (joined < peers && st == TC_OK) {
         if (!wait_fd(ls, POLLIN, deadline)) {
@@ -226,21 +228,22 @@ static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, c
             continue;
         }
         int r = (int)hello[1];
-        if ((int)hello[2] != o->world_size || r < 1 || r >= o->world_size || fds[r]) {
+        if ((int)hello[2] != o->world_size || r < 1 || r >= o->world_size || fds[r] >= 0) {
             (void)io_all(c, reply, sizeof reply, true, deadline);
             close(c);
             st = tc__fail(TC_ERROR_IO,
                           "rendezvous: a process joined as rank %d of %d, this group has %d "
                           "ranks%s",
                           r, (int)hello[2], o->world_size,
-                          r >= 1 && r < o->world_size && fds[r] ? " and that rank already" : "");
+                          r >= 1 && r < o->world_size && fds[r] >= 0 ? " and that rank already"
+                                                                     : "");
             break;
         }
         fds[r] = c;
         joined++;
     }
     for (int r = 1; r < o->world_size; r++) {
-        if (!fds[r])
+        if (fds[r] < 0)
             continue;
         uint32_t reply[2] = {RV_MAGIC, st == TC_OK ? 0u : 1u};
         if (st == TC_OK && !(io_all(fds[r], reply, sizeof reply, true, deadline) &&

@@ -25,6 +25,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "internal.h"
 #include "tcuda/dtype.h"
 
@@ -40,19 +41,6 @@ typedef struct wire {
 } wire;
 _Static_assert(sizeof(wire) <= TC_IPC_MEM_HANDLE_SIZE, "tc_ipc_mem_handle is too small");
 
-static uint64_t check_value(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then a splitmix64 finalizer */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
-}
-
 uint64_t tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out)
 {
     wire w;
@@ -60,7 +48,7 @@ uint64_t tc__ipc_encode(const tc__ipc_info *info, tc_ipc_mem_handle *out)
     memcpy(w.magic, magic, sizeof magic);
     w.version = TC__IPC_VERSION;
     w.info = *info;
-    w.check = check_value(&w, offsetof(wire, check));
+    w.check = tc__hash64(&w, offsetof(wire, check), 0);
     memset(out, 0, sizeof *out);
     memcpy(out->bytes, &w, sizeof w);
     return w.check;
@@ -82,11 +70,11 @@ tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out, uint64_t
     for (size_t i = sizeof w; i < TC_IPC_MEM_HANDLE_SIZE; i++)
         if (h->bytes[i])
             return bad("its padding is not zero");
-    if (w.check != check_value(&w, offsetof(wire, check)))
+    if (w.check != tc__hash64(&w, offsetof(wire, check), 0))
         return bad("its check value does not match (corrupted or forged)");
     const tc__ipc_info *in = &w.info;
-    if (in->ndim > TC_MAX_DIMS || tc_dtype_size((tc_dtype)in->dtype) == 0 || in->device >= 64 ||
-        in->offset < 0 || in->producer_pid == 0)
+    if (in->ndim > TC_MAX_DIMS || tc_dtype_size((tc_dtype)in->dtype) == 0 ||
+        in->device >= TC_MAX_DEVICES || in->offset < 0 || in->producer_pid == 0)
         return bad("a field is out of range");
     for (uint32_t i = 0; i < in->ndim; i++)
         if (in->sizes[i] < 0 || in->strides[i] < 0)

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hash.h"
 #include "jit_internal.h"
 
 static const char file_magic[8] = {'T', 'C', 'J', 'I', 'T', '0', '1', '\n'};
@@ -39,23 +40,6 @@ typedef struct file_header {
 
 #define NOTE_MAX 256
 
-uint64_t tc__jit_hash64(const void *data, size_t n, uint64_t seed)
-{
-    /* FNV-1a over the bytes, then splitmix64's finalizer to spread the bits */
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    return h;
-}
-
 void tc__jit_key(const char *const *parts, int nparts, char *out)
 {
     uint64_t h[2] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
@@ -63,8 +47,8 @@ void tc__jit_key(const char *const *parts, int nparts, char *out)
         for (int i = 0; i < nparts; i++) {
             const char *s = parts[i] ? parts[i] : "";
             uint64_t len = strlen(s);
-            h[k] = tc__jit_hash64(&len, sizeof len, h[k]);
-            h[k] = tc__jit_hash64(s, (size_t)len, h[k]);
+            h[k] = tc__hash64(&len, sizeof len, h[k]);
+            h[k] = tc__hash64(s, (size_t)len, h[k]);
         }
     snprintf(out, TC__JIT_KEY_LEN + 1, "%016llx%016llx", (unsigned long long)h[0],
              (unsigned long long)h[1]);
@@ -119,8 +103,8 @@ static bool write_all(int fd, const void *buf, size_t n)
 
 static uint64_t checksum(const void *note, size_t note_len, const void *data, size_t size)
 {
-    uint64_t h = tc__jit_hash64(note, note_len, 0x5bd1e995ull);
-    return tc__jit_hash64(data, size, h);
+    uint64_t h = tc__hash64(note, note_len, 0x5bd1e995ull);
+    return tc__hash64(data, size, h);
 }
 
 /* Reads and checks the file at fd; returns the payload or NULL. */

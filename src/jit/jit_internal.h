@@ -96,8 +96,6 @@ unsigned tc__jit_grid(const tc__jit_args *a, size_t esize, int sms);
 
 #define TC__JIT_KEY_LEN 32 /* hex digits */
 
-/* 64-bit hash of bytes (for keys and checksums; not cryptographic). */
-uint64_t tc__jit_hash64(const void *data, size_t n, uint64_t seed);
 /* The key of a binary: a 128-bit hash of every part (NULL parts skipped,
  * each length-prefixed), as hex into out[TC__JIT_KEY_LEN + 1]. */
 void tc__jit_key(const char *const *parts, int nparts, char *out);

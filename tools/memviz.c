@@ -45,7 +45,7 @@ typedef struct alist {
     size_t n, cap;
 } alist;
 
-static void *xrealloc(void *p, size_t n)
+void *mv_xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
     if (!p) {
@@ -59,7 +59,7 @@ static size_t add(alist *l, al a)
 {
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 64;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+        l->v = mv_xrealloc(l->v, l->cap * sizeof *l->v);
     }
     l->v[l->n] = a;
     return l->n++;
@@ -223,7 +223,7 @@ static void add_pt(al *a, double x, double y)
 {
     if (a->npts == a->cap) {
         a->cap = a->cap ? a->cap * 2 : 4;
-        a->pts = xrealloc(a->pts, a->cap * sizeof *a->pts);
+        a->pts = mv_xrealloc(a->pts, a->cap * sizeof *a->pts);
     }
     a->pts[a->npts++] = (pt){x, y};
 }
@@ -233,9 +233,9 @@ static void add_pt(al *a, double x, double y)
 static void layout(view *v)
 {
     alist *l = &v->allocs;
-    size_t *ord = xrealloc(NULL, (l->n + 1) * sizeof *ord), nord = 0;
-    size_t *start = xrealloc(NULL, (v->nev + 1) * sizeof *start);
-    size_t *end = xrealloc(NULL, (v->nev + 1) * sizeof *end);
+    size_t *ord = mv_xrealloc(NULL, (l->n + 1) * sizeof *ord), nord = 0;
+    size_t *start = mv_xrealloc(NULL, (v->nev + 1) * sizeof *start);
+    size_t *end = mv_xrealloc(NULL, (v->nev + 1) * sizeof *end);
     for (size_t k = 0; k <= v->nev; k++)
         start[k] = end[k] = SIZE_MAX;
     int64_t live = 0;
@@ -252,7 +252,7 @@ static void layout(view *v)
         if (a->t1 < (int64_t)v->nev)
             end[a->t1] = i;
     }
-    v->total = xrealloc(NULL, (v->nev + 1) * sizeof *v->total);
+    v->total = mv_xrealloc(NULL, (v->nev + 1) * sizeof *v->total);
     v->peak = -1;
     for (size_t k = 0; k < v->nev; k++) {
         if (end[k] != SIZE_MAX) {
@@ -316,7 +316,7 @@ static int by_addr(const void *p, const void *q)
 static al **at_peak(const view *v, const alist *l, int (*cmp)(const void *, const void *),
                     size_t *n)
 {
-    al **r = xrealloc(NULL, (l->n + 1) * sizeof *r);
+    al **r = mv_xrealloc(NULL, (l->n + 1) * sizeof *r);
     *n = 0;
     for (size_t i = 0; i < l->n; i++)
         if (live_at(&l->v[i], v->peak_x) || (v->nev == 0))
@@ -337,7 +337,7 @@ static void collect_blocks(const mv_val *segments, int device, const mv_val ***b
         if (mv_int(mv_get(s, "device")) != device)
             continue;
         if (*ns == cs)
-            *segs = xrealloc((void *)*segs, (cs = cs ? cs * 2 : 16) * sizeof **segs);
+            *segs = mv_xrealloc((void *)*segs, (cs = cs ? cs * 2 : 16) * sizeof **segs);
         (*segs)[(*ns)++] = s;
         v->end_reserved += (uint64_t)mv_int(mv_get(s, "total_size"));
         v->end_segments++;
@@ -350,7 +350,7 @@ static void collect_blocks(const mv_val *segments, int device, const mv_val ***b
             if (!strcmp(st, "active_allocated"))
                 v->end_allocated += (uint64_t)mv_int(mv_get(b, "size"));
             if (*nb == cb)
-                *blocks = xrealloc((void *)*blocks, (cb = cb ? cb * 2 : 64) * sizeof **blocks);
+                *blocks = mv_xrealloc((void *)*blocks, (cb = cb ? cb * 2 : 64) * sizeof **blocks);
             (*blocks)[(*nb)++] = b;
         }
     }

@@ -20,6 +20,9 @@ typedef struct mv_val {
 } mv_val;
 
 /* The snapshot at path (pickle or JSON); NULL with a reason in err. */
+/* realloc that ends the program with a message when memory runs out. */
+void *mv_xrealloc(void *p, size_t n);
+
 mv_val *mv_read(const char *path, char *err, size_t errn);
 const mv_val *mv_get(const mv_val *dict, const char *key); /* NULL when absent */
 int64_t mv_int(const mv_val *v);                           /* 0 when not a number */

@@ -20,20 +20,11 @@ static size_t nall, cap_all;
 
 static mv_val *new_val(mv_kind k)
 {
-    mv_val *v = calloc(1, sizeof *v);
-    if (v && nall == cap_all) {
+    mv_val *v = mv_xrealloc(NULL, sizeof *v);
+    memset(v, 0, sizeof *v);
+    if (nall == cap_all) {
         cap_all = cap_all ? cap_all * 2 : 1024;
-        mv_val **na = realloc(all, cap_all * sizeof *all);
-        if (!na) {
-            free(v);
-            v = NULL;
-        } else {
-            all = na;
-        }
-    }
-    if (!v) {
-        fprintf(stderr, "tcuda memviz: out of memory\n");
-        exit(1);
+        all = mv_xrealloc(all, cap_all * sizeof *all);
     }
     all[nall++] = v;
     v->k = k;
@@ -56,11 +47,7 @@ static void push_item(mv_val *c, mv_val *x)
 {
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 8;
-        c->items = realloc(c->items, c->cap * sizeof *c->items);
-        if (!c->items) {
-            fprintf(stderr, "tcuda memviz: out of memory\n");
-            exit(1);
-        }
+        c->items = mv_xrealloc(c->items, c->cap * sizeof *c->items);
     }
     c->items[c->n++] = x;
 }
@@ -95,7 +82,7 @@ typedef struct rd {
     size_t *marks;
     size_t nmarks, cap_marks;
     mv_val **memo;
-    size_t cap_memo;
+    size_t cap_memo, next_memo; /* MEMOIZE's next index: one past the highest set */
     char err[128];
 } rd;
 
@@ -103,7 +90,7 @@ static void st_push(rd *r, mv_val *v)
 {
     if (r->nst == r->cap_st) {
         r->cap_st = r->cap_st ? r->cap_st * 2 : 64;
-        r->st = realloc(r->st, r->cap_st * sizeof *r->st);
+        r->st = mv_xrealloc(r->st, r->cap_st * sizeof *r->st);
     }
     r->st[r->nst++] = v;
 }
@@ -131,26 +118,19 @@ static void memo_put(rd *r, size_t i, mv_val *v)
         size_t nc = r->cap_memo ? r->cap_memo : 64;
         while (nc <= i)
             nc *= 2;
-        r->memo = realloc(r->memo, nc * sizeof *r->memo);
+        r->memo = mv_xrealloc(r->memo, nc * sizeof *r->memo);
         memset(r->memo + r->cap_memo, 0, (nc - r->cap_memo) * sizeof *r->memo);
         r->cap_memo = nc;
     }
     r->memo[i] = v;
-}
-
-static size_t memo_n(const rd *r)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < r->cap_memo; i++)
-        if (r->memo[i])
-            n = i + 1;
-    return n;
+    if (i >= r->next_memo)
+        r->next_memo = i + 1;
 }
 
 static mv_val *str_val(const unsigned char *p, size_t n)
 {
     mv_val *v = new_val(MV_STR);
-    v->s = malloc(n + 1);
+    v->s = mv_xrealloc(NULL, n + 1);
     memcpy(v->s, p, n);
     v->s[n] = 0;
     return v;
@@ -189,7 +169,7 @@ static bool op(rd *r, unsigned char c)
     case '(':
         if (r->nmarks == r->cap_marks) {
             r->cap_marks = r->cap_marks ? r->cap_marks * 2 : 16;
-            r->marks = realloc(r->marks, r->cap_marks * sizeof *r->marks);
+            r->marks = mv_xrealloc(r->marks, r->cap_marks * sizeof *r->marks);
         }
         r->marks[r->nmarks++] = r->nst;
         return true;
@@ -307,7 +287,7 @@ static bool op(rd *r, unsigned char c)
     case 0x94: /* MEMOIZE */
         if (!r->nst)
             return false;
-        memo_put(r, memo_n(r), r->st[r->nst - 1]);
+        memo_put(r, r->next_memo, r->st[r->nst - 1]);
         return true;
     default:
         snprintf(r->err, sizeof r->err, "pickle opcode 0x%02x is not one of plain data", c);
@@ -362,7 +342,7 @@ static mv_val *json_str(jr *j)
 {
     j->p++; /* the quote */
     size_t cap = 16, n = 0;
-    char *s = malloc(cap);
+    char *s = mv_xrealloc(NULL, cap);
     while (j->p < j->end && *j->p != '"') {
         char c = *j->p++;
         if (c == '\\' && j->p < j->end) {
@@ -381,7 +361,7 @@ static mv_val *json_str(jr *j)
             }
         }
         if (n + 2 > cap)
-            s = realloc(s, cap *= 2);
+            s = mv_xrealloc(s, cap *= 2);
         s[n++] = c;
     }
     if (j->p >= j->end)
@@ -475,11 +455,11 @@ mv_val *mv_read(const char *path, char *err, size_t errn)
         return NULL;
     }
     size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = malloc(cap + 1);
+    unsigned char *buf = mv_xrealloc(NULL, cap + 1);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap)
-            buf = realloc(buf, (cap *= 2) + 1);
+            buf = mv_xrealloc(buf, (cap *= 2) + 1);
     }
     fclose(f);
     buf[n] = 0;

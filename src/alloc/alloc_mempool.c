@@ -153,14 +153,17 @@ tc__allocator *tc__mempool_owner(const void *ptr)
 tc_status tc__mempool_create_own(tc__allocator *own, void *ctx, int device, tc_mempool **out)
 {
     TC_CHECK_ARG(out != NULL, "out is NULL");
-    TC_TRY(tc__mempool_create_on(own, device, out));
-    (*out)->own = true;
+    tc_mempool *p;
+    TC_TRY(tc__mempool_create_on(own, device, &p));
+    p->own = true;
     tc_status st = add_own(own, ctx);
     if (st != TC_OK) {
-        (*out)->magic = 0;
-        tc__handle_put(&mempool_handles, *out);
+        p->magic = 0;
+        tc__handle_put(&mempool_handles, p);
+        return st;
     }
-    return st;
+    *out = p; /* written only on success */
+    return TC_OK;
 }
 
 tc_status tc__mempool_create_on(tc__allocator *a, int device, tc_mempool **out)

@@ -445,8 +445,11 @@ static tc_status own_pool(int d, tc_allocator *u, tc_mempool **out)
         st = tc__alloc_create(&p, &cfg, d, &a);
     if (st == TC_OK)
         st = tc__mempool_create_own(a, c, d, out);
-    else
+    if (st != TC_OK) { /* nothing was made: the new allocator goes too */
+        if (a)
+            tc__alloc_destroy(a);
         free(c);
+    }
     return st;
 }
 

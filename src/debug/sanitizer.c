@@ -915,13 +915,13 @@ struct tc__san_recording {
     int n, cap;
 };
 
-enum { MAX_CAPTURES = 16 };
-static struct {
+typedef struct capture {
     int dev;
     void *stream;
     tc__san_recording *rec;
-} captures[MAX_CAPTURES];
-static int ncaptures;                /* under mu */
+} capture;
+static capture *captures; /* the captures underway, under mu */
+static int ncaptures, cap_captures;
 static atomic_int capturing_streams; /* ncaptures, read without the lock */
 
 void tc__san_capture_begin(int dev, void *stream)
@@ -929,13 +929,19 @@ void tc__san_capture_begin(int dev, void *stream)
     if (!lock_on())
         return;
     tc__san_recording *rec = calloc(1, sizeof *rec);
-    if (rec && ncaptures < MAX_CAPTURES) {
-        captures[ncaptures].dev = dev;
-        captures[ncaptures].stream = stream;
-        captures[ncaptures++].rec = rec;
+    if (rec && ncaptures == cap_captures) {
+        int nc = cap_captures ? 2 * cap_captures : 4;
+        capture *c = realloc(captures, sizeof *c * (size_t)nc);
+        if (c) {
+            captures = c;
+            cap_captures = nc;
+        }
+    }
+    if (rec && ncaptures < cap_captures) {
+        captures[ncaptures++] = (capture){dev, stream, rec};
         atomic_store(&capturing_streams, ncaptures);
     } else {
-        free(rec); /* not watched: the capture's accesses are checked as they are queued */
+        free(rec); /* out of memory: the capture's accesses are checked as they are queued */
     }
     pthread_mutex_unlock(&mu);
 }

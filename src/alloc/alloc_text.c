@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "alloc.h"
 
 const char *tc__fmt_bytes(char *buf, size_t n, uint64_t bytes)
@@ -117,48 +118,17 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
     return false;
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) TC_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int w = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0 || b->oom)
-            return;
-        if (b->p && b->n + (size_t)w < b->cap) {
-            b->n += (size_t)w;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)w + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-}
-
 char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbreviated)
 {
-    sbuf b = {0};
+    tc__strbuf b = {0};
     const char *line =
         "|==========================================================================="
         "|\n";
-    sb_printf(&b, "%s| %-73s |\n%s", line, "tcuda memory summary", line);
-    sb_printf(&b, "| device %-3d  %-61s |\n", device,
-              "(all: both pools; small: <= 1 MiB requests; large: the rest)");
-    sb_printf(&b, "%s| %-24s | %11s | %11s | %11s | %11s |\n", line, "Metric", "Cur Usage",
-              "Peak Usage", "Tot Alloc", "Tot Freed");
+    tc__strbuf_printf(&b, "%s| %-73s |\n%s", line, "tcuda memory summary", line);
+    tc__strbuf_printf(&b, "| device %-3d  %-61s |\n", device,
+                      "(all: both pools; small: <= 1 MiB requests; large: the rest)");
+    tc__strbuf_printf(&b, "%s| %-24s | %11s | %11s | %11s | %11s |\n", line, "Metric", "Cur Usage",
+                      "Peak Usage", "Tot Alloc", "Tot Freed");
     static const char *titles[] = {
         "Allocations",           "Segments (GPU reserved)", "Active allocs",
         "Non-releasable allocs", "Allocated memory",        "GPU reserved memory",
@@ -166,7 +136,7 @@ char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbrev
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
         const tc_memory_stat *arr = (const tc_memory_stat *)((const char *)s + arrays[i].off);
         bool bytes = strstr(arrays[i].name, "bytes") != NULL;
-        sb_printf(&b, "%s", line);
+        tc__strbuf_printf(&b, "%s", line);
         for (int k = 0; k < 3; k++) {
             if (abbreviated && k > 0)
                 break;
@@ -183,21 +153,23 @@ char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbrev
                 snprintf(name, sizeof name, "%s", titles[i]);
             else
                 snprintf(name, sizeof name, "      from %s", k == 1 ? "small pool" : "large pool");
-            sb_printf(&b, "| %-24s | %11s | %11s | %11s | %11s |\n", name, c[0], c[1], c[2], c[3]);
+            tc__strbuf_printf(&b, "| %-24s | %11s | %11s | %11s | %11s |\n", name, c[0], c[1], c[2],
+                              c[3]);
         }
     }
-    sb_printf(&b, "%s", line);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n",
-              "Oversize allocations:", s->oversize_allocations.current);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n",
-              "Oversize GPU segments:", s->oversize_segments.current);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "cudaMalloc retries:", s->num_alloc_retries);
-    sb_printf(&b, "| %-28s %-44" PRId64 " |\n", "Out-of-memory errors:", s->num_ooms);
+    tc__strbuf_printf(&b, "%s", line);
+    tc__strbuf_printf(&b, "| %-28s %-44" PRId64 " |\n",
+                      "Oversize allocations:", s->oversize_allocations.current);
+    tc__strbuf_printf(&b, "| %-28s %-44" PRId64 " |\n",
+                      "Oversize GPU segments:", s->oversize_segments.current);
+    tc__strbuf_printf(&b, "| %-28s %-44" PRId64 " |\n",
+                      "cudaMalloc retries:", s->num_alloc_retries);
+    tc__strbuf_printf(&b, "| %-28s %-44" PRId64 " |\n", "Out-of-memory errors:", s->num_ooms);
     char af[48];
     snprintf(af, sizeof af, "%" PRId64 " / %" PRId64, s->num_device_alloc, s->num_device_free);
-    sb_printf(&b, "| %-28s %-44s |\n", "Device allocs / frees:", af);
-    sb_printf(&b, "%s", line);
-    if (b.oom) {
+    tc__strbuf_printf(&b, "| %-28s %-44s |\n", "Device allocs / frees:", af);
+    tc__strbuf_printf(&b, "%s", line);
+    if (b.failed) {
         free(b.p);
         return NULL;
     }

@@ -48,6 +48,7 @@
 
 #include "core/debug.h"
 #include "core/device_ops.h"
+#include "core/strbuf.h"
 #include "sanitizer_internal.h"
 
 #define MAX_FRAMES 24
@@ -445,59 +446,29 @@ static bool recorded(const region *r, int who)
 
 /* ---- reports ---------------------------------------------------------------- */
 
-typedef struct text {
-    char *s;
-    size_t n, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...) TC_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = t->s ? vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap) : -2;
-        va_end(ap);
-        if (k >= 0 && (size_t)k < t->cap - t->n) {
-            t->n += (size_t)k;
-            return;
-        }
-        if (k == -1)
-            return;
-        size_t cap = t->cap ? t->cap * 2 : 2048;
-        while (k > 0 && cap < t->n + (size_t)k + 1)
-            cap *= 2;
-        char *p = realloc(t->s, cap);
-        if (!p)
-            return;
-        t->s = p;
-        t->cap = cap;
-    }
-}
-
-static void put_device(text *t, int dev)
+static void put_device(tc__strbuf *t, int dev)
 {
     if (dev < 0)
-        put(t, "host");
+        tc__strbuf_printf(t, "host");
     else
-        put(t, "cuda:%d", dev);
+        tc__strbuf_printf(t, "cuda:%d", dev);
 }
 
-static void put_actor(text *t, int x)
+static void put_actor(tc__strbuf *t, int x)
 {
     const actor *a = &actors[x];
     if (a->dev == TC__SAN_HOST_DEV)
-        put(t, "the host");
+        tc__strbuf_printf(t, "the host");
     else if (!a->handle)
-        put(t, "the default stream of cuda:%d", a->dev);
+        tc__strbuf_printf(t, "the default stream of cuda:%d", a->dev);
     else
-        put(t, "stream %p of cuda:%d", a->handle, a->dev);
+        tc__strbuf_printf(t, "stream %p of cuda:%d", a->handle, a->dev);
 }
 
-static void put_stack(text *t, const san_stack *st)
+static void put_stack(tc__strbuf *t, const san_stack *st)
 {
     if (!st || st->n == 0) {
-        put(t, "        (call stack not kept: too many distinct call sites)\n");
+        tc__strbuf_printf(t, "        (call stack not kept: too many distinct call sites)\n");
         return;
     }
     /* Start at the public call's frame: the one before the return address
@@ -516,31 +487,31 @@ static void put_stack(text *t, const san_stack *st)
     pthread_mutex_unlock(&stack_mu);
     for (int i = first; i < st->n; i++) {
         if (sym)
-            put(t, "        #%d %s\n", i - first, sym[i]);
+            tc__strbuf_printf(t, "        #%d %s\n", i - first, sym[i]);
         else
-            put(t, "        #%d %p\n", i - first, st->frames[i]);
+            tc__strbuf_printf(t, "        #%d %p\n", i - first, st->frames[i]);
     }
 }
 
-static void put_site(text *t, const site *s)
+static void put_site(tc__strbuf *t, const site *s)
 {
     if (s->label[0])
-        put(t, "%s", s->label);
+        tc__strbuf_printf(t, "%s", s->label);
     else
-        put(t, "%s", s->op ? s->op : "an internal call");
+        tc__strbuf_printf(t, "%s", s->op ? s->op : "an internal call");
     if (s->what)
-        put(t, " (%s)", s->what);
+        tc__strbuf_printf(t, " (%s)", s->what);
 }
 
-static void put_span(text *t, const tc__san_span *sp)
+static void put_span(tc__strbuf *t, const tc__san_span *sp)
 {
     if (sp->ndim >= 0) {
-        put(t, "%s [", tc_dtype_name(sp->dtype));
+        tc__strbuf_printf(t, "%s [", tc_dtype_name(sp->dtype));
         for (int d = 0; d < sp->ndim; d++)
-            put(t, "%s%lld", d ? ", " : "", (long long)sp->sizes[d]);
-        put(t, "] ");
+            tc__strbuf_printf(t, "%s%lld", d ? ", " : "", (long long)sp->sizes[d]);
+        tc__strbuf_printf(t, "] ");
     } else {
-        put(t, "%zu bytes ", (size_t)(sp->hi - sp->lo));
+        tc__strbuf_printf(t, "%zu bytes ", (size_t)(sp->hi - sp->lo));
     }
 }
 
@@ -578,31 +549,32 @@ static void fill_pending(pending *p, tc_sanitizer_race kind, const region *r, ui
                                    .text = txt};
 }
 
-static void put_memory(text *t, const region *r, const tc__san_span *sp)
+static void put_memory(tc__strbuf *t, const region *r, const tc__san_span *sp)
 {
-    put(t, "  memory: ");
+    tc__strbuf_printf(t, "  memory: ");
     if (sp) {
         put_span(t, sp);
-        put(t, "at %p, bytes %zu..%zu of ", (void *)sp->lo, (size_t)(sp->lo - r->base),
-            (size_t)(sp->hi - r->base));
+        tc__strbuf_printf(t, "at %p, bytes %zu..%zu of ", (void *)sp->lo,
+                          (size_t)(sp->lo - r->base), (size_t)(sp->hi - r->base));
     }
-    put(t, "a %zu-byte %s at %p", (size_t)(r->end - r->base),
-        r->host      ? "pinned host allocation"
-        : r->adopted ? "region"
-                     : "allocation",
-        (void *)r->base);
+    tc__strbuf_printf(t, "a %zu-byte %s at %p", (size_t)(r->end - r->base),
+                      r->host      ? "pinned host allocation"
+                      : r->adopted ? "region"
+                                   : "allocation",
+                      (void *)r->base);
     if (r->adopted) {
-        put(t, " (not from tcuda's allocator; watched since its first declared access)\n");
+        tc__strbuf_printf(
+            t, " (not from tcuda's allocator; watched since its first declared access)\n");
         return;
     }
-    put(t, " made");
+    tc__strbuf_printf(t, " made");
     if (!r->host) {
-        put(t, " on ");
+        tc__strbuf_printf(t, " on ");
         put_actor(t, r->actor);
     }
-    put(t, " by ");
+    tc__strbuf_printf(t, " by ");
     put_site(t, &r->made);
-    put(t, ", at\n");
+    tc__strbuf_printf(t, ", at\n");
     put_stack(t, r->made.stack);
 }
 
@@ -629,29 +601,31 @@ static const char *fix_for(tc_sanitizer_race kind, bool host_current, bool host_
 static char *race_text(tc_sanitizer_race kind, const region *r, const tc__san_span *sp, int x,
                        const site *cur, const access *e)
 {
-    text t = {0};
-    put(&t, "tcuda sanitizer: %s race on memory of ", race_names[kind]);
+    tc__strbuf t = {0};
+    tc__strbuf_printf(&t, "tcuda sanitizer: %s race on memory of ", race_names[kind]);
     put_device(&t, r->dev);
-    put(&t, "\n");
+    tc__strbuf_printf(&t, "\n");
     put_memory(&t, r, sp);
-    put(&t, "  current access: %s by ",
-        kind == TC_RACE_REUSE_AFTER_FREE ? "free"
-        : sp && sp->write                ? "write"
-                                         : "read");
+    tc__strbuf_printf(&t, "  current access: %s by ",
+                      kind == TC_RACE_REUSE_AFTER_FREE ? "free"
+                      : sp && sp->write                ? "write"
+                                                       : "read");
     put_site(&t, cur);
-    put(&t, " on ");
+    tc__strbuf_printf(&t, " on ");
     put_actor(&t, x);
-    put(&t, ", at\n");
+    tc__strbuf_printf(&t, ", at\n");
     put_stack(&t, cur->stack);
-    put(&t, "  earlier access: %s by ", e->write ? "write" : "read");
+    tc__strbuf_printf(&t, "  earlier access: %s by ", e->write ? "write" : "read");
     put_site(&t, &e->site);
-    put(&t, " on ");
+    tc__strbuf_printf(&t, " on ");
     put_actor(&t, e->actor);
-    put(&t, " (bytes %zu..%zu), at\n", (size_t)(e->lo - r->base), (size_t)(e->hi - r->base));
+    tc__strbuf_printf(&t, " (bytes %zu..%zu), at\n", (size_t)(e->lo - r->base),
+                      (size_t)(e->hi - r->base));
     put_stack(&t, e->site.stack);
-    put(&t, "%s",
+    tc__strbuf_printf(
+        &t, "%s",
         fix_for(kind, actors[x].dev == TC__SAN_HOST_DEV, actors[e->actor].dev == TC__SAN_HOST_DEV));
-    return t.s;
+    return t.p;
 }
 
 /* Counts and delivers a report made under the lock (called without it). In

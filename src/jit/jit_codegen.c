@@ -20,42 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
 #include "jit_internal.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) TC_PRINTF(2, 3);
-static void put(sbuf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->failed = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-}
 
 static const char prelude_common[] =
     "typedef long long tcj_i64;\n"
@@ -161,64 +127,68 @@ static void types_of(tc_dtype d, const char **s, const char **c, const char **ld
 }
 
 /* tcj_apply: x -> o through the user's function. */
-static void put_apply(sbuf *b, const tc__jit_spec *sp)
+static void put_apply(tc__strbuf *b, const tc__jit_spec *sp)
 {
-    put(b, "TCJ_HD void tcj_apply(const tcj_args &a, const tcj_C *x, tcj_C *o)\n{\n    (void)a;\n");
-    put(b, "    %s%s<tcj_C>(", sp->by_ref ? "" : "o[0] = ", sp->name);
+    tc__strbuf_printf(
+        b, "TCJ_HD void tcj_apply(const tcj_args &a, const tcj_C *x, tcj_C *o)\n{\n    (void)a;\n");
+    tc__strbuf_printf(b, "    %s%s<tcj_C>(", sp->by_ref ? "" : "o[0] = ", sp->name);
     int k = 0;
     for (int i = 0; i < sp->n_in; i++)
-        put(b, "%sx[%d]", k++ ? ", " : "", i);
+        tc__strbuf_printf(b, "%sx[%d]", k++ ? ", " : "", i);
     for (int i = 0; i < sp->n_scalars; i++)
-        put(b, "%sa.scalars[%d]", k++ ? ", " : "", i);
+        tc__strbuf_printf(b, "%sa.scalars[%d]", k++ ? ", " : "", i);
     if (sp->by_ref)
         for (int i = 0; i < sp->n_out; i++)
-            put(b, "%so[%d]", k++ ? ", " : "", i);
-    put(b, ");\n}\n");
+            tc__strbuf_printf(b, "%so[%d]", k++ ? ", " : "", i);
+    tc__strbuf_printf(b, ");\n}\n");
 }
 
 /* tcj_elem: one element at operand offsets off[]. */
-static void put_elem(sbuf *b)
+static void put_elem(tc__strbuf *b)
 {
-    put(b, "TCJ_HD void tcj_elem(const tcj_args &a, const tcj_i64 *off)\n"
-           "{\n"
-           "    tcj_C x[NIN], o[NOUT];\n"
-           "    for (int k = 0; k < NIN; k++)\n"
-           "        x[k] = tcj_ld(((const tcj_S *)a.data[NOUT + k])[off[NOUT + k]]);\n"
-           "    tcj_apply(a, x, o);\n"
-           "    for (int k = 0; k < NOUT; k++)\n"
-           "        ((tcj_S *)a.data[k])[off[k]] = tcj_st(o[k]);\n"
-           "}\n"
-           "TCJ_HD void tcj_elem_flat(const tcj_args &a, tcj_i64 i)\n"
-           "{\n"
-           "    tcj_i64 off[NIN + NOUT];\n"
-           "    for (int k = 0; k < NIN + NOUT; k++)\n"
-           "        off[k] = i;\n"
-           "    tcj_elem(a, off);\n"
-           "}\n"
-           "TCJ_HD void tcj_elem_strided(const tcj_args &a, tcj_i64 i)\n"
-           "{\n"
-           "    tcj_i64 off[NIN + NOUT];\n"
-           "    for (int k = 0; k < NIN + NOUT; k++)\n"
-           "        off[k] = 0;\n"
-           "    for (int d = (int)a.ndim - 1; d >= 0; d--) {\n"
-           "        tcj_i64 s = a.sizes[d], idx = i %% s;\n"
-           "        i /= s;\n"
-           "        for (int k = 0; k < NIN + NOUT; k++)\n"
-           "            off[k] += idx * a.strides[k][d];\n"
-           "    }\n"
-           "    tcj_elem(a, off);\n"
-           "}\n");
+    tc__strbuf_printf(b,
+                      "TCJ_HD void tcj_elem(const tcj_args &a, const tcj_i64 *off)\n"
+                      "{\n"
+                      "    tcj_C x[NIN], o[NOUT];\n"
+                      "    for (int k = 0; k < NIN; k++)\n"
+                      "        x[k] = tcj_ld(((const tcj_S *)a.data[NOUT + k])[off[NOUT + k]]);\n"
+                      "    tcj_apply(a, x, o);\n"
+                      "    for (int k = 0; k < NOUT; k++)\n"
+                      "        ((tcj_S *)a.data[k])[off[k]] = tcj_st(o[k]);\n"
+                      "}\n"
+                      "TCJ_HD void tcj_elem_flat(const tcj_args &a, tcj_i64 i)\n"
+                      "{\n"
+                      "    tcj_i64 off[NIN + NOUT];\n"
+                      "    for (int k = 0; k < NIN + NOUT; k++)\n"
+                      "        off[k] = i;\n"
+                      "    tcj_elem(a, off);\n"
+                      "}\n"
+                      "TCJ_HD void tcj_elem_strided(const tcj_args &a, tcj_i64 i)\n"
+                      "{\n"
+                      "    tcj_i64 off[NIN + NOUT];\n"
+                      "    for (int k = 0; k < NIN + NOUT; k++)\n"
+                      "        off[k] = 0;\n"
+                      "    for (int d = (int)a.ndim - 1; d >= 0; d--) {\n"
+                      "        tcj_i64 s = a.sizes[d], idx = i %% s;\n"
+                      "        i /= s;\n"
+                      "        for (int k = 0; k < NIN + NOUT; k++)\n"
+                      "            off[k] += idx * a.strides[k][d];\n"
+                      "    }\n"
+                      "    tcj_elem(a, off);\n"
+                      "}\n");
 }
 
-static void put_cuda_kernel(sbuf *b, const tc__jit_spec *sp)
+static void put_cuda_kernel(tc__strbuf *b, const tc__jit_spec *sp)
 {
-    put(b, "extern \"C\" __global__ void __launch_bounds__(%d) tc_jit_kernel(tcj_args a)\n{\n",
+    tc__strbuf_printf(
+        b, "extern \"C\" __global__ void __launch_bounds__(%d) tc_jit_kernel(tcj_args a)\n{\n",
         TC__JIT_THREADS);
-    put(b, "    const tcj_i64 T = %d, U = %d;\n", TC__JIT_THREADS, TC__JIT_UNROLL);
-    put(b, "    tcj_i64 tid = (tcj_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
-           "    tcj_i64 step = (tcj_i64)gridDim.x * blockDim.x;\n");
+    tc__strbuf_printf(b, "    const tcj_i64 T = %d, U = %d;\n", TC__JIT_THREADS, TC__JIT_UNROLL);
+    tc__strbuf_printf(b, "    tcj_i64 tid = (tcj_i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                         "    tcj_i64 step = (tcj_i64)gridDim.x * blockDim.x;\n");
     if (sp->contiguous) {
-        put(b,
+        tc__strbuf_printf(
+            b,
             "    if (a.flat) {\n"
             "        enum { N = 16 / sizeof(tcj_S) };\n"
             "        struct alignas(16) V { tcj_S v[N]; };\n"
@@ -262,15 +232,16 @@ static void put_cuda_kernel(sbuf *b, const tc__jit_spec *sp)
             "    for (tcj_i64 i = tid; i < a.numel; i += step)\n"
             "        tcj_elem_flat(a, i);\n");
     } else {
-        put(b, "    for (tcj_i64 i = tid; i < a.numel; i += step)\n"
-               "        tcj_elem_strided(a, i);\n");
+        tc__strbuf_printf(b, "    for (tcj_i64 i = tid; i < a.numel; i += step)\n"
+                             "        tcj_elem_strided(a, i);\n");
     }
-    put(b, "}\n");
+    tc__strbuf_printf(b, "}\n");
 }
 
-static void put_host_function(sbuf *b)
+static void put_host_function(tc__strbuf *b)
 {
-    put(b,
+    tc__strbuf_printf(
+        b,
         "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args "
         "*ap)\n"
         "{\n"
@@ -301,23 +272,24 @@ char *tc__jit_source(const tc__jit_spec *sp, bool cuda)
 {
     if ((unsigned)sp->dtype >= TC_NUM_DTYPES)
         return NULL;
-    sbuf b = {0};
+    tc__strbuf b = {0};
     if (cuda)
-        put(&b, "#define TCJ_HD static __device__ __forceinline__\n"
+        tc__strbuf_printf(
+            &b, "#define TCJ_HD static __device__ __forceinline__\n"
                 "union tcj_pun { float f; unsigned int u; };\n"
                 "TCJ_HD unsigned int tcj_f2u(float f) { tcj_pun p; p.f = f; return p.u; }\n"
                 "TCJ_HD float tcj_u2f(unsigned int u) { tcj_pun p; p.u = u; return p.f; }\n");
     else
-        put(&b, "%s", prelude_host);
-    put(&b, prelude_common, TC_MAX_DIMS, TC__MAX_OPERANDS, TC_MAX_DIMS, TC__MAX_OPERANDS,
-        TC_JIT_MAX_SCALARS);
+        tc__strbuf_printf(&b, "%s", prelude_host);
+    tc__strbuf_printf(&b, prelude_common, TC_MAX_DIMS, TC__MAX_OPERANDS, TC_MAX_DIMS,
+                      TC__MAX_OPERANDS, TC_JIT_MAX_SCALARS);
     const char *s, *c, *ld, *st;
     types_of(sp->dtype, &s, &c, &ld, &st);
-    put(&b, "typedef %s tcj_S;\ntypedef %s tcj_C;\n", s, c);
-    put(&b, "TCJ_HD tcj_C tcj_ld(tcj_S v) { return %s; }\n", ld);
-    put(&b, "TCJ_HD tcj_S tcj_st(tcj_C v) { return %s; }\n", st);
-    put(&b, "#define NIN %d\n#define NOUT %d\n", sp->n_in, sp->n_out);
-    put(&b, "#line 1 \"jit_code\"\n%s\n#line 1 \"tcuda_jit_kernel\"\n", sp->code);
+    tc__strbuf_printf(&b, "typedef %s tcj_S;\ntypedef %s tcj_C;\n", s, c);
+    tc__strbuf_printf(&b, "TCJ_HD tcj_C tcj_ld(tcj_S v) { return %s; }\n", ld);
+    tc__strbuf_printf(&b, "TCJ_HD tcj_S tcj_st(tcj_C v) { return %s; }\n", st);
+    tc__strbuf_printf(&b, "#define NIN %d\n#define NOUT %d\n", sp->n_in, sp->n_out);
+    tc__strbuf_printf(&b, "#line 1 \"jit_code\"\n%s\n#line 1 \"tcuda_jit_kernel\"\n", sp->code);
     put_apply(&b, sp);
     put_elem(&b);
     if (cuda)

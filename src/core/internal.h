@@ -74,6 +74,10 @@ static inline void tc__api_end(const char *const *prev)
 /* Prints "tcuda warning: ..." to stderr (only where the user asked for it). */
 void tc__warn(const char *fmt, ...) TC_PRINTF(1, 2);
 
+/* 64 bits from the operating system's entropy (getrandom, then
+ * /dev/urandom); TC_ERROR_IO when neither answers. For seeds and nonces. */
+tc_status tc__os_entropy(uint64_t *out);
+
 /* Most devices a process can address; device indices are below this. */
 #define TC_MAX_DEVICES 64
 

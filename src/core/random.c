@@ -125,7 +125,7 @@ tc_status tc_default_generator(tc_device device, tc_generator **out)
 
 /* ---- seeds ---------------------------------------------------------------- */
 
-static tc_status os_entropy(uint64_t *out)
+tc_status tc__os_entropy(uint64_t *out)
 {
     uint64_t v = 0;
     size_t got = 0;
@@ -172,7 +172,7 @@ tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out)
     TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     uint64_t s;
-    TC_TRY(os_entropy(&s));
+    TC_TRY(tc__os_entropy(&s));
     TC_TRY(tc_generator_manual_seed(gen, s));
     if (seed_out)
         *seed_out = s;
@@ -583,7 +583,7 @@ tc_status tc_seed_all(void)
     if (tc_device_count() == 0)
         return TC_OK;
     uint64_t s;
-    TC_TRY(os_entropy(&s));
+    TC_TRY(tc__os_entropy(&s));
     return tc_manual_seed_all(s);
 }
 

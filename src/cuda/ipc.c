@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,17 +61,6 @@ static void remove_files_at_exit(void)
     for (sent *s = sent_list; s; s = s->next)
         tc__ipc_ref_remove((uint32_t)getpid(), s->seq);
     pthread_mutex_unlock(&lock);
-}
-
-static uint64_t random_nonce(void)
-{
-    uint64_t n = 0;
-    if (getrandom(&n, sizeof n, 0) != (ssize_t)sizeof n) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        n = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
-    }
-    return n | 1;
 }
 
 typedef int (*addr_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
@@ -149,6 +137,8 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
     }
     tc_device_guard_exit(&g);
     TC_TRY(st);
+    uint64_t nonce; /* a handle must not be guessable: no clock-based fallback */
+    TC_TRY(tc__os_entropy(&nonce));
     sent *s = calloc(1, sizeof *s);
     if (!s)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -156,7 +146,7 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
     fill_info(t, base, &info);
     _Static_assert(sizeof ch <= TC__IPC_CUDA_HANDLE_BYTES, "cudaIpcMemHandle_t grew");
     memcpy(info.cuda_handle, &ch, sizeof ch);
-    info.nonce = random_nonce();
+    info.nonce = nonce | 1;
     pthread_mutex_lock(&lock);
     info.seq = next_seq++;
     tc_ipc_mem_handle h;

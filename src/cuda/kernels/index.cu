@@ -170,9 +170,12 @@ __device__ __forceinline__ bool before(const T &av, i64 ai, const T &bv, i64 bi,
     return ai < bi;
 }
 
+/* Up to 1024 threads a block: the bounds keep the registers within what that
+ * allows (64 a thread), or the launch would fail. */
 template <typename T>
-__global__ void topk_kernel(const T *in, T *vals, i64 *idxs, i64 outer, i64 r, i64 inner, i64 k,
-                            bool largest, i64 p2, char *scratch)
+__global__ void __launch_bounds__(TOPK_THREADS)
+    topk_kernel(const T *in, T *vals, i64 *idxs, i64 outer, i64 r, i64 inner, i64 k, bool largest,
+                i64 p2, char *scratch)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     size_t per = (size_t)p2 * (sizeof(i64) + sizeof(T));

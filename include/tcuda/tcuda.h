@@ -10,6 +10,8 @@
 #include "random.h"
 #include "memory.h"
 #include "tensor.h"
+#include "shape.h"
+#include "indexing.h"
 #include "graph.h"
 #include "jit.h"
 #include "sanitizer.h"

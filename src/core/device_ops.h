@@ -37,6 +37,7 @@ extern "C" {
 #endif
 
 struct tc__backend;
+struct tc__index_backend;
 struct tc_tensor;
 
 typedef struct tc__device_ops {
@@ -69,6 +70,10 @@ typedef struct tc__device_ops {
      * CPU backend itself. A hook that watches host accesses to memory that
      * streams also use (pinned host memory) wraps it, as it wraps `backend`. */
     const struct tc__backend *host_backend;
+    /* The indexing kernels of the device type (index_internal.h); NULL when
+     * absent. (CPU tensors use the CPU's own table; hooks that copy this
+     * table pass it through unwrapped.) */
+    const struct tc__index_backend *index_backend;
 } tc__device_ops;
 
 /* The table src/cuda (or its absent stub) defines. */

@@ -16,5 +16,6 @@
 #include "comm.h"
 #include "ipc.h"
 #include "dist.h"
+#include "dlpack.h"
 
 #endif

@@ -17,5 +17,6 @@
 #include "ipc.h"
 #include "dist.h"
 #include "dlpack.h"
+#include "safetensors.h"
 
 #endif

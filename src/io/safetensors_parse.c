@@ -253,7 +253,8 @@ static int by_offsets(const void *a, const void *b)
 /* Sorted by offset, each tensor starts where the one before ends. */
 static tc_status check_layout(const char *what, tc__st_header *h)
 {
-    qsort(h->entries, h->n, sizeof *h->entries, by_offsets);
+    if (h->n > 1) /* qsort takes no NULL, even for no elements */
+        qsort(h->entries, h->n, sizeof *h->entries, by_offsets);
     uint64_t at = 0;
     for (size_t i = 0; i < h->n; i++) {
         const tc__st_entry *e = &h->entries[i];
@@ -335,7 +336,8 @@ static tc_status check_meta(const char *what, tc__st_header *h)
     typedef struct {
         char *kv[2];
     } pair;
-    qsort(h->meta, h->n_meta, sizeof(pair), by_key);
+    if (h->n_meta > 1)
+        qsort(h->meta, h->n_meta, sizeof(pair), by_key);
     for (size_t i = 1; i < h->n_meta; i++)
         if (!strcmp(h->meta[2 * i - 2], h->meta[2 * i]))
             return tc__fail(TC_ERROR_IO, "%s: metadata key '%s' appears twice", what,

@@ -18,5 +18,7 @@
 #include "comm.h"
 #include "ipc.h"
 #include "dist.h"
+#include "dlpack.h"
+#include "safetensors.h"
 
 #endif

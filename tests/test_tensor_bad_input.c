@@ -439,6 +439,166 @@ static void test_messages(void)
     tc_tensor_release(t);
 }
 
+/* The ops of issue 16: NULL and released tensors, NULL outs, wrong dtypes
+ * and bad dimensions, each refused with its status, named, nothing written. */
+typedef tc_status (*unary_op)(const tc_tensor *, tc_tensor **);
+typedef tc_status (*binary_op)(const tc_tensor *, const tc_tensor *, tc_tensor **);
+typedef tc_status (*reduce_op)(const tc_tensor *, int, bool, tc_tensor **);
+typedef tc_status (*inplace_op)(tc_tensor *, const tc_tensor *);
+
+static void test_new_ops(void)
+{
+    int64_t sz[2] = {2, 3};
+    tc_tensor *f = NULL, *i = NULL, *b = NULL, *dead = NULL, *o = NULL, *o2 = NULL;
+    CHECK_OK(tc_tensor_ones(2, sz, TC_FLOAT32, CPU, &f));
+    CHECK_OK(tc_tensor_ones(2, sz, TC_INT32, CPU, &i));
+    CHECK_OK(tc_tensor_ones(2, sz, TC_BOOL, CPU, &b));
+    CHECK_OK(tc_tensor_ones(2, sz, TC_FLOAT32, CPU, &dead));
+    CHECK_OK(tc_tensor_release(dead));
+    static const struct {
+        const char *name;
+        unary_op fn;
+    } un[] = {{"tc_tensor_rsqrt", tc_tensor_rsqrt},
+              {"tc_tensor_sin", tc_tensor_sin},
+              {"tc_tensor_cos", tc_tensor_cos},
+              {"tc_tensor_erf", tc_tensor_erf},
+              {"tc_tensor_floor", tc_tensor_floor},
+              {"tc_tensor_ceil", tc_tensor_ceil},
+              {"tc_tensor_round", tc_tensor_round},
+              {"tc_tensor_silu", tc_tensor_silu},
+              {"tc_tensor_logical_not", tc_tensor_logical_not}};
+    for (size_t k = 0; k < sizeof un / sizeof un[0]; k++) {
+        CHECK_STATUS(un[k].fn(NULL, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(un[k].name));
+        CHECK_STATUS(un[k].fn(dead, &o), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(un[k].fn(f, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(un[k].name));
+    }
+    CHECK_STATUS(tc_tensor_floor(b, &o), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_round(b, &o), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_silu(i, &o), TC_ERROR_DTYPE);
+    CHECK(names("tc_tensor_silu") && says("floating"));
+    CHECK_STATUS(tc_tensor_gelu(i, TC_GELU_NONE, &o), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_gelu(NULL, TC_GELU_TANH, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_gelu(dead, TC_GELU_TANH, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_gelu(f, (tc_gelu_approximate)2, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_gelu"));
+
+    static const struct {
+        const char *name;
+        binary_op fn;
+    } bin[] = {{"tc_tensor_remainder", tc_tensor_remainder},
+               {"tc_tensor_logical_and", tc_tensor_logical_and},
+               {"tc_tensor_logical_or", tc_tensor_logical_or}};
+    int64_t bad[1] = {4};
+    tc_tensor *four = NULL;
+    CHECK_OK(tc_tensor_ones(1, bad, TC_FLOAT32, CPU, &four));
+    for (size_t k = 0; k < sizeof bin / sizeof bin[0]; k++) {
+        CHECK_STATUS(bin[k].fn(NULL, f, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(bin[k].name));
+        CHECK_STATUS(bin[k].fn(f, dead, &o), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(bin[k].fn(f, f, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(bin[k].fn(f, four, &o), TC_ERROR_SHAPE);
+        CHECK(names(bin[k].name));
+    }
+    CHECK_STATUS(tc_tensor_remainder(b, b, &o), TC_ERROR_DTYPE);
+
+    double lo = 0, big = 1e300;
+    CHECK_STATUS(tc_tensor_clamp(NULL, &lo, NULL, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_clamp(dead, &lo, NULL, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_clamp(f, &lo, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_clamp(f, NULL, NULL, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_clamp") && says("min and max"));
+    CHECK_STATUS(tc_tensor_clamp(f, &big, NULL, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_clamp") && says("overflow"));
+
+    CHECK_STATUS(tc_tensor_masked_fill(NULL, b, 1, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_masked_fill(f, dead, 1, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_masked_fill(f, b, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_masked_fill(f, i, 1, &o), TC_ERROR_DTYPE);
+    CHECK(names("tc_tensor_masked_fill") && says("boolean masks"));
+    CHECK_STATUS(tc_tensor_masked_fill(i, b, NAN, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_masked_fill"));
+
+    static const struct {
+        const char *name;
+        inplace_op fn;
+    } ip[] = {{"tc_tensor_add_", tc_tensor_add_},
+              {"tc_tensor_sub_", tc_tensor_sub_},
+              {"tc_tensor_mul_", tc_tensor_mul_},
+              {"tc_tensor_div_", tc_tensor_div_}};
+    for (size_t k = 0; k < sizeof ip / sizeof ip[0]; k++) {
+        CHECK_STATUS(ip[k].fn(NULL, f), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(ip[k].name) && says("self"));
+        CHECK_STATUS(ip[k].fn(f, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(ip[k].fn(dead, f), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(ip[k].fn(i, f), TC_ERROR_DTYPE);
+        CHECK(names(ip[k].name));
+        CHECK_STATUS(ip[k].fn(f, four), TC_ERROR_SHAPE);
+    }
+    CHECK_STATUS(tc_tensor_fill_(NULL, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_fill_(dead, 1), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_fill_(i, INFINITY), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_fill_"));
+
+    static const struct {
+        const char *name;
+        reduce_op fn;
+        bool floating_only;
+    } red[] = {{"tc_tensor_prod", tc_tensor_prod, false},
+               {"tc_tensor_logsumexp", tc_tensor_logsumexp, false},
+               {"tc_tensor_any", tc_tensor_any, false},
+               {"tc_tensor_all", tc_tensor_all, false}};
+    for (size_t k = 0; k < sizeof red / sizeof red[0]; k++) {
+        CHECK_STATUS(red[k].fn(NULL, 0, false, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(red[k].name));
+        CHECK_STATUS(red[k].fn(dead, 0, false, &o), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(red[k].fn(f, 0, false, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(red[k].fn(f, 2, false, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(red[k].name) && says("out of range"));
+        CHECK_STATUS(red[k].fn(f, -3, false, &o), TC_ERROR_INVALID_ARGUMENT);
+    }
+    for (int is_std = 0; is_std < 2; is_std++) {
+        tc_status (*fn)(const tc_tensor *, int, int64_t, bool,
+                        tc_tensor **) = is_std ? tc_tensor_std : tc_tensor_var;
+        const char *name = is_std ? "tc_tensor_std" : "tc_tensor_var";
+        CHECK_STATUS(fn(NULL, 0, 1, false, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(name));
+        CHECK_STATUS(fn(dead, 0, 1, false, &o), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(fn(f, 0, 1, false, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(fn(f, 5, 1, false, &o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(fn(i, 0, 1, false, &o), TC_ERROR_DTYPE);
+        CHECK(names(name) && says("int32"));
+    }
+    CHECK_STATUS(tc_tensor_norm(NULL, 2, 0, false, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_norm(dead, 2, 0, false, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_norm(f, 2, 0, false, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_norm(f, 2, 9, false, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_norm(f, NAN, 0, false, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_norm(i, 2, 0, false, &o), TC_ERROR_DTYPE);
+    CHECK(names("tc_tensor_norm"));
+    CHECK_STATUS(tc_tensor_cumsum(NULL, 0, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_cumsum(dead, 0, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_cumsum(f, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_cumsum(f, 2, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_cumsum(f, TC_ALL_DIMS, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(names("tc_tensor_cumsum") && says("TC_ALL_DIMS"));
+    for (int is_max = 0; is_max < 2; is_max++) {
+        tc_status (*fn)(const tc_tensor *, int, bool, tc_tensor **,
+                        tc_tensor **) = is_max ? tc_tensor_max_dim : tc_tensor_min_dim;
+        const char *name = is_max ? "tc_tensor_max_dim" : "tc_tensor_min_dim";
+        CHECK_STATUS(fn(NULL, 0, false, &o, &o2), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(names(name));
+        CHECK_STATUS(fn(dead, 0, false, &o, &o2), TC_ERROR_INVALID_HANDLE);
+        CHECK_STATUS(fn(f, 0, false, NULL, &o2), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(fn(f, 0, false, &o, NULL), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(fn(f, 2, false, &o, &o2), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_STATUS(fn(f, TC_ALL_DIMS, false, &o, &o2), TC_ERROR_INVALID_ARGUMENT);
+    }
+    CHECK(o == NULL && o2 == NULL);
+    tc_tensor_release(f), tc_tensor_release(i), tc_tensor_release(b), tc_tensor_release(four);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -452,5 +612,6 @@ int main(void)
     test_handles();
     test_device_rule();
     test_messages();
+    test_new_ops();
     return TC_TEST_DONE();
 }

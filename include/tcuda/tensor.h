@@ -257,6 +257,67 @@ TCUDA_API tc_status tc_tensor_tanh(const tc_tensor *a, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_tensor *b,
                                     tc_tensor **out);
 
+/* Math of floating values (integer and bool inputs give float32, as exp):
+ * rsqrt is 1/sqrt. erf is the error function. */
+TCUDA_API tc_status tc_tensor_rsqrt(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_sin(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_cos(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_erf(const tc_tensor *a, tc_tensor **out);
+/* Rounding, same dtype; integers are returned as they are (a copy), bool is
+ * TC_ERROR_DTYPE. round goes half to even (torch.round: 0.5 -> 0, 1.5 -> 2). */
+TCUDA_API tc_status tc_tensor_floor(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_ceil(const tc_tensor *a, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_round(const tc_tensor *a, tc_tensor **out);
+
+/* torch.nn.functional.gelu's `approximate`: "none" (x * Phi(x) through erf)
+ * or "tanh" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
+typedef enum tc_gelu_approximate { TC_GELU_NONE = 0, TC_GELU_TANH = 1 } tc_gelu_approximate;
+/* gelu and silu (x * sigmoid(x)) of a floating tensor, same dtype;
+ * TC_ERROR_DTYPE for integers and bool, TC_ERROR_INVALID_ARGUMENT for an
+ * unknown `approximate`. */
+TCUDA_API tc_status tc_tensor_gelu(const tc_tensor *a, tc_gelu_approximate approximate,
+                                   tc_tensor **out);
+TCUDA_API tc_status tc_tensor_silu(const tc_tensor *a, tc_tensor **out);
+
+/* min(max(a, *min), *max) with scalar bounds (torch.clamp); either pointer
+ * may be NULL (not both: TC_ERROR_INVALID_ARGUMENT). A whole-number bound is
+ * taken as a Python int (an integer tensor stays integer), any other as a
+ * Python float (an integer or bool tensor gives float32). NaN in a or in a
+ * bound gives NaN; min > max gives max. A bound the result dtype cannot hold
+ * (300 for int8) is TC_ERROR_INVALID_ARGUMENT, as PyTorch's checked
+ * conversion. */
+TCUDA_API tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *max,
+                                    tc_tensor **out);
+/* a - b * floor(a / b), with the sign of b (torch.remainder, Python's %);
+ * promoted as add. An integer remainder by 0 gives 0 (PyTorch raises on the
+ * CPU; its GPU value is undefined). TC_ERROR_DTYPE for two bool operands. */
+TCUDA_API tc_status tc_tensor_remainder(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+/* Bool results for inputs of any dtypes (non-zero, NaN included, is true). */
+TCUDA_API tc_status tc_tensor_logical_and(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_logical_or(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_logical_not(const tc_tensor *a, tc_tensor **out);
+/* a with `value` where mask (bool, TC_ERROR_DTYPE otherwise) is true; a and
+ * mask broadcast; a's dtype. A value a's dtype cannot hold is
+ * TC_ERROR_INVALID_ARGUMENT (as tc_tensor_full). */
+TCUDA_API tc_status tc_tensor_masked_fill(const tc_tensor *a, const tc_tensor *mask, double value,
+                                          tc_tensor **out);
+
+/* In place: self = self op other (Tensor.add_ and friends). other broadcasts
+ * to self's sizes (TC_ERROR_SHAPE when self would have to grow); the result
+ * is computed in the promoted dtype and stored in self's, which must be able
+ * to hold that category (TC_ERROR_DTYPE for an integer self with a floating
+ * result, as div_ always gives, or a bool self with an integer one). A self
+ * with a stride-0 dimension (several elements in one place) is
+ * TC_ERROR_INVALID_ARGUMENT. On failure self is unchanged. */
+TCUDA_API tc_status tc_tensor_add_(tc_tensor *self, const tc_tensor *other);
+TCUDA_API tc_status tc_tensor_sub_(tc_tensor *self, const tc_tensor *other);
+TCUDA_API tc_status tc_tensor_mul_(tc_tensor *self, const tc_tensor *other);
+TCUDA_API tc_status tc_tensor_div_(tc_tensor *self, const tc_tensor *other);
+/* Every element of t becomes `value` (Tensor.fill_), converted as
+ * tc_tensor_full converts (TC_ERROR_INVALID_ARGUMENT for a value t's dtype
+ * cannot hold). Any view may be filled, expanded ones too. */
+TCUDA_API tc_status tc_tensor_fill_(tc_tensor *t, double value);
+
 /* ---- reductions --------------------------------------------------------------- */
 /* `dim` is a dimension (negative counts from the end) or TC_ALL_DIMS for all
  * elements (keepdim then keeps every dimension with size 1). sum of bool or
@@ -269,6 +330,41 @@ TCUDA_API tc_status tc_tensor_mean(const tc_tensor *a, int dim, bool keepdim, tc
 TCUDA_API tc_status tc_tensor_max(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_min(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+/* Product; bool and integers give int64 (wrapping), the product of nothing is 1. */
+TCUDA_API tc_status tc_tensor_prod(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+/* Variance and standard deviation with `correction` (torch.var(correction=)):
+ * the sum of squared deviations from the mean over max(0, N - correction);
+ * so inf (or NaN when every deviation is 0, or N is 0) when correction >= N.
+ * Floating only (TC_ERROR_DTYPE); 16-bit inputs are computed in float32. */
+TCUDA_API tc_status tc_tensor_var(const tc_tensor *a, int dim, int64_t correction, bool keepdim,
+                                  tc_tensor **out);
+TCUDA_API tc_status tc_tensor_std(const tc_tensor *a, int dim, int64_t correction, bool keepdim,
+                                  tc_tensor **out);
+/* log(sum(exp(a))), stable (the maximum is taken out first; infinite maxima
+ * as PyTorch); -inf over nothing. Integer and bool inputs give float32. */
+TCUDA_API tc_status tc_tensor_logsumexp(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+/* torch.max(a, dim) / torch.min(a, dim): the extreme values (a's dtype) and
+ * the int64 index of the first one (NaN is the extreme, the first NaN's
+ * index). `dim` must be a dimension (TC_ALL_DIMS is TC_ERROR_INVALID_ARGUMENT);
+ * an empty dimension is TC_ERROR_SHAPE. Both outputs, or neither, are written. */
+TCUDA_API tc_status tc_tensor_max_dim(const tc_tensor *a, int dim, bool keepdim, tc_tensor **values,
+                                      tc_tensor **indices);
+TCUDA_API tc_status tc_tensor_min_dim(const tc_tensor *a, int dim, bool keepdim, tc_tensor **values,
+                                      tc_tensor **indices);
+/* Whether any / all elements are non-zero (NaN counts as non-zero): bool,
+ * except uint8 inputs give uint8 (as PyTorch). any of nothing is false, all
+ * of nothing is true. */
+TCUDA_API tc_status tc_tensor_any(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_all(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out);
+/* Inclusive running sum along `dim` (a dimension, not TC_ALL_DIMS), same
+ * sizes; bool and integers give int64, 16-bit floats accumulate in float32. */
+TCUDA_API tc_status tc_tensor_cumsum(const tc_tensor *a, int dim, tc_tensor **out);
+/* The p-norm (torch.linalg.vector_norm): (sum |a|^p)^(1/p); p = INFINITY is
+ * max |a|, -INFINITY min |a|, 0 the count of non-zeros. Floating only
+ * (TC_ERROR_DTYPE), 16-bit computed in float32; NaN p is
+ * TC_ERROR_INVALID_ARGUMENT; p < 0 or +-inf over nothing is TC_ERROR_SHAPE. */
+TCUDA_API tc_status tc_tensor_norm(const tc_tensor *a, double p, int dim, bool keepdim,
+                                   tc_tensor **out);
 
 /* ---- matrix multiply ------------------------------------------------------------- */
 

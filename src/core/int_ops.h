@@ -32,6 +32,17 @@ TC_HD int64_t tc__ipow(int64_t base, int64_t e)
     return (int64_t)r;
 }
 
+/* Python's a % b (the sign of b). A zero divisor gives 0, as NumPy does
+ * (PyTorch raises on the CPU and leaves the value undefined on a GPU); -1
+ * gives 0 without trapping on INT64_MIN % -1. */
+TC_HD int64_t tc__iremainder(int64_t a, int64_t b)
+{
+    if (b == 0 || b == -1)
+        return 0;
+    int64_t r = a % b;
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
 TC_HD int64_t tc__ibinary(int op, int64_t a, int64_t b)
 {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
@@ -42,6 +53,7 @@ TC_HD int64_t tc__ibinary(int op, int64_t a, int64_t b)
     case TC__OP_POW: return tc__ipow(a, b);
     case TC__OP_MAXIMUM: return a > b ? a : b;
     case TC__OP_MINIMUM: return a < b ? a : b;
+    case TC__OP_REMAINDER: return tc__iremainder(a, b);
     case TC__OP_EQ: return a == b;
     case TC__OP_NE: return a != b;
     case TC__OP_LT: return a < b;
@@ -56,6 +68,9 @@ TC_HD int64_t tc__iunary(int op, int64_t x)
     switch (op) {
     case TC__OP_NEG: return (int64_t)(0 - (uint64_t)x);
     case TC__OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+    case TC__OP_FLOOR:
+    case TC__OP_CEIL:
+    case TC__OP_ROUND: return x;   /* integers are whole already */
     default: return x > 0 ? x : 0; /* RELU; the math functions get floating inputs */
     }
 }

@@ -23,6 +23,7 @@ typedef enum tc__op {
     TC__OP_POW,
     TC__OP_MAXIMUM,
     TC__OP_MINIMUM,
+    TC__OP_REMAINDER, /* Python's %: the sign of the divisor */
     /* comparisons: bool out */
     TC__OP_EQ,
     TC__OP_NE,
@@ -39,12 +40,26 @@ typedef enum tc__op {
     TC__OP_RELU,
     TC__OP_SIGMOID,
     TC__OP_TANH,
+    TC__OP_RSQRT,
+    TC__OP_SIN,
+    TC__OP_COS,
+    TC__OP_ERF,
+    TC__OP_FLOOR, /* floor, ceil, round: the identity for integers */
+    TC__OP_CEIL,
+    TC__OP_ROUND,     /* half to even */
+    TC__OP_GELU,      /* x * Phi(x), through erf */
+    TC__OP_GELU_TANH, /* the tanh approximation */
+    TC__OP_SILU,
     /* reductions */
     TC__RED_SUM,
     TC__RED_MEAN,
     TC__RED_MAX,
     TC__RED_MIN,
-    TC__RED_ARGMAX
+    TC__RED_ARGMAX,
+    TC__RED_PROD,
+    TC__RED_ARGMIN,
+    /* scans (inclusive, along one dimension) */
+    TC__SCAN_CUMSUM
 } tc__op;
 
 /* jiterator runs up to 8 operands (inputs + outputs) through one iter. */

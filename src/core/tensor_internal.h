@@ -53,9 +53,10 @@ typedef struct tc__backend {
     /* Contiguous out of `n` elements = start + i * step. */
     tc_status (*fill)(int device, tc_dtype dtype, void *out, int64_t n, tc__fill value);
     /* Contiguous in [outer, r, inner] reduced over r into contiguous out
-     * [outer, inner]: out dtype is `out_dtype` (int64 for argmax and integer
-     * sums). mean divides the sum by r (NaN for r == 0); max, min and argmax
-     * are called with r > 0 only. */
+     * [outer, inner]: out dtype is `out_dtype` (int64 for argmax, argmin and
+     * integer sums and products). mean divides the sum by r (NaN for r == 0),
+     * prod of nothing is 1; max, min, argmax and argmin are called with
+     * r > 0 only (the index of the first extreme, the first NaN winning). */
     tc_status (*reduce)(int device, tc__op op, tc_dtype in_dtype, tc_dtype out_dtype,
                         const void *in, void *out, int64_t outer, int64_t r, int64_t inner);
     /* c[batch, m, n] = a[batch, m, k] @ b[batch, k, n], all row-major and of a
@@ -64,6 +65,11 @@ typedef struct tc__backend {
     tc_status (*matmul)(int device, tc_dtype dtype, const void *a, const void *b, void *c,
                         int64_t batch, int64_t m, int64_t n, int64_t k, int64_t stride_a,
                         int64_t stride_b);
+    /* Contiguous out[outer, r, inner] = the inclusive scan (TC__SCAN_CUMSUM)
+     * of contiguous in[outer, r, inner] over r; both of `dtype` (floating or
+     * int64), accumulated in at least float (wrapping int64 for int64). */
+    tc_status (*scan)(int device, tc__op op, tc_dtype dtype, const void *in, void *out,
+                      int64_t outer, int64_t r, int64_t inner);
 } tc__backend;
 
 extern const tc__backend tc__cpu_backend;

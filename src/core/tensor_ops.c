@@ -1,9 +1,16 @@
-/* Element-wise operations and reductions: the device-independent half.
+/* Element-wise operations: the device-independent half (reductions are in
+ * tensor_reduce.c).
  *
  * Here live type promotion, broadcasting, dtype checks and the output
  * allocation; the backend table of the tensor's device does the arithmetic on
  * operands that all have the computation dtype already (inputs of another
- * dtype are converted into a temporary first). */
+ * dtype are converted into a temporary first). Operations PyTorch defines
+ * through others are written that way here too, so that every backend runs
+ * them with the kernels it has: clamp is maximum then minimum, masked_fill a
+ * where, the logical operations comparisons or arithmetic on bool. In-place
+ * forms write into self directly when the result has self's dtype and other
+ * cannot overlap self, else through a temporary. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,21 +131,135 @@ tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
     return TC_OK;
 }
 
-/* Public names, for messages (indexed by tc__op). */
+/* Public names, for messages. */
 static const char *fn_name(tc__op op)
 {
-    static const char *names[] = {
-        "tc_tensor_add",  "tc_tensor_sub",     "tc_tensor_mul",     "tc_tensor_div",
-        "tc_tensor_pow",  "tc_tensor_maximum", "tc_tensor_minimum", "tc_tensor_eq",
-        "tc_tensor_ne",   "tc_tensor_lt",      "tc_tensor_le",      "tc_tensor_gt",
-        "tc_tensor_ge",   "tc_tensor_neg",     "tc_tensor_abs",     "tc_tensor_exp",
-        "tc_tensor_log",  "tc_tensor_sqrt",    "tc_tensor_relu",    "tc_tensor_sigmoid",
-        "tc_tensor_tanh", "tc_tensor_sum",     "tc_tensor_mean",    "tc_tensor_max",
-        "tc_tensor_min",  "tc_tensor_argmax"};
+    static const char *const names[] = {
+        [TC__OP_ADD] = "tc_tensor_add",         [TC__OP_SUB] = "tc_tensor_sub",
+        [TC__OP_MUL] = "tc_tensor_mul",         [TC__OP_DIV] = "tc_tensor_div",
+        [TC__OP_POW] = "tc_tensor_pow",         [TC__OP_MAXIMUM] = "tc_tensor_maximum",
+        [TC__OP_MINIMUM] = "tc_tensor_minimum", [TC__OP_REMAINDER] = "tc_tensor_remainder",
+        [TC__OP_EQ] = "tc_tensor_eq",           [TC__OP_NE] = "tc_tensor_ne",
+        [TC__OP_LT] = "tc_tensor_lt",           [TC__OP_LE] = "tc_tensor_le",
+        [TC__OP_GT] = "tc_tensor_gt",           [TC__OP_GE] = "tc_tensor_ge",
+        [TC__OP_NEG] = "tc_tensor_neg",         [TC__OP_ABS] = "tc_tensor_abs",
+        [TC__OP_EXP] = "tc_tensor_exp",         [TC__OP_LOG] = "tc_tensor_log",
+        [TC__OP_SQRT] = "tc_tensor_sqrt",       [TC__OP_RELU] = "tc_tensor_relu",
+        [TC__OP_SIGMOID] = "tc_tensor_sigmoid", [TC__OP_TANH] = "tc_tensor_tanh",
+        [TC__OP_RSQRT] = "tc_tensor_rsqrt",     [TC__OP_SIN] = "tc_tensor_sin",
+        [TC__OP_COS] = "tc_tensor_cos",         [TC__OP_ERF] = "tc_tensor_erf",
+        [TC__OP_FLOOR] = "tc_tensor_floor",     [TC__OP_CEIL] = "tc_tensor_ceil",
+        [TC__OP_ROUND] = "tc_tensor_round",     [TC__OP_GELU] = "tc_tensor_gelu",
+        [TC__OP_GELU_TANH] = "tc_tensor_gelu",  [TC__OP_SILU] = "tc_tensor_silu",
+    };
     return names[op];
 }
 
 static bool is_comparison(tc__op op) { return op >= TC__OP_EQ && op <= TC__OP_GE; }
+
+/* Math functions: integer and bool inputs give the default float dtype. */
+static bool float_math(tc__op op)
+{
+    switch (op) {
+    case TC__OP_DIV:
+    case TC__OP_EXP:
+    case TC__OP_LOG:
+    case TC__OP_SQRT:
+    case TC__OP_SIGMOID:
+    case TC__OP_TANH:
+    case TC__OP_RSQRT:
+    case TC__OP_SIN:
+    case TC__OP_COS:
+    case TC__OP_ERF: return true;
+    default: return false;
+    }
+}
+
+/* The computation dtype of an op over its inputs (where: the value inputs),
+ * with PyTorch's refusals. */
+static tc_status compute_dtype(const char *fn, tc__op op, bool is_where, int n,
+                               const tc_tensor *const *in, tc_dtype *ct_out)
+{
+    const tc_tensor *const *vals = is_where ? in + 1 : in;
+    if (is_where && in[0]->dtype != TC_BOOL)
+        return tc__fail(TC_ERROR_DTYPE, "%s: the condition must be bool, not %s", fn,
+                        tc_dtype_name(in[0]->dtype));
+    tc_dtype ct = tc__result_type(is_where ? 2 : n, vals);
+    *ct_out = ct;
+    if (is_where)
+        return TC_OK;
+    /* As PyTorch: either operand bool, whatever the result type. */
+    if (op == TC__OP_SUB && (in[0]->dtype == TC_BOOL || in[1]->dtype == TC_BOOL))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                        "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                        "operator instead (tcuda: tc_tensor_logical_not)");
+    if (op == TC__OP_NEG && ct == TC_BOOL)
+        return tc__fail(TC_ERROR_DTYPE,
+                        "Negation, the `-` operator, on a bool tensor is not supported. If "
+                        "you are trying to invert a mask, use the `~` or `logical_not()` "
+                        "operator instead (tcuda: tc_tensor_logical_not)");
+    if (ct == TC_BOOL &&
+        (op == TC__OP_ABS || op == TC__OP_POW || op == TC__OP_RELU || op == TC__OP_REMAINDER ||
+         op == TC__OP_FLOOR || op == TC__OP_CEIL || op == TC__OP_ROUND))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: not defined for bool tensors (use a logical "
+                        "operation or convert the dtype first)",
+                        fn);
+    bool fl = tc_dtype_is_floating(ct);
+    if (!fl && (op == TC__OP_GELU || op == TC__OP_GELU_TANH || op == TC__OP_SILU))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: needs a floating tensor, not %s (convert with tc_tensor_to first)", fn,
+                        tc_dtype_name(ct));
+    if (!fl && float_math(op))
+        *ct_out = TC_FLOAT32; /* integer inputs give the default float dtype */
+    return TC_OK;
+}
+
+/* Runs op over the inputs (converted to `ct`) into res, whose sizes are the
+ * broadcast sizes; res may be an input itself (in place). */
+static tc_status run(tc__op op, bool is_where, int n, const tc_tensor *const *in, tc_dtype ct,
+                     tc_tensor *res)
+{
+    const tc__backend *be = tc__backend_of(res->storage->device);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    if (tc__numel(res->ndim, res->sizes) == 0)
+        return TC_OK;
+    tc_tensor *conv[3] = {NULL, NULL, NULL};
+    tc_status st = TC_OK;
+    for (int i = 0; i < n && st == TC_OK; i++)
+        st = tc__as_dtype(in[i], is_where && i == 0 ? TC_BOOL : ct, &conv[i]);
+    if (st == TC_OK) {
+        tc__iter it;
+        tc__iter_init(&it, res->ndim, res->sizes, n + 1);
+        tc__iter_set(&it, 0, res);
+        for (int i = 0; i < n; i++)
+            tc__iter_set(&it, i + 1, conv[i]);
+        tc__iter_coalesce(&it);
+        int dev = res->storage->device.index;
+        if (is_where)
+            st = be->where(dev, ct, &it);
+        else if (n == 1)
+            st = be->unary(dev, op, ct, &it);
+        else
+            st = be->binary(dev, op, ct, &it);
+    }
+    for (int i = 0; i < n; i++)
+        tc_tensor_release(conv[i]);
+    return st;
+}
+
+/* Checks the inputs and out (names: "tc_tensor a", ...) and their devices. */
+static tc_status check_inputs(const char *fn, int n, const tc_tensor *const *in,
+                              const char *const *names)
+{
+    for (int i = 0; i < n; i++)
+        TC_TRY(tc__tensor_check(in[i], names[i]));
+    for (int i = 1; i < n; i++)
+        TC_TRY(tc__check_same_device(fn, in[0], in[i]));
+    return TC_OK;
+}
 
 /* Runs an operation over n inputs (n = 1, 2, or 3 for where). */
 static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *const *in,
@@ -151,67 +272,18 @@ static tc_status elementwise(tc__op op, bool is_where, int n, const tc_tensor *c
     for (int i = 0; i < n; i++)
         TC_TRY(tc__tensor_check(in[i], names[n - 1][i]));
     TC_CHECK_ARG(out, "out is NULL");
-    for (int i = 1; i < n; i++)
-        TC_TRY(tc__check_same_device(fn, in[0], in[i]));
-    const tc_tensor *const *vals = is_where ? in + 1 : in;
-    int nv = is_where ? 2 : n;
-    if (is_where && in[0]->dtype != TC_BOOL)
-        return tc__fail(TC_ERROR_DTYPE, "%s: the condition must be bool, not %s", fn,
-                        tc_dtype_name(in[0]->dtype));
-    tc_dtype ct = tc__result_type(nv, vals);
-    if (!is_where) {
-        bool fl = tc_dtype_is_floating(ct);
-        /* As PyTorch: either operand bool, whatever the result type. */
-        if (op == TC__OP_SUB && (in[0]->dtype == TC_BOOL || in[1]->dtype == TC_BOOL))
-            return tc__fail(TC_ERROR_DTYPE,
-                            "Subtraction, the `-` operator, with a bool tensor is not supported. "
-                            "If you are trying to invert a mask, use the `~` or `logical_not()` "
-                            "operator instead (tcuda: tc_tensor_eq with a zero tensor)");
-        if (op == TC__OP_NEG && ct == TC_BOOL)
-            return tc__fail(TC_ERROR_DTYPE,
-                            "Negation, the `-` operator, on a bool tensor is not supported. If "
-                            "you are trying to invert a mask, use the `~` or `logical_not()` "
-                            "operator instead (tcuda: tc_tensor_eq with a zero tensor)");
-        if (ct == TC_BOOL && (op == TC__OP_ABS || op == TC__OP_POW || op == TC__OP_RELU))
-            return tc__fail(TC_ERROR_DTYPE,
-                            "%s: not defined for bool tensors (use a logical "
-                            "operation or convert the dtype first)",
-                            fn);
-        if (!fl && (op == TC__OP_DIV || op == TC__OP_EXP || op == TC__OP_LOG || op == TC__OP_SQRT ||
-                    op == TC__OP_SIGMOID || op == TC__OP_TANH))
-            ct = TC_FLOAT32; /* integer inputs give the default float dtype */
-    }
+    TC_TRY(check_inputs(fn, n, in, names[n - 1]));
+    tc_dtype ct;
+    TC_TRY(compute_dtype(fn, op, is_where, n, in, &ct));
     tc_dtype out_dtype = !is_where && is_comparison(op) ? TC_BOOL : ct;
     int ndim = 0;
     int64_t sizes[TC_MAX_DIMS] = {0};
     TC_TRY(tc__broadcast_shapes(fn, n, in, &ndim, sizes));
-    const tc__backend *be = tc__backend_of(in[0]->storage->device);
-    if (!be)
+    if (!tc__backend_of(in[0]->storage->device))
         return TC_ERROR_NO_DEVICE;
-
-    tc_tensor *conv[3] = {NULL, NULL, NULL}, *res = NULL;
-    tc_status st = TC_OK;
-    for (int i = 0; i < n && st == TC_OK; i++)
-        st = tc__as_dtype(in[i], is_where && i == 0 ? TC_BOOL : ct, &conv[i]);
-    if (st == TC_OK)
-        st = tc__new_tensor(ndim, sizes, out_dtype, in[0]->storage->device, false, &res);
-    if (st == TC_OK && tc__numel(ndim, sizes) > 0) {
-        tc__iter it;
-        tc__iter_init(&it, ndim, sizes, n + 1);
-        tc__iter_set(&it, 0, res);
-        for (int i = 0; i < n; i++)
-            tc__iter_set(&it, i + 1, conv[i]);
-        tc__iter_coalesce(&it);
-        int dev = in[0]->storage->device.index;
-        if (is_where)
-            st = be->where(dev, ct, &it);
-        else if (n == 1)
-            st = be->unary(dev, op, ct, &it);
-        else
-            st = be->binary(dev, op, ct, &it);
-    }
-    for (int i = 0; i < n; i++)
-        tc_tensor_release(conv[i]);
+    tc_tensor *res = NULL;
+    TC_TRY(tc__new_tensor(ndim, sizes, out_dtype, in[0]->storage->device, false, &res));
+    tc_status st = run(op, is_where, n, in, ct, res);
     if (st != TC_OK) {
         tc_tensor_release(res);
         return st;
@@ -241,6 +313,7 @@ BINARY(div, TC__OP_DIV)
 BINARY(pow, TC__OP_POW)
 BINARY(maximum, TC__OP_MAXIMUM)
 BINARY(minimum, TC__OP_MINIMUM)
+BINARY(remainder, TC__OP_REMAINDER)
 BINARY(eq, TC__OP_EQ)
 BINARY(ne, TC__OP_NE)
 BINARY(lt, TC__OP_LT)
@@ -255,6 +328,24 @@ UNARY(sqrt, TC__OP_SQRT)
 UNARY(relu, TC__OP_RELU)
 UNARY(sigmoid, TC__OP_SIGMOID)
 UNARY(tanh, TC__OP_TANH)
+UNARY(rsqrt, TC__OP_RSQRT)
+UNARY(sin, TC__OP_SIN)
+UNARY(cos, TC__OP_COS)
+UNARY(erf, TC__OP_ERF)
+UNARY(floor, TC__OP_FLOOR)
+UNARY(ceil, TC__OP_CEIL)
+UNARY(round, TC__OP_ROUND)
+UNARY(silu, TC__OP_SILU)
+
+tc_status tc_tensor_gelu(const tc_tensor *a, tc_gelu_approximate approximate, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(approximate == TC_GELU_NONE || approximate == TC_GELU_TANH,
+                 "approximate %d is neither TC_GELU_NONE nor TC_GELU_TANH", (int)approximate);
+    const tc_tensor *in[1] = {a};
+    return elementwise(approximate == TC_GELU_TANH ? TC__OP_GELU_TANH : TC__OP_GELU, false, 1, in,
+                       out);
+}
 
 tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_tensor *b,
                           tc_tensor **out)
@@ -264,95 +355,188 @@ tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_te
     return elementwise(TC__OP_ADD, true, 3, in, out);
 }
 
-/* ---- reductions ------------------------------------------------------------------ */
+/* ---- operations made of others ------------------------------------------------------ */
 
-static tc_status reduce(tc__op op, const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+/* A 0-d tensor holding v in dtype on t's device (v checked as tc_tensor_full
+ * checks it). */
+static tc_status scalar_like(const tc_tensor *t, double v, tc_dtype dtype, tc_tensor **out)
 {
-    const char *fn = fn_name(op);
+    return tc_tensor_full(0, NULL, v, dtype, t->storage->device, out);
+}
+
+/* A bound is a Python int when it is a whole number int64 holds. */
+static bool whole(double v) { return v == floor(v) && v >= -0x1p63 && v < 0x1p63; }
+
+tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *max, tc_tensor **out)
+{
+    TC_API_BEGIN;
     TC_TRY(tc__tensor_check(a, "tc_tensor a"));
     TC_CHECK_ARG(out, "out is NULL");
-    bool all = dim == TC_ALL_DIMS;
-    int d = 0;
-    if (!all) {
-        int n = a->ndim ? a->ndim : 1;
-        d = dim < 0 ? dim + n : dim;
-        TC_CHECK_ARG(d >= 0 && d < n, "%s: dimension %d out of range for a %d-d tensor", fn, dim,
-                     a->ndim);
+    TC_CHECK_ARG(min || max, "at least one of min and max must not be NULL");
+    /* torch.result_type(a, bound) with the bounds as Python numbers */
+    tc_dtype ct = a->dtype;
+    if (!tc_dtype_is_floating(ct)) {
+        if ((min && !whole(*min)) || (max && !whole(*max)))
+            ct = TC_FLOAT32;
+        else if (ct == TC_BOOL)
+            ct = TC_INT64;
     }
-    tc_dtype in_t = a->dtype, out_t = a->dtype;
-    if (op == TC__RED_MEAN && !tc_dtype_is_floating(in_t))
-        return tc__fail(TC_ERROR_DTYPE,
-                        "%s: needs a floating dtype, not %s (convert with "
-                        "tc_tensor_to first)",
-                        fn, tc_dtype_name(in_t));
-    if (op == TC__RED_ARGMAX || (op == TC__RED_SUM && !tc_dtype_is_floating(in_t)))
-        out_t = TC_INT64;
-    int64_t outer = 1, r = 1, inner = 1;
-    int ondim = 0;
-    int64_t osizes[TC_MAX_DIMS];
-    if (all || a->ndim == 0) {
-        r = tc__numel(a->ndim, a->sizes);
-        if (keepdim)
-            for (ondim = 0; ondim < a->ndim; ondim++)
-                osizes[ondim] = 1;
-    } else {
-        for (int i = 0; i < a->ndim; i++) {
-            if (i < d)
-                outer *= a->sizes[i];
-            else if (i > d)
-                inner *= a->sizes[i];
-            if (i != d)
-                osizes[ondim++] = a->sizes[i];
-            else if (keepdim)
-                osizes[ondim++] = 1;
-        }
-        r = a->sizes[d];
-    }
-    if (r == 0 && op != TC__RED_SUM && op != TC__RED_MEAN)
-        return tc__fail(TC_ERROR_SHAPE,
-                        "%s: the reduction is over zero elements; %s of nothing "
-                        "is not defined",
-                        fn, fn + 10);
-    const tc__backend *be = tc__backend_of(a->storage->device);
-    if (!be)
-        return TC_ERROR_NO_DEVICE;
-    tc_tensor *c = NULL, *res = NULL;
-    TC_TRY(tc_tensor_contiguous(a, &c));
-    tc_status st = tc__new_tensor(ondim, osizes, out_t, a->storage->device, false, &res);
-    if (st == TC_OK && outer * inner > 0)
-        st = be->reduce(a->storage->device.index, op, in_t, out_t, tc__data(c), tc__data(res),
-                        outer, r, inner);
-    tc_tensor_release(c);
-    if (st != TC_OK) {
-        tc_tensor_release(res);
+    tc_tensor *lo = NULL, *hi = NULL, *t = NULL, *res = NULL;
+    tc_status st = TC_OK;
+    if (min)
+        st = scalar_like(a, *min, ct, &lo);
+    if (st == TC_OK && max)
+        st = scalar_like(a, *max, ct, &hi);
+    /* maximum and minimum propagate NaN, of a and of the bounds alike */
+    if (st == TC_OK)
+        st = lo ? tc_tensor_maximum(a, lo, &t) : tc__as_dtype(a, ct, &t);
+    if (st == TC_OK)
+        st = hi ? tc_tensor_minimum(t, hi, &res) : (res = tc_tensor_retain(t), TC_OK);
+    tc_tensor_release(lo), tc_tensor_release(hi), tc_tensor_release(t);
+    if (st != TC_OK)
         return st;
-    }
     *out = res;
     return TC_OK;
 }
 
-tc_status tc_tensor_sum(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+/* The logical operations: operands as bool (non-zero and NaN are true). */
+static tc_status logical(tc__op op, const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
 {
-    TC_API_BEGIN;
-    return reduce(TC__RED_SUM, a, dim, keepdim, out);
+    const tc_tensor *in[2] = {a, b};
+    static const char *const names[2] = {"tc_tensor a", "tc_tensor b"};
+    for (int i = 0; i < 2; i++)
+        TC_TRY(tc__tensor_check(in[i], names[i]));
+    TC_CHECK_ARG(out, "out is NULL");
+    tc_tensor *ab = NULL, *bb = NULL;
+    tc_status st = tc__as_dtype(a, TC_BOOL, &ab);
+    if (st == TC_OK)
+        st = tc__as_dtype(b, TC_BOOL, &bb);
+    /* on 0 and 1, and is mul and or is maximum */
+    if (st == TC_OK)
+        st = op == TC__OP_MUL ? tc_tensor_mul(ab, bb, out) : tc_tensor_maximum(ab, bb, out);
+    tc_tensor_release(ab), tc_tensor_release(bb);
+    return st;
 }
-tc_status tc_tensor_mean(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+
+tc_status tc_tensor_logical_and(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
 {
     TC_API_BEGIN;
-    return reduce(TC__RED_MEAN, a, dim, keepdim, out);
+    return logical(TC__OP_MUL, a, b, out);
 }
-tc_status tc_tensor_max(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+
+tc_status tc_tensor_logical_or(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
 {
     TC_API_BEGIN;
-    return reduce(TC__RED_MAX, a, dim, keepdim, out);
+    return logical(TC__OP_MAXIMUM, a, b, out);
 }
-tc_status tc_tensor_min(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+
+tc_status tc_tensor_logical_not(const tc_tensor *a, tc_tensor **out)
 {
     TC_API_BEGIN;
-    return reduce(TC__RED_MIN, a, dim, keepdim, out);
+    TC_TRY(tc__tensor_check(a, "tc_tensor a"));
+    TC_CHECK_ARG(out, "out is NULL");
+    tc_tensor *zero;
+    TC_TRY(scalar_like(a, 0, a->dtype, &zero));
+    tc_status st = tc_tensor_eq(a, zero, out); /* NaN == 0 is false: not NaN is false */
+    tc_tensor_release(zero);
+    return st;
 }
-tc_status tc_tensor_argmax(const tc_tensor *a, int dim, bool keepdim, tc_tensor **out)
+
+tc_status tc_tensor_masked_fill(const tc_tensor *a, const tc_tensor *mask, double value,
+                                tc_tensor **out)
 {
     TC_API_BEGIN;
-    return reduce(TC__RED_ARGMAX, a, dim, keepdim, out);
+    TC_TRY(tc__tensor_check(a, "tc_tensor a"));
+    TC_TRY(tc__tensor_check(mask, "tc_tensor mask"));
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(tc__check_same_device("tc_tensor_masked_fill", a, mask));
+    if (mask->dtype != TC_BOOL)
+        return tc__fail(TC_ERROR_DTYPE,
+                        "masked_fill only supports boolean masks, but got mask "
+                        "with dtype %s",
+                        tc_dtype_name(mask->dtype));
+    tc_tensor *v;
+    TC_TRY(scalar_like(a, value, a->dtype, &v));
+    tc_status st = tc_tensor_where(mask, v, a, out); /* a 0-d v of a's dtype: a's dtype */
+    tc_tensor_release(v);
+    return st;
+}
+
+/* ---- in place ------------------------------------------------------------------------- */
+
+/* other may be read while self is written element by element when it is
+ * elsewhere, or is self itself. */
+static bool may_alias(const tc_tensor *self, const tc_tensor *other)
+{
+    if (self->storage != other->storage)
+        return false;
+    return !(self->offset == other->offset && self->dtype == other->dtype &&
+             self->ndim == other->ndim &&
+             memcmp(self->sizes, other->sizes, sizeof(int64_t) * (size_t)self->ndim) == 0 &&
+             memcmp(self->strides, other->strides, sizeof(int64_t) * (size_t)self->ndim) == 0);
+}
+
+static tc_status inplace(const char *fn, tc__op op, tc_tensor *self, const tc_tensor *other)
+{
+    static const char *const names[2] = {"tc_tensor self", "tc_tensor other"};
+    const tc_tensor *in[2] = {self, other};
+    TC_TRY(check_inputs(fn, 2, in, names));
+    int ndim = 0;
+    int64_t sizes[TC_MAX_DIMS] = {0};
+    TC_TRY(tc__broadcast_shapes(fn, 2, in, &ndim, sizes));
+    if (ndim != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)ndim) != 0)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: output with %d dimensions (%lld elements) doesn't match the "
+                        "broadcast shape (%d dimensions, %lld elements): self cannot grow",
+                        fn, self->ndim, (long long)tc__numel(self->ndim, self->sizes), ndim,
+                        (long long)tc__numel(ndim, sizes));
+    for (int d = 0; d < self->ndim; d++)
+        if (self->strides[d] == 0 && self->sizes[d] > 1)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "unsupported operation: more than one element of the written-to "
+                            "tensor refers to a single memory location (dimension %d has "
+                            "stride 0). Please copy the tensor with tc_tensor_contiguous "
+                            "before writing to it",
+                            d);
+    tc_dtype ct;
+    TC_TRY(compute_dtype(fn, op, false, 2, in, &ct));
+    if (category(ct) > category(self->dtype))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "result type %s can't be cast to the desired output type %s",
+                        tc_dtype_name(ct), tc_dtype_name(self->dtype));
+    if (!tc__backend_of(self->storage->device))
+        return TC_ERROR_NO_DEVICE;
+    if (ct == self->dtype && !may_alias(self, other))
+        return run(op, false, 2, in, ct, self);
+    tc_tensor *res = NULL;
+    tc_status st = tc__new_tensor(ndim, sizes, ct, self->storage->device, false, &res);
+    if (st == TC_OK)
+        st = run(op, false, 2, in, ct, res);
+    if (st == TC_OK)
+        st = tc__copy_local(self, res);
+    tc_tensor_release(res);
+    return st;
+}
+
+#define INPLACE(name, OP)                                                                          \
+    tc_status tc_tensor_##name##_(tc_tensor *self, const tc_tensor *other)                         \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        return inplace("tc_tensor_" #name "_", OP, self, other);                                   \
+    }
+INPLACE(add, TC__OP_ADD)
+INPLACE(sub, TC__OP_SUB)
+INPLACE(mul, TC__OP_MUL)
+INPLACE(div, TC__OP_DIV)
+
+tc_status tc_tensor_fill_(tc_tensor *t, double value)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
+    tc_tensor *v;
+    TC_TRY(scalar_like(t, value, t->dtype, &v));
+    /* stride-0 views are fine: every write puts the same value (as PyTorch) */
+    tc_status st = tc__copy_local(t, v);
+    tc_tensor_release(v);
+    return st;
 }

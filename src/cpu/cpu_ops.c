@@ -128,6 +128,19 @@ static void walk_next(walker *w)
 
 /* ---- element-wise (the integer formulas are in core/int_ops.h) -------------------- */
 
+/* The constants of gelu, as PyTorch writes them (M_SQRT1_2; M_SQRT2 *
+ * M_2_SQRTPI * 0.5), spelled out: strict C11 has no M_ constants. */
+#define TC__SQRT1_2 0.70710678118654752440
+#define TC__SQRT_2_PI 0.79788456080286535588
+
+/* Python's a % b for floating values (torch.remainder): fmod, moved to the
+ * divisor's sign. */
+static double fremainder(double a, double b)
+{
+    double m = fmod(a, b);
+    return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+}
+
 static double fbinary(tc__op op, double a, double b)
 {
     switch (op) {
@@ -138,6 +151,7 @@ static double fbinary(tc__op op, double a, double b)
     case TC__OP_POW: return pow(a, b);
     case TC__OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
     case TC__OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case TC__OP_REMAINDER: return fremainder(a, b);
     case TC__OP_EQ: return a == b;
     case TC__OP_NE: return a != b;
     case TC__OP_LT: return a < b;
@@ -157,6 +171,17 @@ static double funary(tc__op op, double x)
     case TC__OP_SQRT: return sqrt(x);
     case TC__OP_RELU: return x > 0 || isnan(x) ? x : 0.0;
     case TC__OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case TC__OP_RSQRT: return 1.0 / sqrt(x);
+    case TC__OP_SIN: return sin(x);
+    case TC__OP_COS: return cos(x);
+    case TC__OP_ERF: return erf(x);
+    case TC__OP_FLOOR: return floor(x);
+    case TC__OP_CEIL: return ceil(x);
+    case TC__OP_ROUND: return nearbyint(x); /* the default mode: half to even */
+    case TC__OP_GELU: return 0.5 * x * (1.0 + erf(x * TC__SQRT1_2));
+    case TC__OP_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(TC__SQRT_2_PI * (x + 0.044715 * x * x * x)));
+    case TC__OP_SILU: return x / (1.0 + exp(-x));
     default: return tanh(x);
     }
 }
@@ -250,41 +275,67 @@ static tc_status cpu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fil
 
 /* ---- reductions ------------------------------------------------------------------ */
 
+/* One reduced line (r elements `step` bytes apart) of floating values. */
+static void reduce_line_f(tc__op op, tc_dtype it, const char *p, int64_t r, int64_t step,
+                          double *acc, int64_t *best)
+{
+    bool lo = op == TC__RED_MIN || op == TC__RED_ARGMIN;
+    double a = op == TC__RED_PROD ? 1.0 : 0.0;
+    int64_t b = 0;
+    for (int64_t j = 0; j < r; j++, p += step) {
+        double x = load_f(p, it);
+        if (op == TC__RED_SUM || op == TC__RED_MEAN)
+            a += x;
+        else if (op == TC__RED_PROD)
+            a *= x;
+        else if (j == 0 || (!isnan(a) && (isnan(x) || (lo ? x < a : x > a)))) {
+            a = x; /* the first extreme; the first NaN stays */
+            b = j;
+        }
+    }
+    *acc = a;
+    *best = b;
+}
+
+/* The same for bool and integers, wrapping as int64. */
+static void reduce_line_i(tc__op op, tc_dtype it, const char *p, int64_t r, int64_t step,
+                          int64_t *acc, int64_t *best)
+{
+    bool lo = op == TC__RED_MIN || op == TC__RED_ARGMIN;
+    uint64_t a = op == TC__RED_PROD ? 1 : 0;
+    int64_t b = 0;
+    for (int64_t j = 0; j < r; j++, p += step) {
+        int64_t x = load_i(p, it);
+        if (op == TC__RED_SUM)
+            a += (uint64_t)x;
+        else if (op == TC__RED_PROD)
+            a *= (uint64_t)x;
+        else if (j == 0 || (lo ? x < (int64_t)a : x > (int64_t)a)) {
+            a = (uint64_t)x;
+            b = j;
+        }
+    }
+    *acc = (int64_t)a;
+    *best = b;
+}
+
 static tc_status cpu_reduce(int device, tc__op op, tc_dtype it, tc_dtype ot, const void *in,
                             void *out, int64_t outer, int64_t r, int64_t inner)
 {
     size_t ies = tc_dtype_size(it), oes = tc_dtype_size(ot);
     bool fl = tc_dtype_is_floating(it);
+    bool index = op == TC__RED_ARGMAX || op == TC__RED_ARGMIN;
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t k = 0; k < inner; k++) {
             const char *base = (const char *)in + (o * r * inner + k) * (int64_t)ies;
             char *dst = (char *)out + (o * inner + k) * (int64_t)oes;
+            int64_t step = inner * (int64_t)ies, best = 0, iacc = 0;
             double facc = 0;
-            int64_t iacc = 0, best = 0;
-            for (int64_t j = 0; j < r; j++) {
-                const char *p = base + j * inner * (int64_t)ies;
-                if (fl) {
-                    double x = load_f(p, it);
-                    if (op == TC__RED_SUM || op == TC__RED_MEAN)
-                        facc += x;
-                    else if (j == 0 || isnan(x) ||
-                             (!isnan(facc) && (op == TC__RED_MIN ? x < facc : x > facc))) {
-                        if (j == 0 || !isnan(facc)) {
-                            facc = x;
-                            best = j;
-                        }
-                    }
-                } else {
-                    int64_t x = load_i(p, it);
-                    if (op == TC__RED_SUM)
-                        iacc = (int64_t)((uint64_t)iacc + (uint64_t)x);
-                    else if (j == 0 || (op == TC__RED_MIN ? x < iacc : x > iacc)) {
-                        iacc = x;
-                        best = j;
-                    }
-                }
-            }
-            if (op == TC__RED_ARGMAX)
+            if (fl)
+                reduce_line_f(op, it, base, r, step, &facc, &best);
+            else
+                reduce_line_i(op, it, base, r, step, &iacc, &best);
+            if (index)
                 store_i(dst, TC_INT64, best);
             else if (op == TC__RED_MEAN)
                 store_f(dst, ot, facc / (double)r);
@@ -297,6 +348,34 @@ static tc_status cpu_reduce(int device, tc__op op, tc_dtype it, tc_dtype ot, con
     return TC_OK;
 }
 
+/* ---- scans ---------------------------------------------------------------------- */
+
+static tc_status cpu_scan(int device, tc__op op, tc_dtype dt, const void *in, void *out,
+                          int64_t outer, int64_t r, int64_t inner)
+{
+    (void)op; /* TC__SCAN_CUMSUM */
+    int64_t es = (int64_t)tc_dtype_size(dt), step = inner * es;
+    bool fl = tc_dtype_is_floating(dt);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) {
+            int64_t at = (o * r * inner + k) * es;
+            const char *p = (const char *)in + at;
+            char *q = (char *)out + at;
+            double facc = 0;
+            uint64_t iacc = 0;
+            for (int64_t j = 0; j < r; j++, p += step, q += step) {
+                if (fl) {
+                    facc += load_f(p, dt);
+                    store_f(q, dt, facc);
+                } else {
+                    iacc += (uint64_t)load_i(p, dt);
+                    store_i(q, dt, (int64_t)iacc);
+                }
+            }
+        }
+    return TC_OK;
+}
+
 const tc__backend tc__cpu_backend = {
     .unary = cpu_unary,
     .binary = cpu_binary,
@@ -305,4 +384,5 @@ const tc__backend tc__cpu_backend = {
     .fill = cpu_fill,
     .reduce = cpu_reduce,
     .matmul = tc__cpu_matmul,
+    .scan = cpu_scan,
 };

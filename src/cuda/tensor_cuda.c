@@ -88,6 +88,13 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
     return st;
 }
 
+static tc_status cu_scan(int device, tc__op op, tc_dtype dt, const void *in, void *out,
+                         int64_t outer, int64_t r, int64_t inner)
+{
+    LAUNCH(device, "scan_kernel",
+           tc__k_scan(cs_, sms_of(device), op, dt, in, out, outer, r, inner));
+}
+
 const tc__backend tc__cuda_backend = {
     .unary = cu_unary,
     .binary = cu_binary,
@@ -96,6 +103,7 @@ const tc__backend tc__cuda_backend = {
     .fill = cu_fill,
     .reduce = cu_reduce,
     .matmul = tc__cuda_matmul,
+    .scan = cu_scan,
 };
 
 /* ---- copies across devices --------------------------------------------------------- */

@@ -156,6 +156,18 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
             TC_TRY(declare_dense(HOST, dev, "matmul", 3, p, by, d, w));                            \
         }                                                                                          \
         return BE->matmul(dev, dt, a, b, c, batch, m, n, k, sa, sb);                               \
+    }                                                                                              \
+    static tc_status P##scan(int dev, tc__op op, tc_dtype dt, const void *in, void *out,           \
+                             int64_t outer, int64_t r, int64_t inner)                              \
+    {                                                                                              \
+        if (tc__san_on()) {                                                                        \
+            const void *p[2] = {out, in};                                                          \
+            size_t b = (size_t)(outer * r * inner) * esz(dt), by[2] = {b, b};                      \
+            tc_dtype d[2] = {dt, dt};                                                              \
+            bool w[2] = {true, false};                                                             \
+            TC_TRY(declare_dense(HOST, dev, "scan kernel", 2, p, by, d, w));                       \
+        }                                                                                          \
+        return BE->scan(dev, op, dt, in, out, outer, r, inner);                                    \
     }
 
 SAN_WRAPPERS(d_, false, prev_be)
@@ -234,11 +246,13 @@ static void install(void)
     ops.copy = w_copy;
     if (cur->backend) {
         prev_be = cur->backend;
-        dev_be = (tc__backend){d_unary, d_binary, d_where, d_convert, d_fill, d_reduce, d_matmul};
+        dev_be = (tc__backend){d_unary, d_binary, d_where,  d_convert,
+                               d_fill,  d_reduce, d_matmul, d_scan};
         ops.backend = &dev_be;
     }
     prev_host = cur->host_backend ? cur->host_backend : &tc__cpu_backend;
-    host_be = (tc__backend){h_unary, h_binary, h_where, h_convert, h_fill, h_reduce, h_matmul};
+    host_be = (tc__backend){h_unary, h_binary, h_where,  h_convert,
+                            h_fill,  h_reduce, h_matmul, h_scan};
     ops.host_backend = &host_be;
     const tc__device_ops *was;
     tc__device_ops_install(&ops, &was);

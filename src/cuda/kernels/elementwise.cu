@@ -1,4 +1,5 @@
-/* Element-wise kernels: unary and binary arithmetic, comparisons and where.
+/* Element-wise kernels: unary and binary arithmetic and math, comparisons
+ * and where.
  *
  * One kernel template per arity, instantiated per element type; the operation
  * is a kernel argument (a uniform branch costs nothing next to the memory
@@ -23,6 +24,10 @@ template <typename C> __device__ __forceinline__ C binop(int op, C a, C b)
     case TC__OP_POW: return pow(a, b);
     case TC__OP_MAXIMUM: return (a != a || b != b) ? (C)NAN : a > b ? a : b;
     case TC__OP_MINIMUM: return (a != a || b != b) ? (C)NAN : a < b ? a : b;
+    case TC__OP_REMAINDER: { /* Python's %: fmod moved to the divisor's sign */
+        C m = fmod(a, b);
+        return (m != (C)0 && ((b < (C)0) != (m < (C)0))) ? m + b : m;
+    }
     case TC__OP_EQ: return a == b;
     case TC__OP_NE: return a != b;
     case TC__OP_LT: return a < b;
@@ -48,6 +53,20 @@ template <typename C> __device__ __forceinline__ C unop(int op, C x)
     case TC__OP_SQRT: return sqrt(x);
     case TC__OP_RELU: return (x > 0 || x != x) ? x : (C)0;
     case TC__OP_SIGMOID: return (C)1 / ((C)1 + exp(-x));
+    case TC__OP_RSQRT: return (C)1 / sqrt(x);
+    case TC__OP_SIN: return sin(x);
+    case TC__OP_COS: return cos(x);
+    case TC__OP_ERF: return erf(x);
+    case TC__OP_FLOOR: return floor(x);
+    case TC__OP_CEIL: return ceil(x);
+    case TC__OP_ROUND:
+        return rint(x); /* round to nearest, half to even */
+    /* gelu's constants as the CPU backend spells them: sqrt(1/2), sqrt(2/pi) */
+    case TC__OP_GELU: return (C)0.5 * x * ((C)1 + erf(x * (C)0.70710678118654752440));
+    case TC__OP_GELU_TANH:
+        return (C)0.5 * x *
+               ((C)1 + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
+    case TC__OP_SILU: return x / ((C)1 + exp(-x));
     default: return tanh(x);
     }
 }

@@ -1,4 +1,5 @@
-/* C launchers of the tensor kernels (elementwise.cu, copy.cu, reduce.cu).
+/* C launchers of the tensor kernels (elementwise.cu, copy.cu, reduce.cu,
+ * scan.cu).
  *
  * Each queues its kernels on `stream`, which belongs to the current device
  * (the caller, tensor_cuda.c, entered it with a device guard), and returns at
@@ -31,6 +32,11 @@ size_t tc__k_reduce_scratch(int sms, tc_dtype in_dtype, int64_t outer, int64_t r
 void tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype in_dtype, tc_dtype out_dtype,
                   const void *in, void *out, int64_t outer, int64_t r, int64_t inner,
                   void *scratch);
+
+/* Inclusive scan (TC__SCAN_CUMSUM) of contiguous in[outer, r, inner] over r
+ * into contiguous out, both of `dtype` (floating or int64). */
+void tc__k_scan(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype, const void *in, void *out,
+                int64_t outer, int64_t r, int64_t inner);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,13 @@
-/* Reduction kernels: sum, mean, max, min and argmax of a contiguous tensor
- * seen as [outer, r, inner], reduced over r.
+/* Reduction kernels: sum, mean, prod, max, min, argmax and argmin of a
+ * contiguous tensor seen as [outer, r, inner], reduced over r.
  *
  * inner == 1 (rows): blocks reduce slices of a row with warp shuffles; when
  * there are too few rows to fill the GPU, each row is split over several
  * blocks that write partial results to scratch memory, and a second launch
  * combines them. inner > 1 (columns): one thread per output walks r with
- * coalesced reads. Sums accumulate in float (int64 for integers, double for
- * float64); max/min propagate NaN; argmax keeps the first index. */
+ * coalesced reads. Sums and products accumulate in float (int64 for
+ * integers, wrapping; double for float64); max/min propagate NaN;
+ * argmax/argmin keep the first index. */
 #include "common.cuh"
 
 using namespace tck;
@@ -26,6 +27,13 @@ template <typename C> __device__ __forceinline__ Acc<C> combine(int op, Acc<C> a
         a.v = a.v + b.v;
         return a;
     }
+    if (op == TC__RED_PROD) {
+        if constexpr (std::is_integral<C>::value) /* wraps, as the CPU's */
+            a.v = (C)((unsigned long long)a.v * (unsigned long long)b.v);
+        else
+            a.v = a.v * b.v;
+        return a;
+    }
     if (b.idx < 0)
         return a;
     if (a.idx < 0)
@@ -36,14 +44,15 @@ template <typename C> __device__ __forceinline__ Acc<C> combine(int op, Acc<C> a
         return first;
     if (isnan_(second.v))
         return second;
-    bool take2 = op == TC__RED_MIN ? second.v < first.v : second.v > first.v;
+    bool lo = op == TC__RED_MIN || op == TC__RED_ARGMIN;
+    bool take2 = lo ? second.v < first.v : second.v > first.v;
     return take2 ? second : first;
 }
 
-template <typename C> __device__ __forceinline__ Acc<C> identity()
+template <typename C> __device__ __forceinline__ Acc<C> identity(int op)
 {
     Acc<C> a;
-    a.v = (C)0;
+    a.v = op == TC__RED_PROD ? (C)1 : (C)0;
     a.idx = -1;
     return a;
 }
@@ -66,7 +75,7 @@ template <typename C> __device__ Acc<C> block_reduce(int op, Acc<C> a)
     __syncthreads();
     int nw = (blockDim.x + 31) >> 5;
     if (warp == 0) {
-        a = identity<C>();
+        a = identity<C>(op);
         if (lane < nw) {
             a.v = sv[lane];
             a.idx = si[lane];
@@ -84,7 +93,7 @@ template <typename C> __device__ Acc<C> block_reduce(int op, Acc<C> a)
 template <typename T, typename C>
 __device__ __forceinline__ void finish(int op, Acc<C> a, i64 r, void *out, i64 at, int out_i64)
 {
-    if (op == TC__RED_ARGMAX)
+    if (op == TC__RED_ARGMAX || op == TC__RED_ARGMIN)
         ((i64 *)out)[at] = a.idx;
     else if (op == TC__RED_MEAN)
         store((T *)out + at, (C)(a.v / (C)r));
@@ -115,7 +124,7 @@ __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::typ
     i64 o = blockIdx.y, splits = gridDim.x;
     i64 team = splits * blockDim.x, g = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const T *row = in + o * r;
-    Acc<C> a = identity<C>();
+    Acc<C> a = identity<C>(op);
     i64 j = g;
     if (vec) {
         const Vec<T, N> *v = (const Vec<T, N> *)row;
@@ -184,7 +193,7 @@ __global__ void combine_kernel(const Acc<typename Compute<T>::type> *scratch, in
 {
     typedef typename Compute<T>::type C;
     i64 o = blockIdx.x;
-    Acc<C> a = identity<C>();
+    Acc<C> a = identity<C>(op);
     for (int s = threadIdx.x; s < splits; s += blockDim.x)
         a = combine(op, a, scratch[o * splits + s]);
     a = block_reduce(op, a);
@@ -201,7 +210,7 @@ __global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner,
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
         i64 o = i / inner, k = i % inner;
         const T *p = in + o * r * inner + k;
-        Acc<C> a = identity<C>();
+        Acc<C> a = identity<C>(op);
         for (i64 j = 0; j < r; j++) {
             Acc<C> b;
             b.v = load<C>(p + j * inner);

@@ -869,6 +869,32 @@ static void test_update(void)
     CHECK_OK(tc_graph_replay(g));
     check_scaled(&s, x, -0.5);
     CHECK_OK(tc_graph_destroy(g));
+
+    /* captured on a user stream that is destroyed afterwards (and another
+     * stream made, which may take its handle): the update captures on a
+     * stream of tcuda's and never touches the first one */
+    tc_stream *user, *other;
+    CHECK_OK(tc_stream_create(-1, 0, &user));
+    CHECK_OK(tc_graph_create(&g));
+    s.k = k1;
+    s.twice = false;
+    CHECK_OK(tc_synchronize(-1));
+    tc_stream_guard sg = tc_stream_guard_enter(user);
+    CHECK_OK(tc_graph_capture_begin(g, none, user, TC_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(run_scaled(&s));
+    CHECK_OK(tc_graph_capture_end(g));
+    tc_stream_guard_exit(&sg);
+    CHECK_OK(tc_stream_destroy(user));
+    CHECK_OK(tc_stream_create(-1, 0, &other));
+    s.k = k2;
+    CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
+    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(!tc_is_current_stream_capturing());
+    refill(s.x, x);
+    CHECK_OK(tc_graph_replay(g));
+    check_scaled(&s, x, -0.5);
+    CHECK_OK(tc_graph_destroy(g));
+    CHECK_OK(tc_stream_destroy(other));
     tc_tensor *all[] = {s.x, s.out, k1, k2, bad};
     for (int i = 0; i < 5; i++)
         tc_tensor_release(all[i]);

@@ -4,7 +4,8 @@
  * foreign files, concurrent writer processes), and the CPU path compiled by
  * the host compiler, compared bit for bit with the built-in ops
  * (tc_jit_check.h), including a second process that loads from the disk
- * cache and two threads that compile one function once. The CPU path needs
+ * cache, two threads that compile one function once, and two threads that
+ * compile two functions at once. The CPU path needs
  * a C++ compiler: without one those parts check the NOT_SUPPORTED answer. */
 #include <dirent.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/tensor_internal.h"
@@ -435,6 +437,55 @@ static int run_child(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Two threads compiling two different functions: each build waits in the
+ * test's hook until the other has started, which it can only do if no lock
+ * is held across a build (it once was: the table lock, around NVRTC). */
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hook_cv = PTHREAD_COND_INITIALIZER;
+static int hook_started, hook_alone;
+
+static void both_at_once(const char *key)
+{
+    (void)key;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&hook_mu);
+    hook_started++;
+    pthread_cond_broadcast(&hook_cv);
+    while (hook_started < 2)
+        if (pthread_cond_timedwait(&hook_cv, &hook_mu, &until) != 0)
+            break;
+    hook_alone += hook_started < 2; /* gave up: the other could not start */
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void test_compiles_at_once(void)
+{
+    unsigned long long r = (unsigned long long)(tc_test_rand() % 1000000);
+    char code[2][160];
+    for (int i = 0; i < 2; i++)
+        snprintf(code[i], sizeof code[i],
+                 "template <typename T> T both%d_%llu(T x, T y) { return x + y; }", i, r);
+    int before = tc__jit_compile_count();
+    tc__jit_test_build_hook = both_at_once;
+    pthread_t th[2];
+    int64_t n[1] = {64};
+    jc_thread_job jobs[2];
+    for (int i = 0; i < 2; i++)
+        jobs[i] = (jc_thread_job){code[i], jc_rand(cpu, TC_FLOAT32, 1, n), false};
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, jc_thread_call, &jobs[i]);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].ok);
+        tc_tensor_release(jobs[i].x);
+    }
+    tc__jit_test_build_hook = NULL;
+    CHECK(tc__jit_compile_count() - before == 2);
+    CHECK(hook_started == 2 && hook_alone == 0);
+}
+
 static void test_cpu_path(void)
 {
     if (tc__jit_host_compiler(NULL, NULL) != TC_OK) {
@@ -486,6 +537,7 @@ static void test_cpu_path(void)
         tc_tensor_release(jobs[i].x);
     }
     CHECK(tc__jit_compile_count() - before == 1);
+    test_compiles_at_once();
 
     /* a second process: the first run compiles (fresh cache), the second
      * loads from the disk cache; a corrupted entry is recompiled and replaced */
@@ -567,7 +619,7 @@ static tc_tensor *emu_add(const tc_tensor *a, const tc_tensor *b)
         return NULL;
     }
     tc__jit_args args;
-    tc__jit_args_fill(&args, &it, NULL, 0);
+    tc__jit_args_fill(&args, &it, NULL, 0, !it.contiguous);
     bool aligned = true;
     for (int k = 0; k < 3; k++)
         aligned &= (uintptr_t)it.data[k] % 16 == 0;
@@ -616,6 +668,75 @@ static void test_gpu_kernel_emulated(void)
     tc_tensor *rel[] = {a, b, c, ct, ref, ref2, out, out2};
     for (int i = 0; i < 8; i++)
         tc_tensor_release(rel[i]);
+}
+
+/* The argument block as the generated code declares it (compiled by the host
+ * compiler, the GPU kernel's source with the CUDA words emulated) has the
+ * size and layout tc__jit_args_fill packs: per variant, only the operands it
+ * has, and sizes and strides only in the strided class. */
+static void test_args_layout(void)
+{
+    CHECK(tc__jit_args_bytes(3, 1, false) == 64); /* x + alpha * y, dense: was 736 */
+    CHECK(tc__jit_args_bytes(3, 1, true) == 64 + 32 * 8);
+    if (tc__jit_host_compiler(NULL, NULL) != TC_OK)
+        return;
+    static const char probe[] =
+        "#include <stddef.h>\n"
+        "extern \"C\" __attribute__((visibility(\"default\"))) void tc_jit_host(const tcj_args "
+        "*a)\n{\n"
+        "    tcj_args *w = (tcj_args *)a;\n"
+        "    w->numel = sizeof(tcj_args);\n"
+        "    w->ndim = offsetof(tcj_args, data);\n"
+        "    w->flat = offsetof(tcj_args, scalars);\n"
+        "    w->pad = (tcj_i64)(a->scalars[NSC - 1] * 10);\n"
+        "}\n";
+    struct {
+        int n_in, n_out, ns;
+        bool by_ref, contiguous;
+    } v[] = {{2, 1, 1, false, true},
+             {2, 1, 1, false, false},
+             {2, 2, 0, true, true},
+             {1, 1, 3, false, false}};
+    const char *codes[] = {jc_axpy, jc_axpy, jc_sumdiff,
+                           "template <typename T> T f3(T x, T a, T b, T c) { return x; }"};
+    const char *names[] = {"axpy", "axpy", "sumdiff", "f3"};
+    for (int k = 0; k < 4; k++) {
+        tc__jit_spec sp = {codes[k],   names[k], TC_FLOAT32,  v[k].n_in,
+                           v[k].n_out, v[k].ns,  v[k].by_ref, v[k].contiguous};
+        char *kernel = tc__jit_source(&sp, true);
+        size_t n = strlen(emu_head) + strlen(kernel) + sizeof probe + 32;
+        char *src = malloc(n);
+        snprintf(src, n, "%s%s#define NSC %d\n%s", emu_head, kernel, v[k].ns > 0 ? v[k].ns : 1,
+                 probe);
+        void *so = NULL;
+        size_t size = 0;
+        tc__jit_host_fn f = NULL;
+        CHECK_OK(tc__jit_host_compile(src, &so, &size));
+        if (so)
+            CHECK_OK(tc__jit_host_load(so, size, &f));
+        free(so);
+        free(src);
+        free(kernel);
+        if (!f)
+            continue;
+        int nops = v[k].n_in + v[k].n_out;
+        tc__iter it;
+        int64_t sizes[2] = {3, 5};
+        tc__iter_init(&it, 2, sizes, nops);
+        for (int i = 0; i < nops; i++)
+            it.data[i] = (void *)(uintptr_t)(0x1000 * (i + 1));
+        double sc[3] = {1.5, 2.5, 3.5};
+        tc__jit_args args;
+        bool strided = !v[k].contiguous;
+        tc__jit_args_fill(&args, &it, sc, v[k].ns, strided);
+        size_t data_at = 32 + (strided ? (size_t)(1 + nops) * 64 : 0);
+        CHECK(args.packed[(data_at - 32) / 8 + 1] == 0x2000); /* operand 1's pointer */
+        f(&args);
+        CHECK((size_t)args.numel == tc__jit_args_bytes(nops, v[k].ns, strided));
+        CHECK((size_t)args.ndim == data_at);
+        CHECK((size_t)args.flat == data_at + 8 * (size_t)nops);
+        CHECK(args.pad == (v[k].ns > 0 ? (int64_t)(sc[v[k].ns - 1] * 10) : 0));
+    }
 }
 
 /* NVRTC needs no GPU: where it loads, every generated kernel (each dtype,
@@ -685,6 +806,7 @@ int main(void)
     test_disk_cache();
     test_cpu_path();
     test_gpu_kernel_emulated();
+    test_args_layout();
     test_nvrtc_compiles();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);

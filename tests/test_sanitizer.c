@@ -7,7 +7,8 @@
  * before a sync) is detected, and the same sequence correctly synchronized
  * (event record/wait, wait_stream, stream/event/device synchronize,
  * record_stream, transitive orders) is silent. Error mode refuses and records
- * nothing. 10^6 random accesses keep the state bounded.
+ * nothing, for a whole graph replay too. A graph-pool block released after a
+ * replay on another stream is no reuse-after-free. 10^6 random accesses keep the state bounded.
  *
  * Part 2 runs real tensor operations on a fake "CUDA" device installed on the
  * device seam below the sanitizer (its memory is host memory, its kernels the
@@ -142,6 +143,62 @@ static void test_graph_capture(void)
     CHECK(tc__san_capture_end(0, S3) == NULL); /* no capture underway */
     tc__san_device_sync(0);
     drop(m);
+}
+
+/* A block of a graph's private pool (allocated on the capturing stream),
+ * written by replays on another stream and then released: the free hands it
+ * to no stream (only a later capture into the pool reuses it, and that
+ * graph's replays are checked as they run), so it is no reuse-after-free.
+ * It once was reported so (TCUDA_SANITIZER=1 on tests/test_graph.c). The
+ * same use of a block made outside capture still is. */
+static void test_graph_pool_free(void)
+{
+    tc__san_capture_begin(0, S3);
+    void *m = region(S3); /* from the graph's pool */
+    CHECK_OK(wr(S3, m, BYTES));
+    tc__san_recording *rec = tc__san_capture_end(0, S3);
+    CHECK(rec != NULL);
+    CHECK_OK(tc__san_replay(rec, 0, S1)); /* the replay writes m on S1 */
+    CHECK(reports() == 0);
+    drop(m); /* released without any sync with S1 */
+    CHECK(reports() == 0 && tc__san_watched() == 0);
+    /* made outside capture on S3, written by S1 and released: reported */
+    m = region(S3);
+    CHECK_OK(wr(S1, m, BYTES));
+    drop(m);
+    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE);
+    tc__san_recording_free(rec);
+    tc__san_device_sync(0);
+}
+
+/* Error mode: a replay whose second operation races is refused as a whole;
+ * its first operation (no race of its own) is not recorded either, so the
+ * state is as if the replay had not been asked for. */
+static void test_replay_refused_whole(void)
+{
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    void *a = region(DEF), *b = region(DEF);
+    tc__san_capture_begin(0, S3);
+    CHECK_OK(wr(S3, a, BYTES)); /* op 1: writes a */
+    CHECK_OK(wr(S3, b, BYTES)); /* op 2: writes b */
+    tc__san_recording *rec = tc__san_capture_end(0, S3);
+    CHECK_OK(rd(S2, b, BYTES)); /* S2 reads b; nothing orders S1 after it */
+    CHECK_STATUS(tc__san_replay(rec, 0, S1), TC_ERROR_RACE);
+    CHECK(strstr(tc_last_error(), "write-after-read") && strstr(tc_last_error(), "writer"));
+    reports();
+    /* op 1 was not recorded: S2 reading a without waiting for S1 is fine */
+    CHECK_OK(rd(S2, a, BYTES));
+    CHECK(reports() == 0);
+    /* ordered, the replay goes through and records both */
+    tc__san_stream_wait_stream(0, S1, 0, S2);
+    CHECK_OK(tc__san_replay(rec, 0, S1));
+    CHECK_STATUS(rd(S2, a, BYTES), TC_ERROR_RACE);
+    reports();
+    tc__san_recording_free(rec);
+    tc__san_device_sync(0);
+    drop(a);
+    drop(b);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
 }
 
 static void test_write_after_read(void)
@@ -665,6 +722,8 @@ int main(int argc, char **argv)
     test_read_after_write();
     test_write_after_read();
     test_graph_capture();
+    test_graph_pool_free();
+    test_replay_refused_whole();
     test_write_after_write();
     test_transitive_and_ranges();
     test_reuse_after_free();

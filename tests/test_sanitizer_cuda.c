@@ -9,8 +9,9 @@
  *      (fixed by a stream synchronize);
  * plus error mode (the reading call fails with TC_ERROR_RACE and writes
  * nothing), a user kernel declared with tc_sanitizer_access, a jiterator
- * kernel on a side stream, and a plain
- * one-stream program that reports nothing. Needs a GPU (exit 77 without). */
+ * kernel on a side stream, a plain one-stream program that reports nothing,
+ * and graph replays (a graph-pool tensor released after replays on another
+ * stream is silent; a racing replay in error mode is refused). Needs a GPU (exit 77 without). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -287,6 +288,52 @@ static void test_one_stream_silent(void)
     CHECK(reports() == 0);
 }
 
+/* A graph's pool tensor, written by replays on the default stream, then
+ * released: the pool hands it to no stream, so no report (it was once a
+ * reuse-after-free on the capture stream, under TCUDA_SANITIZER=1). A
+ * replay racing an unsynchronized read is reported; in error mode the
+ * replay is refused and nothing of it recorded. */
+static void test_graph_replay(tc_stream *side)
+{
+    tc_tensor *x = NULL, *y = NULL;
+    CHECK_OK(tc_tensor_full(1, (int64_t[]){N}, 2.0, TC_FLOAT32, GPU, &x));
+    CHECK_OK(tc_synchronize(-1));
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_create(&g));
+    tc_mempool_id none = {0};
+    tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
+    CHECK_OK(gd.status);
+    CHECK_OK(tc_tensor_mul(x, x, &y)); /* y from the graph's pool */
+    CHECK_OK(tc_graph_capture_guard_exit(&gd));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(tc_graph_replay(g)); /* on the default stream */
+    CHECK(reports() == 0);
+    /* a side stream writes x (after the replays), and the next replay reads
+     * it without waiting for the side stream */
+    tc_tensor *three = NULL;
+    CHECK_OK(tc_tensor_full(1, (int64_t[]){N}, 3.0, TC_FLOAT32, GPU, &three));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    tc_stream_guard sg = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_copy_(x, three, false));
+    tc_stream_guard_exit(&sg);
+    CHECK(reports() == 0);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_STATUS(tc_graph_replay(g), TC_ERROR_RACE);
+    CHECK(strstr(tc_last_error(), "read-after-write") != NULL);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    reports();
+    CHECK_OK(tc_stream_wait_stream(tc_current_stream(-1), side));
+    CHECK_OK(tc_graph_replay(g));
+    CHECK(host_sum(y) == 9.0 * N);
+    CHECK_OK(tc_graph_replay(g));
+    CHECK_OK(tc_graph_destroy(g));
+    tc_tensor_release(y); /* written on the default stream, unsynchronized */
+    tc_tensor_release(x);
+    tc_tensor_release(three);
+    CHECK(reports() == 0);
+    CHECK_OK(tc_synchronize(-1));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -302,8 +349,10 @@ int main(void)
     test_user_kernel(side);
     test_jiterator(side);
     test_one_stream_silent();
+    test_graph_replay(side);
     printf("reports: %llu\n", (unsigned long long)(tc_sanitizer_report_count() - before));
-    CHECK(tc_sanitizer_report_count() - before == 6); /* 5 in report mode, 1 in error mode */
+    /* 5 in report mode, 2 in error mode */
+    CHECK(tc_sanitizer_report_count() - before == 7);
     CHECK_OK(tc_synchronize(-1));
     CHECK_OK(tc_stream_destroy(side));
     return TC_TEST_DONE();

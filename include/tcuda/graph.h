@@ -148,13 +148,16 @@ typedef enum tc_graph_update_result {
     TC_GRAPH_REINSTANTIATED = 1    /* topology changed: the graph was instantiated again */
 } tc_graph_update_result;
 
-/* Captures `fn(ctx)` again on the graph's capture stream, pool and mode (the
- * stream is made current while fn runs), and replaces the captured work
- * with it: in place through cudaGraphExecUpdate when the topology matches
- * (kernel parameters, addresses and sizes may change), else by
- * instantiating the new graph; *how says which. If fn or the capture fails,
- * the graph keeps its previous work and the error is returned.
- * TC_ERROR_INVALID_STATE unless the graph was captured. */
+/* Captures `fn(ctx)` again in the graph's pool and mode, on a stream tcuda
+ * keeps per device for updates (made current while fn runs; the stream of
+ * the first capture is not used and may have been destroyed), and replaces
+ * the captured work with it: in place through cudaGraphExecUpdate when the
+ * topology matches (kernel parameters, addresses and sizes may change), else
+ * by instantiating the new graph; *how says which. If fn or the capture
+ * fails, the graph keeps its previous work and the error is returned.
+ * Updates of graphs of one device run one at a time (fn must not update a
+ * graph of the same device). TC_ERROR_INVALID_STATE unless the graph was
+ * captured. */
 TCUDA_API tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx,
                                     tc_graph_update_result *how);
 

@@ -16,10 +16,12 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
 {
     return none();
 }
-tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **function)
+tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,
+                            void **function)
 {
     return none();
 }
+void tc__jit_cuda_unload(int device, void *module) {}
 tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
 {
     return none();

@@ -1,18 +1,18 @@
 /* Segment providers for the caching allocator: cudaMalloc, CUDA virtual
  * memory (expandable segments), and pinned host memory (cudaHostAlloc), plus
  * the CUDA events the allocator records on streams that used a freed block.
- * Virtual-memory calls are driver functions found through
- * cudaGetDriverEntryPointByVersion, so libcuda is never linked: a machine
- * without a driver still loads tcuda. Each device provider's ctx is the device
- * index (as intptr_t); every call switches to that device and back. */
+ * Virtual-memory calls are driver functions from driver_api.c's table, so
+ * libcuda is never linked: a machine without a driver still loads tcuda.
+ * Each device provider's ctx is the device index (as intptr_t); every call
+ * switches to that device and back. */
 #include <cuda.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../alloc/alloc.h"
 #include "alloc_providers.h"
 #include "cuda_internal.h"
+#include "driver_api.h"
 #include "graph_internal.h"
 
 static tc_status oom_or_fail(cudaError_t err, const char *what)
@@ -98,64 +98,6 @@ static void ev_destroy(void *ctx, void *e)
 
 /* ---- expandable segments through the driver's virtual memory API ------------ */
 
-typedef CUresult (*pf_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-typedef CUresult (*pf_free_va)(CUdeviceptr, size_t);
-typedef CUresult (*pf_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                              unsigned long long);
-typedef CUresult (*pf_release)(CUmemGenericAllocationHandle);
-typedef CUresult (*pf_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                           unsigned long long);
-typedef CUresult (*pf_unmap)(CUdeviceptr, size_t);
-typedef CUresult (*pf_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-typedef CUresult (*pf_gran)(size_t *, const CUmemAllocationProp *,
-                            CUmemAllocationGranularity_flags);
-
-static struct {
-    int state; /* 0 not tried, 1 ok, 2 missing */
-    pf_reserve reserve;
-    pf_free_va free_va;
-    pf_create create;
-    pf_release release;
-    pf_map map;
-    pf_unmap unmap;
-    pf_access access;
-    pf_gran gran;
-} vm;
-static pthread_mutex_t vm_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static tc_status vm_load(void)
-{
-    pthread_mutex_lock(&vm_mu);
-    if (vm.state == 0) {
-        static const char *names[] = {"cuMemAddressReserve",
-                                      "cuMemAddressFree",
-                                      "cuMemCreate",
-                                      "cuMemRelease",
-                                      "cuMemMap",
-                                      "cuMemUnmap",
-                                      "cuMemSetAccess",
-                                      "cuMemGetAllocationGranularity"};
-        void **slots[] = {(void **)&vm.reserve, (void **)&vm.free_va, (void **)&vm.create,
-                          (void **)&vm.release, (void **)&vm.map,     (void **)&vm.unmap,
-                          (void **)&vm.access,  (void **)&vm.gran};
-        vm.state = 1;
-        for (int i = 0; i < 8; i++) {
-            enum cudaDriverEntryPointQueryResult q;
-            if (cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
-                                                 &q) != cudaSuccess ||
-                q != cudaDriverEntryPointSuccess || !*slots[i])
-                vm.state = 2;
-        }
-    }
-    int st = vm.state;
-    pthread_mutex_unlock(&vm_mu);
-    if (st != 1)
-        return tc__fail(TC_ERROR_NOT_SUPPORTED,
-                        "expandable_segments: the driver does not "
-                        "provide CUDA's virtual memory functions (cuMemCreate, cuMemMap, ...)");
-    return TC_OK;
-}
-
 static CUmemAllocationProp vm_prop(int device)
 {
     CUmemAllocationProp p;
@@ -171,7 +113,7 @@ static tc_status vm_reserve(void *ctx, size_t size, void **out)
     CUdeviceptr p = 0;
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx)); /* driver calls need a context */
     TC_TRY(g.status);
-    CUresult r = vm.reserve(&p, size, 0, 0, 0);
+    CUresult r = tc__driver()->mem_address_reserve(&p, size, 0, 0, 0);
     tc_device_guard_exit(&g);
     if (r != CUDA_SUCCESS)
         return TC_ERROR_OUT_OF_MEMORY;
@@ -190,20 +132,21 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
     CUdeviceptr base = (CUdeviceptr)(uintptr_t)addr;
     CUmemGenericAllocationHandle h;
     tc_status st = TC_ERROR_OUT_OF_MEMORY;
+    const tc__driver_api *vm = tc__driver();
     enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
-    if (vm.create(&h, size, &prop, 0) == CUDA_SUCCESS) {
-        CUresult r = vm.map(base, size, 0, h, 0);
-        vm.release(h); /* the mapping keeps the memory */
+    if (vm->mem_create(&h, size, &prop, 0) == CUDA_SUCCESS) {
+        CUresult r = vm->mem_map(base, size, 0, h, 0);
+        vm->mem_release(h); /* the mapping keeps the memory */
         if (r == CUDA_SUCCESS) {
             CUmemAccessDesc acc;
             memset(&acc, 0, sizeof acc);
             acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
             acc.location.id = d;
             acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            if (vm.access(base, size, &acc, 1) == CUDA_SUCCESS)
+            if (vm->mem_set_access(base, size, &acc, 1) == CUDA_SUCCESS)
                 st = TC_OK;
             else
-                (void)vm.unmap(base, size);
+                (void)vm->mem_unmap(base, size);
         }
     }
     tc__graph_relaxed_end(m);
@@ -219,14 +162,14 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
 static void vm_unmap(void *ctx, void *addr, size_t size)
 {
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
-    (void)vm.unmap((CUdeviceptr)(uintptr_t)addr, size);
+    (void)tc__driver()->mem_unmap((CUdeviceptr)(uintptr_t)addr, size);
     tc_device_guard_exit(&g);
 }
 
 static void vm_unreserve(void *ctx, void *addr, size_t size)
 {
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
-    (void)vm.free_va((CUdeviceptr)(uintptr_t)addr, size);
+    (void)tc__driver()->mem_address_free((CUdeviceptr)(uintptr_t)addr, size);
     tc_device_guard_exit(&g);
 }
 
@@ -238,7 +181,10 @@ size_t tc__vm_granularity(int device)
     if (!cached[device]) {
         CUmemAllocationProp prop = vm_prop(device);
         size_t g = 0;
-        if (vm.gran && vm.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS)
+        const tc__driver_api *vm = tc__driver();
+        if (vm->mem_get_allocation_granularity &&
+            vm->mem_get_allocation_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+                CUDA_SUCCESS)
             g = 0;
         if (g < ((size_t)2 << 20))
             g = (size_t)2 << 20;
@@ -261,7 +207,10 @@ tc_status tc__device_provider(int device, bool expandable, tc__seg_provider *p)
     p->event_destroy = ev_destroy;
     p->free_waits = true; /* cudaFree waits for the device */
     if (expandable) {
-        TC_TRY(vm_load());
+        const tc__driver_api *vm;
+        TC_TRY(tc__driver_need(
+            TC__DRV_VMM, "expandable_segments (CUDA virtual memory: cuMemCreate, cuMemMap, ...)",
+            &vm));
         p->granularity = tc__vm_granularity(device);
         p->reserve = vm_reserve;
         p->map = vm_map;

@@ -2,8 +2,11 @@
  * in-place updates (include/tcuda/graph.h).
  *
  * A tc_graph is EMPTY, CAPTURING or CAPTURED. Capture is CUDA stream capture
- * on a stream tcuda made (never the legacy default stream), plus three things
- * set up around it and undone, in reverse, when it ends or fails:
+ * on a stream tcuda made (never the legacy default stream), plus four things
+ * set up before cudaStreamBeginCapture (so that no allocation, draw, sync
+ * call or access on the stream can fall between the capture's start and
+ * their watch) and undone, in reverse, after cudaStreamEndCapture or when
+ * the start fails:
  * - memory: the caching allocator routes every allocation on the capturing
  *   stream to the graph's private pool (tc__device_pool_begin/end). Pools
  *   are reference-counted here, one reference per graph that captured into
@@ -18,14 +21,21 @@
  *   the first capture; while captures are underway it refuses the calls the
  *   capture mode forbids and marks those captures invalidated, so that
  *   capture_end reports the call and leaves the graph empty.
+ * - the stream sanitizer (src/debug) records the accesses queued on the
+ *   stream, to check them at each replay.
  * Captures underway are kept in a list under cap_mu (the sync check reads
- * it from any thread); tc__graph_captures counts them for the fast paths.
+ * it from any thread, and marks captures invalidated under it; a capture's
+ * own thread reads that mark as it leaves the list, under cap_mu too);
+ * tc__graph_captures counts them for the fast paths.
  * Segments the allocator gives back meanwhile (a released pool's, another
  * device's) are not cudaFree'd, which would synchronize: they wait in a list
  * until the last capture ends. The caching allocator itself takes no memory
  * back while a private pool is active (src/alloc), and cudaMalloc runs in
  * relaxed mode (alloc_providers.c), as in PyTorch.
  * The cudaGraph_t is kept after instantiation, for debug dumps and updates.
+ * An update captures on a stream tcuda keeps per device for updates, never
+ * on the stream of the first capture: the user may have destroyed that one
+ * since (and its handle may now name another stream).
  * Every handle goes through tc__handle_check; destroyed graphs and callables
  * are parked in handle pools. */
 #include <errno.h>
@@ -54,17 +64,16 @@ struct tc_graph {
     int state;
     int device;
     tc_capture_mode mode;
-    tc_stream *stream; /* the capture stream as given (for updates) */
-    cudaStream_t cs;   /* its CUDA handle */
-    pthread_t thread;  /* the capturing thread */
+    cudaStream_t cs;  /* the CUDA handle of the capture stream, while capturing */
+    pthread_t thread; /* the capturing thread */
     uint64_t pool_user, pool_alloc;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     tc_generator *gen; /* registered with the capture, or NULL */
     uint64_t *gen_buf;
     uint64_t gen_blocks;
-    bool invalidated;
-    char why[512];
+    bool invalidated;       /* while in the list, under cap_mu */
+    char why[512];          /* likewise */
     struct tc_graph *next;  /* captures underway */
     tc__san_recording *san; /* the stream sanitizer's record of the capture */
 };
@@ -294,11 +303,16 @@ static void flush_deferred(deferred *list, size_t n)
     free(list);
 }
 
-static void list_remove(tc_graph *g)
+/* Takes g out of the captures underway; returns whether a sync call
+ * invalidated it, and its reason into why[sizeof g->why] (when not NULL). */
+static bool list_remove(tc_graph *g, char *why)
 {
     deferred *list = NULL;
     size_t n = 0;
     pthread_mutex_lock(&cap_mu);
+    bool invalidated = g->invalidated;
+    if (why)
+        memcpy(why, g->why, sizeof g->why);
     for (tc_graph **p = &capturing; *p; p = &(*p)->next)
         if (*p == g) {
             *p = g->next;
@@ -314,40 +328,41 @@ static void list_remove(tc_graph *g)
     }
     pthread_mutex_unlock(&cap_mu);
     flush_deferred(list, n);
+    return invalidated;
 }
 
-/* Starts CUDA stream capture on g->cs (device, stream, mode, pool set).
- * On failure everything set up here is undone. */
+/* Starts CUDA stream capture on g->cs (device, stream, mode, pool set):
+ * first the generator, the sync check's list and the sanitizer's recording,
+ * then the capture itself. On failure everything set up here is undone. */
 static tc_status start(tc_graph *g)
 {
     pthread_once(&hook_once, install_hook);
     g->gen = NULL;
     g->invalidated = false;
     g->why[0] = '\0';
-    tc_status st = gen_begin(g);
-    if (st != TC_OK)
-        return st;
+    g->thread = pthread_self();
+    TC_TRY(gen_begin(g));
+    list_add(g);
+    if (tc__san_on())
+        tc__san_capture_begin(g->device, (void *)g->cs);
     tc_device_guard dg = tc_device_guard_enter(g->device);
-    if (dg.status != TC_OK)
-        st = dg.status;
-    else {
+    tc_status st = dg.status;
+    if (st == TC_OK) {
         cudaError_t err = cudaStreamBeginCapture(g->cs, cuda_mode(g->mode));
         tc_device_guard_exit(&dg);
         if (err != cudaSuccess)
             st = tc__cuda_fail(err, "cudaStreamBeginCapture", __FILE__, __LINE__);
     }
-    if (st != TC_OK && g->gen) {
+    if (st == TC_OK)
+        return TC_OK;
+    tc__san_recording_free(tc__san_capture_end(g->device, (void *)g->cs));
+    (void)list_remove(g, NULL);
+    if (g->gen) {
         uint64_t unused;
         (void)tc__generator_capture_end(g->gen, &unused);
         g->gen = NULL;
     }
-    if (st != TC_OK)
-        return st;
-    g->thread = pthread_self();
-    list_add(g);
-    if (tc__san_on())
-        tc__san_capture_begin(g->device, (void *)g->cs);
-    return TC_OK;
+    return st;
 }
 
 /* Ends CUDA stream capture and the pool routing; *out gets the graph and
@@ -360,24 +375,25 @@ static tc_status finish(tc_graph *g, cudaGraph_t *out, uint64_t *blocks, tc__san
     cudaError_t err = cudaStreamEndCapture(g->cs, &graph);
     tc_device_guard_exit(&dg);
     tc__san_recording *rec = tc__san_capture_end(g->device, (void *)g->cs);
-    if (san && err == cudaSuccess && !g->invalidated)
+    char why[sizeof g->why];
+    bool invalidated = list_remove(g, why);
+    if (san && err == cudaSuccess && !invalidated)
         *san = rec;
     else
         tc__san_recording_free(rec);
-    list_remove(g);
     (void)tc__device_pool_end(g->device, g->cs);
     *blocks = 0;
     if (g->gen)
         (void)tc__generator_capture_end(g->gen, blocks);
-    if (g->invalidated || err != cudaSuccess) {
+    if (invalidated || err != cudaSuccess) {
         if (graph)
             (void)cudaGraphDestroy(graph);
-        if (g->invalidated) {
+        if (invalidated) {
             (void)cudaGetLastError();
             return tc__fail(TC_ERROR_INVALID_STATE,
                             "the capture was invalidated by %s, which cannot run during capture; "
                             "the graph is empty again",
-                            g->why);
+                            why);
         }
         tc_status st = tc__cuda_fail(err, "cudaStreamEndCapture", __FILE__, __LINE__);
         char msg[768];
@@ -479,7 +495,6 @@ tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream 
     TC_TRY(pool_enter(user, s->device, s->handle, &alloc));
     graph->device = s->device;
     graph->mode = mode;
-    graph->stream = s;
     graph->cs = s->handle;
     graph->pool_user = user;
     graph->pool_alloc = alloc;
@@ -663,12 +678,47 @@ bool tc_is_current_stream_capturing(void)
     return cst == cudaStreamCaptureStatusActive;
 }
 
+/* ---- streams of tcuda's own --------------------------------------------- */
+
+static pthread_mutex_t side_mu = PTHREAD_MUTEX_INITIALIZER;
+static tc_stream *side_streams[TC_MAX_DEVICES], *update_streams[TC_MAX_DEVICES];
+
+/* The stream of `slots` for device d, made on first use and never destroyed
+ * (slots: side_streams, for captures by the guard and graphed callables, or
+ * update_streams, for updates). */
+static tc_status own_stream(tc_stream **slots, int d, tc_stream **out)
+{
+    pthread_mutex_lock(&side_mu);
+    tc_status st = TC_OK;
+    if (!slots[d])
+        st = tc_stream_create(d, 0, &slots[d]);
+    tc_stream *s = slots[d];
+    pthread_mutex_unlock(&side_mu);
+    if (st == TC_OK)
+        *out = s;
+    return st;
+}
+
+static tc_status side_stream(int d, tc_stream **out) { return own_stream(side_streams, d, out); }
+
 /* ---- updates ------------------------------------------------------------ */
 
-/* Runs fn on the capture stream, captured; *out gets the new graph. */
-static tc_status recapture(tc_graph *g, tc_graph_fn fn, void *ctx, cudaGraph_t *out,
-                           uint64_t *blocks, tc__san_recording **san)
+/* Updates of graphs of one device take turns on its update stream (a stream
+ * captures one thing at a time). */
+static pthread_mutex_t update_mu[TC_MAX_DEVICES];
+static pthread_once_t update_once = PTHREAD_ONCE_INIT;
+static void update_mu_init(void)
 {
+    for (int d = 0; d < TC_MAX_DEVICES; d++)
+        pthread_mutex_init(&update_mu[d], NULL);
+}
+
+/* Runs fn on `stream` (the device's update stream), captured into g's pool
+ * in g's mode; *out gets the new graph. */
+static tc_status recapture(tc_graph *g, tc_stream *stream, tc_graph_fn fn, void *ctx,
+                           cudaGraph_t *out, uint64_t *blocks, tc__san_recording **san)
+{
+    g->cs = stream->handle;
     TC_TRY(tc__device_pool_begin(g->device, g->pool_alloc, g->cs));
     tc_generator *old_gen = g->gen; /* the previous capture's, for its replays */
     tc_status st = start(g);
@@ -677,7 +727,7 @@ static tc_status recapture(tc_graph *g, tc_graph_fn fn, void *ctx, cudaGraph_t *
         g->gen = old_gen;
         return st;
     }
-    tc_stream_guard sg = tc_stream_guard_enter(g->stream);
+    tc_stream_guard sg = tc_stream_guard_enter(stream);
     st = sg.status == TC_OK ? fn(ctx) : sg.status;
     tc_stream_guard_exit(&sg);
     char msg[1024];
@@ -704,11 +754,16 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     TC_CHECK_ARG(how, "how is NULL");
     if (graph->state != G_CAPTURED)
         return not_captured(graph);
-    TC_TRY(tc__handle_check(graph->stream, TC_STREAM_MAGIC, "capture stream"));
+    tc_stream *us;
+    TC_TRY(own_stream(update_streams, graph->device, &us));
     cudaGraph_t cg = NULL;
     uint64_t blocks = 0;
     tc__san_recording *san = NULL;
-    TC_TRY(recapture(graph, fn, ctx, &cg, &blocks, &san));
+    pthread_once(&update_once, update_mu_init);
+    pthread_mutex_lock(&update_mu[graph->device]);
+    tc_status rst = recapture(graph, us, fn, ctx, &cg, &blocks, &san);
+    pthread_mutex_unlock(&update_mu[graph->device]);
+    TC_TRY(rst);
     cudaGraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
     tc_device_guard dg = tc_device_guard_enter(graph->device);
@@ -738,21 +793,6 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
 }
 
 /* ---- the guard ---------------------------------------------------------- */
-
-static pthread_mutex_t side_mu = PTHREAD_MUTEX_INITIALIZER;
-static tc_stream *side_streams[TC_MAX_DEVICES];
-
-/* The side stream tcuda keeps for captures on device d (never destroyed). */
-static tc_status side_stream(int d, tc_stream **out)
-{
-    pthread_mutex_lock(&side_mu);
-    tc_status st = TC_OK;
-    if (!side_streams[d])
-        st = tc_stream_create(d, 0, &side_streams[d]);
-    *out = side_streams[d];
-    pthread_mutex_unlock(&side_mu);
-    return st;
-}
 
 tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_mempool_id pool,
                                                     tc_stream *stream, tc_capture_mode mode)

@@ -25,6 +25,7 @@
 #include "core/ipc_handle.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "driver_api.h"
 #include "ipc_internal.h"
 
 typedef struct sent {
@@ -63,29 +64,19 @@ static void remove_files_at_exit(void)
     pthread_mutex_unlock(&lock);
 }
 
-typedef int (*addr_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
-
 /* The CUDA allocation containing `p`: its base. */
 static tc_status allocation_base(void *p, void **base)
 {
-    static addr_range_fn fn;
-    if (!fn) {
-        enum cudaDriverEntryPointQueryResult q;
-        void *f = NULL;
-        TC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000,
-                                                       cudaEnableDefault, &q));
-        if (!f || q != cudaDriverEntryPointSuccess)
-            return tc__fail(TC_ERROR_NOT_SUPPORTED, "the driver lacks cuMemGetAddressRange");
-        fn = (addr_range_fn)f;
-    }
-    unsigned long long b = 0;
+    const tc__driver_api *drv;
+    TC_TRY(tc__driver_need(TC__DRV_ADDRESS_RANGE, "sharing a tensor between processes", &drv));
+    CUdeviceptr b = 0;
     size_t size = 0;
-    int r = fn(&b, &size, (unsigned long long)(uintptr_t)p);
-    if (r != 0)
+    CUresult r = drv->mem_get_address_range(&b, &size, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "the tensor's memory is not a CUDA allocation that can be shared "
                         "(cuMemGetAddressRange error %d)",
-                        r);
+                        (int)r);
     *base = (void *)(uintptr_t)b;
     return TC_OK;
 }

@@ -1,9 +1,7 @@
 /* jiterator's GPU half: NVRTC (loaded at run time through tc__dynlib) turns
  * the generated source into a cubin for the device's own architecture, and
- * the driver API (its entry points found through
- * cudaGetDriverEntryPointByVersion, as alloc_providers.c does, so libcuda is
- * never linked) loads it into the device's primary context and launches it
- * on the current stream.
+ * the driver API (driver_api.c's table, so libcuda is never linked) loads it
+ * into the device's primary context and launches it on the current stream.
  *
  * Driver calls act on the calling thread's current context: every one here
  * runs after cudaSetDevice(device), which (CUDA 12 and later) makes the
@@ -17,6 +15,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "driver_api.h"
 #include "jit/jit_internal.h"
 
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
@@ -166,60 +165,20 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
 
 /* ---- the driver --------------------------------------------------------------------- */
 
-typedef CUresult (*pf_load)(CUmodule *, const void *);
-typedef CUresult (*pf_getfn)(CUfunction *, CUmodule, const char *);
-typedef CUresult (*pf_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, unsigned, CUstream, void **, void **);
-typedef CUresult (*pf_unload)(CUmodule);
-
-static struct {
-    pf_load load;
-    pf_getfn getfn;
-    pf_launch launch;
-    pf_unload unload;
-    int state; /* 0 not tried, 1 ok, 2 missing */
-} drv;
-static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static tc_status driver_load(void)
-{
-    if (__atomic_load_n(&drv.state, __ATOMIC_ACQUIRE) == 1)
-        return TC_OK;
-    pthread_mutex_lock(&drv_lock);
-    if (drv.state == 0) {
-        static const char *const names[] = {"cuModuleLoadData", "cuModuleGetFunction",
-                                            "cuLaunchKernel", "cuModuleUnload"};
-        void **slots[] = {(void **)&drv.load, (void **)&drv.getfn, (void **)&drv.launch,
-                          (void **)&drv.unload};
-        int state = 1;
-        for (int i = 0; i < 4; i++) {
-            enum cudaDriverEntryPointQueryResult q;
-            if (cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
-                                                 &q) != cudaSuccess ||
-                q != cudaDriverEntryPointSuccess || !*slots[i])
-                state = 2;
-        }
-        (void)cudaGetLastError();
-        __atomic_store_n(&drv.state, state, __ATOMIC_RELEASE);
-    }
-    int st = drv.state;
-    pthread_mutex_unlock(&drv_lock);
-    if (st != 1)
-        return tc__fail(TC_ERROR_NOT_SUPPORTED,
-                        "the CUDA driver does not provide cuModuleLoadData / cuLaunchKernel");
-    return TC_OK;
-}
-
 static tc_status drv_fail(CUresult r, const char *what)
 {
     return tc__fail(r == CUDA_ERROR_OUT_OF_MEMORY ? TC_ERROR_OUT_OF_MEMORY : TC_ERROR_CUDA,
                     "%s failed with CUDA driver error %d", what, (int)r);
 }
 
-tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **function)
+static const char modules[] = "jiterator (cuModuleLoadData, cuLaunchKernel, ...)";
+
+tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,
+                            void **function)
 {
     (void)size;
-    TC_TRY(driver_load());
+    const tc__driver_api *drv;
+    TC_TRY(tc__driver_need(TC__DRV_MODULE, modules, &drv));
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);
     tc_status st = TC_OK;
@@ -229,16 +188,28 @@ tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **f
     CUresult r = CUDA_SUCCESS;
     if (err != cudaSuccess)
         st = tc__cuda_fail(err, "cudaSetDevice", __FILE__, __LINE__);
-    else if ((r = drv.load(&mod, cubin)) != CUDA_SUCCESS)
+    else if ((r = drv->module_load_data(&mod, cubin)) != CUDA_SUCCESS)
         st = drv_fail(r, "cuModuleLoadData (the cached or compiled cubin)");
-    else if ((r = drv.getfn(&f, mod, "tc_jit_kernel")) != CUDA_SUCCESS) {
+    else if ((r = drv->module_get_function(&f, mod, "tc_jit_kernel")) != CUDA_SUCCESS) {
         st = drv_fail(r, "cuModuleGetFunction(tc_jit_kernel)");
-        (void)drv.unload(mod);
+        (void)drv->module_unload(mod);
     }
     tc_device_guard_exit(&g);
-    if (st == TC_OK)
+    if (st == TC_OK) {
+        *module = (void *)mod;
         *function = (void *)f;
+    }
     return st;
+}
+
+void tc__jit_cuda_unload(int device, void *module)
+{
+    const tc__driver_api *drv = tc__driver();
+    tc_device_guard g = tc_device_guard_enter(device);
+    if (g.status == TC_OK && cudaSetDevice(device) == cudaSuccess && drv->module_unload)
+        (void)drv->module_unload((CUmodule)module);
+    (void)cudaGetLastError();
+    tc_device_guard_exit(&g);
 }
 
 tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
@@ -252,8 +223,9 @@ tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *ar
         st = tc__cuda_fail(err, "cudaSetDevice", __FILE__, __LINE__);
     } else {
         void *params[1] = {(void *)args};
-        CUresult r = drv.launch((CUfunction)function, grid, 1, 1, TC__JIT_THREADS, 1, 1, 0,
-                                (CUstream)stream, params, NULL);
+        /* the driver copies the kernel's parameter: tc__jit_args_bytes of args */
+        CUresult r = tc__driver()->launch_kernel((CUfunction)function, grid, 1, 1, TC__JIT_THREADS,
+                                                 1, 1, 0, (CUstream)stream, params, NULL);
         if (r != CUDA_SUCCESS)
             st = drv_fail(r, "cuLaunchKernel(tc_jit_kernel)");
         else

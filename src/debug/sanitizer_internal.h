@@ -61,7 +61,9 @@ void tc__san_alloc(const void *ptr, size_t bytes, int dev, void *stream, bool ho
  * by another stream that is neither ordered before the reuse nor covered by
  * record_stream is a reuse-after-free race (reported; in error mode the
  * sanitizer records those streams itself through `record`, so the memory is
- * not reused early, since a free cannot fail). */
+ * not reused early, since a free cannot fail). Memory allocated on a
+ * capturing stream belongs to a graph's private pool and is reused only by
+ * captures into it: its free checks nothing (sanitizer.c says why). */
 void tc__san_free(const void *ptr, void (*record)(void *ptr, int dev, void *stream));
 /* record_stream: the allocator will reuse the memory only after the work on
  * `stream` queued before the free completes. */
@@ -113,6 +115,9 @@ typedef struct tc__san_recording tc__san_recording;
 void tc__san_capture_begin(int dev, void *stream);
 /* The recording of the capture (NULL when none was kept); caller frees. */
 tc__san_recording *tc__san_capture_end(int dev, void *stream);
+/* A replay of rec on `stream`, checked and recorded as one call: in error
+ * mode a race refuses the whole replay (TC_ERROR_RACE) and records none of
+ * its operations. */
 tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream);
 void tc__san_recording_free(tc__san_recording *rec);
 

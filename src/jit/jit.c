@@ -12,7 +12,12 @@
  * live in one process-wide table keyed by the binary's key (jit_cache.c),
  * so functions created twice from the same code share binaries; an entry
  * being built is marked, and other threads wanting it wait on a condition
- * variable instead of compiling it again. Entries are never freed (modules
+ * variable instead of compiling it again; the build itself (disk cache,
+ * compiler, NVRTC) runs with no lock held, so threads building different
+ * binaries do so at once. A binary is loaded into each device's context on
+ * first use, also outside the lock: two threads loading the same one at
+ * once each load it, the first to publish it wins and the other unloads its
+ * copy. Entries are never freed (modules
  * and shared objects stay loaded for the process, as PyTorch's do); a
  * failed build leaves its message in the entry, for the threads that waited,
  * and the next call builds again. Below the table sits the disk cache. */
@@ -69,6 +74,8 @@ struct tc_jit_fn {
 };
 
 static tc__handle_pool fn_pool = TC_HANDLE_POOL_INIT(struct tc_jit_fn);
+
+void (*tc__jit_test_build_hook)(const char *key);
 
 /* ---- creating ------------------------------------------------------------------- */
 
@@ -200,6 +207,9 @@ static tc_status build(entry *e, const char *source, int arch)
     if (!disk || !tc__jit_cache_read(dir, e->key, ext, &bin, &size, NULL, 0)) {
         const char *note = "";
         __atomic_add_fetch(&compiles, 1, __ATOMIC_RELAXED);
+        void (*hook)(const char *) = __atomic_load_n(&tc__jit_test_build_hook, __ATOMIC_ACQUIRE);
+        if (hook)
+            hook(e->key);
         if (arch < 0)
             st = tc__jit_host_compile(source, &bin, &size);
         else if ((st = tc__jit_cuda_nvrtc_version(&note)) == TC_OK)
@@ -333,7 +343,9 @@ static bool aligned16(const tc__iter *it)
     return true;
 }
 
-/* The CUDA function of e on a resolved device, loaded on first use. */
+/* The CUDA function of e on a resolved device, loaded on first use with no
+ * lock held (cuModuleLoadData takes milliseconds): the first load published
+ * wins, a copy loaded meanwhile by another thread is unloaded. */
 static tc_status device_function(entry *e, int device, void **out)
 {
     void *f = __atomic_load_n(&e->function[device], __ATOMIC_ACQUIRE);
@@ -341,16 +353,13 @@ static tc_status device_function(entry *e, int device, void **out)
         *out = f;
         return TC_OK;
     }
-    tc_status st = TC_OK;
-    pthread_mutex_lock(&table_lock);
-    if (!e->function[device]) {
-        st = tc__jit_cuda_load(device, e->cubin, e->cubin_size, &f);
-        if (st == TC_OK)
-            __atomic_store_n(&e->function[device], f, __ATOMIC_RELEASE);
+    void *mod = NULL, *expected = NULL;
+    TC_TRY(tc__jit_cuda_load(device, e->cubin, e->cubin_size, &mod, &f));
+    if (!__atomic_compare_exchange_n(&e->function[device], &expected, f, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        tc__jit_cuda_unload(device, mod); /* another thread's is in use: keep it */
+        f = expected;
     }
-    f = e->function[device];
-    pthread_mutex_unlock(&table_lock);
-    TC_TRY(st);
     *out = f;
     return TC_OK;
 }
@@ -360,7 +369,8 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
                      const double *scalars)
 {
     tc__jit_args args;
-    tc__jit_args_fill(&args, it, scalars, fn->n_scalars);
+    bool strided = device.type == TC_CPU || !it->contiguous; /* jit_codegen.c's layouts */
+    tc__jit_args_fill(&args, it, scalars, fn->n_scalars, strided);
     entry *e;
     if (device.type == TC_CPU) {
         TC_TRY(variant_entry(fn, dtype, false, -1, &e));

@@ -1,8 +1,9 @@
 /* The source around the user's function: what NVRTC compiles into a kernel,
  * and what the host compiler compiles into a shared object.
  *
- * Both get the same prelude: the argument block (the layout of tc__jit_args),
- * the element types, and float16/bfloat16 conversions written out in the
+ * Both get the same prelude: the argument block (the layout of tc__jit_args
+ * for the variant: sizes and strides only in the strided class, one data
+ * pointer and stride row per operand the function has), the element types, and float16/bfloat16 conversions written out in the
  * source (round to nearest even, the same algorithm as core/philox.h, which
  * gives what the built-in kernels' __float2half_rn / __float2bfloat16_rn
  * give): 16-bit floats are loaded into float, computed in float and rounded
@@ -30,10 +31,12 @@ static const char prelude_common[] =
     "typedef unsigned char tcj_u8;\n"
     "struct tcj_args {\n"
     "    tcj_i64 numel, ndim, flat, pad;\n"
+    "#if TCJ_STRIDED\n"
     "    tcj_i64 sizes[%d];\n"
-    "    tcj_i64 strides[%d][%d];\n"
-    "    void *data[%d];\n"
-    "    double scalars[%d];\n"
+    "    tcj_i64 strides[NIN + NOUT][%d];\n"
+    "#endif\n"
+    "    void *data[NIN + NOUT];\n"
+    "    double scalars[TCJ_NSCALARS];\n"
     "};\n"
     "TCJ_HD tcj_u16 tcj_f32_to_f16(float f)\n"
     "{\n"
@@ -163,6 +166,7 @@ static void put_elem(tc__strbuf *b)
                       "        off[k] = i;\n"
                       "    tcj_elem(a, off);\n"
                       "}\n"
+                      "#if TCJ_STRIDED\n"
                       "TCJ_HD void tcj_elem_strided(const tcj_args &a, tcj_i64 i)\n"
                       "{\n"
                       "    tcj_i64 off[NIN + NOUT];\n"
@@ -175,7 +179,8 @@ static void put_elem(tc__strbuf *b)
                       "            off[k] += idx * a.strides[k][d];\n"
                       "    }\n"
                       "    tcj_elem(a, off);\n"
-                      "}\n");
+                      "}\n"
+                      "#endif\n");
 }
 
 static void put_cuda_kernel(tc__strbuf *b, const tc__jit_spec *sp)
@@ -281,14 +286,16 @@ char *tc__jit_source(const tc__jit_spec *sp, bool cuda)
                 "TCJ_HD float tcj_u2f(unsigned int u) { tcj_pun p; p.u = u; return p.f; }\n");
     else
         tc__strbuf_printf(&b, "%s", prelude_host);
-    tc__strbuf_printf(&b, prelude_common, TC_MAX_DIMS, TC__MAX_OPERANDS, TC_MAX_DIMS,
-                      TC__MAX_OPERANDS, TC_JIT_MAX_SCALARS);
+    /* the CPU path always takes the strided block (its loop picks flat or not) */
+    tc__strbuf_printf(&b, "#define NIN %d\n#define NOUT %d\n#define TCJ_STRIDED %d\n", sp->n_in,
+                      sp->n_out, !cuda || !sp->contiguous);
+    tc__strbuf_printf(&b, "#define TCJ_NSCALARS %d\n", sp->n_scalars > 0 ? sp->n_scalars : 1);
+    tc__strbuf_printf(&b, prelude_common, TC_MAX_DIMS, TC_MAX_DIMS);
     const char *s, *c, *ld, *st;
     types_of(sp->dtype, &s, &c, &ld, &st);
     tc__strbuf_printf(&b, "typedef %s tcj_S;\ntypedef %s tcj_C;\n", s, c);
     tc__strbuf_printf(&b, "TCJ_HD tcj_C tcj_ld(tcj_S v) { return %s; }\n", ld);
     tc__strbuf_printf(&b, "TCJ_HD tcj_S tcj_st(tcj_C v) { return %s; }\n", st);
-    tc__strbuf_printf(&b, "#define NIN %d\n#define NOUT %d\n", sp->n_in, sp->n_out);
     tc__strbuf_printf(&b, "#line 1 \"jit_code\"\n%s\n#line 1 \"tcuda_jit_kernel\"\n", sp->code);
     put_apply(&b, sp);
     put_elem(&b);
@@ -319,18 +326,35 @@ unsigned tc__jit_grid(const tc__jit_args *a, size_t esize, int sms)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
-void tc__jit_args_fill(tc__jit_args *a, const tc__iter *it, const double *scalars, int nscalars)
+_Static_assert(sizeof(void *) == sizeof(uint64_t), "the argument block packs pointers as words");
+
+size_t tc__jit_args_bytes(int nops, int nscalars, bool strided)
 {
-    memset(a, 0, sizeof *a);
+    size_t words = 4 + (strided ? (size_t)(1 + nops) * TC_MAX_DIMS : 0) + (size_t)nops +
+                   (size_t)(nscalars > 0 ? nscalars : 1);
+    return words * sizeof(uint64_t);
+}
+
+void tc__jit_args_fill(tc__jit_args *a, const tc__iter *it, const double *scalars, int nscalars,
+                       bool strided)
+{
     a->numel = it->numel;
     a->ndim = it->ndim;
-    for (int d = 0; d < it->ndim; d++)
-        a->sizes[d] = it->sizes[d];
-    for (int k = 0; k < it->nops; k++) {
-        a->data[k] = it->data[k];
+    a->flat = 0;
+    a->pad = 0;
+    uint64_t *w = a->packed;
+    if (strided) { /* unused dimensions are 0; the kernels loop to ndim */
+        memset(w, 0, sizeof(uint64_t) * (size_t)(1 + it->nops) * TC_MAX_DIMS);
         for (int d = 0; d < it->ndim; d++)
-            a->strides[k][d] = it->strides[k][d];
+            w[d] = (uint64_t)it->sizes[d];
+        w += TC_MAX_DIMS;
+        for (int k = 0; k < it->nops; k++, w += TC_MAX_DIMS)
+            for (int d = 0; d < it->ndim; d++)
+                w[d] = (uint64_t)it->strides[k][d];
     }
+    for (int k = 0; k < it->nops; k++)
+        memcpy(w++, &it->data[k], sizeof(uint64_t));
+    w[0] = 0;
     for (int i = 0; i < nscalars; i++)
-        a->scalars[i] = scalars[i];
+        memcpy(w++, &scalars[i], sizeof(double));
 }

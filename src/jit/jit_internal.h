@@ -9,8 +9,8 @@
  *   jit_host.c     the CPU path: compile with the host compiler, dlopen, run
  *   jit.c          the public functions, checks, promotion, the memory cache
  *   ../cuda/jit_cuda.c   NVRTC and driver calls (absent_jit.c without CUDA)
- * The kernel argument block tc__jit_args has the same layout in C and in the
- * generated C++ (only 8-byte fields). */
+ * The kernel argument block tc__jit_args is packed in C into the layout the
+ * generated C++ declares for its variant (only 8-byte fields). */
 #ifndef TCUDA_JIT_INTERNAL_H
 #define TCUDA_JIT_INTERNAL_H
 
@@ -53,19 +53,34 @@ tc_status tc__jit_parse_scalars(const char *spec, int *n, char names[][TC__JIT_N
 
 /* ---- the kernel's argument block ----------------------------------------------- */
 
+/* The block a kernel (or host function) receives: a fixed header, then
+ * `packed` 8-byte words laid out for the variant, as jit_codegen.c declares
+ * them:
+ *   strided class only: sizes[TC_MAX_DIMS], strides[nops][TC_MAX_DIMS]
+ *   data[nops]                  (outputs first, then inputs)
+ *   scalars[max(nscalars, 1)]   (doubles)
+ * nops is the variant's outputs + inputs, not TC__MAX_OPERANDS: the dense
+ * class with 2 inputs, 1 output and 1 scalar passes 64 bytes per launch, not
+ * the 736 of a block sized for the most operands and dimensions. The C
+ * struct is sized for the largest variant; a launch copies only the kernel's
+ * parameter, of tc__jit_args_bytes. */
+#define TC__JIT_ARGS_WORDS                                                                         \
+    (TC_MAX_DIMS + TC__MAX_OPERANDS * TC_MAX_DIMS + TC__MAX_OPERANDS + TC_JIT_MAX_SCALARS)
 typedef struct tc__jit_args {
     int64_t numel;
     int64_t ndim;
     int64_t flat; /* GPU: 1 = dense and 16-byte aligned (vector path); CPU: 1 = dense */
-    int64_t pad;
-    int64_t sizes[TC_MAX_DIMS];
-    int64_t strides[TC__MAX_OPERANDS][TC_MAX_DIMS]; /* elements; outputs first */
-    void *data[TC__MAX_OPERANDS];                   /* outputs first, then inputs */
-    double scalars[TC_JIT_MAX_SCALARS];
+    int64_t pad;  /* unused by the kernels (the emulation test passes its grid here) */
+    uint64_t packed[TC__JIT_ARGS_WORDS];
 } tc__jit_args;
 
-/* Fills args from a coalesced iter (outputs first) and the scalars. */
-void tc__jit_args_fill(tc__jit_args *a, const tc__iter *it, const double *scalars, int nscalars);
+/* Fills args from a coalesced iter (outputs first) and the scalars, in the
+ * layout of the strided class or of the dense one (no sizes or strides). */
+void tc__jit_args_fill(tc__jit_args *a, const tc__iter *it, const double *scalars, int nscalars,
+                       bool strided);
+
+/* Bytes of the argument block of a variant with nops operands. */
+size_t tc__jit_args_bytes(int nops, int nscalars, bool strided);
 
 /* ---- generated source (jit_codegen.c) ------------------------------------------- */
 
@@ -122,6 +137,10 @@ bool tc__jit_cache_write(const char *dir, const char *key, const char *ext, cons
  * for tests of "compiled once". */
 int tc__jit_compile_count(void);
 
+/* For tests: when set, called with the key of each binary about to be
+ * compiled, on the compiling thread, with no lock of jit.c held. */
+extern void (*tc__jit_test_build_hook)(const char *key);
+
 /* ---- the CPU path (jit_host.c) -------------------------------------------------- */
 
 typedef void (*tc__jit_host_fn)(const tc__jit_args *args);
@@ -159,8 +178,12 @@ tc_status tc__jit_cuda_nvrtc_version(const char **out);
 /* Compiles source to a cubin for sm_<arch> (malloc'd).
  * TC_ERROR_INVALID_ARGUMENT with NVRTC's log on a compile error. */
 tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size);
-/* Loads a cubin into the device's primary context and finds tc_jit_kernel. */
-tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **function);
+/* Loads a cubin into the device's primary context and finds tc_jit_kernel
+ * (*module, to unload it, and *function on success). */
+tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,
+                            void **function);
+/* Unloads a module tc__jit_cuda_load gave (one that lost a race to load). */
+void tc__jit_cuda_unload(int device, void *module);
 /* Launches function with args on the device's current stream. */
 tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid);
 

@@ -10,6 +10,8 @@
  * with an allocator of their own. The test functions
  * that allocate are extern and noinline so that their names are in the
  * stacks. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/alloc_history.h"
+#include "alloc/alloc_internal.h"
 #include "alloc/alloc_mempool.h"
 #include "core/debug.h"
 #include "tc_test.h"
@@ -365,6 +368,8 @@ static void test_threads(void)
         bad += live < 0 || c.ev[i].stack == 0;
     }
     CHECK(live == 0 && bad == 0);
+    if (c.nstacks > 16)
+        printf("%zu stacks\n", c.nstacks);
     CHECK(c.nstacks >= 2 && c.nstacks <= 16); /* 24000 events, a few call sites: interned */
     tc__hist_copy_free(&c);
     record(false, TC_HISTORY_STACKS_NONE, 0);
@@ -382,37 +387,37 @@ static void *pool_other_thread(void *arg)
 static void test_user_pools(void)
 {
     tc__allocator *a = make(0, false);
-    tc_mempool *pool = NULL, *inner = NULL;
-    CHECK_OK(tc__mempool_create_on(a, 0, &pool));
+    tc_mempool *outer = NULL, *inner = NULL;
+    CHECK_OK(tc__mempool_create_on(a, 0, &outer));
     CHECK_OK(tc__mempool_create_on(a, 0, &inner));
     struct tc_mempool_stats ps, is;
-    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
     CHECK(ps.id != 0 && ps.id != is.id && ps.segments == 0 && ps.reserved_bytes == 0);
     void *x = NULL, *y = NULL, *z = NULL, *w = NULL;
-    CHECK_OK(tc_mempool_use_begin(pool));
+    CHECK_OK(tc_mempool_use_begin(outer));
     CHECK_OK(tc__alloc_malloc(a, 1000, 0, &x));
     pthread_t t;
     pthread_create(&t, NULL, pool_other_thread, a);
     pthread_join(t, NULL);
     CHECK_OK(tc_mempool_use_begin(inner)); /* nested: the innermost wins */
     CHECK_OK(tc__alloc_malloc(a, 3000, 0, &w));
-    CHECK_STATUS(tc_mempool_use_end(pool), TC_ERROR_INVALID_STATE);
+    CHECK_STATUS(tc_mempool_use_end(outer), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_mempool_use_end(inner));
-    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_STATE); /* in use */
-    CHECK_OK(tc_mempool_use_end(pool));
-    CHECK_OK(tc_mempool_stats(pool, &ps));
+    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_STATE); /* in use */
+    CHECK_OK(tc_mempool_use_end(outer));
+    CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
     CHECK(ps.segments == 1 && ps.reserved_bytes == 2 * MiB && ps.blocks == 1 &&
           ps.allocated_bytes == 1024 && ps.requested_bytes == 1000);
     CHECK(is.segments == 1 && is.blocks == 1 && is.requested_bytes == 3000);
-    CHECK_OK(tc__alloc_free(a, x));             /* x's block goes back to the pool's cache */
-    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &y)); /* default pool: not x's memory */
+    CHECK_OK(tc__alloc_free(a, x));             /* x's block goes back to the outer's cache */
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &y)); /* default outer: not x's memory */
     CHECK(y != x);
     CHECK(other_ptr != x && other_ptr != w);
-    CHECK_OK(tc_mempool_use_begin(pool));
-    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the pool again: x's block */
-    CHECK_OK(tc_mempool_use_end(pool));
+    CHECK_OK(tc_mempool_use_begin(outer));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the outer again: x's block */
+    CHECK_OK(tc_mempool_use_end(outer));
     CHECK(z == x);
     struct tc_memory_snapshot snap = {0, NULL};
     CHECK_OK(tc__alloc_snapshot(a, &snap));
@@ -422,10 +427,10 @@ static void test_user_pools(void)
     CHECK(in_pool == 1);
     tc__snapshot_free(&snap);
     size_t before = hctx.in_use;
-    CHECK_OK(tc_mempool_release(pool)); /* z still live: its segment stays */
+    CHECK_OK(tc_mempool_release(outer)); /* z still live: its segment stays */
     CHECK(hctx.in_use == before);
-    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
-    CHECK_STATUS(tc_mempool_use_begin(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_use_begin(outer), TC_ERROR_INVALID_HANDLE);
     CHECK_OK(tc__alloc_free(a, z));
     tc__alloc_empty_cache(a); /* now its segment goes */
     CHECK(hctx.in_use == before - 2 * MiB);
@@ -466,6 +471,7 @@ static void test_expandable_events(void)
 /* A pool with an allocator of its own, on counting host functions. */
 static tc__seg_provider host_base;
 static int64_t own_allocs, own_frees;
+static int own_user; /* stands for the tc_allocator the pool calls */
 static tc_status own_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
 {
     own_allocs++;
@@ -489,7 +495,11 @@ static void test_own_pool(void)
     tc__alloc_config_default(&cfg);
     CHECK_OK(tc__alloc_create(&p, &cfg, 0, &own));
     tc_mempool *mp = NULL;
-    CHECK_OK(tc__mempool_create_own(own, ctx, 0, &mp));
+    CHECK_OK(tc__mempool_check_unused(&own_user));
+    CHECK_OK(tc__mempool_create_own(own, ctx, &own_user, 0, &mp));
+    /* tc_allocator_destroy's check: refused while the pool uses the allocator */
+    CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "in use by 1 memory pool (0 released") != NULL);
     CHECK(tc__mempool_route(0, a) == a);
     CHECK_OK(tc_mempool_use_begin(mp));
     CHECK(tc__mempool_route(0, a) == own && tc__mempool_route(1, a) == a);
@@ -505,11 +515,312 @@ static void test_own_pool(void)
     CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
     CHECK_OK(tc_mempool_release(mp)); /* x is live: its allocator stays */
     CHECK(own_frees == 0);
+    CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "(1 released with blocks still live)") != NULL);
     CHECK(!tc__mempool_free_own(y));
     CHECK(tc__mempool_free_own(x)); /* the last block: the allocator goes */
     CHECK(own_frees == 1);
+    CHECK_OK(tc__mempool_check_unused(&own_user)); /* now it may be destroyed */
     CHECK(!tc__mempool_free_own(x));
     CHECK_OK(tc__alloc_free(a, y));
+    tc__alloc_destroy(a);
+}
+
+/* ---- dladdr, counted: the dump names each distinct address once ---------- */
+
+static atomic_int dladdr_calls;
+int dladdr(const void *addr, Dl_info *info)
+{
+    static int (*real)(const void *, Dl_info *);
+    if (!real) {
+        void *f = dlsym(RTLD_NEXT, "dladdr");
+        memcpy(&real, &f, sizeof real);
+    }
+    atomic_fetch_add(&dladdr_calls, 1);
+    return real(addr, info);
+}
+
+/* Whether stack `id` of copy c has a frame in function `name`. */
+static bool stack_has(const tc__hist_copy *c, uint32_t id, const char *name)
+{
+    if (!id || id > c->nstacks)
+        return false;
+    for (size_t i = c->stack_off[id - 1]; i < c->stack_off[id]; i++) {
+        Dl_info di;
+        if (dladdr(c->frames[i], &di) && di.dli_sname && strcmp(di.dli_sname, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void test_symbols_once(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_ALL, 10000);
+    void *p[200];
+    for (int i = 0; i < 200; i++)
+        p[i] = hist_test_alloc_site(a, 1000);
+    for (int i = 0; i < 200; i++)
+        CHECK_OK(tc__alloc_free(a, p[i]));
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    size_t nframes = c.nstacks ? c.stack_off[c.nstacks] : 0; /* distinct addresses at most */
+    CHECK(c.nev >= 600 && c.nstacks >= 2 && c.nstacks <= 4);
+    tc__hist_copy_free(&c);
+    char path[] = "/tmp/tc_hist_sym_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    atomic_store(&dladdr_calls, 0);
+    CHECK_OK(tc_memory_dump_snapshot_json(path));
+    int calls = atomic_load(&dladdr_calls);
+    /* 600 events with stacks of ~10 frames: once per distinct address (and
+     * one for the library's own base), not once per appearance */
+    CHECK(calls > 0 && (size_t)calls <= nframes + 1);
+    char *text = tc_test_read_file(path);
+    CHECK(text && strstr(text, "hist_test_alloc_site"));
+    free(text);
+    remove(path);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+/* Distinct stacks: depth `d` of calls through two functions chosen by the
+ * bits of `bits`, then an allocation (and its free). */
+void *hist_test_left(tc__allocator *a, unsigned bits, int d);
+void *hist_test_right(tc__allocator *a, unsigned bits, int d);
+static void *hist_test_step(tc__allocator *a, unsigned bits, int d)
+{
+    if (d == 0)
+        return hist_test_alloc_site(a, 700);
+    return (bits & 1) ? hist_test_right(a, bits >> 1, d - 1) : hist_test_left(a, bits >> 1, d - 1);
+}
+__attribute__((noinline)) void *hist_test_left(tc__allocator *a, unsigned bits, int d)
+{
+    void *p = hist_test_step(a, bits, d);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) void *hist_test_right(tc__allocator *a, unsigned bits, int d)
+{
+    void *p = hist_test_step(a, bits, d);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+void tc__hist_table_limit(size_t cap);
+
+static void test_stack_table_bounded(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_ALLOC, 16); /* the ring keeps the newest 16 */
+    tc__hist_table_limit(32);
+    size_t used = 0, capacity = 0, most = 0;
+    for (unsigned i = 0; i < 256; i++) { /* 256 distinct stacks */
+        void *p = hist_test_step(a, i, 8);
+        CHECK_OK(tc__alloc_free(a, p));
+        tc__hist_table_usage(&used, &capacity);
+        most = used > most ? used : most;
+    }
+    if (!(capacity == 32 && most <= 32))
+        printf("stack table: capacity %zu, most used %zu\n", capacity, most);
+    CHECK(capacity == 32 && most <= 32);
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    size_t allocs = 0, bad = 0;
+    for (size_t i = 0; i < c.nev; i++) {
+        if (c.ev[i].action != TC__H_ALLOC)
+            continue;
+        allocs++;
+        bad += !stack_has(&c, c.ev[i].stack, "hist_test_alloc_site") ||
+               !(stack_has(&c, c.ev[i].stack, "hist_test_left") ||
+                 stack_has(&c, c.ev[i].stack, "hist_test_right"));
+        for (size_t j = 0; j < i; j++) /* each a different stack */
+            bad += c.ev[j].action == TC__H_ALLOC && c.ev[j].stack == c.ev[i].stack;
+    }
+    CHECK(allocs >= 5 && bad == 0); /* the newest events kept their stacks */
+    tc__hist_copy_free(&c);
+    tc__hist_table_limit(0);
+    /* the backtrace() fallback gives the same frames as the walk */
+    setenv("TCUDA_HISTORY_UNWIND", "backtrace", 1);
+    record(true, TC_HISTORY_STACKS_ALLOC, 16);
+    void *p = hist_test_step(a, 5, 3);
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev >= 1 && stack_has(&c, c.ev[c.nev - 1].stack, "hist_test_right") &&
+          stack_has(&c, c.ev[c.nev - 1].stack, "hist_test_left"));
+    tc__hist_copy_free(&c);
+    unsetenv("TCUDA_HISTORY_UNWIND");
+    CHECK_OK(tc__alloc_free(a, p));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+/* Stacks are captured without the allocator's lock, and frees take no
+ * process-wide lock: a dump stuck on one allocator's mutex (held here by
+ * another thread) holds the history's registry and stack table, and
+ * allocations and frees on another allocator go on meanwhile. */
+static tc__allocator *stuck;
+static atomic_int dump_done; /* 1: copied, 2: failed */
+static void *dump_thread(void *arg)
+{
+    (void)arg;
+    tc__hist_copy c;
+    tc_status st = tc__hist_copy_take(&c);
+    if (st == TC_OK)
+        tc__hist_copy_free(&c);
+    atomic_store(&dump_done, st == TC_OK ? 1 : 2);
+    return NULL;
+}
+
+static void test_no_global_lock(void)
+{
+    tc__allocator *a = make(0, false);
+    static tc__host_provider_ctx bctx;
+    tc__seg_provider bp;
+    tc__host_provider_init(&bp, &bctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_create(&bp, &cfg, 1, &stuck));
+    record(true, TC_HISTORY_STACKS_ALLOC, 1000);
+    void *p[8];
+    for (int i = 0; i < 8; i++) /* stacks interned before the dump starts */
+        p[i] = hist_test_alloc_site(a, 2000);
+    tc__mutex_lock(&a->mu); /* the capture does not need the allocator's lock */
+    uint32_t id = tc__hist_capture(atomic_load(&tc__hist_mask), true);
+    tc__mutex_unlock(&a->mu);
+    CHECK(id != 0);
+    tc__hist_stack_put(id);
+    tc__mutex_lock(&stuck->mu);
+    atomic_store(&dump_done, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, dump_thread, NULL);
+    usleep(100 * 1000);         /* the dump now waits for stuck's mutex, holding its locks */
+    for (int i = 0; i < 8; i++) /* frees with live stacks kept, recorded */
+        CHECK_OK(tc__alloc_free(a, p[i]));
+    record(false, TC_HISTORY_STACKS_NONE, 0); /* not recorded, stacks still forgotten */
+    void *q = hist_test_alloc_site(a, 2000);
+    CHECK_OK(tc__alloc_free(a, q));
+    CHECK(atomic_load(&dump_done) == 0); /* it was stuck all along */
+    tc__mutex_unlock(&stuck->mu);
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&dump_done) == 1);
+    tc__alloc_destroy(stuck);
+    tc__alloc_destroy(a);
+}
+
+/* A dump racing pools whose own allocators come and go (the last free of a
+ * released pool destroys its allocator): the dump holds the registry, so no
+ * allocator it reads goes away under it (ThreadSanitizer in CI). */
+static atomic_int race_stop, race_bad; /* CHECK only on the main thread */
+static void *pool_churn(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 150; i++) {
+        tc__host_provider_ctx *ctx = calloc(1, sizeof *ctx); /* the pool frees it */
+        tc__seg_provider p;
+        tc__host_provider_init(&p, ctx);
+        tc__alloc_config cfg;
+        tc__alloc_config_default(&cfg);
+        tc__allocator *own = NULL;
+        tc_mempool *mp = NULL;
+        void *x = NULL;
+        if (tc__alloc_create(&p, &cfg, 0, &own) != TC_OK ||
+            tc__mempool_create_own(own, ctx, &race_stop, 0, &mp) != TC_OK ||
+            tc__alloc_malloc(own, 3000 + (size_t)i, 0, &x) != TC_OK ||
+            tc_mempool_release(mp) != TC_OK || !tc__mempool_free_own(x)) /* own goes here */
+            atomic_fetch_add(&race_bad, 1);
+    }
+    atomic_store(&race_stop, 1);
+    return NULL;
+}
+
+static void test_dump_races_pools(void)
+{
+    record(true, TC_HISTORY_STACKS_ALLOC, 1000);
+    char path[] = "/tmp/tc_hist_race_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    atomic_store(&race_stop, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, pool_churn, NULL);
+    int dumps = 0, failed = 0;
+    while (!atomic_load(&race_stop) || dumps < 2) {
+        failed += tc_memory_dump_snapshot(path) != TC_OK;
+        dumps++;
+    }
+    pthread_join(t, NULL);
+    CHECK(failed == 0 && atomic_load(&race_bad) == 0);
+    CHECK_OK(tc_memory_dump_snapshot_json(path));
+    char *text = tc_test_read_file(path);
+    CHECK(text && strstr(text, "\"device_traces\"")); /* the gone allocators' events stay */
+    free(text);
+    remove(path);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+}
+
+/* TCUDA_NO_CACHING frees just the freed block's segment: another block
+ * still waiting for its stream is not waited for, nor its segment given
+ * back, until its own use completes. */
+static int fake_done; /* events complete when set */
+static int64_t fake_syncs;
+static void *nc_record(void *ctx, uintptr_t stream)
+{
+    (void)ctx, (void)stream;
+    return malloc(1);
+}
+static int nc_query(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    return fake_done;
+}
+static void nc_sync(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    fake_syncs++;
+}
+static void nc_destroy(void *ctx, void *ev)
+{
+    (void)ctx;
+    free(ev);
+}
+
+static void test_no_caching_one_segment(void)
+{
+    memset(&hctx, 0, sizeof hctx);
+    tc__host_provider_init(&prov, &hctx);
+    prov.event_record = nc_record;
+    prov.event_query = nc_query;
+    prov.event_sync = nc_sync;
+    prov.event_destroy = nc_destroy;
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    cfg.no_caching = true;
+    tc__allocator *a = NULL;
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    fake_done = 0;
+    fake_syncs = 0;
+    void *x = NULL, *y = NULL, *z = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 5000, 1, &x));
+    CHECK_OK(tc__alloc_malloc(a, 7000, 1, &y));
+    CHECK_OK(tc__alloc_malloc(a, 9000, 1, &z));
+    CHECK_OK(tc__alloc_record_stream(a, x, 2));
+    CHECK_OK(tc__alloc_free(a, x)); /* pending on stream 2: its segment stays */
+    CHECK(hctx.frees == 0 && hctx.in_use == 5120 + 7168 + 9216);
+    CHECK_OK(tc__alloc_free(a, y)); /* y's segment alone goes; x is not waited for */
+    CHECK(hctx.frees == 1 && hctx.in_use == 5120 + 9216 && fake_syncs == 0);
+    fake_done = 1; /* x's stream is done: its segment goes at the next call */
+    CHECK_OK(tc__alloc_free(a, z));
+    void *w = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 100, 1, &w));
+    CHECK(hctx.frees == 3 && hctx.in_use == 512 && fake_syncs == 0);
+    CHECK_OK(tc__alloc_free(a, w));
+    CHECK(hctx.in_use == 0);
+    struct tc_memory_stats st;
+    tc__alloc_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0 && st.segment[0].current == 0);
+    char why[256];
+    CHECK(tc__alloc_check(a, why, sizeof why) == 0);
     tc__alloc_destroy(a);
 }
 
@@ -525,5 +836,10 @@ int main(void)
     test_user_pools();
     test_expandable_events();
     test_own_pool();
+    test_symbols_once();
+    test_stack_table_bounded();
+    test_no_global_lock();
+    test_dump_races_pools();
+    test_no_caching_one_segment();
     return TC_TEST_DONE();
 }

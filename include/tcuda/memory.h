@@ -180,8 +180,10 @@ TCUDA_API tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn
  * TC_ERROR_INVALID_HANDLE for a destroyed or foreign handle. */
 TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
 /* Destroys an allocator (and unloads its shared object). The current
- * allocator serves memory until exit and is refused (TC_ERROR_INVALID_STATE);
- * a destroyed handle gives TC_ERROR_INVALID_HANDLE. */
+ * allocator serves memory until exit and is refused (TC_ERROR_INVALID_STATE),
+ * as is one a memory pool still uses (live, or released with blocks still
+ * live: the message says how many); a destroyed handle gives
+ * TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_allocator_destroy(tc_allocator *allocator);
 
 /* Pinned host memory through a caching allocator; a freed block is reused
@@ -195,9 +197,12 @@ TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
  * While recording, every allocation, free, segment allocation and release,
  * and out-of-memory of the caching allocators is kept in a ring buffer with
  * its time, device, stream, address, size, requested size, pool and
- * (optionally) the C call stack, captured with backtrace() and turned into
- * names only when a snapshot is dumped (so exported functions get names:
- * link programs with -rdynamic). Recording costs nothing but one branch per
+ * (optionally) the C call stack, captured by walking frame pointers (build
+ * programs with -fno-omit-frame-pointer; TCUDA_HISTORY_UNWIND=backtrace
+ * uses glibc's backtrace() instead, slower but needing none) and turned
+ * into names only when a snapshot is dumped (so exported functions get
+ * names: link programs with -rdynamic). Equal stacks are kept once, in a
+ * table of at most 65536 stacks. Recording costs nothing but one branch per
  * allocator call when off. Memory of cudaMallocAsync and of a user allocator
  * (tc_change_current_allocator) does not go through the caching allocator
  * and is not recorded; pinned host memory is not either. */
@@ -224,7 +229,8 @@ typedef struct tc_memory_history_options {
     bool enabled;             /* false: stop recording (what was kept stays for a dump) */
     unsigned record;          /* TC_HISTORY_* bits; 0 means TC_HISTORY_ALL */
     tc_history_stacks stacks; /* which events carry a stack */
-    size_t max_entries;       /* ring size: the newest events are kept; 0: 100000 */
+    size_t max_entries;       /* ring size per allocator (PyTorch: per device): the newest
+                               * events are kept; 0: 100000 */
 } tc_memory_history_options;
 
 /* Starts (enabled) or stops recording. Starting clears what was recorded

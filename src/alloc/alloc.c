@@ -241,11 +241,16 @@ tc_status tc__alloc_malloc(tc__allocator *a, size_t size, uintptr_t stream, void
                         "tried to allocate %zu bytes: more than any "
                         "device can hold",
                         size);
+    uint32_t stack = tc__hist_enter(true); /* before the lock: 0 unless stacks are on */
     tc__mutex_lock(&a->mu);
+    tc__hist_begin(a, stack);
     tc_status st = malloc_locked(a, size, stream, out);
+    tc__hist_end(a);
     tc__mutex_unlock(&a->mu);
     if (TC_UNLIKELY(st == TC_ERROR_OUT_OF_MEMORY))
-        tc__hist_oom(a, size, stream);
+        tc__hist_oom(a, size, stream, stack);
+    if (TC_UNLIKELY(stack))
+        tc__hist_stack_put(stack);
     return st;
 }
 
@@ -266,17 +271,20 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     *owned = true;
     if (!ptr)
         return;
+    uint32_t stack = tc__hist_enter(false); /* before the lock: 0 unless all stacks are on */
     tc__mutex_lock(&a->mu);
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) {
         tc__mutex_unlock(&a->mu);
+        tc__hist_stack_put(stack);
         *owned = false;
         return;
     }
+    tc__hist_begin(a, stack);
     blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
-    if (TC__HIST_ON(TC_HISTORY_FREE | TC__HIST_TRACK))
+    if (TC__HIST_FREE_SEEN(a, TC_HISTORY_FREE))
         tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested, b->seg->sc->stream,
                         b->seg->sc->pool_id);
     stat2_sub(a->st.allocation, small, 1);
@@ -295,11 +303,18 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
         if (TC__HIST_ON(TC_HISTORY_FREE))
             tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
                             b->seg->sc->stream, b->seg->sc->pool_id);
+        seg *s = b->seg;
         tc__free_block(a, b);
+        /* TCUDA_NO_CACHING: this block's segment (its only block) goes now, as
+         * PYTORCH_NO_CUDA_MEMORY_CACHING frees a block's memory at once; the
+         * others are left alone (a pending block's goes when it completes). */
+        if (TC_UNLIKELY(a->cfg.no_caching))
+            tc__no_caching_release(a, s);
     }
-    if (TC_UNLIKELY(a->cfg.no_caching) && !a->ncaps) /* not while a graph is captured */
-        release_all_cached(a);
+    tc__hist_end(a);
     tc__mutex_unlock(&a->mu);
+    if (TC_UNLIKELY(stack))
+        tc__hist_stack_put(stack);
 }
 
 bool tc__alloc_owns(tc__allocator *a, const void *ptr)
@@ -312,9 +327,13 @@ bool tc__alloc_owns(tc__allocator *a, const void *ptr)
 
 void tc__alloc_empty_cache(tc__allocator *a)
 {
+    uint32_t stack = tc__hist_enter(false);
     tc__mutex_lock(&a->mu);
+    tc__hist_begin(a, stack);
     release_all_cached(a);
+    tc__hist_end(a);
     tc__mutex_unlock(&a->mu);
+    tc__hist_stack_put(stack);
 }
 
 /* The nine per-pool arrays at the start of struct tc_memory_stats, as one

@@ -2,15 +2,18 @@
  * torch.cuda.memory._snapshot() returns, written as a pickle (protocol 2,
  * the few opcodes Python's pickle and the memory_viz page's reader both
  * take) or as JSON, from one walk over the content (an "emitter" with two
- * back ends).
+ * back ends). This is tcuda's one JSON writer of snapshots: the plain
+ * snapshot's JSON (tc_memory_snapshot_write_json) is the same walk with no
+ * history.
  *
  * The content: "segments" (every segment of every device's caching
  * allocator, its blocks, each block and segment with the frames of the stack
  * that allocated it when recorded), "device_traces" (one list per device of
- * the recorded events, oldest first) and "allocator_settings". Stacks are
- * named here, once per distinct stack, with dladdr: exported functions get
- * their names, others "??" with the module; the allocator's own frames at
- * the top of each stack are dropped. */
+ * the recorded events, oldest first) and "allocator_settings". Frames are
+ * named here with dladdr, once per distinct address in a dump (a sorted
+ * table of the addresses the copy holds): exported functions get their
+ * names, others "??" with the module; the allocator's own frames at the top
+ * of each stack are dropped. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,9 +27,21 @@
 
 /* ---- the emitter ------------------------------------------------------------- */
 
+/* A frame's name, looked up once per dump. */
+typedef struct sym {
+    void *addr;
+    bool own; /* the allocator's (dropped from the top of a stack) */
+    char name[64];
+    const char *sname; /* dladdr's, or NULL: use name */
+    const char *file;
+} sym;
+
 typedef struct em {
     FILE *f;
     bool json;
+    const tc__hist_copy *c; /* NULL: no history (plain snapshot) */
+    sym *syms;              /* sorted by addr */
+    size_t nsyms;
     int depth;
     bool first[64];   /* JSON: nothing written yet at this depth */
     bool is_dict[64]; /* JSON: a key comes next rather than a value */
@@ -109,7 +124,7 @@ static void key(em *e, const char *k)
     if (e->json) {
         sep(e);
         raw_str(e, k);
-        fputc(':', e->f);
+        fputs(": ", e->f);
         e->after_key = true;
     } else {
         raw_str(e, k);
@@ -178,14 +193,53 @@ static void boolean(em *e, bool v)
 
 /* ---- stacks as frames ------------------------------------------------------------ */
 
-/* Whether a frame is the allocator's own (dropped from the top of a stack). */
-static bool own_frame(const Dl_info *di, bool named, const Dl_info *self)
+static int sym_cmp(const void *x, const void *y)
 {
-    if (self->dli_fbase && di->dli_fbase == self->dli_fbase && self->dli_fbase != NULL) {
+    uintptr_t p = (uintptr_t)((const sym *)x)->addr, q = (uintptr_t)((const sym *)y)->addr;
+    return p < q ? -1 : p > q;
+}
+
+/* Names every distinct address of the copy's stacks, once. */
+static tc_status symbolize(em *e)
+{
+    const tc__hist_copy *c = e->c;
+    size_t nf = c->nstacks ? c->stack_off[c->nstacks] : 0;
+    e->syms = calloc(nf ? nf : 1, sizeof *e->syms);
+    if (!e->syms)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory naming stack frames");
+    for (size_t i = 0; i < nf; i++)
+        e->syms[i].addr = c->frames[i];
+    qsort(e->syms, nf, sizeof *e->syms, sym_cmp);
+    size_t n = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (n == 0 || e->syms[n - 1].addr != e->syms[i].addr)
+            e->syms[n++] = e->syms[i];
+    e->nsyms = n;
+    Dl_info self;
+    memset(&self, 0, sizeof self);
+    (void)dladdr((void *)&tc__hist_record, &self);
+    for (size_t i = 0; i < n; i++) {
+        sym *y = &e->syms[i];
+        Dl_info di;
+        memset(&di, 0, sizeof di);
+        bool found = dladdr(y->addr, &di) != 0;
+        bool named = found && di.dli_sname;
         /* In the library: internal (hidden or tc__) frames are the allocator's. */
-        return !named || strncmp(di->dli_sname, "tc__", 4) == 0;
+        y->own = found && self.dli_fbase && di.dli_fbase == self.dli_fbase &&
+                 (!named || strncmp(di.dli_sname, "tc__", 4) == 0);
+        y->sname = named ? di.dli_sname : NULL;
+        if (!named)
+            snprintf(y->name, sizeof y->name, "??+%#" PRIxPTR,
+                     (uintptr_t)y->addr - (uintptr_t)(found ? di.dli_fbase : 0));
+        y->file = found && di.dli_fname ? di.dli_fname : "??";
     }
-    return false;
+    return TC_OK;
+}
+
+static const sym *sym_of(const em *e, void *addr)
+{
+    sym key = {.addr = addr};
+    return bsearch(&key, e->syms, e->nsyms, sizeof key, sym_cmp);
 }
 
 static void frame(em *e, const char *name, const char *file)
@@ -200,27 +254,18 @@ static void frame(em *e, const char *name, const char *file)
     close_(e);
 }
 
-static void frames(em *e, const tc__hist_copy *c, uint32_t id)
+static void frames(em *e, uint32_t id)
 {
+    const tc__hist_copy *c = e->c;
     open_(e, false);
-    if (id && id <= c->nstacks) {
-        Dl_info self;
-        memset(&self, 0, sizeof self);
-        (void)dladdr((void *)&tc__hist_record, &self);
+    if (c && id && id <= c->nstacks) {
         bool top = true;
         for (size_t i = c->stack_off[id - 1]; i < c->stack_off[id]; i++) {
-            Dl_info di;
-            memset(&di, 0, sizeof di);
-            bool found = dladdr(c->frames[i], &di) != 0;
-            bool named = found && di.dli_sname;
-            if (top && found && own_frame(&di, named, &self))
+            const sym *y = sym_of(e, c->frames[i]);
+            if (!y || (top && y->own))
                 continue;
             top = false;
-            char name[64];
-            if (!named)
-                snprintf(name, sizeof name, "??+%#" PRIxPTR,
-                         (uintptr_t)c->frames[i] - (uintptr_t)(found ? di.dli_fbase : 0));
-            frame(e, named ? di.dli_sname : name, found && di.dli_fname ? di.dli_fname : "??");
+            frame(e, y->sname ? y->sname : y->name, y->file);
         }
     }
     close_(e);
@@ -228,7 +273,7 @@ static void frames(em *e, const tc__hist_copy *c, uint32_t id)
 
 /* ---- the content -------------------------------------------------------------------- */
 
-static void block(em *e, const tc__hist_copy *c, int device, const tc_memory_block_info *b)
+static void block(em *e, int device, const tc_memory_block_info *b)
 {
     open_(e, true);
     key(e, "address");
@@ -240,11 +285,13 @@ static void block(em *e, const tc__hist_copy *c, int device, const tc_memory_blo
     key(e, "state");
     str(e, tc_memory_block_state_string(b->state));
     key(e, "frames");
-    frames(e, c, b->state == TC_BLOCK_INACTIVE ? 0 : tc__hist_copy_live(c, device, 0, b->address));
+    frames(e, b->state == TC_BLOCK_INACTIVE || !e->c
+                  ? 0
+                  : tc__hist_copy_live(e->c, device, 0, b->address));
     close_(e);
 }
 
-static void segment(em *e, const tc__hist_copy *c, const tc_memory_segment_info *s)
+static void segment(em *e, const tc_memory_segment_info *s)
 {
     open_(e, true);
     key(e, "device");
@@ -271,16 +318,16 @@ static void segment(em *e, const tc__hist_copy *c, const tc_memory_segment_info 
     key(e, "is_expandable");
     boolean(e, s->is_expandable);
     key(e, "frames");
-    frames(e, c, tc__hist_copy_live(c, s->device, 1, s->address));
+    frames(e, e->c ? tc__hist_copy_live(e->c, s->device, 1, s->address) : 0);
     key(e, "blocks");
     open_(e, false);
     for (size_t i = 0; i < s->num_blocks; i++)
-        block(e, c, s->device, &s->blocks[i]);
+        block(e, s->device, &s->blocks[i]);
     close_(e);
     close_(e);
 }
 
-static void event(em *e, const tc__hist_copy *c, const tc__hist_event *ev)
+static void event(em *e, const tc__hist_event *ev)
 {
     open_(e, true);
     key(e, "action");
@@ -298,7 +345,7 @@ static void event(em *e, const tc__hist_copy *c, const tc__hist_event *ev)
     key(e, "time_us");
     unum(e, ev->time_us);
     key(e, "frames");
-    frames(e, c, ev->stack);
+    frames(e, ev->stack);
     close_(e);
 }
 
@@ -321,28 +368,26 @@ static void settings(em *e, const tc__alloc_config *cfg)
     close_(e);
 }
 
-static void content(em *e, const tc__hist_copy *c, const struct tc_memory_snapshot *snap)
+static void segments(em *e, const struct tc_memory_snapshot *snap)
 {
-    int ndev = 0;
-    for (size_t i = 0; i < c->nallocs; i++)
-        if (c->devices[i] + 1 > ndev)
-            ndev = c->devices[i] + 1;
-    for (size_t i = 0; i < c->nev; i++)
-        if (c->ev[i].device + 1 > ndev)
-            ndev = c->ev[i].device + 1;
-    open_(e, true);
     key(e, "segments");
     open_(e, false);
     for (size_t i = 0; i < snap->num_segments; i++)
-        segment(e, c, &snap->segments[i]);
+        segment(e, &snap->segments[i]);
     close_(e);
+}
+
+static void content(em *e, const tc__hist_copy *c)
+{
+    open_(e, true);
+    segments(e, &c->snap);
     key(e, "device_traces");
     open_(e, false);
-    for (int d = 0; d < ndev; d++) {
+    for (int d = 0; d < c->ndevices; d++) {
         open_(e, false);
         for (size_t i = 0; i < c->nev; i++)
             if (c->ev[i].device == d)
-                event(e, c, &c->ev[i]);
+                event(e, &c->ev[i]);
         close_(e);
     }
     close_(e);
@@ -351,33 +396,43 @@ static void content(em *e, const tc__hist_copy *c, const struct tc_memory_snapsh
     close_(e);
 }
 
+/* Opens path, writes the header, the content (the history's when c, else
+ * the plain snapshot's segments) and the trailer. */
+static tc_status write_file(const char *path, bool json, const tc__hist_copy *c,
+                            const struct tc_memory_snapshot *snap)
+{
+    em e = {.json = json, .c = c};
+    if (c)
+        TC_TRY(symbolize(&e));
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(e.syms);
+        return tc__fail(TC_ERROR_IO, "cannot open %s for writing: %s", path, strerror(errno));
+    }
+    e.f = f;
+    if (!json)
+        fwrite("\x80\x02", 1, 2, f); /* PROTO 2 */
+    if (c) {
+        content(&e, c);
+    } else {
+        open_(&e, true);
+        segments(&e, snap);
+        close_(&e);
+    }
+    fputs(json ? "\n" : ".", f); /* STOP */
+    bool bad = ferror(f) != 0;
+    free(e.syms);
+    if (fclose(f) != 0 || bad)
+        return tc__fail(TC_ERROR_IO, "writing %s failed: %s", path, strerror(errno));
+    return TC_OK;
+}
+
 static tc_status dump(const char *path, bool json)
 {
     TC_CHECK_ARG(path && *path, "the path is NULL or empty");
     tc__hist_copy c;
     TC_TRY(tc__hist_copy_take(&c));
-    struct tc_memory_snapshot snap = {0, NULL};
-    tc_status st = TC_OK;
-    for (size_t i = 0; i < c.nallocs && st == TC_OK; i++)
-        if (c.devices[i] >= 0)
-            st = tc__alloc_snapshot(c.allocs[i], &snap);
-    FILE *f = st == TC_OK ? fopen(path, "wb") : NULL;
-    if (st == TC_OK && !f)
-        st = tc__fail(TC_ERROR_IO, "cannot open %s for writing: %s", path, strerror(errno));
-    if (f) {
-        em e = {.f = f, .json = json};
-        if (!json)
-            fwrite("\x80\x02", 1, 2, f); /* PROTO 2 */
-        content(&e, &c, &snap);
-        if (json)
-            fputc('\n', f);
-        else
-            fputc('.', f); /* STOP */
-        bool bad = ferror(f) != 0;
-        if (fclose(f) != 0 || bad)
-            st = tc__fail(TC_ERROR_IO, "writing %s failed: %s", path, strerror(errno));
-    }
-    tc__snapshot_free(&snap);
+    tc_status st = write_file(path, json, &c, NULL);
     tc__hist_copy_free(&c);
     return st;
 }
@@ -392,4 +447,10 @@ tc_status tc_memory_dump_snapshot_json(const char *path)
 {
     TC_API_BEGIN;
     return dump(path, true);
+}
+
+tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+{
+    TC_CHECK_ARG(snap && path && *path, "snapshot and path must not be NULL or empty");
+    return write_file(path, true, NULL, snap);
 }

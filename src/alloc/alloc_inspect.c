@@ -13,14 +13,19 @@
 tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
 {
     tc__mutex_lock(&a->mu);
+    tc_status st = tc__alloc_snapshot_locked(a, snap);
+    tc__mutex_unlock(&a->mu);
+    return st;
+}
+
+tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot *snap)
+{
     size_t n = 0;
     for (seg *s = a->segs; s; s = s->next)
         n++;
     tc_memory_segment_info *ns = realloc(snap->segments, (snap->num_segments + n + 1) * sizeof *ns);
-    if (!ns) {
-        tc__mutex_unlock(&a->mu);
+    if (!ns)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
-    }
     snap->segments = ns;
     for (seg *s = a->segs; s; s = s->next) {
         tc_memory_segment_info *si = &ns[snap->num_segments];
@@ -29,10 +34,8 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
         for (blk *b = s->head; b; b = b->next)
             nb++;
         si->blocks = calloc(nb ? nb : 1, sizeof *si->blocks);
-        if (!si->blocks) {
-            tc__mutex_unlock(&a->mu);
+        if (!si->blocks)
             return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a snapshot");
-        }
         si->device = a->device;
         si->address = s->addr;
         si->total_size = s->size;
@@ -57,7 +60,6 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
         }
         snap->num_segments++;
     }
-    tc__mutex_unlock(&a->mu);
     return TC_OK;
 }
 

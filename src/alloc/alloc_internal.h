@@ -19,6 +19,7 @@
 
 #include "../core/internal.h"
 #include "alloc.h"
+#include "alloc_history.h"
 
 /* The allocator's lock: on Linux a three-state futex lock (Drepper's
  * "Futexes are tricky", mutex 3) whose uncontended lock and unlock are one
@@ -157,6 +158,11 @@ typedef struct capture {
 
 struct tc__allocator {
     tc__mutex mu;
+    /* History (alloc_history.h): the stack id of the entry point holding mu
+     * (or 0); whether one holds it (hist_call), so that its events share one
+     * clock read (hist_now, 0 until read). Set by tc__hist_begin/end. */
+    uint32_t hist_stack, hist_call;
+    uint64_t hist_now;
     tc__seg_provider p;
     unsigned gshift; /* log2 of p.granularity (expandable segments) */
     tc__alloc_config cfg;
@@ -180,7 +186,8 @@ struct tc__allocator {
     void **slabs;
     size_t nslabs, cap_slabs;
     uint64_t tick;
-    uint32_t epoch; /* frees stamp it; each fence recorded moves it on */
+    uint32_t epoch;      /* frees stamp it; each fence recorded moves it on */
+    tc__hist_local hist; /* recorded events and live stacks (alloc_history.c) */
 };
 
 /* ---- statistics -----------------------------------------------------------
@@ -473,6 +480,24 @@ static inline bool tc__block_take(tc__allocator *a, scache *c, blk *b, size_t rs
     return expandable;
 }
 
+/* An instrumented entry point, right after taking a->mu and right before
+ * giving it back. */
+static inline void tc__hist_begin(tc__allocator *a, uint32_t stack)
+{
+    a->hist_stack = stack;
+    a->hist_call = 1;
+    a->hist_now = 0;
+}
+static inline void tc__hist_end(tc__allocator *a)
+{
+    a->hist_stack = 0;
+    a->hist_call = 0;
+}
+
+/* Whether a free of a block must reach the history (recorded, or a stack
+ * of a live block is kept). */
+#define TC__HIST_FREE_SEEN(a, bits) (TC__HIST_ON(bits) || TC_UNLIKELY((a)->hist.live_n != 0))
+
 /* alloc.c */
 /* a->st as reported (see "statistics" above). */
 void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
@@ -481,8 +506,16 @@ void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
 /* Frees a block back into its cache, merging with free neighbours. */
 void tc__free_block(tc__allocator *a, blk *b);
 
+/* alloc_inspect.c */
+/* tc__alloc_snapshot with the mutex held. */
+tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot *snap);
+
 /* alloc_segments.c */
 size_t tc__segment_size(size_t rounded);
+/* TCUDA_NO_CACHING: gives segment s back if it is wholly free and may go
+ * (not during a graph capture, not a live private pool's); other segments
+ * stay as they are. */
+void tc__no_caching_release(tc__allocator *a, seg *s);
 bool tc__seg_whole_free(const seg *s);
 void tc__seg_release(tc__allocator *a, seg *s);
 void tc__seg_link(tc__allocator *a, seg *s); /* onto the segment list */

@@ -37,7 +37,8 @@ struct tc_mempool {
 /* Own allocators, live or released with blocks still live. */
 typedef struct own_ent {
     tc__allocator *a;
-    void *ctx; /* the provider's context, freed with it */
+    void *ctx;        /* the provider's context, freed with it */
+    const void *user; /* the user allocator (tc_allocator) whose functions it calls */
     bool released;
 } own_ent;
 static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -88,7 +89,7 @@ static tc_status add_record(tc__allocator *a, uint64_t id)
     return TC_OK;
 }
 
-static tc_status add_own(tc__allocator *a, void *ctx)
+static tc_status add_own(tc__allocator *a, void *ctx, const void *user)
 {
     pthread_mutex_lock(&own_mu);
     bool ok = true;
@@ -102,7 +103,7 @@ static tc_status add_own(tc__allocator *a, void *ctx)
         }
     }
     if (ok) {
-        owns[nowns++] = (own_ent){a, ctx, false};
+        owns[nowns++] = (own_ent){a, ctx, user, false};
         atomic_store(&nowns_any, 1);
     }
     pthread_mutex_unlock(&own_mu);
@@ -137,6 +138,24 @@ bool tc__mempool_free_own(void *ptr)
     return owned;
 }
 
+tc_status tc__mempool_check_unused(const void *user)
+{
+    size_t pools = 0, gone = 0;
+    pthread_mutex_lock(&own_mu);
+    for (size_t i = 0; i < nowns; i++)
+        if (owns[i].user == user) {
+            pools++;
+            gone += owns[i].released;
+        }
+    pthread_mutex_unlock(&own_mu);
+    if (!pools)
+        return TC_OK;
+    return tc__fail(TC_ERROR_INVALID_STATE,
+                    "the allocator is in use by %zu memory pool%s (%zu released with blocks still "
+                    "live); release the pools and free their memory first",
+                    pools, pools == 1 ? "" : "s", gone);
+}
+
 tc__allocator *tc__mempool_owner(const void *ptr)
 {
     if (!atomic_load_explicit(&nowns_any, memory_order_relaxed))
@@ -150,13 +169,14 @@ tc__allocator *tc__mempool_owner(const void *ptr)
     return r;
 }
 
-tc_status tc__mempool_create_own(tc__allocator *own, void *ctx, int device, tc_mempool **out)
+tc_status tc__mempool_create_own(tc__allocator *own, void *ctx, const void *user, int device,
+                                 tc_mempool **out)
 {
     TC_CHECK_ARG(out != NULL, "out is NULL");
     tc_mempool *p;
     TC_TRY(tc__mempool_create_on(own, device, &p));
     p->own = true;
-    tc_status st = add_own(own, ctx);
+    tc_status st = add_own(own, ctx, user);
     if (st != TC_OK) {
         p->magic = 0;
         tc__handle_put(&mempool_handles, p);

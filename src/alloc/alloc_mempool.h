@@ -18,9 +18,15 @@ uint64_t tc__mempool_current(const tc__allocator *a);
 /* A pool handle on allocator a (device `device`); ids have the top bit set,
  * apart from graph pools' ids. */
 tc_status tc__mempool_create_on(tc__allocator *a, int device, tc_mempool **out);
-/* A pool with an allocator of its own (`own`, made on a user allocator's
- * provider whose context `ctx` is freed with it); the pool takes both. */
-tc_status tc__mempool_create_own(tc__allocator *own, void *ctx, int device, tc_mempool **out);
+/* A pool with an allocator of its own (`own`, made on the functions of user
+ * allocator `user` through a provider whose context `ctx` is freed with
+ * it); the pool takes own and ctx. */
+tc_status tc__mempool_create_own(tc__allocator *own, void *ctx, const void *user, int device,
+                                 tc_mempool **out);
+/* TC_OK when no pool's allocator (live, or released with live blocks) calls
+ * user allocator `user`; else TC_ERROR_INVALID_STATE with a message naming
+ * how many do (tc_allocator_destroy refuses then). */
+tc_status tc__mempool_check_unused(const void *user);
 /* The allocator that serves this thread's allocations on `device`: the
  * innermost pool's in use on it (its own or the device's), else dflt. */
 tc__allocator *tc__mempool_route(int device, tc__allocator *dflt);

@@ -76,7 +76,7 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (s->expandable) {
         tc__exp_release(a, s);
     } else {
-        if (TC__HIST_ON(TC_HISTORY_SEGMENT | TC__HIST_TRACK))
+        if (TC__HIST_FREE_SEEN(a, TC_HISTORY_SEGMENT))
             tc__hist_record(a, TC__H_SEGMENT_FREE, s->addr, s->size, 0, s->sc->stream,
                             s->sc->pool_id);
         a->p.free(a->p.ctx, (void *)s->addr, s->size);
@@ -91,6 +91,12 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (b)
         tc__blk_del(a, b);
     free(s);
+}
+
+void tc__no_caching_release(tc__allocator *a, seg *s)
+{
+    if (!a->ncaps && tc__seg_releasable(a, s, false))
+        tc__seg_release(a, s);
 }
 
 static seg *oldest_releasable(tc__allocator *a, bool all_pools)

@@ -121,7 +121,10 @@ void tc__process_events(tc__allocator *a, bool wait)
             if (TC__HIST_ON(TC_HISTORY_FREE))
                 tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
                                 b->seg->sc->stream, b->seg->sc->pool_id);
+            seg *s = b->seg;
             tc__free_block(a, b);
+            if (TC_UNLIKELY(a->cfg.no_caching))
+                tc__no_caching_release(a, s);
         }
     }
     a->npend = k;

@@ -1,5 +1,6 @@
 /* The allocator's words: byte formatting, stat keys, the summary table,
- * PyTorch's names of block states and segment types, and snapshot JSON. */
+ * PyTorch's names of block states and segment types (snapshots' JSON is
+ * written by alloc_history_dump.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -185,39 +186,4 @@ void tc__snapshot_free(struct tc_memory_snapshot *snap)
     free(snap->segments);
     snap->segments = NULL;
     snap->num_segments = 0;
-}
-
-tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
-{
-    TC_CHECK_ARG(snap && path, "snapshot and path must not be NULL");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return tc__fail(TC_ERROR_IO, "cannot write the snapshot to '%s': %s", path,
-                        strerror(errno));
-    fprintf(f, "{\"segments\": [");
-    for (size_t i = 0; i < snap->num_segments; i++) {
-        const tc_memory_segment_info *s = &snap->segments[i];
-        fprintf(f,
-                "%s\n {\"device\": %d, \"address\": %" PRIu64 ", \"total_size\": %zu, "
-                "\"allocated_size\": %zu, \"active_size\": %zu, \"requested_size\": %zu, "
-                "\"stream\": %" PRIu64 ", \"segment_type\": \"%s\", \"segment_pool_id\": %" PRIu64
-                ", \"is_expandable\": %s, \"blocks\": [",
-                i ? "," : "", s->device, s->address, s->total_size, s->allocated_size,
-                s->active_size, s->requested_size, s->stream,
-                tc_memory_segment_type_string(s->segment_type), s->segment_pool_id,
-                s->is_expandable ? "true" : "false");
-        for (size_t j = 0; j < s->num_blocks; j++) {
-            const tc_memory_block_info *b = &s->blocks[j];
-            fprintf(f,
-                    "%s{\"address\": %" PRIu64 ", \"size\": %zu, \"requested_size\": %zu, "
-                    "\"state\": \"%s\"}",
-                    j ? ", " : "", b->address, b->size, b->requested_size,
-                    tc_memory_block_state_string(b->state));
-        }
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n]}\n");
-    if (fclose(f) != 0)
-        return tc__fail(TC_ERROR_IO, "writing the snapshot to '%s' failed", path);
-    return TC_OK;
 }

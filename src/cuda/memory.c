@@ -444,7 +444,7 @@ static tc_status own_pool(int d, tc_allocator *u, tc_mempool **out)
     if (st == TC_OK)
         st = tc__alloc_create(&p, &cfg, d, &a);
     if (st == TC_OK)
-        st = tc__mempool_create_own(a, c, d, out);
+        st = tc__mempool_create_own(a, c, u, d, out);
     if (st != TC_OK) { /* nothing was made: the new allocator goes too */
         if (a)
             tc__alloc_destroy(a);
@@ -468,7 +468,14 @@ tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **ou
     if (conf.backend == 1 || user_alloc)
         return tc__fail(TC_ERROR_NOT_SUPPORTED, "memory pools need the native caching allocator, "
                                                 "not cudaMallocAsync or a user allocator");
-    return allocator ? own_pool(d, allocator, out) : tc__mempool_create_on(a, d, out);
+    if (!allocator)
+        return tc__mempool_create_on(a, d, out);
+    pthread_mutex_lock(&mu); /* against a concurrent tc_allocator_destroy */
+    tc_status st = check_allocator(allocator);
+    if (st == TC_OK)
+        st = own_pool(d, allocator, out);
+    pthread_mutex_unlock(&mu);
+    return st;
 }
 
 tc_status tc__device_pool_begin(int device, uint64_t id, cudaStream_t stream)
@@ -796,6 +803,8 @@ tc_status tc_allocator_destroy(tc_allocator *allocator)
     if (st == TC_OK && allocator == user_alloc)
         st = tc__fail(TC_ERROR_INVALID_STATE, "it is the current allocator, which serves device "
                                               "memory until the process exits");
+    if (st == TC_OK) /* a pool's memory comes from it, and goes back through it */
+        st = tc__mempool_check_unused(allocator);
     void *dl = st == TC_OK ? allocator->dl : NULL;
     if (st == TC_OK)
         tc__handle_put(&allocator_pool, allocator);

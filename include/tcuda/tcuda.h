@@ -10,6 +10,7 @@
 #include "random.h"
 #include "memory.h"
 #include "tensor.h"
+#include "nn.h"
 #include "graph.h"
 #include "jit.h"
 #include "sanitizer.h"

@@ -37,6 +37,7 @@ extern "C" {
 #endif
 
 struct tc__backend;
+struct tc__nn_backend;
 struct tc_tensor;
 
 typedef struct tc__device_ops {
@@ -69,6 +70,9 @@ typedef struct tc__device_ops {
      * CPU backend itself. A hook that watches host accesses to memory that
      * streams also use (pinned host memory) wraps it, as it wraps `backend`. */
     const struct tc__backend *host_backend;
+    /* The device type's neural-network kernels (nn.h's operations,
+     * nn_internal.h); NULL when absent. CPU tensors use tc__cpu_nn_backend. */
+    const struct tc__nn_backend *nn;
 } tc__device_ops;
 
 /* The table src/cuda (or its absent stub) defines. */

@@ -1,11 +1,13 @@
 /* The CUDA runtime behind the core's device seam (core/device_ops.h): device
  * resolution, the caching allocator on the current stream, record_stream for
  * device and pinned host blocks, streams as opaque handles, the tensor
- * backend and copies across devices (tensor_cuda.c). */
+ * backend and copies across devices (tensor_cuda.c), the nn kernels
+ * (nn_cuda.c). */
 #include "core/device_ops.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
+#include "nn_cuda.h"
 #include "tensor_cuda.h"
 
 static tc_status cuda_resolve(int index, int *out) { return tc__resolve_device(index, out); }
@@ -45,4 +47,5 @@ const tc__device_ops tc__cuda_device_ops = {
     .current_stream = cuda_current_stream,
     .stream_of = cuda_stream_of,
     .copy = tc__cuda_copy,
+    .nn = &tc__cuda_nn_backend,
 };

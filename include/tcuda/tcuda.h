@@ -12,6 +12,7 @@
 #include "tensor.h"
 #include "shape.h"
 #include "indexing.h"
+#include "nn.h"
 #include "graph.h"
 #include "jit.h"
 #include "sanitizer.h"

@@ -38,6 +38,7 @@ extern "C" {
 
 struct tc__backend;
 struct tc__index_backend;
+struct tc__nn_backend;
 struct tc_tensor;
 
 typedef struct tc__device_ops {
@@ -74,6 +75,9 @@ typedef struct tc__device_ops {
      * absent. (CPU tensors use the CPU's own table; hooks that copy this
      * table pass it through unwrapped.) */
     const struct tc__index_backend *index_backend;
+    /* The device type's neural-network kernels (nn.h's operations,
+     * nn_internal.h); NULL when absent. CPU tensors use tc__cpu_nn_backend. */
+    const struct tc__nn_backend *nn;
 } tc__device_ops;
 
 /* The table src/cuda (or its absent stub) defines. */

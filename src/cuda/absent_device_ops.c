@@ -53,4 +53,5 @@ const tc__device_ops tc__cuda_device_ops = {
     .current_stream = no_current_stream,
     .stream_of = no_stream_of,
     .copy = no_copy,
+    .nn = NULL,
 };

@@ -5,17 +5,20 @@
  * cuBLAS headers or library; a machine without libcublas gets
  * TC_ERROR_NOT_SUPPORTED from matmul and nothing else changes. Handles are
  * created once per thread and device and re-bound to the current stream on
- * every use. Row-major C = A B is computed as column-major C^T = B^T A^T. */
+ * every use. Row-major C = A B is computed as column-major C^T = B^T A^T.
+ * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
+ * alpha, beta and a float32 C for 16-bit A and B. */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "nn_cuda.h"
 #include "tensor_cuda.h"
 
 /* From cublas_api.h / library_types.h (values are part of the ABI). */
 typedef void *tc__cublas_handle;
-enum { CUBLAS_OP_N_ = 0, CUBLAS_GEMM_DEFAULT_ = -1 };
+enum { CUBLAS_OP_N_ = 0, CUBLAS_OP_T_ = 1, CUBLAS_GEMM_DEFAULT_ = -1 };
 enum { CUDA_R_32F_ = 0, CUDA_R_64F_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14 };
 enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70 };
 enum { CUBLAS_DEFAULT_MATH_ = 0 };
@@ -123,5 +126,51 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
                           (long long)batch);
     }
     tc_device_guard_exit(&g);
+    return st;
+}
+
+static int cuda_type(tc_dtype dt)
+{
+    return dt == TC_FLOAT64   ? CUDA_R_64F_
+           : dt == TC_FLOAT32 ? CUDA_R_32F_
+           : dt == TC_FLOAT16 ? CUDA_R_16F_
+                              : CUDA_R_16BF_;
+}
+
+tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
+{
+    int64_t most = g->m > g->n ? g->m : g->n;
+    most = most > g->k ? most : g->k;
+    most = most > g->batch ? most : g->batch;
+    if (most > INT32_MAX || g->lda > INT32_MAX || g->ldb > INT32_MAX || g->ldc > INT32_MAX)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "sizes or leading dimensions above 2^31-1 are not "
+                                                "supported by the GPU GEMM");
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc__cublas_handle h;
+    tc_status st = handle_for(device, &h);
+    if (st == TC_OK) {
+        /* float32 computation (no TF32) for all but float64; the scalars are
+         * of the computation type */
+        bool f64 = g->dtype == TC_FLOAT64;
+        float af = (float)g->alpha, bf = (float)g->beta;
+        const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
+        const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
+        int type = cuda_type(g->dtype);
+        /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
+        int rc = p_gemm(h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
+                        g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
+                        alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type,
+                        (int)g->lda, (long long)g->stride_a, beta, g->c, cuda_type(g->c_dtype),
+                        (int)g->ldc, (long long)g->stride_c, (int)g->batch,
+                        f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+        if (rc != 0)
+            st = tc__fail(TC_ERROR_CUDA,
+                          "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
+                          "k=%lld batch=%lld)",
+                          rc, tc_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                          (long long)g->k, (long long)g->batch);
+    }
+    tc_device_guard_exit(&gd);
     return st;
 }

@@ -2,12 +2,13 @@
  * resolution, the caching allocator on the current stream, record_stream for
  * device and pinned host blocks, streams as opaque handles, the tensor
  * backend and copies across devices (tensor_cuda.c), the indexing backend
- * (index_cuda.c). */
+ * (index_cuda.c), the nn kernels (nn_cuda.c). */
 #include "core/device_ops.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
 #include "index_cuda.h"
+#include "nn_cuda.h"
 #include "tensor_cuda.h"
 
 static tc_status cuda_resolve(int index, int *out) { return tc__resolve_device(index, out); }
@@ -48,4 +49,5 @@ const tc__device_ops tc__cuda_device_ops = {
     .stream_of = cuda_stream_of,
     .copy = tc__cuda_copy,
     .index_backend = &tc__cuda_index_backend,
+    .nn = &tc__cuda_nn_backend,
 };

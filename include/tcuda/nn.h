@@ -1,0 +1,94 @@
+/* tcuda: the neural-network operations a transformer needs, with PyTorch's
+ * semantics (torch.nn.functional.X is tc_nn_X; torch.bmm / torch.baddbmm are
+ * tc_tensor_bmm / tc_tensor_baddbmm).
+ *
+ * Every function takes floating tensors (float16, bfloat16, float32,
+ * float64; TC_ERROR_DTYPE otherwise) of one dtype and one device
+ * (TC_ERROR_DEVICE_MISMATCH otherwise), checks its tensor arguments as
+ * tensor.h says (NULL: TC_ERROR_INVALID_ARGUMENT; released or foreign:
+ * TC_ERROR_INVALID_HANDLE), and returns a new contiguous tensor in *out,
+ * written only on success. 16-bit inputs are computed in float32 and rounded
+ * once at the end; on a GPU the work is queued on the current stream. Shapes
+ * that do not fit give TC_ERROR_SHAPE, a dimension out of range
+ * TC_ERROR_INVALID_ARGUMENT. Optional tensors are NULL when absent. */
+#ifndef TCUDA_NN_H
+#define TCUDA_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+/* softmax / log_softmax of x along `dim` (negative counts from the end), in
+ * one numerically stable pass (the maximum is subtracted first): a row of
+ * large values stays finite. Errors: the common ones above. */
+TCUDA_API tc_status tc_nn_softmax(const tc_tensor *x, int dim, tc_tensor **out);
+TCUDA_API tc_status tc_nn_log_softmax(const tc_tensor *x, int dim, tc_tensor **out);
+
+/* (x - mean) / sqrt(var + eps) * weight + bias over the last `nshape` dims of
+ * x, which must equal normalized_shape (nshape >= 1); weight and bias, each
+ * optional, have that shape. var is the biased variance. Errors: the common
+ * ones, TC_ERROR_INVALID_ARGUMENT for a bad normalized_shape. */
+TCUDA_API tc_status tc_nn_layer_norm(const tc_tensor *x, int nshape,
+                                     const int64_t *normalized_shape, const tc_tensor *weight,
+                                     const tc_tensor *bias, double eps, tc_tensor **out);
+
+/* x / sqrt(mean(x^2) + eps) * weight over the last `nshape` dims, as
+ * layer_norm. eps NULL is PyTorch's eps=None: the epsilon of the computation
+ * type (float32's for 16-bit and float32, float64's for float64), as
+ * PyTorch's rms_norm takes it. Errors: as layer_norm. */
+TCUDA_API tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
+                                   const tc_tensor *weight, const double *eps, tc_tensor **out);
+
+typedef enum tc_reduction {
+    TC_REDUCTION_NONE = 0,
+    TC_REDUCTION_MEAN,
+    TC_REDUCTION_SUM
+} tc_reduction;
+
+/* Cross entropy of logits [N, C] (or [C]) with int64 class indices `target`
+ * [N] (or 0-d): per row logsumexp(x) - x[target]; rows whose target is
+ * ignore_index count 0 and are left out of the mean (all of them ignored:
+ * NaN, as PyTorch). Result: [N] for NONE, 0-d for MEAN and SUM. The targets
+ * are checked on the host first (a sync point for a GPU tensor): one outside
+ * [0, C) other than ignore_index is TC_ERROR_INVALID_ARGUMENT; a target that
+ * is not int64 TC_ERROR_DTYPE; a bad reduction TC_ERROR_INVALID_ARGUMENT. */
+TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
+                                        int64_t ignore_index, tc_reduction reduction,
+                                        tc_tensor **out);
+
+/* x @ weight^T + bias: x [..., in] (at least 1-d), weight [out, in], bias
+ * [out] optional; the result is [..., out]. On a GPU one cuBLAS GEMM (the
+ * bias is copied into the output first and added with beta = 1). Errors: the
+ * common ones; cuBLAS missing is TC_ERROR_NOT_SUPPORTED. */
+TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
+                                 tc_tensor **out);
+
+/* a [B, M, K] @ b [B, K, N] -> [B, M, N], both 3-d with the same B (no
+ * broadcasting, as torch.bmm). Errors: the common ones. */
+TCUDA_API tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* beta * input + alpha * (b1 @ b2) as torch.baddbmm: b1 [B, M, K], b2
+ * [B, K, N], input broadcastable to [B, M, N]; with beta == 0 input is not
+ * read (NaN in it does not propagate). Errors: the common ones, non-finite
+ * alpha or beta (TC_ERROR_INVALID_ARGUMENT). */
+TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1,
+                                      const tc_tensor *b2, double beta, double alpha,
+                                      tc_tensor **out);
+
+/* softmax(q k^T * scale + mask) v with q [..., L, E], k [..., S, E],
+ * v [..., S, Ev] (the same leading dims, at least 2-d) -> [..., L, Ev], as
+ * PyTorch's math. scale NULL means 1/sqrt(E) (PyTorch's None). With is_causal, query i
+ * sees keys j <= i (torch.ones(L, S).tril(), top-left aligned when L != S).
+ * On a GPU: a cuBLAS GEMM for the scores (float32 for 16-bit inputs), the
+ * fused softmax with the mask inside, a GEMM with v. Errors: the common ones. */
+TCUDA_API tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
+                                                       const tc_tensor *v, bool is_causal,
+                                                       const double *scale, tc_tensor **out);
+
+TCUDA_EXTERN_C_END
+
+#endif

@@ -1,0 +1,84 @@
+/* The neural-network backend table (nn.h's operations), one per device type:
+ * the CPU's in src/cpu/cpu_nn.c, a GPU's reached through the device seam's
+ * `nn` field (device_ops.h), filled by src/cuda/nn_cuda.c.
+ *
+ * The core (tensor_nn.c) checks every argument and hands a backend only
+ * dense operands: row operations see contiguous [outer, n, inner] blocks,
+ * GEMMs row-major matrices with leading dimensions. Plain C with no atomics,
+ * so that the .cu files include it too. Not installed. */
+#ifndef TCUDA_NN_INTERNAL_H
+#define TCUDA_NN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tcuda/dtype.h"
+#include "tcuda/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tc__nn_row_op {
+    TC__NN_SOFTMAX,
+    TC__NN_LOG_SOFTMAX,
+    TC__NN_LAYER_NORM,
+    TC__NN_RMS_NORM
+} tc__nn_row_op;
+
+/* A row operation over contiguous `in` seen as [outer, n, inner], reduced
+ * over n, into contiguous `out` of the same shape. The norms come with
+ * inner == 1, weight and bias (NULL when absent) of in_dtype with n
+ * elements. out_dtype is in_dtype except for attention's softmax (float32
+ * scores, 16-bit probabilities). causal > 0 (softmax, inner == 1 only): row r
+ * is query r % causal and sees columns j <= r % causal; the others are -inf
+ * and are not read. out may be in (same dtype): each row is read before it
+ * is written. Values are computed in float32 for 16-bit dtypes. */
+typedef struct tc__nn_rows {
+    tc__nn_row_op op;
+    tc_dtype in_dtype, out_dtype;
+    const void *in;
+    void *out;
+    const void *weight, *bias;
+    int64_t outer, n, inner;
+    double eps;
+    int64_t causal;
+} tc__nn_rows;
+
+/* Row-major, strided-batched C = alpha * op(A) op(B) + beta * C with op(A)
+ * [m, k] and op(B) [k, n]: op(X)[i][j] is X[i * ld + j], or X[j * ld + i]
+ * when trans. A and B are of `dtype`, C of c_dtype (dtype, or float32 for
+ * 16-bit A and B); batch strides in elements (0 repeats one matrix); beta 0
+ * means C is not read. 16-bit products accumulate in float32 (no TF32 for
+ * float32). k may be 0 (C = beta * C). */
+typedef struct tc__nn_gemm {
+    tc_dtype dtype, c_dtype;
+    bool trans_a, trans_b;
+    int64_t batch, m, n, k;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc, stride_a, stride_b, stride_c;
+    double alpha, beta;
+} tc__nn_gemm;
+
+typedef struct tc__nn_backend {
+    /* See tc__nn_rows. */
+    tc_status (*rows)(int device, const tc__nn_rows *args);
+    /* See tc__nn_gemm; TC_ERROR_NOT_SUPPORTED when the BLAS is missing. */
+    tc_status (*gemm)(int device, const tc__nn_gemm *g);
+    /* loss[i] = logsumexp(logits[i, :]) - logits[i, target[i]] for contiguous
+     * logits [n, c] of `dtype`, int64 targets (device memory, already
+     * checked to be in [0, c) or ignore_index), loss [n] of loss_dtype
+     * (float32 for 16-bit logits, else dtype); 0 for ignored rows. */
+    tc_status (*cross_entropy)(int device, tc_dtype dtype, const void *logits,
+                               const int64_t *target, void *loss, tc_dtype loss_dtype, int64_t n,
+                               int64_t c, int64_t ignore_index);
+} tc__nn_backend;
+
+extern const tc__nn_backend tc__cpu_nn_backend;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

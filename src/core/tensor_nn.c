@@ -1,0 +1,660 @@
+/* nn.h's operations: argument checks, shapes and layouts, then the device's
+ * nn backend (nn_internal.h) on dense operands.
+ *
+ * Everything that does not depend on the device is decided here: dims and
+ * shapes, dtypes, the range of cross_entropy's targets, which operand layouts
+ * a GEMM reads as they are (row-major or transposed matrices whose batch
+ * dims collapse into one stride) and which need a contiguous copy first.
+ * Composite operations are built from the backend's three kernels and the
+ * public tensor functions: linear copies its bias into the output and runs
+ * one GEMM with beta = 1; attention is a GEMM, the fused (masked) softmax and
+ * a GEMM. The core reaches a GPU only through the device seam. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn_internal.h"
+#include "tcuda/nn.h"
+#include "tensor_internal.h"
+
+/* The nn backend of a device type; NULL with TC_ERROR_NO_DEVICE set. */
+static const tc__nn_backend *nn_of(tc_device device)
+{
+    if (device.type == TC_CPU)
+        return &tc__cpu_nn_backend;
+    const tc__nn_backend *be = tc__dev()->nn;
+    if (!be)
+        (void)tc__no_backend();
+    return be;
+}
+
+/* A live tensor of a floating dtype. */
+static tc_status check_float(const char *fn, const tc_tensor *t, const char *what)
+{
+    TC_TRY(tc__tensor_check(t, what));
+    if (!tc_dtype_is_floating(t->dtype))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: %s must be float16, bfloat16, float32 or float64, got %s", fn, what,
+                        tc_dtype_name(t->dtype));
+    return TC_OK;
+}
+
+/* A live tensor on x's device with x's dtype. */
+static tc_status check_like(const char *fn, const tc_tensor *x, const tc_tensor *t,
+                            const char *what)
+{
+    TC_TRY(tc__tensor_check(t, what));
+    TC_TRY(tc__check_same_device(fn, x, t));
+    if (t->dtype != x->dtype)
+        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but the input is %s; they must match", fn,
+                        what, tc_dtype_name(t->dtype), tc_dtype_name(x->dtype));
+    return TC_OK;
+}
+
+static int64_t prod(const int64_t *sizes, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= sizes[i];
+    return p;
+}
+
+/* Float32 for 16-bit dtypes: where scores and losses are kept. */
+static tc_dtype acc_dtype(tc_dtype dt)
+{
+    return dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? TC_FLOAT32 : dt;
+}
+
+static tc_status finish(tc_status st, tc_tensor *res, tc_tensor **out)
+{
+    if (st != TC_OK) {
+        tc_tensor_release(res);
+        return st;
+    }
+    *out = res;
+    return TC_OK;
+}
+
+/* ---- matrices as a GEMM reads them ------------------------------------------------- */
+
+/* The last two dims of a tensor (at least 2-d) as a batch of matrices: data,
+ * whether stored transposed, the leading dimension and the batch stride.
+ * `owned` is a contiguous copy made when the layout is not one a GEMM reads
+ * (matrices neither row- nor column-dense, or batch dims that do not
+ * collapse into one stride). */
+typedef struct mats {
+    tc_tensor *owned;
+    const void *data;
+    bool trans;
+    int64_t ld, bstride;
+} mats;
+
+static bool layout_of(const tc_tensor *t, mats *m)
+{
+    int nd = t->ndim;
+    int64_t rows = t->sizes[nd - 2], cols = t->sizes[nd - 1];
+    int64_t rs = t->strides[nd - 2], cs = t->strides[nd - 1];
+    int64_t bstride = 0, expect = -1;
+    for (int i = nd - 3; i >= 0; i--) {
+        if (t->sizes[i] == 1)
+            continue;
+        if (expect >= 0 && t->strides[i] != expect)
+            return false;
+        if (expect < 0)
+            bstride = t->strides[i];
+        expect = t->strides[i] * t->sizes[i];
+    }
+    m->bstride = bstride;
+    m->data = tc__data(t);
+    int64_t need_c = cols > 1 ? cols : 1, need_r = rows > 1 ? rows : 1;
+    int64_t ld = rows == 1 ? need_c : rs;
+    if ((cols == 1 || cs == 1) && ld >= need_c) {
+        m->trans = false;
+        m->ld = ld;
+        return true;
+    }
+    ld = cols == 1 ? need_r : cs;
+    if ((rows == 1 || rs == 1) && ld >= need_r) {
+        m->trans = true;
+        m->ld = ld;
+        return true;
+    }
+    return false;
+}
+
+static tc_status as_mats(const tc_tensor *t, mats *m)
+{
+    m->owned = NULL;
+    if (layout_of(t, m))
+        return TC_OK;
+    TC_TRY(tc_tensor_contiguous(t, &m->owned));
+    (void)layout_of(m->owned, m); /* dense row-major: always readable */
+    return TC_OK;
+}
+
+/* ---- softmax ----------------------------------------------------------------------- */
+
+static tc_status softmax_impl(const char *fn, const tc_tensor *x, int dim, tc__nn_row_op op,
+                              tc_tensor **out)
+{
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    int nd = x->ndim ? x->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "%s: dim %d is out of range for a %d-d tensor (expected %d..%d)", fn, dim,
+                        x->ndim, -nd, nd - 1);
+    if (dim < 0)
+        dim += nd;
+    int64_t outer = 1, n = 1, inner = 1;
+    if (x->ndim) {
+        outer = prod(x->sizes, 0, dim);
+        n = x->sizes[dim];
+        inner = prod(x->sizes, dim + 1, x->ndim);
+    }
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    tc_tensor *xc = NULL, *res = NULL;
+    tc_status st = tc_tensor_contiguous(x, &xc);
+    if (st == TC_OK)
+        st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &res);
+    if (st == TC_OK && outer * n * inner > 0) {
+        tc__nn_rows a = {.op = op,
+                         .in_dtype = x->dtype,
+                         .out_dtype = x->dtype,
+                         .in = tc__data(xc),
+                         .out = tc__data(res),
+                         .outer = outer,
+                         .n = n,
+                         .inner = inner};
+        st = be->rows(dev.index, &a);
+    }
+    tc_tensor_release(xc);
+    return finish(st, res, out);
+}
+
+tc_status tc_nn_softmax(const tc_tensor *x, int dim, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    return softmax_impl("tc_nn_softmax", x, dim, TC__NN_SOFTMAX, out);
+}
+
+tc_status tc_nn_log_softmax(const tc_tensor *x, int dim, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    return softmax_impl("tc_nn_log_softmax", x, dim, TC__NN_LOG_SOFTMAX, out);
+}
+
+/* ---- layer_norm and rms_norm ------------------------------------------------------- */
+
+/* `p` (weight or bias, optional) has exactly the normalized shape. */
+static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor *p,
+                             const char *what, int nshape, const int64_t *shape)
+{
+    if (!p)
+        return TC_OK;
+    TC_TRY(check_like(fn, x, p, what));
+    bool ok = p->ndim == nshape;
+    for (int i = 0; ok && i < nshape; i++)
+        ok = p->sizes[i] == shape[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have the normalized shape (%d dims)", fn, what,
+                        nshape);
+    return TC_OK;
+}
+
+static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x, int nshape,
+                           const int64_t *shape, const tc_tensor *weight, const tc_tensor *bias,
+                           double eps, tc_tensor **out)
+{
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    TC_CHECK_ARG(nshape >= 1 && nshape <= TC_MAX_DIMS && shape,
+                 "%s: normalized_shape must have 1 to %d sizes, got %d%s", fn, TC_MAX_DIMS, nshape,
+                 shape ? "" : " (NULL)");
+    bool ok = nshape <= x->ndim;
+    for (int i = 0; ok && i < nshape; i++)
+        ok = shape[i] == x->sizes[x->ndim - nshape + i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: the last %d dims of x (a %d-d tensor) must equal normalized_shape", fn,
+                        nshape, x->ndim);
+    TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, shape));
+    TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, shape));
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int64_t m = prod(x->sizes, 0, x->ndim - nshape), n = prod(x->sizes, x->ndim - nshape, x->ndim);
+    tc_tensor *xc = NULL, *wc = NULL, *bc = NULL, *res = NULL;
+    tc_status st = tc_tensor_contiguous(x, &xc);
+    if (st == TC_OK && weight)
+        st = tc_tensor_contiguous(weight, &wc);
+    if (st == TC_OK && bias)
+        st = tc_tensor_contiguous(bias, &bc);
+    if (st == TC_OK)
+        st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &res);
+    if (st == TC_OK && m * n > 0) {
+        tc__nn_rows a = {.op = op,
+                         .in_dtype = x->dtype,
+                         .out_dtype = x->dtype,
+                         .in = tc__data(xc),
+                         .out = tc__data(res),
+                         .weight = wc ? tc__data(wc) : NULL,
+                         .bias = bc ? tc__data(bc) : NULL,
+                         .outer = m,
+                         .n = n,
+                         .inner = 1,
+                         .eps = eps};
+        st = be->rows(dev.index, &a);
+    }
+    tc_tensor_release(xc);
+    tc_tensor_release(wc);
+    tc_tensor_release(bc);
+    return finish(st, res, out);
+}
+
+tc_status tc_nn_layer_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
+                           const tc_tensor *weight, const tc_tensor *bias, double eps,
+                           tc_tensor **out)
+{
+    TC_API_BEGIN;
+    return norm_impl("tc_nn_layer_norm", TC__NN_LAYER_NORM, x, nshape, normalized_shape, weight,
+                     bias, eps, out);
+}
+
+tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
+                         const tc_tensor *weight, const double *eps, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    /* PyTorch (layer_norm.cpp) takes numeric_limits<opmath_t>::epsilon() for
+     * eps=None: float32's also for float16 and bfloat16. */
+    double e = eps                                            ? *eps
+               : tc__tensor_live(x) && x->dtype == TC_FLOAT64 ? 2.220446049250313e-16
+                                                              : 1.1920928955078125e-07;
+    return norm_impl("tc_nn_rms_norm", TC__NN_RMS_NORM, x, nshape, normalized_shape, weight, NULL,
+                     e, out);
+}
+
+/* ---- cross_entropy --------------------------------------------------------------- */
+
+/* Reads the targets to the host, checks them against [0, c) and counts the
+ * rows that are not ignored. */
+static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore,
+                               int64_t *count)
+{
+    int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!t)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
+                        (long long)n);
+    tc_status st = tc_tensor_to_host(target, t, TC_INT64);
+    int64_t k = 0;
+    for (int64_t i = 0; st == TC_OK && i < n; i++) {
+        if (t[i] == ignore)
+            continue;
+        if (t[i] < 0 || t[i] >= c)
+            st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                          "tc_nn_cross_entropy: target %lld (row %lld) is out of range: classes "
+                          "are 0..%lld (ignore_index %lld)",
+                          (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
+        k++;
+    }
+    free(t);
+    if (st == TC_OK)
+        *count = k;
+    return st;
+}
+
+/* The per-row losses (loss_dtype) reduced as asked, in dtype. */
+static tc_status reduce_loss(tc_tensor *loss, tc_dtype dt, tc_reduction red, int64_t count,
+                             bool scalar_rows, tc_tensor **out)
+{
+    tc_device dev = loss->storage->device;
+    tc_tensor *s = NULL, *r = NULL, *cnt = NULL;
+    tc_status st;
+    if (red == TC_REDUCTION_NONE) {
+        /* logits [C]: one row, a 0-d result */
+        st = tc_tensor_view(loss, scalar_rows ? 0 : 1, loss->sizes, &s);
+    } else {
+        st = tc_tensor_sum(loss, TC_ALL_DIMS, false, &r);
+        if (st == TC_OK && red == TC_REDUCTION_MEAN) {
+            /* all ignored: 0 / 0, NaN as PyTorch */
+            st = tc_tensor_full(0, NULL, (double)count, loss->dtype, dev, &cnt);
+            if (st == TC_OK)
+                st = tc_tensor_div(r, cnt, &s);
+        } else if (st == TC_OK) {
+            s = r, r = NULL;
+        }
+    }
+    tc_tensor *res = NULL;
+    if (st == TC_OK)
+        st = tc_tensor_to(s, dev, dt, false, &res);
+    tc_tensor_release(s);
+    tc_tensor_release(r);
+    tc_tensor_release(cnt);
+    return finish(st, res, out);
+}
+
+tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
+                              int64_t ignore_index, tc_reduction reduction, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_cross_entropy";
+    TC_TRY(check_float(fn, logits, "tc_tensor logits"));
+    TC_TRY(tc__tensor_check(target, "tc_tensor target"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    TC_TRY(tc__check_same_device(fn, logits, target));
+    if (target->dtype != TC_INT64)
+        return tc__fail(TC_ERROR_DTYPE, "%s: target must hold int64 class indices, got %s", fn,
+                        tc_dtype_name(target->dtype));
+    TC_CHECK_ARG(reduction == TC_REDUCTION_NONE || reduction == TC_REDUCTION_MEAN ||
+                     reduction == TC_REDUCTION_SUM,
+                 "%s: reduction %d is not TC_REDUCTION_NONE, _MEAN or _SUM", fn, (int)reduction);
+    if (logits->ndim != 1 && logits->ndim != 2)
+        return tc__fail(TC_ERROR_SHAPE, "%s: logits must be [N, C] or [C], got a %d-d tensor", fn,
+                        logits->ndim);
+    int64_t n = logits->ndim == 2 ? logits->sizes[0] : 1, c = logits->sizes[logits->ndim - 1];
+    if (target->ndim != logits->ndim - 1 || (target->ndim == 1 && target->sizes[0] != n))
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: target must be [N] for logits [N, C] (0-d for [C]); got a %d-d "
+                        "target for %lld rows",
+                        fn, target->ndim, (long long)n);
+    tc_device dev = logits->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int64_t count = 0;
+    TC_TRY(check_targets(target, n, c, ignore_index, &count));
+    tc_dtype ld = acc_dtype(logits->dtype);
+    tc_tensor *xc = NULL, *tcn = NULL, *loss = NULL;
+    tc_status st = tc_tensor_contiguous(logits, &xc);
+    if (st == TC_OK)
+        st = tc_tensor_contiguous(target, &tcn);
+    if (st == TC_OK)
+        st = tc__new_tensor(1, &n, ld, dev, false, &loss);
+    if (st == TC_OK && n > 0)
+        st = be->cross_entropy(dev.index, logits->dtype, tc__data(xc), tc__data(tcn),
+                               tc__data(loss), ld, n, c, ignore_index);
+    tc_tensor *res = NULL;
+    if (st == TC_OK)
+        st = reduce_loss(loss, logits->dtype, reduction, count, logits->ndim == 1, &res);
+    tc_tensor_release(xc);
+    tc_tensor_release(tcn);
+    tc_tensor_release(loss);
+    return finish(st, res, out);
+}
+
+/* ---- linear, bmm, baddbmm ---------------------------------------------------------- */
+
+tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
+                       tc_tensor **out)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_linear";
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(check_like(fn, x, weight, "tc_tensor weight"));
+    if (bias)
+        TC_TRY(check_like(fn, x, bias, "tc_tensor bias"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    if (x->ndim < 1 || weight->ndim != 2 || weight->sizes[1] != x->sizes[x->ndim - 1])
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: needs x [..., in] and weight [out, in] with the same `in`, got a "
+                        "%d-d x and a %d-d weight",
+                        fn, x->ndim, weight->ndim);
+    int64_t in = weight->sizes[1], of = weight->sizes[0];
+    if (bias && (bias->ndim != 1 || bias->sizes[0] != of))
+        return tc__fail(TC_ERROR_SHAPE, "%s: bias must be [%lld] (weight's out), got a %d-d bias",
+                        fn, (long long)of, bias->ndim);
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int64_t osz[TC_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++)
+        osz[i] = x->sizes[i];
+    osz[x->ndim - 1] = of;
+    int64_t m = prod(x->sizes, 0, x->ndim - 1);
+    tc_tensor *xc = NULL, *res = NULL;
+    mats w = {0};
+    tc_status st = tc_tensor_contiguous(x, &xc);
+    if (st == TC_OK)
+        st = as_mats(weight, &w);
+    if (st == TC_OK)
+        st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
+    if (st == TC_OK && m * of > 0 && bias)
+        st = tc__copy_local(res, bias); /* broadcast over the rows; added with beta = 1 */
+    if (st == TC_OK && m * of > 0) {
+        tc__nn_gemm g = {.dtype = x->dtype,
+                         .c_dtype = x->dtype,
+                         .trans_a = false,
+                         .trans_b = !w.trans, /* op(B) = weight^T */
+                         .batch = 1,
+                         .m = m,
+                         .n = of,
+                         .k = in,
+                         .a = tc__data(xc),
+                         .b = w.data,
+                         .c = tc__data(res),
+                         .lda = in > 0 ? in : 1,
+                         .ldb = w.ld,
+                         .ldc = of,
+                         .alpha = 1,
+                         .beta = bias ? 1 : 0};
+        st = be->gemm(dev.index, &g);
+    }
+    tc_tensor_release(xc);
+    tc_tensor_release(w.owned);
+    return finish(st, res, out);
+}
+
+/* Shared by bmm and baddbmm: b1 [B, M, K] @ b2 [B, K, N] checked; with
+ * `input` (baddbmm) beta * input + alpha * product. */
+static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tensor *a,
+                          const tc_tensor *b, double beta, double alpha, tc_tensor **out)
+{
+    TC_TRY(check_float(fn, a, "tc_tensor a"));
+    TC_TRY(check_like(fn, a, b, "tc_tensor b"));
+    if (input)
+        TC_TRY(check_like(fn, a, input, "tc_tensor input"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    if (a->ndim != 3 || b->ndim != 3)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: needs 3-d tensors [B, M, K] and [B, K, N], got %d-d "
+                        "and %d-d",
+                        fn, a->ndim, b->ndim);
+    int64_t bt = a->sizes[0], m = a->sizes[1], k = a->sizes[2], n = b->sizes[2];
+    if (b->sizes[0] != bt || b->sizes[1] != k)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: a is [%lld, %lld, %lld] and b is [%lld, %lld, %lld]: batch sizes "
+                        "must be equal and a's last size must be b's middle one",
+                        fn, (long long)bt, (long long)m, (long long)k, (long long)b->sizes[0],
+                        (long long)b->sizes[1], (long long)n);
+    int64_t osz[3] = {bt, m, n};
+    if (input) {
+        bool ok = input->ndim <= 3;
+        for (int i = 0; ok && i < input->ndim; i++) {
+            int64_t s = input->sizes[input->ndim - 1 - i];
+            ok = s == 1 || s == osz[2 - i];
+        }
+        if (!ok)
+            return tc__fail(TC_ERROR_SHAPE,
+                            "%s: input (a %d-d tensor) does not broadcast to [%lld, %lld, %lld]",
+                            fn, input->ndim, (long long)bt, (long long)m, (long long)n);
+    }
+    tc_device dev = a->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    if (!input)
+        beta = 0;
+    tc_tensor *res = NULL;
+    mats ma = {0}, mb = {0};
+    tc_status st = as_mats(a, &ma);
+    if (st == TC_OK)
+        st = as_mats(b, &mb);
+    if (st == TC_OK)
+        st = tc__new_tensor(3, osz, a->dtype, dev, false, &res);
+    if (st == TC_OK && bt * m * n > 0 && beta != 0)
+        st = tc__copy_local(res, input);
+    if (st == TC_OK && bt * m * n > 0) {
+        tc__nn_gemm g = {.dtype = a->dtype,
+                         .c_dtype = a->dtype,
+                         .trans_a = ma.trans,
+                         .trans_b = mb.trans,
+                         .batch = bt,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .a = ma.data,
+                         .b = mb.data,
+                         .c = tc__data(res),
+                         .lda = ma.ld,
+                         .ldb = mb.ld,
+                         .ldc = n,
+                         .stride_a = bt > 1 ? ma.bstride : 0,
+                         .stride_b = bt > 1 ? mb.bstride : 0,
+                         .stride_c = m * n,
+                         .alpha = alpha,
+                         .beta = beta};
+        st = be->gemm(dev.index, &g);
+    }
+    tc_tensor_release(ma.owned);
+    tc_tensor_release(mb.owned);
+    return finish(st, res, out);
+}
+
+tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    return bmm_impl("tc_tensor_bmm", NULL, a, b, 0, 1, out);
+}
+
+tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1, const tc_tensor *b2,
+                            double beta, double alpha, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    /* input is checked first so that a NULL one is not taken for bmm's */
+    TC_TRY(tc__tensor_check(input, "tc_tensor input"));
+    return bmm_impl("tc_tensor_baddbmm", input, b1, b2, beta, alpha, out);
+}
+
+/* ---- scaled_dot_product_attention -------------------------------------------------- */
+
+tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
+                                             const tc_tensor *v, bool is_causal,
+                                             const double *scale, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_scaled_dot_product_attention";
+    TC_TRY(check_float(fn, q, "tc_tensor q"));
+    TC_TRY(check_like(fn, q, k, "tc_tensor k"));
+    TC_TRY(check_like(fn, q, v, "tc_tensor v"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    int nd = q->ndim;
+    bool ok = nd >= 2 && k->ndim == nd && v->ndim == nd;
+    for (int i = 0; ok && i < nd - 2; i++)
+        ok = k->sizes[i] == q->sizes[i] && v->sizes[i] == q->sizes[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: q, k and v must be at least 2-d with the same number of dims and "
+                        "equal leading sizes (got %d-d, %d-d, %d-d)",
+                        fn, q->ndim, k->ndim, v->ndim);
+    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
+    int64_t ev = v->sizes[nd - 1];
+    if (k->sizes[nd - 1] != e || v->sizes[nd - 2] != s)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: q is [..., %lld, %lld], k [..., %lld, %lld], v [..., %lld, %lld]: k "
+                        "needs q's last size and v k's key count",
+                        fn, (long long)l, (long long)e, (long long)s, (long long)k->sizes[nd - 1],
+                        (long long)v->sizes[nd - 2], (long long)ev);
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    double sc = scale ? *scale : 1.0 / sqrt((double)e);
+    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        osz[i] = q->sizes[i];
+    osz[nd - 1] = ev;
+    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
+        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
+    tc_dtype sdt = acc_dtype(q->dtype);
+    int64_t ssz[3] = {bt, l, s};
+    tc_tensor *scores = NULL, *p = NULL, *res = NULL;
+    mats mq = {0}, mk = {0}, mv = {0};
+    tc_status st = as_mats(q, &mq);
+    if (st == TC_OK)
+        st = as_mats(k, &mk);
+    if (st == TC_OK)
+        st = as_mats(v, &mv);
+    if (st == TC_OK)
+        st = tc__new_tensor(3, ssz, sdt, dev, false, &scores);
+    if (st == TC_OK && sdt != q->dtype)
+        st = tc__new_tensor(3, ssz, q->dtype, dev, false, &p);
+    if (st == TC_OK)
+        st = tc__new_tensor(nd, osz, q->dtype, dev, false, &res);
+    if (st == TC_OK) { /* scores = scale * q k^T */
+        tc__nn_gemm g = {.dtype = q->dtype,
+                         .c_dtype = sdt,
+                         .trans_a = mq.trans,
+                         .trans_b = !mk.trans,
+                         .batch = bt,
+                         .m = l,
+                         .n = s,
+                         .k = e,
+                         .a = mq.data,
+                         .b = mk.data,
+                         .c = tc__data(scores),
+                         .lda = mq.ld,
+                         .ldb = mk.ld,
+                         .ldc = s,
+                         .stride_a = bt > 1 ? mq.bstride : 0,
+                         .stride_b = bt > 1 ? mk.bstride : 0,
+                         .stride_c = l * s,
+                         .alpha = sc,
+                         .beta = 0};
+        st = be->gemm(dev.index, &g);
+    }
+    void *probs = p ? tc__data(p) : tc__data(scores);
+    if (st == TC_OK) { /* probabilities, in place for float32 and float64 */
+        tc__nn_rows a = {.op = TC__NN_SOFTMAX,
+                         .in_dtype = sdt,
+                         .out_dtype = q->dtype,
+                         .in = tc__data(scores),
+                         .out = probs,
+                         .outer = bt * l,
+                         .n = s,
+                         .inner = 1,
+                         .causal = is_causal ? l : 0};
+        st = be->rows(dev.index, &a);
+    }
+    if (st == TC_OK) { /* out = probs v */
+        tc__nn_gemm g = {.dtype = q->dtype,
+                         .c_dtype = q->dtype,
+                         .trans_a = false,
+                         .trans_b = mv.trans,
+                         .batch = bt,
+                         .m = l,
+                         .n = ev,
+                         .k = s,
+                         .a = probs,
+                         .b = mv.data,
+                         .c = tc__data(res),
+                         .lda = s,
+                         .ldb = mv.ld,
+                         .ldc = ev,
+                         .stride_a = bt > 1 ? l * s : 0,
+                         .stride_b = bt > 1 ? mv.bstride : 0,
+                         .stride_c = l * ev,
+                         .alpha = 1,
+                         .beta = 0};
+        st = be->gemm(dev.index, &g);
+    }
+    tc_tensor_release(mq.owned);
+    tc_tensor_release(mk.owned);
+    tc_tensor_release(mv.owned);
+    tc_tensor_release(scores);
+    tc_tensor_release(p);
+    return finish(st, res, out);
+}

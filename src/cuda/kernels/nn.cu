@@ -1,0 +1,412 @@
+/* nn kernels: softmax, log_softmax, layer_norm and rms_norm over rows, and
+ * the rows of cross_entropy. Each is one pass over memory where the row fits
+ * in registers: it is read once (16-byte vectors when the rows are aligned),
+ * its statistics reduced (max then sum of exp; mean then variance; mean of
+ * squares) with warp shuffles, and written once.
+ *
+ *   n <= 1024:        a warp per row, 4 rows per block of 128 threads;
+ *   n <= 16384:       a block per row (128 to 512 threads, chosen so that
+ *                     each thread keeps about 4 vectors in flight);
+ *   longer rows:      a block per row that reads the row twice (online max
+ *                     and sum, or shifted sums for the norms) and writes it
+ *                     once;
+ *   softmax along an inner dim: a thread per column, coalesced across
+ *                     columns, online max and sum then a write pass.
+ *
+ * (Half those lengths for float64.) Values are computed in float for 16-bit dtypes (double for float64) and
+ * rounded once when stored. The causal mask of attention is applied as the
+ * row is loaded: masked columns are never read and come out as 0. */
+#include <math.h>
+
+#include "common.cuh"
+#include "nn_kernels.h"
+
+using namespace tck;
+
+namespace {
+
+enum {
+    SOFTMAX = TC__NN_SOFTMAX,
+    LOG_SOFTMAX = TC__NN_LOG_SOFTMAX,
+    LAYER = TC__NN_LAYER_NORM,
+    RMS = TC__NN_RMS_NORM
+};
+
+/* Elements a thread keeps in registers in the row kernels: 32, or 16 for
+ * float64 (32 doubles spill at 512 threads a block, ptxas -v shows). */
+template <typename T> struct PerThread {
+    static constexpr int value = sizeof(typename Compute<T>::type) == 8 ? 16 : 32;
+};
+
+__device__ __forceinline__ float ex(float x) { return expf(x); }
+__device__ __forceinline__ double ex(double x) { return exp(x); }
+__device__ __forceinline__ float lg(float x) { return logf(x); }
+__device__ __forceinline__ double lg(double x) { return log(x); }
+__device__ __forceinline__ float rsq(float x) { return 1.0f / sqrtf(x); }
+__device__ __forceinline__ double rsq(double x) { return 1.0 / sqrt(x); }
+template <typename C> __device__ __forceinline__ C ninf() { return (C)-INFINITY; }
+
+template <typename U, int N> struct alignas(sizeof(U) * N) VecN {
+    U v[N];
+};
+
+/* Sum or max over a warp; every lane gets the result. A NaN is not taken by
+ * max (the sum of exp then carries it). */
+template <bool MAX, typename C> __device__ __forceinline__ C warp_red(C v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        C w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? (w > v ? w : v) : v + w;
+    }
+    return v;
+}
+
+/* Over the row's team (a warp, or the block); every thread gets the result.
+ * `sh` holds 32 values; the leading sync lets a previous reduction finish
+ * reading it. */
+template <bool MAX, bool WARP, typename C> __device__ __forceinline__ C team_red(C v, C *sh)
+{
+    v = warp_red<MAX>(v);
+    if (WARP)
+        return v;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (MAX ? ninf<C>() : (C)0);
+    return warp_red<MAX>(v);
+}
+
+struct RowArgs {
+    const void *in;
+    void *out;
+    const void *w, *b;
+    i64 rows, n;
+    double eps;
+    i64 causal;
+};
+
+/* Columns of `row` that are read: all, or 0..q for causal query q. */
+__device__ __forceinline__ i64 valid_of(const RowArgs &a, i64 row)
+{
+    if (a.causal <= 0)
+        return a.n;
+    i64 q = row % a.causal;
+    return q + 1 < a.n ? q + 1 : a.n;
+}
+
+/* The row in registers: thread `lane` of a team of `team` holds chunks of V
+ * consecutive elements at (c * team + lane) * V. Requires n <= team *
+ * PerThread<T>::value and,
+ * for V > 1, n % V == 0 and aligned rows. */
+template <typename T, typename O, int OP, int V, bool WARP>
+__global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
+{
+    typedef typename Compute<T>::type C;
+    constexpr int PER_THREAD = PerThread<T>::value;
+    constexpr int NCH = PER_THREAD / V;
+    constexpr bool SM = OP == SOFTMAX || OP == LOG_SOFTMAX;
+    __shared__ C sh[32];
+    const int team = WARP ? 32 : blockDim.x;
+    const int lane = WARP ? (threadIdx.x & 31) : threadIdx.x;
+    const i64 per_block = WARP ? blockDim.x / 32 : 1;
+    const i64 step = (i64)gridDim.x * per_block;
+    const i64 n = a.n;
+    for (i64 row = (i64)blockIdx.x * per_block + (WARP ? threadIdx.x / 32 : 0); row < a.rows;
+         row += step) {
+        const T *in = (const T *)a.in + row * n;
+        O *out = (O *)a.out + row * n;
+        const i64 valid = SM ? valid_of(a, row) : n;
+        const C pad = SM ? ninf<C>() : (C)0;
+        C x[PER_THREAD];
+#pragma unroll
+        for (int c = 0; c < NCH; c++) {
+            i64 j = ((i64)c * team + lane) * V;
+            if (j < valid) {
+                VecN<T, V> t = *(const VecN<T, V> *)(in + j);
+#pragma unroll
+                for (int v = 0; v < V; v++)
+                    x[c * V + v] = j + v < valid ? load<C>(&t.v[v]) : pad;
+            } else {
+#pragma unroll
+                for (int v = 0; v < V; v++)
+                    x[c * V + v] = pad;
+            }
+        }
+        C s0 = 0, s1 = 0; /* softmax: max, log(sum); norms: mean, 1/std */
+        if (SM) {
+            C m = ninf<C>();
+#pragma unroll
+            for (int i = 0; i < PER_THREAD; i++)
+                m = x[i] > m ? x[i] : m;
+            m = team_red<true, WARP>(m, sh);
+            C s = 0;
+#pragma unroll
+            for (int i = 0; i < PER_THREAD; i++) {
+                C e = ex(x[i] - m);
+                s += e;
+                if (OP == SOFTMAX)
+                    x[i] = e;
+            }
+            s = team_red<false, WARP>(s, sh);
+            s0 = m;
+            s1 = OP == SOFTMAX ? s : lg(s);
+        } else {
+            C s = 0;
+            if (OP == LAYER) {
+#pragma unroll
+                for (int i = 0; i < PER_THREAD; i++)
+                    s += x[i];
+                s0 = team_red<false, WARP>(s, sh) / (C)n;
+            }
+            C q = 0;
+#pragma unroll
+            for (int c = 0; c < NCH; c++)
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    C d = ((i64)c * team + lane) * V + v < n ? x[c * V + v] - s0 : (C)0;
+                    q += d * d;
+                }
+            s1 = rsq(team_red<false, WARP>(q, sh) / (C)n + (C)a.eps);
+        }
+#pragma unroll
+        for (int c = 0; c < NCH; c++) {
+            i64 j = ((i64)c * team + lane) * V;
+            if (j >= n)
+                continue;
+            VecN<O, V> o;
+            VecN<T, V> w = {}, b = {};
+            if (!SM && a.w)
+                w = *(const VecN<T, V> *)((const T *)a.w + j);
+            if (OP == LAYER && a.b)
+                b = *(const VecN<T, V> *)((const T *)a.b + j);
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                C xv = x[c * V + v], y;
+                if (OP == SOFTMAX)
+                    y = xv / s1;
+                else if (OP == LOG_SOFTMAX)
+                    y = (xv - s0) - s1;
+                else {
+                    y = (xv - s0) * s1;
+                    if (a.w)
+                        y *= load<C>(&w.v[v]);
+                    if (OP == LAYER && a.b)
+                        y += load<C>(&b.v[v]);
+                }
+                store(&o.v[v], y);
+            }
+            *(VecN<O, V> *)(out + j) = o;
+        }
+    }
+}
+
+/* Online max and sum of exp: (m, s) after one more value v. */
+template <typename C> __device__ __forceinline__ void online(C &m, C &s, C v)
+{
+    if (v > m) {
+        s = s * ex(m - v) + (C)1;
+        m = v;
+    } else {
+        s += v == ninf<C>() ? (C)0 : ex(v - m); /* a NaN gives NaN */
+    }
+}
+
+/* (M, S) of a team from each thread's (m, s). */
+template <bool WARP, typename C> __device__ __forceinline__ void online_red(C &m, C &s, C *sh)
+{
+    C big = team_red<true, WARP>(m, sh);
+    s = team_red<false, WARP>(m == ninf<C>() ? s * (C)0 : s * ex(m - big), sh);
+    m = big;
+}
+
+/* Rows too long for registers: a block per row reads it twice. */
+template <typename T, typename O, int OP>
+__global__ void __launch_bounds__(512) rows_loop(RowArgs a)
+{
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    const i64 n = a.n;
+    for (i64 row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const T *in = (const T *)a.in + row * n;
+        O *out = (O *)a.out + row * n;
+        C s0 = 0, s1 = 0;
+        if (OP == SOFTMAX || OP == LOG_SOFTMAX) {
+            i64 valid = valid_of(a, row);
+            C m = ninf<C>(), s = 0;
+            for (i64 j = threadIdx.x; j < valid; j += blockDim.x)
+                online(m, s, load<C>(in + j));
+            online_red<false>(m, s, sh);
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+                C v = j < valid ? load<C>(in + j) : ninf<C>();
+                store(out + j, OP == SOFTMAX ? ex(v - m) / s : (v - m) - lg(s));
+            }
+            continue;
+        }
+        /* sums shifted by the row's first value, against cancellation */
+        C k = OP == LAYER ? load<C>(in) : (C)0, d1 = 0, d2 = 0;
+        for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+            C d = load<C>(in + j) - k;
+            d1 += d;
+            d2 += d * d;
+        }
+        d2 = team_red<false, false>(d2, sh) / (C)n;
+        if (OP == LAYER) {
+            d1 = team_red<false, false>(d1, sh) / (C)n;
+            s0 = k + d1;
+            d2 = d2 - d1 * d1 > (C)0 ? d2 - d1 * d1 : (C)0;
+        }
+        s1 = rsq(d2 + (C)a.eps);
+        for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+            C y = (load<C>(in + j) - s0) * s1;
+            if (a.w)
+                y *= load<C>((const T *)a.w + j);
+            if (OP == LAYER && a.b)
+                y += load<C>((const T *)a.b + j);
+            store(out + j, y);
+        }
+    }
+}
+
+/* softmax along an inner dim: [outer, n, inner], a thread per column. */
+template <typename T, int OP>
+__global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
+{
+    typedef typename Compute<T>::type C;
+    i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
+        i64 base = (i / inner) * n * inner + i % inner;
+        C m = ninf<C>(), s = 0;
+        for (i64 j = 0; j < n; j++)
+            online(m, s, load<C>(in + base + j * inner));
+        for (i64 j = 0; j < n; j++) {
+            C v = load<C>(in + base + j * inner);
+            store(out + base + j * inner, OP == SOFTMAX ? ex(v - m) / s : (v - m) - lg(s));
+        }
+    }
+}
+
+/* loss[row] = logsumexp(row) - row[target]: a block per row. */
+template <typename T>
+__global__ void __launch_bounds__(512)
+    ce_rows(const T *x, const i64 *target, typename Compute<T>::type *loss, i64 n, i64 c,
+            i64 ignore)
+{
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    for (i64 row = blockIdx.x; row < n; row += gridDim.x) {
+        i64 t = target[row];
+        if (t == ignore) { /* the same branch for the whole block */
+            if (threadIdx.x == 0)
+                loss[row] = 0;
+            continue;
+        }
+        const T *r = x + row * c;
+        C m = ninf<C>(), s = 0;
+        for (i64 j = threadIdx.x; j < c; j += blockDim.x)
+            online(m, s, load<C>(r + j));
+        online_red<false>(m, s, sh);
+        if (threadIdx.x == 0)
+            loss[row] = m + lg(s) - load<C>(r + t);
+    }
+}
+
+static unsigned cap_grid(i64 blocks)
+{
+    return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
+}
+
+static bool aligned(const void *p, size_t to) { return p == nullptr || (uintptr_t)p % to == 0; }
+
+template <typename T, typename O, int OP> void launch_rows(cudaStream_t stream, const RowArgs &a)
+{
+    constexpr int VT = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+    bool vec = VT > 1 && a.n % VT == 0 && aligned(a.in, 16) && aligned(a.out, sizeof(O) * VT) &&
+               aligned(a.w, 16) && aligned(a.b, 16);
+    constexpr int PER_THREAD = PerThread<T>::value;
+    int v = vec ? VT : 1;
+    if (a.n <= 32 * PER_THREAD) {
+        unsigned grid = cap_grid((a.rows + 3) / 4);
+        if (vec)
+            rows_reg<T, O, OP, VT, true><<<grid, 128, 0, stream>>>(a);
+        else
+            rows_reg<T, O, OP, 1, true><<<grid, 128, 0, stream>>>(a);
+    } else if (a.n <= 512 * PER_THREAD) {
+        int threads = 128;
+        while (threads < 512 && a.n > (i64)threads * v * 4)
+            threads *= 2;
+        unsigned grid = cap_grid(a.rows);
+        if (vec)
+            rows_reg<T, O, OP, VT, false><<<grid, threads, 0, stream>>>(a);
+        else
+            rows_reg<T, O, OP, 1, false><<<grid, threads, 0, stream>>>(a);
+    } else {
+        rows_loop<T, O, OP><<<cap_grid(a.rows), 512, 0, stream>>>(a);
+    }
+}
+
+template <typename T, typename O> void launch_op(cudaStream_t stream, int op, const RowArgs &a)
+{
+    switch (op) {
+    case SOFTMAX: launch_rows<T, O, SOFTMAX>(stream, a); break;
+    case LOG_SOFTMAX: launch_rows<T, O, LOG_SOFTMAX>(stream, a); break;
+    case LAYER: launch_rows<T, O, LAYER>(stream, a); break;
+    default: launch_rows<T, O, RMS>(stream, a); break;
+    }
+}
+
+/* The element type of a floating dtype, as dispatch() does for all. */
+template <typename F> void dispatch_float(tc_dtype dtype, F f)
+{
+    switch (dtype) {
+    case TC_FLOAT16: f((__half *)0); break;
+    case TC_BFLOAT16: f((__nv_bfloat16 *)0); break;
+    case TC_FLOAT32: f((float *)0); break;
+    default: f((double *)0); break;
+    }
+}
+
+} // namespace
+
+extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r)
+{
+    RowArgs a = {r->in, r->out, r->weight, r->bias, r->outer, r->n, r->eps, r->causal};
+    if (r->inner > 1) { /* softmax along an inner dim (same dtypes) */
+        dispatch_float(r->in_dtype, [&](auto *tag) {
+            typedef typename std::remove_pointer<decltype(tag)>::type T;
+            unsigned grid = grid_for(r->outer * r->inner, 256, sms);
+            if (r->op == TC__NN_SOFTMAX)
+                cols_softmax<T, SOFTMAX><<<grid, 256, 0, stream>>>((const T *)r->in, (T *)r->out,
+                                                                   r->outer, r->n, r->inner);
+            else
+                cols_softmax<T, LOG_SOFTMAX><<<grid, 256, 0, stream>>>(
+                    (const T *)r->in, (T *)r->out, r->outer, r->n, r->inner);
+        });
+        return;
+    }
+    if (r->in_dtype == TC_FLOAT32 && r->out_dtype == TC_FLOAT16) /* attention's probabilities */
+        launch_rows<float, __half, SOFTMAX>(stream, a);
+    else if (r->in_dtype == TC_FLOAT32 && r->out_dtype == TC_BFLOAT16)
+        launch_rows<float, __nv_bfloat16, SOFTMAX>(stream, a);
+    else
+        dispatch_float(r->in_dtype, [&](auto *tag) {
+            typedef typename std::remove_pointer<decltype(tag)>::type T;
+            launch_op<T, T>(stream, (int)r->op, a);
+        });
+}
+
+extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype,
+                                       const void *logits, const int64_t *target, void *loss,
+                                       int64_t n, int64_t c, int64_t ignore_index)
+{
+    (void)sms;
+    dispatch_float(dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        typedef typename Compute<T>::type C;
+        int threads = c <= 1024 ? 128 : 512;
+        ce_rows<T><<<cap_grid(n), threads, 0, stream>>>((const T *)logits, (const i64 *)target,
+                                                        (C *)loss, n, c, ignore_index);
+    });
+}

@@ -1,0 +1,738 @@
+/* nn.h: every operation against an independent double-precision loop written
+ * here, in every floating dtype (16-bit ones within their tolerance), for
+ * shapes that reach each kernel path (a warp per row, a block per row, rows
+ * too long for registers, a softmax along an inner dim), plus bad input for
+ * every function. The checks run on the CPU, then, when there is a GPU, the
+ * same checks on the GPU and a parity pass comparing GPU results with CPU
+ * results of the same inputs (skipped without a GPU; the CPU checks still
+ * run). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "tc_test.h"
+
+static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
+static const tc_dtype FLOATS[4] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
+
+static double tol_of(tc_dtype d)
+{
+    switch (d) {
+    case TC_FLOAT16: return 4e-3;
+    case TC_BFLOAT16: return 3e-2;
+    case TC_FLOAT32: return 2e-5;
+    default: return 1e-11;
+    }
+}
+
+static int64_t numel_of(int nd, const int64_t *sz)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= sz[i];
+    return n;
+}
+
+/* A random tensor on `dev`; *v (if not NULL) receives its values as stored,
+ * rounded to dtype (caller frees). */
+static tc_tensor *rnd(tc_device dev, int nd, const int64_t *sz, tc_dtype dt, double lo, double hi,
+                      double **v)
+{
+    int64_t n = numel_of(nd, sz);
+    double *x = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * tc_test_rand_uniform();
+    tc_tensor *d = NULL, *t = NULL;
+    CHECK_OK(tc_tensor_from_data(x, nd, sz, TC_FLOAT64, CPU, &d));
+    CHECK_OK(tc_tensor_to(d, dev, dt, false, &t));
+    tc_tensor_release(d);
+    free(x);
+    if (v)
+        *v = tc_test_values(t);
+    return t;
+}
+
+/* got (a tensor of `dt` with n elements) against ref, within the dtype's
+ * tolerance times `mul`, relative to 1 + |ref|. */
+static bool near_ref(const char *what, tc_dtype dt, const tc_tensor *got, const double *ref,
+                     int64_t n, double mul)
+{
+    bool ok = got && tc_tensor_numel(got) == n && tc_tensor_dtype(got) == dt;
+    double *g = ok ? tc_test_values(got) : NULL;
+    double tol = tol_of(dt) * mul;
+    for (int64_t i = 0; ok && i < n; i++) {
+        bool same = (isnan(g[i]) && isnan(ref[i])) || g[i] == ref[i] ||
+                    fabs(g[i] - ref[i]) <= tol * (1 + fabs(ref[i]));
+        if (!same) {
+            fprintf(stderr, "%s (%s): element %lld is %.9g, expected %.9g\n", what,
+                    tc_dtype_name(dt), (long long)i, g[i], ref[i]);
+            ok = false;
+        }
+    }
+    if (!got || tc_tensor_numel(got) != n)
+        fprintf(stderr, "%s (%s): wrong element count\n", what, tc_dtype_name(dt));
+    free(g);
+    CHECK(ok);
+    return ok;
+}
+
+static bool same_shape(const tc_tensor *t, int nd, const int64_t *sz)
+{
+    bool ok = t && tc_tensor_ndim(t) == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = tc_tensor_size(t, i) == sz[i];
+    return ok;
+}
+
+/* ---- softmax ----------------------------------------------------------------------- */
+
+static void ref_softmax(const double *x, double *y, int nd, const int64_t *sz, int dim, bool lg)
+{
+    int64_t outer = 1, n = nd ? sz[dim] : 1, inner = 1;
+    for (int i = 0; i < dim; i++)
+        outer *= sz[i];
+    for (int i = dim + 1; i < nd; i++)
+        inner *= sz[i];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const double *r = x + o * n * inner + i;
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < n; j++)
+                m = fmax(m, r[j * inner]);
+            for (int64_t j = 0; j < n; j++)
+                s += exp(r[j * inner] - m);
+            for (int64_t j = 0; j < n; j++) {
+                double v = r[j * inner] - m;
+                y[o * n * inner + i + j * inner] = lg ? v - log(s) : exp(v) / s;
+            }
+        }
+}
+
+static void test_softmax(tc_device dev)
+{
+    struct {
+        int nd;
+        int64_t sz[3];
+        int dim;
+    } cases[] = {{2, {3, 37}, 1},    {3, {2, 5, 7}, 1},  {2, {4, 1024}, -1}, {2, {3, 1000}, 1},
+                 {2, {2, 3000}, 1},  {2, {2, 20000}, 1}, {0, {0}, 0},        {2, {0, 5}, 1},
+                 {3, {2, 3, 64}, 0}, {1, {1}, -1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 4; d++)
+            for (int lg = 0; lg < 2; lg++) {
+                tc_dtype dt = FLOATS[d];
+                int nd = cases[c].nd,
+                    dim = cases[c].dim < 0 ? cases[c].dim + (nd ? nd : 1) : cases[c].dim;
+                double *x;
+                tc_tensor *t = rnd(dev, nd, cases[c].sz, dt, -4, 4, &x), *y = NULL;
+                int64_t n = numel_of(nd, cases[c].sz);
+                double *ref = malloc(sizeof(double) * (size_t)(n + 1));
+                ref_softmax(x, ref, nd, cases[c].sz, dim, lg);
+                CHECK_OK((lg ? tc_nn_log_softmax : tc_nn_softmax)(t, cases[c].dim, &y));
+                CHECK(same_shape(y, nd, cases[c].sz));
+                near_ref(lg ? "log_softmax" : "softmax", dt, y, ref, n, 1);
+                if (!lg && nd == 2 && cases[c].sz[0] > 0) { /* rows sum to 1 */
+                    double *v = tc_test_values(y), s = 0;
+                    for (int64_t j = 0; j < cases[c].sz[1]; j++)
+                        s += v[j];
+                    CHECK(fabs(s - 1) < 1e-2);
+                    free(v);
+                }
+                tc_tensor_release(t);
+                tc_tensor_release(y);
+                free(x);
+                free(ref);
+            }
+    /* large values stay finite: the maximum is subtracted first */
+    int64_t sz[2] = {2, 50};
+    for (int d = 0; d < 4; d++) {
+        double *x;
+        tc_tensor *t = rnd(dev, 2, sz, FLOATS[d], 1e4, 2e4, &x), *y = NULL;
+        double ref[100];
+        ref_softmax(x, ref, 2, sz, 1, true);
+        CHECK_OK(tc_nn_log_softmax(t, 1, &y));
+        double *v = tc_test_values(y);
+        bool finite = true;
+        for (int i = 0; i < 100; i++)
+            finite = finite && isfinite(v[i]) && v[i] <= 0;
+        CHECK(finite);
+        near_ref("log_softmax of large values", FLOATS[d], y, ref, 100, 2e4 / 4);
+        free(v);
+        free(x);
+        tc_tensor_release(t);
+        tc_tensor_release(y);
+    }
+}
+
+/* ---- layer_norm and rms_norm ------------------------------------------------------ */
+
+static void ref_norm(bool layer, const double *x, const double *w, const double *b, double eps,
+                     int64_t m, int64_t n, double *y)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const double *r = x + i * n;
+        double mean = 0, var = 0;
+        if (layer) {
+            for (int64_t j = 0; j < n; j++)
+                mean += r[j];
+            mean /= (double)n;
+        }
+        for (int64_t j = 0; j < n; j++)
+            var += (r[j] - mean) * (r[j] - mean);
+        var /= (double)n;
+        for (int64_t j = 0; j < n; j++)
+            y[i * n + j] = (r[j] - mean) / sqrt(var + eps) * (w ? w[j] : 1) + (b ? b[j] : 0);
+    }
+}
+
+static void test_norms(tc_device dev)
+{
+    struct {
+        int nd, nshape;
+        int64_t sz[3];
+        bool w, b;
+    } cases[] = {{3, 2, {3, 4, 8}, true, true},   {2, 1, {5, 768}, true, false},
+                 {2, 1, {2, 5000}, false, false}, {2, 1, {2, 20001}, true, true},
+                 {2, 1, {6, 33}, false, true},    {2, 1, {0, 8}, true, true}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 4; d++)
+            for (int layer = 0; layer < 2; layer++) {
+                tc_dtype dt = FLOATS[d];
+                int nd = cases[c].nd, ns = cases[c].nshape;
+                const int64_t *shape = cases[c].sz + nd - ns;
+                int64_t n = numel_of(ns, shape), m = numel_of(nd - ns, cases[c].sz);
+                double *x, *w = NULL, *b = NULL;
+                tc_tensor *t = rnd(dev, nd, cases[c].sz, dt, -3, 5, &x), *y = NULL;
+                tc_tensor *tw = cases[c].w ? rnd(dev, ns, shape, dt, 0.5, 1.5, &w) : NULL;
+                tc_tensor *tb = cases[c].b && layer ? rnd(dev, ns, shape, dt, -1, 1, &b) : NULL;
+                double *ref = malloc(sizeof(double) * (size_t)(m * n + 1));
+                if (layer) {
+                    ref_norm(true, x, w, b, 1e-5, m, n, ref);
+                    CHECK_OK(tc_nn_layer_norm(t, ns, shape, tw, tb, 1e-5, &y));
+                    near_ref("layer_norm", dt, y, ref, m * n, 2);
+                } else {
+                    /* eps=None: float32's epsilon, float64's for float64 */
+                    double e = dt == TC_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+                    ref_norm(false, x, w, NULL, e, m, n, ref);
+                    CHECK_OK(tc_nn_rms_norm(t, ns, shape, tw, NULL, &y));
+                    near_ref("rms_norm", dt, y, ref, m * n, 2);
+                    tc_tensor_release(y);
+                    y = NULL;
+                    double eps = 0.25;
+                    ref_norm(false, x, w, NULL, eps, m, n, ref);
+                    CHECK_OK(tc_nn_rms_norm(t, ns, shape, tw, &eps, &y));
+                    near_ref("rms_norm eps", dt, y, ref, m * n, 2);
+                }
+                CHECK(same_shape(y, nd, cases[c].sz));
+                tc_tensor_release(t);
+                tc_tensor_release(tw);
+                tc_tensor_release(tb);
+                tc_tensor_release(y);
+                free(x), free(w), free(b), free(ref);
+            }
+}
+
+/* ---- cross_entropy ------------------------------------------------------------------- */
+
+static tc_tensor *targets(tc_device dev, int nd, int64_t n, const int64_t *v)
+{
+    tc_tensor *t = NULL;
+    CHECK_OK(tc_tensor_from_data(v, nd, &n, TC_INT64, dev, &t));
+    return t;
+}
+
+static void test_cross_entropy(tc_device dev)
+{
+    enum { N = 7 };
+    for (int d = 0; d < 4; d++)
+        for (int big = 0; big < 2; big++) {
+            tc_dtype dt = FLOATS[d];
+            int64_t c = big ? 3000 : 10, sz[2] = {N, c};
+            int64_t tg[N];
+            for (int i = 0; i < N; i++)
+                tg[i] = (int64_t)(tc_test_rand() % (uint64_t)c);
+            tg[2] = -100;
+            tg[5] = -100;
+            double *x;
+            tc_tensor *lg = rnd(dev, 2, sz, dt, -3, 3, &x), *t = targets(dev, 1, N, tg);
+            double per[N], sum = 0;
+            for (int i = 0; i < N; i++) {
+                if (tg[i] == -100) {
+                    per[i] = 0;
+                    continue;
+                }
+                double m = -INFINITY, s = 0;
+                for (int64_t j = 0; j < c; j++)
+                    m = fmax(m, x[i * c + j]);
+                for (int64_t j = 0; j < c; j++)
+                    s += exp(x[i * c + j] - m);
+                per[i] = m + log(s) - x[i * c + tg[i]];
+                sum += per[i];
+            }
+            double mean = sum / (N - 2);
+            tc_tensor *y = NULL;
+            CHECK_OK(tc_nn_cross_entropy(lg, t, -100, TC_REDUCTION_NONE, &y));
+            CHECK(same_shape(y, 1, (int64_t[]){N}));
+            near_ref("cross_entropy none", dt, y, per, N, 2);
+            tc_tensor_release(y);
+            CHECK_OK(tc_nn_cross_entropy(lg, t, -100, TC_REDUCTION_SUM, &y));
+            CHECK(same_shape(y, 0, NULL));
+            near_ref("cross_entropy sum", dt, y, &sum, 1, 2);
+            tc_tensor_release(y);
+            CHECK_OK(tc_nn_cross_entropy(lg, t, -100, TC_REDUCTION_MEAN, &y));
+            near_ref("cross_entropy mean", dt, y, &mean, 1, 2);
+            tc_tensor_release(y);
+            /* every target ignored: the mean is NaN, the sum 0 */
+            int64_t all[N] = {3, 3, 3, 3, 3, 3, 3};
+            tc_tensor *ta = targets(dev, 1, N, all);
+            double nan = NAN, zero = 0;
+            CHECK_OK(tc_nn_cross_entropy(lg, ta, 3, TC_REDUCTION_MEAN, &y));
+            near_ref("cross_entropy all ignored", dt, y, &nan, 1, 1);
+            tc_tensor_release(y);
+            CHECK_OK(tc_nn_cross_entropy(lg, ta, 3, TC_REDUCTION_SUM, &y));
+            near_ref("cross_entropy all ignored sum", dt, y, &zero, 1, 1);
+            tc_tensor_release(y);
+            /* logits [C] with a 0-d target */
+            tc_tensor *row = NULL, *t0 = targets(dev, 0, 1, &tg[0]);
+            CHECK_OK(tc_tensor_narrow(lg, 0, 0, 1, &y));
+            CHECK_OK(tc_tensor_reshape(y, 1, &c, &row));
+            tc_tensor_release(y);
+            CHECK_OK(tc_nn_cross_entropy(row, t0, -100, TC_REDUCTION_NONE, &y));
+            CHECK(same_shape(y, 0, NULL));
+            near_ref("cross_entropy [C]", dt, y, &per[0], 1, 2);
+            tc_tensor_release(y);
+            tc_tensor_release(row);
+            tc_tensor_release(t0);
+            tc_tensor_release(ta);
+            tc_tensor_release(lg);
+            tc_tensor_release(t);
+            free(x);
+        }
+}
+
+/* ---- linear, bmm, baddbmm ------------------------------------------------------------ */
+
+/* c[b][i][j] = sum_p a[b][i][p] * bm[b][p][j] (dense row-major, double). */
+static void ref_bmm(const double *a, const double *bm, double *c, int64_t nb, int64_t m, int64_t k,
+                    int64_t n)
+{
+    for (int64_t p = 0; p < nb; p++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t q = 0; q < k; q++)
+                    s += a[(p * m + i) * k + q] * bm[(p * k + q) * n + j];
+                c[(p * m + i) * n + j] = s;
+            }
+}
+
+static void test_linear(tc_device dev)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t xs[3] = {2, 3, 5}, ws[2] = {4, 5}, bs[1] = {4}, wts[2] = {5, 4};
+        double *x, *w, *b, *wt;
+        tc_tensor *tx = rnd(dev, 3, xs, dt, -1, 1, &x), *tw = rnd(dev, 2, ws, dt, -1, 1, &w);
+        tc_tensor *tb = rnd(dev, 1, bs, dt, -1, 1, &b), *twt = rnd(dev, 2, wts, dt, -1, 1, &wt);
+        double wT[20], ref[24], refT[24], refnb[24];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 5; j++)
+                wT[j * 4 + i] = w[i * 5 + j];
+        ref_bmm(x, wT, ref, 1, 6, 5, 4);
+        ref_bmm(x, wt, refT, 1, 6, 5, 4); /* weight = twt^T: x @ twt */
+        for (int i = 0; i < 24; i++) {
+            refnb[i] = ref[i];
+            ref[i] += b[i % 4];
+        }
+        tc_tensor *y = NULL, *view = NULL;
+        CHECK_OK(tc_nn_linear(tx, tw, tb, &y));
+        CHECK(same_shape(y, 3, (int64_t[]){2, 3, 4}));
+        near_ref("linear", dt, y, ref, 24, 2);
+        tc_tensor_release(y);
+        CHECK_OK(tc_nn_linear(tx, tw, NULL, &y));
+        near_ref("linear without bias", dt, y, refnb, 24, 2);
+        tc_tensor_release(y);
+        CHECK_OK(tc_tensor_transpose(twt, 0, 1, &view)); /* a transposed weight, no copy */
+        CHECK_OK(tc_nn_linear(tx, view, NULL, &y));
+        near_ref("linear, transposed weight", dt, y, refT, 24, 2);
+        tc_tensor_release(y);
+        tc_tensor_release(view);
+        /* x 1-d */
+        CHECK_OK(tc_tensor_narrow(tx, 0, 0, 1, &view));
+        tc_tensor *x1 = NULL, *tmp = NULL;
+        CHECK_OK(tc_tensor_narrow(view, 1, 0, 1, &tmp));
+        CHECK_OK(tc_tensor_reshape(tmp, 1, (int64_t[]){5}, &x1));
+        CHECK_OK(tc_nn_linear(x1, tw, tb, &y));
+        CHECK(same_shape(y, 1, (int64_t[]){4}));
+        near_ref("linear 1-d", dt, y, ref, 4, 2);
+        tc_tensor_release(y);
+        tc_tensor_release(x1);
+        tc_tensor_release(tmp);
+        tc_tensor_release(view);
+        /* in == 0: the bias alone */
+        tc_tensor *x0 = NULL, *w0 = NULL;
+        CHECK_OK(tc_tensor_empty(2, (int64_t[]){3, 0}, dt, dev, &x0));
+        CHECK_OK(tc_tensor_empty(2, (int64_t[]){4, 0}, dt, dev, &w0));
+        CHECK_OK(tc_nn_linear(x0, w0, tb, &y));
+        double bb[12];
+        for (int i = 0; i < 12; i++)
+            bb[i] = b[i % 4];
+        near_ref("linear in=0", dt, y, bb, 12, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(x0);
+        tc_tensor_release(w0);
+        tc_tensor_release(tx), tc_tensor_release(tw), tc_tensor_release(tb);
+        tc_tensor_release(twt);
+        free(x), free(w), free(b), free(wt);
+    }
+}
+
+static void test_bmm(tc_device dev)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t as[3] = {3, 4, 5}, bs[3] = {3, 5, 6}, bts[3] = {3, 6, 5}, is[2] = {4, 6};
+        double *a, *b, *bt, *in;
+        tc_tensor *ta = rnd(dev, 3, as, dt, -1, 1, &a), *tb = rnd(dev, 3, bs, dt, -1, 1, &b);
+        tc_tensor *tbt = rnd(dev, 3, bts, dt, -1, 1, &bt), *ti = rnd(dev, 2, is, dt, -1, 1, &in);
+        double ref[72], b2[90], ref2[72];
+        ref_bmm(a, b, ref, 3, 4, 5, 6);
+        for (int p = 0; p < 3; p++) /* b2 = bt^T per batch */
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 5; j++)
+                    b2[(p * 5 + j) * 6 + i] = bt[(p * 6 + i) * 5 + j];
+        ref_bmm(a, b2, ref2, 3, 4, 5, 6);
+        tc_tensor *y = NULL, *view = NULL;
+        CHECK_OK(tc_tensor_bmm(ta, tb, &y));
+        CHECK(same_shape(y, 3, (int64_t[]){3, 4, 6}));
+        near_ref("bmm", dt, y, ref, 72, 2);
+        tc_tensor_release(y);
+        CHECK_OK(tc_tensor_transpose(tbt, 1, 2, &view));
+        CHECK_OK(tc_tensor_bmm(ta, view, &y));
+        near_ref("bmm, transposed b", dt, y, ref2, 72, 2);
+        tc_tensor_release(y);
+        tc_tensor_release(view);
+        double r3[72];
+        for (int i = 0; i < 72; i++)
+            r3[i] = 0.5 * in[i % 24] + 2 * ref[i];
+        CHECK_OK(tc_tensor_baddbmm(ti, ta, tb, 0.5, 2, &y));
+        near_ref("baddbmm", dt, y, r3, 72, 3);
+        tc_tensor_release(y);
+        /* beta 0: input is not read, its NaN does not propagate */
+        tc_tensor *tn = NULL;
+        CHECK_OK(tc_tensor_full(2, is, NAN, dt, dev, &tn));
+        for (int i = 0; i < 72; i++)
+            r3[i] = -ref[i];
+        CHECK_OK(tc_tensor_baddbmm(tn, ta, tb, 0, -1, &y));
+        near_ref("baddbmm beta 0", dt, y, r3, 72, 2);
+        tc_tensor_release(y);
+        tc_tensor_release(tn);
+        tc_tensor_release(ta), tc_tensor_release(tb), tc_tensor_release(tbt);
+        tc_tensor_release(ti);
+        free(a), free(b), free(bt), free(in);
+    }
+}
+
+/* ---- scaled_dot_product_attention ---------------------------------------------------- */
+
+static void ref_sdpa(const double *q, const double *k, const double *v, int64_t nb, int64_t l,
+                     int64_t s, int64_t e, int64_t ev, bool causal, double scale, double *o)
+{
+    double *w = malloc(sizeof(double) * (size_t)s);
+    for (int64_t p = 0; p < nb; p++)
+        for (int64_t i = 0; i < l; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < s; j++) {
+                double d = 0;
+                for (int64_t x = 0; x < e; x++)
+                    d += q[(p * l + i) * e + x] * k[(p * s + j) * e + x];
+                w[j] = causal && j > i ? -INFINITY : d * scale;
+                m = fmax(m, w[j]);
+            }
+            for (int64_t j = 0; j < s; j++)
+                sum += (w[j] = exp(w[j] - m));
+            for (int64_t x = 0; x < ev; x++) {
+                double acc = 0;
+                for (int64_t j = 0; j < s; j++)
+                    acc += w[j] / sum * v[(p * s + j) * ev + x];
+                o[(p * l + i) * ev + x] = acc;
+            }
+        }
+    free(w);
+}
+
+static void test_sdpa(tc_device dev)
+{
+    struct {
+        int nd;
+        int64_t lead[2], l, s, e, ev;
+    } cases[] = {{4, {2, 3}, 5, 7, 8, 4},
+                 {4, {2, 3}, 6, 6, 16, 16},
+                 {3, {2, 0}, 9, 4, 8, 8},
+                 {2, {0, 0}, 5, 40, 8, 3},
+                 {4, {1, 2}, 3, 1100, 8, 4}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 4; d++)
+            for (int mode = 0; mode < 3; mode++) {
+                tc_dtype dt = FLOATS[d];
+                int nd = cases[c].nd;
+                int64_t qs[4], ks[4], vs[4], os[4], nb = 1;
+                for (int i = 0; i < nd - 2; i++) {
+                    qs[i] = ks[i] = vs[i] = os[i] = cases[c].lead[i];
+                    nb *= cases[c].lead[i];
+                }
+                int64_t l = cases[c].l, s = cases[c].s, e = cases[c].e, ev = cases[c].ev;
+                qs[nd - 2] = os[nd - 2] = l, qs[nd - 1] = ks[nd - 1] = e;
+                ks[nd - 2] = vs[nd - 2] = s, vs[nd - 1] = os[nd - 1] = ev;
+                double *q, *k, *v;
+                tc_tensor *tq = rnd(dev, nd, qs, dt, -1, 1, &q),
+                          *tk = rnd(dev, nd, ks, dt, -1, 1, &k);
+                tc_tensor *tv = rnd(dev, nd, vs, dt, -1, 1, &v), *y = NULL;
+                bool causal = mode != 0;
+                double scale = mode == 2 ? 0.3 : 1 / sqrt((double)e);
+                double *ref = malloc(sizeof(double) * (size_t)(nb * l * ev));
+                ref_sdpa(q, k, v, nb, l, s, e, ev, causal, scale, ref);
+                CHECK_OK(tc_nn_scaled_dot_product_attention(tq, tk, tv, causal,
+                                                            mode == 2 ? &scale : NULL, &y));
+                CHECK(same_shape(y, nd, os));
+                near_ref(causal ? "sdpa causal" : "sdpa", dt, y, ref, nb * l * ev, 3);
+                tc_tensor_release(tq), tc_tensor_release(tk), tc_tensor_release(tv);
+                tc_tensor_release(y);
+                free(q), free(k), free(v), free(ref);
+            }
+}
+
+/* ---- bad input ------------------------------------------------------------------------ */
+
+static void test_bad_input(tc_device dev)
+{
+    int64_t s2[2] = {3, 4}, s3[3] = {2, 3, 4}, s1[1] = {4};
+    tc_tensor *x = rnd(dev, 2, s2, TC_FLOAT32, -1, 1, NULL), *xi = NULL, *dead = NULL, *y = NULL;
+    tc_tensor *x3 = rnd(dev, 3, s3, TC_FLOAT32, -1, 1, NULL),
+              *w = rnd(dev, 1, s1, TC_FLOAT32, 0, 1, NULL);
+    tc_tensor *wd = rnd(dev, 1, s1, TC_FLOAT64, 0, 1, NULL);
+    CHECK_OK(tc_tensor_zeros(2, s2, TC_INT32, dev, &xi));
+    CHECK_OK(tc_tensor_zeros(2, s2, TC_FLOAT32, dev, &dead));
+    tc_tensor_release(dead);
+    int64_t ns[1] = {4}, bad_ns[1] = {3};
+
+    /* softmax / log_softmax */
+    CHECK_STATUS(tc_nn_softmax(NULL, 0, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_softmax(dead, 0, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_softmax(xi, 0, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_softmax(x, 2, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_log_softmax(x, -3, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_log_softmax(x, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_nn_log_softmax") == tc_last_error());
+    /* layer_norm / rms_norm */
+    CHECK_STATUS(tc_nn_layer_norm(NULL, 1, ns, NULL, NULL, 1e-5, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm(dead, 1, ns, NULL, NULL, 1e-5, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_layer_norm(xi, 1, ns, NULL, NULL, 1e-5, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, bad_ns, NULL, NULL, 1e-5, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 0, ns, NULL, NULL, 1e-5, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, NULL, NULL, NULL, 1e-5, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm(x, 3, s3, NULL, NULL, 1e-5, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, ns, wd, NULL, 1e-5, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, ns, w, x, 1e-5, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, ns, dead, NULL, 1e-5, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_layer_norm(x, 1, ns, w, NULL, 1e-5, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_rms_norm(NULL, 1, ns, NULL, NULL, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_rms_norm(dead, 1, ns, NULL, NULL, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_rms_norm(xi, 1, ns, NULL, NULL, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_rms_norm(x, 1, bad_ns, NULL, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_rms_norm(x, 1, ns, x, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_rms_norm(x, 1, ns, wd, NULL, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_rms_norm(x, 1, ns, NULL, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* cross_entropy */
+    int64_t t3[3] = {0, 1, 2}, tbad[3] = {0, 4, 1}, tneg[3] = {0, -1, 1};
+    tc_tensor *tg = targets(dev, 1, 3, t3), *tgb = targets(dev, 1, 3, tbad);
+    tc_tensor *tgn = targets(dev, 1, 3, tneg), *tgf = NULL, *tg2 = targets(dev, 1, 2, t3);
+    CHECK_OK(tc_tensor_zeros(1, (int64_t[]){3}, TC_FLOAT32, dev, &tgf));
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &y));
+    tc_tensor_release(y);
+    y = NULL;
+    CHECK_STATUS(tc_nn_cross_entropy(NULL, tg, -100, TC_REDUCTION_MEAN, &y),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy(x, NULL, -100, TC_REDUCTION_MEAN, &y),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy(dead, tg, -100, TC_REDUCTION_MEAN, &y),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_cross_entropy(xi, tg, -100, TC_REDUCTION_MEAN, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tgf, -100, TC_REDUCTION_MEAN, &y), TC_ERROR_DTYPE);
+    CHECK(strstr(tc_last_error(), "int64") != NULL);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tgb, -100, TC_REDUCTION_MEAN, &y),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "out of range") != NULL);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tgn, -100, TC_REDUCTION_SUM, &y),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tg2, -100, TC_REDUCTION_SUM, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_cross_entropy(x3, tg, -100, TC_REDUCTION_SUM, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tg, -100, (tc_reduction)7, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_SUM, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(y == NULL);
+    /* linear */
+    tc_tensor *wl = rnd(dev, 2, (int64_t[]){5, 4}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *bl = rnd(dev, 1, (int64_t[]){5}, TC_FLOAT32, -1, 1, NULL);
+    CHECK_STATUS(tc_nn_linear(NULL, wl, bl, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_linear(x, NULL, bl, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_linear(x, dead, bl, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_linear(xi, wl, bl, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_linear(x, wl, wd, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_linear(x, x, bl, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_linear(x, wl, w, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_linear(x, x3, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_linear(x, wl, bl, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* bmm / baddbmm */
+    tc_tensor *b3 = rnd(dev, 3, (int64_t[]){2, 4, 5}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *b3d = rnd(dev, 3, (int64_t[]){2, 4, 5}, TC_FLOAT64, -1, 1, NULL);
+    tc_tensor *b3n = rnd(dev, 3, (int64_t[]){1, 4, 5}, TC_FLOAT32, -1, 1, NULL);
+    CHECK_OK(tc_tensor_bmm(x3, b3, &y));
+    tc_tensor_release(y);
+    y = NULL;
+    CHECK_STATUS(tc_tensor_bmm(NULL, b3, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_bmm(x3, dead, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_bmm(x3, b3d, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_bmm(x3, x3, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_bmm(x3, b3n, &y), TC_ERROR_SHAPE); /* no broadcasting */
+    CHECK_STATUS(tc_tensor_bmm(x, b3, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_bmm(x3, b3, NULL), TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor *in5 = rnd(dev, 1, (int64_t[]){5}, TC_FLOAT32, -1, 1, NULL);
+    CHECK_OK(tc_tensor_baddbmm(in5, x3, b3, 1, 1, &y));
+    tc_tensor_release(y);
+    y = NULL;
+    CHECK_STATUS(tc_tensor_baddbmm(NULL, x3, b3, 1, 1, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_baddbmm(dead, x3, b3, 1, 1, &y), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_baddbmm(x, x3, b3, 1, 1, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_baddbmm(wd, x3, b3, 1, 1, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_baddbmm(in5, x3, NULL, 1, 1, &y), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_baddbmm(in5, x3, b3, 1, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* scaled_dot_product_attention */
+    tc_tensor *k3 = rnd(dev, 3, (int64_t[]){2, 6, 4}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *k3e = rnd(dev, 3, (int64_t[]){2, 6, 5}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *k3b = rnd(dev, 3, (int64_t[]){1, 6, 4}, TC_FLOAT32, -1, 1, NULL);
+    CHECK_OK(tc_nn_scaled_dot_product_attention(x3, k3, k3, true, NULL, &y));
+    tc_tensor_release(y);
+    y = NULL;
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(NULL, k3, k3, false, NULL, &y),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, dead, k3, false, NULL, &y),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, k3, b3d, false, NULL, &y), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, k3e, k3, false, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, k3, x3, false, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, k3b, k3b, false, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(w, w, w, false, NULL, &y), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention(x3, k3, k3, false, NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(y == NULL);
+
+    tc_tensor *all[] = {x,  xi, x3, w,   wd,  tg,  tgb, tgn, tgf, tg2,
+                        wl, bl, b3, b3d, b3n, in5, k3,  k3e, k3b};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
+/* ---- GPU: device mismatch and parity with the CPU ------------------------------------- */
+
+static tc_tensor *on(tc_device dev, const tc_tensor *t)
+{
+    tc_tensor *r = NULL;
+    CHECK_OK(tc_tensor_to(t, dev, tc_tensor_dtype(t), false, &r));
+    return r;
+}
+
+static void parity(const char *what, const tc_tensor *c, const tc_tensor *g, double mul)
+{
+    double *v = tc_test_values(c);
+    near_ref(what, tc_tensor_dtype(c), g, v, tc_tensor_numel(c), mul);
+    free(v);
+}
+
+static void test_gpu_parity(void)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t rows[] = {1,    32,   100,  127,  128,   512,   768,  1024,
+                          1025, 2048, 4096, 8192, 16384, 16385, 50257};
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            int64_t sz[2] = {5, rows[r]};
+            tc_tensor *x = rnd(CPU, 2, sz, dt, -5, 5, NULL), *xg = on(GPU, x);
+            tc_tensor *w = rnd(CPU, 1, &rows[r], dt, 0, 2, NULL), *wg = on(GPU, w);
+            tc_tensor *b = rnd(CPU, 1, &rows[r], dt, -1, 1, NULL), *bg = on(GPU, b);
+            tc_tensor *yc = NULL, *yg = NULL;
+            CHECK_OK(tc_nn_softmax(x, 1, &yc));
+            CHECK_OK(tc_nn_softmax(xg, 1, &yg));
+            parity("softmax parity", yc, yg, 1);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_log_softmax(x, 1, &yc));
+            CHECK_OK(tc_nn_log_softmax(xg, 1, &yg));
+            parity("log_softmax parity", yc, yg, 1);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_layer_norm(x, 1, &rows[r], w, b, 1e-5, &yc));
+            CHECK_OK(tc_nn_layer_norm(xg, 1, &rows[r], wg, bg, 1e-5, &yg));
+            parity("layer_norm parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_rms_norm(x, 1, &rows[r], w, NULL, &yc));
+            CHECK_OK(tc_nn_rms_norm(xg, 1, &rows[r], wg, NULL, &yg));
+            parity("rms_norm parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            int64_t tg[5] = {0, rows[r] - 1, -100, rows[r] / 2, rows[r] / 3};
+            tc_tensor *t = targets(CPU, 1, 5, tg), *tgg = targets(GPU, 1, 5, tg);
+            CHECK_OK(tc_nn_cross_entropy(x, t, -100, TC_REDUCTION_NONE, &yc));
+            CHECK_OK(tc_nn_cross_entropy(xg, tgg, -100, TC_REDUCTION_NONE, &yg));
+            parity("cross_entropy parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            tc_tensor_release(t), tc_tensor_release(tgg);
+            tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
+            tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
+        }
+        /* a GPT-2-shaped attention block, causal, through every op */
+        int64_t qs[4] = {2, 4, 128, 64}, xs[3] = {2, 128, 256}, ws[2] = {192, 256}, bs = 192;
+        tc_tensor *q = rnd(CPU, 4, qs, dt, -1, 1, NULL), *k = rnd(CPU, 4, qs, dt, -1, 1, NULL);
+        tc_tensor *v = rnd(CPU, 4, qs, dt, -1, 1, NULL), *qg = on(GPU, q), *kg = on(GPU, k);
+        tc_tensor *vg = on(GPU, v), *yc = NULL, *yg = NULL;
+        CHECK_OK(tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &yc));
+        CHECK_OK(tc_nn_scaled_dot_product_attention(qg, kg, vg, true, NULL, &yg));
+        parity("sdpa parity", yc, yg, 3);
+        tc_tensor_release(yc), tc_tensor_release(yg);
+        tc_tensor *x = rnd(CPU, 3, xs, dt, -1, 1, NULL), *w = rnd(CPU, 2, ws, dt, -0.1, 0.1, NULL);
+        tc_tensor *b = rnd(CPU, 1, &bs, dt, -1, 1, NULL), *xg = on(GPU, x), *wg = on(GPU, w);
+        tc_tensor *bg = on(GPU, b);
+        CHECK_OK(tc_nn_linear(x, w, b, &yc));
+        CHECK_OK(tc_nn_linear(xg, wg, bg, &yg));
+        parity("linear parity", yc, yg, 3);
+        tc_tensor_release(yc), tc_tensor_release(yg);
+        /* device mismatch */
+        CHECK_STATUS(tc_nn_linear(x, wg, NULL, &yg), TC_ERROR_DEVICE_MISMATCH);
+        CHECK_STATUS(tc_nn_scaled_dot_product_attention(qg, k, vg, false, NULL, &yg),
+                     TC_ERROR_DEVICE_MISMATCH);
+        tc_tensor *all[] = {q, k, v, qg, kg, vg, x, w, b, xg, wg, bg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tc_tensor_release(all[i]);
+    }
+}
+
+static void run_all(tc_device dev)
+{
+    test_softmax(dev);
+    test_norms(dev);
+    test_cross_entropy(dev);
+    test_linear(dev);
+    test_bmm(dev);
+    test_sdpa(dev);
+    test_bad_input(dev);
+}
+
+int main(void)
+{
+    tc_test_init();
+    run_all(CPU);
+    if (tc_is_available()) {
+        run_all(GPU);
+        test_gpu_parity();
+        CHECK_OK(tc_synchronize(-1));
+    } else {
+        printf("no GPU: the GPU checks and the parity pass are skipped\n");
+    }
+    return TC_TEST_DONE();
+}

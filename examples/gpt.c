@@ -1,0 +1,594 @@
+/* A GPT-2 decoder on tcuda: prefill and greedy generation with a KV cache,
+ * on the CPU or a GPU, optionally with the decode step replayed as a graph.
+ *
+ *   gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16]
+ *       [--graph] [--prompt 464,3290,318] [--new N]
+ *       [--check REF.safetensors] [--bench]
+ *
+ * The weights are a GPT-2 checkpoint in safetensors with Hugging Face's names
+ * ("wte.weight", "h.0.attn.c_attn.weight", ..., with or without a
+ * "transformer." prefix); layers, width and vocabulary come from the tensors,
+ * the head count from the metadata key "n_head" (else width / 64).
+ * --check reads "prompt", "logits" and "generated" from a reference file
+ * (scripts/gpt_torch.py writes one from PyTorch) and exits 1 unless the
+ * prompt's logits match within 1e-4 of their largest magnitude and the
+ * greedy tokens are the same. --bench prints prefill (batch 8 x 512) and
+ * decode (batch 1, 256 new tokens) tokens per second.
+ *
+ * The decode step has static shapes: the token and its position live in
+ * device tensors, the new key and value are scattered into a cache as long as
+ * the whole sequence, and attention masks the positions not yet written. So
+ * the step queues the same work every time, which is what a CUDA graph
+ * replays, and the host never waits for the GPU between tokens. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tcuda/tcuda.h>
+
+/* ---- errors and temporaries ------------------------------------------------- */
+
+static void die(const char *what, tc_status st)
+{
+    fprintf(stderr, "gpt: %s: %s: %s\n", what, tc_status_string(st), tc_last_error());
+    exit(2);
+}
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK)                                                                          \
+            die(#call, st_);                                                                       \
+    } while (0)
+
+/* The temporaries of one forward pass, released together at its end. After
+ * the first failure every further op is skipped and its status kept. */
+typedef struct scratch {
+    tc_tensor *t[1024];
+    int n;
+    tc_status st;
+    char what[96];
+} scratch;
+
+static void track(scratch *s, tc_status st, tc_tensor **made, const char *what)
+{
+    if (st == TC_OK && made && s->n == (int)(sizeof s->t / sizeof s->t[0])) {
+        tc_tensor_release(*made);
+        *made = NULL;
+        st = TC_ERROR_OUT_OF_MEMORY;
+        what = "too many temporaries";
+    }
+    if (st != TC_OK) {
+        s->st = st;
+        snprintf(s->what, sizeof s->what, "%s", what);
+    } else if (made) {
+        s->t[s->n++] = *made;
+    }
+}
+static tc_status scratch_end(scratch *s)
+{
+    while (s->n > 0)
+        tc_tensor_release(s->t[--s->n]);
+    return s->st;
+}
+/* LET(s, y, tc_x(a, &y)) declares y, runs the op unless one failed before
+ * and keeps y for release; DO(s, call) runs an op that makes no tensor. */
+#define LET(s, var, call)                                                                          \
+    tc_tensor *var = NULL;                                                                         \
+    if ((s)->st == TC_OK)                                                                          \
+    track((s), (call), &var, #call)
+#define DO(s, call)                                                                                \
+    do {                                                                                           \
+        if ((s)->st == TC_OK)                                                                      \
+            track((s), (call), NULL, #call);                                                       \
+    } while (0)
+
+/* ---- the model ------------------------------------------------------------------ */
+
+typedef struct layer {
+    tc_tensor *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
+    tc_tensor *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+} layer;
+
+typedef struct gpt {
+    int n_layer, n_head;
+    int64_t C, V, n_ctx;
+    tc_device dev;
+    tc_dtype dt;
+    tc_tensor *wte, *wpe, *lnf_w, *lnf_b;
+    layer *h;
+    /* the decode state: caches [B, H, S, hd], the token [B, 1] and its
+     * position [1] (int64 on the device), positions 0..S-1, 1/sqrt(hd) */
+    int64_t B, S;
+    tc_tensor **kc, **vc, *tok, *pos, *one, *positions, *scale;
+} gpt;
+
+static const char *prefix; /* "" or "transformer." */
+
+static tc_tensor *load(tc_safetensors *f, const gpt *m, const char *name, bool transpose)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    tc_tensor *t, *u, *c;
+    CHECK(tc_safetensors_get(f, full, m->dev, &t));
+    if (!transpose) {
+        CHECK(tc_tensor_to(t, m->dev, m->dt, false, &u));
+        tc_tensor_release(t);
+        return u;
+    }
+    /* GPT-2 keeps Conv1D weights as [in, out]; linear wants [out, in] */
+    CHECK(tc_tensor_transpose(t, 0, 1, &u));
+    CHECK(tc_tensor_to(u, m->dev, m->dt, false, &c));
+    tc_tensor_release(t);
+    tc_tensor_release(u);
+    CHECK(tc_tensor_contiguous(c, &t));
+    tc_tensor_release(c);
+    return t;
+}
+
+static void gpt_load(gpt *m, const char *path)
+{
+    tc_safetensors *f;
+    CHECK(tc_safetensors_open(path, &f));
+    int64_t sizes[TC_MAX_DIMS];
+    int ndim;
+    prefix = "";
+    if (tc_safetensors_info(f, "wte.weight", NULL, &ndim, sizes) != TC_OK)
+        prefix = "transformer.";
+    char name[128];
+    snprintf(name, sizeof name, "%swte.weight", prefix);
+    CHECK(tc_safetensors_info(f, name, NULL, &ndim, sizes));
+    m->V = sizes[0];
+    m->C = sizes[1];
+    snprintf(name, sizeof name, "%swpe.weight", prefix);
+    CHECK(tc_safetensors_info(f, name, NULL, &ndim, sizes));
+    m->n_ctx = sizes[0];
+    m->n_layer = 0;
+    for (;;) {
+        snprintf(name, sizeof name, "%sh.%d.ln_1.weight", prefix, m->n_layer);
+        if (tc_safetensors_info(f, name, NULL, NULL, NULL) != TC_OK)
+            break;
+        m->n_layer++;
+    }
+    const char *nh = NULL;
+    CHECK(tc_safetensors_metadata(f, "n_head", &nh));
+    m->n_head = nh ? atoi(nh) : (int)(m->C / 64);
+    if (m->n_head <= 0 || m->C % m->n_head) {
+        fprintf(stderr, "gpt: %lld channels do not split into %d heads\n", (long long)m->C,
+                m->n_head);
+        exit(2);
+    }
+    m->wte = load(f, m, "wte.weight", false);
+    m->wpe = load(f, m, "wpe.weight", false);
+    m->lnf_w = load(f, m, "ln_f.weight", false);
+    m->lnf_b = load(f, m, "ln_f.bias", false);
+    m->h = calloc((size_t)m->n_layer, sizeof *m->h);
+    for (int l = 0; l < m->n_layer; l++) {
+        layer *y = &m->h[l];
+        struct {
+            tc_tensor **t;
+            const char *name;
+            bool transpose;
+        } w[] = {
+            {&y->ln1_w, "ln_1.weight", false},         {&y->ln1_b, "ln_1.bias", false},
+            {&y->attn_w, "attn.c_attn.weight", true},  {&y->attn_b, "attn.c_attn.bias", false},
+            {&y->proj_w, "attn.c_proj.weight", true},  {&y->proj_b, "attn.c_proj.bias", false},
+            {&y->ln2_w, "ln_2.weight", false},         {&y->ln2_b, "ln_2.bias", false},
+            {&y->fc_w, "mlp.c_fc.weight", true},       {&y->fc_b, "mlp.c_fc.bias", false},
+            {&y->fcproj_w, "mlp.c_proj.weight", true}, {&y->fcproj_b, "mlp.c_proj.bias", false}};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, w[i].name);
+            *w[i].t = load(f, m, name, w[i].transpose);
+        }
+    }
+    CHECK(tc_safetensors_close(f));
+}
+
+static void gpt_free(gpt *m)
+{
+    for (int l = 0; l < m->n_layer; l++) {
+        tc_tensor **t = &m->h[l].ln1_w;
+        for (int i = 0; i < 12; i++)
+            tc_tensor_release(t[i]);
+        if (m->kc) {
+            tc_tensor_release(m->kc[l]);
+            tc_tensor_release(m->vc[l]);
+        }
+    }
+    free(m->h);
+    free(m->kc);
+    free(m->vc);
+    tc_tensor *t[] = {m->wte, m->wpe, m->lnf_w,     m->lnf_b, m->tok,
+                      m->pos, m->one, m->positions, m->scale};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        tc_tensor_release(t[i]);
+}
+
+/* Caches for batch B and S positions, zeroed; the decode state. */
+static void gpt_cache(gpt *m, int64_t B, int64_t S)
+{
+    int64_t hd = m->C / m->n_head, cs[4] = {B, m->n_head, S, hd}, ts[2] = {B, 1}, one = 1;
+    m->B = B;
+    m->S = S;
+    m->kc = calloc((size_t)m->n_layer, sizeof *m->kc);
+    m->vc = calloc((size_t)m->n_layer, sizeof *m->vc);
+    for (int l = 0; l < m->n_layer; l++) {
+        CHECK(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->kc[l]));
+        CHECK(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->vc[l]));
+    }
+    CHECK(tc_tensor_zeros(2, ts, TC_INT64, m->dev, &m->tok));
+    CHECK(tc_tensor_zeros(1, &one, TC_INT64, m->dev, &m->pos));
+    CHECK(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
+    CHECK(tc_tensor_arange(0, (double)S, 1, TC_INT64, m->dev, &m->positions));
+    CHECK(tc_tensor_full(0, NULL, 1 / sqrt((double)hd), m->dt, m->dev, &m->scale));
+}
+
+/* x [B, T, C] -> q, k, v [B, H, T, hd] (views of one linear's output) */
+static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc_tensor **q,
+                      tc_tensor **k, tc_tensor **v)
+{
+    int64_t heads[4] = {tc_tensor_size(x, 0), tc_tensor_size(x, 1), m->n_head, m->C / m->n_head};
+    LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln1_w, w->ln1_b, 1e-5, &h));
+    LET(s, qkv, tc_nn_linear(h, w->attn_w, w->attn_b, &qkv));
+    tc_tensor **out[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        LET(s, part, tc_tensor_narrow(qkv, 2, i * m->C, m->C, &part));
+        LET(s, split, tc_tensor_view(part, 4, heads, &split));
+        LET(s, t, tc_tensor_transpose(split, 1, 2, &t));
+        *out[i] = t;
+    }
+}
+
+/* The rest of a block after attention's output y [B, H, T, hd]: projection,
+ * MLP and both residual adds, into x in place. */
+static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc_tensor *y)
+{
+    int64_t merged[3] = {tc_tensor_size(x, 0), tc_tensor_size(x, 1), m->C};
+    LET(s, yt, tc_tensor_transpose(y, 1, 2, &yt));
+    LET(s, ym, tc_tensor_reshape(yt, 3, merged, &ym));
+    LET(s, proj, tc_nn_linear(ym, w->proj_w, w->proj_b, &proj));
+    DO(s, tc_tensor_add_(x, proj));
+    LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln2_w, w->ln2_b, 1e-5, &h));
+    LET(s, f, tc_nn_linear(h, w->fc_w, w->fc_b, &f));
+    LET(s, g, tc_tensor_gelu(f, TC_GELU_TANH, &g));
+    LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
+    DO(s, tc_tensor_add_(x, down));
+}
+
+/* Logits [B, T, V] of tokens [B, T] at positions 0..T-1, filling the cache's
+ * first T positions when there is a cache. */
+static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits)
+{
+    scratch s = {.st = TC_OK};
+    int64_t T = tc_tensor_size(tokens, 1);
+    LET(&s, pos, tc_tensor_arange(0, (double)T, 1, TC_INT64, m->dev, &pos));
+    LET(&s, te, tc_tensor_embedding(m->wte, tokens, &te));
+    LET(&s, pe, tc_tensor_embedding(m->wpe, pos, &pe));
+    LET(&s, x, tc_tensor_add(te, pe, &x));
+    for (int l = 0; l < m->n_layer; l++) {
+        tc_tensor *q = NULL, *k = NULL, *v = NULL;
+        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
+        if (m->kc) { /* the cache's positions 0..T-1 */
+            LET(&s, kd, tc_tensor_narrow(m->kc[l], 2, 0, T, &kd));
+            LET(&s, vd, tc_tensor_narrow(m->vc[l], 2, 0, T, &vd));
+            DO(&s, tc_tensor_copy_(kd, k, false));
+            DO(&s, tc_tensor_copy_(vd, v, false));
+        }
+        LET(&s, y, tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &y));
+        block_rest(&s, m, &m->h[l], x, y);
+    }
+    LET(&s, h, tc_nn_layer_norm(x, 1, &m->C, m->lnf_w, m->lnf_b, 1e-5, &h));
+    tc_tensor *out = NULL;
+    DO(&s, tc_nn_linear(h, m->wte, NULL, &out)); /* not kept: it is the result */
+    tc_status st = scratch_end(&s);
+    if (st != TC_OK) {
+        fprintf(stderr, "gpt: prefill: %s failed: %s\n", s.what, tc_last_error());
+        return st;
+    }
+    *logits = out;
+    return TC_OK;
+}
+
+/* One decode step with static shapes: the token m->tok [B, 1] at position
+ * m->pos; its key and value go into the caches at that position, attention
+ * sees positions <= pos, the greedy next token is written into m->tok and
+ * pos advances, all on the device. */
+static tc_status gpt_step(void *ctx)
+{
+    gpt *m = ctx;
+    scratch s = {.st = TC_OK};
+    int64_t B = m->B, H = m->n_head, hd = m->C / m->n_head, S = m->S;
+    int64_t one4[4] = {1, 1, 1, 1}, at_sizes[4] = {B, H, 1, hd}, q_sizes[3] = {B * H, 1, hd},
+            c_sizes[3] = {B * H, S, hd}, y_sizes[4] = {B, H, 1, hd};
+    LET(&s, te, tc_tensor_embedding(m->wte, m->tok, &te)); /* [B, 1, C] */
+    LET(&s, pe, tc_tensor_embedding(m->wpe, m->pos, &pe)); /* [1, C] */
+    LET(&s, x, tc_tensor_add(te, pe, &x));
+    /* where the new key goes (pos, for every element of k), and which
+     * positions attention may not see yet */
+    LET(&s, pos4, tc_tensor_view(m->pos, 4, one4, &pos4));
+    LET(&s, at, tc_tensor_expand(pos4, 4, at_sizes, &at));
+    LET(&s, hidden, tc_tensor_gt(m->positions, m->pos, &hidden)); /* [S] */
+    for (int l = 0; l < m->n_layer; l++) {
+        tc_tensor *q = NULL, *k = NULL, *v = NULL;
+        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
+        /* the caches are zero at pos until now: adding writes the entry */
+        DO(&s, tc_tensor_scatter_add_(m->kc[l], 2, at, k));
+        DO(&s, tc_tensor_scatter_add_(m->vc[l], 2, at, v));
+        LET(&s, q3, tc_tensor_reshape(q, 3, q_sizes, &q3));
+        LET(&s, k3, tc_tensor_view(m->kc[l], 3, c_sizes, &k3));
+        LET(&s, v3, tc_tensor_view(m->vc[l], 3, c_sizes, &v3));
+        LET(&s, kt, tc_tensor_transpose(k3, 1, 2, &kt));
+        LET(&s, sc, tc_tensor_bmm(q3, kt, &sc)); /* [B*H, 1, S] */
+        LET(&s, scaled, tc_tensor_mul(sc, m->scale, &scaled));
+        LET(&s, masked, tc_tensor_masked_fill(scaled, hidden, -INFINITY, &masked));
+        LET(&s, p, tc_nn_softmax(masked, -1, &p));
+        LET(&s, y3, tc_tensor_bmm(p, v3, &y3)); /* [B*H, 1, hd] */
+        LET(&s, y, tc_tensor_view(y3, 4, y_sizes, &y));
+        block_rest(&s, m, &m->h[l], x, y);
+    }
+    LET(&s, h, tc_nn_layer_norm(x, 1, &m->C, m->lnf_w, m->lnf_b, 1e-5, &h));
+    LET(&s, logits, tc_nn_linear(h, m->wte, NULL, &logits)); /* [B, 1, V] */
+    LET(&s, next, tc_tensor_argmax(logits, -1, false, &next));
+    DO(&s, tc_tensor_copy_(m->tok, next, false));
+    DO(&s, tc_tensor_add_(m->pos, m->one));
+    tc_status st = scratch_end(&s);
+    if (st != TC_OK)
+        fprintf(stderr, "gpt: decode step: %s failed: %s\n", s.what, tc_last_error());
+    return st;
+}
+
+/* A copy of t. */
+static tc_tensor *clone(const tc_tensor *t)
+{
+    tc_tensor *c;
+    CHECK(tc_tensor_empty_like(t, &c));
+    CHECK(tc_tensor_copy_(c, t, false));
+    return c;
+}
+
+/* Prefills `prompt` [B, T] (int64 on the device) and generates `n` tokens
+ * greedily into out [B, n] (int64, on the device). With graph, the step is
+ * captured once and replayed. *prefill_logits (when not NULL) gets the
+ * prompt's logits. *decode_s: seconds of the n - 1 decode steps. */
+static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph, tc_tensor *out,
+                         tc_tensor **prefill_logits, double *decode_s)
+{
+    int64_t T = tc_tensor_size(prompt, 1);
+    for (int l = 0; l < m->n_layer; l++) {
+        CHECK(tc_tensor_fill_(m->kc[l], 0));
+        CHECK(tc_tensor_fill_(m->vc[l], 0));
+    }
+    tc_tensor *logits, *last, *first, *col;
+    CHECK(gpt_prefill(m, prompt, &logits));
+    CHECK(tc_tensor_narrow(logits, 1, T - 1, 1, &last));
+    CHECK(tc_tensor_argmax(last, -1, false, &first)); /* [B, 1] */
+    CHECK(tc_tensor_copy_(m->tok, first, false));
+    CHECK(tc_tensor_fill_(m->pos, (double)T));
+    tc_tensor_release(last);
+    tc_tensor_release(first);
+    if (prefill_logits)
+        *prefill_logits = logits;
+    else
+        tc_tensor_release(logits);
+
+    tc_graph *g = NULL;
+    if (graph) {
+        /* A first step outside the capture lets libraries (cuBLAS) set
+         * themselves up; its effects are undone before capturing. The
+         * capture queues nothing, so the state stays as the prefill left
+         * it. tcuda captures on a side stream of its own. */
+        tc_tensor *tok0 = clone(m->tok), *pos0 = clone(m->pos);
+        CHECK(gpt_step(m));
+        CHECK(tc_tensor_copy_(m->tok, tok0, false));
+        CHECK(tc_tensor_copy_(m->pos, pos0, false));
+        for (int l = 0; l < m->n_layer; l++) {
+            tc_tensor *kt, *vt;
+            CHECK(tc_tensor_narrow(m->kc[l], 2, T, 1, &kt));
+            CHECK(tc_tensor_narrow(m->vc[l], 2, T, 1, &vt));
+            CHECK(tc_tensor_fill_(kt, 0));
+            CHECK(tc_tensor_fill_(vt, 0));
+            tc_tensor_release(kt);
+            tc_tensor_release(vt);
+        }
+        tc_tensor_release(tok0);
+        tc_tensor_release(pos0);
+        CHECK(tc_graph_create(&g));
+        tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_mempool_id){0}, NULL,
+                                                                 TC_CAPTURE_MODE_GLOBAL);
+        CHECK(cg.status);
+        tc_status st = gpt_step(m);
+        tc_status end = tc_graph_capture_guard_exit(&cg);
+        CHECK(st);
+        CHECK(end);
+    }
+    CHECK(tc_tensor_narrow(out, 1, 0, 1, &col));
+    CHECK(tc_tensor_copy_(col, m->tok, false));
+    tc_tensor_release(col);
+    if (m->dev.type == TC_CUDA)
+        CHECK(tc_synchronize(m->dev.index));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t i = 1; i < n; i++) {
+        if (g)
+            CHECK(tc_graph_replay(g));
+        else
+            CHECK(gpt_step(m));
+        CHECK(tc_tensor_narrow(out, 1, i, 1, &col));
+        CHECK(tc_tensor_copy_(col, m->tok, false));
+        tc_tensor_release(col);
+    }
+    if (m->dev.type == TC_CUDA)
+        CHECK(tc_synchronize(m->dev.index));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *decode_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (g)
+        CHECK(tc_graph_destroy(g));
+}
+
+/* ---- the program -------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int check(gpt *m, const char *ref_path, bool graph)
+{
+    tc_safetensors *ref;
+    tc_tensor *prompt, *want_logits, *want_tokens, *prompt_dev, *logits, *out;
+    CHECK(tc_safetensors_open(ref_path, &ref));
+    CHECK(tc_safetensors_get(ref, "prompt", (tc_device){TC_CPU, -1}, &prompt));
+    CHECK(tc_safetensors_get(ref, "logits", (tc_device){TC_CPU, -1}, &want_logits));
+    CHECK(tc_safetensors_get(ref, "generated", (tc_device){TC_CPU, -1}, &want_tokens));
+    CHECK(tc_safetensors_close(ref));
+    int64_t B = tc_tensor_size(prompt, 0), T = tc_tensor_size(prompt, 1);
+    int64_t n = tc_tensor_size(want_tokens, 1), os[2] = {B, n};
+    gpt_cache(m, B, T + n);
+    CHECK(tc_tensor_to(prompt, m->dev, TC_INT64, false, &prompt_dev));
+    CHECK(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
+    double secs;
+    gpt_generate(m, prompt_dev, n, graph, out, &logits, &secs);
+
+    int64_t nl = tc_tensor_numel(want_logits);
+    float *got = malloc((size_t)nl * sizeof *got), *want = malloc((size_t)nl * sizeof *want);
+    int64_t *gt = malloc((size_t)(B * n) * sizeof *gt), *wt = malloc((size_t)(B * n) * sizeof *wt);
+    int rc = 0;
+    if (tc_tensor_numel(logits) != nl) {
+        fprintf(stderr, "gpt: check: %lld logits, the reference has %lld\n",
+                (long long)tc_tensor_numel(logits), (long long)nl);
+        rc = 1;
+    } else {
+        CHECK(tc_tensor_to_host(logits, got, TC_FLOAT32));
+        CHECK(tc_tensor_to_host(want_logits, want, TC_FLOAT32));
+        CHECK(tc_tensor_to_host(out, gt, TC_INT64));
+        CHECK(tc_tensor_to_host(want_tokens, wt, TC_INT64));
+        double diff = 0, big = 0;
+        for (int64_t i = 0; i < nl; i++) {
+            diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
+            big = fmax(big, fabs((double)want[i]));
+        }
+        int64_t same = 0;
+        for (int64_t i = 0; i < B * n; i++)
+            same += gt[i] == wt[i];
+        double tol = m->dt == TC_FLOAT32 ? 1e-4 : 5e-2;
+        printf("check: logits differ by %.2e of their largest (%.3g), tolerance %.0e; "
+               "%lld of %lld tokens the same\n",
+               big > 0 ? diff / big : diff, big, tol, (long long)same, (long long)(B * n));
+        rc = !(diff <= tol * big) || (m->dt == TC_FLOAT32 && same != B * n);
+    }
+    free(got), free(want), free(gt), free(wt);
+    tc_tensor *t[] = {prompt, want_logits, want_tokens, prompt_dev, logits, out};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        tc_tensor_release(t[i]);
+    return rc;
+}
+
+static void bench(gpt *m, bool graph)
+{
+    const char *dt = m->dt == TC_FLOAT32 ? "float32" : "bfloat16";
+    int64_t ps[2] = {8, 512}, one[2] = {1, 16}, os[2] = {1, 256};
+    tc_tensor *x, *logits, *p, *out;
+    CHECK(tc_tensor_zeros(2, ps, TC_INT64, m->dev, &x));
+    CHECK(tc_tensor_random_(x, 0, m->V, NULL));
+    for (int rep = 0; rep < 2; rep++) { /* the first one warms up */
+        int reps = rep ? 5 : 1;
+        if (m->dev.type == TC_CUDA)
+            CHECK(tc_synchronize(m->dev.index));
+        double t0 = now_s();
+        for (int i = 0; i < reps; i++) {
+            CHECK(gpt_prefill(m, x, &logits));
+            tc_tensor_release(logits);
+        }
+        if (m->dev.type == TC_CUDA)
+            CHECK(tc_synchronize(m->dev.index));
+        if (rep)
+            printf("tcuda prefill_%s %.0f\n", dt, 8 * 512 * reps / (now_s() - t0));
+    }
+    gpt_cache(m, 1, 16 + 256);
+    CHECK(tc_tensor_zeros(2, one, TC_INT64, m->dev, &p));
+    CHECK(tc_tensor_random_(p, 0, m->V, NULL));
+    CHECK(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
+    double secs = 0;
+    for (int rep = 0; rep < 2; rep++) /* the first one warms up */
+        gpt_generate(m, p, 256, graph, out, NULL, &secs);
+    printf("tcuda decode%s_%s %.0f\n", graph ? "_graph" : "", dt, 255 / secs);
+    tc_tensor_release(x);
+    tc_tensor_release(p);
+    tc_tensor_release(out);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16] "
+                    "[--graph] [--prompt 1,2,3] [--new N] [--check REF.safetensors] [--bench]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        usage();
+    gpt m = {.dev = {TC_CPU, -1}, .dt = TC_FLOAT32};
+    const char *ref = NULL, *prompt_text = "464,2068,7586,21831";
+    bool graph = false, do_bench = false;
+    int64_t n_new = 20;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--graph"))
+            graph = true;
+        else if (!strcmp(a, "--bench"))
+            do_bench = true;
+        else if (!v)
+            usage();
+        else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda")))
+            m.dev = (tc_device){v[1] == 'u' ? TC_CUDA : TC_CPU, v[1] == 'u' ? 0 : -1}, i++;
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "float32") || !strcmp(v, "bfloat16")))
+            m.dt = v[0] == 'f' ? TC_FLOAT32 : TC_BFLOAT16, i++;
+        else if (!strcmp(a, "--check"))
+            ref = v, i++;
+        else if (!strcmp(a, "--prompt"))
+            prompt_text = v, i++;
+        else if (!strcmp(a, "--new") && atoll(v) > 0)
+            n_new = atoll(v), i++;
+        else
+            usage();
+    }
+    if (graph && m.dev.type != TC_CUDA) {
+        fprintf(stderr, "gpt: --graph needs --device cuda\n");
+        return 2;
+    }
+    gpt_load(&m, argv[1]);
+    printf("gpt: %d layers, width %lld, %d heads, vocabulary %lld, on %s\n", m.n_layer,
+           (long long)m.C, m.n_head, (long long)m.V, m.dev.type == TC_CUDA ? "cuda" : "cpu");
+    int rc = 0;
+    if (ref) {
+        rc = check(&m, ref, graph);
+    } else if (do_bench) {
+        bench(&m, graph);
+    } else {
+        int64_t toks[256], T = 0;
+        for (const char *p = prompt_text; *p && T < 256;
+             p = strchr(p, ',') ? strchr(p, ',') + 1 : "")
+            toks[T++] = atoll(p);
+        int64_t ps[2] = {1, T}, os[2] = {1, n_new};
+        tc_tensor *p, *out;
+        CHECK(tc_tensor_from_data(toks, 2, ps, TC_INT64, m.dev, &p));
+        CHECK(tc_tensor_zeros(2, os, TC_INT64, m.dev, &out));
+        gpt_cache(&m, 1, T + n_new);
+        double secs;
+        gpt_generate(&m, p, n_new, graph, out, NULL, &secs);
+        int64_t *gen = malloc((size_t)n_new * sizeof *gen);
+        CHECK(tc_tensor_to_host(out, gen, TC_INT64));
+        for (int64_t i = 0; i < n_new; i++)
+            printf("%s%lld", i ? "," : "", (long long)gen[i]);
+        printf("\n%.1f tokens/s\n", (double)(n_new - 1) / secs);
+        free(gen);
+        tc_tensor_release(p);
+        tc_tensor_release(out);
+    }
+    gpt_free(&m);
+    return rc;
+}

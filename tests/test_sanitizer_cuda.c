@@ -334,6 +334,49 @@ static void test_graph_replay(tc_stream *side)
     CHECK_OK(tc_synchronize(-1));
 }
 
+/* The nn and indexing kernels declare what they touch: a softmax, a
+ * gather and a GEMM read on the default stream what a side stream writes */
+static void test_nn_and_indexing(tc_stream *side)
+{
+    int64_t sz[2] = {8, 64};
+    tc_tensor *x = NULL, *w = NULL, *idx = NULL, *y = NULL;
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, GPU, &x));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, GPU, &w));
+    CHECK_OK(tc_tensor_arange(0, 8, 1, TC_INT64, GPU, &idx));
+    for (int op = 0; op < 3; op++) {
+        CHECK_OK(tc_stream_wait_stream(side, NULL));
+        tc_stream_guard g = tc_stream_guard_enter(side);
+        CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+        tc_stream_guard_exit(&g);
+        const char *name = op == 0   ? "tc_nn_softmax"
+                           : op == 1 ? "tc_tensor_index_select"
+                                     : "tc_nn_linear";
+        if (op == 0)
+            CHECK_OK(tc_nn_softmax(x, -1, &y)); /* the bug: no wait */
+        else if (op == 1)
+            CHECK_OK(tc_tensor_index_select(x, 0, idx, &y));
+        else
+            CHECK_OK(tc_nn_linear(w, x, NULL, &y));
+        CHECK(reports() == 1);
+        check_report(TC_RACE_READ_AFTER_WRITE, name, "tc_tensor_uniform_");
+        tc_tensor_release(y);
+        CHECK_OK(tc_synchronize(-1));
+        /* fixed with wait_stream: silent */
+        CHECK_OK(tc_stream_wait_stream(side, NULL));
+        g = tc_stream_guard_enter(side);
+        CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+        tc_stream_guard_exit(&g);
+        CHECK_OK(tc_stream_wait_stream(NULL, side));
+        CHECK_OK(tc_nn_softmax(x, -1, &y));
+        tc_tensor_release(y);
+        CHECK(reports() == 0);
+    }
+    tc_tensor_release(x);
+    tc_tensor_release(w);
+    tc_tensor_release(idx);
+    CHECK_OK(tc_synchronize(-1));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -350,9 +393,10 @@ int main(void)
     test_jiterator(side);
     test_one_stream_silent();
     test_graph_replay(side);
+    test_nn_and_indexing(side);
     printf("reports: %llu\n", (unsigned long long)(tc_sanitizer_report_count() - before));
-    /* 5 in report mode, 2 in error mode */
-    CHECK(tc_sanitizer_report_count() - before == 7);
+    /* 8 in report mode, 2 in error mode */
+    CHECK(tc_sanitizer_report_count() - before == 10);
     CHECK_OK(tc_synchronize(-1));
     CHECK_OK(tc_stream_destroy(side));
     return TC_TEST_DONE();

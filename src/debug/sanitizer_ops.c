@@ -15,6 +15,8 @@
  * one branch and the call below. */
 #include <pthread.h>
 
+#include "core/index_internal.h"
+#include "core/nn_internal.h"
 #include "core/tensor_internal.h"
 #include "sanitizer_internal.h"
 
@@ -22,6 +24,10 @@ static const tc__device_ops *prev;
 static const tc__backend *prev_be, *prev_host;
 static tc__device_ops ops;
 static tc__backend dev_be, host_be;
+static const tc__nn_backend *prev_nn;
+static const tc__index_backend *prev_index;
+static tc__nn_backend nn_be;
+static tc__index_backend index_be;
 
 static tc_status w_alloc(int device, size_t bytes, void **out)
 {
@@ -75,7 +81,7 @@ static tc_status declare_dense(bool host, int device, const char *what, int n,
                                const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
                                const bool *writes)
 {
-    tc__san_span sp[3];
+    tc__san_span sp[4];
     for (int i = 0; i < n; i++)
         tc__san_span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
     return declare(host, device, sp, n, what);
@@ -173,6 +179,124 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
 SAN_WRAPPERS(d_, false, prev_be)
 SAN_WRAPPERS(h_, true, prev_host)
 
+/* ---- the GPU's nn and indexing tables ------------------------------------------------ */
+/* Only a GPU's: CPU tensors reach the CPU's tables directly, and the host
+ * only matters to the engine for pinned memory, which these ops never get
+ * from the core. */
+
+static tc_status d_rows(int dev, const tc__nn_rows *a)
+{
+    if (tc__san_on()) {
+        size_t count = (size_t)(a->outer * a->n * a->inner), wb = (size_t)a->n * esz(a->in_dtype);
+        const void *p[4] = {a->out, a->in};
+        size_t b[4] = {count * esz(a->out_dtype), count * esz(a->in_dtype)};
+        tc_dtype d[4] = {a->out_dtype, a->in_dtype, a->in_dtype, a->in_dtype};
+        bool w[4] = {true, false, false, false};
+        int n = 2;
+        if (a->weight)
+            p[n] = a->weight, b[n++] = wb;
+        if (a->bias)
+            p[n] = a->bias, b[n++] = wb;
+        TC_TRY(declare_dense(false, dev, "nn row kernel", n, p, b, d, w));
+    }
+    return prev_nn->rows(dev, a);
+}
+
+/* Elements from the first to the last one an (op) matrix of a strided batch
+ * touches: rows r, columns c, leading dimension ld, transposed or not. */
+static size_t gemm_extent(int64_t batch, int64_t stride, int64_t r, int64_t c, int64_t ld,
+                          bool trans)
+{
+    if (r == 0 || c == 0)
+        return 0;
+    int64_t one = trans ? (c - 1) * ld + r : (r - 1) * ld + c;
+    return (size_t)((batch - 1) * stride + one);
+}
+
+static tc_status d_gemm(int dev, const tc__nn_gemm *g)
+{
+    if (tc__san_on() && g->batch > 0) {
+        const void *p[3] = {g->c, g->a, g->b};
+        size_t b[3] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype)};
+        tc_dtype d[3] = {g->c_dtype, g->dtype, g->dtype};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "gemm", 3, p, b, d, w));
+    }
+    return prev_nn->gemm(dev, g);
+}
+
+static tc_status d_cross_entropy(int dev, tc_dtype dt, const void *logits, const int64_t *target,
+                                 void *loss, tc_dtype loss_dt, int64_t n, int64_t c, int64_t ignore)
+{
+    if (tc__san_on()) {
+        const void *p[3] = {loss, logits, target};
+        size_t b[3] = {(size_t)n * esz(loss_dt), (size_t)(n * c) * esz(dt), (size_t)n * 8};
+        tc_dtype d[3] = {loss_dt, dt, TC_INT64};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "cross_entropy kernel", 3, p, b, d, w));
+    }
+    return prev_nn->cross_entropy(dev, dt, logits, target, loss, loss_dt, n, c, ignore);
+}
+
+/* The spans of an indexing iter; operand `along` (stride 0 along the
+ * indexed dimension) reaches dim_size entries dim_stride apart. */
+static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dts, int along,
+                                 int64_t dim_stride, int64_t dim_size, const char *what)
+{
+    tc__san_span sp[TC__MAX_OPERANDS];
+    for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
+        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+    if (dim_size > 0 && sp[along].hi > sp[along].lo)
+        sp[along].hi += (uintptr_t)((dim_size - 1) * dim_stride) * esz(dts[along]);
+    return declare(false, dev, sp, it->nops, what);
+}
+
+static tc_status d_gather(int dev, tc_dtype dt, tc_dtype idt, const tc__iter *it,
+                          int64_t dim_stride, int64_t dim_size)
+{
+    if (tc__san_on()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, idt, idt};
+        TC_TRY(declare_indexed(dev, it, d, 1, dim_stride, dim_size, "gather kernel"));
+    }
+    return prev_index->gather(dev, dt, idt, it, dim_stride, dim_size);
+}
+
+static tc_status d_scatter_add(int dev, tc_dtype dt, const tc__iter *it, int64_t dim_stride,
+                               int64_t dim_size)
+{
+    if (tc__san_on()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, TC_INT64, TC_INT64};
+        TC_TRY(declare_indexed(dev, it, d, 0, dim_stride, dim_size, "scatter_add kernel"));
+    }
+    return prev_index->scatter_add(dev, dt, it, dim_stride, dim_size);
+}
+
+static tc_status d_tri(int dev, tc_dtype dt, bool upper, int64_t diagonal, const tc__iter *it)
+{
+    if (tc__san_on()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};
+        TC_TRY(declare_iter(false, dev, it, d, "triangle kernel"));
+    }
+    return prev_index->tri(dev, dt, upper, diagonal, it);
+}
+
+static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int64_t *indices,
+                        int64_t outer, int64_t r, int64_t inner, int64_t k, bool largest)
+{
+    if (tc__san_on()) {
+        const void *p[3] = {values, indices, in};
+        size_t out_n = (size_t)(outer * k * inner);
+        size_t b[3] = {out_n * esz(dt), out_n * 8, (size_t)(outer * r * inner) * esz(dt)};
+        tc_dtype d[3] = {dt, TC_INT64, dt};
+        bool w[3] = {true, true, false};
+        TC_TRY(declare_dense(false, dev, "topk kernel", 3, p, b, d, w));
+    }
+    return prev_index->topk(dev, dt, in, values, indices, outer, r, inner, k, largest);
+}
+
 /* ---- copies across devices ---------------------------------------------------------- */
 
 /* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
@@ -249,6 +373,16 @@ static void install(void)
         dev_be = (tc__backend){d_unary, d_binary, d_where,  d_convert,
                                d_fill,  d_reduce, d_matmul, d_scan};
         ops.backend = &dev_be;
+    }
+    if (cur->nn) {
+        prev_nn = cur->nn;
+        nn_be = (tc__nn_backend){d_rows, d_gemm, d_cross_entropy};
+        ops.nn = &nn_be;
+    }
+    if (cur->index_backend) {
+        prev_index = cur->index_backend;
+        index_be = (tc__index_backend){d_gather, d_scatter_add, d_tri, d_topk};
+        ops.index_backend = &index_be;
     }
     prev_host = cur->host_backend ? cur->host_backend : &tc__cpu_backend;
     host_be = (tc__backend){h_unary, h_binary, h_where,  h_convert,

@@ -382,6 +382,30 @@ tc_status tc_tensor_release(tc_tensor *t)
 
 static int wrap_dim(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
 
+tc_status tc__wrap_dim(int dim, int ndim, int *out)
+{
+    int n = ndim ? ndim : 1;
+    TC_CHECK_ARG(dim >= -n && dim < n,
+                 "dimension %d out of range (expected to be in range of [%d, %d] for a %d-d "
+                 "tensor)",
+                 dim, -n, n - 1, ndim);
+    *out = dim < 0 ? dim + n : dim;
+    return TC_OK;
+}
+
+tc_status tc__check_writable(const tc_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->sizes[d] > 1)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "unsupported operation: more than one element of the written-to "
+                            "tensor refers to a single memory location (dimension %d has "
+                            "stride 0). Please copy the tensor with tc_tensor_contiguous "
+                            "before writing to it",
+                            d);
+    return TC_OK;
+}
+
 /* Accessors answer for NULL and for a released tensor as for NULL. */
 int tc_tensor_ndim(const tc_tensor *t) { return tc__tensor_live(t) ? t->ndim : 0; }
 int64_t tc_tensor_size(const tc_tensor *t, int dim)

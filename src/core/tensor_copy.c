@@ -110,14 +110,7 @@ static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, overl
         return TC_OK;
     bool dst_dense = dense_somehow(dst);
     if (!dst_dense)
-        for (int d = 0; d < dst->ndim; d++)
-            if (dst->strides[d] == 0 && dst->sizes[d] > 1)
-                return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                                "unsupported operation: more than one element of the written-to "
-                                "tensor refers to a single memory location (dimension %d has "
-                                "stride 0). Please copy the tensor with tc_tensor_contiguous "
-                                "before writing to it",
-                                d);
+        TC_TRY(tc__check_writable(dst));
     if (same_geometry(dst, src)) {
         *out = OVERLAP_SAME;
         return TC_OK;

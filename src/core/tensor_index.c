@@ -13,17 +13,6 @@
 #include "index_internal.h"
 #include "tcuda/indexing.h"
 
-static tc_status wrap(int dim, int ndim, int *out)
-{
-    int n = ndim ? ndim : 1;
-    TC_CHECK_ARG(dim >= -n && dim < n,
-                 "dimension %d out of range (expected to be in range of [%d, %d] for a %d-d "
-                 "tensor)",
-                 dim, -n, n - 1, ndim);
-    *out = dim < 0 ? dim + n : dim;
-    return TC_OK;
-}
-
 static tc_status check_index_dtype(const tc_tensor *index, bool int32_ok)
 {
     if (index->dtype == TC_INT64 || (int32_ok && index->dtype == TC_INT32))
@@ -115,7 +104,7 @@ tc_status tc_tensor_index_select(const tc_tensor *t, int dim, const tc_tensor *i
         return tc__fail(TC_ERROR_SHAPE, "index is supposed to be a vector (1-d), got %d-d",
                         index->ndim);
     int d;
-    TC_TRY(wrap(dim, t->ndim, &d));
+    TC_TRY(tc__wrap_dim(dim, t->ndim, &d));
     int64_t n = tc__numel(index->ndim, index->sizes);
     int64_t sizes[TC_MAX_DIMS], src_st[TC_MAX_DIMS] = {0}, idx_st[TC_MAX_DIMS] = {0};
     if (t->ndim == 0) {
@@ -174,7 +163,7 @@ tc_status tc_tensor_gather(const tc_tensor *t, int dim, const tc_tensor *index, 
     TC_TRY(tc__check_same_device("tc_tensor_gather", t, index));
     TC_TRY(check_index_dtype(index, false));
     int d;
-    TC_TRY(wrap(dim, t->ndim, &d));
+    TC_TRY(tc__wrap_dim(dim, t->ndim, &d));
     TC_TRY(check_index_shape("input", index, t, d));
     int64_t src_st[TC_MAX_DIMS];
     strides_over(t, index, d, src_st);
@@ -197,7 +186,7 @@ static tc_status scatter_check(const tc_tensor *self, int dim, const tc_tensor *
     if (src->dtype != self->dtype)
         return tc__fail(TC_ERROR_DTYPE, "expected self.dtype to be equal to src.dtype (%s and %s)",
                         tc_dtype_name(self->dtype), tc_dtype_name(src->dtype));
-    TC_TRY(wrap(dim, self->ndim, d));
+    TC_TRY(tc__wrap_dim(dim, self->ndim, d));
     TC_TRY(check_index_shape("self", index, self, *d));
     return check_index_shape("src", index, src, -1);
 }
@@ -229,11 +218,7 @@ tc_status tc_tensor_scatter_add_(tc_tensor *self, int dim, const tc_tensor *inde
     TC_API_BEGIN;
     int d;
     TC_TRY(scatter_check(self, dim, index, src, &d));
-    for (int k = 0; k < self->ndim; k++)
-        TC_CHECK_ARG(self->strides[k] != 0 || self->sizes[k] <= 1,
-                     "self has several elements in one place (stride 0 in dimension %d, an "
-                     "expanded tensor): write into a contiguous copy",
-                     k);
+    TC_TRY(tc__check_writable(self));
     return run_scatter_add(self, d, index, src);
 }
 
@@ -311,7 +296,7 @@ tc_status tc_tensor_topk(const tc_tensor *t, int64_t k, int dim, bool largest, b
         return tc__fail(TC_ERROR_DTYPE, "topk is not implemented for bool (PyTorch refuses it "
                                         "too); convert to an integer dtype first");
     int d;
-    TC_TRY(wrap(dim, t->ndim, &d));
+    TC_TRY(tc__wrap_dim(dim, t->ndim, &d));
     int64_t size = t->ndim ? t->sizes[d] : 1;
     TC_CHECK_ARG(k >= 0 && k <= size, "selected index k (%lld) out of range: dimension %d has %lld",
                  (long long)k, d, (long long)size);

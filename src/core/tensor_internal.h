@@ -151,6 +151,13 @@ void tc__iter_set(tc__iter *it, int i, const tc_tensor *t);
  * one; sets `contiguous` when every operand ends up dense. Call after the
  * operands are set; the element order of the walk does not change. */
 void tc__iter_coalesce(tc__iter *it);
+/* A dimension in -n..n-1 as 0..n-1 (n = ndim, at least 1, as PyTorch's
+ * maybe_wrap_dim), or TC_ERROR_INVALID_ARGUMENT saying the range. */
+tc_status tc__wrap_dim(int dim, int ndim, int *out);
+/* TC_ERROR_INVALID_ARGUMENT (as PyTorch words it) when t has several
+ * elements in one place (a dimension of stride 0 and size > 1), so cannot be
+ * written to; else TC_OK. */
+tc_status tc__check_writable(const tc_tensor *t);
 /* Same device or TC_ERROR_DEVICE_MISMATCH naming both devices. */
 tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b);
 /* Device-local strided converting copy (same device, broadcast src). */

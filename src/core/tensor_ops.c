@@ -490,14 +490,7 @@ static tc_status inplace(const char *fn, tc__op op, tc_tensor *self, const tc_te
                         "broadcast shape (%d dimensions, %lld elements): self cannot grow",
                         fn, self->ndim, (long long)tc__numel(self->ndim, self->sizes), ndim,
                         (long long)tc__numel(ndim, sizes));
-    for (int d = 0; d < self->ndim; d++)
-        if (self->strides[d] == 0 && self->sizes[d] > 1)
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "unsupported operation: more than one element of the written-to "
-                            "tensor refers to a single memory location (dimension %d has "
-                            "stride 0). Please copy the tensor with tc_tensor_contiguous "
-                            "before writing to it",
-                            d);
+    TC_TRY(tc__check_writable(self));
     tc_dtype ct;
     TC_TRY(compute_dtype(fn, op, false, 2, in, &ct));
     if (category(ct) > category(self->dtype))

@@ -16,18 +16,6 @@
 #include "tcuda/shape.h"
 #include "tensor_internal.h"
 
-/* dim in -n..n-1 (n = ndim, at least 1 as PyTorch's maybe_wrap_dim) -> 0..n-1. */
-static tc_status wrap(int dim, int ndim, int *out)
-{
-    int n = ndim ? ndim : 1;
-    TC_CHECK_ARG(dim >= -n && dim < n,
-                 "dimension %d out of range (expected to be in range of [%d, %d] for a %d-d "
-                 "tensor)",
-                 dim, -n, n - 1, ndim);
-    *out = dim < 0 ? dim + n : dim;
-    return TC_OK;
-}
-
 /* ---- views ---------------------------------------------------------------- */
 
 tc_status tc_tensor_unsqueeze(const tc_tensor *t, int dim, tc_tensor **out)
@@ -36,7 +24,7 @@ tc_status tc_tensor_unsqueeze(const tc_tensor *t, int dim, tc_tensor **out)
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     TC_CHECK_ARG(out, "out is NULL");
     int d;
-    TC_TRY(wrap(dim, t->ndim + 1, &d));
+    TC_TRY(tc__wrap_dim(dim, t->ndim + 1, &d));
     if (t->ndim == TC_MAX_DIMS)
         return tc__fail(TC_ERROR_SHAPE,
                         "the tensor has %d dimensions already, the most a "
@@ -87,7 +75,7 @@ tc_status tc_tensor_squeeze_dim(const tc_tensor *t, int dim, tc_tensor **out)
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     TC_CHECK_ARG(out, "out is NULL");
     int d;
-    TC_TRY(wrap(dim, t->ndim, &d));
+    TC_TRY(tc__wrap_dim(dim, t->ndim, &d));
     /* a 0-d tensor has no dimension to drop: d = 0 matches none */
     return squeeze(t, t->ndim ? d : TC_MAX_DIMS, out);
 }
@@ -98,8 +86,8 @@ tc_status tc_tensor_flatten(const tc_tensor *t, int start_dim, int end_dim, tc_t
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     TC_CHECK_ARG(out, "out is NULL");
     int s, e;
-    TC_TRY(wrap(start_dim, t->ndim, &s));
-    TC_TRY(wrap(end_dim, t->ndim, &e));
+    TC_TRY(tc__wrap_dim(start_dim, t->ndim, &s));
+    TC_TRY(tc__wrap_dim(end_dim, t->ndim, &e));
     TC_CHECK_ARG(s <= e, "start_dim %d comes after end_dim %d", start_dim, end_dim);
     if (t->ndim == 0) {
         int64_t one = 1;
@@ -218,7 +206,7 @@ static tc_status check_split_args(const tc_tensor *t, int dim, int64_t capacity,
     TC_CHECK_ARG(capacity >= 0, "capacity %lld is negative", (long long)capacity);
     if (t->ndim == 0)
         return tc__fail(TC_ERROR_SHAPE, "a 0-d tensor has no dimension to split");
-    return wrap(dim, t->ndim, d);
+    return tc__wrap_dim(dim, t->ndim, d);
 }
 
 tc_status tc_tensor_split(const tc_tensor *t, int64_t split_size, int dim, int64_t capacity,
@@ -281,12 +269,12 @@ static tc_status cat_plan(int n, const tc_tensor *const *ts, int dim, int *d, tc
         if (!legacy_skipped(ts[i]))
             ref = ts[refi = i];
     if (!ref) { /* every input is 1-d and empty */
-        TC_TRY(wrap(dim, 1, d));
+        TC_TRY(tc__wrap_dim(dim, 1, d));
         *ndim = 1;
         sizes[0] = 0;
         return TC_OK;
     }
-    TC_TRY(wrap(dim, ref->ndim, d));
+    TC_TRY(tc__wrap_dim(dim, ref->ndim, d));
     *ndim = ref->ndim;
     memcpy(sizes, ref->sizes, sizeof(int64_t) * (size_t)ref->ndim);
     sizes[*d] = 0;
@@ -362,7 +350,7 @@ tc_status tc_tensor_stack(int n, const tc_tensor *const *tensors, int dim, tc_te
     }
     const tc_tensor *ref = tensors[0];
     int d;
-    TC_TRY(wrap(dim, ref->ndim + 1, &d));
+    TC_TRY(tc__wrap_dim(dim, ref->ndim + 1, &d));
     for (int i = 1; i < n; i++) {
         const tc_tensor *t = tensors[i];
         bool same = t->ndim == ref->ndim &&

@@ -99,9 +99,10 @@ typedef struct gpt {
     tc_tensor *wte, *wpe, *lnf_w, *lnf_b;
     layer *h;
     /* the decode state: caches [B, H, S, hd], the token [B, 1] and its
-     * position [1] (int64 on the device), positions 0..S-1, 1/sqrt(hd) */
+     * position [1] (int64 on the device), positions 0..S-1, constants */
     int64_t B, S;
-    tc_tensor **kc, **vc, *tok, *pos, *one, *positions, *scale;
+    double scale; /* 1/sqrt(hd) */
+    tc_tensor **kc, **vc, *tok, *pos, *one, *positions, *zero, *neg_inf;
 } gpt;
 
 static const char *prefix; /* "" or "transformer." */
@@ -199,8 +200,8 @@ static void gpt_free(gpt *m)
     free(m->h);
     free(m->kc);
     free(m->vc);
-    tc_tensor *t[] = {m->wte, m->wpe, m->lnf_w,     m->lnf_b, m->tok,
-                      m->pos, m->one, m->positions, m->scale};
+    tc_tensor *t[] = {m->wte, m->wpe,       m->lnf_w, m->lnf_b, m->tok,
+                      m->pos, m->positions, m->one,   m->zero,  m->neg_inf};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         tc_tensor_release(t[i]);
 }
@@ -209,6 +210,22 @@ static void gpt_free(gpt *m)
 static void gpt_cache(gpt *m, int64_t B, int64_t S)
 {
     int64_t hd = m->C / m->n_head, cs[4] = {B, m->n_head, S, hd}, ts[2] = {B, 1}, one = 1;
+    if (S > m->n_ctx) {
+        fprintf(stderr, "gpt: %lld positions asked for, the model has %lld\n", (long long)S,
+                (long long)m->n_ctx);
+        exit(2);
+    }
+    if (m->kc) { /* a new shape: the old state goes */
+        for (int l = 0; l < m->n_layer; l++) {
+            tc_tensor_release(m->kc[l]);
+            tc_tensor_release(m->vc[l]);
+        }
+        free(m->kc);
+        free(m->vc);
+        tc_tensor *t[] = {m->tok, m->pos, m->positions, m->one, m->zero, m->neg_inf};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            tc_tensor_release(t[i]);
+    }
     m->B = B;
     m->S = S;
     m->kc = calloc((size_t)m->n_layer, sizeof *m->kc);
@@ -221,7 +238,9 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
     CHECK(tc_tensor_zeros(1, &one, TC_INT64, m->dev, &m->pos));
     CHECK(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
     CHECK(tc_tensor_arange(0, (double)S, 1, TC_INT64, m->dev, &m->positions));
-    CHECK(tc_tensor_full(0, NULL, 1 / sqrt((double)hd), m->dt, m->dev, &m->scale));
+    CHECK(tc_tensor_zeros(0, NULL, m->dt, m->dev, &m->zero));
+    CHECK(tc_tensor_full(0, NULL, -INFINITY, m->dt, m->dev, &m->neg_inf));
+    m->scale = 1 / sqrt((double)hd);
 }
 
 /* x [B, T, C] -> q, k, v [B, H, T, hd] (views of one linear's output) */
@@ -304,11 +323,12 @@ static tc_status gpt_step(void *ctx)
     LET(&s, te, tc_tensor_embedding(m->wte, m->tok, &te)); /* [B, 1, C] */
     LET(&s, pe, tc_tensor_embedding(m->wpe, m->pos, &pe)); /* [1, C] */
     LET(&s, x, tc_tensor_add(te, pe, &x));
-    /* where the new key goes (pos, for every element of k), and which
-     * positions attention may not see yet */
+    /* where the new key goes (pos, for every element of k), and the
+     * additive mask of the positions attention may not see yet */
     LET(&s, pos4, tc_tensor_view(m->pos, 4, one4, &pos4));
     LET(&s, at, tc_tensor_expand(pos4, 4, at_sizes, &at));
-    LET(&s, hidden, tc_tensor_gt(m->positions, m->pos, &hidden)); /* [S] */
+    LET(&s, hidden, tc_tensor_gt(m->positions, m->pos, &hidden));       /* [S] */
+    LET(&s, mask, tc_tensor_where(hidden, m->neg_inf, m->zero, &mask)); /* 0 or -inf */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
         qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
@@ -319,10 +339,9 @@ static tc_status gpt_step(void *ctx)
         LET(&s, k3, tc_tensor_view(m->kc[l], 3, c_sizes, &k3));
         LET(&s, v3, tc_tensor_view(m->vc[l], 3, c_sizes, &v3));
         LET(&s, kt, tc_tensor_transpose(k3, 1, 2, &kt));
-        LET(&s, sc, tc_tensor_bmm(q3, kt, &sc)); /* [B*H, 1, S] */
-        LET(&s, scaled, tc_tensor_mul(sc, m->scale, &scaled));
-        LET(&s, masked, tc_tensor_masked_fill(scaled, hidden, -INFINITY, &masked));
-        LET(&s, p, tc_nn_softmax(masked, -1, &p));
+        /* scores q k^T / sqrt(hd) + mask, [B*H, 1, S], in one GEMM */
+        LET(&s, sc, tc_tensor_baddbmm(mask, q3, kt, 1, m->scale, &sc));
+        LET(&s, p, tc_nn_softmax(sc, -1, &p));
         LET(&s, y3, tc_tensor_bmm(p, v3, &y3)); /* [B*H, 1, hd] */
         LET(&s, y, tc_tensor_view(y3, 4, y_sizes, &y));
         block_rest(&s, m, &m->h[l], x, y);
@@ -491,6 +510,11 @@ static void bench(gpt *m, bool graph)
     const char *dt = m->dt == TC_FLOAT32 ? "float32" : "bfloat16";
     int64_t ps[2] = {8, 512}, one[2] = {1, 16}, os[2] = {1, 256};
     tc_tensor *x, *logits, *p, *out;
+    if (m->n_ctx < 512) {
+        fprintf(stderr, "gpt: --bench prefills 512 positions, the model has %lld\n",
+                (long long)m->n_ctx);
+        exit(2);
+    }
     CHECK(tc_tensor_zeros(2, ps, TC_INT64, m->dev, &x));
     CHECK(tc_tensor_random_(x, 0, m->V, NULL));
     for (int rep = 0; rep < 2; rep++) { /* the first one warms up */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The session's last GPU call: build for sm_90, every test, the GPU tests
 # touched since the previous call under compute-sanitizer (memcheck and
-# racecheck, four at a time), the test suite under the stream sanitizer, the
-# examples, and the benchmarks named in BENCHES. Logs go into $OUT/logs.tgz;
+# racecheck, four at a time), the test suite under the stream sanitizer,
+# DLPack with PyTorch, the examples, and the benchmarks named in BENCHES. Logs go into $OUT/logs.tgz;
 # a summary is printed last. Exits 1 on any failure.
 set -u
 export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
@@ -25,6 +25,8 @@ OUT=$L timeout 300 bash scripts/sanitizer_suite.sh $B > "$L/san_suite.txt" 2>&1 
 for e in ${EXAMPLES:-}; do
   timeout 120 $B/examples/$e > "$L/example_$e.txt" 2>&1; echo "example $e rc=$?" >> "$L/examples.txt"
 done
+# DLPack with PyTorch both ways (issue 16)
+timeout 120 python3 scripts/dlpack_torch.py $B/libtcuda.so > "$L/dlpack.txt" 2>&1 || fail=1
 for b in ${BENCHES:-}; do
   OUT=$L timeout 150 bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"
 done
@@ -32,6 +34,7 @@ echo "==== ctest"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$L/
 grep -hE "^FAIL" "$L/ctest.log" | head -20
 echo "==== compute-sanitizer"; sort "$L/cs_summary.txt"
 echo "==== stream sanitizer suite"; grep -vE "(passed|skipped) +sanitizer reports: 0" "$L/san_suite.txt" | tail -8
+echo "==== dlpack"; tail -3 "$L/dlpack.txt"
 [ -f "$L/examples.txt" ] && { echo "==== examples"; cat "$L/examples.txt"; }
 for b in ${BENCHES:-}; do echo "==== bench $b"; tail -${TAIL:-12} "$L/bench_$b.txt"; done
 [ -n "${OUT:-}" ] && tar czf "$OUT/logs.tgz" -C "$L" .

@@ -231,6 +231,35 @@ static void test_norms(tc_device dev)
             }
 }
 
+/* layer_norm of rows with an outlier first (and in the middle), in each
+ * kernel path: the variance must not come from sums shifted by the first
+ * value (or E[x^2] - E[x]^2), which lose it to cancellation in float32
+ * (about 1e-3 relative for a 20001-long row with a 300 among values in
+ * [-1, 1]; Welford's method stays near 1e-7). */
+static void test_norm_outliers(tc_device dev)
+{
+    const int64_t lens[] = {700, 5000, 20001};
+    for (int li = 0; li < 3; li++)
+        for (int d = 2; d < 4; d++) { /* float32, float64 */
+            int64_t n = lens[li], sz[2] = {3, n};
+            double *x = malloc(sizeof(double) * (size_t)(3 * n));
+            double *ref = malloc(sizeof(double) * (size_t)(3 * n));
+            for (int64_t i = 0; i < 3 * n; i++)
+                x[i] = (double)(float)(2 * tc_test_rand_uniform() - 1);
+            x[0] = 300;
+            x[n + n / 2] = -250;
+            x[2 * n] = 1000;
+            ref_norm(true, x, NULL, NULL, 1e-5, 3, n, ref);
+            tc_tensor *h = NULL, *t = NULL, *y = NULL;
+            CHECK_OK(tc_tensor_from_data(x, 2, sz, TC_FLOAT64, CPU, &h));
+            CHECK_OK(tc_tensor_to(h, dev, FLOATS[d], false, &t));
+            CHECK_OK(tc_nn_layer_norm(t, 1, &n, NULL, NULL, 1e-5, &y));
+            near_ref("layer_norm with an outlier", FLOATS[d], y, ref, 3 * n, 2);
+            tc_tensor_release(h), tc_tensor_release(t), tc_tensor_release(y);
+            free(x), free(ref);
+        }
+}
+
 /* ---- cross_entropy ------------------------------------------------------------------- */
 
 static tc_tensor *targets(tc_device dev, int nd, int64_t n, const int64_t *v)
@@ -716,6 +745,7 @@ static void run_all(tc_device dev)
 {
     test_softmax(dev);
     test_norms(dev);
+    test_norm_outliers(dev);
     test_cross_entropy(dev);
     test_linear(dev);
     test_bmm(dev);

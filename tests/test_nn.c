@@ -407,6 +407,11 @@ static void test_linear(tc_device dev)
             bb[i] = b[i % 4];
         near_ref("linear in=0", dt, y, bb, 12, 1);
         tc_tensor_release(y);
+        for (int i = 0; i < 12; i++)
+            bb[i] = 0;
+        CHECK_OK(tc_nn_linear(x0, w0, NULL, &y));
+        near_ref("linear in=0 without bias", dt, y, bb, 12, 1);
+        tc_tensor_release(y);
         tc_tensor_release(x0);
         tc_tensor_release(w0);
         tc_tensor_release(tx), tc_tensor_release(tw), tc_tensor_release(tb);
@@ -455,6 +460,27 @@ static void test_bmm(tc_device dev)
         near_ref("baddbmm beta 0", dt, y, r3, 72, 2);
         tc_tensor_release(y);
         tc_tensor_release(tn);
+        /* k = 0: a sum of nothing; baddbmm is beta * input (0 for beta 0) */
+        tc_tensor *a0 = NULL, *b0 = NULL;
+        CHECK_OK(tc_tensor_empty(3, (int64_t[]){3, 4, 0}, dt, dev, &a0));
+        CHECK_OK(tc_tensor_empty(3, (int64_t[]){3, 0, 6}, dt, dev, &b0));
+        for (int i = 0; i < 72; i++)
+            r3[i] = 0;
+        CHECK_OK(tc_tensor_bmm(a0, b0, &y));
+        CHECK(same_shape(y, 3, (int64_t[]){3, 4, 6}));
+        near_ref("bmm k=0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        CHECK_OK(tc_tensor_full(2, is, NAN, dt, dev, &tn));
+        CHECK_OK(tc_tensor_baddbmm(tn, a0, b0, 0, 2, &y));
+        near_ref("baddbmm k=0 beta 0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(tn);
+        for (int i = 0; i < 72; i++)
+            r3[i] = 0.5 * in[i % 24];
+        CHECK_OK(tc_tensor_baddbmm(ti, a0, b0, 0.5, 2, &y));
+        near_ref("baddbmm k=0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(a0), tc_tensor_release(b0);
         tc_tensor_release(ta), tc_tensor_release(tb), tc_tensor_release(tbt);
         tc_tensor_release(ti);
         free(a), free(b), free(bt), free(in);

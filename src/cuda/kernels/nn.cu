@@ -383,6 +383,20 @@ __global__ void __launch_bounds__(512)
     }
 }
 
+/* c = beta * c over a strided batch of row-major [m, n] matrices (ldc,
+ * stride_c), 0 where beta is 0 (c is not read then, as a GEMM's beta 0). */
+template <typename T>
+__global__ void scale_kernel(T *c, i64 m, i64 n, i64 ldc, i64 stride_c, i64 total, double beta)
+{
+    typedef typename Compute<T>::type C;
+    i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        i64 j = i % n, r = i / n;
+        T *p = c + (r / m) * stride_c + (r % m) * ldc + j;
+        store(p, beta == 0 ? (C)0 : (C)beta * load<C>(p));
+    }
+}
+
 static unsigned cap_grid(i64 blocks)
 {
     return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
@@ -478,5 +492,18 @@ extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dt
         int threads = c <= 1024 ? 128 : 512;
         ce_rows<T><<<cap_grid(n), threads, 0, stream>>>((const T *)logits, (const i64 *)target,
                                                         (C *)loss, n, c, ignore_index);
+    });
+}
+
+extern "C" void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch,
+                               int64_t m, int64_t n, int64_t ldc, int64_t stride_c, double beta)
+{
+    i64 total = batch * m * n;
+    if (total <= 0)
+        return;
+    dispatch_float(dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        scale_kernel<T><<<grid_for(total, 256, sms), 256, 0, stream>>>((T *)c, m, n, ldc, stride_c,
+                                                                       total, beta);
     });
 }

@@ -163,6 +163,44 @@ static void test_softmax(tc_device dev)
     }
 }
 
+/* -inf, +inf and NaN in each kernel path (a warp, a block, a long row, an
+ * inner dim): an all -inf row (a fully masked one) gives NaN as PyTorch,
+ * some -inf give 0 (log_softmax -inf) there, one NaN or +inf makes the
+ * whole row NaN. */
+static void test_softmax_special(tc_device dev)
+{
+    const int64_t lens[] = {37, 3000, 20000};
+    for (int li = 0; li < 4; li++)
+        for (int d = 0; d < 4; d++)
+            for (int lg = 0; lg < 2; lg++) {
+                bool cols = li == 3; /* softmax over dim 0 of [n, 5] */
+                int64_t n = cols ? 40 : lens[li], sz[2] = {cols ? n : 5, cols ? 5 : n};
+                int64_t total = 5 * n;
+                double *x = malloc(sizeof(double) * (size_t)total);
+                double *ref = malloc(sizeof(double) * (size_t)total);
+                for (int64_t i = 0; i < total; i++) {
+                    int64_t row = cols ? i % 5 : i / n, j = cols ? i / 5 : i % n;
+                    double v = (double)((i * 7919) % 13) / 4 - 1.5;
+                    if (row == 0 || (row == 1 && j % 2 == 1))
+                        v = -INFINITY;
+                    if (row == 2 && j == n / 2)
+                        v = NAN;
+                    if (row == 3 && j == n - 1)
+                        v = INFINITY;
+                    x[i] = v;
+                }
+                ref_softmax(x, ref, 2, sz, cols ? 0 : 1, lg);
+                tc_tensor *h = NULL, *t = NULL, *y = NULL;
+                CHECK_OK(tc_tensor_from_data(x, 2, sz, TC_FLOAT64, CPU, &h));
+                CHECK_OK(tc_tensor_to(h, dev, FLOATS[d], false, &t));
+                CHECK_OK((lg ? tc_nn_log_softmax : tc_nn_softmax)(t, cols ? 0 : 1, &y));
+                near_ref(lg ? "log_softmax of -inf/inf/NaN rows" : "softmax of -inf/inf/NaN rows",
+                         FLOATS[d], y, ref, total, 1);
+                tc_tensor_release(h), tc_tensor_release(t), tc_tensor_release(y);
+                free(x), free(ref);
+            }
+}
+
 /* ---- layer_norm and rms_norm ------------------------------------------------------ */
 
 static void ref_norm(bool layer, const double *x, const double *w, const double *b, double eps,
@@ -770,6 +808,7 @@ static void test_gpu_parity(void)
 static void run_all(tc_device dev)
 {
     test_softmax(dev);
+    test_softmax_special(dev);
     test_norms(dev);
     test_norm_outliers(dev);
     test_cross_entropy(dev);

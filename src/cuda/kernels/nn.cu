@@ -203,11 +203,14 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
     }
 }
 
-/* Online max and sum of exp: (m, s) after one more value v. */
+/* Online max and sum of exp: (m, s) after one more value v. A +inf maximum
+ * makes the sum NaN, as exp(inf - inf) does in PyTorch's two passes (the
+ * whole row is NaN then); without that, a thread that sees the +inf last
+ * would keep s = 1 and write 0 for every other value. */
 template <typename C> __device__ __forceinline__ void online(C &m, C &s, C v)
 {
     if (v > m) {
-        s = s * ex(m - v) + (C)1;
+        s = s * ex(m - v) + (v == -ninf<C>() ? (C)NAN : (C)1);
         m = v;
     } else {
         s += v == ninf<C>() ? (C)0 : ex(v - m); /* a NaN gives NaN */

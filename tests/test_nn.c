@@ -169,11 +169,12 @@ static void test_softmax(tc_device dev)
  * whole row NaN. */
 static void test_softmax_special(tc_device dev)
 {
-    const int64_t lens[] = {37, 3000, 20000};
-    for (int li = 0; li < 4; li++)
+    /* a warp per row (scalar and 16-byte loads), a block, a long row */
+    const int64_t lens[] = {37, 40, 3000, 20000};
+    for (int li = 0; li < 5; li++)
         for (int d = 0; d < 4; d++)
             for (int lg = 0; lg < 2; lg++) {
-                bool cols = li == 3; /* softmax over dim 0 of [n, 5] */
+                bool cols = li == 4; /* softmax over dim 0 of [n, 5] */
                 int64_t n = cols ? 40 : lens[li], sz[2] = {cols ? n : 5, cols ? 5 : n};
                 int64_t total = 5 * n;
                 double *x = malloc(sizeof(double) * (size_t)total);

@@ -163,6 +163,45 @@ static void test_softmax(tc_device dev)
     }
 }
 
+/* -inf, +inf and NaN in each kernel path (a warp, a block, a long row, an
+ * inner dim): an all -inf row (a fully masked one) gives NaN as PyTorch,
+ * some -inf give 0 (log_softmax -inf) there, one NaN or +inf makes the
+ * whole row NaN. */
+static void test_softmax_special(tc_device dev)
+{
+    /* a warp per row (scalar and 16-byte loads), a block, a long row */
+    const int64_t lens[] = {37, 40, 3000, 20000};
+    for (int li = 0; li < 5; li++)
+        for (int d = 0; d < 4; d++)
+            for (int lg = 0; lg < 2; lg++) {
+                bool cols = li == 4; /* softmax over dim 0 of [n, 5] */
+                int64_t n = cols ? 40 : lens[li], sz[2] = {cols ? n : 5, cols ? 5 : n};
+                int64_t total = 5 * n;
+                double *x = malloc(sizeof(double) * (size_t)total);
+                double *ref = malloc(sizeof(double) * (size_t)total);
+                for (int64_t i = 0; i < total; i++) {
+                    int64_t row = cols ? i % 5 : i / n, j = cols ? i / 5 : i % n;
+                    double v = (double)((i * 7919) % 13) / 4 - 1.5;
+                    if (row == 0 || (row == 1 && j % 2 == 1))
+                        v = -INFINITY;
+                    if (row == 2 && j == n / 2)
+                        v = NAN;
+                    if (row == 3 && j == n - 1)
+                        v = INFINITY;
+                    x[i] = v;
+                }
+                ref_softmax(x, ref, 2, sz, cols ? 0 : 1, lg);
+                tc_tensor *h = NULL, *t = NULL, *y = NULL;
+                CHECK_OK(tc_tensor_from_data(x, 2, sz, TC_FLOAT64, CPU, &h));
+                CHECK_OK(tc_tensor_to(h, dev, FLOATS[d], false, &t));
+                CHECK_OK((lg ? tc_nn_log_softmax : tc_nn_softmax)(t, cols ? 0 : 1, &y));
+                near_ref(lg ? "log_softmax of -inf/inf/NaN rows" : "softmax of -inf/inf/NaN rows",
+                         FLOATS[d], y, ref, total, 1);
+                tc_tensor_release(h), tc_tensor_release(t), tc_tensor_release(y);
+                free(x), free(ref);
+            }
+}
+
 /* ---- layer_norm and rms_norm ------------------------------------------------------ */
 
 static void ref_norm(bool layer, const double *x, const double *w, const double *b, double eps,
@@ -229,6 +268,35 @@ static void test_norms(tc_device dev)
                 tc_tensor_release(y);
                 free(x), free(w), free(b), free(ref);
             }
+}
+
+/* layer_norm of rows with an outlier first (and in the middle), in each
+ * kernel path: the variance must not come from sums shifted by the first
+ * value (or E[x^2] - E[x]^2), which lose it to cancellation in float32
+ * (about 1e-3 relative for a 20001-long row with a 300 among values in
+ * [-1, 1]; Welford's method stays near 1e-7). */
+static void test_norm_outliers(tc_device dev)
+{
+    const int64_t lens[] = {700, 5000, 20001};
+    for (int li = 0; li < 3; li++)
+        for (int d = 2; d < 4; d++) { /* float32, float64 */
+            int64_t n = lens[li], sz[2] = {3, n};
+            double *x = malloc(sizeof(double) * (size_t)(3 * n));
+            double *ref = malloc(sizeof(double) * (size_t)(3 * n));
+            for (int64_t i = 0; i < 3 * n; i++)
+                x[i] = (double)(float)(2 * tc_test_rand_uniform() - 1);
+            x[0] = 300;
+            x[n + n / 2] = -250;
+            x[2 * n] = 1000;
+            ref_norm(true, x, NULL, NULL, 1e-5, 3, n, ref);
+            tc_tensor *h = NULL, *t = NULL, *y = NULL;
+            CHECK_OK(tc_tensor_from_data(x, 2, sz, TC_FLOAT64, CPU, &h));
+            CHECK_OK(tc_tensor_to(h, dev, FLOATS[d], false, &t));
+            CHECK_OK(tc_nn_layer_norm(t, 1, &n, NULL, NULL, 1e-5, &y));
+            near_ref("layer_norm with an outlier", FLOATS[d], y, ref, 3 * n, 2);
+            tc_tensor_release(h), tc_tensor_release(t), tc_tensor_release(y);
+            free(x), free(ref);
+        }
 }
 
 /* ---- cross_entropy ------------------------------------------------------------------- */
@@ -378,6 +446,11 @@ static void test_linear(tc_device dev)
             bb[i] = b[i % 4];
         near_ref("linear in=0", dt, y, bb, 12, 1);
         tc_tensor_release(y);
+        for (int i = 0; i < 12; i++)
+            bb[i] = 0;
+        CHECK_OK(tc_nn_linear(x0, w0, NULL, &y));
+        near_ref("linear in=0 without bias", dt, y, bb, 12, 1);
+        tc_tensor_release(y);
         tc_tensor_release(x0);
         tc_tensor_release(w0);
         tc_tensor_release(tx), tc_tensor_release(tw), tc_tensor_release(tb);
@@ -426,6 +499,27 @@ static void test_bmm(tc_device dev)
         near_ref("baddbmm beta 0", dt, y, r3, 72, 2);
         tc_tensor_release(y);
         tc_tensor_release(tn);
+        /* k = 0: a sum of nothing; baddbmm is beta * input (0 for beta 0) */
+        tc_tensor *a0 = NULL, *b0 = NULL;
+        CHECK_OK(tc_tensor_empty(3, (int64_t[]){3, 4, 0}, dt, dev, &a0));
+        CHECK_OK(tc_tensor_empty(3, (int64_t[]){3, 0, 6}, dt, dev, &b0));
+        for (int i = 0; i < 72; i++)
+            r3[i] = 0;
+        CHECK_OK(tc_tensor_bmm(a0, b0, &y));
+        CHECK(same_shape(y, 3, (int64_t[]){3, 4, 6}));
+        near_ref("bmm k=0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        CHECK_OK(tc_tensor_full(2, is, NAN, dt, dev, &tn));
+        CHECK_OK(tc_tensor_baddbmm(tn, a0, b0, 0, 2, &y));
+        near_ref("baddbmm k=0 beta 0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(tn);
+        for (int i = 0; i < 72; i++)
+            r3[i] = 0.5 * in[i % 24];
+        CHECK_OK(tc_tensor_baddbmm(ti, a0, b0, 0.5, 2, &y));
+        near_ref("baddbmm k=0", dt, y, r3, 72, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(a0), tc_tensor_release(b0);
         tc_tensor_release(ta), tc_tensor_release(tb), tc_tensor_release(tbt);
         tc_tensor_release(ti);
         free(a), free(b), free(bt), free(in);
@@ -715,7 +809,9 @@ static void test_gpu_parity(void)
 static void run_all(tc_device dev)
 {
     test_softmax(dev);
+    test_softmax_special(dev);
     test_norms(dev);
+    test_norm_outliers(dev);
     test_cross_entropy(dev);
     test_linear(dev);
     test_bmm(dev);

@@ -406,6 +406,57 @@ static void test_scatter_add(void)
     tc_tensor_release(base);
 }
 
+/* Many adds into a few neighbouring elements: on a GPU the atomics collide,
+ * and for 8- and 16-bit dtypes (a compare-and-swap on the 32-bit word around
+ * the element) neighbours share a word. self is a view starting one element
+ * into its base, so elements straddle words; the base's other elements must
+ * not change. Integer sums wrap; 16-bit float sums stay below 256, exact. */
+static void test_scatter_add_contention(void)
+{
+    enum { N = 600, SLOTS = 5 };
+    static const tc_dtype dts[] = {TC_BOOL,  TC_UINT8,   TC_INT8,     TC_INT16,   TC_INT32,
+                                   TC_INT64, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
+    double *sv = malloc(sizeof(double) * N), *iv = malloc(sizeof(double) * N);
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        tc_dtype dt = dts[di];
+        bool small_float = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
+        int64_t n = N, bn = SLOTS + 2;
+        for (int i = 0; i < N; i++) {
+            sv[i] = dt == TC_BOOL ? (double)(i % 3 == 0) : small_float ? 1 : 1 + i % 3;
+            iv[i] = floor(tc_test_rand_uniform() * SLOTS);
+        }
+        double bv[SLOTS + 2] = {7, 1, 0, 1, 2, 0, 9}, ref[SLOTS + 2];
+        if (dt == TC_BOOL)
+            for (int i = 0; i < SLOTS + 2; i++)
+                bv[i] = bv[i] != 0;
+        int64_t iacc[SLOTS + 2];
+        double facc[SLOTS + 2];
+        for (int i = 0; i < SLOTS + 2; i++) {
+            iacc[i] = (int64_t)bv[i];
+            facc[i] = bv[i];
+        }
+        for (int i = 0; i < N; i++) {
+            int at = 1 + (int)iv[i];
+            facc[at] += sv[i];
+            iacc[at] = dt == TC_BOOL ? (iacc[at] | (int64_t)sv[i]) : iacc[at] + (int64_t)sv[i];
+        }
+        for (int i = 0; i < SLOTS + 2; i++)
+            ref[i] = tc_dtype_is_floating(dt) ? facc[i] : wrap_to(dt, iacc[i]);
+        tc_tensor *base = make(1, &bn, bv, dt), *self = NULL, *src = make(1, &n, sv, dt);
+        tc_tensor *idx = make(1, &n, iv, TC_INT64);
+        CHECK_OK(tc_tensor_narrow(base, 0, 1, SLOTS, &self));
+        CHECK_OK(tc_tensor_scatter_add_(self, 0, idx, src));
+        if (!same_values(base, ref, SLOTS + 2, 0))
+            CHECK(!"scatter_add_ with colliding adds");
+        tc_tensor_release(idx);
+        tc_tensor_release(src);
+        tc_tensor_release(self);
+        tc_tensor_release(base);
+    }
+    free(sv);
+    free(iv);
+}
+
 /* ---- triu and tril ------------------------------------------------------------------------ */
 
 static void test_tri(void)
@@ -571,6 +622,34 @@ static void test_topk(void)
     check_topk(vals, lv, s3, 1, 17, true);
     tc_tensor_release(vals);
     free(lv);
+    /* slices too long to sort in shared memory (the global scratch path),
+     * read strided (inner > 1); few distinct values, so ties are many */
+    int64_t gs[3] = {2, 5000, 3};
+    double *gv = malloc(sizeof(double) * 30000);
+    static const tc_dtype gdt[] = {TC_FLOAT32, TC_BFLOAT16, TC_INT8};
+    for (size_t di = 0; di < sizeof gdt / sizeof gdt[0]; di++) {
+        for (int i = 0; i < 30000; i++)
+            gv[i] = floor(tc_test_rand_uniform() * 200) - 100;
+        if (gdt[di] == TC_FLOAT32)
+            gv[4321] = NAN;
+        tc_tensor *g = make(3, gs, gv, gdt[di]);
+        check_topk(g, gv, gs, 1, 37, true);
+        check_topk(g, gv, gs, 1, 37, false);
+        tc_tensor_release(g);
+    }
+    free(gv);
+    /* more slices than blocks, in shared memory and in global scratch */
+    int64_t ms[2][3] = {{1, 100, 600}, {1, 4100, 300}};
+    for (int c = 0; c < 2; c++) {
+        int64_t n = numel(3, ms[c]);
+        double *mv = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            mv[i] = floor(tc_test_rand_uniform() * 5000);
+        tc_tensor *m = make(3, ms[c], mv, TC_FLOAT32);
+        check_topk(m, mv, ms[c], 1, 3, true);
+        tc_tensor_release(m);
+        free(mv);
+    }
     /* 0-d; empty slices; bad input */
     tc_tensor *z = NULL, *e = NULL, *b = NULL;
     CHECK_OK(tc_tensor_full(0, NULL, 3, TC_FLOAT32, DEV, &z));
@@ -657,6 +736,7 @@ static void run_all(tc_device dev)
     test_index_select();
     test_gather();
     test_scatter_add();
+    test_scatter_add_contention();
     test_tri();
     test_topk();
 }

@@ -13,6 +13,7 @@
 
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
 #include "tensor_cuda.h"
 
@@ -21,11 +22,12 @@ typedef void *tc__cublas_handle;
 enum { CUBLAS_OP_N_ = 0, CUBLAS_OP_T_ = 1, CUBLAS_GEMM_DEFAULT_ = -1 };
 enum { CUDA_R_32F_ = 0, CUDA_R_64F_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14 };
 enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70 };
-enum { CUBLAS_DEFAULT_MATH_ = 0 };
+enum { CUBLAS_DEFAULT_MATH_ = 0, CUBLAS_POINTER_MODE_HOST_ = 0 };
 
 typedef int (*create_fn)(tc__cublas_handle *);
 typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
 typedef int (*set_math_mode_fn)(tc__cublas_handle, int);
+typedef int (*set_pointer_mode_fn)(tc__cublas_handle, int);
 typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *, int,
                        int, long long, const void *, int, int, long long, const void *, void *, int,
                        int, long long, int, int, int);
@@ -40,6 +42,7 @@ static char syms_message[512];
 static create_fn p_create;
 static set_stream_fn p_set_stream;
 static set_math_mode_fn p_set_math_mode;
+static set_pointer_mode_fn p_set_pointer_mode;
 static gemm_fn p_gemm;
 
 static _Thread_local tc__cublas_handle handles[TC_MAX_DEVICES];
@@ -52,6 +55,7 @@ static void load_syms(void)
     } syms[] = {{"cublasCreate_v2", (void **)&p_create},
                 {"cublasSetStream_v2", (void **)&p_set_stream},
                 {"cublasSetMathMode", (void **)&p_set_math_mode},
+                {"cublasSetPointerMode_v2", (void **)&p_set_pointer_mode},
                 {"cublasGemmStridedBatchedEx", (void **)&p_gemm}};
     syms_status = tc__dynlib_load(&cublas_lib);
     for (size_t i = 0; syms_status == TC_OK && i < sizeof syms / sizeof syms[0]; i++)
@@ -61,7 +65,9 @@ static void load_syms(void)
 }
 
 /* The handle of the current thread for `device` (current), bound to the
- * current stream. */
+ * current stream, with host scalars and no TF32: tc_current_blas_handle
+ * gives the handle to the program, which may have changed either (PyTorch
+ * too sets the math mode on every use). */
 static tc_status handle_for(int device, tc__cublas_handle *out)
 {
     *out = NULL; /* written even on failure, to keep compilers calm */
@@ -74,12 +80,17 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
         if (rc != 0)
             return tc__fail(TC_ERROR_CUDA, "cublasCreate_v2 failed with status %d on cuda:%d", rc,
                             device);
-        (void)p_set_math_mode(h, CUBLAS_DEFAULT_MATH_);
         handles[device] = h;
     }
     int rc = p_set_stream(handles[device], tc__current_cuda_stream(device));
     if (rc != 0)
         return tc__fail(TC_ERROR_CUDA, "cublasSetStream_v2 failed with status %d", rc);
+    rc = p_set_pointer_mode(handles[device], CUBLAS_POINTER_MODE_HOST_);
+    if (rc == 0)
+        rc = p_set_math_mode(handles[device], CUBLAS_DEFAULT_MATH_);
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA, "cublasSetPointerMode_v2/SetMathMode failed with status %d",
+                        rc);
     *out = handles[device];
     return TC_OK;
 }
@@ -137,6 +148,21 @@ static int cuda_type(tc_dtype dt)
                               : CUDA_R_16BF_;
 }
 
+/* A GEMM with k = 0 is C = beta * C. PyTorch does not hand it to cuBLAS
+ * (an old cuBLAS left C unwritten for a strided batch with k = 0,
+ * pytorch#31421), nor does tcuda: beta 1 is nothing to do, any other beta a
+ * small kernel on the current stream. */
+static tc_status scale_c(int device, const tc__nn_gemm *g)
+{
+    if (g->beta == 1)
+        return TC_OK;
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    int sms = tc__sm_count(device);
+    tc__k_nn_scale(cs, sms ? sms : 80, g->c_dtype, g->c, g->batch, g->m, g->n, g->ldc, g->stride_c,
+                   g->beta);
+    return tc__launch_check(cs, "gemm_scale_kernel");
+}
+
 tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
 {
     int64_t most = g->m > g->n ? g->m : g->n;
@@ -147,6 +173,11 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                                                 "supported by the GPU GEMM");
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
+    if (g->k == 0) { /* C = beta * C, without cuBLAS (see scale_c) */
+        tc_status st = scale_c(device, g);
+        tc_device_guard_exit(&gd);
+        return st;
+    }
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
     if (st == TC_OK) {

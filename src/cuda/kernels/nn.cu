@@ -8,8 +8,8 @@
  *   n <= 16384:       a block per row (128 to 512 threads, chosen so that
  *                     each thread keeps about 4 vectors in flight);
  *   longer rows:      a block per row that reads the row twice (online max
- *                     and sum, or shifted sums for the norms) and writes it
- *                     once;
+ *                     and sum; Welford's mean and variance, or the mean of
+ *                     squares, for the norms) and writes it once;
  *   softmax along an inner dim: a thread per column, coalesced across
  *                     columns, online max and sum then a write pass.
  *
@@ -203,11 +203,14 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
     }
 }
 
-/* Online max and sum of exp: (m, s) after one more value v. */
+/* Online max and sum of exp: (m, s) after one more value v. A +inf maximum
+ * makes the sum NaN, as exp(inf - inf) does in PyTorch's two passes (the
+ * whole row is NaN then); without that, a thread that sees the +inf last
+ * would keep s = 1 and write 0 for every other value. */
 template <typename C> __device__ __forceinline__ void online(C &m, C &s, C v)
 {
     if (v > m) {
-        s = s * ex(m - v) + (C)1;
+        s = s * ex(m - v) + (v == -ninf<C>() ? (C)NAN : (C)1);
         m = v;
     } else {
         s += v == ninf<C>() ? (C)0 : ex(v - m); /* a NaN gives NaN */
@@ -222,12 +225,79 @@ template <bool WARP, typename C> __device__ __forceinline__ void online_red(C &m
     m = big;
 }
 
+/* Welford's running (count, mean, sum of squared deviations) of a thread's
+ * values, merged across threads as Chan et al. do: stable for large means
+ * and for outliers, where sums shifted by one value (or E[x^2] - E[x]^2)
+ * lose the variance to cancellation. The merge is symmetric in its two
+ * arguments (products and sums of the same two terms), so every lane of a
+ * butterfly ends with the same bits. */
+template <typename C> struct Welford {
+    C n, mean, m2;
+};
+
+template <typename C> __device__ __forceinline__ void welford_add(Welford<C> &w, C x)
+{
+    w.n += (C)1;
+    C d = x - w.mean;
+    w.mean += d * ((C)1 / w.n); /* a reciprocal, not a division, as PyTorch's */
+    w.m2 += d * (x - w.mean);
+}
+
+template <typename C>
+__device__ __forceinline__ Welford<C> welford_merge(Welford<C> a, Welford<C> b)
+{
+    if (a.n == (C)0)
+        return b;
+    if (b.n == (C)0)
+        return a;
+    C n = a.n + b.n, coef = (C)1 / n, d = b.mean - a.mean;
+    Welford<C> r;
+    r.n = n;
+    r.mean = (a.n * coef) * a.mean + (b.n * coef) * b.mean;
+    r.m2 = (a.m2 + b.m2) + (d * d) * ((a.n * b.n) * coef);
+    return r;
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int o)
+{
+    return __shfl_xor_sync(0xffffffffu, v, o);
+}
+__device__ __forceinline__ double shfl_xor(double v, int o)
+{
+    return __shfl_xor_sync(0xffffffffu, v, o);
+}
+
+template <typename C> __device__ __forceinline__ Welford<C> welford_warp(Welford<C> w)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        Welford<C> p = {shfl_xor(w.n, o), shfl_xor(w.mean, o), shfl_xor(w.m2, o)};
+        w = welford_merge(w, p);
+    }
+    return w;
+}
+
+/* Over the block; every thread gets the same result. */
+template <typename C>
+__device__ __forceinline__ Welford<C> welford_block(Welford<C> w, Welford<C> *sh)
+{
+    w = welford_warp(w);
+    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[wi] = w;
+    __syncthreads();
+    Welford<C> none = {(C)0, (C)0, (C)0};
+    return welford_warp(lane < nw ? sh[lane] : none);
+}
+
 /* Rows too long for registers: a block per row reads it twice. */
 template <typename T, typename O, int OP>
 __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
 {
     typedef typename Compute<T>::type C;
     __shared__ C sh[32];
+    __shared__ Welford<C> shw[32];
     const i64 n = a.n;
     for (i64 row = blockIdx.x; row < a.rows; row += gridDim.x) {
         const T *in = (const T *)a.in + row * n;
@@ -245,20 +315,23 @@ __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
             }
             continue;
         }
-        /* sums shifted by the row's first value, against cancellation */
-        C k = OP == LAYER ? load<C>(in) : (C)0, d1 = 0, d2 = 0;
-        for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
-            C d = load<C>(in + j) - k;
-            d1 += d;
-            d2 += d * d;
-        }
-        d2 = team_red<false, false>(d2, sh) / (C)n;
+        C var;
         if (OP == LAYER) {
-            d1 = team_red<false, false>(d1, sh) / (C)n;
-            s0 = k + d1;
-            d2 = d2 - d1 * d1 > (C)0 ? d2 - d1 * d1 : (C)0;
+            Welford<C> w = {(C)0, (C)0, (C)0};
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x)
+                welford_add(w, load<C>(in + j));
+            w = welford_block(w, shw);
+            s0 = w.mean;
+            var = w.m2 / (C)n;
+        } else { /* rms: the mean of squares, no cancellation */
+            C q = 0;
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
+                C v = load<C>(in + j);
+                q += v * v;
+            }
+            var = team_red<false, false>(q, sh) / (C)n;
         }
-        s1 = rsq(d2 + (C)a.eps);
+        s1 = rsq(var + (C)a.eps);
         for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
             C y = (load<C>(in + j) - s0) * s1;
             if (a.w)
@@ -310,6 +383,20 @@ __global__ void __launch_bounds__(512)
         online_red<false>(m, s, sh);
         if (threadIdx.x == 0)
             loss[row] = m + lg(s) - load<C>(r + t);
+    }
+}
+
+/* c = beta * c over a strided batch of row-major [m, n] matrices (ldc,
+ * stride_c), 0 where beta is 0 (c is not read then, as a GEMM's beta 0). */
+template <typename T>
+__global__ void scale_kernel(T *c, i64 m, i64 n, i64 ldc, i64 stride_c, i64 total, double beta)
+{
+    typedef typename Compute<T>::type C;
+    i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        i64 j = i % n, r = i / n;
+        T *p = c + (r / m) * stride_c + (r % m) * ldc + j;
+        store(p, beta == 0 ? (C)0 : (C)beta * load<C>(p));
     }
 }
 
@@ -408,5 +495,18 @@ extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dt
         int threads = c <= 1024 ? 128 : 512;
         ce_rows<T><<<cap_grid(n), threads, 0, stream>>>((const T *)logits, (const i64 *)target,
                                                         (C *)loss, n, c, ignore_index);
+    });
+}
+
+extern "C" void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch,
+                               int64_t m, int64_t n, int64_t ldc, int64_t stride_c, double beta)
+{
+    i64 total = batch * m * n;
+    if (total <= 0)
+        return;
+    dispatch_float(dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        scale_kernel<T><<<grid_for(total, 256, sms), 256, 0, stream>>>((T *)c, m, n, ldc, stride_c,
+                                                                       total, beta);
     });
 }

@@ -6,9 +6,17 @@
  * gather to a GPU and to the CPU), once with peer copies (TCUDA_COMM_NCCL=0)
  * and once on NCCL where it is found; otherwise that
  * part prints why it was skipped. Errors: shape, dtype, devices listed twice,
- * a device that does not exist. */
+ * a device that does not exist. With two or more GPUs also: four threads
+ * running broadcast and reduce_add on the same devices at once (NCCL's
+ * communicators shared: no deadlock, right values), and, with a fake NCCL
+ * whose ncclCommInitAll fails (support/fake_nccl.c, in a child process),
+ * broadcast and broadcast_out fail with NCCL's message instead of falling
+ * back to copies. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nccl_find.h"
 #include "tc_test.h"
@@ -280,8 +288,103 @@ static void test_many_devices(int n)
     free(v);
 }
 
-int main(void)
+/* One thread of test_threads: rounds of broadcast and reduce_add over
+ * devices {0, 1}, each checked; the failures are counted. */
+typedef struct worker {
+    int rounds, failed;
+    float *v;
+} worker;
+
+static void *work(void *p)
 {
+    worker *w = p;
+    int64_t n = 4096;
+    int devs[2] = {0, 1};
+    for (int r = 0; r < w->rounds; r++) {
+        tc_tensor *t = NULL, *out[2] = {0}, *sum = NULL;
+        if (tc_tensor_from_data(w->v, 1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &t) != TC_OK ||
+            tc_comm_broadcast(t, devs, 2, out) != TC_OK ||
+            tc_comm_reduce_add((const tc_tensor *const *)out, 2, 0, &sum) != TC_OK) {
+            w->failed++;
+        } else {
+            double *got = tc_test_values(sum);
+            for (int64_t i = 0; got && i < n; i++)
+                if (got[i] != 2.0 * w->v[i]) {
+                    w->failed++;
+                    break;
+                }
+            free(got);
+        }
+        tc_tensor_release(sum);
+        release_n(out, 2);
+        tc_tensor_release(t);
+    }
+    return NULL;
+}
+
+/* Collectives of several threads on one device list at once. */
+static void test_threads(void)
+{
+    worker w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){50, 0, values(4096)};
+        CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(w[i].failed == 0);
+        free(w[i].v);
+    }
+}
+
+#ifdef TC_TEST_FAKE_NCCL
+/* The child (argv: fake-initall): NCCL there, its ncclCommInitAll failing. */
+static int fake_initall_main(void)
+{
+    tc_test_init();
+    int64_t n = 256;
+    float *v = values(n);
+    int devs[2] = {0, 1};
+    tc_tensor *t = on(0, 1, &n, v), *out[2] = {(tc_tensor *)0x1, (tc_tensor *)0x1};
+    CHECK_STATUS(tc_comm_broadcast(t, devs, 2, out), TC_ERROR_CUDA);
+    CHECK(strstr(tc_last_error(), "ncclCommInitAll") != NULL);
+    CHECK(strstr(tc_last_error(), "failed on purpose") != NULL);
+    CHECK(out[0] == (tc_tensor *)0x1 && out[1] == (tc_tensor *)0x1);
+    tc_tensor *dst = NULL;
+    CHECK_OK(tc_tensor_empty(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 1}, &dst));
+    CHECK_STATUS(tc_comm_broadcast_out(t, &dst, 1), TC_ERROR_CUDA);
+    CHECK(strstr(tc_last_error(), "failed on purpose") != NULL);
+    tc_tensor_release(dst);
+    tc_tensor_release(t);
+    free(v);
+    return TC_TEST_DONE();
+}
+
+static void test_fake_initall(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TCUDA_NCCL_LIBRARY", TC_TEST_FAKE_NCCL, 1);
+        setenv("FAKE_NCCL", "initall_fails", 1);
+        execl("/proc/self/exe", "test_comm_cuda", "fake-initall", (char *)NULL);
+        _exit(99);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#ifdef TC_TEST_FAKE_NCCL
+    if (argc == 2 && !strcmp(argv[1], "fake-initall"))
+        return fake_initall_main();
+#else
+    (void)argv;
+#endif
+    (void)argc;
     tc_test_init();
     tc_test_require_gpu();
     test_one_device();
@@ -294,6 +397,10 @@ int main(void)
         tc_test_find_nccl();
         printf("-- with NCCL where it is found\n");
         test_many_devices(n > 8 ? 8 : n);
+        test_threads();
+#ifdef TC_TEST_FAKE_NCCL
+        test_fake_initall();
+#endif
     } else
         printf("multi-GPU part skipped: %d GPU (needs 2 or more)\n", n);
     return TC_TEST_DONE();

@@ -2,9 +2,13 @@
  * OpenMPI, Slurm; bad values named), option checks, and the TCP rendezvous
  * over loopback with several processes (fork): every rank receives rank 0's
  * blob; a missing rank is a timeout error, not a hang; a process of another
- * world size is refused. */
+ * world size is refused. Connecting keeps the deadline even when rank 0's
+ * host answers nothing (its accept queue full, so SYNs are dropped), and
+ * rank 0 listens on every interface, whatever MASTER_ADDR it was given. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -112,8 +116,9 @@ static tc_dist_options opts(int rank, int world, int port, double timeout)
 }
 
 /* Forks `world` ranks (rank r started after a delay of (world - r) * 20 ms,
- * so rank 0 is last); each exits 0 when it got the blob. */
-static void test_rendezvous(int world)
+ * so rank 0 is last); each exits 0 when it got the blob. Rank 0 is given
+ * MASTER_ADDR addr0, the others addr. */
+static void rendezvous_at(int world, const char *addr0, const char *addr)
 {
     int port = free_port();
     unsigned char blob[128];
@@ -125,6 +130,7 @@ static void test_rendezvous(int world)
         if (kids[r] == 0) {
             usleep((useconds_t)(world - r) * 20000);
             tc_dist_options o = opts(r, world, port, 20);
+            strcpy(o.master_addr, r == 0 ? addr0 : addr);
             unsigned char got[128];
             memcpy(got, blob, sizeof got);
             if (r != 0)
@@ -142,6 +148,60 @@ static void test_rendezvous(int world)
     }
 }
 
+static void test_rendezvous(int world) { rendezvous_at(world, "127.0.0.1", "127.0.0.1"); }
+
+/* Rank 0 listens on every interface, as PyTorch's TCPStore server: given an
+ * address that is no interface of this host (TEST-NET-1, RFC 5737) it still
+ * serves the ranks that reach it on loopback, by IPv4 or by name; and by
+ * IPv6 where the host has it. */
+static void test_rendezvous_any_interface(void)
+{
+    rendezvous_at(2, "192.0.2.1", "127.0.0.1");
+    rendezvous_at(3, "127.0.0.1", "localhost");
+    int s6 = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool have_v6 = s6 >= 0 && bind(s6, (struct sockaddr *)&a6, sizeof a6) == 0;
+    if (s6 >= 0)
+        close(s6);
+    if (have_v6)
+        rendezvous_at(2, "127.0.0.1", "::1");
+    else
+        printf("test_dist: no IPv6 loopback here, ::1 not tried\n");
+}
+
+/* Rank 1 against a rank 0 whose host answers nothing: a listener that never
+ * accepts, its queue filled (Linux then drops SYNs, so a blocking connect
+ * would wait minutes). The call must fail with TC_ERROR_IO near the
+ * deadline. The alarm turns a hang into a failure. */
+static void test_connect_deadline(void)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 0) == 0 &&
+          getsockname(ls, (struct sockaddr *)&a, &len) == 0);
+    int fill[4];
+    for (int i = 0; i < 4; i++) { /* fills the accept queue; later SYNs are dropped */
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        (void)connect(fill[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(100000);
+    unsigned char blob[16] = {0};
+    tc_dist_options o = opts(1, 2, ntohs(a.sin_port), 1.0);
+    alarm(60);
+    double t0 = tc_test_now_ms();
+    CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_IO);
+    double took = (tc_test_now_ms() - t0) / 1000;
+    alarm(0);
+    CHECK(strstr(tc_last_error(), "could not reach rank 0") != NULL);
+    CHECK(took >= 0.95 && took < 2.5);
+    if (!(took >= 0.95 && took < 2.5))
+        fprintf(stderr, "connect to a silent host took %.3f s, deadline 1 s\n", took);
+    for (int i = 0; i < 4; i++)
+        close(fill[i]);
+    close(ls);
+}
+
 static void test_rendezvous_errors(void)
 {
     unsigned char blob[16] = {1};
@@ -149,10 +209,14 @@ static void test_rendezvous_errors(void)
     tc_dist_options o = opts(0, 2, free_port(), 0.5);
     CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_IO);
     CHECK(strstr(tc_last_error(), "0 of 1 other ranks joined") != NULL);
-    /* rank 1 with nobody listening */
+    /* rank 1 with nobody listening: refused, retried until the deadline */
     o = opts(1, 2, free_port(), 0.5);
+    double t0 = tc_test_now_ms();
     CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_IO);
+    double took = (tc_test_now_ms() - t0) / 1000;
+    CHECK(took >= 0.45 && took < 1.5);
     CHECK(strstr(tc_last_error(), "could not reach rank 0") != NULL);
+    CHECK(strstr(tc_last_error(), "refused") != NULL);
     /* a rank of another world size is refused, on both sides */
     int port = free_port();
     pid_t c = fork();
@@ -181,6 +245,8 @@ int main(void)
     test_rendezvous(2);
     test_rendezvous(4);
     test_rendezvous(7);
+    test_rendezvous_any_interface();
+    test_connect_deadline();
     test_rendezvous_errors();
     return TC_TEST_DONE();
 }

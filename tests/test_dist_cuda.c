@@ -7,8 +7,18 @@
  * send/recv ring against values computed on the host; then a group whose
  * rank 1 exits without taking part: rank 0's wait ends with
  * TC_ERROR_INVALID_STATE after the timeout, not a hang. Exits 77 without a
- * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY). */
+ * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY).
+ *
+ * On one GPU, with a fake NCCL (support/fake_nccl.c) in a child process:
+ * a communicator whose setup never ends fails tc_dist_init with
+ * TC_ERROR_IO after the timeout (and is aborted once); an operation that is
+ * never queued times out in one thread while another thread is inside an
+ * operation of the same group: both fail with TC_ERROR_INVALID_STATE, the
+ * communicator is aborted once and never used after; a healthy group's
+ * init, operation and destroy (ncclCommFinalize, then ncclCommDestroy) each
+ * wait through ncclInProgress. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -211,6 +221,116 @@ static void bad_arguments(tc_process_group *pg)
     tc_tensor_release(wide);
 }
 
+/* ---- a fake NCCL (argv: fake MODE) -------------------------------------------------------- */
+
+#ifdef TC_TEST_FAKE_NCCL
+#include <dlfcn.h>
+#include <stdatomic.h>
+
+/* One of fake_nccl.c's counters. */
+static int fake_count(const char *name)
+{
+    void *h = dlopen(TC_TEST_FAKE_NCCL, RTLD_NOW | RTLD_NOLOAD);
+    atomic_int *p = h ? (atomic_int *)dlsym(h, name) : NULL;
+    int v = p ? atomic_load(p) : -1;
+    if (h)
+        dlclose(h);
+    return v;
+}
+
+typedef struct racer {
+    tc_process_group *pg;
+    tc_tensor *t;
+    unsigned delay_us;
+    tc_status st;
+    double took_s;
+} racer;
+
+static void *race(void *p)
+{
+    racer *r = p;
+    usleep(r->delay_us);
+    double t0 = tc_test_now_ms();
+    r->st = tc_dist_all_reduce(r->pg, r->t, TC_REDUCE_SUM, NULL);
+    r->took_s = (tc_test_now_ms() - t0) / 1000;
+    return NULL;
+}
+
+static int fake_main(const char *mode)
+{
+    tc_test_init();
+    tc_dist_options o;
+    memset(&o, 0, sizeof o);
+    o.world_size = 1;
+    o.local_rank = 0;
+    strcpy(o.master_addr, "127.0.0.1");
+    o.master_port = 1;
+    o.timeout_s = 1;
+    tc_process_group *pg = NULL;
+    double t0 = tc_test_now_ms();
+    tc_status st = tc_dist_init(&o, &pg);
+    double took = (tc_test_now_ms() - t0) / 1000;
+    if (!strcmp(mode, "init_hangs")) {
+        CHECK(st == TC_ERROR_IO && took >= 0.9 && took < 10);
+        CHECK(strstr(tc_last_error(), "not ready within") != NULL);
+        CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
+        return TC_TEST_DONE();
+    }
+    CHECK_OK(st);
+    if (st != TC_OK)
+        return TC_TEST_DONE();
+    int64_t n = 64;
+    tc_tensor *t = NULL;
+    CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &t));
+    if (!strcmp(mode, "op_hangs")) { /* the second thread is inside when the first aborts */
+        racer a = {pg, t, 0, TC_OK, 0}, b = {pg, t, 300000, TC_OK, 0};
+        pthread_t ta, tb;
+        CHECK(pthread_create(&ta, NULL, race, &a) == 0 && pthread_create(&tb, NULL, race, &b) == 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        printf("fake op_hangs: %s after %.2f s, %s after %.2f s\n", tc_status_string(a.st),
+               a.took_s, tc_status_string(b.st), b.took_s);
+        CHECK(a.st == TC_ERROR_INVALID_STATE && b.st == TC_ERROR_INVALID_STATE);
+        CHECK(a.took_s >= 0.9 && a.took_s < 10 && b.took_s < 10);
+        CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
+        CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
+        CHECK(strstr(tc_last_error(), "aborted") != NULL);
+        CHECK_OK(tc_dist_destroy(pg));
+        CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_destroys") == 0);
+    } else { /* "ok" */
+        tc_work *w = NULL;
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        CHECK_OK(tc_work_wait(w));
+        CHECK_OK(tc_dist_destroy(pg)); /* the work holds the group */
+        CHECK(fake_count("fake_nccl_finalizes") == 0);
+        CHECK_OK(tc_work_destroy(w)); /* the last reference: finalize, destroy */
+        CHECK(fake_count("fake_nccl_finalizes") == 1 && fake_count("fake_nccl_destroys") == 1);
+        CHECK(fake_count("fake_nccl_aborts") == 0);
+    }
+    CHECK(fake_count("fake_nccl_misuse") == 0);
+    tc_tensor_release(t);
+    return TC_TEST_DONE();
+}
+
+/* Runs fake_main(mode) in a new process with the fake NCCL. */
+static int spawn_fake(const char *mode)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TCUDA_NCCL_LIBRARY", TC_TEST_FAKE_NCCL, 1);
+        setenv("FAKE_NCCL", mode, 1);
+        execl("/proc/self/exe", "test_dist_cuda", "fake", mode, (char *)NULL);
+        _exit(99);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok)
+        printf("fake NCCL %s: the child ended with status 0x%x\n", mode, status);
+    return ok ? 0 : 1;
+}
+#endif
+
 /* ---- one rank of a multi-process group (argv: rank MODE) -------------------------------- */
 
 static int rank_main(const char *mode)
@@ -278,6 +398,10 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "rank"))
         return rank_main(argv[2]);
+#ifdef TC_TEST_FAKE_NCCL
+    if (argc == 3 && !strcmp(argv[1], "fake"))
+        return fake_main(argv[2]);
+#endif
     tc_test_init();
     tc_test_require_gpu();
     tc_test_find_nccl(); /* before tcuda loads it; the ranks inherit the setting */
@@ -304,6 +428,11 @@ int main(int argc, char **argv)
     CHECK_OK(tc_dist_destroy(pg));
     CHECK_STATUS(tc_dist_destroy(pg), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_HANDLE);
+#ifdef TC_TEST_FAKE_NCCL
+    CHECK(spawn_fake("ok") == 0);
+    CHECK(spawn_fake("init_hangs") == 0);
+    CHECK(spawn_fake("op_hangs") == 0);
+#endif
 
     int n = tc_device_count();
     if (n >= 2) {

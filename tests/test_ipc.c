@@ -2,9 +2,15 @@
  * flipped byte, a truncated handle, garbage are refused), and the count
  * files: a consumer process's references, a wrong key refused, a stale
  * handle refused once collected, and a consumer that dies without releasing
- * (fork + _exit) counted as released. */
+ * (fork + _exit) counted as released; a consumer that opened the count file
+ * just before the producer unlinked it (and a new file took the name) is
+ * refused, never counting on the orphan or the newcomer. */
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +158,97 @@ static void test_count_files(void)
     CHECK(access(path, F_OK) != 0);
 }
 
+typedef struct acquirer {
+    uint32_t pid;
+    uint64_t seq, key;
+    tc_status st;
+    char msg[512];
+} acquirer;
+
+static void *acquire_main(void *p)
+{
+    acquirer *a = p;
+    a->st = tc__ipc_ref_acquire(a->pid, a->seq, a->key);
+    snprintf(a->msg, sizeof a->msg, "%s", tc_last_error()); /* thread-local */
+    return NULL;
+}
+
+/* Waits (at most 2 s) until /proc/locks shows a process blocked on the
+ * flock of inode `ino`; false when it cannot tell. */
+static bool lock_waiter_seen(ino_t ino)
+{
+    char want[64];
+    snprintf(want, sizeof want, ":%llu ", (unsigned long long)ino);
+    for (int i = 0; i < 200; i++) {
+        FILE *f = fopen("/proc/locks", "r"); /* its size reads as 0: read lines */
+        if (!f)
+            return false;
+        char line[256];
+        bool seen = false;
+        while (!seen && fgets(line, sizeof line, f))
+            seen = strstr(line, "->") && strstr(line, want);
+        fclose(f);
+        if (seen)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* The race a collection can lose against a consumer: the consumer opened
+ * the count file, the producer (holding the lock) found it done and
+ * unlinked it, and a new file was made under the same name (pid reuse; here
+ * with the same key, the worst case). The consumer that gets the lock then
+ * must refuse: the producer has already let the block go. */
+static void test_unlinked_under_the_consumer(void)
+{
+    uint32_t me = (uint32_t)getpid();
+    uint64_t key = 0xabcdefull;
+    char path[256];
+    tc__ipc_ref_path(me, 5, path, sizeof path);
+    CHECK_OK(tc__ipc_ref_create(me, 5, key));
+    int held = open(path, O_RDWR);
+    struct stat st;
+    CHECK(held >= 0 && flock(held, LOCK_EX) == 0 && fstat(held, &st) == 0);
+    acquirer a = {.pid = me, .seq = 5, .key = key};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, acquire_main, &a) == 0);
+    if (!lock_waiter_seen(st.st_ino)) /* then only the plain stale case is tested */
+        printf("test_ipc: could not see the consumer wait for the lock\n");
+    CHECK(unlink(path) == 0);                 /* the producer collects ... */
+    CHECK_OK(tc__ipc_ref_create(me, 5, key)); /* ... and the name is taken again */
+    CHECK(flock(held, LOCK_UN) == 0);
+    close(held);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(a.st == TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(a.msg, "stale") != NULL && strstr(a.msg, "gone") != NULL);
+    /* nobody counted on the new file: it is still pending, with no holder */
+    CHECK(!tc__ipc_ref_done(me, 5));
+    CHECK_OK(tc__ipc_ref_acquire(me, 5, key));
+    tc__ipc_ref_release(me, 5);
+    CHECK(tc__ipc_ref_done(me, 5));
+
+    /* a file replaced by another (rename over the name) is refused too */
+    CHECK_OK(tc__ipc_ref_create(me, 6, key));
+    char path6[256], tmp[300];
+    tc__ipc_ref_path(me, 6, path6, sizeof path6);
+    snprintf(tmp, sizeof tmp, "%s.new", path6);
+    int fd = open(tmp, O_RDWR | O_CREAT, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    held = open(path6, O_RDWR);
+    CHECK(held >= 0 && flock(held, LOCK_EX) == 0 && fstat(held, &st) == 0);
+    a = (acquirer){.pid = me, .seq = 6, .key = key};
+    CHECK(pthread_create(&th, NULL, acquire_main, &a) == 0);
+    (void)lock_waiter_seen(st.st_ino);
+    CHECK(rename(tmp, path6) == 0);
+    CHECK(flock(held, LOCK_UN) == 0);
+    close(held);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(a.st == TC_ERROR_INVALID_HANDLE); /* the new file is empty: no record, or gone */
+    tc__ipc_ref_remove(me, 6);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -160,6 +257,7 @@ int main(void)
     setenv("TCUDA_IPC_DIR", dir, 1);
     test_encoding();
     test_count_files();
+    test_unlinked_under_the_consumer();
     rmdir(dir);
     return TC_TEST_DONE();
 }

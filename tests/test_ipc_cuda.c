@@ -9,7 +9,12 @@
  *     is stale: refused in a new consumer and in the producer;
  *  3. a consumer that exits without releasing (a crash) does not pin the
  *     block: the next collect frees it;
- *  4. forged and corrupted handles are refused by the consumer.
+ *  4. forged and corrupted handles are refused by the consumer;
+ *  5. record_stream works on the consumer's tensor: the consumer queues
+ *     long work and then a copy of the shared data on a side stream it
+ *     recorded, releases the tensor at once, and only then lets the producer
+ *     collect the block and overwrite memory; the copy still reads the
+ *     original data (the release waited for the recorded stream).
  * Also the producer opening its own handle (a view of its storage). */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,7 @@
 
 #include "tc_test.h"
 #include "tcuda/ipc.h"
+#include "tcuda/stream.h"
 
 enum { N = 1 << 20 }; /* 4 MiB of float32: a block of its own */
 
@@ -52,6 +58,50 @@ static bool intact(const tc_tensor *t)
     return ok;
 }
 
+/* Mode "stream" (5): the shared tensor t is read on a side stream that was
+ * recorded on it, after a good amount of other work there, and released
+ * before that stream is done. 0 when the copy holds the original data. */
+static int consume_on_side_stream(tc_tensor *t, int to_parent, int from_parent)
+{
+    tc_stream *side = NULL;
+    if (tc_stream_create(0, 0, &side) != TC_OK)
+        return 20;
+    if (tc_tensor_record_stream(t, side) != TC_OK || tc_tensor_record_stream(t, NULL) != TC_OK) {
+        fprintf(stderr, "consumer: record_stream: %s\n", tc_last_error());
+        return 21;
+    }
+    tc_tensor *a = NULL, *copy = NULL;
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    tc_status st = tc_tensor_full(2, (const int64_t[]){2048, 2048}, 0.5, TC_FLOAT32,
+                                  (tc_device){TC_CUDA, 0}, &a);
+    for (int i = 0; i < 20 && st == TC_OK; i++) { /* ~ms of work ahead of the copy */
+        tc_tensor *p = NULL;
+        st = tc_tensor_matmul(a, a, &p);
+        tc_tensor_release(p);
+    }
+    if (st == TC_OK) /* queued behind the matmuls */
+        st = tc_tensor_empty(1, (const int64_t[]){N}, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &copy);
+    if (st == TC_OK)
+        st = tc_tensor_copy_(copy, t, true);
+    tc_stream_guard_exit(&g);
+    tc_tensor_release(a);
+    if (st != TC_OK) {
+        fprintf(stderr, "consumer: %s\n", tc_last_error());
+        return 22;
+    }
+    tc_tensor_release(t); /* waits for `side`, then tells the producer */
+    char c = 'r';
+    if (write(to_parent, &c, 1) != 1 || read(from_parent, &c, 1) != 1) /* overwritten; check */
+        return 23;
+    if (tc_stream_synchronize(side) != TC_OK || !intact(copy)) {
+        fprintf(stderr, "consumer: the copy on the recorded stream saw other data\n");
+        return 24;
+    }
+    tc_tensor_release(copy);
+    tc_stream_destroy(side);
+    return 0;
+}
+
 /* ---- the consumer (argv: consumer MODE HEX TO_PARENT_FD FROM_PARENT_FD) --------------- */
 
 static int consumer(const char *mode, const char *hex, int to_parent, int from_parent)
@@ -67,6 +117,8 @@ static int consumer(const char *mode, const char *hex, int to_parent, int from_p
         fprintf(stderr, "consumer: %s\n", tc_last_error());
         return 12;
     }
+    if (!strcmp(mode, "stream"))
+        return consume_on_side_stream(t, to_parent, from_parent);
     char c = 'o';
     if (write(to_parent, &c, 1) != 1 || read(from_parent, &c, 1) != 1) /* opened; go */
         return 13;
@@ -213,7 +265,35 @@ int main(int argc, char **argv)
     CHECK_OK(tc_ipc_collect());
     CHECK(shared_blocks() == 1);
 
+    /* 5. the consumer's side stream, recorded on its tensor, is waited for */
     tc_tensor_release(other);
+    t = make_shared();
+    CHECK_OK(tc_tensor_ipc_handle(t, &h));
+    void *shared_ptr = tc_tensor_data_ptr(t);
+    tc_tensor_release(t);
+    pid = start("stream", &h, &to_child, &from_child);
+    CHECK(read(from_child, &c, 1) == 1 && c == 'r'); /* released */
+    CHECK_OK(tc_ipc_collect());
+    CHECK(shared_blocks() == 1); /* 4.'s handle, never opened; 5.'s came back */
+    tc_tensor *over[4] = {0};    /* likely to take the freed block: overwrite it */
+    bool reused = false;
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(tc_tensor_full(1, (const int64_t[]){N}, -9.0, TC_FLOAT32, (tc_device){TC_CUDA, 0},
+                                &over[i]));
+        reused = reused || tc_tensor_data_ptr(over[i]) == shared_ptr;
+    }
+    CHECK_OK(tc_synchronize(0));
+    printf("test_ipc_cuda: the freed shared block %s reused before the consumer checked\n",
+           reused ? "was" : "was not");
+    c = 'g';
+    CHECK(write(to_child, &c, 1) == 1);
+    rc = finish(pid, to_child, from_child);
+    CHECK(rc == 0);
+    if (rc)
+        printf("stream consumer exited with %d\n", rc);
+    for (int i = 0; i < 4; i++)
+        tc_tensor_release(over[i]);
+
     CHECK_STATUS(tc_tensor_ipc_handle(NULL, &h), TC_ERROR_INVALID_ARGUMENT);
     rmdir(dir); /* fails while the last count file is there; removed at exit */
     return TC_TEST_DONE();

@@ -9,13 +9,28 @@
  * the hardware allows it; otherwise CUDA stages the copy through the host.
  * A list of one device works everywhere (a copy, or the tensor itself).
  *
+ * NCCL (loaded at run time, as for dist.h) carries broadcast and reduce_add
+ * over several GPUs when it is there; without it (no libnccl.so.2, a version
+ * lacking a symbol tcuda needs, TCUDA_COMM_NCCL=0, a dtype NCCL has no type
+ * for) the same calls use peer copies. An NCCL that is there but fails (its
+ * ncclCommInitAll over the devices, or a collective) fails the call with
+ * TC_ERROR_CUDA and NCCL's message; it never falls back silently.
+ *
+ * Threads: any thread may call these at any time. The NCCL communicators
+ * of one device list are shared by all threads, and work on them is queued
+ * by one thread at a time (a lock per device list, also held against lists
+ * that share a device), so concurrent collectives cannot interleave their
+ * launches and deadlock; they queue one after the other, and the GPUs run
+ * them in that order.
+ *
  * Results are new tensors (tc_tensor_release them) written to `out` arrays
  * the caller provides; on failure nothing is written to them. Common
  * errors: TC_ERROR_INVALID_ARGUMENT (NULL arrays, n < 1, a device listed
  * twice, a CPU tensor where a GPU one is needed), TC_ERROR_INVALID_HANDLE (a
  * released tensor), TC_ERROR_SHAPE / TC_ERROR_DTYPE (tensors that do not
  * match), TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE (no GPU, or built
- * without CUDA), TC_ERROR_OUT_OF_MEMORY. */
+ * without CUDA), TC_ERROR_OUT_OF_MEMORY, TC_ERROR_CUDA (CUDA's or NCCL's
+ * error, with its message). */
 #ifndef TCUDA_COMM_H
 #define TCUDA_COMM_H
 

@@ -5,10 +5,18 @@
  * OpenMPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK; Slurm's SLURM_PROCID,
  * SLURM_NTASKS, SLURM_LOCALID) or from explicit options. Rank 0 makes the
  * NCCL unique id and hands it to the others through a small TCP rendezvous
- * on MASTER_ADDR:MASTER_PORT, then every rank joins the NCCL communicator
- * on its GPU (LOCAL_RANK, or the current device). NCCL (libnccl.so.2, or
- * $TCUDA_NCCL_LIBRARY) is loaded at run time; without it the group calls
- * are TC_ERROR_NOT_SUPPORTED. tcuda sets NCCL_NVLS_ENABLE=0 unless it is set.
+ * (rank 0 listens on MASTER_PORT on every interface, the others connect to
+ * MASTER_ADDR:MASTER_PORT, each connect bounded by the timeout), then every
+ * rank joins the NCCL communicator on its GPU (LOCAL_RANK, or the current
+ * device). NCCL (libnccl.so.2, or $TCUDA_NCCL_LIBRARY) is loaded at run
+ * time; without it the group calls are TC_ERROR_NOT_SUPPORTED. tcuda sets
+ * NCCL_NVLS_ENABLE=0 unless it is set.
+ *
+ * With NCCL 2.14 or later the communicator is non-blocking: no call waits
+ * inside NCCL for a peer. Joining the communicator, queuing an operation
+ * and destroying the group each give up after the group's timeout (the
+ * communicator is then aborted) instead of hanging on a rank that died. An
+ * older NCCL gets blocking calls, which a dead peer can still hang.
  *
  * Collectives act on tensors in place (contiguous GPU tensors on the group's
  * device), are queued on that device's current stream and return at once.
@@ -18,13 +26,24 @@
  * later call on the group is TC_ERROR_INVALID_STATE): a peer that died or
  * hangs gives a clean error, never a silent hang.
  *
+ * Threads: a group may be used from several threads. When it is aborted
+ * (a timeout or an NCCL error seen by any thread), calls that start later
+ * fail with TC_ERROR_INVALID_STATE and the reason; calls already inside
+ * see the abort at their next poll and fail the same way; the communicator
+ * is aborted (ncclCommAbort) by the last of them to leave, never under a
+ * thread still using it. Works stay valid handles: waiting on one gives
+ * TC_OK if it had finished, else the abort error. Destroying a group
+ * while another thread is still calling it is, as for every handle, the
+ * caller's bug.
+ *
  * Common errors: TC_ERROR_INVALID_ARGUMENT (NULL, a CPU or non-contiguous
  * tensor, a rank out of range), TC_ERROR_INVALID_HANDLE (a destroyed group
  * or work), TC_ERROR_DEVICE_MISMATCH (a tensor on another GPU than the
  * group's), TC_ERROR_SHAPE / TC_ERROR_DTYPE (sizes or dtypes that do not
  * fit), TC_ERROR_NOT_SUPPORTED (no NCCL), TC_ERROR_CUDA (an NCCL error, with
  * NCCL's words), TC_ERROR_INVALID_STATE (aborted after an error or a
- * timeout), TC_ERROR_IO (the rendezvous failed or timed out). */
+ * timeout), TC_ERROR_IO (the rendezvous failed or timed out, or the NCCL
+ * communicator was not ready within the timeout). */
 #ifndef TCUDA_DIST_H
 #define TCUDA_DIST_H
 
@@ -64,11 +83,17 @@ typedef struct tc_dist_options {
 TCUDA_API tc_status tc_dist_options_from_env(tc_dist_options *out);
 
 /* Makes this process's member of a group (every rank must call it; it
- * returns when all have joined, or fails after the timeout). */
+ * returns when all have joined, or fails after the timeout: TC_ERROR_IO
+ * for the rendezvous or a communicator that was not ready in time,
+ * TC_ERROR_CUDA with NCCL's message when NCCL refused). */
 TCUDA_API tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out);
 /* tc_dist_options_from_env, then tc_dist_init. */
 TCUDA_API tc_status tc_dist_init_from_env(tc_process_group **out);
-/* Destroys the group (after its queued work; aborts when it failed). */
+/* Destroys the group once its last tc_work is destroyed too: lets its
+ * queued work finish (ncclCommFinalize) for at most the timeout, then frees
+ * the communicator; aborts it when the group failed, or when finishing
+ * fails or times out (TC_ERROR_INVALID_STATE: the group's resources are
+ * freed all the same). */
 TCUDA_API tc_status tc_dist_destroy(tc_process_group *pg);
 
 /* This rank, the group's size and GPU; -1 for a bad group. */
@@ -109,6 +134,8 @@ TCUDA_API tc_status tc_work_query(tc_work *work);
 /* Makes `stream` (NULL: the current stream of the work's device) wait for
  * the work on the GPU, without blocking the host (PyTorch's Work.wait). */
 TCUDA_API tc_status tc_work_wait_stream(tc_work *work, tc_stream *stream);
+/* Frees the work; when it held the last reference of a destroyed group,
+ * the group ends here (and this returns what tc_dist_destroy would). */
 TCUDA_API tc_status tc_work_destroy(tc_work *work);
 
 TCUDA_EXTERN_C_END

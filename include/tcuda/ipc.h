@@ -50,7 +50,9 @@ TCUDA_API tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *
 /* A tensor over the memory a handle describes, on the producer's device (the
  * same GPU index in this process's numbering), opened with peer access where
  * needed. The consumer's tensor keeps the mapping; releasing it tells the
- * producer. In the producer's own process the result is a view of the
+ * producer, once the device's current stream and every stream named by
+ * tc_tensor_record_stream on it have finished the work queued so far (the
+ * last release waits for them, on the host). In the producer's own process the result is a view of the
  * producer's storage. Errors: TC_ERROR_INVALID_ARGUMENT (NULL),
  * TC_ERROR_INVALID_HANDLE (bad check value, unknown version, stale: the
  * producer collected it or exited), TC_ERROR_NO_DEVICE, CUDA's. */

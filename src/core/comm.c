@@ -8,7 +8,9 @@
  * device, and a device list of one is just a copy. Reductions add on the
  * destination's current stream. Where NCCL is there (comm_internal.h), it
  * carries broadcast and reduce_add instead, on the same current streams, as
- * in PyTorch. The coalesced forms pack tensors of one
+ * in PyTorch (only its absence, TC_ERROR_NOT_SUPPORTED, falls back to the
+ * copies: an NCCL that fails fails the call). The coalesced forms pack
+ * tensors of one
  * dtype into flat buffers of at most buffer_size bytes (one transfer per
  * buffer) and hand back views of the received buffers, as PyTorch does.
  *
@@ -136,9 +138,9 @@ tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n, tc_te
 }
 
 /* NCCL into the outputs on other devices than t's, when all are dense: t is
- * the root of the list. An output on t's own device is left to the copies
- * (any failure too: TC_ERROR_NOT_SUPPORTED queues nothing, another error is
- * reported by the copies that follow, which fail the same way). */
+ * the root of the list; an output on t's own device is a copy after it.
+ * TC_ERROR_NOT_SUPPORTED (nothing queued) sends the caller to the copies;
+ * any other failure (NCCL there but failing) is the caller's error. */
 static tc_status broadcast_out_accel(const tc_tensor *t, tc_tensor *const *outputs, int n)
 {
     tc_tensor *bufs[TC_MAX_DEVICES + 1];
@@ -177,9 +179,10 @@ tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, i
                          "outputs %d and %d are on the same device (cuda:%d)", j, i,
                          outputs[i]->storage->device.index);
     }
-    if (broadcast_out_accel(t, outputs, n) == TC_OK)
-        return TC_OK;
-    for (int i = 0; i < n; i++) /* peer copies (or what NCCL did not take) */
+    tc_status st = broadcast_out_accel(t, outputs, n);
+    if (st != TC_ERROR_NOT_SUPPORTED)
+        return st;
+    for (int i = 0; i < n; i++) /* peer copies, where NCCL is not there */
         if (outputs[i] != t)
             TC_TRY(tc_tensor_copy_(outputs[i], t, true));
     return TC_OK;

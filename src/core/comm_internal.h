@@ -1,7 +1,8 @@
 /* The collectives' fast path behind a small table (comm.c calls it; NCCL
  * carries it in a CUDA build, src/cuda/comm_nccl.c; absent_comm.c answers
  * TC_ERROR_NOT_SUPPORTED). When a call answers TC_ERROR_NOT_SUPPORTED it has
- * queued nothing, and comm.c falls back to peer copies. Not installed. */
+ * queued nothing, and comm.c falls back to peer copies; any other error (an
+ * NCCL that is there but fails) is the collective's error. Not installed. */
 #ifndef TCUDA_COMM_INTERNAL_H
 #define TCUDA_COMM_INTERNAL_H
 

@@ -1,13 +1,15 @@
 /* Process groups without CUDA: the launcher's environment, and the TCP
  * rendezvous that hands rank 0's blob (the NCCL unique id) to every rank.
  *
- * Rendezvous: rank 0 listens on master_addr:master_port and accepts
- * world_size - 1 connections; each rank sends a hello {magic, rank, world}
- * and rank 0 answers {magic, 0} and the blob once every rank joined, or
- * {magic, 1} to a hello it refuses (another world size, a rank out of range
- * or twice). Ranks retry connecting until the deadline (rank 0 may start
- * last). Every wait is a poll() against one deadline, so nothing blocks
- * longer than the timeout; failures are TC_ERROR_IO saying what was missing. */
+ * Rendezvous: rank 0 listens on master_port on every interface (as
+ * PyTorch's TCPStore server) and accepts world_size - 1 connections; each
+ * other rank connects to master_addr:master_port, sends a hello {magic,
+ * rank, world}, and rank 0 answers {magic, 0} and the blob once every rank
+ * joined, or {magic, 1} to a hello it refuses (another world size, a rank
+ * out of range or twice). Ranks retry connecting until the deadline (rank 0
+ * may start last). Every wait, connect included, is a poll() against one
+ * deadline, so nothing blocks longer than the timeout; failures are
+ * TC_ERROR_IO saying what was missing. */
 #define _GNU_SOURCE /* accept4 */
 #include "dist_internal.h"
 
@@ -159,6 +161,8 @@ static int wait_fd(int fd, short events, double deadline)
     }
 }
 
+/* Sends or receives all n bytes before the deadline (the socket may be
+ * non-blocking). */
 static bool io_all(int fd, void *buf, size_t n, bool sending, double deadline)
 {
     char *p = buf;
@@ -166,7 +170,7 @@ static bool io_all(int fd, void *buf, size_t n, bool sending, double deadline)
         if (!wait_fd(fd, sending ? POLLOUT : POLLIN, deadline))
             return false;
         ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
-        if (k < 0 && errno == EINTR)
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (k <= 0)
             return false;
@@ -176,34 +180,54 @@ static bool io_all(int fd, void *buf, size_t n, bool sending, double deadline)
     return true;
 }
 
-static tc_status resolve_addr(const tc_dist_options *o, struct sockaddr_in *sa)
+/* A socket of `family` bound to every interface at `port`, listening; an
+ * IPv6 one with IPV6_V6ONLY off takes IPv4 clients too. -1 and errno when
+ * it cannot be had. */
+static int listen_any(int family, int port)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", o->master_port);
-    int r = getaddrinfo(o->master_addr, port, &hints, &res);
-    if (r != 0 || !res)
-        return tc__fail(TC_ERROR_IO, "cannot resolve MASTER_ADDR %s: %s", o->master_addr,
-                        gai_strerror(r));
-    memcpy(sa, res->ai_addr, sizeof *sa);
-    freeaddrinfo(res);
-    return TC_OK;
-}
-
-static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, const void *blob,
-                       size_t n, double deadline)
-{
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ls = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (ls < 0)
-        return tc__fail(TC_ERROR_IO, "socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(ls, (const struct sockaddr *)sa, sizeof *sa) != 0 || listen(ls, 128) != 0) {
+        return -1;
+    int one = 1, zero = 0;
+    (void)setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (family == AF_INET6) {
+        (void)setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_any;
+        a->sin6_port = htons((uint16_t)port);
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        a->sin_port = htons((uint16_t)port);
+        len = sizeof *a;
+    }
+    if (bind(ls, (struct sockaddr *)&ss, len) != 0 || listen(ls, 1024) != 0) {
         int e = errno;
         close(ls);
-        return tc__fail(TC_ERROR_IO, "rank 0 cannot listen on %s:%d: %s", o->master_addr,
-                        o->master_port, strerror(e));
+        errno = e;
+        return -1;
     }
+    return ls;
+}
+
+/* Rank 0, as PyTorch's TCPStore server: listens on every interface (IPv6
+ * and IPv4 together where the host has IPv6, else IPv4), whatever
+ * MASTER_ADDR says: that is the address the other ranks use to get here,
+ * and a host has several. */
+static tc_status serve(const tc_dist_options *o, const void *blob, size_t n, double deadline)
+{
+    int ls = listen_any(AF_INET6, o->master_port);
+    if (ls < 0 && errno != EADDRINUSE && errno != EACCES)
+        ls = listen_any(AF_INET, o->master_port); /* a host without IPv6 */
+    if (ls < 0)
+        return tc__fail(TC_ERROR_IO, "rank 0 cannot listen on port %d (every interface): %s",
+                        o->master_port, strerror(errno));
     int peers = o->world_size - 1, joined = 0;
     int *fds = malloc((size_t)o->world_size * sizeof *fds);
     if (!fds) {
@@ -258,25 +282,72 @@ static tc_status serve(const tc_dist_options *o, const struct sockaddr_in *sa, c
     return st;
 }
 
-static tc_status join(const tc_dist_options *o, const struct sockaddr_in *sa, void *blob, size_t n,
-                      double deadline)
+/* One non-blocking connect to `ai`, given up at `limit`: the connected
+ * socket (left non-blocking), or -1 and errno (ETIMEDOUT at the limit). */
+static int connect_by(const struct addrinfo *ai, double limit)
+{
+    int c = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c < 0)
+        return -1;
+    int r = connect(c, ai->ai_addr, ai->ai_addrlen);
+    if (r != 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        int err = ETIMEDOUT;
+        socklen_t len = sizeof err;
+        if (wait_fd(c, POLLOUT, limit) && getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        r = err ? -1 : 0;
+        errno = err;
+    }
+    if (r != 0) {
+        int e = errno;
+        close(c);
+        errno = e;
+        return -1;
+    }
+    return c;
+}
+
+/* Connects to rank 0 before the deadline, as PyTorch's TCPStore client
+ * does: each address of MASTER_ADDR in turn with a non-blocking connect
+ * bounded by the deadline (a host that drops packets cannot hold the call
+ * longer), again every 50 ms while rank 0 is not up yet. */
+static tc_status connect_rank0(const tc_dist_options *o, double deadline, int *out)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->master_port);
+    int r = getaddrinfo(o->master_addr, port, &hints, &res);
+    if (r != 0 || !res)
+        return tc__fail(TC_ERROR_IO, "cannot resolve MASTER_ADDR %s: %s", o->master_addr,
+                        r ? gai_strerror(r) : "no address");
+    int c = -1, err = ETIMEDOUT;
+    while (c < 0 && ms_left(deadline) > 0) {
+        for (const struct addrinfo *ai = res; ai && c < 0; ai = ai->ai_next) {
+            /* with several addresses, a silent one must not take all the time */
+            double limit = ai->ai_next && deadline > now_s() + 5 ? now_s() + 5 : deadline;
+            c = connect_by(ai, limit);
+            if (c < 0)
+                err = errno;
+        }
+        int ms = ms_left(deadline) < 50 ? ms_left(deadline) : 50;
+        if (c < 0 && ms > 0)
+            nanosleep(&(struct timespec){0, (long)ms * 1000 * 1000}, NULL);
+    }
+    freeaddrinfo(res);
+    if (c < 0)
+        return tc__fail(TC_ERROR_IO,
+                        "rendezvous timed out after %g s: rank %d could not reach rank 0 at "
+                        "%s:%d (%s)",
+                        o->timeout_s > 0 ? o->timeout_s : 600.0, o->rank, o->master_addr,
+                        o->master_port, strerror(err));
+    *out = c;
+    return TC_OK;
+}
+
+static tc_status join(const tc_dist_options *o, void *blob, size_t n, double deadline)
 {
     int c = -1;
-    while (c < 0) {
-        c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (c < 0)
-            return tc__fail(TC_ERROR_IO, "socket: %s", strerror(errno));
-        if (connect(c, (const struct sockaddr *)sa, sizeof *sa) == 0)
-            break;
-        close(c);
-        c = -1;
-        if (ms_left(deadline) == 0)
-            return tc__fail(TC_ERROR_IO,
-                            "rendezvous timed out: rank %d could not reach rank 0 "
-                            "at %s:%d",
-                            o->rank, o->master_addr, o->master_port);
-        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    }
+    TC_TRY(connect_rank0(o, deadline, &c));
     uint32_t hello[3] = {RV_MAGIC, (uint32_t)o->rank, (uint32_t)o->world_size}, reply[2] = {0};
     tc_status st = TC_OK;
     if (!io_all(c, hello, sizeof hello, true, deadline) ||
@@ -300,7 +371,5 @@ tc_status tc__dist_rendezvous(const tc_dist_options *o, void *blob, size_t n)
     if (o->world_size == 1)
         return TC_OK;
     double deadline = now_s() + (o->timeout_s > 0 ? o->timeout_s : 600.0);
-    struct sockaddr_in sa;
-    TC_TRY(resolve_addr(o, &sa));
-    return o->rank == 0 ? serve(o, &sa, blob, n, deadline) : join(o, &sa, blob, n, deadline);
+    return o->rank == 0 ? serve(o, blob, n, deadline) : join(o, blob, n, deadline);
 }

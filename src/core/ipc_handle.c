@@ -10,7 +10,10 @@
  * the handle as made matches it, not one whose fields were changed and its
  * check recomputed), a "pending" flag (set by the producer: one consumer is
  * expected, as each pickled tensor is in PyTorch) and slots {pid, count} of
- * consumer processes. Every access holds flock(LOCK_EX) on it. The block is
+ * consumer processes. Every access holds flock(LOCK_EX) on it, and checks
+ * under the lock that the open file is still the one of that name (not
+ * unlinked by a collection that held the lock first, nor replaced): a
+ * count is only ever taken on the live file. The block is
  * done when nothing is pending and no live process holds a count: a slot
  * whose pid no longer exists (kill(pid, 0) == ESRCH) is cleared, so a
  * crashed consumer does not pin the memory forever. */
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hash.h"
@@ -123,7 +127,11 @@ void tc__ipc_ref_path(uint32_t pid, uint64_t seq, char *buf, size_t n)
              (unsigned long long)seq);
 }
 
-/* Opens and locks the file; -1 when it does not exist. */
+/* Opens and locks the file: the descriptor, or -1 when it does not exist
+ * or is no longer the file of that name. The check is made under the lock:
+ * a consumer that opened the file just before its producer collected it
+ * (which unlinks it under the lock) gets the lock after the unlink, and
+ * must not count on the orphan nor on a new file made under the same name. */
 static int ref_open(uint32_t pid, uint64_t seq, int flags)
 {
     char path[256];
@@ -131,8 +139,11 @@ static int ref_open(uint32_t pid, uint64_t seq, int flags)
     int fd = open(path, flags | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    if (flock(fd, LOCK_EX) != 0) {
-        close(fd);
+    struct stat mine, named;
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &mine) != 0 || mine.st_nlink == 0 ||
+        stat(path, &named) != 0 || named.st_dev != mine.st_dev || named.st_ino != mine.st_ino) {
+        close(fd); /* closing drops the lock */
+        errno = ENOENT;
         return -1;
     }
     return fd;
@@ -181,11 +192,14 @@ static bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno !
 tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t key)
 {
     int fd = ref_open(pid, seq, O_RDWR);
-    if (fd < 0)
+    if (fd < 0) {
+        char path[256];
+        tc__ipc_ref_path(pid, seq, path, sizeof path);
         return tc__fail(TC_ERROR_INVALID_HANDLE,
-                        "stale IPC memory handle: its producer (pid %u) has collected the block "
-                        "or exited",
-                        pid);
+                        "stale IPC memory handle: its count file %s is gone (removed or replaced): "
+                        "its producer (pid %u) has collected the block or exited",
+                        path, pid);
+    }
     ref_file r;
     tc_status st = TC_OK;
     if (!ref_read(fd, &r) || r.key != key) {

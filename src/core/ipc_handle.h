@@ -46,8 +46,10 @@ void tc__ipc_ref_path(uint32_t pid, uint64_t seq, char *buf, size_t n);
  * handle's check value. */
 tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t key);
 /* Consumer: checks the key and adds one reference of this process;
- * TC_ERROR_INVALID_HANDLE when the file is gone or the key differs (a
- * handle whose fields were changed, even with a recomputed check value). */
+ * TC_ERROR_INVALID_HANDLE when the file is gone, was unlinked while this
+ * call waited for its lock, or was replaced by another file of that name, or
+ * when the key differs (a handle whose fields were changed, even with a
+ * recomputed check value). */
 tc_status tc__ipc_ref_acquire(uint32_t pid, uint64_t seq, uint64_t key);
 /* Consumer: drops one reference of this process. */
 void tc__ipc_ref_release(uint32_t pid, uint64_t seq);

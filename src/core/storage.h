@@ -21,9 +21,12 @@ typedef struct tc__storage {
     void *data;
     size_t bytes;
     /* Memory tcuda did not allocate (an IPC mapping, src/cuda/ipc.c): when
-     * set, the last release calls it instead of freeing `data`. */
+     * set, the last release calls it instead of freeing `data`, and
+     * record_stream calls on_record_stream (when set) instead of the
+     * allocator's, which does not know the memory. */
     void (*on_free)(struct tc__storage *s);
-    void *ctx; /* on_free's */
+    tc_status (*on_record_stream)(struct tc__storage *s, void *stream);
+    void *ctx; /* on_free's and on_record_stream's */
 } tc__storage;
 
 /* Allocates `bytes` (0 allowed) on `device` (index resolved by the caller for

@@ -12,9 +12,16 @@
  * Consumer: the count is taken (and the key checked) before the memory is
  * mapped, so a stale handle never maps anything; mappings are shared per
  * (producer, CUDA handle), since CUDA maps an allocation once per process.
- * The consumer's storage has an on_free hook: it waits for the device's
- * current stream (the consumer's reads), closes the mapping when it is the
- * last, and gives its count back. */
+ * The consumer's storage is not the caching allocator's, so it has hooks of
+ * its own: record_stream remembers the stream (tc_tensor_record_stream works
+ * on it as on any GPU tensor), and on_free waits for the device's current
+ * stream and every recorded stream (the consumer's reads and writes, queued
+ * until the release), closes the mapping when it is the last, and only then
+ * gives its count back, so the producer never reuses memory a stream of the
+ * consumer still uses. PyTorch waits for the current stream only, and its
+ * record_stream skips memory its allocator did not make. Like the
+ * allocator's, the wait needs the recorded streams' CUDA streams alive at
+ * the release (tcuda's own streams are; an external one is the user's). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +55,9 @@ typedef struct consumer_ctx {
     mapping *map;
     uint32_t pid;
     uint64_t seq;
+    pthread_mutex_t mu; /* guards the recorded streams */
+    int n_streams, cap;
+    void **streams; /* cudaStream_t named by record_stream, each once */
 } consumer_ctx;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -164,13 +174,40 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
 
 /* ---- consumer ------------------------------------------------------------------------- */
 
+static tc_status consumer_record_stream(tc__storage *s, void *stream)
+{
+    consumer_ctx *c = s->ctx;
+    tc_status st = TC_OK;
+    pthread_mutex_lock(&c->mu);
+    bool known = false;
+    for (int i = 0; i < c->n_streams && !known; i++)
+        known = c->streams[i] == stream;
+    if (!known && c->n_streams == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 4;
+        void **more = realloc(c->streams, sizeof *more * (size_t)cap);
+        if (more) {
+            c->streams = more;
+            c->cap = cap;
+        } else {
+            st = tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+    }
+    if (!known && st == TC_OK)
+        c->streams[c->n_streams++] = stream;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 static void consumer_free(tc__storage *s)
 {
     consumer_ctx *c = s->ctx;
     mapping *m = c->map;
     tc_device_guard g = tc_device_guard_enter(m->device);
-    if (g.status == TC_OK) /* the consumer's reads finish before the producer may reuse */
+    if (g.status == TC_OK) { /* the consumer's work finishes before the producer may reuse */
         (void)cudaStreamSynchronize(tc__current_cuda_stream(m->device));
+        for (int i = 0; i < c->n_streams; i++)
+            (void)cudaStreamSynchronize((cudaStream_t)c->streams[i]);
+    }
     pthread_mutex_lock(&lock);
     if (--m->refs == 0) {
         for (mapping **p = &mappings; *p; p = &(*p)->next)
@@ -185,6 +222,8 @@ static void consumer_free(tc__storage *s)
     pthread_mutex_unlock(&lock);
     tc_device_guard_exit(&g);
     tc__ipc_ref_release(c->pid, c->seq);
+    pthread_mutex_destroy(&c->mu);
+    free(c->streams);
     free(c);
 }
 
@@ -298,11 +337,13 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
     }
     c->pid = info.producer_pid;
     c->seq = info.seq;
+    pthread_mutex_init(&c->mu, NULL);
     atomic_init(&s->refcount, 1);
     s->device = (tc_device){TC_CUDA, dev};
     s->data = (char *)c->map->base + info.segment_offset;
     s->bytes = info.storage_bytes;
     s->on_free = consumer_free;
+    s->on_record_stream = consumer_record_stream;
     s->ctx = c;
     st = view_of(s, &info, out);
     tc__storage_release(s); /* the view holds it now (or, on failure, this frees it) */

@@ -1,6 +1,10 @@
 /* NCCL, loaded at run time through tc__dynlib (nccl_internal.h). One load
  * per process under pthread_once; afterwards tc__nccl's pointers are
- * read-only. */
+ * read-only. The symbols of NCCL 2.4 and later are required (a missing one
+ * makes NCCL "not there"); newer ones are optional and left NULL when the
+ * library predates them, their callers falling back (dist.c: blocking
+ * communicators before 2.14). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,9 @@ static char load_message[600];
 
 #define SYM(field, name)                                                                           \
     st = st == TC_OK ? tc__dynlib_sym(&nccl_lib, name, (void **)&tc__nccl.field) : st
+
+/* dlsym's object pointer into a function pointer, as tc__dynlib_sym does. */
+#define OPTIONAL(field, name) *(void **)&tc__nccl.field = dlsym(nccl_lib.handle, name)
 
 static void load(void)
 {
@@ -45,12 +52,18 @@ static void load(void)
     SYM(recv, "ncclRecv");
     SYM(group_start, "ncclGroupStart");
     SYM(group_end, "ncclGroupEnd");
+    if (st == TC_OK) { /* optional: an older NCCL lacks them */
+        OPTIONAL(comm_init_rank_config, "ncclCommInitRankConfig");
+        OPTIONAL(comm_finalize, "ncclCommFinalize");
+        OPTIONAL(get_last_error, "ncclGetLastError");
+    }
     load_status = st;
     if (st != TC_OK)
         snprintf(load_message, sizeof load_message, "%s (set TCUDA_NCCL_LIBRARY to its path)",
                  tc_last_error());
 }
 #undef SYM
+#undef OPTIONAL
 
 tc_status tc__nccl_ready(void)
 {
@@ -62,8 +75,22 @@ tc_status tc__nccl_ready(void)
 
 tc_status tc__nccl_fail(tc__nccl_result r, const char *what)
 {
-    return tc__fail(TC_ERROR_CUDA, "%s failed: NCCL error %d (%s)", what, r,
-                    tc__nccl.get_error_string ? tc__nccl.get_error_string(r) : "?");
+    const char *last = tc__nccl.get_last_error ? tc__nccl.get_last_error(NULL) : NULL;
+    return tc__fail(TC_ERROR_CUDA, "%s failed: NCCL error %d (%s)%s%s", what, r,
+                    tc__nccl.get_error_string ? tc__nccl.get_error_string(r) : "?",
+                    last && *last ? ": " : "", last && *last ? last : "");
+}
+
+tc__nccl_config tc__nccl_config_nonblocking(void)
+{
+    return (tc__nccl_config){.size = sizeof(tc__nccl_config),
+                             .magic = TC__NCCL_CONFIG_MAGIC,
+                             .version = 2 * 10000 + 17 * 100 + 0, /* NCCL_VERSION(2, 17, 0) */
+                             .blocking = 0,
+                             .cga_cluster_size = TC__NCCL_CONFIG_UNDEF,
+                             .min_ctas = TC__NCCL_CONFIG_UNDEF,
+                             .max_ctas = TC__NCCL_CONFIG_UNDEF,
+                             .net_name = NULL};
 }
 
 int tc__nccl_dtype(tc_dtype d)

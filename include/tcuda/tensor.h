@@ -192,7 +192,8 @@ TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
 
 /* The cuBLAS handle of the calling thread for the current device, bound to the
  * current stream (torch.cuda.current_blas_handle). NULL with a message when
- * cuBLAS or CUDA is missing. tcuda owns the handle. */
+ * cuBLAS or CUDA is missing. tcuda owns the handle, and sets host pointer
+ * mode and the default math mode on it at each of its own GEMMs. */
 TCUDA_API void *tc_current_blas_handle(void);
 
 /* ---- shape and views --------------------------------------------------------- */

@@ -101,7 +101,9 @@ static tc_status handshake(const tc_tensor *t, tc_stream *stream)
     if (!producer)
         return tc__fail(TC_ERROR_INTERNAL, "no current stream on cuda:%d", dev);
     TC_TRY(tc_stream_wait_stream(stream, producer));
-    if (t->storage->on_free) /* memory tcuda did not allocate: not its to delay */
+    /* memory tcuda did not allocate is not its to delay, unless its owner
+     * takes streams (an IPC mapping does) */
+    if (t->storage->on_free && !t->storage->on_record_stream)
         return TC_OK;
     return tc__storage_record_stream(t->storage, handle);
 }

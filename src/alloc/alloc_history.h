@@ -1,4 +1,5 @@
-/* Memory history: the hooks the allocator calls (internal).
+/* Memory history: the hooks the allocator calls, and what the history's
+ * files (alloc_history*.c) share (internal).
  *
  * tc__hist_mask holds what is being recorded (TC_HISTORY_* bits, and the
  * stack mode from TC__HIST_STACKS_SHIFT up); when it is 0, each hook costs
@@ -16,6 +17,7 @@
 #ifndef TCUDA_ALLOC_HISTORY_H
 #define TCUDA_ALLOC_HISTORY_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -125,6 +127,23 @@ uint32_t tc__hist_copy_live(const tc__hist_copy *c, int device, int kind, uint64
 
 /* For tests: live entries of the stack table and its capacity. */
 void tc__hist_table_usage(size_t *used, size_t *capacity);
+
+/* ---- shared by the history's files ---------------------------------------- */
+
+/* The stack table's mutex (alloc_history_stacks.c): held, no stack is evicted. */
+extern pthread_mutex_t tc__hist_smu;
+/* Makes the stack table on the first start, picks the unwinder; false when out of memory. */
+bool tc__hist_stacks_start(void);
+/* One more reference on stack `id` (0: none); returns id. */
+uint32_t tc__hist_stack_ref(uint32_t id);
+/* Copies the stacks c's events and live entries use, renumbered densely (tc__hist_smu held). */
+bool tc__hist_copy_stacks(tc__hist_copy *c);
+/* Appends e to h's ring (its stack's reference goes with it), overwriting the oldest when full. */
+void tc__hist_push(tc__hist_local *h, const tc__hist_event *e);
+/* Empties h's ring and sets its bound; returns the old slots, to free outside any lock. */
+tc__hist_event *tc__hist_ring_reset(tc__hist_local *h, size_t max);
+/* Drops h's map of live stacks and its references. */
+void tc__hist_live_clear(tc__hist_local *h);
 
 #ifdef __cplusplus
 }

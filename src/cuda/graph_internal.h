@@ -1,7 +1,7 @@
-/* What the rest of src/cuda needs to know about graph captures (graph.c):
- * whether one is underway, and how to make a call that CUDA counts as
- * unsafe during capture (cudaMalloc) without invalidating it. Not
- * installed. */
+/* What the rest of src/cuda needs to know about graph captures
+ * (graph_capture.c): whether one is underway, and how to make a call that
+ * CUDA counts as unsafe during capture (cudaMalloc) without invalidating
+ * it. Not installed. */
 #ifndef TCUDA_GRAPH_INTERNAL_H
 #define TCUDA_GRAPH_INTERNAL_H
 

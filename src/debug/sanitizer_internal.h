@@ -1,7 +1,8 @@
-/* The stream sanitizer's engine (sanitizer.c) as the rest of tcuda sees it:
- * the hooks src/cuda calls at synchronization points, the calls its device
- * seam wrappers (sanitizer_ops.c) make for each access, and what the tests
- * drive directly with recorded event sequences. Not installed.
+/* The stream sanitizer's engine (sanitizer*.c; sanitizer.c lists its files)
+ * as the rest of tcuda sees it: the hooks src/cuda calls at synchronization
+ * points, the calls its device seam wrappers (sanitizer_ops.c) make for each
+ * access, and what the tests drive directly with recorded event sequences.
+ * Not installed.
  *
  * Actors are streams, named by (device, runtime stream handle) as the device
  * seam gives them (device_ops.h: opaque handles), and the host, named by
@@ -63,7 +64,7 @@ void tc__san_alloc(const void *ptr, size_t bytes, int dev, void *stream, bool ho
  * sanitizer records those streams itself through `record`, so the memory is
  * not reused early, since a free cannot fail). Memory allocated on a
  * capturing stream belongs to a graph's private pool and is reused only by
- * captures into it: its free checks nothing (sanitizer.c says why). */
+ * captures into it: its free checks nothing (sanitizer_memory.c says why). */
 void tc__san_free(const void *ptr, void (*record)(void *ptr, int dev, void *stream));
 /* record_stream: the allocator will reuse the memory only after the work on
  * `stream` queued before the free completes. */

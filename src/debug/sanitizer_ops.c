@@ -2,17 +2,17 @@
  *
  * Installed once, the first time the sanitizer is turned on, over whatever
  * table is in use: alloc, free and record_stream tell the engine
- * (sanitizer.c) about device memory; the compute backend's kernels declare
- * their operands from the tc__iter (operand 0 written, the others read) or
- * from their pointer arguments (fill, reduce, matmul) on the current stream
- * of their device; the host backend does the same for CPU kernels as the host
- * (only memory the engine watches, pinned memory, matters there); copies
- * across devices declare both tensors with the ordering tensor_cuda.c gives
- * them (blocking copies synchronize the host with the stream; a copy between
- * GPUs orders the two streams both ways). Each wrapper checks first, then
- * calls the same function of the table below it: in error mode a race stops
- * the call before anything is queued. While the mode is OFF each wrapper is
- * one branch and the call below. */
+ * (sanitizer_memory.c) about device memory; the compute backend's kernels
+ * declare their operands from the tc__iter (operand 0 written, the others
+ * read) or from their pointer arguments (fill, reduce, matmul) on the
+ * current stream of their device; the host backend does the same for CPU
+ * kernels as the host (only memory the engine watches, pinned memory,
+ * matters there); copies across devices declare both tensors with the
+ * ordering tensor_cuda.c gives them (blocking copies synchronize the host
+ * with the stream; a copy between GPUs orders the two streams both ways).
+ * Each wrapper checks first, then calls the same function of the table below
+ * it: in error mode a race stops the call before anything is queued. While
+ * the mode is OFF each wrapper is one branch and the call below. */
 #include <pthread.h>
 
 #include "core/index_internal.h"

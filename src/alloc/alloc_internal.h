@@ -187,7 +187,7 @@ struct tc__allocator {
     size_t nslabs, cap_slabs;
     uint64_t tick;
     uint32_t epoch;      /* frees stamp it; each fence recorded moves it on */
-    tc__hist_local hist; /* recorded events and live stacks (alloc_history.c) */
+    tc__hist_local hist; /* recorded events and live stacks (alloc_history_events.c) */
 };
 
 /* ---- statistics -----------------------------------------------------------

@@ -31,7 +31,7 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
     (void)stream;
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     TC_TRY(g.status);
-    /* a capture in global mode would take cudaMalloc for unsafe (graph.c) */
+    /* a capture in global mode would take cudaMalloc for unsafe (graph_capture.c) */
     enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
     cudaError_t err = cudaMalloc(out, size);
     tc__graph_relaxed_end(m);
@@ -43,7 +43,7 @@ static void dm_free(void *ctx, void *ptr, size_t size)
 {
     (void)size;
     if (tc__graph_defer_free(dev_of(ctx), ptr))
-        return; /* freed when the graph capture ends (graph.c) */
+        return; /* freed when the graph capture ends (graph_capture.c) */
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     (void)cudaFree(ptr);
     tc_device_guard_exit(&g);

@@ -1,4 +1,4 @@
-/* Hooks of the memory IPC module (ipc.c) for device.c and memory.c. Not
+/* Hooks of the memory IPC module (ipc.c) for device.c and memory_stats.c. Not
  * installed. */
 #ifndef TCUDA_IPC_INTERNAL_H
 #define TCUDA_IPC_INTERNAL_H

@@ -583,8 +583,6 @@ static inline bool tc__epoch_done(const scache *c, uint32_t epoch)
 {
     return (int32_t)(epoch - c->done_epoch) <= 0;
 }
-/* Gives the cache's stream up (see scache.gone). */
-void tc__cache_gone(tc__allocator *a, scache *c);
 /* A cache whose stream went away and whose last use is known complete,
  * matching c's pool and class, gives its plain segments to c (malloc found no
  * block in c); false when there was none. */

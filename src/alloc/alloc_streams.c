@@ -215,7 +215,8 @@ static void *gone_event(tc__allocator *a, uintptr_t stream)
     return a->p.event_record ? a->p.event_record(a->p.ctx, stream) : NULL;
 }
 
-void tc__cache_gone(tc__allocator *a, scache *c)
+/* Gives the cache's stream up (see scache.gone). */
+static void cache_gone(tc__allocator *a, scache *c)
 {
     tc__fence_drop(a, c);    /* the new fence covers what the old one did */
     uint32_t e = a->epoch++; /* every free of c so far is stamped e or before */
@@ -307,7 +308,7 @@ void tc__alloc_stream_gone(tc__allocator *a, uintptr_t stream)
     for (scache *c = a->caches, *next; c; c = next) {
         next = c->next; /* c may be freed */
         if (c->stream == stream && !c->gone)
-            tc__cache_gone(a, c);
+            cache_gone(a, c);
     }
     tc__mutex_unlock(&a->mu);
 }

@@ -24,7 +24,7 @@ static uint64_t fake_clock, fake_stamp[8]; /* per stream id 1..7: last work */
 static int fake_live;
 static void *ev_record(void *ctx, uintptr_t stream)
 {
-    (void)ctx;
+    (void)tc__host_stream_touch(ctx, stream); /* counts a record on a stream gone */
     uint64_t *e = malloc(sizeof *e);
     *e = fake_stamp[stream & 7];
     fake_live++;
@@ -341,6 +341,82 @@ static void test_many_streams(void)
     tc__alloc_destroy(a);
 }
 
+/* A stream goes away (destroyed, or an external stream's wrapper released)
+ * while memory is recorded on it, cached for it and live on it: nothing
+ * names the stream afterwards, what its queued work may still use is not
+ * reused until the event recorded as it went is done, a new stream that
+ * takes the same handle value starts afresh, and the cached memory then
+ * serves another stream without a new segment. */
+static void test_stream_gone(const char *conf, size_t gran)
+{
+    tc__allocator *a = mk(conf, 1024 * MiB, gran);
+    void *p, *q, *r, *x;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &p));
+    CHECK_OK(tc__alloc_record_stream(a, p, 3)); /* p is used on stream 3 too */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 3, &q));
+    CHECK_OK(tc__alloc_malloc(a, 8192, 3, &r));
+    CHECK_OK(tc__alloc_free(a, q));  /* cached for stream 3 */
+    fake_stamp[3] = fake_clock + 10; /* stream 3's kernels still read p, q and r */
+    inflight_add(q, 4096, fake_stamp[3]);
+    int64_t segs = S(a, "segment.all.current"), live0 = fake_live;
+    tc__alloc_stream_gone(a, 3); /* one event for p's use, one for the cache */
+    CHECK(fake_live == live0 + 2);
+    tc__host_stream_set_gone(&hctx, 3, true);
+    sound(a);
+    CHECK_OK(tc__alloc_free(a, p)); /* waits for the event kept, not for stream 3 */
+    CHECK(S(a, "active.all.current") == 2 && hctx.dead_stream_uses == 0);
+    inflight_add(r, 8192, fake_stamp[3]);
+    CHECK_OK(tc__alloc_free(a, r)); /* into the gone cache */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &x));
+    CHECK(x != p); /* p still waits for stream 3's work */
+    CHECK_OK(tc__alloc_free(a, x));
+    /* a new stream takes the value 3: the old cache is not its own */
+    tc__host_stream_set_gone(&hctx, 3, false);
+    void *x3;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 3, &x3));
+    CHECK(x3 != q && x3 != r && x3 != p);
+    CHECK(S(a, "segment.all.current") == segs + 1);
+    CHECK_OK(tc__alloc_free(a, x3));
+    tc__alloc_stream_gone(a, 3); /* the new stream goes too: its cache is gone */
+    tc__host_stream_set_gone(&hctx, 3, true);
+    sound(a);
+    CHECK(hctx.dead_stream_uses == 0 && fake_waits == 0 && unsafe_unmaps == 0);
+    fake_clock += 20; /* stream 3's work is done */
+    int64_t segs2 = S(a, "segment.all.current");
+    CHECK_OK(tc__alloc_malloc(a, 4096, 2, &x)); /* stream 2 takes the gone caches' memory */
+    if (!gran)
+        CHECK(S(a, "segment.all.current") == segs2);
+    CHECK(x == q || x == x3 || gran); /* a segment adopted starts there (q and r merged) */
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &q)); /* polls: p completed */
+    CHECK(q == p);
+    CHECK(S(a, "active.all.current") == 2);
+    CHECK_OK(tc__alloc_free(a, q));
+    CHECK_OK(tc__alloc_free(a, x));
+    sound(a);
+    CHECK(hctx.dead_stream_uses == 0 && fake_waits == 0 && unsafe_unmaps == 0);
+    tc__alloc_empty_cache(a);
+    CHECK(hctx.in_use == 0 && fake_live == 0 && hctx.dead_stream_uses == 0);
+    CHECK(S(a, "reserved_bytes.all.current") == 0);
+    tc__host_stream_set_gone(&hctx, 3, false);
+    tc__alloc_destroy(a);
+}
+
+/* A block recorded on a stream that goes away and is destroyed with the
+ * allocator before it is freed: the event kept is destroyed too. */
+static void test_stream_gone_destroy(void)
+{
+    tc__allocator *a = mk(NULL, 0, 0);
+    void *p;
+    CHECK_OK(tc__alloc_malloc(a, 4096, 1, &p));
+    CHECK_OK(tc__alloc_record_stream(a, p, 4));
+    tc__alloc_stream_gone_all(4);
+    tc__host_stream_set_gone(&hctx, 4, true);
+    CHECK(fake_live == 1);
+    tc__alloc_destroy(a);
+    CHECK(fake_live == 0 && hctx.dead_stream_uses == 0);
+    tc__host_stream_set_gone(&hctx, 4, false);
+}
+
 static void test_gc_fraction_oom(void)
 {
     tc__allocator *a = mk(NULL, 100 * MiB, 0);
@@ -605,8 +681,10 @@ static size_t rand_size(void)
     return (size_t)(lo * __builtin_pow(hi / lo, r)) + (tc_test_rand() % 511);
 }
 
-/* A long random sequence on three streams with record_stream and lagging
- * fake GPU work: after every step the invariants hold; nothing waits for the
+/* A long random sequence on three streams with record_stream, lagging fake
+ * GPU work and streams that go away for a while (then a new stream takes the
+ * handle value): after every step the invariants hold; nothing names a
+ * stream gone; nothing waits for the
  * GPU inside malloc or free (except an out-of-memory retry); no memory goes
  * back while queued work may still use it; every wait is counted. */
 static void test_random(const char *conf, size_t gran, long steps)
@@ -616,29 +694,60 @@ static void test_random(const char *conf, size_t gran, long steps)
     void *live[LIVE] = {0};
     uintptr_t lstream[LIVE];
     unsigned lrec[LIVE];
+    uint64_t lfixed[LIVE]; /* the end of uses on streams that went away */
     size_t lsize[LIVE];
-    long bad = 0, path_waits = 0;
+    long bad = 0, path_waits = 0, gone_until[8] = {0};
     unsafe_unmaps = 0;
     for (long i = 0; i < steps && !bad; i++) {
         int k = (int)(tc_test_rand() % LIVE);
         uint64_t op = tc_test_rand() % 100;
         int64_t w0 = fake_waits;
-        if (!live[k]) {
+        if (tc_test_rand() % 4000 == 0) { /* a stream goes away for a while */
+            uintptr_t t = 1 + (tc_test_rand() % 5);
+            if (!gone_until[t]) {
+                tc__alloc_stream_gone(a, t);
+                tc__host_stream_set_gone(&hctx, t, true);
+                gone_until[t] = i + 1 + (long)(tc_test_rand() % 200);
+                for (int j = 0; j < LIVE; j++) /* their uses there end with its work */
+                    if (live[j] && (lstream[j] == t || (lrec[j] >> t & 1))) {
+                        if (fake_stamp[t] > lfixed[j])
+                            lfixed[j] = fake_stamp[t];
+                        lrec[j] &= ~(1u << t);
+                        if (lstream[j] == t)
+                            lstream[j] = 0; /* its stream is gone */
+                    }
+            }
+        }
+        for (uintptr_t t = 1; t < 8; t++)
+            if (gone_until[t] && i >= gone_until[t]) { /* a new stream takes its value */
+                tc__host_stream_set_gone(&hctx, t, false);
+                gone_until[t] = 0;
+            }
+        if (!live[k] && !(gone_until[1] && gone_until[2] && gone_until[3])) {
             uintptr_t stream = 1 + (tc_test_rand() % 3);
+            while (gone_until[stream])
+                stream = stream % 3 + 1;
+            lfixed[k] = 0;
             size_t size = rand_size();
             int64_t r0 = S(a, "num_alloc_retries");
             if (tc__alloc_malloc(a, size, stream, &live[k]) != TC_OK)
                 live[k] = NULL;
             lstream[k] = stream, lrec[k] = 0, lsize[k] = size;
             path_waits += fake_waits != w0 && S(a, "num_alloc_retries") == r0;
-        } else {
+        } else if (live[k]) {
             if (op < 10) {
                 uintptr_t t = 1 + (tc_test_rand() % 5);
-                tc__alloc_record_stream(a, live[k], t);
-                lrec[k] |= 1u << t;
+                if (!gone_until[t]) {
+                    tc__alloc_record_stream(a, live[k], t);
+                    lrec[k] |= 1u << t;
+                }
             }
-            fake_stamp[tc_test_rand() % 8] = fake_clock + 3;
-            uint64_t stamp = fake_stamp[lstream[k] & 7];
+            unsigned busy = (unsigned)(tc_test_rand() % 8);
+            if (!gone_until[busy]) /* a stream gone takes no more work */
+                fake_stamp[busy] = fake_clock + 3;
+            uint64_t stamp = lstream[k] ? fake_stamp[lstream[k] & 7] : 0;
+            if (lfixed[k] > stamp)
+                stamp = lfixed[k];
             for (int t = 0; t < 8; t++)
                 if ((lrec[k] >> t & 1) && fake_stamp[t] > stamp)
                     stamp = fake_stamp[t];
@@ -661,6 +770,7 @@ static void test_random(const char *conf, size_t gran, long steps)
     CHECK(bad == 0);
     CHECK(path_waits == 0);
     CHECK(unsafe_unmaps == 0);
+    CHECK(hctx.dead_stream_uses == 0);
     CHECK(S(a, "num_device_synchronize") == fake_waits);
     double ratio = (double)S(a, "reserved_bytes.all.peak") / (double)S(a, "active_bytes.all.peak");
     printf("random (%s): peak reserved / peak active %.3f, %lld waits, %lld OOM retries\n",
@@ -677,6 +787,8 @@ static void test_random(const char *conf, size_t gran, long steps)
     CHECK(S(a, "reserved_bytes.all.current") == 0 && S(a, "active.all.current") == 0);
     CHECK(hctx.in_use == 0 && fake_live == 0 && hctx.bad_unmaps == 0 && unsafe_unmaps == 0);
     tc__alloc_destroy(a);
+    for (uintptr_t t = 1; t < 8; t++)
+        tc__host_stream_set_gone(&hctx, t, false);
 }
 
 int main(void)
@@ -695,6 +807,9 @@ int main(void)
     test_no_wait_before_grow();
     test_expandable_fences();
     test_many_streams();
+    test_stream_gone(NULL, 0);
+    test_stream_gone("expandable_segments:True", 2 * MiB);
+    test_stream_gone_destroy();
     const char *e = getenv("TC_ALLOC_STEPS");
     long steps = e ? atol(e) : 1000000;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -1,7 +1,9 @@
 /* Eight threads allocate, record streams and free on one allocator (plain
- * host provider) while a ninth reads stats and empties the cache; afterwards
- * the invariant checker must pass and everything must be back. Meant for
- * ThreadSanitizer (-DTCUDA_TSAN=ON); in a plain build it is a quick smoke. */
+ * host provider) while a ninth reads stats, empties the cache and makes
+ * streams go away (4, which the workers record blocks on, and now and then
+ * one they allocate on); afterwards the invariant checker must pass and
+ * everything must be back. Meant for ThreadSanitizer (-DTCUDA_TSAN=ON); in
+ * a plain build it is a quick smoke. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@ static void *worker(void *arg)
                 atomic_fetch_add(&errors, 1);
             else
                 *(unsigned char *)live[k] = (unsigned char)k;
+            if (live[k] && x % 7 == 0 && tc__alloc_record_stream(a, live[k], 4) != TC_OK)
+                atomic_fetch_add(&errors, 1);
         }
     }
     for (int k = 0; k < 64; k++)
@@ -44,12 +48,16 @@ static void *worker(void *arg)
 static void *watcher(void *arg)
 {
     (void)arg;
+    unsigned it = 0;
     while (atomic_load(&running) > 0) {
         struct tc_memory_stats s;
         tc__alloc_stats(a, &s);
         if (s.allocated_bytes[0].current > s.reserved_bytes[0].current)
             atomic_fetch_add(&errors, 1);
         tc__alloc_empty_cache(a);
+        tc__alloc_stream_gone_all(4); /* and a new stream 4 comes at once */
+        if (++it % 16 == 0)           /* a stream the workers allocate on: its cache goes */
+            tc__alloc_stream_gone_all(1 + (uintptr_t)(it / 16) % 3);
     }
     return NULL;
 }

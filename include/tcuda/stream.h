@@ -37,9 +37,12 @@ TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
 /* Wraps a cudaStream_t that the caller created on `device` (-1: current)
  * (torch.cuda.ExternalStream). The wrapper is destroyed with
- * tc_stream_destroy; the CUDA stream is not. Keep the CUDA stream alive
- * while memory recorded on it (tc_tensor_record_stream, or a tcuda call that
- * ran there) may still be freed: the allocator records an event on it then. */
+ * tc_stream_destroy; the CUDA stream is not. Destroy the wrapper before the
+ * CUDA stream: then tcuda's allocators record one event on the CUDA stream
+ * for the memory used there (tc_tensor_record_stream, or a tcuda call that
+ * ran there) and never name the stream again, so the CUDA stream may be
+ * destroyed at once, even while such memory is still live. Work queued on
+ * the CUDA stream after the wrapper is gone is not tracked. */
 TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out);
 
 /* Destroys a stream made by tc_stream_create or tc_stream_from_external.
@@ -47,14 +50,18 @@ TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_st
  * destroyed (TC_ERROR_INVALID_ARGUMENT); a stream already destroyed gives
  * TC_ERROR_INVALID_HANDLE. If the stream is the calling thread's current
  * stream, the current stream becomes the default stream again (other
- * threads must stop using it before it is destroyed). The underlying CUDA
- * stream is kept and reused by a later tc_stream_create of the same device
- * and priority, as PyTorch pools its streams, so memory recorded on the
- * stream can still be freed safely afterwards. */
+ * threads must stop using it before it is destroyed). Memory recorded on
+ * the stream (tc_tensor_record_stream) may still be released afterwards: it
+ * is reused once the work queued on the stream before the destroy has
+ * finished, and the host does not wait for that work here. The underlying
+ * CUDA stream is kept and reused by a later tc_stream_create of the same
+ * device and priority, as PyTorch pools its streams. */
 TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
 
 /* TC_OK when all work queued on the stream has finished, TC_ERROR_NOT_READY
- * while some still runs (as cudaStreamQuery); any other status is an error. */
+ * while some still runs (as cudaStreamQuery); any other status is an error.
+ * TC_ERROR_NOT_READY is an answer, not an error: it leaves tc_last_error()
+ * as it was (no message is formatted), so polling in a loop is cheap. */
 TCUDA_API tc_status tc_stream_query(tc_stream *stream);
 
 /* Waits until all work queued on the stream has finished. */
@@ -125,7 +132,8 @@ TCUDA_API tc_status tc_event_record(tc_event *event, tc_stream *stream);
 
 /* TC_OK when the work captured by the last record has finished, or the
  * event was never recorded; TC_ERROR_NOT_READY while it runs (as
- * cudaEventQuery); any other status is an error. */
+ * cudaEventQuery), which leaves tc_last_error() as it was (as
+ * tc_stream_query); any other status is an error. */
 TCUDA_API tc_status tc_event_query(tc_event *event);
 
 /* Waits until the event has completed (no-op if never recorded). */

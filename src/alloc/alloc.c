@@ -54,6 +54,37 @@ void tc__mutex_wake(tc__mutex *m)
 }
 #endif
 
+/* Every allocator, so that a stream going away reaches them all. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static tc__allocator *reg_head;
+
+static void reg_add(tc__allocator *a)
+{
+    pthread_mutex_lock(&reg_lock);
+    a->reg_next = reg_head;
+    reg_head = a;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void reg_remove(tc__allocator *a)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (tc__allocator **p = &reg_head; *p; p = &(*p)->reg_next)
+        if (*p == a) {
+            *p = a->reg_next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void tc__alloc_stream_gone_all(uintptr_t stream)
+{
+    pthread_mutex_lock(&reg_lock); /* then each a->mu: destroy takes reg_lock alone */
+    for (tc__allocator *a = reg_head; a; a = a->reg_next)
+        tc__alloc_stream_gone(a, stream);
+    pthread_mutex_unlock(&reg_lock);
+}
+
 tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_config *cfg,
                            int device, tc__allocator **out)
 {
@@ -78,6 +109,7 @@ tc_status tc__alloc_create(const tc__seg_provider *provider, const tc__alloc_con
     if (cfg->no_caching)
         a->cfg.expandable_segments = false;
     tc__hist_register(a);
+    reg_add(a);
     *out = a;
     return TC_OK;
 }
@@ -86,13 +118,18 @@ void tc__alloc_destroy(tc__allocator *a)
 {
     if (!a)
         return;
+    reg_remove(a);
     tc__hist_unregister(a);
     tc__process_events(a, true);
     while (a->segs) {
         seg *s = a->segs;
         for (blk *b = s->head; b; b = b->next)
-            if (b->state != B_FREE)
+            if (b->state != B_FREE && b->uses) {
+                for (unsigned i = 0; i < b->uses->n; i++) /* events of streams gone */
+                    if (b->uses->use[i].event && a->p.event_destroy)
+                        a->p.event_destroy(a->p.ctx, b->uses->use[i].event);
                 free(b->uses);
+            }
         a->segs = s->next;
         if (s->expandable)
             tc__exp_release(a, s);
@@ -162,6 +199,8 @@ static void release_all_cached(tc__allocator *a)
 static tc_status get_block(tc__allocator *a, scache *c, size_t rs, blk **out)
 {
     blk *b = tc__bin_find(a, c, rs);
+    if (!b && TC_UNLIKELY(a->ngone) && tc__gone_adopt(a, c)) /* memory of streams gone */
+        b = tc__bin_find(a, c, rs);
     if (!b) {
         if (a->cfg.gc_threshold > 0 && !a->ncaps) { /* no release during capture */
             size_t cap = a->limit != SIZE_MAX ? a->limit : tc__mem_total(a);
@@ -294,8 +333,11 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
         stat_upd(&a->st.oversize_allocations, -1);
     if (TC_UNLIKELY(b->uses != NULL)) {
         b->state = B_PENDING;
-        for (unsigned i = 0; i < b->uses->n; i++)
-            tc__push_pending(a, b, b->uses->stream[i]);
+        for (unsigned i = 0; i < b->uses->n; i++) {
+            blk_use *u = &b->uses->use[i];
+            tc__push_pending(a, b, u->stream, u->event); /* takes the event over */
+            u->event = NULL;
+        }
     }
     if (!b->uses || b->uses->pending == 0) {
         stat2_sub(a->st.active, small, 1);

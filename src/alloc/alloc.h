@@ -93,6 +93,16 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned);
 bool tc__alloc_owns(tc__allocator *a, const void *ptr);
 /* Marks a live block as used on `stream`: its reuse waits for that stream. */
 tc_status tc__alloc_record_stream(tc__allocator *a, void *ptr, uintptr_t stream);
+/* `stream` is about to go away (destroyed, or an external stream's wrapper
+ * released); call it while the stream is still valid. Every use of memory on
+ * it becomes an event recorded there now (or, without events, counts as
+ * complete), so that no later call names the stream to the provider: blocks
+ * recorded on it wait for that event, and the memory cached for it serves
+ * other streams once that event is seen complete. Never waits for the GPU.
+ * A stream later created with the same handle value starts afresh. */
+void tc__alloc_stream_gone(tc__allocator *a, uintptr_t stream);
+/* tc__alloc_stream_gone on every allocator that exists. */
+void tc__alloc_stream_gone_all(uintptr_t stream);
 /* Waits for pending events and for the last use of cached memory, then
  * releases every wholly free segment and every free expandable chunk. */
 void tc__alloc_empty_cache(tc__allocator *a);
@@ -145,8 +155,21 @@ typedef struct tc__host_provider_ctx {
     } * ranges;
     size_t nranges, cap_ranges;
     int64_t bad_unmaps;
+    /* Streams that went away (tc__host_stream_set_gone): a provider call
+     * naming one, which CUDA would refuse or crash on, is counted in
+     * dead_stream_uses (alloc here; event records in tests' fake events,
+     * through tc__host_stream_touch). */
+    uintptr_t gone[16];
+    size_t ngone;
+    int64_t dead_stream_uses;
 } tc__host_provider_ctx;
 void tc__host_provider_init(tc__seg_provider *p, tc__host_provider_ctx *ctx);
+/* Marks `stream` as gone (or, with gone false, as a new stream that took its
+ * handle value). At most 16 gone at once; more are ignored. */
+void tc__host_stream_set_gone(tc__host_provider_ctx *ctx, uintptr_t stream, bool gone);
+/* A provider call names `stream`: counted in dead_stream_uses when it is
+ * gone. Returns whether it is alive. */
+bool tc__host_stream_touch(tc__host_provider_ctx *ctx, uintptr_t stream);
 
 #ifdef __cplusplus
 }

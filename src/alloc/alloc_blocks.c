@@ -71,7 +71,7 @@ scache *tc__cache_find(tc__allocator *a, uint64_t pool_id, int small, uintptr_t 
 {
     scache *c;
     for (c = a->caches; c; c = c->next)
-        if (c->stream == stream && c->small == small && c->pool_id == pool_id)
+        if (c->stream == stream && c->small == small && c->pool_id == pool_id && !c->gone)
             return a->last_cache[small] = c;
     c = calloc(1, sizeof *c);
     if (!c)
@@ -103,8 +103,11 @@ void tc__free_block(tc__allocator *a, blk *b)
     seg *s = b->seg;
     scache *c = s->sc;
     b->state = B_FREE;
-    if (TC_UNLIKELY(b->uses != NULL))
-        free(b->uses); /* b->uses is overwritten below: b joins a bin or the free list */
+    if (TC_UNLIKELY(b->uses != NULL)) {
+        free(b->uses); /* b->uses is overwritten below: b joins a bin or the free list;
+                        * its events went to the pending list before */
+        a->nuses--;
+    }
     blk *n;
     if ((n = b->prev) && n->state == B_FREE) {
         merge(a, c, n, n, b);
@@ -115,8 +118,9 @@ void tc__free_block(tc__allocator *a, blk *b)
     tc__split_stat(a, b, +1);
     tc__bin_insert(c, b);
     s->free_tick = ++a->tick;
-    /* merged memory: the newest stamp (the epoch never goes back) */
-    b->epoch = c->free_epoch = a->epoch;
+    /* merged memory: the newest stamp (the epoch never goes back); in a gone
+     * cache every use was on its dead stream, before its last fence */
+    b->epoch = c->free_epoch = TC_UNLIKELY(c->gone) ? c->gone_epoch : a->epoch;
     /* A released pool's segment that is now wholly free goes back on the next
      * empty_cache, out-of-memory retry or garbage collection, not here:
      * giving it back may wait for the GPU. */

@@ -3,17 +3,41 @@
  * reservation whose "mapping" only counts bytes, and a capacity so that tests
  * can make it refuse. Event hooks are left to the tests. free is marked as
  * waiting for the GPU, as cudaFree does, so that tests see what a device
- * provider would count. */
+ * provider would count. Streams can go away: a call that names one after
+ * that (which CUDA would refuse, or crash on) is counted, so tests see that
+ * the allocator forgot it. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
 
+void tc__host_stream_set_gone(tc__host_provider_ctx *ctx, uintptr_t stream, bool gone)
+{
+    for (size_t i = 0; i < ctx->ngone; i++)
+        if (ctx->gone[i] == stream) {
+            if (!gone)
+                ctx->gone[i] = ctx->gone[--ctx->ngone];
+            return;
+        }
+    if (gone && ctx->ngone < sizeof ctx->gone / sizeof ctx->gone[0])
+        ctx->gone[ctx->ngone++] = stream;
+}
+
+bool tc__host_stream_touch(tc__host_provider_ctx *ctx, uintptr_t stream)
+{
+    for (size_t i = 0; i < ctx->ngone; i++)
+        if (ctx->gone[i] == stream) {
+            ctx->dead_stream_uses++;
+            return false;
+        }
+    return true;
+}
+
 static tc_status host_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
 {
-    (void)stream;
     tc__host_provider_ctx *c = ctx;
+    (void)tc__host_stream_touch(c, stream);
     if (c->capacity && c->in_use + size > c->capacity)
         return TC_ERROR_OUT_OF_MEMORY;
     void *p = aligned_alloc(512, size);

@@ -61,12 +61,20 @@ typedef struct blk blk;
 typedef struct seg seg;
 typedef struct scache scache;
 
+/* One extra stream of a live block: the stream while it lives; once it went
+ * away (tc__alloc_stream_gone), an event recorded on it then, which this
+ * record owns until the block is freed, and the stream is never named again. */
+typedef struct blk_use {
+    uintptr_t stream;
+    void *event; /* NULL while the stream lives */
+} blk_use;
+
 /* Extra streams of a live block (record_stream), malloc'd on the first one;
  * freed with the block. */
 typedef struct blk_uses {
     int pending;     /* events still to complete before the block is free */
-    unsigned n, cap; /* streams in use, room in stream */
-    uintptr_t stream[];
+    unsigned n, cap; /* entries in use, room in use[] */
+    blk_use use[];
 } blk_uses;
 
 /* A block record: exactly one 64-byte line (slabs are 64-byte aligned), so
@@ -110,6 +118,14 @@ struct scache { /* free blocks of one (pool, class, stream) */
      * `stream` recorded at fence_epoch; free_epoch is the last free's. */
     void *fence;
     uint32_t fence_epoch, done_epoch, free_epoch;
+    /* The stream went away (tc__alloc_stream_gone): the cache serves no
+     * malloc and its stream is never named to the provider again; `fence`
+     * (or done_epoch) then covers every use of its memory on that stream,
+     * recorded at gone_epoch, which stamps its frees from then on. Once that
+     * is seen complete its plain segments move to a live cache that needs
+     * memory (alloc_streams.c), and the record goes with its last segment. */
+    bool gone;
+    uint32_t gone_epoch;
 };
 
 /* A segment. Plain: one provider allocation, size == va_size == mapped.
@@ -186,8 +202,11 @@ struct tc__allocator {
     void **slabs;
     size_t nslabs, cap_slabs;
     uint64_t tick;
-    uint32_t epoch;      /* frees stamp it; each fence recorded moves it on */
-    tc__hist_local hist; /* recorded events and live stacks (alloc_history_events.c) */
+    uint32_t epoch;          /* frees stamp it; each fence recorded moves it on */
+    size_t nuses;            /* live blocks with a blk_uses record */
+    size_t ngone;            /* caches whose stream went away */
+    tc__allocator *reg_next; /* the list of every allocator (alloc.c) */
+    tc__hist_local hist;     /* recorded events and live stacks (alloc_history_events.c) */
 };
 
 /* ---- statistics -----------------------------------------------------------
@@ -553,7 +572,9 @@ void tc__exp_release(tc__allocator *a, seg *s);
 
 /* alloc_streams.c */
 void tc__process_events(tc__allocator *a, bool wait);
-void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream);
+/* Block b, freed, waits for its use on `stream` (an event recorded there
+ * now), or for `event` when not NULL (taken over). */
+void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream, void *event);
 /* Waits for one event (counted in num_device_synchronize). */
 void tc__event_wait(tc__allocator *a, void *ev);
 /* Whether the memory of a free block of c stamped with `epoch` is known to be
@@ -562,8 +583,14 @@ static inline bool tc__epoch_done(const scache *c, uint32_t epoch)
 {
     return (int32_t)(epoch - c->done_epoch) <= 0;
 }
+/* A cache whose stream went away and whose last use is known complete,
+ * matching c's pool and class, gives its plain segments to c (malloc found no
+ * block in c); false when there was none. */
+bool tc__gone_adopt(tc__allocator *a, scache *c);
+/* Frees the record of a gone cache once no segment belongs to it. */
+void tc__gone_reap(tc__allocator *a, scache *c);
 /* Polls c's fence without waiting; records a new one when there is none and
- * frees since the last are not known complete. */
+ * frees since the last are not known complete (never on a gone cache). */
 void tc__fence_poll(tc__allocator *a, scache *c);
 /* Waits until every free block of c is known complete (empty_cache, an
  * out-of-memory retry, the GC threshold, destroy). */

@@ -67,7 +67,8 @@ static void seg_unlink(tc__allocator *a, seg *s)
 
 void tc__seg_release(tc__allocator *a, seg *s)
 {
-    int small = s->sc->small;
+    scache *c = s->sc;
+    int small = c->small;
     blk *b = s->head;
     if (b) {
         tc__split_stat(a, b, -1);
@@ -91,6 +92,8 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (b)
         tc__blk_del(a, b);
     free(s);
+    if (TC_UNLIKELY(c->gone))
+        tc__gone_reap(a, c); /* its stream went away: the record goes with its last segment */
 }
 
 void tc__no_caching_release(tc__allocator *a, seg *s)

@@ -1,12 +1,23 @@
-/* Storage for opaque handles (streams, events) that lets a destroyed handle
- * be recognized: a destroyed object is not returned to malloc but parked, its
- * magic word overwritten, at the back of a FIFO queue, and reused only after
- * the objects parked before it. Using a handle soon after destroying it thus
- * finds a dead magic word instead of freed memory. */
+/* Storage for opaque handles (streams, events, tensors, ...) that lets a
+ * destroyed handle be recognized: a destroyed object is not returned to
+ * malloc but parked, its magic word overwritten, at the back of a FIFO
+ * queue, and reused only after the objects parked before it. Using a handle
+ * soon after destroying it thus finds a dead magic word instead of freed
+ * memory.
+ *
+ * Each thread parks into a FIFO of its own first (one per pool, up to
+ * TC_HANDLE_POOL_LOCAL pools), so that a create and a release on the hot
+ * path take no lock: a released object is reused by its thread only after
+ * TC_HANDLE_POOL_QUARANTINE later releases there. Past twice that, the
+ * oldest half moves to the pool's shared FIFO (one lock per
+ * TC_HANDLE_POOL_QUARANTINE releases), whose objects go out again, in
+ * batches, past the same quarantine; a thread's FIFO goes there when the
+ * thread exits. */
 #ifndef TCUDA_HANDLE_POOL_H
 #define TCUDA_HANDLE_POOL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,19 +26,23 @@
 typedef struct tc__handle_pool {
     pthread_mutex_t lock;
     size_t size; /* object size; at least 16 bytes, magic word first */
-    void *head;  /* oldest parked object */
+    void *head;  /* shared FIFO: oldest parked object */
     void *tail;
     size_t parked;
+    atomic_int slot; /* 1 + its per-thread FIFO's index; 0 not yet; -1 none */
 } tc__handle_pool;
 
 #define TC_HANDLE_POOL_INIT(type)                                                                  \
     {                                                                                              \
-        PTHREAD_MUTEX_INITIALIZER, sizeof(type), NULL, NULL, 0                                     \
+        PTHREAD_MUTEX_INITIALIZER, sizeof(type), NULL, NULL, 0, 0                                  \
     }
 
 /* Objects parked before reuse begins: a dead handle stays recognizable until
- * this many more objects have been destroyed after it. */
+ * this many more objects have been destroyed after it (on its thread). */
 #define TC_HANDLE_POOL_QUARANTINE 64
+
+/* Pools that get per-thread FIFOs (the first ones used); others lock. */
+#define TC_HANDLE_POOL_LOCAL 16
 
 /* A zeroed object, or NULL when memory runs out. */
 void *tc__handle_get(tc__handle_pool *pool);

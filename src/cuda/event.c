@@ -121,9 +121,9 @@ tc_status tc_event_query(tc_event *event)
             tc__san_event_sync(event);
         return TC_OK;
     }
-    if (err == cudaErrorNotReady) {
+    if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
         (void)cudaGetLastError();
-        return tc__fail(TC_ERROR_NOT_READY, "the work before the event's record has not finished");
+        return TC_ERROR_NOT_READY;
     }
     return tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
 }

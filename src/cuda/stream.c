@@ -9,18 +9,23 @@
  * or a second destroy, is reported as TC_ERROR_INVALID_HANDLE instead of
  * touching freed memory.
  *
- * The CUDA stream of a destroyed tc_stream is not destroyed but retired, and
- * a later tc_stream_create of the same device and priority takes it again
- * (PyTorch never destroys its streams either: it pools them). The caching
- * allocators keep the CUDA streams that record_stream named and record
- * events on them when the memory is freed, possibly after the tc_stream is
- * gone: on a destroyed CUDA stream that record would crash in the driver
- * (seen on the H100 in test_comm_cuda); on a retired one it marks, as
- * intended, the work queued there so far. Retired streams are bounded by
- * the most streams that ever lived at once. */
+ * A stream that goes away (destroyed, or an external stream's wrapper
+ * released) is first forgotten by every caching allocator while its CUDA
+ * stream is still valid (tc__alloc_stream_gone_all, alloc.h): each use of
+ * memory there becomes an event recorded on it then, so that no allocator
+ * names the stream afterwards. (Before, the allocators recorded events on
+ * streams that record_stream named when the memory was freed, possibly
+ * after the stream was gone: on a destroyed CUDA stream that crashed in the
+ * driver, seen on the H100 in test_comm_cuda.) The CUDA stream of a
+ * destroyed tc_stream is still not destroyed but retired, and a later
+ * tc_stream_create of the same device and priority takes it again, as
+ * PyTorch pools its streams: creating CUDA streams is not free, and other
+ * holders of raw handles (the stream sanitizer) stay safe. Retired streams
+ * are bounded by the most streams that ever lived at once. */
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "../alloc/alloc.h"
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
@@ -162,8 +167,16 @@ tc_status tc_stream_destroy(tc_stream *stream)
     TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
     tc_stream *s = stream;
     TC_CHECK_ARG(!s->is_default, "the default stream of device %d cannot be destroyed", s->device);
-    if (s->owned && !retire(s->device, s->priority, s->handle))
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    /* While the CUDA stream is valid and before a create may take it again:
+     * the allocators keep events recorded on it instead (on its device). */
+    tc_device_guard g = tc_device_guard_enter(s->device);
+    tc__alloc_stream_gone_all((uintptr_t)s->handle);
+    tc_device_guard_exit(&g);
+    if (s->owned && !retire(s->device, s->priority, s->handle)) {
+        g = tc_device_guard_enter(s->device);
+        (void)cudaStreamDestroy(s->handle); /* nothing names it any more */
+        tc_device_guard_exit(&g);
+    }
     if (tc__tls_stream[s->device] == s)
         tc__tls_stream[s->device] = NULL;
     tc__handle_put(&stream_pool, s);
@@ -182,9 +195,9 @@ tc_status tc_stream_query(tc_stream *stream)
             tc__san_stream_sync(s->device, (void *)s->handle);
         return TC_OK;
     }
-    if (err == cudaErrorNotReady) {
+    if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
         (void)cudaGetLastError();
-        return tc__fail(TC_ERROR_NOT_READY, "work queued on the stream has not finished");
+        return TC_ERROR_NOT_READY;
     }
     return tc__cuda_fail(err, "cudaStreamQuery", __FILE__, __LINE__);
 }

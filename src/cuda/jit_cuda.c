@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_internal.h"
 #include "driver_api.h"
@@ -116,6 +117,17 @@ tc_status tc__jit_cuda_device(int device, int *arch, int *sms)
     return TC_OK;
 }
 
+static _Thread_local double phase_ms[3];
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void tc__jit_cuda_compile_phases(double ms[3]) { memcpy(ms, phase_ms, sizeof phase_ms); }
+
 tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size)
 {
     TC_TRY(nvrtc_load());
@@ -125,11 +137,14 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
     for (int i = 0; i < N_OPTS; i++)
         opts[i + 1] = nvrtc_opts[i];
     nvrtcProgram prog;
+    double t0 = now_ms();
     nvrtcResult r = nv.create(&prog, source, "tcuda_jit.cu", 0, NULL, NULL);
+    double t1 = now_ms();
     if (r != NVRTC_SUCCESS)
         return tc__fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? TC_ERROR_OUT_OF_MEMORY : TC_ERROR_CUDA,
                         "nvrtcCreateProgram: %s", nv.errstr(r));
     r = nv.compile(prog, N_OPTS + 1, opts);
+    double t2 = now_ms();
     tc_status st = TC_OK;
     if (r != NVRTC_SUCCESS) {
         size_t n = 0;
@@ -160,6 +175,9 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
         }
     }
     nv.destroy(&prog);
+    phase_ms[0] = t1 - t0;
+    phase_ms[1] = t2 - t1;
+    phase_ms[2] = now_ms() - t2;
     return st;
 }
 

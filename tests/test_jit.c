@@ -265,6 +265,14 @@ static void test_keys(void)
     CHECK(a && b && c && h && strcmp(a, b) && strcmp(a, c) && strcmp(c, h));
     CHECK(strstr(a, jc_add) && strstr(h, jc_add) && strstr(a, "tc_jit_kernel") &&
           strstr(h, "tc_jit_host"));
+    /* a minimal prelude (NVRTC parses all of it): no header, and the 16-bit
+     * conversions only for their dtype, the hardware's on the GPU */
+    CHECK(!strstr(a, "#include") && !strstr(a, "tcj_f32_to_f16") && !strstr(a, "bf16"));
+    CHECK(strstr(b, "cvt.rn.f16.f32") && strstr(b, "tcj_f16_to_f32") && !strstr(b, "bf16"));
+    sp.dtype = TC_BFLOAT16;
+    char *bf = tc__jit_source(&sp, true);
+    CHECK(bf && strstr(bf, "cvt.rn.bf16.f32") && !strstr(bf, "tcj_f32_to_f16"));
+    free(bf);
     sp.dtype = (tc_dtype)TC_NUM_DTYPES; /* not a dtype: no source */
     CHECK(tc__jit_source(&sp, true) == NULL && tc__jit_source(&sp, false) == NULL);
     free(a);
@@ -768,6 +776,24 @@ static void test_nvrtc_compiles(void)
             free(src);
         }
     CHECK(compiled == 2 * TC_NUM_DTYPES);
+    /* what an element-wise function may use is there under -minimal: math
+     * functions, min/max, isnan, device printf and atomics */
+    tc__jit_spec uses = {"template <typename T> T uses(T x, T y) { if (isnan(x)) printf(\"%f\", "
+                         "x); return sinf(x) + erf(y) + fmaxf(x, y) + min(x, y) + max(x, T(0)) + "
+                         "rsqrtf(y) + __expf(x) + (T)atomicAdd((int *)0, 0); }",
+                         "uses",
+                         TC_FLOAT32,
+                         2,
+                         1,
+                         0,
+                         false,
+                         true};
+    char *usrc = tc__jit_source(&uses, true);
+    void *ubin = NULL;
+    size_t usize = 0;
+    CHECK_OK(tc__jit_cuda_compile(usrc, 90, &ubin, &usize));
+    free(ubin);
+    free(usrc);
     tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }",
                        "oops",
                        TC_FLOAT32,

@@ -1,7 +1,8 @@
 /* GPU: jiterator through NVRTC. Results equal the built-in ops bit for bit
  * over every dtype, broadcast, strided, 0-d, empty and mixed inputs,
  * scalars, multi-output and given outputs (tc_jit_check.h); the CPU path
- * and the GPU agree for float ops written with the basic operators; a
+ * and the GPU agree for float ops written with the basic operators;
+ * float16 and bfloat16 load and store every bit pattern as the CPU does; a
  * compile error is INVALID_ARGUMENT with NVRTC's log; the kernel runs on the
  * current stream; two threads compile one function once; a second process
  * (this program run again with TC_JIT_CUDA_CHILD set) loads the kernel from
@@ -109,6 +110,80 @@ static void test_disk_cache_second_process(void)
     CHECK(damaged > 0);
     CHECK(run_child() == 11); /* damaged: ignored, compiled, replaced */
     CHECK(run_child() == 10);
+}
+
+/* float16 and bfloat16 on the GPU: the kernel converts with the hardware's
+ * cvt instructions and keeps the integer conversions' NaNs. Every 16-bit
+ * pattern x through an identity (the bits back; a NaN made quiet, its sign
+ * kept), and x * y for six y (rounding to nearest even, subnormals,
+ * overflow; the product is exact in float) against the built-in CPU
+ * multiply (NaN results compared as NaN: the GPU's arithmetic gives its own
+ * NaN). Both through the vector path and the grid-stride loop. */
+static bool nan16(tc_dtype dt, uint16_t h)
+{
+    return (h & 0x7fffu) > (dt == TC_FLOAT16 ? 0x7c00u : 0x7f80u);
+}
+
+static void test_16bit_every_pattern(void)
+{
+    tc_jit_fn *id = NULL, *mul = NULL;
+    CHECK_OK(tc_jit_create_fn("template <typename T> T ident(T x) { return x; }", NULL, &id));
+    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &mul));
+    enum { N = 65536 };
+    static uint16_t bits[N + 1], ys[N + 1], got[N], want[N];
+    tc_dtype dts[2] = {TC_FLOAT16, TC_BFLOAT16};
+    /* 1 + ulp, 0.1, 3, 1/3, 2^-10, 1000 */
+    static const uint16_t yv[2][6] = {{0x3c01, 0x2e66, 0x4200, 0x3555, 0x1400, 0x63d0},
+                                      {0x3f81, 0x3dcd, 0x4040, 0x3eab, 0x3a80, 0x447a}};
+    for (int i = 0; i < N + 1; i++)
+        bits[i] = (uint16_t)(i - 1); /* bits[0] is a pad: from 1 on, not 16-byte aligned */
+    for (int k = 0; k < 2; k++) {
+        tc_dtype dt = dts[k];
+        for (int i = 0; i < N + 1; i++)
+            ys[i] = yv[k][i % 6];
+        int64_t s[1] = {N + 1};
+        tc_tensor *xa = NULL, *ya = NULL, *xc = NULL, *yc = NULL;
+        CHECK_OK(tc_tensor_from_data(bits, 1, s, dt, gpu, &xa));
+        CHECK_OK(tc_tensor_from_data(ys, 1, s, dt, gpu, &ya));
+        CHECK_OK(tc_tensor_from_data(bits, 1, s, dt, cpu, &xc));
+        CHECK_OK(tc_tensor_from_data(ys, 1, s, dt, cpu, &yc));
+        for (int off = 0; off < 2; off++) { /* 0: aligned (vector path), 1: not */
+            tc_tensor *x = NULL, *y = NULL, *xh = NULL, *yh = NULL, *ref = NULL;
+            tc_tensor *o1[1] = {NULL}, *o2[1] = {NULL};
+            CHECK_OK(tc_tensor_narrow(xa, 0, off, N, &x));
+            CHECK_OK(tc_tensor_narrow(ya, 0, off, N, &y));
+            CHECK_OK(tc_tensor_narrow(xc, 0, off, N, &xh));
+            CHECK_OK(tc_tensor_narrow(yc, 0, off, N, &yh));
+            const tc_tensor *in1[1] = {x}, *in2[2] = {x, y};
+            CHECK_OK(tc_jit_fn_call(id, in1, 1, NULL, o1));
+            CHECK_OK(tc_tensor_to_host(o1[0], got, dt));
+            int bad = 0;
+            for (int i = 0; i < N; i++) {
+                uint16_t h = (uint16_t)(i - 1 + off), w = h;
+                if (nan16(dt, h))
+                    w = dt == TC_FLOAT16 ? (uint16_t)((h & 0x8000u) | 0x7e00u)
+                                         : (uint16_t)(h | 0x40u);
+                bad += got[i] != w;
+            }
+            CHECK(bad == 0);
+            CHECK_OK(tc_jit_fn_call(mul, in2, 2, NULL, o2));
+            CHECK_OK(tc_tensor_mul(xh, yh, &ref));
+            CHECK_OK(tc_tensor_to_host(o2[0], got, dt));
+            CHECK_OK(tc_tensor_to_host(ref, want, dt));
+            bad = 0;
+            for (int i = 0; i < N; i++)
+                bad += nan16(dt, want[i]) ? !nan16(dt, got[i]) : got[i] != want[i];
+            CHECK(bad == 0);
+            tc_tensor *rel[] = {x, y, xh, yh, ref, o1[0], o2[0]};
+            for (int i = 0; i < 7; i++)
+                tc_tensor_release(rel[i]);
+        }
+        tc_tensor *rel[] = {xa, ya, xc, yc};
+        for (int i = 0; i < 4; i++)
+            tc_tensor_release(rel[i]);
+    }
+    tc_jit_fn_destroy(id);
+    tc_jit_fn_destroy(mul);
 }
 
 /* float ops with the basic operators: CPU path and GPU within 1 ulp. */
@@ -242,6 +317,7 @@ int main(void)
     jc_parity_suite(gpu);
     printf("GPU parity suite: %.0f ms\n", tc_test_now_ms() - t0);
     test_cpu_gpu_agree();
+    test_16bit_every_pattern();
     test_compile_error();
     test_current_stream();
     test_threads_compile_once();

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_internal.h"
 #include "driver_api.h"
@@ -25,9 +26,17 @@ static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_na
  * no contraction into fused multiply-adds, so a + b * c gives the rounded
  * operations it writes, as the built-in ops and the CPU path do.
  * -default-device: the user's unannotated functions are device functions.
- * -w: the log holds the errors only. */
-static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device", "-w"};
-#define N_OPTS 4
+ * -w: the log holds the errors only. -minimal (NVRTC 12.4 and later; left
+ * out before): no implicit CUDA runtime header (textures, surfaces, device
+ * launches, the runtime API's types, none of which an element-wise function
+ * uses): 8 ms less front end per compile (an empty kernel takes 35 ms
+ * of CPU here, 43 without), byte for byte the same cubin, so the key names
+ * it whether or not the NVRTC found takes it. No -G or -lineinfo; -dopt is the
+ * default; --extra-device-vectorization and -split-compile were slower,
+ * -Ofast-compile changes the code (bench/bench_jit_compile.c). */
+static const char *const nvrtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device", "-w",
+                                         "-minimal"};
+#define N_OPTS 5
 
 typedef nvrtcResult (*pf_version)(int *, int *);
 typedef nvrtcResult (*pf_create)(nvrtcProgram *, const char *, const char *, int,
@@ -47,7 +56,8 @@ static struct {
     pf_destroy destroy;
     pf_errstr errstr;
     char version_str[32];
-    int state; /* 0 not tried, 1 ready */
+    int n_opts; /* of nvrtc_opts this NVRTC takes: all but -minimal before 12.4 */
+    int state;  /* 0 not tried, 1 ready */
 } nv;
 static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -70,6 +80,7 @@ static tc_status nvrtc_load(void)
         int major = 0, minor = 0;
         if (st == TC_OK && nv.version(&major, &minor) == NVRTC_SUCCESS) {
             snprintf(nv.version_str, sizeof nv.version_str, "NVRTC %d.%d", major, minor);
+            nv.n_opts = major * 100 + minor >= 1204 ? N_OPTS : N_OPTS - 1;
             __atomic_store_n(&nv.state, 1, __ATOMIC_RELEASE);
         } else if (st == TC_OK) {
             st = tc__fail(TC_ERROR_NOT_SUPPORTED, "NVRTC was loaded but nvrtcVersion failed");
@@ -107,14 +118,32 @@ const char *tc__jit_cuda_key_id(void)
     return key_id;
 }
 
+/* Two attributes, not tc_get_device_capability: its first call on a device
+ * reads every property (cudaGetDeviceProperties), which a first call need
+ * not wait for. */
 tc_status tc__jit_cuda_device(int device, int *arch, int *sms)
 {
     int major = 0, minor = 0;
-    TC_TRY(tc_get_device_capability(device, &major, &minor));
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaDeviceGetAttribute", __FILE__, __LINE__);
     *arch = major * 10 + minor;
     *sms = tc__sm_count(device);
     return TC_OK;
 }
+
+static _Thread_local double phase_ms[3];
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void tc__jit_cuda_compile_phases(double ms[3]) { memcpy(ms, phase_ms, sizeof phase_ms); }
 
 tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size)
 {
@@ -125,11 +154,14 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
     for (int i = 0; i < N_OPTS; i++)
         opts[i + 1] = nvrtc_opts[i];
     nvrtcProgram prog;
+    double t0 = now_ms();
     nvrtcResult r = nv.create(&prog, source, "tcuda_jit.cu", 0, NULL, NULL);
+    double t1 = now_ms();
     if (r != NVRTC_SUCCESS)
         return tc__fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? TC_ERROR_OUT_OF_MEMORY : TC_ERROR_CUDA,
                         "nvrtcCreateProgram: %s", nv.errstr(r));
-    r = nv.compile(prog, N_OPTS + 1, opts);
+    r = nv.compile(prog, nv.n_opts + 1, opts);
+    double t2 = now_ms();
     tc_status st = TC_OK;
     if (r != NVRTC_SUCCESS) {
         size_t n = 0;
@@ -160,6 +192,9 @@ tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_
         }
     }
     nv.destroy(&prog);
+    phase_ms[0] = t1 - t0;
+    phase_ms[1] = t2 - t1;
+    phase_ms[2] = now_ms() - t2;
     return st;
 }
 

@@ -3,12 +3,15 @@
  *
  * Both get the same prelude: the argument block (the layout of tc__jit_args
  * for the variant: sizes and strides only in the strided class, one data
- * pointer and stride row per operand the function has), the element types, and float16/bfloat16 conversions written out in the
- * source (round to nearest even, the same algorithm as core/philox.h, which
- * gives what the built-in kernels' __float2half_rn / __float2bfloat16_rn
- * give): 16-bit floats are loaded into float, computed in float and rounded
- * back, as the built-in kernels do. Then the user's code, under a #line so
- * compiler messages point into it, then the loop:
+ * pointer and stride row per operand the function has), the element types,
+ * and for float16 and bfloat16 only, their conversions, round to nearest
+ * even: on the CPU in integer operations, on the GPU the hardware's cvt
+ * instructions, the same bits (core/philox.h's functions, which give what
+ * the built-in kernels' __float2half_rn / __float2bfloat16_rn give), and no
+ * header (cuda_fp16.h is large to parse). Nothing else: NVRTC parses every
+ * line of it on each compile. 16-bit floats are loaded into float, computed
+ * in float and rounded back, as the built-in kernels do. Then the user's
+ * code, under a #line so compiler messages point into it, then the loop:
  *   GPU, dense class: when args.flat (dense, 16-byte aligned), each thread
  *     of a 128-thread block moves TC__JIT_UNROLL 16-byte vectors per operand,
  *     all loads before any store, one pass over the tensor (the built-in
@@ -24,20 +27,32 @@
 #include "core/strbuf.h"
 #include "jit_internal.h"
 
-static const char prelude_common[] =
-    "typedef long long tcj_i64;\n"
-    "typedef unsigned int tcj_u32;\n"
-    "typedef unsigned short tcj_u16;\n"
-    "typedef unsigned char tcj_u8;\n"
-    "struct tcj_args {\n"
-    "    tcj_i64 numel, ndim, flat, pad;\n"
-    "#if TCJ_STRIDED\n"
-    "    tcj_i64 sizes[%d];\n"
-    "    tcj_i64 strides[NIN + NOUT][%d];\n"
-    "#endif\n"
-    "    void *data[NIN + NOUT];\n"
-    "    double scalars[TCJ_NSCALARS];\n"
-    "};\n"
+static const char args_struct[] = "typedef long long tcj_i64;\n"
+                                  "typedef unsigned int tcj_u32;\n"
+                                  "typedef unsigned short tcj_u16;\n"
+                                  "typedef unsigned char tcj_u8;\n"
+                                  "struct tcj_args {\n"
+                                  "    tcj_i64 numel, ndim, flat, pad;\n"
+                                  "#if TCJ_STRIDED\n"
+                                  "    tcj_i64 sizes[%d];\n"
+                                  "    tcj_i64 strides[NIN + NOUT][%d];\n"
+                                  "#endif\n"
+                                  "    void *data[NIN + NOUT];\n"
+                                  "    double scalars[TCJ_NSCALARS];\n"
+                                  "};\n";
+
+/* The bits of a float, and back: only 16-bit dtypes need them. */
+static const char pun_cuda[] =
+    "union tcj_pun { float f; unsigned int u; };\n"
+    "TCJ_HD unsigned int tcj_f2u(float f) { tcj_pun p; p.f = f; return p.u; }\n"
+    "TCJ_HD float tcj_u2f(unsigned int u) { tcj_pun p; p.u = u; return p.f; }\n";
+static const char pun_host[] =
+    "TCJ_HD unsigned int tcj_f2u(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); "
+    "return u; }\n"
+    "TCJ_HD float tcj_u2f(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n";
+
+/* float16 in integer operations (the CPU's, core/philox.h's *_soft). */
+static const char f16_soft[] =
     "TCJ_HD tcj_u16 tcj_f32_to_f16(float f)\n"
     "{\n"
     "    tcj_u32 x = tcj_f2u(f);\n"
@@ -75,13 +90,47 @@ static const char prelude_common[] =
     "        return sign ? -v : v;\n"
     "    }\n"
     "    return tcj_u2f(sign | ((e + 112u) << 23) | (m << 13));\n"
+    "}\n";
+
+/* float16 on the GPU: the hardware's conversions (core/philox.h's
+ * tc__f32_to_f16 and tc__f16_to_f32), the same bits as f16_soft for every
+ * input: a NaN keeps the software's quiet NaN, or its sign and payload
+ * (sign | 0x7f800000 | m << 13, from h sign-extended), selected without a
+ * branch. A few instructions instead of f16_soft's fifteen and branches,
+ * inlined for each of the 32 elements a thread of the vector path moves: the
+ * float16 kernel compiles in a quarter of the time (bench_jit_compile). */
+static const char f16_cuda[] =
+    "TCJ_HD tcj_u16 tcj_f32_to_f16(float f)\n"
+    "{\n"
+    "    unsigned short h;\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "    tcj_u16 nan = (tcj_u16)(((tcj_f2u(f) >> 16) & 0x8000u) | 0x7e00u);\n"
+    "    return f != f ? nan : (tcj_u16)h;\n"
     "}\n"
+    "TCJ_HD float tcj_f16_to_f32(tcj_u16 h)\n"
+    "{\n"
+    "    float f;\n"
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((unsigned short)h));\n"
+    "    tcj_u32 nan = ((tcj_u32)(int)(short)h << 13) | 0x7f800000u;\n"
+    "    return (h & 0x7fffu) > 0x7c00u ? tcj_u2f(nan) : f;\n"
+    "}\n";
+
+/* bfloat16: round to nearest even in integer operations, or (GPU, sm_80 and
+ * later) the hardware's cvt.rn.bf16.f32 with the software's NaN, as
+ * core/philox.h's tc__f32_to_bf16. */
+static const char bf16_common[] =
     "TCJ_HD tcj_u16 tcj_f32_to_bf16(float f)\n"
     "{\n"
     "    tcj_u32 x = tcj_f2u(f);\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "    unsigned short b;\n"
+    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(b) : \"f\"(f));\n"
+    "    return f != f ? (tcj_u16)((x >> 16) | 0x40u) : (tcj_u16)b;\n"
+    "#else\n"
     "    if ((x & 0x7fffffffu) > 0x7f800000u)\n"
     "        return (tcj_u16)((x >> 16) | 0x40u);\n"
     "    return (tcj_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+    "#endif\n"
     "}\n"
     "TCJ_HD float tcj_bf16_to_f32(tcj_u16 b) { return tcj_u2f((tcj_u32)b << 16); }\n";
 
@@ -94,10 +143,7 @@ static const char prelude_host[] =
     "template <typename A, typename B> static inline A min(A a, B b) { return b < a ? (A)b : a; "
     "}\n"
     "template <typename A, typename B> static inline A max(A a, B b) { return a < b ? (A)b : a; "
-    "}\n"
-    "TCJ_HD unsigned int tcj_f2u(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); "
-    "return u; }\n"
-    "TCJ_HD float tcj_u2f(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n";
+    "}\n";
 
 /* Storage type, compute type, load and store expressions of a dtype. */
 static void types_of(tc_dtype d, const char **s, const char **c, const char **ld, const char **st)
@@ -278,19 +324,22 @@ char *tc__jit_source(const tc__jit_spec *sp, bool cuda)
     if ((unsigned)sp->dtype >= TC_NUM_DTYPES)
         return NULL;
     tc__strbuf b = {0};
-    if (cuda)
-        tc__strbuf_printf(
-            &b, "#define TCJ_HD static __device__ __forceinline__\n"
-                "union tcj_pun { float f; unsigned int u; };\n"
-                "TCJ_HD unsigned int tcj_f2u(float f) { tcj_pun p; p.f = f; return p.u; }\n"
-                "TCJ_HD float tcj_u2f(unsigned int u) { tcj_pun p; p.u = u; return p.f; }\n");
-    else
-        tc__strbuf_printf(&b, "%s", prelude_host);
+    tc__strbuf_printf(&b, "%s",
+                      cuda ? "#define TCJ_HD static __device__ __forceinline__\n" : prelude_host);
     /* the CPU path always takes the strided block (its loop picks flat or not) */
     tc__strbuf_printf(&b, "#define NIN %d\n#define NOUT %d\n#define TCJ_STRIDED %d\n", sp->n_in,
                       sp->n_out, !cuda || !sp->contiguous);
     tc__strbuf_printf(&b, "#define TCJ_NSCALARS %d\n", sp->n_scalars > 0 ? sp->n_scalars : 1);
-    tc__strbuf_printf(&b, prelude_common, TC_MAX_DIMS, TC_MAX_DIMS);
+    tc__strbuf_printf(&b, args_struct, TC_MAX_DIMS, TC_MAX_DIMS);
+    /* 16-bit conversions only where the dtype needs them */
+    if (sp->dtype == TC_FLOAT16 || sp->dtype == TC_BFLOAT16)
+        tc__strbuf_printf(&b, "%s", cuda ? pun_cuda : pun_host);
+    if (sp->dtype == TC_FLOAT16 && cuda) /* (the soft one for a host-compiled kernel) */
+        tc__strbuf_printf(&b, "#ifdef __CUDA_ARCH__\n%s#else\n%s#endif\n", f16_cuda, f16_soft);
+    else if (sp->dtype == TC_FLOAT16)
+        tc__strbuf_printf(&b, "%s", f16_soft);
+    if (sp->dtype == TC_BFLOAT16)
+        tc__strbuf_printf(&b, "%s", bf16_common);
     const char *s, *c, *ld, *st;
     types_of(sp->dtype, &s, &c, &ld, &st);
     tc__strbuf_printf(&b, "typedef %s tcj_S;\ntypedef %s tcj_C;\n", s, c);

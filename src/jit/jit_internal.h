@@ -178,6 +178,11 @@ tc_status tc__jit_cuda_nvrtc_version(const char **out);
 /* Compiles source to a cubin for sm_<arch> (malloc'd).
  * TC_ERROR_INVALID_ARGUMENT with NVRTC's log on a compile error. */
 tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size);
+/* For bench_jit_compile: ms the calling thread's last tc__jit_cuda_compile
+ * spent creating the program, compiling it, and getting the cubin and
+ * destroying the program (zeros
+ * before any, and without CUDA). */
+void tc__jit_cuda_compile_phases(double ms[3]);
 /* Loads a cubin into the device's primary context and finds tc_jit_kernel
  * (*module, to unload it, and *function on success). */
 tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,

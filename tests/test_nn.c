@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/nn_internal.h" /* linear's test switch and path counts */
 #include "tc_test.h"
 
 static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
@@ -459,6 +460,168 @@ static void test_linear(tc_device dev)
     }
 }
 
+/* ---- linear's two paths: the backend's GEMM with its bias, copy + GEMM --------------- */
+
+/* y [m, n] = x [m, k] w^T (+ b) for dense row-major x and w [n, k]. */
+static void ref_linear(const double *x, const double *w, const double *b, int64_t m, int64_t k,
+                       int64_t n, double *y)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = b ? b[j] : 0;
+            for (int64_t q = 0; q < k; q++)
+                s += x[i * k + q] * w[j * k + q];
+            y[i * n + j] = s;
+        }
+}
+
+/* Which path a linear took: 1 gemm_bias in one step, 0 copy + GEMM, -1 none
+ * counted (no bias). */
+static int path_of(uint64_t f0, uint64_t u0)
+{
+    uint64_t f1, u1;
+    tc__nn_linear_counts(&f1, &u1);
+    CHECK(f1 - f0 + u1 - u0 <= 1);
+    return f1 > f0 ? 1 : u1 > u0 ? 0 : -1;
+}
+
+/* tc_nn_linear(x, w, b) against the double reference of the stored values
+ * (x with m rows of k, w [n, k], b [n] or NULL), and the path it took:
+ * `want` 1 or 0 must be the path, -1 only prints it. */
+static void check_linear(const char *what, const tc_tensor *x, const tc_tensor *w,
+                         const tc_tensor *b, int64_t m, int64_t k, int64_t n, int want)
+{
+    tc_dtype dt = tc_tensor_dtype(x);
+    double *xv = tc_test_values(x), *wv = tc_test_values(w), *bv = b ? tc_test_values(b) : NULL;
+    double *ref = malloc(sizeof(double) * (size_t)(m * n + 1));
+    ref_linear(xv, wv, bv, m, k, n, ref);
+    uint64_t f0, u0;
+    tc__nn_linear_counts(&f0, &u0);
+    tc_tensor *y = NULL;
+    CHECK_OK(tc_nn_linear(x, w, b, &y));
+    int got = path_of(f0, u0);
+    near_ref(what, dt, y, ref, m * n, 4);
+    if (want >= 0 && got != want)
+        fprintf(stderr, "%s (%s, %s): took the %s path, expected the %s one\n", what,
+                tc_dtype_name(dt), tc_tensor_device(x).type == TC_CPU ? "cpu" : "cuda",
+                got == 1   ? "one-step"
+                : got == 0 ? "copy + GEMM"
+                           : "no-bias",
+                want ? "one-step" : "copy + GEMM");
+    if (want >= 0)
+        CHECK(got == want);
+    if (want < 0 && tc_tensor_device(x).type != TC_CPU)
+        printf("%s (%s): %s path\n", what, tc_dtype_name(dt),
+               got == 1   ? "cuBLASLt one-step"
+               : got == 0 ? "copy + GEMM"
+                          : "no-bias");
+    tc_tensor_release(y);
+    free(xv), free(wv), free(bv), free(ref);
+}
+
+/* Shapes and layouts for both paths: on the CPU gemm_bias takes every dense
+ * bias; on a GPU cuBLASLt must take a plain GPT-sized linear in float32 and
+ * the 16-bit dtypes (a machine with cuBLAS has cuBLASLt, a dependency of
+ * it), and may refuse the others (printed). */
+static void test_linear_paths(tc_device dev)
+{
+    bool gpu = dev.type != TC_CPU;
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int must = !gpu || dt != TC_FLOAT64 ? 1 : -1;
+        int64_t xs[3] = {2, 4, 64}, ws[2] = {96, 64}, bs = 96;
+        tc_tensor *x = rnd(dev, 3, xs, dt, -1, 1, NULL), *w = rnd(dev, 2, ws, dt, -0.1, 0.1, NULL);
+        tc_tensor *b = rnd(dev, 1, &bs, dt, -1, 1, NULL), *v = NULL, *t = NULL;
+        check_linear("linear 3-d x", x, w, b, 8, 64, 96, must);
+        check_linear("linear 3-d x without bias", x, w, NULL, 8, 64, 96, -1);
+        /* weight stored transposed: a [64, 96] tensor seen as [96, 64] */
+        tc_tensor *wt = rnd(dev, 2, (int64_t[]){64, 96}, dt, -0.1, 0.1, NULL);
+        CHECK_OK(tc_tensor_transpose(wt, 0, 1, &v));
+        check_linear("linear, weight transposed in memory", x, v, b, 8, 64, 96, gpu ? -1 : 1);
+        tc_tensor_release(v);
+        /* weight with a leading dimension beyond its rows: [96, 80] narrowed */
+        tc_tensor *wb = rnd(dev, 2, (int64_t[]){96, 80}, dt, -0.1, 0.1, NULL);
+        CHECK_OK(tc_tensor_narrow(wb, 1, 8, 64, &v));
+        check_linear("linear, weight with ld 80", x, v, b, 8, 64, 96, gpu ? -1 : 1);
+        tc_tensor_release(v);
+        /* one row (a decode step) and one output feature */
+        CHECK_OK(tc_tensor_view(x, 2, (int64_t[]){8, 64}, &v));
+        CHECK_OK(tc_tensor_narrow(v, 0, 3, 1, &t));
+        check_linear("linear, one row", t, w, b, 1, 64, 96, gpu ? -1 : 1);
+        tc_tensor_release(t);
+        tc_tensor *w1 = NULL, *b1 = NULL;
+        CHECK_OK(tc_tensor_narrow(w, 0, 5, 1, &w1));
+        CHECK_OK(tc_tensor_narrow(b, 0, 5, 1, &b1));
+        check_linear("linear, one output feature", v, w1, b1, 8, 64, 1, gpu ? -1 : 1);
+        tc_tensor_release(w1), tc_tensor_release(b1);
+        /* a bias that is not dense (every other element): copy + GEMM */
+        tc_tensor *bb = rnd(dev, 2, (int64_t[]){96, 2}, dt, -1, 1, NULL), *bcol = NULL;
+        CHECK_OK(tc_tensor_narrow(bb, 1, 1, 1, &t));
+        CHECK_OK(tc_tensor_view(t, 1, &bs, &bcol));
+        check_linear("linear, strided bias", v, w, bcol, 8, 64, 96, 0);
+        tc_tensor_release(t), tc_tensor_release(bcol), tc_tensor_release(bb);
+        /* the test switch: copy + GEMM on every device */
+        tc__nn_linear_set_fused(false);
+        check_linear("linear, one step switched off", x, w, b, 8, 64, 96, 0);
+        tc__nn_linear_set_fused(true);
+        /* in == 0: the bias alone (cuBLASLt is not asked for k = 0) */
+        tc_tensor *x0 = NULL, *w0 = NULL;
+        CHECK_OK(tc_tensor_empty(2, (int64_t[]){3, 0}, dt, dev, &x0));
+        CHECK_OK(tc_tensor_empty(2, (int64_t[]){96, 0}, dt, dev, &w0));
+        check_linear("linear, in = 0", x0, w0, b, 3, 0, 96, gpu ? 0 : 1);
+        tc_tensor_release(x0), tc_tensor_release(w0);
+        /* the same plan again with other tensors (a second decode step) */
+        tc_tensor *x2 = rnd(dev, 3, xs, dt, -1, 1, NULL);
+        check_linear("linear 3-d x, again", x2, w, b, 8, 64, 96, must);
+        tc_tensor_release(x2);
+        tc_tensor_release(v), tc_tensor_release(wt), tc_tensor_release(wb);
+        tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
+    }
+}
+
+/* A linear captured into a CUDA graph after a warm-up (the thread's
+ * cuBLASLt handle and plan exist): the output is zeroed, the replay must
+ * write x W^T + b again, through the one-step path for float32 and the
+ * 16-bit dtypes (its workspace from the graph's pool). */
+static void test_linear_graph(void)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t xs[2] = {8, 64}, ws[2] = {96, 64}, bs = 96;
+        double *xv, *wv, *bv, ref[8 * 96];
+        tc_tensor *x = rnd(GPU, 2, xs, dt, -1, 1, &xv), *w = rnd(GPU, 2, ws, dt, -0.1, 0.1, &wv);
+        tc_tensor *b = rnd(GPU, 1, &bs, dt, -1, 1, &bv), *y = NULL;
+        ref_linear(xv, wv, bv, 8, 64, 96, ref);
+        CHECK_OK(tc_nn_linear(x, w, b, &y)); /* warm-up */
+        tc_tensor_release(y);
+        y = NULL;
+        CHECK_OK(tc_synchronize(-1));
+        tc_graph *g = NULL;
+        CHECK_OK(tc_graph_create(&g));
+        uint64_t f0, u0;
+        tc__nn_linear_counts(&f0, &u0);
+        tc_mempool_id none = {0};
+        tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
+                                                                 TC_CAPTURE_MODE_GLOBAL);
+        CHECK_OK(gd.status);
+        CHECK_OK(tc_nn_linear(x, w, b, &y));
+        CHECK_OK(tc_graph_capture_guard_exit(&gd));
+        int got = path_of(f0, u0);
+        printf("linear in a graph (%s): %s path\n", tc_dtype_name(dt),
+               got == 1 ? "cuBLASLt one-step" : "copy + GEMM");
+        if (dt != TC_FLOAT64)
+            CHECK(got == 1);
+        CHECK_OK(tc_tensor_fill_(y, 0));
+        CHECK_OK(tc_graph_replay(g));
+        CHECK_OK(tc_synchronize(-1));
+        near_ref("linear replayed from a graph", dt, y, ref, 8 * 96, 4);
+        tc_tensor_release(y);
+        CHECK_OK(tc_graph_destroy(g));
+        tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
+        free(xv), free(wv), free(bv);
+    }
+}
+
 static void test_bmm(tc_device dev)
 {
     for (int d = 0; d < 4; d++) {
@@ -814,6 +977,7 @@ static void run_all(tc_device dev)
     test_norm_outliers(dev);
     test_cross_entropy(dev);
     test_linear(dev);
+    test_linear_paths(dev);
     test_bmm(dev);
     test_sdpa(dev);
     test_bad_input(dev);
@@ -825,6 +989,7 @@ int main(void)
     run_all(CPU);
     if (tc_is_available()) {
         run_all(GPU);
+        test_linear_graph();
         test_gpu_parity();
         CHECK_OK(tc_synchronize(-1));
     } else {

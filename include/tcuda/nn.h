@@ -61,9 +61,13 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
                                         tc_tensor **out);
 
 /* x @ weight^T + bias: x [..., in] (at least 1-d), weight [out, in], bias
- * [out] optional; the result is [..., out]. On a GPU one cuBLAS GEMM (the
- * bias is copied into the output first and added with beta = 1). Errors: the
- * common ones; cuBLAS missing is TC_ERROR_NOT_SUPPORTED. */
+ * [out] optional; the result is [..., out]. On a GPU, with a bias, one
+ * cuBLASLt matmul that adds the bias in its epilogue (as PyTorch's addmm),
+ * where libcublasLt is there and takes the shape, dtype and layout; else,
+ * and without a bias, one cuBLAS GEMM (the bias copied into the output
+ * first and added with beta = 1). Both compute in float32 (no TF32) or
+ * float64. Errors: the common ones; cuBLAS missing is
+ * TC_ERROR_NOT_SUPPORTED. */
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
 

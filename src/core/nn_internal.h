@@ -73,9 +73,23 @@ typedef struct tc__nn_backend {
     tc_status (*cross_entropy)(int device, tc_dtype dtype, const void *logits,
                                const int64_t *target, void *loss, tc_dtype loss_dtype, int64_t n,
                                int64_t c, int64_t ignore_index);
+    /* linear's GEMM with its bias in one step where the backend can: C =
+     * op(A) op(B) + bias for g with batch 1, alpha 1, beta 0 and c_dtype ==
+     * dtype, bias [n] dense of dtype added to every row of C. *fused false
+     * (with TC_OK) means nothing was queued and C is untouched: the caller
+     * copies the bias into C and runs gemm with beta = 1 instead. An error
+     * is a failure of the call itself, never a refusal. */
+    tc_status (*gemm_bias)(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
+
+/* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
+ * gemm_bias (the copy + GEMM path on every device); counts gives the calls
+ * with a bias since the start that gemm_bias did in one step (*fused) and
+ * those that took the copy + GEMM path (*unfused). */
+void tc__nn_linear_set_fused(bool fused);
+void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
 
 #ifdef __cplusplus
 }

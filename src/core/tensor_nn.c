@@ -5,11 +5,14 @@
  * shapes, dtypes, the range of cross_entropy's targets, which operand layouts
  * a GEMM reads as they are (row-major or transposed matrices whose batch
  * dims collapse into one stride) and which need a contiguous copy first.
- * Composite operations are built from the backend's three kernels and the
- * public tensor functions: linear copies its bias into the output and runs
- * one GEMM with beta = 1; attention is a GEMM, the fused (masked) softmax and
- * a GEMM. The core reaches a GPU only through the device seam. */
+ * Composite operations are built from the backend's kernels and the public
+ * tensor functions: linear asks the backend for its GEMM with the bias in
+ * one step (gemm_bias: cuBLASLt's bias epilogue on a GPU) and, where that is
+ * refused, copies its bias into the output and runs one GEMM with beta = 1;
+ * attention is a GEMM, the fused (masked) softmax and a GEMM. The core
+ * reaches a GPU only through the device seam. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "nn_internal.h"
@@ -387,6 +390,39 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
 
 /* ---- linear, bmm, baddbmm ---------------------------------------------------------- */
 
+static atomic_bool linear_fuse = true;
+static atomic_uint_fast64_t linear_fused, linear_unfused;
+
+void tc__nn_linear_set_fused(bool fused) { atomic_store(&linear_fuse, fused); }
+
+void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused)
+{
+    *fused = (uint64_t)atomic_load(&linear_fused);
+    *unfused = (uint64_t)atomic_load(&linear_unfused);
+}
+
+/* res = x @ W^T + bias (bias optional) for m * of > 0: the backend's
+ * gemm_bias where the bias is dense and the backend takes it, else the bias
+ * copied into res (broadcast over the rows) and a GEMM with beta = 1. */
+static tc_status linear_gemm(const tc__nn_backend *be, int device, tc__nn_gemm *g, tc_tensor *res,
+                             const tc_tensor *bias)
+{
+    if (!bias)
+        return be->gemm(device, g);
+    bool fused = false;
+    if (atomic_load_explicit(&linear_fuse, memory_order_relaxed) &&
+        (bias->sizes[0] == 1 || bias->strides[0] == 1))
+        TC_TRY(be->gemm_bias(device, g, tc__data(bias), &fused));
+    if (fused) {
+        atomic_fetch_add_explicit(&linear_fused, 1, memory_order_relaxed);
+        return TC_OK;
+    }
+    atomic_fetch_add_explicit(&linear_unfused, 1, memory_order_relaxed);
+    TC_TRY(tc__copy_local(res, bias)); /* broadcast over the rows; added with beta = 1 */
+    g->beta = 1;
+    return be->gemm(device, g);
+}
+
 tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                        tc_tensor **out)
 {
@@ -422,8 +458,6 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
         st = as_mats(weight, &w);
     if (st == TC_OK)
         st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
-    if (st == TC_OK && m * of > 0 && bias)
-        st = tc__copy_local(res, bias); /* broadcast over the rows; added with beta = 1 */
     if (st == TC_OK && m * of > 0) {
         tc__nn_gemm g = {.dtype = x->dtype,
                          .c_dtype = x->dtype,
@@ -440,8 +474,8 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
                          .ldb = w.ld,
                          .ldc = of,
                          .alpha = 1,
-                         .beta = bias ? 1 : 0};
-        st = be->gemm(dev.index, &g);
+                         .beta = 0};
+        st = linear_gemm(be, dev.index, &g, res, bias);
     }
     tc_tensor_release(xc);
     tc_tensor_release(w.owned);

@@ -1,6 +1,6 @@
 /* The CPU nn backend (core/nn_internal.h): row operations (softmax,
- * log_softmax, layer_norm, rms_norm), a strided-batched GEMM and the rows of
- * cross_entropy.
+ * log_softmax, layer_norm, rms_norm), a strided-batched GEMM (with linear's
+ * bias added in the same pass for gemm_bias) and the rows of cross_entropy.
  *
  * Every value is computed in double and rounded once into the output dtype,
  * so the CPU is the precise side of the parity tests. A row is copied into a
@@ -115,9 +115,10 @@ static void unpack(double *d, const void *x, tc_dtype dt, bool trans, int64_t ld
             d[i * c + j] = ld(x, dt, trans ? j * ld_ + i : i * ld_ + j);
 }
 
-static tc_status cpu_gemm(int device, const tc__nn_gemm *g)
+/* See tc__nn_gemm; `bias` (NULL when absent) [n] of c_dtype is added to
+ * every row of each batch, in double with the rest (gemm_bias). */
+static tc_status gemm_impl(const tc__nn_gemm *g, const void *bias)
 {
-    (void)device;
     int64_t m = g->m, n = g->n, k = g->k;
     size_t es = tc_dtype_size(g->dtype), cs = tc_dtype_size(g->c_dtype);
     double *A = malloc(sizeof(double) * (size_t)(m * k + 1));
@@ -143,10 +144,29 @@ static tc_status cpu_gemm(int device, const tc__nn_gemm *g)
                 int64_t at = i * g->ldc + j;
                 if (g->beta != 0)
                     s += g->beta * ld(c, g->c_dtype, at);
+                if (bias)
+                    s += ld(bias, g->c_dtype, j);
                 st(c, g->c_dtype, at, s);
             }
     }
     free(A), free(Bt);
+    return TC_OK;
+}
+
+static tc_status cpu_gemm(int device, const tc__nn_gemm *g)
+{
+    (void)device;
+    return gemm_impl(g, NULL);
+}
+
+/* The bias joins the sum before the one rounding: the values of the copy +
+ * GEMM path (the bias, exact in dtype, read back with beta = 1). */
+static tc_status cpu_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
+{
+    (void)device;
+    *fused = false;
+    TC_TRY(gemm_impl(g, bias));
+    *fused = true;
     return TC_OK;
 }
 
@@ -178,4 +198,5 @@ const tc__nn_backend tc__cpu_nn_backend = {
     .rows = cpu_rows,
     .gemm = cpu_gemm,
     .cross_entropy = cpu_cross_entropy,
+    .gemm_bias = cpu_gemm_bias,
 };

@@ -7,21 +7,21 @@
  * created once per thread and device and re-bound to the current stream on
  * every use. Row-major C = A B is computed as column-major C^T = B^T A^T.
  * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
- * alpha, beta and a float32 C for 16-bit A and B. */
+ * alpha, beta and a float32 C for 16-bit A and B. linear's GEMM with its
+ * bias goes to cuBLASLt first (blas_lt.c), with the same mapping. */
 #include <pthread.h>
 #include <stdio.h>
 
+#include "blas_abi.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
 #include "tensor_cuda.h"
 
-/* From cublas_api.h / library_types.h (values are part of the ABI). */
+/* From cublas_api.h (values are part of the ABI); the shared ones in
+ * blas_abi.h. */
 typedef void *tc__cublas_handle;
-enum { CUBLAS_OP_N_ = 0, CUBLAS_OP_T_ = 1, CUBLAS_GEMM_DEFAULT_ = -1 };
-enum { CUDA_R_32F_ = 0, CUDA_R_64F_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14 };
-enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70 };
 enum { CUBLAS_DEFAULT_MATH_ = 0, CUBLAS_POINTER_MODE_HOST_ = 0 };
 
 typedef int (*create_fn)(tc__cublas_handle *);
@@ -116,10 +116,7 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
     if (st == TC_OK) {
-        int type = dt == TC_FLOAT64   ? CUDA_R_64F_
-                   : dt == TC_FLOAT32 ? CUDA_R_32F_
-                   : dt == TC_FLOAT16 ? CUDA_R_16F_
-                                      : CUDA_R_16BF_;
+        int type = tc__cuda_data_type(dt);
         int compute = dt == TC_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
         float one_f = 1, zero_f = 0;
         double one_d = 1, zero_d = 0;
@@ -138,14 +135,6 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
     }
     tc_device_guard_exit(&g);
     return st;
-}
-
-static int cuda_type(tc_dtype dt)
-{
-    return dt == TC_FLOAT64   ? CUDA_R_64F_
-           : dt == TC_FLOAT32 ? CUDA_R_32F_
-           : dt == TC_FLOAT16 ? CUDA_R_16F_
-                              : CUDA_R_16BF_;
 }
 
 /* A GEMM with k = 0 is C = beta * C. PyTorch does not hand it to cuBLAS
@@ -187,14 +176,14 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
         float af = (float)g->alpha, bf = (float)g->beta;
         const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
         const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
-        int type = cuda_type(g->dtype);
+        int type = tc__cuda_data_type(g->dtype);
         /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
-        int rc = p_gemm(h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
-                        g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
-                        alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type,
-                        (int)g->lda, (long long)g->stride_a, beta, g->c, cuda_type(g->c_dtype),
-                        (int)g->ldc, (long long)g->stride_c, (int)g->batch,
-                        f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+        int rc = p_gemm(
+            h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_, g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
+            (int)g->n, (int)g->m, (int)g->k, alpha, g->b, type, (int)g->ldb, (long long)g->stride_b,
+            g->a, type, (int)g->lda, (long long)g->stride_a, beta, g->c,
+            tc__cuda_data_type(g->c_dtype), (int)g->ldc, (long long)g->stride_c, (int)g->batch,
+            f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
         if (rc != 0)
             st = tc__fail(TC_ERROR_CUDA,
                           "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "

@@ -1,5 +1,6 @@
 /* The CUDA nn backend (core/nn_internal.h): row kernels and cross_entropy
- * from nn.cu, the GEMM from cuBLAS (blas.c). Each entry enters the device,
+ * from nn.cu, the GEMM from cuBLAS (blas.c), linear's GEMM with its bias
+ * from cuBLASLt (blas_lt.c). Each entry enters the device,
  * queues on its current stream and reports launch errors in one place. */
 #include "cuda_internal.h"
 #include "kernels/nn_kernels.h"
@@ -42,4 +43,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .rows = cu_rows,
     .gemm = tc__cuda_gemm,
     .cross_entropy = cu_cross_entropy,
+    .gemm_bias = tc__cuda_gemm_bias,
 };

@@ -1,6 +1,6 @@
 /* The CUDA nn backend as the device seam (device_ops_cuda.c) sees it: the
- * table (nn_cuda.c) and cuBLAS's strided-batched GEMM (blas.c). Not
- * installed. */
+ * table (nn_cuda.c), cuBLAS's strided-batched GEMM (blas.c) and cuBLASLt's
+ * GEMM with a bias (blas_lt.c). Not installed. */
 #ifndef TCUDA_NN_CUDA_H
 #define TCUDA_NN_CUDA_H
 
@@ -9,5 +9,9 @@
 extern const tc__nn_backend tc__cuda_nn_backend;
 /* See tc__nn_gemm: one cublasGemmStridedBatchedEx on the current stream. */
 tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
+/* See tc__nn_backend.gemm_bias: one cublasLtMatmul with the bias epilogue
+ * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing
+ * or does not take the GEMM. */
+tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
 
 #endif

@@ -228,6 +228,25 @@ static tc_status d_gemm(int dev, const tc__nn_gemm *g)
     return prev_nn->gemm(dev, g);
 }
 
+/* linear's GEMM with its bias: C written, A, B and the bias read. A refusal
+ * (*fused false) queues nothing; the copy and the GEMM that follow declare
+ * themselves. */
+static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bool *fused)
+{
+    if (tc__san_on() && g->batch > 0) {
+        const void *p[4] = {g->c, g->a, g->b, bias};
+        size_t b[4] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype),
+            (size_t)g->n * esz(g->c_dtype)};
+        tc_dtype d[4] = {g->c_dtype, g->dtype, g->dtype, g->c_dtype};
+        bool w[4] = {true, false, false, false};
+        TC_TRY(declare_dense(false, dev, "gemm with bias", 4, p, b, d, w));
+    }
+    return prev_nn->gemm_bias(dev, g, bias, fused);
+}
+
 static tc_status d_cross_entropy(int dev, tc_dtype dt, const void *logits, const int64_t *target,
                                  void *loss, tc_dtype loss_dt, int64_t n, int64_t c, int64_t ignore)
 {
@@ -376,7 +395,10 @@ static void install(void)
     }
     if (cur->nn) {
         prev_nn = cur->nn;
-        nn_be = (tc__nn_backend){d_rows, d_gemm, d_cross_entropy};
+        nn_be = (tc__nn_backend){.rows = d_rows,
+                                 .gemm = d_gemm,
+                                 .cross_entropy = d_cross_entropy,
+                                 .gemm_bias = d_gemm_bias};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

@@ -339,7 +339,8 @@ static void test_graph_replay(tc_stream *side)
 static void test_nn_and_indexing(tc_stream *side)
 {
     int64_t sz[2] = {8, 64};
-    tc_tensor *x = NULL, *w = NULL, *idx = NULL, *y = NULL;
+    tc_tensor *x = NULL, *w = NULL, *idx = NULL, *y = NULL, *bias = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &sz[0], TC_FLOAT32, GPU, &bias));
     CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, GPU, &x));
     CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, GPU, &w));
     CHECK_OK(tc_tensor_arange(0, 8, 1, TC_INT64, GPU, &idx));
@@ -356,7 +357,7 @@ static void test_nn_and_indexing(tc_stream *side)
         else if (op == 1)
             CHECK_OK(tc_tensor_index_select(x, 0, idx, &y));
         else
-            CHECK_OK(tc_nn_linear(w, x, NULL, &y));
+            CHECK_OK(tc_nn_linear(w, x, bias, &y)); /* one cuBLASLt call where it can */
         CHECK(reports() == 1);
         check_report(TC_RACE_READ_AFTER_WRITE, name, "tc_tensor_uniform_");
         tc_tensor_release(y);
@@ -374,6 +375,7 @@ static void test_nn_and_indexing(tc_stream *side)
     tc_tensor_release(x);
     tc_tensor_release(w);
     tc_tensor_release(idx);
+    tc_tensor_release(bias);
     CHECK_OK(tc_synchronize(-1));
 }
 

@@ -205,7 +205,8 @@ tc_status tc__hist_copy_take(tc__hist_copy *c)
         tc__hist_copy_free(c);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory sorting the history");
     }
-    qsort(c->live, c->nlive, sizeof *c->live, live_cmp);
+    if (c->nlive > 1) /* qsort may not take the NULL of an empty list */
+        qsort(c->live, c->nlive, sizeof *c->live, live_cmp);
     return TC_OK;
 }
 

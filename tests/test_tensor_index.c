@@ -741,11 +741,30 @@ static void run_all(tc_device dev)
     test_topk();
 }
 
+/* A result whose size overflows int64_t is TC_ERROR_SHAPE, never a wrapped
+ * count: indices expanded (stride 0, no memory) to 2^59 entries of rows of
+ * 8 floats would be 2^64 bytes. */
+static void test_overflowing_sizes(void)
+{
+    int64_t ws[2] = {4, 8}, one = 1, many = (int64_t)1 << 59;
+    tc_tensor *w = NULL, *i1 = NULL, *idx = NULL, *o = NULL;
+    CHECK_OK(tc_tensor_zeros(2, ws, TC_FLOAT32, CPU, &w));
+    CHECK_OK(tc_tensor_zeros(1, &one, TC_INT64, CPU, &i1));
+    CHECK_OK(tc_tensor_expand(i1, 1, &many, &idx));
+    CHECK_STATUS(tc_tensor_embedding(w, idx, &o), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_tensor_index_select(w, 0, idx, &o), TC_ERROR_SHAPE);
+    CHECK(o == NULL);
+    tc_tensor_release(idx);
+    tc_tensor_release(i1);
+    tc_tensor_release(w);
+}
+
 int main(void)
 {
     tc_test_init();
     run_all(CPU);
     test_out_of_range();
+    test_overflowing_sizes();
     if (tc_is_available()) {
         printf("GPU: the same checks on cuda\n");
         run_all(GPU);

@@ -576,11 +576,41 @@ static void run_all(tc_device dev)
     test_stack();
 }
 
+/* Sizes whose product overflows int64_t are TC_ERROR_SHAPE, never a wrapped
+ * count: as views (expand) and as results (cat, stack of such views). */
+static void test_overflowing_sizes(void)
+{
+    int64_t one[2] = {1, 1}, huge[2] = {INT64_MAX, INT64_MAX}, half[2] = {(int64_t)1 << 60, 1};
+    tc_tensor *t = NULL, *v = NULL, *o = NULL;
+    CHECK_OK(tc_tensor_zeros(2, one, TC_FLOAT32, CPU, &t));
+    CHECK_STATUS(tc_tensor_expand(t, 2, huge, &o), TC_ERROR_SHAPE);
+    CHECK(o == NULL);
+    CHECK_OK(tc_tensor_expand(t, 2, half, &v)); /* fits: stride 0, no memory */
+    const tc_tensor *two[2] = {v, v};
+    CHECK_STATUS(tc_tensor_cat(2, two, 0, &o), TC_ERROR_SHAPE); /* 2^63 bytes */
+    CHECK_STATUS(tc_tensor_stack(2, two, 0, &o), TC_ERROR_SHAPE);
+    CHECK(o == NULL);
+    tc_tensor *pieces[2] = {NULL, NULL}, *values = NULL, *indices = NULL;
+    int64_t n = -1;
+    CHECK_OK(tc_tensor_split(t, INT64_MAX, 0, 2, pieces, &n)); /* one piece */
+    CHECK(n == 1);
+    tc_tensor_release(pieces[0]);
+    CHECK_OK(tc_tensor_chunk(t, INT64_MAX, 0, 2, pieces, &n));
+    CHECK(n == 1);
+    tc_tensor_release(pieces[0]);
+    CHECK_STATUS(tc_tensor_topk(t, INT64_MAX, 0, true, true, &values, &indices),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(values == NULL && indices == NULL);
+    tc_tensor_release(v);
+    tc_tensor_release(t);
+}
+
 int main(void)
 {
     tc_test_init();
     run_all(CPU);
     test_bad_handles();
+    test_overflowing_sizes();
     if (tc_is_available()) {
         printf("GPU: the same checks on cuda\n");
         run_all(GPU);

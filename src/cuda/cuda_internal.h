@@ -121,6 +121,27 @@ static inline cudaStream_t tc__current_cuda_stream(int device)
     tc_stream *s = tc__tls_stream[device];
     return s ? s->handle : tc__default_streams[device].handle;
 }
+
+/* Multiprocessors of a device, for grid sizes (80 if CUDA cannot say). */
+static inline int tc__sm_count_for_grid(int device)
+{
+    int n = tc__sm_count(device);
+    return n ? n : 80;
+}
+
+/* The body of a kernel launcher: enters `device`, runs `call` (which queues
+ * the kernel on `cs_`, the device's current stream), checks the launch as
+ * tc__launch_check does, leaves the device and returns that status. */
+#define TC_LAUNCH(device, name, call)                                                              \
+    do {                                                                                           \
+        tc_device_guard g_ = tc_device_guard_enter(device);                                        \
+        TC_TRY(g_.status);                                                                         \
+        cudaStream_t cs_ = tc__current_cuda_stream(device);                                        \
+        call;                                                                                      \
+        tc_status st_ = tc__launch_check(cs_, name);                                               \
+        tc_device_guard_exit(&g_);                                                                 \
+        return st_;                                                                                \
+    } while (0)
 #endif /* !__cplusplus */
 
 /* ---- kernel launches and synchronization ------------------------------- */

@@ -9,40 +9,24 @@
 #include "index_cuda.h"
 #include "kernels/index_kernels.h"
 
-static int sms_of(int device)
-{
-    int n = tc__sm_count(device);
-    return n ? n : 80;
-}
-
-#define LAUNCH(device, name, call)                                                                 \
-    do {                                                                                           \
-        tc_device_guard g_ = tc_device_guard_enter(device);                                        \
-        TC_TRY(g_.status);                                                                         \
-        cudaStream_t cs_ = tc__current_cuda_stream(device);                                        \
-        call;                                                                                      \
-        tc_status st_ = tc__launch_check(cs_, name);                                               \
-        tc_device_guard_exit(&g_);                                                                 \
-        return st_;                                                                                \
-    } while (0)
-
 static tc_status cu_gather(int device, tc_dtype dt, tc_dtype idt, const tc__iter *it,
                            int64_t dim_stride, int64_t dim_size)
 {
-    LAUNCH(device, "gather_kernel",
-           tc__k_gather(cs_, sms_of(device), dt, idt, it, dim_stride, dim_size));
+    TC_LAUNCH(device, "gather_kernel",
+              tc__k_gather(cs_, tc__sm_count_for_grid(device), dt, idt, it, dim_stride, dim_size));
 }
 
 static tc_status cu_scatter_add(int device, tc_dtype dt, const tc__iter *it, int64_t dim_stride,
                                 int64_t dim_size)
 {
-    LAUNCH(device, "scatter_add_kernel",
-           tc__k_scatter_add(cs_, sms_of(device), dt, it, dim_stride, dim_size));
+    TC_LAUNCH(device, "scatter_add_kernel",
+              tc__k_scatter_add(cs_, tc__sm_count_for_grid(device), dt, it, dim_stride, dim_size));
 }
 
 static tc_status cu_tri(int device, tc_dtype dt, bool upper, int64_t diagonal, const tc__iter *it)
 {
-    LAUNCH(device, "tri_kernel", tc__k_tri(cs_, sms_of(device), dt, upper, diagonal, it));
+    TC_LAUNCH(device, "tri_kernel",
+              tc__k_tri(cs_, tc__sm_count_for_grid(device), dt, upper, diagonal, it));
 }
 
 static tc_status cu_topk(int device, tc_dtype dt, const void *in, void *values, int64_t *indices,
@@ -54,11 +38,11 @@ static tc_status cu_topk(int device, tc_dtype dt, const void *in, void *values, 
     /* sort space, from the cache on this stream: given back as soon as the
      * kernel is queued, reused only by later work on the same stream */
     void *scratch = NULL;
-    size_t sb = tc__k_topk_scratch(sms_of(device), dt, outer * inner, r);
+    size_t sb = tc__k_topk_scratch(tc__sm_count_for_grid(device), dt, outer * inner, r);
     tc_status st = tc__device_alloc(device, cs, sb, &scratch);
     if (st == TC_OK) {
-        tc__k_topk(cs, sms_of(device), dt, in, values, indices, outer, r, inner, k, largest,
-                   scratch);
+        tc__k_topk(cs, tc__sm_count_for_grid(device), dt, in, values, indices, outer, r, inner, k,
+                   largest, scratch);
         st = tc__launch_check(cs, "topk_kernel");
         (void)tc__device_free(scratch);
     }

@@ -7,22 +7,9 @@
 #include "nn_cuda.h"
 #include "tcuda/device.h"
 
-/* Multiprocessors of a device, for grid sizes (80 if CUDA cannot say). */
-static int sms_of(int device)
-{
-    int n = tc__sm_count(device);
-    return n ? n : 80;
-}
-
 static tc_status cu_rows(int device, const tc__nn_rows *args)
 {
-    tc_device_guard g = tc_device_guard_enter(device);
-    TC_TRY(g.status);
-    cudaStream_t cs = tc__current_cuda_stream(device);
-    tc__k_nn_rows(cs, sms_of(device), args);
-    tc_status st = tc__launch_check(cs, "nn_rows_kernel");
-    tc_device_guard_exit(&g);
-    return st;
+    TC_LAUNCH(device, "nn_rows_kernel", tc__k_nn_rows(cs_, tc__sm_count_for_grid(device), args));
 }
 
 static tc_status cu_cross_entropy(int device, tc_dtype dtype, const void *logits,
@@ -30,13 +17,9 @@ static tc_status cu_cross_entropy(int device, tc_dtype dtype, const void *logits
                                   int64_t c, int64_t ignore_index)
 {
     (void)loss_dtype; /* the kernel's computation type, by construction */
-    tc_device_guard g = tc_device_guard_enter(device);
-    TC_TRY(g.status);
-    cudaStream_t cs = tc__current_cuda_stream(device);
-    tc__k_nn_cross_entropy(cs, sms_of(device), dtype, logits, target, loss, n, c, ignore_index);
-    tc_status st = tc__launch_check(cs, "cross_entropy_kernel");
-    tc_device_guard_exit(&g);
-    return st;
+    TC_LAUNCH(device, "cross_entropy_kernel",
+              tc__k_nn_cross_entropy(cs_, tc__sm_count_for_grid(device), dtype, logits, target,
+                                     loss, n, c, ignore_index));
 }
 
 const tc__nn_backend tc__cuda_nn_backend = {

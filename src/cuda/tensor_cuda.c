@@ -18,39 +18,22 @@
 #include "kernels/kernels.h"
 #include "tensor_cuda.h"
 
-/* Multiprocessors of a device, for grid sizes (80 if CUDA cannot say). */
-static int sms_of(int device)
-{
-    int n = tc__sm_count(device);
-    return n ? n : 80;
-}
-
-#define LAUNCH(device, name, call)                                                                 \
-    do {                                                                                           \
-        tc_device_guard g_ = tc_device_guard_enter(device);                                        \
-        TC_TRY(g_.status);                                                                         \
-        cudaStream_t cs_ = tc__current_cuda_stream(device);                                        \
-        call;                                                                                      \
-        tc_status st_ = tc__launch_check(cs_, name);                                               \
-        tc_device_guard_exit(&g_);                                                                 \
-        return st_;                                                                                \
-    } while (0)
-
 static tc_status cu_unary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
 {
-    LAUNCH(device, "unary_kernel", tc__k_unary(cs_, sms_of(device), op, dt, it));
+    TC_LAUNCH(device, "unary_kernel", tc__k_unary(cs_, tc__sm_count_for_grid(device), op, dt, it));
 }
 static tc_status cu_binary(int device, tc__op op, tc_dtype dt, const tc__iter *it)
 {
-    LAUNCH(device, "binary_kernel", tc__k_binary(cs_, sms_of(device), op, dt, it));
+    TC_LAUNCH(device, "binary_kernel",
+              tc__k_binary(cs_, tc__sm_count_for_grid(device), op, dt, it));
 }
 static tc_status cu_where(int device, tc_dtype dt, const tc__iter *it)
 {
-    LAUNCH(device, "where_kernel", tc__k_where(cs_, sms_of(device), dt, it));
+    TC_LAUNCH(device, "where_kernel", tc__k_where(cs_, tc__sm_count_for_grid(device), dt, it));
 }
 static tc_status cu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fill v)
 {
-    LAUNCH(device, "fill_kernel", tc__k_fill(cs_, sms_of(device), dt, out, n, v));
+    TC_LAUNCH(device, "fill_kernel", tc__k_fill(cs_, tc__sm_count_for_grid(device), dt, out, n, v));
 }
 
 static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__iter *it)
@@ -65,7 +48,8 @@ static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__it
         TC_CUDA_CHECK(err);
         return TC_OK;
     }
-    LAUNCH(device, "convert_kernel", tc__k_convert(cs_, sms_of(device), dst, src, it));
+    TC_LAUNCH(device, "convert_kernel",
+              tc__k_convert(cs_, tc__sm_count_for_grid(device), dst, src, it));
 }
 
 static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t, const void *in,
@@ -77,10 +61,11 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
     /* partial results, from the cache on this stream: freed as soon as the
      * kernels are queued, reused only by later work on the same stream */
     void *scratch = NULL;
-    size_t sb = tc__k_reduce_scratch(sms_of(device), in_t, outer, r, inner);
+    size_t sb = tc__k_reduce_scratch(tc__sm_count_for_grid(device), in_t, outer, r, inner);
     tc_status st = tc__device_alloc(device, cs, sb, &scratch);
     if (st == TC_OK) {
-        tc__k_reduce(cs, sms_of(device), op, in_t, out_t, in, out, outer, r, inner, scratch);
+        tc__k_reduce(cs, tc__sm_count_for_grid(device), op, in_t, out_t, in, out, outer, r, inner,
+                     scratch);
         st = tc__launch_check(cs, "reduce_kernel");
         (void)tc__device_free(scratch);
     }
@@ -91,8 +76,8 @@ static tc_status cu_reduce(int device, tc__op op, tc_dtype in_t, tc_dtype out_t,
 static tc_status cu_scan(int device, tc__op op, tc_dtype dt, const void *in, void *out,
                          int64_t outer, int64_t r, int64_t inner)
 {
-    LAUNCH(device, "scan_kernel",
-           tc__k_scan(cs_, sms_of(device), op, dt, in, out, outer, r, inner));
+    TC_LAUNCH(device, "scan_kernel",
+              tc__k_scan(cs_, tc__sm_count_for_grid(device), op, dt, in, out, outer, r, inner));
 }
 
 const tc__backend tc__cuda_backend = {

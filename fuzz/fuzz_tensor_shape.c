@@ -224,8 +224,8 @@ static tc_tensor *narrowed(fz_input *in, const tc_tensor *src)
 {
     int dim = read_dim(in);
     int64_t start = read_size(in), length = read_size(in);
-    if (fz_u8(in) & 1)
-        start = -start; /* negative starts count from the end */
+    if (fz_u8(in) & 1) /* negative starts count from the end; INT64_MIN stays itself */
+        start = (int64_t)(0 - (uint64_t)start);
     tc_tensor *out = SENTINEL;
     tc_tensor *t = result(tc_tensor_narrow(src, dim, start, length, &out), out);
     if (t) {

@@ -85,9 +85,9 @@ typedef struct tc__nn_backend {
 extern const tc__nn_backend tc__cpu_nn_backend;
 
 /* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
- * gemm_bias (the copy + GEMM path on every device); counts gives the calls
- * with a bias since the start that gemm_bias did in one step (*fused) and
- * those that took the copy + GEMM path (*unfused). */
+ * gemm_bias (the copy + GEMM path on every device); counts gives the calling
+ * thread's calls with a bias since it started that gemm_bias did in one step
+ * (*fused) and those that took the copy + GEMM path (*unfused). */
 void tc__nn_linear_set_fused(bool fused);
 void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
 

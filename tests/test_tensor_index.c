@@ -759,12 +759,41 @@ static void test_overflowing_sizes(void)
     tc_tensor_release(w);
 }
 
+/* A released tensor in any position is TC_ERROR_INVALID_HANDLE, and nothing
+ * is written. */
+static void test_released_handles(void)
+{
+    int64_t ws[2] = {4, 3}, n = 2;
+    tc_tensor *w = NULL, *idx = NULL, *dead = NULL, *o = NULL, *o2 = NULL;
+    CHECK_OK(tc_tensor_zeros(2, ws, TC_FLOAT32, CPU, &w));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_INT64, CPU, &idx));
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_INT64, CPU, &dead));
+    CHECK_OK(tc_tensor_release(dead)); /* dead is now a released handle */
+    CHECK_STATUS(tc_tensor_embedding(dead, idx, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_embedding(w, dead, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_index_select(dead, 0, idx, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_index_select(w, 0, dead, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_gather(dead, 0, idx, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_gather(w, 0, dead, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_scatter_add(dead, 0, idx, w, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_scatter_add(w, 0, dead, w, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_scatter_add(w, 0, idx, dead, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_scatter_add_(dead, 0, idx, w), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_triu(dead, 0, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_tril(dead, 0, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_topk(dead, 1, 0, true, true, &o, &o2), TC_ERROR_INVALID_HANDLE);
+    CHECK(o == NULL && o2 == NULL);
+    tc_tensor_release(idx);
+    tc_tensor_release(w);
+}
+
 int main(void)
 {
     tc_test_init();
     run_all(CPU);
     test_out_of_range();
     test_overflowing_sizes();
+    test_released_handles();
     if (tc_is_available()) {
         printf("GPU: the same checks on cuda\n");
         run_all(GPU);

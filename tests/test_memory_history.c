@@ -649,6 +649,18 @@ static void test_stack_table_bounded(void)
     CHECK(c.nev >= 1 && stack_has(&c, c.ev[c.nev - 1].stack, "hist_test_right") &&
           stack_has(&c, c.ev[c.nev - 1].stack, "hist_test_left"));
     tc__hist_copy_free(&c);
+    /* an unwinder tcuda does not know is refused by name, changing nothing:
+     * the events recorded so far stay */
+    setenv("TCUDA_HISTORY_UNWIND", "bactrace", 1);
+    CHECK_OK(tc__hist_copy_take(&c));
+    size_t before = c.nev;
+    tc__hist_copy_free(&c);
+    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALLOC, 16};
+    CHECK_STATUS(tc_memory_record_history(&o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "TCUDA_HISTORY_UNWIND") != NULL);
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nev == before);
+    tc__hist_copy_free(&c);
     unsetenv("TCUDA_HISTORY_UNWIND");
     CHECK_OK(tc__alloc_free(a, p));
     record(false, TC_HISTORY_STACKS_NONE, 0);

@@ -236,7 +236,9 @@ typedef struct tc_memory_history_options {
 /* Starts (enabled) or stops recording. Starting clears what was recorded
  * before and sizes the ring for max_entries events (at most 2^28).
  * TC_ERROR_INVALID_ARGUMENT: NULL options, unknown bits, bad stacks mode,
- * too many entries; TC_ERROR_OUT_OF_MEMORY when the ring cannot be had. */
+ * too many entries, with stacks a TCUDA_HISTORY_UNWIND other than "fp" or
+ * "backtrace"; TC_ERROR_OUT_OF_MEMORY when the ring cannot be had. A
+ * refused call changes nothing. */
 TCUDA_API tc_status tc_memory_record_history(const tc_memory_history_options *opts);
 
 /* Writes the segments and blocks of every device (each block with the stack

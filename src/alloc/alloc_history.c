@@ -41,8 +41,8 @@ tc_status tc_memory_record_history(const tc_memory_history_options *opts)
         atomic_store(&tc__hist_mask, 0u);
         return TC_OK;
     }
-    if (opts->stacks != TC_HISTORY_STACKS_NONE && !tc__hist_stacks_start())
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for the stack table");
+    if (opts->stacks != TC_HISTORY_STACKS_NONE)
+        TC_TRY(tc__hist_stacks_start());
     pthread_mutex_lock(&hmu);
     atomic_store(&tc__hist_mask, 0u); /* nothing recorded while the rings are emptied */
     hist_max = want;

@@ -132,8 +132,9 @@ void tc__hist_table_usage(size_t *used, size_t *capacity);
 
 /* The stack table's mutex (alloc_history_stacks.c): held, no stack is evicted. */
 extern pthread_mutex_t tc__hist_smu;
-/* Makes the stack table on the first start, picks the unwinder; false when out of memory. */
-bool tc__hist_stacks_start(void);
+/* Picks the unwinder (TCUDA_HISTORY_UNWIND, an unknown value refused) and makes
+ * the stack table on the first start; a failure changes nothing. */
+tc_status tc__hist_stacks_start(void);
 /* One more reference on stack `id` (0: none); returns id. */
 uint32_t tc__hist_stack_ref(uint32_t id);
 /* Copies the stacks c's events and live entries use, renumbered densely (tc__hist_smu held). */

@@ -356,22 +356,29 @@ void tc__hist_table_limit(size_t cap)
     pthread_mutex_unlock(&tc__hist_smu);
 }
 
-/* Makes the table on the first start and picks the unwinder
- * (TCUDA_HISTORY_UNWIND); false when out of memory for the table. */
-bool tc__hist_stacks_start(void)
+/* Picks the unwinder (TCUDA_HISTORY_UNWIND: unset or empty for the default,
+ * "fp" or "backtrace"; anything else is TC_ERROR_INVALID_ARGUMENT naming the
+ * variable, changing nothing) and makes the table on the first start
+ * (TC_ERROR_OUT_OF_MEMORY when it cannot). */
+tc_status tc__hist_stacks_start(void)
 {
-    if (!table_make())
-        return false;
     const char *u = getenv("TCUDA_HISTORY_UNWIND");
     bool bt = !FP_DEFAULT;
     if (u && strcmp(u, "backtrace") == 0)
         bt = true;
     else if (u && strcmp(u, "fp") == 0)
         bt = false;
+    else if (u && *u)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "TCUDA_HISTORY_UNWIND='%.64s' is not an unwinder: use \"fp\" (frame "
+                        "pointers) or \"backtrace\"",
+                        u);
+    if (!table_make())
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for the stack table");
     atomic_store(&use_backtrace, bt);
     void *warm[2];
     (void)backtrace(warm, 2); /* loads the unwinder now, not inside an allocation */
-    return true;
+    return TC_OK;
 }
 
 uint32_t tc__hist_stack_ref(uint32_t id)

@@ -2,8 +2,11 @@
  * fused kernels (bytes read once and written once) beside a device-to-device
  * cudaMemcpyAsync of the same bytes, for GPT-2's shapes (rows of 768 and of
  * 50257) and two square-ish ones, in float32 and bfloat16. Each row is the
- * median of repeats timed with CUDA events on the current stream. Prints
- * CSV (bench/run_nn.sh joins it with PyTorch's numbers on the same shapes).
+ * median of repeats timed with CUDA events on the current stream. Rows
+ * longer than a warp's are also timed on each kernel path forced (registers
+ * with the fewest threads or about 4 vectors a thread, shared memory, two
+ * reads), to show why the automatic choice is what it is. Prints CSV
+ * (bench/run_nn.sh joins it with PyTorch's numbers on the same shapes).
  * Usage: bench_nn [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,10 @@
 
 #ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda/kernels/nn_kernels.h"
+
+static const char *const PATHS[] = {"auto", "regs", "regs_wide", "smem", "loop"};
 
 typedef struct job {
     int op; /* 0 softmax, 1 layer_norm, 2 the memcpy floor */
@@ -94,7 +101,7 @@ int main(int argc, char **argv)
         {8 * 1024, 768}, {4096, 4096}, {32 * 1024, 1024}, {1024, 50257}};
     static const tc_dtype dts[2] = {TC_FLOAT32, TC_BFLOAT16};
     tc_device gpu = {TC_CUDA, -1};
-    printf("op,dtype,rows,cols,ms,GBps,floor_ms,floor_GBps\n");
+    printf("op,path,dtype,rows,cols,ms,GBps,floor_ms,floor_GBps\n");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int di = 0; di < 2; di++) {
             job j = {.cols = shapes[si][1]};
@@ -104,14 +111,19 @@ int main(int argc, char **argv)
             double bytes = 2.0 * (double)(shapes[si][0] * shapes[si][1]) * tc_dtype_size(dts[di]);
             j.op = 2;
             double floor_ms = time_job(&j, reps);
-            for (int op = 0; op < 2; op++) {
-                j.op = op;
-                double ms = time_job(&j, reps);
-                printf("%s,%s,%lld,%lld,%.4f,%.1f,%.4f,%.1f\n", op ? "layer_norm" : "softmax",
-                       di ? "bfloat16" : "float32", (long long)shapes[si][0],
-                       (long long)shapes[si][1], ms, bytes / ms / 1e6, floor_ms,
-                       bytes / floor_ms / 1e6);
-            }
+            for (int op = 0; op < 2; op++)
+                for (int path = 0; path < 5; path++) {
+                    if (path && shapes[si][1] <= 1024)
+                        break;
+                    j.op = op;
+                    tc__k_nn_rows_path(path);
+                    double ms = time_job(&j, reps);
+                    tc__k_nn_rows_path(TC__NN_PATH_AUTO);
+                    printf("%s,%s,%s,%lld,%lld,%.4f,%.1f,%.4f,%.1f\n",
+                           op ? "layer_norm" : "softmax", PATHS[path], di ? "bfloat16" : "float32",
+                           (long long)shapes[si][0], (long long)shapes[si][1], ms, bytes / ms / 1e6,
+                           floor_ms, bytes / floor_ms / 1e6);
+                }
             tc_tensor_release(j.x);
             tc_tensor_release(j.w);
             tc_tensor_release(j.b);

@@ -1,7 +1,7 @@
 /* nn.h: every operation against an independent double-precision loop written
  * here, in every floating dtype (16-bit ones within their tolerance), for
- * shapes that reach each kernel path (a warp per row, a block per row, rows
- * too long for registers, a softmax along an inner dim), plus bad input for
+ * shapes that reach each kernel path (a warp per row, a block per row, a row
+ * in shared memory, rows too long for it, a softmax along an inner dim), plus bad input for
  * every function. The checks run on the CPU, then, when there is a GPU, the
  * same checks on the GPU and a parity pass comparing GPU results with CPU
  * results of the same inputs (skipped without a GPU; the CPU checks still
@@ -10,6 +10,9 @@
 #include <stdlib.h>
 
 #include "core/nn_internal.h" /* linear's test switch and path counts */
+#ifdef TCUDA_HAVE_CUDA
+#include "cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
+#endif
 #include "tc_test.h"
 
 static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
@@ -164,18 +167,19 @@ static void test_softmax(tc_device dev)
     }
 }
 
-/* -inf, +inf and NaN in each kernel path (a warp, a block, a long row, an
- * inner dim): an all -inf row (a fully masked one) gives NaN as PyTorch,
+/* -inf, +inf and NaN in each kernel path (a warp, a block, shared memory, a
+ * long row, an inner dim): an all -inf row (a fully masked one) gives NaN as PyTorch,
  * some -inf give 0 (log_softmax -inf) there, one NaN or +inf makes the
  * whole row NaN. */
 static void test_softmax_special(tc_device dev)
 {
-    /* a warp per row (scalar and 16-byte loads), a block, a long row */
-    const int64_t lens[] = {37, 40, 3000, 20000};
-    for (int li = 0; li < 5; li++)
+    /* a warp per row (scalar and 16-byte loads), a block, a row in shared
+     * memory, a row too long for it (read twice) */
+    const int64_t lens[] = {37, 40, 3000, 20000, 130001};
+    for (int li = 0; li < 6; li++)
         for (int d = 0; d < 4; d++)
             for (int lg = 0; lg < 2; lg++) {
-                bool cols = li == 4; /* softmax over dim 0 of [n, 5] */
+                bool cols = li == 5; /* softmax over dim 0 of [n, 5] */
                 int64_t n = cols ? 40 : lens[li], sz[2] = {cols ? n : 5, cols ? 5 : n};
                 int64_t total = 5 * n;
                 double *x = malloc(sizeof(double) * (size_t)total);
@@ -278,8 +282,8 @@ static void test_norms(tc_device dev)
  * [-1, 1]; Welford's method stays near 1e-7). */
 static void test_norm_outliers(tc_device dev)
 {
-    const int64_t lens[] = {700, 5000, 20001};
-    for (int li = 0; li < 3; li++)
+    const int64_t lens[] = {700, 5000, 20001, 70001};
+    for (int li = 0; li < 4; li++)
         for (int d = 2; d < 4; d++) { /* float32, float64 */
             int64_t n = lens[li], sz[2] = {3, n};
             double *x = malloc(sizeof(double) * (size_t)(3 * n));
@@ -570,6 +574,16 @@ static void test_linear_paths(tc_device dev)
         CHECK_OK(tc_tensor_empty(2, (int64_t[]){96, 0}, dt, dev, &w0));
         check_linear("linear, in = 0", x0, w0, b, 3, 0, 96, gpu ? 0 : 1);
         tc_tensor_release(x0), tc_tensor_release(w0);
+        /* 101 outputs (rows not a multiple of 16 bytes) from 100 rows of 96:
+         * on a GPU the 16-bit dtypes go through a padded buffer and a copy,
+         * and blas_lt.c does not give cuBLASLt a padded output with a bias */
+        tc_tensor *xp = rnd(dev, 3, (int64_t[]){4, 25, 96}, dt, -1, 1, NULL);
+        tc_tensor *wp = rnd(dev, 2, (int64_t[]){101, 96}, dt, -0.1, 0.1, NULL);
+        tc_tensor *bp = rnd(dev, 1, (int64_t[]){101}, dt, -1, 1, NULL);
+        bool half = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
+        check_linear("linear, 101 outputs", xp, wp, bp, 100, 96, 101, gpu && half ? 0 : must);
+        check_linear("linear, 101 outputs without bias", xp, wp, NULL, 100, 96, 101, -1);
+        tc_tensor_release(xp), tc_tensor_release(wp), tc_tensor_release(bp);
         /* the same plan again with other tensors (a second decode step) */
         tc_tensor *x2 = rnd(dev, 3, xs, dt, -1, 1, NULL);
         check_linear("linear 3-d x, again", x2, w, b, 8, 64, 96, must);
@@ -909,8 +923,8 @@ static void test_gpu_parity(void)
 {
     for (int d = 0; d < 4; d++) {
         tc_dtype dt = FLOATS[d];
-        int64_t rows[] = {1,    32,   100,  127,  128,   512,   768,  1024,
-                          1025, 2048, 4096, 8192, 16384, 16385, 50257};
+        int64_t rows[] = {1,    32,   100,  127,  128,   512,   768,   1024,
+                          1025, 2048, 4096, 8192, 16384, 16385, 50257, 130001};
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
             int64_t sz[2] = {5, rows[r]};
             tc_tensor *x = rnd(CPU, 2, sz, dt, -5, 5, NULL), *xg = on(GPU, x);
@@ -983,6 +997,43 @@ static void run_all(tc_device dev)
     test_bad_input(dev);
 }
 
+#ifdef TCUDA_HAVE_CUDA
+/* Each row kernel path forced (registers two ways, shared memory, two reads)
+ * on rows of several lengths, aligned or not, against the CPU: the automatic
+ * choice sends each length one way only, so the others are checked here. */
+static void test_gpu_paths(void)
+{
+    const int64_t lens[] = {700, 4096, 4097, 16385, 50257};
+    for (int path = TC__NN_PATH_REGS; path <= TC__NN_PATH_LOOP; path++)
+        for (int d = 0; d < 4; d++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                int64_t n = lens[li], sz[2] = {3, n};
+                tc_tensor *x = rnd(CPU, 2, sz, FLOATS[d], -5, 5, NULL), *xg = on(GPU, x);
+                tc_tensor *w = rnd(CPU, 1, &n, FLOATS[d], 0, 2, NULL), *wg = on(GPU, w);
+                tc_tensor *b = rnd(CPU, 1, &n, FLOATS[d], -1, 1, NULL), *bg = on(GPU, b);
+                for (int op = 0; op < 4; op++) {
+                    tc_tensor *yc = NULL, *yg = NULL;
+                    if (op < 2) {
+                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(x, 1, &yc));
+                        tc__k_nn_rows_path(path);
+                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(xg, 1, &yg));
+                    } else {
+                        CHECK_OK(op == 2 ? tc_nn_layer_norm(x, 1, &n, w, b, 1e-5, &yc)
+                                         : tc_nn_rms_norm(x, 1, &n, w, NULL, &yc));
+                        tc__k_nn_rows_path(path);
+                        CHECK_OK(op == 2 ? tc_nn_layer_norm(xg, 1, &n, wg, bg, 1e-5, &yg)
+                                         : tc_nn_rms_norm(xg, 1, &n, wg, NULL, &yg));
+                    }
+                    tc__k_nn_rows_path(TC__NN_PATH_AUTO);
+                    parity("row kernel path", yc, yg, op < 2 ? 1 : 2);
+                    tc_tensor_release(yc), tc_tensor_release(yg);
+                }
+                tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
+                tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
+            }
+}
+#endif
+
 int main(void)
 {
     tc_test_init();
@@ -991,6 +1042,9 @@ int main(void)
         run_all(GPU);
         test_linear_graph();
         test_gpu_parity();
+#ifdef TCUDA_HAVE_CUDA
+        test_gpu_paths();
+#endif
         CHECK_OK(tc_synchronize(-1));
     } else {
         printf("no GPU: the GPU checks and the parity pass are skipped\n");

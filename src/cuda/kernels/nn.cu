@@ -5,8 +5,17 @@
  * squares) with warp shuffles, and written once.
  *
  *   n <= 1024:        a warp per row, 4 rows per block of 128 threads;
- *   n <= 16384:       a block per row (128 to 512 threads, chosen so that
- *                     each thread keeps about 4 vectors in flight);
+ *   n <= 16384:       a block per row, 128 to 512 threads: for the norms as
+ *                     few as hold the row in their registers (up to 8
+ *                     vectors in flight a thread, more rows on an SM), for
+ *                     softmax about 4 vectors a thread (each the faster
+ *                     for its op on an H100);
+ *   rows that fit in shared memory (to about 200 KB on an H100): a block
+ *                     of 1024 threads per row copies it there with 16-byte
+ *                     loads (from the first aligned element, whatever the
+ *                     row's alignment), reduces it there (softmax's max
+ *                     and sum of exp as it loads) and writes it once: one
+ *                     read of global memory;
  *   longer rows:      a block per row that reads the row twice (online max
  *                     and sum; Welford's mean and variance, or the mean of
  *                     squares, for the norms) and writes it once;
@@ -17,6 +26,9 @@
  * rounded once when stored. The causal mask of attention is applied as the
  * row is loaded: masked columns are never read and come out as 0. */
 #include <math.h>
+
+#include <atomic>
+#include <type_traits>
 
 #include "common.cuh"
 #include "nn_kernels.h"
@@ -135,7 +147,8 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
                     x[c * V + v] = pad;
             }
         }
-        C s0 = 0, s1 = 0; /* softmax: max, log(sum); norms: mean, 1/std */
+        C s0 = 0,
+          s1 = 0; /* softmax: max, 1 / sum; log_softmax: max, log(sum); norms: mean, 1/std */
         if (SM) {
             C m = ninf<C>();
 #pragma unroll
@@ -152,7 +165,7 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
             }
             s = team_red<false, WARP>(s, sh);
             s0 = m;
-            s1 = OP == SOFTMAX ? s : lg(s);
+            s1 = OP == SOFTMAX ? (C)1 / s : lg(s); /* softmax multiplies by it */
         } else {
             C s = 0;
             if (OP == LAYER) {
@@ -186,7 +199,7 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
             for (int v = 0; v < V; v++) {
                 C xv = x[c * V + v], y;
                 if (OP == SOFTMAX)
-                    y = xv / s1;
+                    y = xv * s1;
                 else if (OP == LOG_SOFTMAX)
                     y = (xv - s0) - s1;
                 else {
@@ -309,9 +322,10 @@ __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
             for (i64 j = threadIdx.x; j < valid; j += blockDim.x)
                 online(m, s, load<C>(in + j));
             online_red<false>(m, s, sh);
+            const C inv = (C)1 / s, ls = lg(s);
             for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
                 C v = j < valid ? load<C>(in + j) : ninf<C>();
-                store(out + j, OP == SOFTMAX ? ex(v - m) / s : (v - m) - lg(s));
+                store(out + j, OP == SOFTMAX ? ex(v - m) * inv : (v - m) - ls);
             }
             continue;
         }
@@ -343,6 +357,206 @@ __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
     }
 }
 
+static unsigned cap_grid(i64 blocks)
+{
+    return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
+}
+
+/* Rows that fit in shared memory: a block per row copies it there, reduces
+ * it there and writes it out, so global memory is read once. The row is
+ * kept at the same offset from a 16-byte boundary as in global memory, so
+ * the bulk of it moves in 16-byte vectors whatever the row's alignment:
+ * from global memory, from shared memory in the passes, and to the output
+ * when it has the input's alignment. */
+enum { SMEM_THREADS = 1024, SMEM_UNROLL = 4 };
+
+/* Calls f(j, x) for every j < len of the row s in shared memory, whose
+ * elements from `head` on are 16-byte aligned (s + head is): that part is
+ * read 16 bytes at a time. */
+template <typename T, typename F>
+__device__ __forceinline__ void each_in_row(const T *s, i64 head, i64 len, F f)
+{
+    constexpr int VT = 16 / sizeof(T);
+    const i64 h = head < len ? head : len, nv = (len - h) / VT;
+    for (i64 j = threadIdx.x; j < h; j += blockDim.x)
+        f(j, s[j]);
+    const VecN<T, VT> *v = (const VecN<T, VT> *)(s + h);
+    for (i64 k = threadIdx.x; k < nv; k += blockDim.x) {
+        VecN<T, VT> t = v[k];
+#pragma unroll
+        for (int u = 0; u < VT; u++)
+            f(h + k * VT + u, t.v[u]);
+    }
+    for (i64 j = h + nv * VT + threadIdx.x; j < len; j += blockDim.x)
+        f(j, s[j]);
+}
+
+template <typename T, typename O, int OP>
+__global__ void __launch_bounds__(SMEM_THREADS) rows_smem(RowArgs a)
+{
+    typedef typename Compute<T>::type C;
+    constexpr int VT = 16 / sizeof(T);
+    constexpr bool SM = OP == SOFTMAX || OP == LOG_SOFTMAX;
+    typedef VecN<T, VT> VecT;
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    __shared__ C sh[32];
+    const i64 n = a.n;
+    for (i64 row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const T *in = (const T *)a.in + row * n;
+        O *out = (O *)a.out + row * n;
+        const i64 valid = SM ? valid_of(a, row) : n;
+        const int shift = (int)((uintptr_t)in % 16 / sizeof(T));
+        T *s = (T *)smem_bytes + shift; /* s + j is aligned where in + j is */
+        const i64 head = shift ? VT - shift : 0;
+        const i64 lh = head < valid ? head : valid, nv = (valid - lh) / VT;
+        /* softmax: the online max and sum of exp of the values this thread
+         * copies, taken while the copy's loads are in flight */
+        C m = ninf<C>(), e = 0;
+        __syncthreads(); /* the previous row's write pass is done with s */
+        for (i64 j = threadIdx.x; j < lh; j += blockDim.x) {
+            s[j] = in[j];
+            if (SM)
+                online(m, e, load<C>(in + j));
+        }
+        const VecT *src = (const VecT *)(in + lh);
+        VecT *dst = (VecT *)(s + lh);
+        for (i64 k0 = threadIdx.x; k0 < nv; k0 += (i64)blockDim.x * SMEM_UNROLL) {
+            VecT r[SMEM_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SMEM_UNROLL; u++) {
+                i64 k = k0 + (i64)u * blockDim.x;
+                if (k < nv)
+                    r[u] = src[k];
+            }
+#pragma unroll
+            for (int u = 0; u < SMEM_UNROLL; u++) {
+                i64 k = k0 + (i64)u * blockDim.x;
+                if (k < nv) {
+                    dst[k] = r[u];
+                    if (SM) { /* the vector's maximum first: one rescale a vector */
+                        C x[VT], vm = ninf<C>();
+#pragma unroll
+                        for (int v = 0; v < VT; v++) {
+                            x[v] = load<C>(&r[u].v[v]);
+                            vm = x[v] > vm ? x[v] : vm;
+                        }
+                        if (vm > m) {
+                            e *= ex(m - vm);
+                            m = vm;
+                        }
+#pragma unroll
+                        for (int v = 0; v < VT; v++) /* +inf - +inf and NaN give NaN */
+                            e += x[v] == ninf<C>() ? (C)0 : ex(x[v] - m);
+                    }
+                }
+            }
+        }
+        for (i64 j = lh + nv * VT + threadIdx.x; j < valid; j += blockDim.x) {
+            s[j] = in[j];
+            if (SM)
+                online(m, e, load<C>(in + j));
+        }
+        __syncthreads();
+        C s0 = 0, s1 = 0; /* softmax: max, sum of exp; norms: mean, 1/std */
+        if (SM) {
+            online_red<false>(m, e, sh);
+            s0 = m;
+            s1 = e;
+        } else {
+            if (OP == LAYER) { /* two passes over shared memory: exact and stable */
+                C t = 0;
+                each_in_row(s, head, n, [&](i64, T x) { t += load<C>(&x); });
+                s0 = team_red<false, false>(t, sh) / (C)n;
+            }
+            C q = 0;
+            each_in_row(s, head, n, [&](i64, T x) {
+                C d = load<C>(&x) - s0;
+                q += d * d;
+            });
+            s1 = rsq(team_red<false, false>(q, sh) / (C)n + (C)a.eps);
+        }
+        const C lse = OP == LOG_SOFTMAX ? lg(s1) : (C)0, inv = SM ? (C)1 / s1 : (C)0;
+        auto value = [&](i64 j, T x) -> C {
+            if (SM) {
+                C v = j < valid ? load<C>(&x) : ninf<C>(); /* masked: not in s */
+                return OP == SOFTMAX ? ex(v - s0) * inv : (v - s0) - lse;
+            }
+            C y = (load<C>(&x) - s0) * s1;
+            if (a.w)
+                y *= load<C>((const T *)a.w + j);
+            if (OP == LAYER && a.b)
+                y += load<C>((const T *)a.b + j);
+            return y;
+        };
+        bool vec_out = false;
+        if constexpr (std::is_same<T, O>::value)
+            vec_out = (uintptr_t)out % 16 == (uintptr_t)in % 16;
+        if (!vec_out) {
+            for (i64 j = threadIdx.x; j < n; j += blockDim.x)
+                store(out + j, value(j, j < valid ? s[j] : (T)0));
+            continue;
+        }
+        if constexpr (std::is_same<T, O>::value) { /* out + head is aligned as s + head */
+            const i64 h = head < n ? head : n, nvo = (n - h) / VT;
+            for (i64 j = threadIdx.x; j < h; j += blockDim.x)
+                store(out + j, value(j, j < valid ? s[j] : (T)0));
+            const VecT *sv = (const VecT *)(s + h);
+            VecT *ov = (VecT *)(out + h);
+            for (i64 k = threadIdx.x; k < nvo; k += blockDim.x) {
+                i64 j0 = h + k * VT;
+                VecT t = j0 < valid ? sv[k] : VecT{}, o;
+#pragma unroll
+                for (int u = 0; u < VT; u++)
+                    store(&o.v[u], value(j0 + u, t.v[u]));
+                ov[k] = o;
+            }
+            for (i64 j = h + nvo * VT + threadIdx.x; j < n; j += blockDim.x)
+                store(out + j, value(j, j < valid ? s[j] : (T)0));
+        }
+    }
+}
+
+/* Shared memory a block may opt in to on the current device (0 when the
+ * query fails: the caller then takes the two-read path). */
+static size_t smem_optin()
+{
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (size_t)bytes;
+}
+
+/* Launches rows_smem when the row fits; false when it does not (or the
+ * opt-in is refused), for the caller to take the two-read path. */
+template <typename T, typename O, int OP> bool launch_smem(cudaStream_t stream, const RowArgs &a)
+{
+    typedef typename Compute<T>::type C;
+    size_t statics = 32 * sizeof(C) + 1024, optin = smem_optin(); /* with a margin */
+    size_t bytes = ((size_t)a.n + 16 / sizeof(T)) * sizeof(T);
+    if (optin <= statics || bytes > optin - statics)
+        return false;
+    /* The opt-in is set to the device's whole allowance once per device, so
+     * later launches, in a capture too, need no further call. */
+    static std::atomic<unsigned long long> set_on{0};
+    int dev = 0;
+    (void)cudaGetDevice(&dev);
+    unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(set_on.load(std::memory_order_acquire) & bit)) {
+        if (cudaFuncSetAttribute(rows_smem<T, O, OP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)(optin - statics)) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        set_on.fetch_or(bit, std::memory_order_acq_rel);
+    }
+    rows_smem<T, O, OP><<<cap_grid(a.rows), SMEM_THREADS, bytes, stream>>>(a);
+    return true;
+}
+
 /* softmax along an inner dim: [outer, n, inner], a thread per column. */
 template <typename T, int OP>
 __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
@@ -354,9 +568,10 @@ __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
         C m = ninf<C>(), s = 0;
         for (i64 j = 0; j < n; j++)
             online(m, s, load<C>(in + base + j * inner));
+        const C inv = (C)1 / s, ls = lg(s);
         for (i64 j = 0; j < n; j++) {
             C v = load<C>(in + base + j * inner);
-            store(out + base + j * inner, OP == SOFTMAX ? ex(v - m) / s : (v - m) - lg(s));
+            store(out + base + j * inner, OP == SOFTMAX ? ex(v - m) * inv : (v - m) - ls);
         }
     }
 }
@@ -400,12 +615,10 @@ __global__ void scale_kernel(T *c, i64 m, i64 n, i64 ldc, i64 stride_c, i64 tota
     }
 }
 
-static unsigned cap_grid(i64 blocks)
-{
-    return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
-}
-
 static bool aligned(const void *p, size_t to) { return p == nullptr || (uintptr_t)p % to == 0; }
+
+/* The path every launch takes: automatic, or one forced by a benchmark. */
+std::atomic<int> rows_path{TC__NN_PATH_AUTO};
 
 template <typename T, typename O, int OP> void launch_rows(cudaStream_t stream, const RowArgs &a)
 {
@@ -413,25 +626,38 @@ template <typename T, typename O, int OP> void launch_rows(cudaStream_t stream, 
     bool vec = VT > 1 && a.n % VT == 0 && aligned(a.in, 16) && aligned(a.out, sizeof(O) * VT) &&
                aligned(a.w, 16) && aligned(a.b, 16);
     constexpr int PER_THREAD = PerThread<T>::value;
-    int v = vec ? VT : 1;
-    if (a.n <= 32 * PER_THREAD) {
+    const int path = rows_path.load(std::memory_order_relaxed);
+    if (a.n <= 32 * PER_THREAD && path == TC__NN_PATH_AUTO) {
         unsigned grid = cap_grid((a.rows + 3) / 4);
         if (vec)
             rows_reg<T, O, OP, VT, true><<<grid, 128, 0, stream>>>(a);
         else
             rows_reg<T, O, OP, 1, true><<<grid, 128, 0, stream>>>(a);
-    } else if (a.n <= 512 * PER_THREAD) {
+        return;
+    }
+    if (a.n <= 512 * PER_THREAD &&
+        (path == TC__NN_PATH_AUTO || path == TC__NN_PATH_REGS || path == TC__NN_PATH_REGS_WIDE)) {
+        /* softmax: about 4 vectors a thread; the norms: the fewest threads
+         * (each the faster for its op on an H100, bench_nn's paths show) */
         int threads = 128;
-        while (threads < 512 && a.n > (i64)threads * v * 4)
-            threads *= 2;
+        bool wide = path == TC__NN_PATH_REGS_WIDE ||
+                    (path == TC__NN_PATH_AUTO && (OP == SOFTMAX || OP == LOG_SOFTMAX));
+        if (wide)
+            while (threads < 512 && a.n > (i64)threads * (vec ? VT : 1) * 4)
+                threads *= 2;
+        else /* the fewest whose registers hold the row */
+            while (threads < 512 && a.n > (i64)threads * PER_THREAD)
+                threads *= 2;
         unsigned grid = cap_grid(a.rows);
         if (vec)
             rows_reg<T, O, OP, VT, false><<<grid, threads, 0, stream>>>(a);
         else
             rows_reg<T, O, OP, 1, false><<<grid, threads, 0, stream>>>(a);
-    } else {
-        rows_loop<T, O, OP><<<cap_grid(a.rows), 512, 0, stream>>>(a);
+        return;
     }
+    if (path != TC__NN_PATH_LOOP && launch_smem<T, O, OP>(stream, a))
+        return;
+    rows_loop<T, O, OP><<<cap_grid(a.rows), 512, 0, stream>>>(a);
 }
 
 template <typename T, typename O> void launch_op(cudaStream_t stream, int op, const RowArgs &a)
@@ -456,6 +682,8 @@ template <typename F> void dispatch_float(tc_dtype dtype, F f)
 }
 
 } // namespace
+
+extern "C" void tc__k_nn_rows_path(int path) { rows_path.store(path, std::memory_order_relaxed); }
 
 extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r)
 {

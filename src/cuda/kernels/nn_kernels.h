@@ -15,6 +15,19 @@ extern "C" {
 
 /* See tc__nn_rows (core/nn_internal.h). */
 void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *args);
+/* For benchmarks only: every later row kernel (softmax, log_softmax, the
+ * norms; not along an inner dim) takes `path` where the row allows it:
+ * registers with the fewest threads, registers with about 4 vectors a
+ * thread, shared memory, or two reads of global memory; AUTO (the default)
+ * chooses by the row's length. One setting for the whole process. */
+enum {
+    TC__NN_PATH_AUTO,
+    TC__NN_PATH_REGS,
+    TC__NN_PATH_REGS_WIDE,
+    TC__NN_PATH_SMEM,
+    TC__NN_PATH_LOOP
+};
+void tc__k_nn_rows_path(int path);
 /* See tc__nn_backend.cross_entropy; loss is of dtype's computation type
  * (float32 for 16-bit dtypes). */
 void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype, const void *logits,

@@ -7,7 +7,9 @@
  *   graph     the chain captured once (tc_graph) and replayed;
  *   raw graph the floor: the same 100 kernels (tcuda's binary kernel,
  *             launched directly on two ping-pong buffers) captured with
- *             cudaStreamBeginCapture and replayed with cudaGraphLaunch.
+ *             cudaStreamBeginCapture and replayed with cudaGraphLaunch;
+ *   least kernel  the same raw graph of the least add kernel (graph_floor.cu):
+ *             what a node costs apart from the kernel it runs.
  * Prints "name value unit" rows (run_graph.sh puts PyTorch beside them) and
  * the ratio graph / raw graph (target: <= 1.05). The MLP training step rows
  * come from examples/graph_mlp, which run_graph.sh runs. */
@@ -78,8 +80,11 @@ static void replay(void *p) { TRY(tc_graph_replay(p)); }
 
 static void raw_replay(void *p) { CUDA_TRY(cudaGraphLaunch(p, NULL)); }
 
-/* The floor: the same kernel as tc_tensor_add, 100 launches captured raw. */
-static cudaGraphExec_t raw_graph(float *a, float *b, const float *y)
+void bench_graph_floor_add(cudaStream_t s, float *o, const float *a, const float *b);
+
+/* The floor: the same kernel as tc_tensor_add (or, with `least`, the least
+ * add kernel), 100 launches captured raw. */
+static cudaGraphExec_t raw_graph(float *a, float *b, const float *y, bool least)
 {
     cudaStream_t s;
     CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -87,6 +92,10 @@ static cudaGraphExec_t raw_graph(float *a, float *b, const float *y)
     CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     for (int i = 0; i < OPS; i++) {
+        if (least) {
+            bench_graph_floor_add(s, i % 2 ? a : b, i % 2 ? b : a, y);
+            continue;
+        }
         tc__iter it = {.ndim = 1, .nops = 3, .contiguous = true, .numel = 16};
         it.sizes[0] = 16;
         for (int k = 0; k < 3; k++)
@@ -133,16 +142,20 @@ int main(void)
     TRY(tc_caching_allocator_alloc(64, 0, NULL, &a));
     TRY(tc_caching_allocator_alloc(64, 0, NULL, &b));
     CUDA_TRY(cudaMemset(a, 0, 64));
-    cudaGraphExec_t raw = raw_graph(a, b, tc_tensor_data_ptr(c.y));
+    cudaGraphExec_t raw = raw_graph(a, b, tc_tensor_data_ptr(c.y), false);
     double raw_us = per_op_us(raw_replay, raw, GRAPH_CHAINS);
+    cudaGraphExec_t least = raw_graph(a, b, tc_tensor_data_ptr(c.y), true);
+    double least_us = per_op_us(raw_replay, least, GRAPH_CHAINS);
 
     row("add chain eager, us/op", eager_us, "us per op (wall clock)");
     row("add chain graph, us/op", graph_us, "us per op (replay)");
     row("add chain raw graph, us/op", raw_us, "us per op (raw CUDA graph, the floor)");
+    row("least kernel raw graph, us/op", least_us, "us per op (raw graph of a 16-float add)");
     printf("graph / raw graph: %.3f (target <= 1.05); eager / graph: %.1fx\n", graph_us / raw_us,
            eager_us / graph_us);
 
     CUDA_TRY(cudaGraphExecDestroy(raw));
+    CUDA_TRY(cudaGraphExecDestroy(least));
     TRY(tc_caching_allocator_delete(a));
     TRY(tc_caching_allocator_delete(b));
     TRY(tc_graph_destroy(g));

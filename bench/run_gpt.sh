@@ -6,6 +6,7 @@
 # and bfloat16, eager and with graphs. From the repository root:
 #     bash bench/run_gpt.sh build
 # Logs go to "$OUT" when set (else a temporary folder). A few minutes.
+# GPT_CHECK_ONLY=1 stops after the checks (no timing).
 set -u
 BUILD="${1:-build}"
 LOG="${OUT:-$(mktemp -d)}"
@@ -25,6 +26,7 @@ for g in "" --graph; do
 done
 "$GPT" "$MODEL/model.safetensors" --device cpu --check "$MODEL/ref.safetensors" \
     2>&1 | tee -a "$LOG/check.txt" || rc=1
+[ "${GPT_CHECK_ONLY:-0}" = 1 ] && exit $rc
 for dt in float32 bfloat16; do
     python3 scripts/gpt_torch.py bench "$MODEL" --dtype $dt 2>&1 | tee -a "$LOG/rows.txt" || rc=1
     "$GPT" "$MODEL/model.safetensors" --device cuda --dtype $dt --bench 2>&1 |

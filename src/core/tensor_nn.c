@@ -459,23 +459,6 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
         st = as_mats(weight, &w);
     if (st == TC_OK)
         st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
-    /* A 16-bit GEMM on a GPU whose output rows are not a multiple of 16
-     * bytes (GPT-2's 50257 logits) gets cuBLAS's unaligned kernels, which
-     * are slow (GPT-2's prefill logits, 4096 x 768 x 50257 in bfloat16, took
-     * 3.3 ms on an H200, PyTorch the same). So where there are enough rows
-     * and depth for a copy to be cheap beside the GEMM, the GEMM writes rows
-     * padded to 16 bytes and the result is copied out of them. */
-    tc_tensor *wide = NULL, *wide_view = NULL, *res2 = NULL;
-    int64_t unit = 16 / (int64_t)tc_dtype_size(x->dtype);
-    bool pad = dev.type == TC_CUDA && unit == 8 && of % unit && m >= 64 && in >= 64;
-    if (st == TC_OK && pad) {
-        int64_t wsz[2] = {m, (of + unit - 1) / unit * unit}, rsz[2] = {m, of};
-        st = tc__new_tensor(2, wsz, x->dtype, dev, false, &wide);
-        if (st == TC_OK)
-            st = tc_tensor_narrow(wide, 1, 0, of, &wide_view);
-        if (st == TC_OK)
-            st = tc_tensor_view(res, 2, rsz, &res2);
-    }
     if (st == TC_OK && m * of > 0) {
         tc__nn_gemm g = {.dtype = x->dtype,
                          .c_dtype = x->dtype,
@@ -487,19 +470,14 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
                          .k = in,
                          .a = tc__data(xc),
                          .b = w.data,
-                         .c = tc__data(wide ? wide : res),
+                         .c = tc__data(res),
                          .lda = in > 0 ? in : 1,
                          .ldb = w.ld,
-                         .ldc = wide ? wide->sizes[1] : of,
+                         .ldc = of,
                          .alpha = 1,
                          .beta = 0};
-        st = linear_gemm(be, dev.index, &g, wide ? wide_view : res, bias);
-        if (st == TC_OK && wide)
-            st = tc__copy_local(res2, wide_view);
+        st = linear_gemm(be, dev.index, &g, res, bias);
     }
-    tc_tensor_release(res2);
-    tc_tensor_release(wide_view);
-    tc_tensor_release(wide);
     tc_tensor_release(xc);
     tc_tensor_release(w.owned);
     return finish(st, res, out);

@@ -575,13 +575,12 @@ static void test_linear_paths(tc_device dev)
         check_linear("linear, in = 0", x0, w0, b, 3, 0, 96, gpu ? 0 : 1);
         tc_tensor_release(x0), tc_tensor_release(w0);
         /* 101 outputs (rows not a multiple of 16 bytes) from 100 rows of 96:
-         * on a GPU the 16-bit dtypes go through a padded buffer and a copy,
-         * and blas_lt.c does not give cuBLASLt a padded output with a bias */
+         * cuBLASLt may refuse the unaligned 16-bit output (printed) */
         tc_tensor *xp = rnd(dev, 3, (int64_t[]){4, 25, 96}, dt, -1, 1, NULL);
         tc_tensor *wp = rnd(dev, 2, (int64_t[]){101, 96}, dt, -0.1, 0.1, NULL);
         tc_tensor *bp = rnd(dev, 1, (int64_t[]){101}, dt, -1, 1, NULL);
         bool half = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
-        check_linear("linear, 101 outputs", xp, wp, bp, 100, 96, 101, gpu && half ? 0 : must);
+        check_linear("linear, 101 outputs", xp, wp, bp, 100, 96, 101, gpu && half ? -1 : must);
         check_linear("linear, 101 outputs without bias", xp, wp, NULL, 100, 96, 101, -1);
         tc_tensor_release(xp), tc_tensor_release(wp), tc_tensor_release(bp);
         /* the same plan again with other tensors (a second decode step) */

@@ -5,11 +5,9 @@
  * squares) with warp shuffles, and written once.
  *
  *   n <= 1024:        a warp per row, 4 rows per block of 128 threads;
- *   n <= 16384:       a block per row, 128 to 512 threads: for the norms as
- *                     few as hold the row in their registers (up to 8
- *                     vectors in flight a thread, more rows on an SM), for
- *                     softmax about 4 vectors a thread (each the faster
- *                     for its op on an H100);
+ *   n <= 16384:       a block per row, 128 to 512 threads, as few as hold
+ *                     the row in their registers (up to 8 vectors in
+ *                     flight a thread, and more rows on an SM);
  *   rows that fit in shared memory (to about 200 KB on an H100): a block
  *                     of 1024 threads per row copies it there with 16-byte
  *                     loads (from the first aligned element, whatever the
@@ -637,15 +635,14 @@ template <typename T, typename O, int OP> void launch_rows(cudaStream_t stream, 
     }
     if (a.n <= 512 * PER_THREAD &&
         (path == TC__NN_PATH_AUTO || path == TC__NN_PATH_REGS || path == TC__NN_PATH_REGS_WIDE)) {
-        /* softmax: about 4 vectors a thread; the norms: the fewest threads
-         * (each the faster for its op on an H100, bench_nn's paths show) */
+        /* the fewest threads whose registers hold the row: faster for
+         * softmax and the norms on an H100 than about 4 vectors a thread,
+         * which only a benchmark asks for (bench_nn's paths) */
         int threads = 128;
-        bool wide = path == TC__NN_PATH_REGS_WIDE ||
-                    (path == TC__NN_PATH_AUTO && (OP == SOFTMAX || OP == LOG_SOFTMAX));
-        if (wide)
+        if (path == TC__NN_PATH_REGS_WIDE)
             while (threads < 512 && a.n > (i64)threads * (vec ? VT : 1) * 4)
                 threads *= 2;
-        else /* the fewest whose registers hold the row */
+        else
             while (threads < 512 && a.n > (i64)threads * PER_THREAD)
                 threads *= 2;
         unsigned grid = cap_grid(a.rows);

@@ -1,83 +1,11 @@
 /* nn.h: every operation against an independent double-precision loop written
  * here, in every floating dtype (16-bit ones within their tolerance), for
  * shapes that reach each kernel path (a warp per row, a block per row, a row
- * in shared memory, rows too long for it, a softmax along an inner dim), plus bad input for
- * every function. The checks run on the CPU, then, when there is a GPU, the
- * same checks on the GPU and a parity pass comparing GPU results with CPU
- * results of the same inputs (skipped without a GPU; the CPU checks still
- * run). */
-#include <math.h>
-#include <stdlib.h>
-
-#include "core/nn_internal.h" /* linear's test switch and path counts */
-#ifdef TCUDA_HAVE_CUDA
-#include "cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
-#endif
-#include "tc_test.h"
-
-static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};
-static const tc_dtype FLOATS[4] = {TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64};
-
-static double tol_of(tc_dtype d)
-{
-    switch (d) {
-    case TC_FLOAT16: return 4e-3;
-    case TC_BFLOAT16: return 3e-2;
-    case TC_FLOAT32: return 2e-5;
-    default: return 1e-11;
-    }
-}
-
-static int64_t numel_of(int nd, const int64_t *sz)
-{
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++)
-        n *= sz[i];
-    return n;
-}
-
-/* A random tensor on `dev`; *v (if not NULL) receives its values as stored,
- * rounded to dtype (caller frees). */
-static tc_tensor *rnd(tc_device dev, int nd, const int64_t *sz, tc_dtype dt, double lo, double hi,
-                      double **v)
-{
-    int64_t n = numel_of(nd, sz);
-    double *x = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * tc_test_rand_uniform();
-    tc_tensor *d = NULL, *t = NULL;
-    CHECK_OK(tc_tensor_from_data(x, nd, sz, TC_FLOAT64, CPU, &d));
-    CHECK_OK(tc_tensor_to(d, dev, dt, false, &t));
-    tc_tensor_release(d);
-    free(x);
-    if (v)
-        *v = tc_test_values(t);
-    return t;
-}
-
-/* got (a tensor of `dt` with n elements) against ref, within the dtype's
- * tolerance times `mul`, relative to 1 + |ref|. */
-static bool near_ref(const char *what, tc_dtype dt, const tc_tensor *got, const double *ref,
-                     int64_t n, double mul)
-{
-    bool ok = got && tc_tensor_numel(got) == n && tc_tensor_dtype(got) == dt;
-    double *g = ok ? tc_test_values(got) : NULL;
-    double tol = tol_of(dt) * mul;
-    for (int64_t i = 0; ok && i < n; i++) {
-        bool same = (isnan(g[i]) && isnan(ref[i])) || g[i] == ref[i] ||
-                    fabs(g[i] - ref[i]) <= tol * (1 + fabs(ref[i]));
-        if (!same) {
-            fprintf(stderr, "%s (%s): element %lld is %.9g, expected %.9g\n", what,
-                    tc_dtype_name(dt), (long long)i, g[i], ref[i]);
-            ok = false;
-        }
-    }
-    if (!got || tc_tensor_numel(got) != n)
-        fprintf(stderr, "%s (%s): wrong element count\n", what, tc_dtype_name(dt));
-    free(g);
-    CHECK(ok);
-    return ok;
-}
+ * in shared memory, rows too long for it, a softmax along an inner dim), plus
+ * bad input for every function. The checks run on the CPU, then the same on
+ * the GPU when there is one. The GPU-against-CPU parity pass, each row
+ * kernel path forced and linear in a graph are test_nn_cuda. */
+#include "nn_check.h"
 
 static bool same_shape(const tc_tensor *t, int nd, const int64_t *sz)
 {
@@ -306,13 +234,6 @@ static void test_norm_outliers(tc_device dev)
 
 /* ---- cross_entropy ------------------------------------------------------------------- */
 
-static tc_tensor *targets(tc_device dev, int nd, int64_t n, const int64_t *v)
-{
-    tc_tensor *t = NULL;
-    CHECK_OK(tc_tensor_from_data(v, nd, &n, TC_INT64, dev, &t));
-    return t;
-}
-
 static void test_cross_entropy(tc_device dev)
 {
     enum { N = 7 };
@@ -466,29 +387,6 @@ static void test_linear(tc_device dev)
 
 /* ---- linear's two paths: the backend's GEMM with its bias, copy + GEMM --------------- */
 
-/* y [m, n] = x [m, k] w^T (+ b) for dense row-major x and w [n, k]. */
-static void ref_linear(const double *x, const double *w, const double *b, int64_t m, int64_t k,
-                       int64_t n, double *y)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double s = b ? b[j] : 0;
-            for (int64_t q = 0; q < k; q++)
-                s += x[i * k + q] * w[j * k + q];
-            y[i * n + j] = s;
-        }
-}
-
-/* Which path a linear took: 1 gemm_bias in one step, 0 copy + GEMM, -1 none
- * counted (no bias). */
-static int path_of(uint64_t f0, uint64_t u0)
-{
-    uint64_t f1, u1;
-    tc__nn_linear_counts(&f1, &u1);
-    CHECK(f1 - f0 + u1 - u0 <= 1);
-    return f1 > f0 ? 1 : u1 > u0 ? 0 : -1;
-}
-
 /* tc_nn_linear(x, w, b) against the double reference of the stored values
  * (x with m rows of k, w [n, k], b [n] or NULL), and the path it took:
  * `want` 1 or 0 must be the path, -1 only prints it. */
@@ -589,49 +487,6 @@ static void test_linear_paths(tc_device dev)
         tc_tensor_release(x2);
         tc_tensor_release(v), tc_tensor_release(wt), tc_tensor_release(wb);
         tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
-    }
-}
-
-/* A linear captured into a CUDA graph after a warm-up (the thread's
- * cuBLASLt handle and plan exist): the output is zeroed, the replay must
- * write x W^T + b again, through the one-step path for float32 and the
- * 16-bit dtypes (its workspace from the graph's pool). */
-static void test_linear_graph(void)
-{
-    for (int d = 0; d < 4; d++) {
-        tc_dtype dt = FLOATS[d];
-        int64_t xs[2] = {8, 64}, ws[2] = {96, 64}, bs = 96;
-        double *xv, *wv, *bv, ref[8 * 96];
-        tc_tensor *x = rnd(GPU, 2, xs, dt, -1, 1, &xv), *w = rnd(GPU, 2, ws, dt, -0.1, 0.1, &wv);
-        tc_tensor *b = rnd(GPU, 1, &bs, dt, -1, 1, &bv), *y = NULL;
-        ref_linear(xv, wv, bv, 8, 64, 96, ref);
-        CHECK_OK(tc_nn_linear(x, w, b, &y)); /* warm-up */
-        tc_tensor_release(y);
-        y = NULL;
-        CHECK_OK(tc_synchronize(-1));
-        tc_graph *g = NULL;
-        CHECK_OK(tc_graph_create(&g));
-        uint64_t f0, u0;
-        tc__nn_linear_counts(&f0, &u0);
-        tc_mempool_id none = {0};
-        tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
-                                                                 TC_CAPTURE_MODE_GLOBAL);
-        CHECK_OK(gd.status);
-        CHECK_OK(tc_nn_linear(x, w, b, &y));
-        CHECK_OK(tc_graph_capture_guard_exit(&gd));
-        int got = path_of(f0, u0);
-        printf("linear in a graph (%s): %s path\n", tc_dtype_name(dt),
-               got == 1 ? "cuBLASLt one-step" : "copy + GEMM");
-        if (dt != TC_FLOAT64)
-            CHECK(got == 1);
-        CHECK_OK(tc_tensor_fill_(y, 0));
-        CHECK_OK(tc_graph_replay(g));
-        CHECK_OK(tc_synchronize(-1));
-        near_ref("linear replayed from a graph", dt, y, ref, 8 * 96, 4);
-        tc_tensor_release(y);
-        CHECK_OK(tc_graph_destroy(g));
-        tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
-        free(xv), free(wv), free(bv);
     }
 }
 
@@ -902,86 +757,6 @@ static void test_bad_input(tc_device dev)
         tc_tensor_release(all[i]);
 }
 
-/* ---- GPU: device mismatch and parity with the CPU ------------------------------------- */
-
-static tc_tensor *on(tc_device dev, const tc_tensor *t)
-{
-    tc_tensor *r = NULL;
-    CHECK_OK(tc_tensor_to(t, dev, tc_tensor_dtype(t), false, &r));
-    return r;
-}
-
-static void parity(const char *what, const tc_tensor *c, const tc_tensor *g, double mul)
-{
-    double *v = tc_test_values(c);
-    near_ref(what, tc_tensor_dtype(c), g, v, tc_tensor_numel(c), mul);
-    free(v);
-}
-
-static void test_gpu_parity(void)
-{
-    for (int d = 0; d < 4; d++) {
-        tc_dtype dt = FLOATS[d];
-        int64_t rows[] = {1,    32,   100,  127,  128,   512,   768,   1024,
-                          1025, 2048, 4096, 8192, 16384, 16385, 50257, 130001};
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
-            int64_t sz[2] = {5, rows[r]};
-            tc_tensor *x = rnd(CPU, 2, sz, dt, -5, 5, NULL), *xg = on(GPU, x);
-            tc_tensor *w = rnd(CPU, 1, &rows[r], dt, 0, 2, NULL), *wg = on(GPU, w);
-            tc_tensor *b = rnd(CPU, 1, &rows[r], dt, -1, 1, NULL), *bg = on(GPU, b);
-            tc_tensor *yc = NULL, *yg = NULL;
-            CHECK_OK(tc_nn_softmax(x, 1, &yc));
-            CHECK_OK(tc_nn_softmax(xg, 1, &yg));
-            parity("softmax parity", yc, yg, 1);
-            tc_tensor_release(yc), tc_tensor_release(yg);
-            CHECK_OK(tc_nn_log_softmax(x, 1, &yc));
-            CHECK_OK(tc_nn_log_softmax(xg, 1, &yg));
-            parity("log_softmax parity", yc, yg, 1);
-            tc_tensor_release(yc), tc_tensor_release(yg);
-            CHECK_OK(tc_nn_layer_norm(x, 1, &rows[r], w, b, 1e-5, &yc));
-            CHECK_OK(tc_nn_layer_norm(xg, 1, &rows[r], wg, bg, 1e-5, &yg));
-            parity("layer_norm parity", yc, yg, 2);
-            tc_tensor_release(yc), tc_tensor_release(yg);
-            CHECK_OK(tc_nn_rms_norm(x, 1, &rows[r], w, NULL, &yc));
-            CHECK_OK(tc_nn_rms_norm(xg, 1, &rows[r], wg, NULL, &yg));
-            parity("rms_norm parity", yc, yg, 2);
-            tc_tensor_release(yc), tc_tensor_release(yg);
-            int64_t tg[5] = {0, rows[r] - 1, -100, rows[r] / 2, rows[r] / 3};
-            tc_tensor *t = targets(CPU, 1, 5, tg), *tgg = targets(GPU, 1, 5, tg);
-            CHECK_OK(tc_nn_cross_entropy(x, t, -100, TC_REDUCTION_NONE, &yc));
-            CHECK_OK(tc_nn_cross_entropy(xg, tgg, -100, TC_REDUCTION_NONE, &yg));
-            parity("cross_entropy parity", yc, yg, 2);
-            tc_tensor_release(yc), tc_tensor_release(yg);
-            tc_tensor_release(t), tc_tensor_release(tgg);
-            tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
-            tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
-        }
-        /* a GPT-2-shaped attention block, causal, through every op */
-        int64_t qs[4] = {2, 4, 128, 64}, xs[3] = {2, 128, 256}, ws[2] = {192, 256}, bs = 192;
-        tc_tensor *q = rnd(CPU, 4, qs, dt, -1, 1, NULL), *k = rnd(CPU, 4, qs, dt, -1, 1, NULL);
-        tc_tensor *v = rnd(CPU, 4, qs, dt, -1, 1, NULL), *qg = on(GPU, q), *kg = on(GPU, k);
-        tc_tensor *vg = on(GPU, v), *yc = NULL, *yg = NULL;
-        CHECK_OK(tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &yc));
-        CHECK_OK(tc_nn_scaled_dot_product_attention(qg, kg, vg, true, NULL, &yg));
-        parity("sdpa parity", yc, yg, 3);
-        tc_tensor_release(yc), tc_tensor_release(yg);
-        tc_tensor *x = rnd(CPU, 3, xs, dt, -1, 1, NULL), *w = rnd(CPU, 2, ws, dt, -0.1, 0.1, NULL);
-        tc_tensor *b = rnd(CPU, 1, &bs, dt, -1, 1, NULL), *xg = on(GPU, x), *wg = on(GPU, w);
-        tc_tensor *bg = on(GPU, b);
-        CHECK_OK(tc_nn_linear(x, w, b, &yc));
-        CHECK_OK(tc_nn_linear(xg, wg, bg, &yg));
-        parity("linear parity", yc, yg, 3);
-        tc_tensor_release(yc), tc_tensor_release(yg);
-        /* device mismatch */
-        CHECK_STATUS(tc_nn_linear(x, wg, NULL, &yg), TC_ERROR_DEVICE_MISMATCH);
-        CHECK_STATUS(tc_nn_scaled_dot_product_attention(qg, k, vg, false, NULL, &yg),
-                     TC_ERROR_DEVICE_MISMATCH);
-        tc_tensor *all[] = {q, k, v, qg, kg, vg, x, w, b, xg, wg, bg};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            tc_tensor_release(all[i]);
-    }
-}
-
 static void run_all(tc_device dev)
 {
     test_softmax(dev);
@@ -996,57 +771,15 @@ static void run_all(tc_device dev)
     test_bad_input(dev);
 }
 
-#ifdef TCUDA_HAVE_CUDA
-/* Each row kernel path forced (registers two ways, shared memory, two reads)
- * on rows of several lengths, aligned or not, against the CPU: the automatic
- * choice sends each length one way only, so the others are checked here. */
-static void test_gpu_paths(void)
-{
-    const int64_t lens[] = {700, 4096, 4097, 16385, 50257};
-    for (int path = TC__NN_PATH_REGS; path <= TC__NN_PATH_LOOP; path++)
-        for (int d = 0; d < 4; d++)
-            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-                int64_t n = lens[li], sz[2] = {3, n};
-                tc_tensor *x = rnd(CPU, 2, sz, FLOATS[d], -5, 5, NULL), *xg = on(GPU, x);
-                tc_tensor *w = rnd(CPU, 1, &n, FLOATS[d], 0, 2, NULL), *wg = on(GPU, w);
-                tc_tensor *b = rnd(CPU, 1, &n, FLOATS[d], -1, 1, NULL), *bg = on(GPU, b);
-                for (int op = 0; op < 4; op++) {
-                    tc_tensor *yc = NULL, *yg = NULL;
-                    if (op < 2) {
-                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(x, 1, &yc));
-                        tc__k_nn_rows_path(path);
-                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(xg, 1, &yg));
-                    } else {
-                        CHECK_OK(op == 2 ? tc_nn_layer_norm(x, 1, &n, w, b, 1e-5, &yc)
-                                         : tc_nn_rms_norm(x, 1, &n, w, NULL, &yc));
-                        tc__k_nn_rows_path(path);
-                        CHECK_OK(op == 2 ? tc_nn_layer_norm(xg, 1, &n, wg, bg, 1e-5, &yg)
-                                         : tc_nn_rms_norm(xg, 1, &n, wg, NULL, &yg));
-                    }
-                    tc__k_nn_rows_path(TC__NN_PATH_AUTO);
-                    parity("row kernel path", yc, yg, op < 2 ? 1 : 2);
-                    tc_tensor_release(yc), tc_tensor_release(yg);
-                }
-                tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
-                tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
-            }
-}
-#endif
-
 int main(void)
 {
     tc_test_init();
     run_all(CPU);
     if (tc_is_available()) {
         run_all(GPU);
-        test_linear_graph();
-        test_gpu_parity();
-#ifdef TCUDA_HAVE_CUDA
-        test_gpu_paths();
-#endif
         CHECK_OK(tc_synchronize(-1));
     } else {
-        printf("no GPU: the GPU checks and the parity pass are skipped\n");
+        printf("no GPU: the GPU checks are skipped (the parity pass is test_nn_cuda)\n");
     }
     return TC_TEST_DONE();
 }

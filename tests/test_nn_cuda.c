@@ -1,0 +1,186 @@
+/* nn.h on a GPU beside the CPU: every op's GPU result against the CPU's on
+ * the same inputs for row lengths that reach each kernel path, each row
+ * kernel path forced in turn, and a linear captured in a CUDA graph. (The
+ * per-op checks against a double-precision reference run on both devices in
+ * test_nn.) Exits 77 without a GPU. */
+#include "nn_check.h"
+
+#ifdef TCUDA_HAVE_CUDA
+#include "cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
+
+/* A linear captured into a CUDA graph after a warm-up (the thread's
+ * cuBLASLt handle and plan exist): the output is zeroed, the replay must
+ * write x W^T + b again, through the one-step path for float32 and the
+ * 16-bit dtypes (its workspace from the graph's pool). */
+static void test_linear_graph(void)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t xs[2] = {8, 64}, ws[2] = {96, 64}, bs = 96;
+        double *xv, *wv, *bv, ref[8 * 96];
+        tc_tensor *x = rnd(GPU, 2, xs, dt, -1, 1, &xv), *w = rnd(GPU, 2, ws, dt, -0.1, 0.1, &wv);
+        tc_tensor *b = rnd(GPU, 1, &bs, dt, -1, 1, &bv), *y = NULL;
+        ref_linear(xv, wv, bv, 8, 64, 96, ref);
+        CHECK_OK(tc_nn_linear(x, w, b, &y)); /* warm-up */
+        tc_tensor_release(y);
+        y = NULL;
+        CHECK_OK(tc_synchronize(-1));
+        tc_graph *g = NULL;
+        CHECK_OK(tc_graph_create(&g));
+        uint64_t f0, u0;
+        tc__nn_linear_counts(&f0, &u0);
+        tc_mempool_id none = {0};
+        tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
+                                                                 TC_CAPTURE_MODE_GLOBAL);
+        CHECK_OK(gd.status);
+        CHECK_OK(tc_nn_linear(x, w, b, &y));
+        CHECK_OK(tc_graph_capture_guard_exit(&gd));
+        int got = path_of(f0, u0);
+        printf("linear in a graph (%s): %s path\n", tc_dtype_name(dt),
+               got == 1 ? "cuBLASLt one-step" : "copy + GEMM");
+        if (dt != TC_FLOAT64)
+            CHECK(got == 1);
+        CHECK_OK(tc_tensor_fill_(y, 0));
+        CHECK_OK(tc_graph_replay(g));
+        CHECK_OK(tc_synchronize(-1));
+        near_ref("linear replayed from a graph", dt, y, ref, 8 * 96, 4);
+        tc_tensor_release(y);
+        CHECK_OK(tc_graph_destroy(g));
+        tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
+        free(xv), free(wv), free(bv);
+    }
+}
+
+/* ---- GPU: device mismatch and parity with the CPU ------------------------------------- */
+
+static tc_tensor *on(tc_device dev, const tc_tensor *t)
+{
+    tc_tensor *r = NULL;
+    CHECK_OK(tc_tensor_to(t, dev, tc_tensor_dtype(t), false, &r));
+    return r;
+}
+
+static void parity(const char *what, const tc_tensor *c, const tc_tensor *g, double mul)
+{
+    double *v = tc_test_values(c);
+    near_ref(what, tc_tensor_dtype(c), g, v, tc_tensor_numel(c), mul);
+    free(v);
+}
+
+static void test_gpu_parity(void)
+{
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        int64_t rows[] = {1,    32,   100,  127,  128,   512,   768,   1024,
+                          1025, 2048, 4096, 8192, 16384, 16385, 50257, 130001};
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            int64_t sz[2] = {5, rows[r]};
+            tc_tensor *x = rnd(CPU, 2, sz, dt, -5, 5, NULL), *xg = on(GPU, x);
+            tc_tensor *w = rnd(CPU, 1, &rows[r], dt, 0, 2, NULL), *wg = on(GPU, w);
+            tc_tensor *b = rnd(CPU, 1, &rows[r], dt, -1, 1, NULL), *bg = on(GPU, b);
+            tc_tensor *yc = NULL, *yg = NULL;
+            CHECK_OK(tc_nn_softmax(x, 1, &yc));
+            CHECK_OK(tc_nn_softmax(xg, 1, &yg));
+            parity("softmax parity", yc, yg, 1);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_log_softmax(x, 1, &yc));
+            CHECK_OK(tc_nn_log_softmax(xg, 1, &yg));
+            parity("log_softmax parity", yc, yg, 1);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_layer_norm(x, 1, &rows[r], w, b, 1e-5, &yc));
+            CHECK_OK(tc_nn_layer_norm(xg, 1, &rows[r], wg, bg, 1e-5, &yg));
+            parity("layer_norm parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            CHECK_OK(tc_nn_rms_norm(x, 1, &rows[r], w, NULL, &yc));
+            CHECK_OK(tc_nn_rms_norm(xg, 1, &rows[r], wg, NULL, &yg));
+            parity("rms_norm parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            int64_t tg[5] = {0, rows[r] - 1, -100, rows[r] / 2, rows[r] / 3};
+            tc_tensor *t = targets(CPU, 1, 5, tg), *tgg = targets(GPU, 1, 5, tg);
+            CHECK_OK(tc_nn_cross_entropy(x, t, -100, TC_REDUCTION_NONE, &yc));
+            CHECK_OK(tc_nn_cross_entropy(xg, tgg, -100, TC_REDUCTION_NONE, &yg));
+            parity("cross_entropy parity", yc, yg, 2);
+            tc_tensor_release(yc), tc_tensor_release(yg);
+            tc_tensor_release(t), tc_tensor_release(tgg);
+            tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
+            tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
+        }
+        /* a GPT-2-shaped attention block, causal, through every op */
+        int64_t qs[4] = {2, 4, 128, 64}, xs[3] = {2, 128, 256}, ws[2] = {192, 256}, bs = 192;
+        tc_tensor *q = rnd(CPU, 4, qs, dt, -1, 1, NULL), *k = rnd(CPU, 4, qs, dt, -1, 1, NULL);
+        tc_tensor *v = rnd(CPU, 4, qs, dt, -1, 1, NULL), *qg = on(GPU, q), *kg = on(GPU, k);
+        tc_tensor *vg = on(GPU, v), *yc = NULL, *yg = NULL;
+        CHECK_OK(tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &yc));
+        CHECK_OK(tc_nn_scaled_dot_product_attention(qg, kg, vg, true, NULL, &yg));
+        parity("sdpa parity", yc, yg, 3);
+        tc_tensor_release(yc), tc_tensor_release(yg);
+        tc_tensor *x = rnd(CPU, 3, xs, dt, -1, 1, NULL), *w = rnd(CPU, 2, ws, dt, -0.1, 0.1, NULL);
+        tc_tensor *b = rnd(CPU, 1, &bs, dt, -1, 1, NULL), *xg = on(GPU, x), *wg = on(GPU, w);
+        tc_tensor *bg = on(GPU, b);
+        CHECK_OK(tc_nn_linear(x, w, b, &yc));
+        CHECK_OK(tc_nn_linear(xg, wg, bg, &yg));
+        parity("linear parity", yc, yg, 3);
+        tc_tensor_release(yc), tc_tensor_release(yg);
+        /* device mismatch */
+        CHECK_STATUS(tc_nn_linear(x, wg, NULL, &yg), TC_ERROR_DEVICE_MISMATCH);
+        CHECK_STATUS(tc_nn_scaled_dot_product_attention(qg, k, vg, false, NULL, &yg),
+                     TC_ERROR_DEVICE_MISMATCH);
+        tc_tensor *all[] = {q, k, v, qg, kg, vg, x, w, b, xg, wg, bg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tc_tensor_release(all[i]);
+    }
+}
+
+/* Each row kernel path forced (registers two ways, shared memory, two reads)
+ * on rows of several lengths, aligned or not, against the CPU: the automatic
+ * choice sends each length one way only, so the others are checked here. */
+static void test_gpu_paths(void)
+{
+    const int64_t lens[] = {700, 4096, 4097, 16385, 50257};
+    for (int path = TC__NN_PATH_REGS; path <= TC__NN_PATH_LOOP; path++)
+        for (int d = 0; d < 4; d++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                int64_t n = lens[li], sz[2] = {3, n};
+                tc_tensor *x = rnd(CPU, 2, sz, FLOATS[d], -5, 5, NULL), *xg = on(GPU, x);
+                tc_tensor *w = rnd(CPU, 1, &n, FLOATS[d], 0, 2, NULL), *wg = on(GPU, w);
+                tc_tensor *b = rnd(CPU, 1, &n, FLOATS[d], -1, 1, NULL), *bg = on(GPU, b);
+                for (int op = 0; op < 4; op++) {
+                    tc_tensor *yc = NULL, *yg = NULL;
+                    if (op < 2) {
+                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(x, 1, &yc));
+                        tc__k_nn_rows_path(path);
+                        CHECK_OK((op ? tc_nn_log_softmax : tc_nn_softmax)(xg, 1, &yg));
+                    } else {
+                        CHECK_OK(op == 2 ? tc_nn_layer_norm(x, 1, &n, w, b, 1e-5, &yc)
+                                         : tc_nn_rms_norm(x, 1, &n, w, NULL, &yc));
+                        tc__k_nn_rows_path(path);
+                        CHECK_OK(op == 2 ? tc_nn_layer_norm(xg, 1, &n, wg, bg, 1e-5, &yg)
+                                         : tc_nn_rms_norm(xg, 1, &n, wg, NULL, &yg));
+                    }
+                    tc__k_nn_rows_path(TC__NN_PATH_AUTO);
+                    parity("row kernel path", yc, yg, op < 2 ? 1 : 2);
+                    tc_tensor_release(yc), tc_tensor_release(yg);
+                }
+                tc_tensor_release(x), tc_tensor_release(xg), tc_tensor_release(w);
+                tc_tensor_release(wg), tc_tensor_release(b), tc_tensor_release(bg);
+            }
+}
+
+int main(void)
+{
+    tc_test_require_gpu();
+    tc_test_init();
+    test_linear_graph();
+    test_gpu_parity();
+    test_gpu_paths();
+    CHECK_OK(tc_synchronize(-1));
+    return TC_TEST_DONE();
+}
+
+#else
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#endif

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The session's last GPU call: build for sm_90, every test, the GPU tests
-# touched since the previous call under compute-sanitizer (memcheck and
-# racecheck, four at a time), the test suite under the stream sanitizer,
-# DLPack with PyTorch, the examples, and the benchmarks named in BENCHES. Logs go into $OUT/logs.tgz;
-# a summary is printed last. Exits 1 on any failure.
+# A whole GPU call: build for sm_90, every test, the programs named in
+# GPU_TESTS under compute-sanitizer (memcheck and racecheck, CS_JOBS at a
+# time, 4, each stopped after CS_TIMEOUT s, 300), the test suite under the
+# stream sanitizer (SUITE=0 skips it), DLPack with PyTorch (DLPACK=0 skips
+# it), the examples in EXAMPLES, and the benchmarks named in BENCHES (each
+# stopped after BENCH_TIMEOUT s, 150; the last TAIL lines of each shown).
+# CTEST_TIMEOUT bounds each test (300 s). Logs go into $OUT/logs.tgz, packed
+# also LIMIT - 20 s after the start (LIMIT 590) in case the call's limit
+# stops the script. A summary is printed last. Exits 1 on any failure.
 set -u
 export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
 L=$(mktemp -d /tmp/gpu-final.XXXX)

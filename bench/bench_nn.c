@@ -3,9 +3,10 @@
  * cudaMemcpyAsync of the same bytes, for GPT-2's shapes (rows of 768 and of
  * 50257) and two square-ish ones, in float32 and bfloat16. Each row is the
  * median of repeats timed with CUDA events on the current stream. Rows
- * longer than a warp's are also timed on each kernel path forced (registers
- * with the fewest threads or about 4 vectors a thread, shared memory, two
- * reads), to show why the automatic choice is what it is. Prints CSV
+ * longer than 1024 (past the warp-per-row kernel) are also timed on each
+ * kernel path forced (registers with the fewest threads or about 4 vectors
+ * a thread, shared memory, two reads), to show why the automatic choice is
+ * what it is. Prints CSV
  * (bench/run_nn.sh joins it with PyTorch's numbers on the same shapes).
  * Usage: bench_nn [repeats] */
 #include <stdio.h>

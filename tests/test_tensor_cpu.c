@@ -636,6 +636,68 @@ static void test_coalesce(void)
     tc_tensor_release(one), tc_tensor_release(o);
 }
 
+/* x [m, k] @ y [k, n] against a double loop over their logical values. */
+static void check_mm_2d(const char *what, const tc_tensor *x, const tc_tensor *y, double tol)
+{
+    int64_t m = tc_tensor_size(x, 0), k = tc_tensor_size(x, 1), n = tc_tensor_size(y, 1);
+    double *vx = tc_test_values(x), *vy = tc_test_values(y), *vo = NULL;
+    tc_tensor *o = NULL;
+    CHECK_OK(tc_tensor_matmul(x, y, &o));
+    bool ok = o && tc_tensor_ndim(o) == 2 && tc_tensor_size(o, 0) == m &&
+              tc_tensor_size(o, 1) == n && tc_tensor_is_contiguous(o);
+    if (ok)
+        vo = tc_test_values(o);
+    for (int64_t i = 0; ok && i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double r = 0;
+            for (int64_t l = 0; l < k; l++)
+                r += vx[i * k + l] * vy[l * n + j];
+            ok &= fabs(vo[i * n + j] - r) <= tol * (1 + fabs(r));
+        }
+    if (!ok)
+        fprintf(stderr, "matmul, %s: wrong result\n", what);
+    CHECK(ok);
+    free(vx), free(vy), free(vo);
+    tc_tensor_release(o);
+}
+
+/* 2-d operands that are not dense: transposed views (read in place with a
+ * transpose flag) and a view with a column stride of 2 (made dense first). */
+static void test_matmul_views(void)
+{
+    for (int d = 0; d < 2; d++) {
+        tc_dtype dt = d ? TC_FLOAT64 : TC_FLOAT32;
+        double tol = d ? 1e-12 : 1e-5;
+        int64_t sx[2] = {33, 20}, sy[2] = {17, 33}, sw[2] = {20, 34};
+        double *v[3];
+        tc_tensor *xt0 = rand_tensor(2, sx, dt, -1, 1, &v[0]); /* [33, 20]: x^T of [20, 33] */
+        tc_tensor *yt0 = rand_tensor(2, sy, dt, -1, 1, &v[1]); /* [17, 33]: y^T of [33, 17] */
+        tc_tensor *w = rand_tensor(2, sw, dt, -1, 1, &v[2]), *x = NULL, *y = NULL, *ws = NULL;
+        free(v[0]), free(v[1]), free(v[2]);
+        CHECK_OK(tc_tensor_transpose(xt0, 0, 1, &x)); /* [20, 33], column-major */
+        CHECK_OK(tc_tensor_transpose(yt0, 0, 1, &y)); /* [33, 17], column-major */
+        tc_tensor *xd = NULL, *yd = NULL;
+        CHECK_OK(tc_tensor_contiguous(x, &xd));
+        CHECK_OK(tc_tensor_contiguous(y, &yd));
+        check_mm_2d("transposed a", x, yd, tol);
+        check_mm_2d("transposed b", xd, y, tol);
+        check_mm_2d("both transposed", x, y, tol);
+        /* w[:, ::2]: [20, 17] with a column stride of 2 */
+        tc_tensor *w3 = NULL, *w3n = NULL;
+        CHECK_OK(tc_tensor_view(w, 3, (int64_t[]){20, 17, 2}, &w3));
+        CHECK_OK(tc_tensor_narrow(w3, 2, 0, 1, &w3n));
+        CHECK_OK(tc_tensor_view(w3n, 2, (int64_t[]){20, 17}, &ws));
+        check_mm_2d("b with column stride 2", xt0, ws, tol);
+        tc_tensor *wst = NULL;
+        CHECK_OK(tc_tensor_transpose(ws, 0, 1, &wst)); /* [17, 20] */
+        check_mm_2d("strided a", wst, xd, tol);
+        tc_tensor_release(wst), tc_tensor_release(ws), tc_tensor_release(w3n);
+        tc_tensor_release(w3), tc_tensor_release(xd), tc_tensor_release(yd);
+        tc_tensor_release(x), tc_tensor_release(y), tc_tensor_release(xt0);
+        tc_tensor_release(yt0), tc_tensor_release(w);
+    }
+}
+
 static void test_matmul(void)
 {
     /* [2, 5, 7] @ [7, 3] (batch broadcast), against a naive double loop */
@@ -723,6 +785,7 @@ int main(void)
     test_reductions();
     test_errors();
     test_matmul();
+    test_matmul_views();
     test_coalesce();
     test_copy_internal_overlap();
     return TC_TEST_DONE();

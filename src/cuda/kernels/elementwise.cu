@@ -5,8 +5,8 @@
  * one-pass kernel moves 16 bytes per operand per load; it is instantiated
  * per element type and per operation, so each kernel holds the code of its
  * own operation only. (One kernel holding every operation behind a run-time
- * switch is thousands of instructions: on an H100 a graph node of it cost
- * 1.38 us against 0.96 us for a bare add, and 0.99 us once per operation.)
+ * switch is thousands of instructions; on an H100 a graph node of it cost
+ * 1.38 us against 0.96 us for a bare add, the time going to fetching code.)
  * Everything else is a grid-stride loop per arity and element type, the
  * operation a kernel argument, so the dtype x op matrix does not multiply
  * the code of the rarer strided cases. */
@@ -165,12 +165,11 @@ template <typename T, int NIN, int OP> bool vec_launch(cudaStream_t stream, cons
     return true;
 }
 
-/* vec_kernel<T, NIN, op> for a run-time op among FIRST, FIRST + 1, ...;
- * false (nothing launched) for any other op. */
+/* vec_kernel<T, NIN, op> for a run-time op among FIRST, FIRST + 1, ... */
 template <typename T, int NIN, int FIRST, int... I>
-bool vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, const tc__iter *it)
+void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, const tc__iter *it)
 {
-    return ((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, it)) || ...);
+    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, it)) || ...);
 }
 
 /* Everything else: contiguous without the vector conditions, or strided. */
@@ -236,9 +235,11 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
     bool vec = it->contiguous && aligned16(it) && !cmp;
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        if (!vec || !vec_dispatch<T, 2, TC__OP_ADD>(
-                        std::make_integer_sequence<int, TC__OP_REMAINDER - TC__OP_ADD + 1>(),
-                        (int)op, stream, it))
+        if (vec)
+            vec_dispatch<T, 2, TC__OP_ADD>(
+                std::make_integer_sequence<int, TC__OP_REMAINDER - TC__OP_ADD + 1>(), (int)op,
+                stream, it);
+        else
             binary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<3>(it), (int)op, cmp);
     });
@@ -250,9 +251,11 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
     bool vec = it->contiguous && aligned16(it);
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        if (!vec || !vec_dispatch<T, 1, TC__OP_NEG>(
-                        std::make_integer_sequence<int, TC__OP_SILU - TC__OP_NEG + 1>(), (int)op,
-                        stream, it))
+        if (vec)
+            vec_dispatch<T, 1, TC__OP_NEG>(
+                std::make_integer_sequence<int, TC__OP_SILU - TC__OP_NEG + 1>(), (int)op, stream,
+                it);
+        else
             unary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it), (int)op);
     });

@@ -1,7 +1,30 @@
 /* tc_tensor_matmul: shape and dtype checks, batch broadcasting, then the
  * backend's matmul on dense operands (non-dense inputs are made contiguous
- * first). */
+ * first). Two 2-d operands of which one is not dense (a transposed view,
+ * as a backward pass makes) go to tc_tensor_bmm instead, whose GEMM reads a
+ * transposed matrix in place with a transpose flag, as PyTorch's mm does,
+ * instead of copying it first. */
+#include "tcuda/nn.h"
+#include "tcuda/shape.h"
 #include "tensor_internal.h"
+
+/* a [m, k] @ b [k, n] as one bmm of a batch of 1. */
+static tc_status matmul_by_bmm(const tc_tensor *a, const tc_tensor *b, const int64_t *osz,
+                               tc_tensor **out)
+{
+    tc_tensor *a3 = NULL, *b3 = NULL, *r3 = NULL;
+    tc_status st = tc_tensor_unsqueeze(a, 0, &a3);
+    if (st == TC_OK)
+        st = tc_tensor_unsqueeze(b, 0, &b3);
+    if (st == TC_OK)
+        st = tc_tensor_bmm(a3, b3, &r3);
+    if (st == TC_OK)
+        st = tc_tensor_view(r3, 2, osz, out);
+    tc_tensor_release(a3);
+    tc_tensor_release(b3);
+    tc_tensor_release(r3);
+    return st;
+}
 
 tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
 {
@@ -39,6 +62,9 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
     const tc__backend *be = tc__backend_of(a->storage->device);
     if (!be)
         return TC_ERROR_NO_DEVICE;
+    if (ondim == 2 && k > 0 && m * n > 0 &&
+        (!tc_tensor_is_contiguous(a) || !tc_tensor_is_contiguous(b)))
+        return matmul_by_bmm(a, b, osz + 1, out);
     tc_tensor *ac = NULL, *bc = NULL, *res = NULL;
     tc_status st = tc_tensor_contiguous(a, &ac);
     if (st == TC_OK)

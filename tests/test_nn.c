@@ -559,32 +559,6 @@ static void test_bmm(tc_device dev)
 
 /* ---- scaled_dot_product_attention ---------------------------------------------------- */
 
-static void ref_sdpa(const double *q, const double *k, const double *v, int64_t nb, int64_t l,
-                     int64_t s, int64_t e, int64_t ev, bool causal, double scale, double *o)
-{
-    double *w = malloc(sizeof(double) * (size_t)s);
-    for (int64_t p = 0; p < nb; p++)
-        for (int64_t i = 0; i < l; i++) {
-            double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < s; j++) {
-                double d = 0;
-                for (int64_t x = 0; x < e; x++)
-                    d += q[(p * l + i) * e + x] * k[(p * s + j) * e + x];
-                w[j] = causal && j > i ? -INFINITY : d * scale;
-                m = fmax(m, w[j]);
-            }
-            for (int64_t j = 0; j < s; j++)
-                sum += (w[j] = exp(w[j] - m));
-            for (int64_t x = 0; x < ev; x++) {
-                double acc = 0;
-                for (int64_t j = 0; j < s; j++)
-                    acc += w[j] / sum * v[(p * s + j) * ev + x];
-                o[(p * l + i) * ev + x] = acc;
-            }
-        }
-    free(w);
-}
-
 static void test_sdpa(tc_device dev)
 {
     struct {

@@ -1,6 +1,7 @@
 /* nn.h on a GPU beside the CPU: every op's GPU result against the CPU's on
  * the same inputs for row lengths that reach each kernel path, each row
- * kernel path forced in turn, and a linear captured in a CUDA graph. (The
+ * kernel path forced in turn, a linear captured in a CUDA graph, and the
+ * fused attention kernel on dense and strided operands. (The
  * per-op checks against a double-precision reference run on both devices in
  * test_nn.) Exits 77 without a GPU. */
 #include "nn_check.h"
@@ -166,6 +167,112 @@ static void test_gpu_paths(void)
             }
 }
 
+/* ---- fused attention ------------------------------------------------------------------- */
+
+/* q, k, v [B, H, T, E] as the heads of one projection [B, T, skip + 3 H E]
+ * (narrowed, viewed and transposed, as examples/gpt.c makes them); skip 1
+ * leaves the rows unaligned for 16-byte loads. */
+static void qkv_views(tc_dtype dt, int64_t B, int64_t T, int64_t H, int64_t E, int64_t skip,
+                      tc_tensor **qkv)
+{
+    int64_t ps[3] = {B, T, skip + 3 * H * E}, hs[4] = {B, T, H, E};
+    tc_tensor *p = rnd(GPU, 3, ps, dt, -1, 1, NULL);
+    for (int i = 0; i < 3; i++) {
+        tc_tensor *part = NULL, *split = NULL;
+        CHECK_OK(tc_tensor_narrow(p, 2, skip + i * H * E, H * E, &part));
+        CHECK_OK(tc_tensor_view(part, 4, hs, &split));
+        CHECK_OK(tc_tensor_transpose(split, 1, 2, &qkv[i]));
+        tc_tensor_release(part), tc_tensor_release(split);
+    }
+    tc_tensor_release(p);
+}
+
+/* The fused kernel (float32 FMAs; tensor cores for the 16-bit dtypes from
+ * compute capability 8.0) against a double-precision reference: key counts
+ * across block edges, fewer keys than queries, one query, head sizes from 3
+ * to 128, causal or not, dense operands and the head views of a projection
+ * (aligned and not), whose result must come back over [B, T, H, E] memory.
+ * float64 and ev != e take the unfused path. */
+static void test_attention_fused(void)
+{
+    int major = 0, minor = 0;
+    CHECK_OK(tc_get_device_capability(-1, &major, &minor));
+    struct {
+        int nd;
+        int64_t lead[2], l, s, e;
+        int view; /* 0 dense, 1 projection heads, 2 unaligned projection heads */
+    } cases[] = {
+        {4, {2, 3}, 70, 70, 64, 0},   {4, {1, 2}, 1, 130, 64, 0},  {3, {5, 0}, 33, 200, 32, 0},
+        {2, {0, 0}, 129, 65, 128, 0}, {4, {2, 2}, 100, 30, 20, 0}, {4, {2, 2}, 65, 129, 3, 0},
+        {4, {2, 3}, 77, 77, 64, 1},   {4, {2, 3}, 77, 77, 64, 2},  {4, {1, 2}, 200, 200, 128, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 4; d++)
+            for (int mode = 0; mode < 3; mode++) {
+                tc_dtype dt = FLOATS[d];
+                int nd = cases[c].nd;
+                int64_t l = cases[c].l, s = cases[c].s, e = cases[c].e, qs[4], ks[4], nb = 1;
+                for (int i = 0; i < nd - 2; i++) {
+                    qs[i] = ks[i] = cases[c].lead[i];
+                    nb *= cases[c].lead[i];
+                }
+                qs[nd - 2] = l, ks[nd - 2] = s, qs[nd - 1] = ks[nd - 1] = e;
+                tc_tensor *t[3];
+                if (cases[c].view) {
+                    qkv_views(dt, qs[0], l, qs[1], e, cases[c].view - 1, t);
+                } else {
+                    t[0] = rnd(GPU, nd, qs, dt, -1, 1, NULL);
+                    t[1] = rnd(GPU, nd, ks, dt, -1, 1, NULL);
+                    t[2] = rnd(GPU, nd, ks, dt, -1, 1, NULL);
+                }
+                double *q = tc_test_values(t[0]), *k = tc_test_values(t[1]);
+                double *v = tc_test_values(t[2]);
+                double *ref = malloc(sizeof(double) * (size_t)(nb * l * e));
+                bool causal = mode != 0;
+                double scale = mode == 2 ? 0.3 : 1 / sqrt((double)e);
+                ref_sdpa(q, k, v, nb, l, s, e, e, causal, scale, ref);
+                uint64_t n0 = tc__nn_attention_fused_count();
+                tc_tensor *y = NULL;
+                CHECK_OK(tc_nn_scaled_dot_product_attention(t[0], t[1], t[2], causal,
+                                                            mode == 2 ? &scale : NULL, &y));
+                bool fused = tc__nn_attention_fused_count() > n0;
+                bool want = dt == TC_FLOAT32 || (dt != TC_FLOAT64 && major >= 8);
+                if (fused != want)
+                    fprintf(stderr, "attention case %zu (%s): fused %d, expected %d\n", c,
+                            tc_dtype_name(dt), fused, want);
+                CHECK(fused == want);
+                near_ref(causal ? "fused attention, causal" : "fused attention", dt, y, ref,
+                         nb * l * e, 3);
+                if (cases[c].view && fused) { /* merging the heads back is a view */
+                    tc_tensor *yt = NULL;
+                    CHECK_OK(tc_tensor_transpose(y, 1, 2, &yt));
+                    CHECK(tc_tensor_is_contiguous(yt));
+                    tc_tensor_release(yt);
+                }
+                tc_tensor_release(y);
+                /* the same through the unfused path */
+                tc__nn_attention_set_fused(false);
+                n0 = tc__nn_attention_fused_count();
+                CHECK_OK(tc_nn_scaled_dot_product_attention(t[0], t[1], t[2], causal,
+                                                            mode == 2 ? &scale : NULL, &y));
+                tc__nn_attention_set_fused(true);
+                CHECK(tc__nn_attention_fused_count() == n0);
+                near_ref("unfused attention", dt, y, ref, nb * l * e, 3);
+                tc_tensor_release(y);
+                for (int i = 0; i < 3; i++)
+                    tc_tensor_release(t[i]);
+                free(q), free(k), free(v), free(ref);
+            }
+    /* ev != e: the unfused path */
+    int64_t qs[3] = {2, 9, 16}, vs[3] = {2, 9, 8};
+    tc_tensor *q = rnd(GPU, 3, qs, TC_FLOAT32, -1, 1, NULL),
+              *v = rnd(GPU, 3, vs, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *y = NULL;
+    uint64_t n0 = tc__nn_attention_fused_count();
+    CHECK_OK(tc_nn_scaled_dot_product_attention(q, q, v, true, NULL, &y));
+    CHECK(tc__nn_attention_fused_count() == n0);
+    tc_tensor_release(q), tc_tensor_release(v), tc_tensor_release(y);
+}
+
 int main(void)
 {
     tc_test_require_gpu();
@@ -173,6 +280,7 @@ int main(void)
     test_linear_graph();
     test_gpu_parity();
     test_gpu_paths();
+    test_attention_fused();
     CHECK_OK(tc_synchronize(-1));
     return TC_TEST_DONE();
 }

@@ -85,10 +85,17 @@ TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b
 
 /* softmax(q k^T * scale + mask) v with q [..., L, E], k [..., S, E],
  * v [..., S, Ev] (the same leading dims, at least 2-d) -> [..., L, Ev], as
- * PyTorch's math. scale NULL means 1/sqrt(E) (PyTorch's None). With is_causal, query i
- * sees keys j <= i (torch.ones(L, S).tril(), top-left aligned when L != S).
- * On a GPU: a cuBLAS GEMM for the scores (float32 for 16-bit inputs), the
- * fused softmax with the mask inside, a GEMM with v. Errors: the common ones. */
+ * PyTorch's math. scale NULL means 1/sqrt(E) (PyTorch's None). With
+ * is_causal, query i sees keys j <= i (torch.ones(L, S).tril(), top-left
+ * aligned when L != S). On a GPU, for float32 and (compute capability 8.0
+ * on) 16-bit dtypes with E == Ev <= 128 and a positive scale: one fused
+ * kernel that reads q, k and v in place (head views of one projection need
+ * no copy) and keeps the scores on chip; its result for a 4-d q over
+ * [B, L, H, E] memory (the transpose(1, 2) of a projection's view) is a
+ * view over [B, L, H, Ev] memory, as PyTorch's flash attention, so merging
+ * heads back needs no copy. Otherwise a GEMM for the scores (float32 for
+ * 16-bit inputs), the fused softmax with the mask inside, a GEMM with v.
+ * Errors: the common ones. */
 TCUDA_API tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
                                                        const tc_tensor *v, bool is_causal,
                                                        const double *scale, tc_tensor **out);

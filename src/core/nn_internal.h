@@ -61,6 +61,22 @@ typedef struct tc__nn_gemm {
     double alpha, beta;
 } tc__nn_gemm;
 
+/* Attention in one step: out = softmax(scale * q k^T) v per batch entry,
+ * with the causal mask (row i sees keys j <= i) when causal. q is [l, e], k
+ * [s, e], v [s, e] and out [l, e] per entry, all of `dtype`, with unit
+ * column stride; entry b = bo * inner + bi of `batch` starts at
+ * bo * strides[0] + bi * strides[1] elements and rows are strides[2]
+ * apart. l, s and e are at least 1. */
+typedef struct tc__nn_attention {
+    tc_dtype dtype;
+    const void *q, *k, *v;
+    void *out;
+    int64_t q_strides[3], k_strides[3], v_strides[3], out_strides[3];
+    int64_t batch, inner, l, s, e;
+    double scale;
+    bool causal;
+} tc__nn_attention;
+
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
     tc_status (*rows)(int device, const tc__nn_rows *args);
@@ -80,6 +96,10 @@ typedef struct tc__nn_backend {
      * copies the bias into C and runs gemm with beta = 1 instead. An error
      * is a failure of the call itself, never a refusal. */
     tc_status (*gemm_bias)(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
+    /* See tc__nn_attention; NULL where there is none. *done false (with
+     * TC_OK) means nothing was queued (a dtype, head size or device the
+     * fused kernel does not take): the caller runs GEMM, softmax, GEMM. */
+    tc_status (*attention)(int device, const tc__nn_attention *a, bool *done);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -90,6 +110,11 @@ extern const tc__nn_backend tc__cpu_nn_backend;
  * (*fused) and those that took the copy + GEMM path (*unfused). */
 void tc__nn_linear_set_fused(bool fused);
 void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
+/* Test hooks for tc_nn_scaled_dot_product_attention: fused false makes it
+ * skip the backend's attention; the count is the calling thread's calls
+ * that the backend's attention ran. */
+void tc__nn_attention_set_fused(bool fused);
+uint64_t tc__nn_attention_fused_count(void);
 
 #ifdef __cplusplus
 }

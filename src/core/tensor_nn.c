@@ -9,7 +9,8 @@
  * tensor functions: linear asks the backend for its GEMM with the bias in
  * one step (gemm_bias: cuBLASLt's bias epilogue on a GPU) and, where that is
  * refused, copies its bias into the output and runs one GEMM with beta = 1;
- * attention is a GEMM, the fused (masked) softmax and a GEMM. The core
+ * attention is the backend's fused kernel where it has one, else a GEMM,
+ * the fused (masked) softmax and a GEMM. The core
  * reaches a GPU only through the device seam. */
 #include <math.h>
 #include <stdatomic.h>
@@ -576,6 +577,97 @@ tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1, const t
 
 /* ---- scaled_dot_product_attention -------------------------------------------------- */
 
+static atomic_bool attention_fuse = true;
+static _Thread_local uint64_t attention_fused;
+
+void tc__nn_attention_set_fused(bool fused) { atomic_store(&attention_fuse, fused); }
+
+uint64_t tc__nn_attention_fused_count(void) { return attention_fused; }
+
+/* An attention operand's batch dims (all but the last two) as two levels,
+ * entry b = bo * inner + bi with inner the last batch dim's size: st =
+ * {stride of bo, stride of bi, row stride}. False when the dims before the
+ * last batch dim do not collapse into one stride, or the columns are not
+ * unit-stride. */
+static bool attention_levels(const tc_tensor *t, int64_t st[3])
+{
+    int nd = t->ndim, nb = nd - 2;
+    if (t->sizes[nd - 1] > 1 && t->strides[nd - 1] != 1)
+        return false;
+    st[0] = 0;
+    st[1] = nb >= 1 ? t->strides[nb - 1] : 0;
+    st[2] = t->strides[nd - 2];
+    int64_t expect = -1;
+    for (int i = nb - 2; i >= 0; i--) {
+        if (t->sizes[i] == 1)
+            continue;
+        if (expect >= 0 && t->strides[i] != expect)
+            return false;
+        if (expect < 0)
+            st[0] = t->strides[i];
+        expect = t->strides[i] * t->sizes[i];
+    }
+    return true;
+}
+
+/* The fused kernel's result: q's memory order when q is [B, H, L, E] over
+ * [B, L, H, E] memory (the heads of one projection), as PyTorch's flash
+ * attention returns it, so that merging the heads back is a view; else
+ * dense. */
+static tc_status attention_result(const tc_tensor *q, int64_t ev, tc_tensor **res)
+{
+    int nd = q->ndim;
+    tc_device dev = q->storage->device;
+    int64_t osz[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        osz[i] = q->sizes[i];
+    osz[nd - 1] = ev;
+    if (nd != 4 || q->sizes[1] == 1 || q->sizes[2] == 1 || q->strides[1] >= q->strides[2])
+        return tc__new_tensor(nd, osz, q->dtype, dev, false, res);
+    int64_t msz[4] = {osz[0], osz[2], osz[1], ev};
+    tc_tensor *m = NULL;
+    TC_TRY(tc__new_tensor(4, msz, q->dtype, dev, false, &m));
+    tc_status st = tc_tensor_transpose(m, 1, 2, res);
+    tc_tensor_release(m);
+    return st;
+}
+
+/* The backend's fused attention, reading q, k and v in place; *res stays
+ * NULL when the backend does not take these operands (or it failed). */
+static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_tensor *q,
+                                 const tc_tensor *k, const tc_tensor *v, bool causal, double scale,
+                                 tc_tensor **res)
+{
+    int nd = q->ndim;
+    tc__nn_attention a = {.dtype = q->dtype,
+                          .q = tc__data(q),
+                          .k = tc__data(k),
+                          .v = tc__data(v),
+                          .batch = prod(q->sizes, 0, nd - 2),
+                          .inner = nd > 2 ? q->sizes[nd - 3] : 1,
+                          .l = q->sizes[nd - 2],
+                          .s = k->sizes[nd - 2],
+                          .e = q->sizes[nd - 1],
+                          .scale = scale,
+                          .causal = causal};
+    if (!attention_levels(q, a.q_strides) || !attention_levels(k, a.k_strides) ||
+        !attention_levels(v, a.v_strides))
+        return TC_OK;
+    tc_tensor *r = NULL;
+    TC_TRY(attention_result(q, a.e, &r));
+    (void)attention_levels(r, a.out_strides); /* dense rows: always two levels */
+    a.out = tc__data(r);
+    bool done = false;
+    tc_status st = be->attention(device, &a, &done);
+    if (st != TC_OK || !done) {
+        tc_tensor_release(r);
+        return st;
+    }
+    attention_fused++;
+    *res = r;
+    return TC_OK;
+}
+
 tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
                                              const tc_tensor *v, bool is_causal,
                                              const double *scale, tc_tensor **out)
@@ -614,9 +706,14 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     osz[nd - 1] = ev;
     if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
         return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
+    tc_tensor *scores = NULL, *p = NULL, *res = NULL;
+    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
+        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
+        if (st != TC_OK || res)
+            return finish(st, res, out);
+    }
     tc_dtype sdt = acc_dtype(q->dtype);
     int64_t ssz[3] = {bt, l, s};
-    tc_tensor *scores = NULL, *p = NULL, *res = NULL;
     mats mq = {0}, mk = {0}, mv = {0};
     tc_status st = as_mats(q, &mq);
     if (st == TC_OK)

@@ -77,6 +77,8 @@ tc_status tc__switch_device(int device);
 /* The multiprocessor count of a resolved device, cached; 0 when CUDA cannot
  * say (its error cleared). For grid sizes. */
 int tc__sm_count(int device);
+/* Compute capability major of a device (0 if CUDA cannot say); cached. */
+int tc__cc_major(int device);
 
 #endif /* !__cplusplus */
 

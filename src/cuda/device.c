@@ -64,6 +64,20 @@ int tc__sm_count(int device)
     return n;
 }
 
+int tc__cc_major(int device)
+{
+    static atomic_int cached[TC_MAX_DEVICES];
+    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
+    if (n == 0) {
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        atomic_store_explicit(&cached[device], n, memory_order_relaxed);
+    }
+    return n;
+}
+
 tc_device_guard tc_device_guard_enter(int device)
 {
     TC_API_BEGIN;

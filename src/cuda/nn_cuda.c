@@ -1,7 +1,8 @@
 /* The CUDA nn backend (core/nn_internal.h): row kernels and cross_entropy
  * from nn.cu, the GEMM from cuBLAS (blas.c), linear's GEMM with its bias
- * from cuBLASLt (blas_lt.c). Each entry enters the device,
- * queues on its current stream and reports launch errors in one place. */
+ * from cuBLASLt (blas_lt.c), fused attention from attention.cu. Each entry
+ * enters the device, queues on its current stream and reports launch
+ * errors in one place. */
 #include "cuda_internal.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
@@ -22,9 +23,17 @@ static tc_status cu_cross_entropy(int device, tc_dtype dtype, const void *logits
                                      loss, n, c, ignore_index));
 }
 
+static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
+{
+    *done = false;
+    TC_LAUNCH(device, "attention_kernel",
+              *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), a));
+}
+
 const tc__nn_backend tc__cuda_nn_backend = {
     .rows = cu_rows,
     .gemm = tc__cuda_gemm,
     .cross_entropy = cu_cross_entropy,
     .gemm_bias = tc__cuda_gemm_bias,
+    .attention = cu_attention,
 };

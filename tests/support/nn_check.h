@@ -95,6 +95,35 @@ static inline void ref_linear(const double *x, const double *w, const double *b,
         }
 }
 
+/* softmax(scale q k^T, causal mask) v in double for dense q [nb, l, e], k
+ * [nb, s, e], v [nb, s, ev] into o [nb, l, ev]. */
+static inline void ref_sdpa(const double *q, const double *k, const double *v, int64_t nb,
+                            int64_t l, int64_t s, int64_t e, int64_t ev, bool causal, double scale,
+                            double *o)
+{
+    double *w = malloc(sizeof(double) * (size_t)s);
+    for (int64_t p = 0; p < nb; p++)
+        for (int64_t i = 0; i < l; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < s; j++) {
+                double d = 0;
+                for (int64_t x = 0; x < e; x++)
+                    d += q[(p * l + i) * e + x] * k[(p * s + j) * e + x];
+                w[j] = causal && j > i ? -INFINITY : d * scale;
+                m = fmax(m, w[j]);
+            }
+            for (int64_t j = 0; j < s; j++)
+                sum += (w[j] = exp(w[j] - m));
+            for (int64_t x = 0; x < ev; x++) {
+                double acc = 0;
+                for (int64_t j = 0; j < s; j++)
+                    acc += w[j] / sum * v[(p * s + j) * ev + x];
+                o[(p * l + i) * ev + x] = acc;
+            }
+        }
+    free(w);
+}
+
 /* Which path a linear took: 1 gemm_bias in one step, 0 copy + GEMM, -1 none
  * counted (no bias). */
 static inline int path_of(uint64_t f0, uint64_t u0)

@@ -33,6 +33,12 @@ void tc__k_nn_rows_path(int path);
 void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype, const void *logits,
                             const int64_t *target, void *loss, int64_t n, int64_t c,
                             int64_t ignore_index);
+/* See tc__nn_attention (core/nn_internal.h): queues the fused attention
+ * kernel on `stream` of `device` (compute capability cc_major) and returns
+ * true, or returns false, queuing nothing, for what it does not take:
+ * float64, 16-bit dtypes before compute capability 8.0, head sizes over 128,
+ * a scale that is not positive and finite (attention.cu). */
+bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc__nn_attention *a);
 /* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
  * matrices of dtype (floating) with leading dimension ldc and batch stride
  * stride_c: a GEMM with k = 0. Launches nothing when the batch is empty. */

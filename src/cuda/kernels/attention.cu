@@ -1,0 +1,654 @@
+/* Fused attention for scaled_dot_product_attention: softmax(scale * q k^T,
+ * causal mask optional) v in one kernel, the [l, s] scores never written to
+ * memory. A block takes 64 query rows of one batch entry and walks the keys
+ * in blocks of 64 (up to the diagonal when causal): keys and values go
+ * through shared memory, each query row keeps its running max and sum of
+ * exp (online softmax), and the output is divided by the sum once at the
+ * end. Blocks of the longest causal rows start first.
+ *
+ *   float16, bfloat16 (compute capability 8.0 and newer): four warps of 16
+ *     query rows, on tensor cores (mma.sync m16n8k16, float32
+ *     accumulation); keys and values are copied by cp.async into two
+ *     buffers (the next step's copy runs while this one computes) and read
+ *     into fragments by ldmatrix. The probabilities go from the scores'
+ *     accumulator registers straight into the next product's operand
+ *     registers, rounded to the input dtype, as flash attention does.
+ *   float32: 256 threads, each 4 query rows by 4 keys of the scores and 4
+ *     rows by head_dim/16 columns of the output, in float32 FMAs (no TF32:
+ *     the math of PyTorch's float32 attention).
+ *
+ * Operands are read in place through two batch strides and a row stride
+ * (the head views of a fused qkv projection need no copy), with 16-byte
+ * loads when every row is aligned and element loads otherwise. Head dims up
+ * to 128; the column tail past head_dim reads as zero. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "common.cuh"
+#include "nn_kernels.h"
+
+using namespace tck;
+
+namespace {
+
+constexpr int BM = 64; /* query rows of a block */
+constexpr int BN = 64; /* keys of one step */
+constexpr float LOG2E = 1.4426950408889634f;
+
+struct Args {
+    const void *q, *k, *v;
+    void *o;
+    i64 qs[3], ks[3], vs[3], os[3]; /* outer, inner and row strides, in elements */
+    i64 inner, batch;
+    int l, s, e, nqb;
+    float scale_log2; /* scale * log2(e): the kernels use exp2 */
+    bool causal, vec;
+};
+
+__device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
+{
+    return (b / inner) * st[0] + (b % inner) * st[1];
+}
+
+/* The block's query block (longest causal rows first) and batch entry. */
+__device__ __forceinline__ void block_of(const Args &a, int *q0, i64 *b)
+{
+    i64 idx = blockIdx.x;
+    *q0 = (int)(a.nqb - 1 - idx / a.batch) * BM;
+    *b = idx % a.batch;
+}
+
+/* Keys a query block visits: up to the diagonal when causal. */
+__device__ __forceinline__ int key_end(const Args &a, int q0)
+{
+    return a.causal ? min(a.s, q0 + BM) : a.s;
+}
+
+/* ---- float16 and bfloat16: tensor cores --------------------------------------------- */
+
+/* 2^x by the hardware's approximation (denormal results flush to 0). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <typename T> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint32_t b0,
+                                               uint32_t b1)
+    {
+#if __CUDA_ARCH__ >= 800
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ uint16_t bits(float x)
+    {
+        __nv_bfloat16 h = __float2bfloat16_rn(x);
+        return *reinterpret_cast<uint16_t *>(&h);
+    }
+};
+template <> struct Mma<__half> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint32_t b0,
+                                               uint32_t b1)
+    {
+#if __CUDA_ARCH__ >= 800
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ uint16_t bits(float x)
+    {
+        __half h = __float2half_rn(x);
+        return *reinterpret_cast<uint16_t *>(&h);
+    }
+};
+
+/* Eight 16-bit elements of row `src` from column `col`: one 16-byte load
+ * when aligned and whole, else element loads with zeros past e. The bits
+ * are moved, not converted: zero bits are 0.0 in both dtypes. */
+__device__ __forceinline__ uint4 load8(const uint16_t *src, int col, int e, bool vec)
+{
+    if (vec && col + 8 <= e)
+        return *reinterpret_cast<const uint4 *>(src + col);
+    uint16_t h[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        h[i] = col + i < e ? src[col + i] : (uint16_t)0;
+    uint4 r;
+    memcpy(&r, h, sizeof r);
+    return r;
+}
+
+/* A 64-row tile, rows [0, n) of src (row stride `row`), into dst [64][LD]
+ * row-major, zeros below n and right of e. Aligned rows go by cp.async,
+ * 16 bytes a thread at a time, left in flight (the caller commits and
+ * waits); others by element loads and stores. Blocks of NT threads. */
+template <int D, int LD, int NT>
+__device__ __forceinline__ void fill_tile(uint16_t (*dst)[LD], const uint16_t *src, i64 row, int n,
+                                          int e, bool vec)
+{
+    constexpr int CH = D / 8;
+#pragma unroll
+    for (int i = 0; i < BM * CH / NT; i++) {
+        int c = threadIdx.x + i * NT, r = c / CH, col = (c % CH) * 8;
+        if (vec) {
+            int bytes = r < n ? min(max(e - col, 0), 8) * 2 : 0; /* the rest is zero-filled */
+            const uint16_t *from = bytes ? src + r * row + col : src;
+#if __CUDA_ARCH__ >= 800
+            unsigned to = (unsigned)__cvta_generic_to_shared(&dst[r][col]);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                         "r"(bytes));
+#endif
+        } else {
+            uint4 v = r < n ? load8(src + r * row, col, e, false) : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(&dst[r][col]) = v;
+        }
+    }
+}
+
+__device__ __forceinline__ void cp_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Waits until at most `pending` committed groups of this thread are in
+ * flight. */
+template <int pending> __device__ __forceinline__ void cp_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+#endif
+}
+
+/* Four 8x8 matrices of 16-bit elements from shared memory, each row's
+ * address given by one of the warp's lanes (lanes 8i..8i+7: matrix i), as
+ * mma fragments: lane holds row lane/4, columns 2(lane%4) and +1 of each
+ * matrix, or with TRANS its column lane/4, rows 2(lane%4) and +1. */
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix4(uint32_t *r, const uint16_t *row_address)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(row_address);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
+}
+
+/* Shared memory of attention_mma<T, D>: keys and values, row-major, two
+ * buffers each (the next step's copies land in one while the other is
+ * read); rows padded by 16 bytes, so that the 8 rows of an ldmatrix
+ * matrix fall in distinct banks. */
+template <int D> struct MmaSmem {
+    static constexpr int LD = D + 8;
+    static constexpr int bytes = 2 * 2 * BN * LD * (int)sizeof(uint16_t);
+};
+
+/* Four warps of 16 query rows a block, four blocks an SM for head dims up
+ * to 64 (registers capped at 128). The arrays keep an m-tile index, MT:
+ * two m-tiles a warp (32 rows, each key or value fragment serving two
+ * products, blocks of two warps) measured 11% slower at GPT-2's shape
+ * (BENCHMARKS.md), fewer warps hiding each other's latency. */
+template <typename T, int D>
+__global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
+{
+    constexpr int MT = 1, NT = 128, LD = MmaSmem<D>::LD;
+    extern __shared__ uint4 smem16[];
+    typedef uint16_t Tile[BN][LD];
+    Tile *ks = reinterpret_cast<Tile *>(smem16), *vs = ks + 2; /* ks[2], vs[2] */
+    int q0;
+    i64 b;
+    block_of(a, &q0, &b);
+    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
+    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner);
+    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int w0 = warp * 16 * MT;
+    int kend = key_end(a, q0);
+
+    /* the first keys and values in flight; the queries through vs[1] */
+    fill_tile<D, LD, NT>(ks[0], k, a.ks[2], min(BN, a.s), a.e, a.vec);
+    fill_tile<D, LD, NT>(vs[0], v, a.vs[2], min(BN, a.s), a.e, a.vec);
+    cp_commit();
+    fill_tile<D, LD, NT>(vs[1], q, a.qs[2], min(BM, a.l - q0), a.e, a.vec);
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+    /* the warp's query rows as mma A fragments, kept in registers */
+    uint32_t qf[MT][D / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            int c = kk * 16 + 2 * t, r = w0 + mt * 16 + g;
+            qf[mt][kk][0] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c]);
+            qf[mt][kk][1] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c]);
+            qf[mt][kk][2] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c + 8]);
+            qf[mt][kk][3] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c + 8]);
+        }
+    __syncthreads(); /* vs[1] is free for the second step's values */
+
+    /* this thread's rows: g and g + 8 of each of the warp's m-tiles */
+    float o[MT][D / 8][4], m[MT][2], lsum[MT][2];
+    int rows[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        lsum[mt][0] = lsum[mt][1] = 0;
+        rows[mt][0] = q0 + w0 + mt * 16 + g;
+        rows[mt][1] = rows[mt][0] + 8;
+    }
+    /* ldmatrix row addresses: lane's row and column within the 4 matrices */
+    int kr = (lane % 8) + (lane / 16) * 8, kc = ((lane / 8) % 2) * 8; /* keys: [key][d] */
+    int vr = (lane % 8) + ((lane / 8) % 2) * 8, vc = (lane / 16) * 8; /* values, transposed */
+    for (int kb = 0, buf = 0; kb < kend; kb += BN, buf ^= 1) {
+        int nb = kb + BN;
+        if (nb < kend) { /* the next step's copies, into the other buffers */
+            fill_tile<D, LD, NT>(ks[buf ^ 1], k + nb * a.ks[2], a.ks[2], min(BN, a.s - nb), a.e,
+                                 a.vec);
+            fill_tile<D, LD, NT>(vs[buf ^ 1], v + nb * a.vs[2], a.vs[2], min(BN, a.s - nb), a.e,
+                                 a.vec);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads(); /* this step's keys and values are in */
+        const Tile &kt = ks[buf], &vt = vs[buf];
+
+        float s[MT][BN / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int n = 0; n < BN / 8; n++)
+                s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) /* an accumulator's products spaced apart */
+#pragma unroll
+            for (int n = 0; n < BN / 8; n += 2) {
+                uint32_t bf[4]; /* keys n and n + 1 of 8, dims kk of 16 */
+                ldmatrix4<false>(bf, &kt[n * 8 + kr][kk * 16 + kc]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    Mma<T>::run(s[mt][n], qf[mt][kk], bf[0], bf[1]);
+                    Mma<T>::run(s[mt][n + 1], qf[mt][kk], bf[2], bf[3]);
+                }
+            }
+        /* softmax's running max in raw scores (the scale is positive):
+         * p = 2^(s * scale_log2 - max * scale_log2), one FFMA and one ex2 */
+        bool edge = kb + BN > a.s || (a.causal && kb + BN - 1 > q0);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float mx[2] = {m[mt][0], m[mt][1]};
+#pragma unroll
+            for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int col = kb + n * 8 + 2 * t + (i & 1);
+                    if (edge && (col >= a.s || (a.causal && col > rows[mt][i >> 1])))
+                        s[mt][n][i] = -INFINITY;
+                    mx[i >> 1] = fmaxf(mx[i >> 1], s[mt][n][i]);
+                }
+            float base[2], alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                /* a row with nothing seen yet keeps 0 */
+                base[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * a.scale_log2;
+                alpha[r] = ex2(fmaf(m[mt][r], a.scale_log2, -base[r]));
+                m[mt][r] = mx[r];
+                lsum[mt][r] *= alpha[r];
+            }
+#pragma unroll
+            for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float p = ex2(fmaf(s[mt][n][i], a.scale_log2, -base[i >> 1]));
+                    s[mt][n][i] = p;
+                    lsum[mt][i >> 1] += p;
+                }
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
+                o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
+            }
+        }
+        /* o += p v: the scores' accumulator layout is the A operand's */
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = Mma<T>::pack(s[mt][2 * j][0], s[mt][2 * j][1]);
+                pa[mt][1] = Mma<T>::pack(s[mt][2 * j][2], s[mt][2 * j][3]);
+                pa[mt][2] = Mma<T>::pack(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
+                pa[mt][3] = Mma<T>::pack(s[mt][2 * j + 1][2], s[mt][2 * j + 1][3]);
+            }
+#pragma unroll
+            for (int n = 0; n < D / 8; n += 2) {
+                uint32_t bf[4]; /* keys j of 16, dims n and n + 1 of 8 */
+                ldmatrix4<true>(bf, &vt[j * 16 + vr][n * 8 + vc]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    Mma<T>::run(o[mt][n], pa[mt], bf[0], bf[1]);
+                    Mma<T>::run(o[mt][n + 1], pa[mt], bf[2], bf[3]);
+                }
+            }
+        }
+        __syncthreads(); /* done with this step's buffers before they refill */
+    }
+
+    uint16_t *out = (uint16_t *)a.o + batch_offset(a.os, b, a.inner);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float l = lsum[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            if (rows[mt][r] >= a.l)
+                continue;
+            float inv = 1.0f / l;
+            uint16_t *dst = out + rows[mt][r] * a.os[2];
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                int col = n * 8 + 2 * t;
+                if (col < a.e)
+                    dst[col] = Mma<T>::bits(o[mt][n][2 * r] * inv);
+                if (col + 1 < a.e)
+                    dst[col + 1] = Mma<T>::bits(o[mt][n][2 * r + 1] * inv);
+            }
+        }
+}
+
+/* ---- float32: FMAs ---------------------------------------------------------------------- */
+
+/* Four floats of row `src` from column `col`, zeros past e. */
+__device__ __forceinline__ float4 load4(const float *src, int col, int e, bool vec)
+{
+    if (vec && col + 4 <= e)
+        return *reinterpret_cast<const float4 *>(src + col);
+    float4 r;
+    r.x = col < e ? src[col] : 0.0f;
+    r.y = col + 1 < e ? src[col + 1] : 0.0f;
+    r.z = col + 2 < e ? src[col + 2] : 0.0f;
+    r.w = col + 3 < e ? src[col + 3] : 0.0f;
+    return r;
+}
+
+/* rows [0, n) of a 64-row tile, times mul, stored transposed: dst[d * ld + r]. */
+template <int D>
+__device__ __forceinline__ void tile_cols32(float *dst, int ld, const float *src, i64 row, int n,
+                                            int e, bool vec, float mul)
+{
+    for (int c = threadIdx.x; c < 64 * (D / 4); c += blockDim.x) {
+        int r = c % 64, col = (c / 64) * 4;
+        float4 v = make_float4(0, 0, 0, 0);
+        if (r < n)
+            v = load4(src + r * row, col, e, vec);
+        dst[(col + 0) * ld + r] = v.x * mul;
+        dst[(col + 1) * ld + r] = v.y * mul;
+        dst[(col + 2) * ld + r] = v.z * mul;
+        dst[(col + 3) * ld + r] = v.w * mul;
+    }
+}
+
+/* rows [0, n) of a 64-row tile, row-major: dst[r * ld + d]. */
+template <int D>
+__device__ __forceinline__ void tile_rows32(float *dst, int ld, const float *src, i64 row, int n,
+                                            int e, bool vec)
+{
+    for (int c = threadIdx.x; c < 64 * (D / 4); c += blockDim.x) {
+        int r = c / (D / 4), col = (c % (D / 4)) * 4;
+        float4 v = make_float4(0, 0, 0, 0);
+        if (r < n)
+            v = load4(src + r * row, col, e, vec);
+        *reinterpret_cast<float4 *>(&dst[r * ld + col]) = v;
+    }
+}
+
+/* Shared memory of attention_f32<D>, in floats. */
+template <int D> struct F32Smem {
+    static constexpr int LDT = BM + 4, LDV = D + 4;
+    static constexpr int floats = 2 * D * LDT + BN * LDV + BN * LDT;
+};
+
+template <int D> __global__ void __launch_bounds__(256) attention_f32(Args a)
+{
+    typedef F32Smem<D> L;
+    constexpr int CW = D / 16; /* output columns of a thread */
+    extern __shared__ float4 smem4[];
+    float *qt = reinterpret_cast<float *>(smem4); /* [D][LDT]: queries, transposed, scaled */
+    float *kt = qt + D * L::LDT;                  /* [D][LDT]: keys, transposed */
+    float *vs = kt + D * L::LDT;                  /* [BN][LDV]: values */
+    float *ps = vs + BN * L::LDV;                 /* [BN][LDT]: probabilities, key-major */
+    int q0;
+    i64 b;
+    block_of(a, &q0, &b);
+    const float *q = (const float *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
+    const float *k = (const float *)a.k + batch_offset(a.ks, b, a.inner);
+    const float *v = (const float *)a.v + batch_offset(a.vs, b, a.inner);
+    int ty = threadIdx.x / 16, tx = threadIdx.x % 16; /* rows ty*4.., keys tx*4.. */
+    tile_cols32<D>(qt, L::LDT, q, a.qs[2], min(BM, a.l - q0), a.e, a.vec, a.scale_log2);
+
+    float o[4][CW], m[4], lsum[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY, lsum[i] = 0;
+#pragma unroll
+        for (int c = 0; c < CW; c++)
+            o[i][c] = 0;
+    }
+    int kend = key_end(a, q0);
+    for (int kb = 0; kb < kend; kb += BN) {
+        int kv = min(BN, a.s - kb);
+        __syncthreads();
+        tile_cols32<D>(kt, L::LDT, k + kb * a.ks[2], a.ks[2], kv, a.e, a.vec, 1.0f);
+        tile_rows32<D>(vs, L::LDV, v + kb * a.vs[2], a.vs[2], kv, a.e, a.vec);
+        __syncthreads();
+
+        float s[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0;
+#pragma unroll 8
+        for (int d = 0; d < D; d++) {
+            float4 qv = *reinterpret_cast<const float4 *>(&qt[d * L::LDT + ty * 4]);
+            float4 kv4 = *reinterpret_cast<const float4 *>(&kt[d * L::LDT + tx * 4]);
+            float qa[4] = {qv.x, qv.y, qv.z, qv.w}, ka[4] = {kv4.x, kv4.y, kv4.z, kv4.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    s[i][j] = fmaf(qa[i], ka[j], s[i][j]);
+        }
+        bool edge = kb + BN > a.s || (a.causal && kb + BN - 1 > q0);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int row = q0 + ty * 4 + i;
+            float mx = m[i];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int col = kb + tx * 4 + j;
+                if (edge && (col >= a.s || (a.causal && col > row)))
+                    s[i][j] = -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+#pragma unroll
+            for (int w = 1; w < 16; w *= 2)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+            float base = mx == -INFINITY ? 0.0f : mx, alpha = exp2f(m[i] - base);
+            m[i] = mx;
+            lsum[i] *= alpha;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = exp2f(s[i][j] - base);
+                lsum[i] += s[i][j];
+            }
+#pragma unroll
+            for (int c = 0; c < CW; c++)
+                o[i][c] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            *reinterpret_cast<float4 *>(&ps[(tx * 4 + j) * L::LDT + ty * 4]) = make_float4(
+                s[0][j], s[1][j], s[2][j], s[3][j]);
+        __syncthreads();
+#pragma unroll 4
+        for (int j = 0; j < BN; j++) {
+            float4 pv = *reinterpret_cast<const float4 *>(&ps[j * L::LDT + ty * 4]);
+            float pa[4] = {pv.x, pv.y, pv.z, pv.w}, va[CW];
+#pragma unroll
+            for (int c = 0; c < CW; c += 2) {
+                float2 w2 = *reinterpret_cast<const float2 *>(&vs[j * L::LDV + tx * CW + c]);
+                va[c] = w2.x, va[c + 1] = w2.y;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < CW; c++)
+                    o[i][c] = fmaf(pa[i], va[c], o[i][c]);
+        }
+    }
+
+    float *out = (float *)a.o + batch_offset(a.os, b, a.inner);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int w = 1; w < 16; w *= 2)
+            lsum[i] += __shfl_xor_sync(0xffffffffu, lsum[i], w);
+        int row = q0 + ty * 4 + i;
+        if (row >= a.l)
+            continue;
+        float inv = 1.0f / lsum[i], *dst = out + row * a.os[2];
+#pragma unroll
+        for (int c = 0; c < CW; c++)
+            if (tx * CW + c < a.e)
+                dst[tx * CW + c] = o[i][c] * inv;
+    }
+}
+
+/* ---- launch ------------------------------------------------------------------------------- */
+
+/* Raises `kernel`'s dynamic shared memory allowance to `bytes`, once per
+ * device (`set_on`: the kernel's own record of devices done). */
+template <typename K>
+bool smem_allowed(K kernel, int bytes, int device, std::atomic<unsigned long long> &set_on)
+{
+    unsigned long long bit = device < 64 ? 1ull << device : 0;
+    if (bit && (set_on.load(std::memory_order_acquire) & bit))
+        return true;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    set_on.fetch_or(bit, std::memory_order_acq_rel);
+    return true;
+}
+
+template <int D> bool launch_f32(cudaStream_t stream, int device, const Args &a, unsigned grid)
+{
+    static std::atomic<unsigned long long> set_on{0};
+    int bytes = F32Smem<D>::floats * (int)sizeof(float);
+    if (!smem_allowed(attention_f32<D>, bytes, device, set_on))
+        return false;
+    attention_f32<D><<<grid, 256, bytes, stream>>>(a);
+    return true;
+}
+
+template <typename T, int D>
+bool launch_mma(cudaStream_t stream, int device, const Args &a, unsigned grid)
+{
+    static std::atomic<unsigned long long> set_on{0};
+    if (!smem_allowed(attention_mma<T, D>, MmaSmem<D>::bytes, device, set_on))
+        return false;
+    attention_mma<T, D><<<grid, 128, MmaSmem<D>::bytes, stream>>>(a);
+    return true;
+}
+
+template <typename T>
+bool launch_mma(cudaStream_t stream, int device, const Args &a, unsigned grid, int d)
+{
+    return d == 32   ? launch_mma<T, 32>(stream, device, a, grid)
+           : d == 64 ? launch_mma<T, 64>(stream, device, a, grid)
+                     : launch_mma<T, 128>(stream, device, a, grid);
+}
+
+bool aligned(const void *p, const int64_t *st, int64_t elems)
+{
+    if ((uintptr_t)p % 16)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (st[i] % elems)
+            return false;
+    return true;
+}
+
+} // namespace
+
+extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major,
+                                   const tc__nn_attention *x)
+{
+    bool half = x->dtype == TC_FLOAT16 || x->dtype == TC_BFLOAT16;
+    if (!(half && cc_major >= 8) && x->dtype != TC_FLOAT32)
+        return false;
+    if (x->e < 1 || x->e > 128 || x->l < 1 || x->s < 1 || x->l > INT32_MAX || x->s > INT32_MAX ||
+        !(x->scale > 0 && x->scale < HUGE_VAL))
+        return false;
+    int64_t nqb = (x->l + BM - 1) / BM;
+    if (x->batch < 1 || x->inner < 1 || nqb > INT32_MAX / x->batch)
+        return false;
+    Args a;
+    a.q = x->q, a.k = x->k, a.v = x->v, a.o = x->out;
+    for (int i = 0; i < 3; i++)
+        a.qs[i] = x->q_strides[i], a.ks[i] = x->k_strides[i], a.vs[i] = x->v_strides[i],
+        a.os[i] = x->out_strides[i];
+    a.inner = x->inner, a.batch = x->batch;
+    a.l = (int)x->l, a.s = (int)x->s, a.e = (int)x->e, a.nqb = (int)nqb;
+    a.scale_log2 = (float)x->scale * LOG2E;
+    a.causal = x->causal;
+    int64_t vec_elems = half ? 8 : 4;
+    a.vec = aligned(x->q, x->q_strides, vec_elems) && aligned(x->k, x->k_strides, vec_elems) &&
+            aligned(x->v, x->v_strides, vec_elems);
+    int d = x->e <= 32 ? 32 : x->e <= 64 ? 64 : 128;
+    unsigned grid = (unsigned)(nqb * x->batch);
+    if (x->dtype == TC_FLOAT32)
+        return d == 32   ? launch_f32<32>(stream, device, a, grid)
+               : d == 64 ? launch_f32<64>(stream, device, a, grid)
+                         : launch_f32<128>(stream, device, a, grid);
+    if (x->dtype == TC_BFLOAT16)
+        return launch_mma<__nv_bfloat16>(stream, device, a, grid, d);
+    return launch_mma<__half>(stream, device, a, grid, d);
+}

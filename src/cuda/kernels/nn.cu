@@ -50,6 +50,17 @@ template <typename T> struct PerThread {
 
 __device__ __forceinline__ float ex(float x) { return expf(x); }
 __device__ __forceinline__ double ex(double x) { return exp(x); }
+/* exp in the softmax kernels whose output O is a 16-bit dtype: the
+ * hardware's exp2 (__expf, a few ulp of float, far below the rounding to
+ * 16 bits) instead of expf's exact range reduction, which made the longest
+ * 16-bit rows compute-bound. float and double outputs keep ex(). */
+template <typename O, typename C> __device__ __forceinline__ C ex_to(C x)
+{
+    if constexpr (sizeof(O) == 2)
+        return __expf(x);
+    else
+        return ex(x);
+}
 __device__ __forceinline__ float lg(float x) { return logf(x); }
 __device__ __forceinline__ double lg(double x) { return log(x); }
 __device__ __forceinline__ float rsq(float x) { return 1.0f / sqrtf(x); }
@@ -156,7 +167,7 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
             C s = 0;
 #pragma unroll
             for (int i = 0; i < PER_THREAD; i++) {
-                C e = ex(x[i] - m);
+                C e = ex_to<O>(x[i] - m);
                 s += e;
                 if (OP == SOFTMAX)
                     x[i] = e;
@@ -323,7 +334,7 @@ __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
             const C inv = (C)1 / s, ls = lg(s);
             for (i64 j = threadIdx.x; j < n; j += blockDim.x) {
                 C v = j < valid ? load<C>(in + j) : ninf<C>();
-                store(out + j, OP == SOFTMAX ? ex(v - m) * inv : (v - m) - ls);
+                store(out + j, OP == SOFTMAX ? ex_to<O>(v - m) * inv : (v - m) - ls);
             }
             continue;
         }
@@ -439,12 +450,12 @@ __global__ void __launch_bounds__(SMEM_THREADS) rows_smem(RowArgs a)
                             vm = x[v] > vm ? x[v] : vm;
                         }
                         if (vm > m) {
-                            e *= ex(m - vm);
+                            e *= ex_to<O>(m - vm);
                             m = vm;
                         }
 #pragma unroll
                         for (int v = 0; v < VT; v++) /* +inf - +inf and NaN give NaN */
-                            e += x[v] == ninf<C>() ? (C)0 : ex(x[v] - m);
+                            e += x[v] == ninf<C>() ? (C)0 : ex_to<O>(x[v] - m);
                     }
                 }
             }
@@ -477,7 +488,7 @@ __global__ void __launch_bounds__(SMEM_THREADS) rows_smem(RowArgs a)
         auto value = [&](i64 j, T x) -> C {
             if (SM) {
                 C v = j < valid ? load<C>(&x) : ninf<C>(); /* masked: not in s */
-                return OP == SOFTMAX ? ex(v - s0) * inv : (v - s0) - lse;
+                return OP == SOFTMAX ? ex_to<O>(v - s0) * inv : (v - s0) - lse;
             }
             C y = (load<C>(&x) - s0) * s1;
             if (a.w)
@@ -569,7 +580,7 @@ __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
         const C inv = (C)1 / s, ls = lg(s);
         for (i64 j = 0; j < n; j++) {
             C v = load<C>(in + base + j * inner);
-            store(out + base + j * inner, OP == SOFTMAX ? ex(v - m) * inv : (v - m) - ls);
+            store(out + base + j * inner, OP == SOFTMAX ? ex_to<T>(v - m) * inv : (v - m) - ls);
         }
     }
 }

@@ -106,6 +106,27 @@ static void test_embedding(void)
             tc_tensor_release(out);
             tc_tensor_release(idx);
         }
+    /* rows of whole 16-byte vectors (a GPU copies them a vector a thread),
+     * and a narrowed table whose rows are not 16-byte apart (element path) */
+    static const tc_dtype rdt[3] = {TC_FLOAT32, TC_BFLOAT16, TC_INT64};
+    for (int k = 0; k < 3; k++)
+        for (int narrow = 0; narrow < 2; narrow++) {
+            int64_t ts[2] = {9, 12}, xs[2] = {2, 4};
+            double tv[108], xv[8], ref[96];
+            tc_tensor *table = rand_exact(2, ts, rdt[k], -50, 50, tv), *tab = NULL;
+            int64_t cols = narrow ? 10 : 12;
+            CHECK_OK(tc_tensor_narrow(table, 1, 0, cols, &tab));
+            for (int i = 0; i < 8; i++)
+                xv[i] = floor(tc_test_rand_uniform() * 9);
+            tc_tensor *idx = make(2, xs, xv, TC_INT64), *out = NULL;
+            CHECK_OK(tc_tensor_embedding(tab, idx, &out));
+            for (int r = 0; r < 8; r++)
+                for (int c = 0; c < cols; c++)
+                    ref[r * cols + c] = tv[(int)xv[r] * 12 + c];
+            CHECK(same_values(out, ref, 8 * cols, 0));
+            tc_tensor_release(out), tc_tensor_release(idx);
+            tc_tensor_release(tab), tc_tensor_release(table);
+        }
     /* 0-d indices give [D]; empty indices [0, D] */
     tc_tensor *z = NULL, *e = NULL, *out = NULL;
     CHECK_OK(tc_tensor_full(0, NULL, 4, TC_INT64, DEV, &z));

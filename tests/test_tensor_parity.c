@@ -176,12 +176,14 @@ static const struct {
     int64_t a[3], b[3];
     bool transpose;
 } shapes[] = {
-    {1, 1, {1027}, {1027}, false},    /* contiguous, odd length (vector tail) */
-    {3, 2, {3, 1, 5}, {4, 1}, false}, /* broadcasting both ways */
-    {2, 2, {33, 7}, {33, 7}, true},   /* non-contiguous */
-    {2, 1, {0, 3}, {3}, false},       /* empty */
-    {0, 2, {0}, {6, 2}, false},       /* 0-d against 2-d */
-    {0, 0, {0}, {0}, false},          /* 0-d against 0-d */
+    {1, 1, {1027}, {1027}, false},      /* contiguous, odd length (vector tail) */
+    {3, 2, {3, 1, 5}, {4, 1}, false},   /* broadcasting both ways */
+    {3, 2, {3, 4, 32}, {4, 32}, false}, /* b a repeated block: vector kernel */
+    {2, 1, {6, 12}, {12}, false},       /* a block of 12: whole vectors for some dtypes */
+    {2, 2, {33, 7}, {33, 7}, true},     /* non-contiguous */
+    {2, 1, {0, 3}, {3}, false},         /* empty */
+    {0, 2, {0}, {6, 2}, false},         /* 0-d against 2-d */
+    {0, 0, {0}, {0}, false},            /* 0-d against 0-d */
 };
 
 static const tc_dtype dtypes[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32,

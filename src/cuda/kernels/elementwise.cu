@@ -105,15 +105,18 @@ __device__ __forceinline__ void apply(int op, T *out, const T *x, const T *y)
         store(out, unop<C>(op, load<C>(x)));
 }
 
-/* The vector kernels' parameters: 32 bytes (see KIter). */
+/* The vector kernels' parameters: 40 bytes (see KIter). bvec > 0: b is a
+ * dense block of bvec vectors repeated along a's leading dims (a bias, a
+ * position table), read at vector index i % bvec. */
 struct Flat {
     i64 numel;
     void *data[3]; /* out, a, b */
+    unsigned bvec;
 };
 
-static inline Flat flat(const tc__iter *it)
+static inline Flat flat(const tc__iter *it, unsigned bvec = 0)
 {
-    return Flat{it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}};
+    return Flat{it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}, bvec};
 }
 
 /* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
         if (i < nv) {
             va[u] = ((const Vec<T, N> *)a)[i];
             if constexpr (NIN == 2)
-                vb[u] = ((const Vec<T, N> *)b)[i];
+                vb[u] = ((const Vec<T, N> *)b)[it.bvec ? (i64)((unsigned)i % it.bvec) : i];
         }
     }
 #pragma unroll
@@ -148,7 +151,7 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
     }
     i64 e = nv * N + base;
     if (blockIdx.x == 0 && e < it.numel)
-        apply<T, NIN>(op, o + e, a + e, b + e);
+        apply<T, NIN>(op, o + e, a + e, b + (it.bvec ? e % ((i64)it.bvec * N) : e));
 }
 
 /* Blocks for the vector kernels: one pass over numel elements of `size` bytes. */
@@ -159,17 +162,20 @@ unsigned vec_grid(int64_t numel, size_t size)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
-template <typename T, int NIN, int OP> bool vec_launch(cudaStream_t stream, const tc__iter *it)
+template <typename T, int NIN, int OP>
+bool vec_launch(cudaStream_t stream, const tc__iter *it, unsigned bvec)
 {
-    vec_kernel<T, NIN, OP><<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(flat(it));
+    vec_kernel<T, NIN, OP>
+        <<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(flat(it, bvec));
     return true;
 }
 
 /* vec_kernel<T, NIN, op> for a run-time op among FIRST, FIRST + 1, ... */
 template <typename T, int NIN, int FIRST, int... I>
-void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, const tc__iter *it)
+void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, const tc__iter *it,
+                  unsigned bvec = 0)
 {
-    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, it)) || ...);
+    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, it, bvec)) || ...);
 }
 
 /* Everything else: contiguous without the vector conditions, or strided. */
@@ -226,19 +232,53 @@ bool aligned16(const tc__iter *it)
     return true;
 }
 
+/* Whether operand k's strides over dims [from, ndim) are those of a dense
+ * row-major block; *numel gets that block's element count. */
+bool dense_from(const tc__iter *it, int k, int from, int64_t *numel)
+{
+    int64_t want = 1;
+    for (int d = it->ndim - 1; d >= from; d--) {
+        if (it->sizes[d] != 1 && it->strides[k][d] != want)
+            return false;
+        want *= it->sizes[d];
+    }
+    *numel = want;
+    return true;
+}
+
+/* For out = a op b with out and a dense and b a dense block repeated along
+ * the leading dims (stride 0 there), b's block in vectors of n elements;
+ * 0 when the operands are not so, the block is not whole vectors, or the
+ * vector indices pass 32 bits. */
+unsigned bcast_vectors(const tc__iter *it, int n)
+{
+    int64_t all = 0, block = 0;
+    if (it->nops != 3 || !dense_from(it, 0, 0, &all) || !dense_from(it, 1, 0, &all))
+        return 0;
+    int from = 0; /* b's leading broadcast dims */
+    while (from < it->ndim && (it->strides[2][from] == 0 || it->sizes[from] == 1))
+        from++;
+    if (from == 0 || !dense_from(it, 2, from, &block) || block % n || all / n > UINT32_MAX)
+        return 0;
+    return (unsigned)(block / n);
+}
+
 } // namespace
 
 extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype,
                              const tc__iter *it)
 {
     int cmp = op >= TC__OP_EQ && op <= TC__OP_GE;
-    bool vec = it->contiguous && aligned16(it) && !cmp;
+    bool vec = !cmp && aligned16(it);
+    unsigned bvec = vec && !it->contiguous ? bcast_vectors(it, 16 / (int)tc_dtype_size(dtype))
+                                           : 0; /* x + bias, x + positions */
+    vec = vec && (it->contiguous || bvec);
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (vec)
             vec_dispatch<T, 2, TC__OP_ADD>(
                 std::make_integer_sequence<int, TC__OP_REMAINDER - TC__OP_ADD + 1>(), (int)op,
-                stream, it);
+                stream, it, bvec);
         else
             binary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<3>(it), (int)op, cmp);

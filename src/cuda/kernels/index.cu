@@ -59,6 +59,48 @@ __global__ void gather_kernel(KIter<3> it, i64 dim_stride, i64 dim_size)
     }
 }
 
+/* Whole rows (embedding, index_select of dim 0): out [rows, vecs] of
+ * 16-byte vectors, row r a copy of row idx[r] of src (rows `step` vectors
+ * apart). Consecutive threads take consecutive vectors of a row. */
+template <typename I>
+__global__ void gather_rows_kernel(uint4 *out, const uint4 *src, const I *idx, i64 rows,
+                                   unsigned vecs, i64 step, i64 dim_size)
+{
+    i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (i64 i = tid; i < rows * vecs; i += stride) {
+        i64 r = i / vecs, c = i % vecs, v = (i64)idx[r];
+        TC_INDEX_CHECK(v, dim_size);
+        if (v >= 0 && v < dim_size)
+            out[i] = src[v * step + c];
+    }
+}
+
+/* The 16-byte vectors of a row when `it` gathers whole rows: out dense; the
+ * last dim unit-stride in out and src, whole vectors, not indexed; the
+ * index dense over the leading dims, which src does not move along; 16-byte
+ * aligned data and row step. 0 otherwise. */
+unsigned row_vectors(const tc__iter *it, size_t es, int64_t dim_stride)
+{
+    int nd = it->ndim;
+    if (nd < 1 || it->nops != 3 || it->strides[0][nd - 1] != 1 || it->strides[1][nd - 1] != 1 ||
+        it->strides[2][nd - 1] != 0 || (it->sizes[nd - 1] * (int64_t)es) % 16 ||
+        (dim_stride * (int64_t)es) % 16)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if ((uintptr_t)it->data[i] % (i == 2 ? 1 : 16))
+            return 0;
+    int64_t want_o = it->sizes[nd - 1], want_i = 1;
+    for (int d = nd - 2; d >= 0; d--) {
+        if (it->sizes[d] != 1 &&
+            (it->strides[0][d] != want_o || it->strides[2][d] != want_i || it->strides[1][d] != 0))
+            return 0;
+        want_o *= it->sizes[d];
+        want_i *= it->sizes[d];
+    }
+    int64_t vecs = it->sizes[nd - 1] * (int64_t)es / 16;
+    return vecs <= UINT32_MAX ? (unsigned)vecs : 0;
+}
+
 /* ---- atomic adds ------------------------------------------------------------------ */
 
 /* 8- and 16-bit integers: compare-and-swap on the aligned word around them. */
@@ -225,7 +267,22 @@ __global__ void __launch_bounds__(TOPK_THREADS)
 extern "C" void tc__k_gather(cudaStream_t stream, int sms, tc_dtype dtype, tc_dtype index_dtype,
                              const tc__iter *it, int64_t dim_stride, int64_t dim_size)
 {
-    by_size(tc_dtype_size(dtype), [&](auto *tag) {
+    size_t es = tc_dtype_size(dtype);
+    unsigned vecs = row_vectors(it, es, dim_stride);
+    if (vecs) { /* whole rows, 16 bytes a thread */
+        i64 rows = it->numel / it->sizes[it->ndim - 1], step = dim_stride * (i64)es / 16;
+        unsigned g = grid_for(rows * vecs, THREADS, sms);
+        uint4 *out = (uint4 *)it->data[0];
+        const uint4 *src = (const uint4 *)it->data[1];
+        if (index_dtype == TC_INT32)
+            gather_rows_kernel<<<g, THREADS, 0, stream>>>(out, src, (const int32_t *)it->data[2],
+                                                          rows, vecs, step, (i64)dim_size);
+        else
+            gather_rows_kernel<<<g, THREADS, 0, stream>>>(out, src, (const i64 *)it->data[2], rows,
+                                                          vecs, step, (i64)dim_size);
+        return;
+    }
+    by_size(es, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         unsigned g = grid_for(it->numel, THREADS, sms);
         if (index_dtype == TC_INT32)

@@ -5,6 +5,8 @@
 # stream sanitizer (SUITE=0 skips it), DLPack with PyTorch (DLPACK=0 skips
 # it), the examples in EXAMPLES, and the benchmarks named in BENCHES (each
 # stopped after BENCH_TIMEOUT s, 150; the last TAIL lines of each shown).
+# PROFILES names diagnosis scripts, scripts/NAME_profile.sh, each with an
+# optional argument after a colon (gpt:float32).
 # CTEST_TIMEOUT bounds each test (300 s). Logs go into $OUT/logs.tgz, packed
 # also LIMIT - 20 s after the start (LIMIT 590) in case the call's limit
 # stops the script. A summary is printed last. Exits 1 on any failure.
@@ -42,6 +44,10 @@ done
 for b in ${BENCHES:-}; do
   OUT=$L timeout ${BENCH_TIMEOUT:-150} bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"
 done
+for p in ${PROFILES:-}; do
+  n=${p%%:*}; a=; [ "$n" != "$p" ] && a=${p#*:}
+  OUT=$L timeout 240 bash scripts/${n}_profile.sh $B $a > "$L/profile_$n$a.txt" 2>&1
+done
 echo "==== ctest"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$L/ctest.log"
 grep -hE "^FAIL" "$L/ctest.log" | head -20
 echo "==== compute-sanitizer"; sort "$L/cs_summary.txt"
@@ -49,6 +55,10 @@ echo "==== compute-sanitizer"; sort "$L/cs_summary.txt"
 [ "${DLPACK:-1}" = 1 ] && echo "==== dlpack" && tail -3 "$L/dlpack.txt"
 [ -f "$L/examples.txt" ] && { echo "==== examples"; cat "$L/examples.txt"; }
 for b in ${BENCHES:-}; do echo "==== bench $b"; tail -${TAIL:-12} "$L/bench_$b.txt"; done
+for p in ${PROFILES:-}; do
+  n=${p%%:*}; a=; [ "$n" != "$p" ] && a=${p#*:}
+  echo "==== profile $p"; head -${PTAIL:-40} "$L/profile_$n$a.txt"
+done
 [ -n "$packer" ] && kill $packer 2> /dev/null
 [ -n "${OUT:-}" ] && tar czf "$OUT/logs.tgz" --exclude=./gpt2 -C "$L" .
 exit $fail

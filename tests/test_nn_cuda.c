@@ -1,7 +1,8 @@
 /* nn.h on a GPU beside the CPU: every op's GPU result against the CPU's on
  * the same inputs for row lengths that reach each kernel path, each row
- * kernel path forced in turn, a linear captured in a CUDA graph, and the
- * fused attention kernel on dense and strided operands. (The
+ * kernel path forced in turn, a linear captured in a CUDA graph, a large
+ * linear through padded rows, and the fused attention kernel on dense and
+ * strided operands. (The
  * per-op checks against a double-precision reference run on both devices in
  * test_nn.) Exits 77 without a GPU. */
 #include "nn_check.h"
@@ -273,6 +274,30 @@ static void test_attention_fused(void)
     tc_tensor_release(q), tc_tensor_release(v), tc_tensor_release(y);
 }
 
+/* A large 16-bit linear whose width is not whole 16-byte vectors goes
+ * through rows padded to them (two GEMMs and a copy out): the same values
+ * as the CPU's, with and without a bias, and a dense result. */
+static void test_linear_padded(void)
+{
+    for (int d = 0; d < 2; d++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            tc_dtype dt = FLOATS[d];
+            int64_t xs[3] = {2, 64, 64}, ws[2] = {32771, 64}, bs = 32771;
+            tc_tensor *x = rnd(CPU, 3, xs, dt, -1, 1, NULL),
+                      *w = rnd(CPU, 2, ws, dt, -0.2, 0.2, NULL);
+            tc_tensor *b = with_bias ? rnd(CPU, 1, &bs, dt, -1, 1, NULL) : NULL;
+            tc_tensor *xg = on(GPU, x), *wg = on(GPU, w), *bg = b ? on(GPU, b) : NULL;
+            tc_tensor *yc = NULL, *yg = NULL;
+            CHECK_OK(tc_nn_linear(x, w, b, &yc));
+            CHECK_OK(tc_nn_linear(xg, wg, bg, &yg));
+            CHECK(tc_tensor_is_contiguous(yg));
+            parity("linear, padded rows", yc, yg, 3);
+            tc_tensor *all[] = {x, w, b, xg, wg, bg, yc, yg};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                tc_tensor_release(all[i]);
+        }
+}
+
 int main(void)
 {
     tc_test_require_gpu();
@@ -281,6 +306,7 @@ int main(void)
     test_gpu_parity();
     test_gpu_paths();
     test_attention_fused();
+    test_linear_padded();
     CHECK_OK(tc_synchronize(-1));
     return TC_TEST_DONE();
 }

@@ -247,6 +247,33 @@ static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bo
     return prev_nn->gemm_bias(dev, g, bias, fused);
 }
 
+/* Elements from the first to the last one an attention operand touches:
+ * `batch` entries of `rows` rows of e elements, strides as tc__nn_attention
+ * gives them. */
+static size_t attention_extent(const int64_t *st, int64_t batch, int64_t inner, int64_t rows,
+                               int64_t e)
+{
+    return (size_t)((batch / inner - 1) * st[0] + (inner - 1) * st[1] + (rows - 1) * st[2] + e);
+}
+
+/* Fused attention: out written, q, k and v read. A refusal (*done false)
+ * queues nothing; the GEMMs and softmax that follow declare themselves. */
+static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
+{
+    if (tc__san_on()) {
+        size_t es = esz(a->dtype);
+        const void *p[4] = {a->out, a->q, a->k, a->v};
+        size_t b[4] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es};
+        tc_dtype d[4] = {a->dtype, a->dtype, a->dtype, a->dtype};
+        bool w[4] = {true, false, false, false};
+        TC_TRY(declare_dense(false, dev, "attention kernel", 4, p, b, d, w));
+    }
+    return prev_nn->attention(dev, a, done);
+}
+
 static tc_status d_cross_entropy(int dev, tc_dtype dt, const void *logits, const int64_t *target,
                                  void *loss, tc_dtype loss_dt, int64_t n, int64_t c, int64_t ignore)
 {
@@ -398,7 +425,8 @@ static void install(void)
         nn_be = (tc__nn_backend){.rows = d_rows,
                                  .gemm = d_gemm,
                                  .cross_entropy = d_cross_entropy,
-                                 .gemm_bias = d_gemm_bias};
+                                 .gemm_bias = d_gemm_bias,
+                                 .attention = cur->nn->attention ? d_attention : NULL};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

@@ -8,10 +8,11 @@
  * Composite operations are built from the backend's kernels and the public
  * tensor functions: linear asks the backend for its GEMM with the bias in
  * one step (gemm_bias: cuBLASLt's bias epilogue on a GPU) and, where that is
- * refused, copies its bias into the output and runs one GEMM with beta = 1;
- * attention is the backend's fused kernel where it has one, else a GEMM,
- * the fused (masked) softmax and a GEMM. The core
- * reaches a GPU only through the device seam. */
+ * refused, copies its bias into the output and runs one GEMM with beta = 1
+ * (a large 16-bit result with unaligned rows goes through rows padded to
+ * whole vectors); attention is the backend's fused kernel where it has one,
+ * else a GEMM, the fused (masked) softmax and a GEMM. The core reaches a
+ * GPU only through the device seam. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>

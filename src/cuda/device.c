@@ -50,32 +50,31 @@ tc_status tc_set_device(int device)
     return tc__switch_device(d);
 }
 
-int tc__sm_count(int device)
+/* A device attribute (never 0 when known), cached per device; 0 when CUDA
+ * cannot say (its error cleared, not cached). */
+static int cached_attribute(atomic_int *cache, enum cudaDeviceAttr attr, int device)
 {
-    static atomic_int cached[TC_MAX_DEVICES];
-    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
+    int n = atomic_load_explicit(&cache[device], memory_order_relaxed);
     if (n == 0) {
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        if (cudaDeviceGetAttribute(&n, attr, device) != cudaSuccess) {
             (void)cudaGetLastError();
             return 0;
         }
-        atomic_store_explicit(&cached[device], n, memory_order_relaxed);
+        atomic_store_explicit(&cache[device], n, memory_order_relaxed);
     }
     return n;
+}
+
+int tc__sm_count(int device)
+{
+    static atomic_int cached[TC_MAX_DEVICES];
+    return cached_attribute(cached, cudaDevAttrMultiProcessorCount, device);
 }
 
 int tc__cc_major(int device)
 {
     static atomic_int cached[TC_MAX_DEVICES];
-    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
-    if (n == 0) {
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        atomic_store_explicit(&cached[device], n, memory_order_relaxed);
-    }
-    return n;
+    return cached_attribute(cached, cudaDevAttrComputeCapabilityMajor, device);
 }
 
 tc_device_guard tc_device_guard_enter(int device)

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "common.cuh"
 #include "nn_kernels.h"
@@ -77,49 +78,46 @@ __device__ __forceinline__ float ex2(float x)
     return y;
 }
 
-template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
+/* The 16-bit type T's tensor core product, d += a b (mma.sync m16n8k16,
+ * float32 accumulation), and its conversions from float. */
+template <typename T> struct Mma {
     static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint32_t b0,
                                                uint32_t b1)
     {
 #if __CUDA_ARCH__ >= 800
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)
+            asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        else
+            asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
     }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
+    /* x rounded to T, as bits */
     static __device__ __forceinline__ uint16_t bits(float x)
     {
-        __nv_bfloat16 h = __float2bfloat16_rn(x);
-        return *reinterpret_cast<uint16_t *>(&h);
+        T h;
+        store(&h, x);
+        uint16_t r;
+        memcpy(&r, &h, sizeof r);
+        return r;
     }
-};
-template <> struct Mma<__half> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint32_t b0,
-                                               uint32_t b1)
-    {
-#if __CUDA_ARCH__ >= 800
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-    }
+    /* lo and hi rounded to T, lo in the low half: one paired conversion */
     static __device__ __forceinline__ uint32_t pack(float lo, float hi)
     {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ uint16_t bits(float x)
-    {
-        __half h = __float2half_rn(x);
-        return *reinterpret_cast<uint16_t *>(&h);
+        uint32_t r;
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+            __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+            memcpy(&r, &h, sizeof r);
+        } else {
+            __half2 h = __floats2half2_rn(lo, hi);
+            memcpy(&r, &h, sizeof r);
+        }
+        return r;
     }
 };
 

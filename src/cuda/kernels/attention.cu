@@ -54,12 +54,18 @@ __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
     return (b / inner) * st[0] + (b % inner) * st[1];
 }
 
-/* The block's query block (longest causal rows first) and batch entry. */
-__device__ __forceinline__ void block_of(const Args &a, int *q0, i64 *b)
+/* The block's query block (first row q0; longest causal rows first), its
+ * batch entry b, and that entry's q (from row q0), k and v. */
+template <typename E>
+__device__ __forceinline__ void block_operands(const Args &a, int *q0, i64 *b, const E **q,
+                                               const E **k, const E **v)
 {
     i64 idx = blockIdx.x;
     *q0 = (int)(a.nqb - 1 - idx / a.batch) * BM;
     *b = idx % a.batch;
+    *q = (const E *)a.q + batch_offset(a.qs, *b, a.inner) + *q0 * a.qs[2];
+    *k = (const E *)a.k + batch_offset(a.ks, *b, a.inner);
+    *v = (const E *)a.v + batch_offset(a.vs, *b, a.inner);
 }
 
 /* Keys a query block visits: up to the diagonal when causal. */
@@ -223,10 +229,8 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
     Tile *ks = reinterpret_cast<Tile *>(smem16), *vs = ks + 2; /* ks[2], vs[2] */
     int q0;
     i64 b;
-    block_of(a, &q0, &b);
-    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
-    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner);
-    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner);
+    const uint16_t *q, *k, *v;
+    block_operands(a, &q0, &b, &q, &k, &v);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int w0 = warp * 16 * MT;
     int kend = key_end(a, q0);
@@ -453,10 +457,8 @@ template <int D> __global__ void __launch_bounds__(256) attention_f32(Args a)
     float *ps = vs + BN * L::LDV;                 /* [BN][LDT]: probabilities, key-major */
     int q0;
     i64 b;
-    block_of(a, &q0, &b);
-    const float *q = (const float *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
-    const float *k = (const float *)a.k + batch_offset(a.ks, b, a.inner);
-    const float *v = (const float *)a.v + batch_offset(a.vs, b, a.inner);
+    const float *q, *k, *v;
+    block_operands(a, &q0, &b, &q, &k, &v);
     int ty = threadIdx.x / 16, tx = threadIdx.x % 16; /* rows ty*4.., keys tx*4.. */
     tile_cols32<D>(qt, L::LDT, q, a.qs[2], min(BM, a.l - q0), a.e, a.vec, a.scale_log2);
 

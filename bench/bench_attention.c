@@ -14,38 +14,16 @@
 #include "tcuda/tcuda.h"
 
 #ifdef TCUDA_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "core/nn_internal.h"        /* the fused path's switch */
-#include "cuda/kernels/nn_kernels.h" /* the 16-bit kernel's rows a warp */
+#include "core/nn_internal.h" /* the fused path's switch */
 
 enum { B = 8, H = 12, T = 512, D = 64 };
 
-/* Median milliseconds of `reps` timed calls after 3 warm-ups. */
-static double time_attention(tc_tensor *const *qkv, int reps)
+/* One attention call on q, k, v (causal); the result is dropped. */
+static void run_attention(void *qkv)
 {
-    cudaStream_t s = (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1));
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    double *ms = calloc((size_t)reps, sizeof *ms);
-    for (int i = -3; i < reps; i++) {
-        tc_tensor *y = NULL;
-        cudaEventRecord(a, s);
-        TRY(tc_nn_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], true, NULL, &y));
-        cudaEventRecord(b, s);
-        cudaEventSynchronize(b);
-        tc_tensor_release(y);
-        float t;
-        cudaEventElapsedTime(&t, a, b);
-        if (i >= 0)
-            ms[i] = t;
-    }
-    double med = bench_median(ms, reps);
-    free(ms);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return med;
+    tc_tensor *const *t = qkv, *y = NULL;
+    TRY(tc_nn_scaled_dot_product_attention(t[0], t[1], t[2], true, NULL, &y));
+    tc_tensor_release(y);
 }
 
 int main(int argc, char **argv)
@@ -73,7 +51,7 @@ int main(int argc, char **argv)
         }
         for (int fused = 1; fused >= 0; fused--) {
             tc__nn_attention_set_fused(fused);
-            double ms = time_attention(qkv, reps);
+            double ms = bench_gpu_median_ms(run_attention, qkv, reps);
             printf("%s,%s,%.4f,%.1f\n", di ? "bfloat16" : "float32", fused ? "fused" : "unfused",
                    ms, flops / ms / 1e9);
         }

@@ -65,31 +65,6 @@ static double first_call_ms(const char *code)
     return ms;
 }
 
-/* Median ms of event-timed calls of run(). */
-static double time_gpu(void (*run)(void *), void *ctx, int reps)
-{
-    tc_event *a = NULL, *b = NULL;
-    TRY(tc_event_create(TC_EVENT_TIMING, &a));
-    TRY(tc_event_create(TC_EVENT_TIMING, &b));
-    for (int i = 0; i < 3; i++)
-        run(ctx);
-    double *ts = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        TRY(tc_event_record(a, NULL));
-        run(ctx);
-        TRY(tc_event_record(b, NULL));
-        TRY(tc_event_synchronize(b));
-        float ms = 0;
-        TRY(tc_event_elapsed_time(a, b, &ms));
-        ts[r] = ms;
-    }
-    double m = bench_median(ts, reps);
-    free(ts);
-    tc_event_destroy(a);
-    tc_event_destroy(b);
-    return m;
-}
-
 typedef struct job {
     tc_jit_fn *fn;
     const tc_tensor *in[2];
@@ -184,8 +159,8 @@ int main(int argc, char **argv)
     tc_tensor *x = filled(n, 1.25), *y = filled(n, -0.5);
     job j = {fn, {x, y}, 3.0};
     double bytes = 3.0 * 4.0 * (double)n;
-    double ms_jit = time_gpu(run_jit, &j, reps);
-    double ms_add = time_gpu(run_add, &j, reps);
+    double ms_jit = bench_gpu_median_ms(run_jit, &j, reps);
+    double ms_add = bench_gpu_median_ms(run_add, &j, reps);
     printf("n_log2,%d\n", lg);
     printf("jit_axpy_ms,%.4f\njit_axpy_gbs,%.1f\n", ms_jit, bytes / ms_jit / 1e6);
     printf("builtin_add_ms,%.4f\nbuiltin_add_gbs,%.1f\n", ms_add, bytes / ms_add / 1e6);

@@ -1,11 +1,14 @@
 /* What the benchmarks share: a monotonic clock, the median of a set of
- * timings, and TRY. Header-only, for bench_*.c. */
+ * timings, the median of event-timed GPU calls, and TRY. Header-only, for
+ * bench_*.c. */
 #ifndef TCUDA_BENCH_UTIL_H
 #define TCUDA_BENCH_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "tcuda/tcuda.h"
 
 /* Exits with the call and tcuda's message when a tcuda call fails: a
  * benchmark has nothing to measure after an error. */
@@ -36,6 +39,32 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
+}
+
+/* The median milliseconds of `reps` calls of run(ctx), each timed by two
+ * timing events on the current stream, after 3 untimed calls. */
+static inline double bench_gpu_median_ms(void (*run)(void *), void *ctx, int reps)
+{
+    tc_event *a = NULL, *b = NULL;
+    TRY(tc_event_create(TC_EVENT_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_TIMING, &b));
+    for (int i = 0; i < 3; i++)
+        run(ctx);
+    double *ts = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        TRY(tc_event_record(a, NULL));
+        run(ctx);
+        TRY(tc_event_record(b, NULL));
+        TRY(tc_event_synchronize(b));
+        float ms = 0;
+        TRY(tc_event_elapsed_time(a, b, &ms));
+        ts[r] = ms;
+    }
+    double m = bench_median(ts, reps);
+    free(ts);
+    tc_event_destroy(a);
+    tc_event_destroy(b);
+    return m;
 }
 
 #endif

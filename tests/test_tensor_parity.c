@@ -591,9 +591,16 @@ static void test_matmul(void)
         int na, nb;
         int64_t a[3], b[3];
         bool tr;
-    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},    {3, 3, {3, 33, 17}, {3, 17, 9}, false},
-              {3, 2, {4, 20, 30}, {30, 10}, false}, {2, 3, {20, 30}, {5, 30, 10}, false},
-              {2, 2, {40, 40}, {40, 40}, true},     {2, 2, {300, 257}, {257, 129}, false}};
+    } ms[] = {{2, 2, {64, 48}, {48, 80}, false},
+              {3, 3, {3, 33, 17}, {3, 17, 9}, false},
+              {3, 2, {4, 20, 30}, {30, 10}, false},
+              {2, 3, {20, 30}, {5, 30, 10}, false},
+              {2, 2, {40, 40}, {40, 40}, true},
+              {2, 2, {300, 257}, {257, 129}, false},
+              /* tcuda's small float32 GEMM: k over several chunks, transposed, the largest */
+              {2, 2, {37, 150}, {150, 23}, false},
+              {2, 2, {200, 24}, {56, 200}, true},
+              {2, 2, {64, 128}, {128, 256}, false}};
     tc_dtype mdt[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};
     char what[96];
     for (int si = 0; si < COUNT(ms); si++)

@@ -75,6 +75,20 @@ typedef enum tc_capture_mode {
     TC_CAPTURE_MODE_RELAXED = 2       /* only calls that wait for the capturing stream */
 } tc_capture_mode;
 
+/* How a capture links the work it records (beyond PyTorch).
+ * STREAM: each node after the one queued before it, as CUDA's stream capture
+ * and PyTorch record a graph. DATA: each tcuda operation after only the
+ * earlier work whose memory it touches (reads what it wrote, writes what it
+ * read or wrote), so that independent operations run side by side at
+ * replay; work tcuda does not see into (random fills, the caller's own
+ * kernels, copies between GPUs, event waits) stays after everything before
+ * it, and everything after waits for it. Replays give the same results in
+ * either order. */
+typedef enum tc_graph_order {
+    TC_GRAPH_ORDER_STREAM = 0, /* the default */
+    TC_GRAPH_ORDER_DATA = 1
+} tc_graph_order;
+
 /* Work run between capture and replay, for graphed callables and updates:
  * queues GPU work on the current stream; returns TC_OK or an error (its
  * message in tc_last_error()). */
@@ -104,6 +118,12 @@ TCUDA_API tc_status tc_graph_destroy(tc_graph *graph);
  * captured: tc_graph_reset first). */
 TCUDA_API tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream *stream,
                                            tc_capture_mode mode);
+
+/* Sets how the graph's next captures link their work (tc_graph_order; a new
+ * graph has TC_GRAPH_ORDER_STREAM). Kept across tc_graph_reset and used by
+ * tc_graph_update. TC_ERROR_INVALID_ARGUMENT for an unknown order,
+ * TC_ERROR_INVALID_STATE during a capture. */
+TCUDA_API tc_status tc_graph_set_order(tc_graph *graph, tc_graph_order order);
 
 /* Ends the capture and instantiates the graph. Call it from the thread that
  * began the capture (any thread in relaxed mode). On failure (the capture was
@@ -199,6 +219,14 @@ TCUDA_API tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warm
  * order. On failure none is returned. */
 TCUDA_API tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
                                               int warmup_iters, tc_graphed_callable **out);
+
+/* tc_make_graphed_callables with the graphs' order (tc_graph_order):
+ * TC_GRAPH_ORDER_DATA lets the independent operations of each call run side
+ * by side. */
+TCUDA_API tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns,
+                                                      void *const *ctxs, int warmup_iters,
+                                                      tc_graph_order order,
+                                                      tc_graphed_callable **out);
 
 /* Replays the captured call on the current stream. */
 TCUDA_API tc_status tc_graphed_callable_call(tc_graphed_callable *callable);

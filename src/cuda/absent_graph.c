@@ -46,6 +46,13 @@ tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream 
     return graph_arg(graph);
 }
 
+tc_status tc_graph_set_order(tc_graph *graph, tc_graph_order order)
+{
+    TC_API_BEGIN;
+    (void)order;
+    return graph_arg(graph);
+}
+
 tc_status tc_graph_capture_end(tc_graph *graph)
 {
     TC_API_BEGIN;
@@ -123,8 +130,9 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
     return absent();
 }
 
-tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
-                                    int warmup_iters, tc_graphed_callable **out)
+tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void *const *ctxs,
+                                            int warmup_iters, tc_graph_order order,
+                                            tc_graphed_callable **out)
 {
     TC_API_BEGIN;
     (void)ctxs;
@@ -132,7 +140,17 @@ tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *
     TC_CHECK_ARG(fns, "fns is NULL");
     TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
+    TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
+                 "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
     return absent();
+}
+
+tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+                                    int warmup_iters, tc_graphed_callable **out)
+{
+    TC_API_BEGIN;
+    return tc_make_graphed_callables_ordered(n, fns, ctxs, warmup_iters, TC_GRAPH_ORDER_STREAM,
+                                             out);
 }
 
 tc_status tc_graphed_callable_call(tc_graphed_callable *callable)

@@ -8,13 +8,18 @@
  * every use. Row-major C = A B is computed as column-major C^T = B^T A^T.
  * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
  * alpha, beta and a float32 C for 16-bit A and B. linear's GEMM with its
- * bias goes to cuBLASLt first (blas_lt.c), with the same mapping. */
+ * bias goes to cuBLASLt first (blas_lt.c), with the same mapping. Small
+ * float32 GEMMs (kernels/gemm_small.cu says which) skip cuBLAS for one
+ * kernel of tcuda's: cuBLAS's host time per call and its few-block kernels
+ * cost more than the work at those sizes. In a capture ordered by data each
+ * GEMM gets a workspace of its own (graph_order.h). */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "blas_abi.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "graph_order.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
 #include "tensor_cuda.h"
@@ -28,6 +33,7 @@ typedef int (*create_fn)(tc__cublas_handle *);
 typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
 typedef int (*set_math_mode_fn)(tc__cublas_handle, int);
 typedef int (*set_pointer_mode_fn)(tc__cublas_handle, int);
+typedef int (*set_workspace_fn)(tc__cublas_handle, void *, size_t);
 typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *, int,
                        int, long long, const void *, int, int, long long, const void *, void *, int,
                        int, long long, int, int, int);
@@ -44,6 +50,7 @@ static set_stream_fn p_set_stream;
 static set_math_mode_fn p_set_math_mode;
 static set_pointer_mode_fn p_set_pointer_mode;
 static gemm_fn p_gemm;
+static set_workspace_fn p_set_workspace;
 
 static _Thread_local tc__cublas_handle handles[TC_MAX_DEVICES];
 
@@ -56,7 +63,8 @@ static void load_syms(void)
                 {"cublasSetStream_v2", (void **)&p_set_stream},
                 {"cublasSetMathMode", (void **)&p_set_math_mode},
                 {"cublasSetPointerMode_v2", (void **)&p_set_pointer_mode},
-                {"cublasGemmStridedBatchedEx", (void **)&p_gemm}};
+                {"cublasGemmStridedBatchedEx", (void **)&p_gemm},
+                {"cublasSetWorkspace_v2", (void **)&p_set_workspace}};
     syms_status = tc__dynlib_load(&cublas_lib);
     for (size_t i = 0; syms_status == TC_OK && i < sizeof syms / sizeof syms[0]; i++)
         syms_status = tc__dynlib_sym(&cublas_lib, syms[i].name, syms[i].slot);
@@ -95,6 +103,22 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
     return TC_OK;
 }
 
+/* In a capture ordered by data, the GEMM about to be queued gets a workspace
+ * that GEMMs on other branches do not use (graph_order.h); the next
+ * handle_for's cublasSetStream puts cuBLAS's own back. */
+static tc_status ordered_workspace(int device, tc__cublas_handle h)
+{
+    if (TC_LIKELY(tc__graph_order_depth == 0))
+        return TC_OK;
+    size_t want = tc__cublas_workspace_limit(device);
+    void *ws;
+    if (!tc__graph_order_workspace(device, tc__current_cuda_stream(device), want, &ws))
+        return TC_OK;
+    int rc = p_set_workspace(h, ws, want);
+    return rc == 0 ? TC_OK
+                   : tc__fail(TC_ERROR_CUDA, "cublasSetWorkspace_v2 failed with status %d", rc);
+}
+
 void *tc_current_blas_handle(void)
 {
     TC_API_BEGIN;
@@ -105,6 +129,15 @@ void *tc_current_blas_handle(void)
     return h;
 }
 
+/* A small float32 GEMM in one kernel of tcuda's (kernels/gemm_small.cu):
+ * cuBLAS's kernels for these sizes use few blocks, or two kernels. */
+static tc_status gemm_small(int device, const tc__nn_gemm *g)
+{
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    tc__k_gemm_small(cs, g);
+    return tc__launch_check(cs, "gemm_small_kernel");
+}
+
 tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
                           int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
 {
@@ -113,8 +146,32 @@ tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b,
                                                 "supported on the GPU");
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);
+    tc__nn_gemm small = {.dtype = dt,
+                         .c_dtype = dt,
+                         .batch = batch,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .a = a,
+                         .b = b,
+                         .c = c,
+                         .lda = k,
+                         .ldb = n,
+                         .ldc = n,
+                         .stride_a = sa,
+                         .stride_b = sb,
+                         .stride_c = m * n,
+                         .alpha = 1,
+                         .beta = 0};
+    if (tc__k_gemm_small_fits(&small)) {
+        tc_status st = gemm_small(device, &small);
+        tc_device_guard_exit(&g);
+        return st;
+    }
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
+    if (st == TC_OK)
+        st = ordered_workspace(device, h);
     if (st == TC_OK) {
         int type = tc__cuda_data_type(dt);
         int compute = dt == TC_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
@@ -162,13 +219,15 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                                                 "supported by the GPU GEMM");
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    if (g->k == 0) { /* C = beta * C, without cuBLAS (see scale_c) */
-        tc_status st = scale_c(device, g);
+    if (g->k == 0 || tc__k_gemm_small_fits(g)) { /* without cuBLAS: scale_c, gemm_small */
+        tc_status st = g->k == 0 ? scale_c(device, g) : gemm_small(device, g);
         tc_device_guard_exit(&gd);
         return st;
     }
     tc__cublas_handle h;
     tc_status st = handle_for(device, &h);
+    if (st == TC_OK)
+        st = ordered_workspace(device, h);
     if (st == TC_OK) {
         /* float32 computation (no TF32) for all but float64; the scalars are
          * of the computation type */

@@ -201,7 +201,7 @@ static void drop_plan(lt_plan *p)
 
 /* The most workspace an algorithm may ask for on `device` (current), as
  * PyTorch sizes its cuBLASLt workspace by default. */
-static size_t workspace_limit(int device)
+size_t tc__cublas_workspace_limit(int device)
 {
     static size_t limits[TC_MAX_DEVICES];
     size_t v = __atomic_load_n(&limits[device], __ATOMIC_RELAXED);
@@ -272,7 +272,7 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
     void *pref = NULL;
     if (rc == 0)
         rc = p_pref_create(&pref);
-    uint64_t max_ws = workspace_limit(key->device);
+    uint64_t max_ws = tc__cublas_workspace_limit(key->device);
     if (rc == 0)
         rc = p_pref_set(pref, LT_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
     const int align_attr[4] = {LT_PREF_MIN_ALIGNMENT_A_BYTES, LT_PREF_MIN_ALIGNMENT_B_BYTES,

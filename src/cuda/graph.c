@@ -4,6 +4,7 @@
  *   graph_capture.c   capture begin/end, its guard form and the sync check
  *   graph_pools.c     the graphs' private memory pools
  *   graph_update.c    in-place updates (tc_graph_update)
+ *   graph_order.c     captures ordered by data (TC_GRAPH_ORDER_DATA)
  *   graph_callables.c graphed callables
  * graph_object.h is what they share; graph_internal.h is what the rest of
  * src/cuda knows about captures.
@@ -85,7 +86,22 @@ tc_status tc_graph_create(tc_graph **out)
     g->magic = TC_GRAPH_MAGIC;
     g->state = G_EMPTY;
     g->device = -1;
+    g->order = TC_GRAPH_ORDER_STREAM;
     *out = g;
+    return TC_OK;
+}
+
+tc_status tc_graph_set_order(tc_graph *graph, tc_graph_order order)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__graph_check(graph));
+    TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
+                 "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
+    if (graph->state == G_CAPTURING)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "a capture into this graph is underway; set the order before "
+                        "tc_graph_capture_begin");
+    graph->order = order;
     return TC_OK;
 }
 

@@ -21,11 +21,13 @@ static tc__handle_pool callable_pool = TC_HANDLE_POOL_INIT(struct tc_graphed_cal
 /* Captures fn(ctx) into a new graph on the current stream (a side stream),
  * in pool `pool`; *out on success. fn's own error is returned as it is. */
 static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_mempool_id pool,
-                             tc_graph **out)
+                             tc_graph_order order, tc_graph **out)
 {
     tc_graph *g;
     TC_TRY(tc_graph_create(&g));
-    tc_status st = tc_graph_capture_begin(g, pool, side, TC_CAPTURE_MODE_GLOBAL);
+    tc_status st = tc_graph_set_order(g, order);
+    if (st == TC_OK)
+        st = tc_graph_capture_begin(g, pool, side, TC_CAPTURE_MODE_GLOBAL);
     tc_status fst = st == TC_OK ? fn(ctx) : st;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tc_last_error());
@@ -44,7 +46,7 @@ static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_memp
 /* Warms every fn up on the side stream, then captures each in order into
  * graphs[i] sharing one pool. */
 static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ctxs, int warmup,
-                                  tc_graph **graphs)
+                                  tc_graph_order order, tc_graph **graphs)
 {
     int d;
     TC_TRY(tc__resolve_device(-1, &d));
@@ -61,7 +63,7 @@ static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ct
         st = tc_stream_synchronize(side);
     tc_mempool_id pool = {0};
     for (int i = 0; i < n && st == TC_OK; i++) {
-        st = capture_one(fns[i], ctxs ? ctxs[i] : NULL, side, pool, &graphs[i]);
+        st = capture_one(fns[i], ctxs ? ctxs[i] : NULL, side, pool, order, &graphs[i]);
         if (st == TC_OK && i == 0)
             st = tc_graph_pool(graphs[0], &pool);
     }
@@ -77,14 +79,17 @@ static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ct
     return TC_OK;
 }
 
-tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
-                                    int warmup_iters, tc_graphed_callable **out)
+tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void *const *ctxs,
+                                            int warmup_iters, tc_graph_order order,
+                                            tc_graphed_callable **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(n > 0 && n <= 1024, "n is %d; give 1 to 1024 callables", n);
     TC_CHECK_ARG(fns, "fns is NULL");
     TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
+    TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
+                 "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
     for (int i = 0; i < n; i++)
         TC_CHECK_ARG(fns[i], "fns[%d] is NULL", i);
     TC_TRY(tc__ensure_init());
@@ -97,7 +102,7 @@ tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *
             st = tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for a callable");
     }
     if (st == TC_OK)
-        st = warm_and_capture(n, fns, ctxs, warmup_iters, graphs);
+        st = warm_and_capture(n, fns, ctxs, warmup_iters, order, graphs);
     for (int i = 0; i < n && cs; i++) {
         if (!cs[i])
             continue;
@@ -112,6 +117,14 @@ tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *
     free(graphs);
     free(cs);
     return st;
+}
+
+tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+                                    int warmup_iters, tc_graphed_callable **out)
+{
+    TC_API_BEGIN;
+    return tc_make_graphed_callables_ordered(n, fns, ctxs, warmup_iters, TC_GRAPH_ORDER_STREAM,
+                                             out);
 }
 
 tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,

@@ -2,7 +2,7 @@
  * sync check that refuses calls a capture forbids.
  *
  * A tc_graph is EMPTY, CAPTURING or CAPTURED. Capture is CUDA stream capture
- * on a stream tcuda made (never the legacy default stream), plus four things
+ * on a stream tcuda made (never the legacy default stream), plus five things
  * set up before cudaStreamBeginCapture (so that no allocation, draw, sync
  * call or access on the stream can fall between the capture's start and
  * their watch) and undone, in reverse, after cudaStreamEndCapture or when
@@ -20,6 +20,8 @@
  *   capture_end reports the call and leaves the graph empty.
  * - the stream sanitizer (src/debug) records the accesses queued on the
  *   stream, to check them at each replay.
+ * - a graph ordered by data (TC_GRAPH_ORDER_DATA) has its edges rebuilt
+ *   from what each operation touches (graph_order.c).
  * Captures underway are kept in a list under cap_mu (the sync check reads
  * it from any thread, and marks captures invalidated under it; a capture's
  * own thread reads that mark as it leaves the list, under cap_mu too);
@@ -37,6 +39,7 @@
 #include "cuda_internal.h"
 #include "device_alloc.h"
 #include "graph_object.h"
+#include "graph_order.h"
 #include "random_cuda.h"
 
 atomic_int tc__graph_captures;
@@ -219,8 +222,10 @@ tc_status tc__graph_capture_start(tc_graph *g)
     list_add(g);
     if (tc__san_on())
         tc__san_capture_begin(g->device, (void *)g->cs);
+    tc_status st = g->order == TC_GRAPH_ORDER_DATA ? tc__graph_order_begin(g->device, g->cs)
+                                                   : TC_OK;
     tc_device_guard dg = tc_device_guard_enter(g->device);
-    tc_status st = dg.status;
+    st = st == TC_OK ? dg.status : st;
     if (st == TC_OK) {
         cudaError_t err = cudaStreamBeginCapture(g->cs, cuda_mode(g->mode));
         tc_device_guard_exit(&dg);
@@ -229,6 +234,7 @@ tc_status tc__graph_capture_start(tc_graph *g)
     }
     if (st == TC_OK)
         return TC_OK;
+    (void)tc__graph_order_end(g->cs);
     tc__san_recording_free(tc__san_capture_end(g->device, (void *)g->cs));
     (void)list_remove(g, NULL);
     if (g->gen) {
@@ -247,6 +253,10 @@ tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *bloc
 {
     cudaGraph_t graph = NULL;
     tc_device_guard dg = tc_device_guard_enter(g->device);
+    tc_status ordered = tc__graph_order_end(g->cs); /* before the end: it frees workspaces */
+    char order_why[512] = "";
+    if (ordered != TC_OK)
+        snprintf(order_why, sizeof order_why, "%s", tc_last_error());
     cudaError_t err = cudaStreamEndCapture(g->cs, &graph);
     tc_device_guard_exit(&dg);
     tc__san_recording *rec = tc__san_capture_end(g->device, (void *)g->cs);
@@ -260,9 +270,11 @@ tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *bloc
     *blocks = 0;
     if (g->gen)
         (void)tc__generator_capture_end(g->gen, blocks);
-    if (invalidated || err != cudaSuccess) {
+    if (invalidated || err != cudaSuccess || ordered != TC_OK) {
         if (graph)
             (void)cudaGraphDestroy(graph);
+        if (!invalidated && err == cudaSuccess)
+            return tc__fail(ordered, "%s; the graph is empty again", order_why);
         if (invalidated) {
             (void)cudaGetLastError();
             return tc__fail(TC_ERROR_INVALID_STATE,

@@ -25,8 +25,9 @@ struct tc_graph {
     int state;
     int device;
     tc_capture_mode mode;
-    cudaStream_t cs;  /* the CUDA handle of the capture stream, while capturing */
-    pthread_t thread; /* the capturing thread */
+    tc_graph_order order; /* kept across resets: tc_graph_set_order */
+    cudaStream_t cs;      /* the CUDA handle of the capture stream, while capturing */
+    pthread_t thread;     /* the capturing thread */
     uint64_t pool_user, pool_alloc;
     cudaGraph_t graph;
     cudaGraphExec_t exec;

@@ -20,6 +20,7 @@
 #include "debug/sanitizer_internal.h"
 #include "alloc/alloc_mempool.h"
 #include "device_alloc.h"
+#include "graph_order.h"
 #include "memory_internal.h"
 
 pthread_mutex_t tc__mem_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -237,11 +238,17 @@ tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **
             *out = NULL;
             return TC_OK;
         }
-        return other_alloc(device, stream, size, out);
+        st = other_alloc(device, stream, size, out);
+        if (TC_UNLIKELY(tc__graph_order_depth > 0) && st == TC_OK)
+            tc__graph_order_scratch(stream, *out, size);
+        return st;
     }
     if (TC_UNLIKELY(atomic_load_explicit(&tc__mempool_users, memory_order_relaxed)))
         a = tc__mempool_route(device, a); /* a pool in use on this thread */
-    return tc__alloc_malloc(a, size, (uintptr_t)stream, out);
+    st = tc__alloc_malloc(a, size, (uintptr_t)stream, out);
+    if (TC_UNLIKELY(tc__graph_order_depth > 0) && st == TC_OK)
+        tc__graph_order_scratch(stream, *out, size); /* inside an operation of an ordered capture */
+    return st;
 }
 
 tc_status tc__device_free(void *ptr)

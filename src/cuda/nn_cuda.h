@@ -13,5 +13,9 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
  * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing
  * or does not take the GEMM. */
 tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
+/* The cuBLAS(Lt) workspace size PyTorch uses by default on `device`:
+ * 1 MiB, 4 MiB on a compute capability 8.x GPU of 24 GiB or more, 32 MiB
+ * from 9.0 on (blas_lt.c). */
+size_t tc__cublas_workspace_limit(int device);
 
 #endif

@@ -122,6 +122,28 @@ tc__san_recording *tc__san_capture_end(int dev, void *stream);
 tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream);
 void tc__san_recording_free(tc__san_recording *rec);
 
+/* ---- the other watcher: captures ordered by data ----------------------------- */
+
+/* The device seam's wrappers (sanitizer_ops.c) also serve graph captures
+ * that order their nodes by data (src/cuda/graph_order.c): while any is
+ * underway, every GPU kernel the wrappers see is announced to it with its
+ * spans before it is queued (begin) and closed after (end). The graph code
+ * sets the two functions, then counts its captures; a call that begins and
+ * has an end to come leaves tc__graph_order_depth above 0 on its thread. */
+extern atomic_int tc__graph_order_captures;
+extern _Thread_local int tc__graph_order_depth;
+extern void (*tc__graph_order_op_begin)(int dev, void *stream, const tc__san_span *spans, int n);
+extern void (*tc__graph_order_op_end)(void);
+
+static inline bool tc__graph_ordering(void)
+{
+    return TC_UNLIKELY(atomic_load_explicit(&tc__graph_order_captures, memory_order_relaxed) != 0);
+}
+
+/* True while the wrappers must declare accesses: the sanitizer is on, or an
+ * ordered capture is underway. */
+static inline bool tc__seam_watched(void) { return tc__san_on() || tc__graph_ordering(); }
+
 /* ---- lifecycle -------------------------------------------------------------- */
 
 /* Installs the device seam wrappers (sanitizer_ops.c), once. */

@@ -12,13 +12,25 @@
  * with the stream; a copy between GPUs orders the two streams both ways).
  * Each wrapper checks first, then calls the same function of the table below
  * it: in error mode a race stops the call before anything is queued. While
- * the mode is OFF each wrapper is one branch and the call below. */
+ * the mode is OFF each wrapper is one branch and the call below.
+ *
+ * The same declarations serve graph captures ordered by data
+ * (src/cuda/graph_order.c, sanitizer_internal.h's other watcher): a GPU
+ * kernel's spans go to it before the kernel is queued, and order_done closes
+ * the operation after. Copies between two GPUs, and host work, are not
+ * announced: such a capture takes whatever it did not hear of as depending on
+ * everything before it. */
 #include <pthread.h>
 
 #include "core/index_internal.h"
 #include "core/nn_internal.h"
 #include "core/tensor_internal.h"
 #include "sanitizer_internal.h"
+
+atomic_int tc__graph_order_captures;
+_Thread_local int tc__graph_order_depth;
+void (*tc__graph_order_op_begin)(int dev, void *stream, const tc__san_span *spans, int n);
+void (*tc__graph_order_op_end)(void);
 
 static const tc__device_ops *prev;
 static const tc__backend *prev_be, *prev_host;
@@ -65,7 +77,22 @@ static tc_status declare(bool host, int device, const tc__san_span *sp, int n, c
 {
     int dev = host ? TC__SAN_HOST_DEV : device;
     void *stream = host ? NULL : prev->current_stream(device);
-    return tc__san_access(dev, stream, sp, n, (tc__san_what){what, NULL}, false, false, 0, NULL);
+    if (tc__san_on())
+        TC_TRY(
+            tc__san_access(dev, stream, sp, n, (tc__san_what){what, NULL}, false, false, 0, NULL));
+    if (!host && tc__graph_ordering())
+        tc__graph_order_op_begin(dev, stream, sp, n);
+    return TC_OK;
+}
+
+/* After the call below a wrapper: closes the operation an ordered capture
+ * heard of in declare (the thread's depth was depth_before when the wrapper
+ * began: a wrapper that announced nothing closes nothing). */
+static tc_status order_done(tc_status st, int depth_before)
+{
+    if (TC_UNLIKELY(tc__graph_order_depth > depth_before))
+        tc__graph_order_op_end();
+    return st;
 }
 
 static tc_status declare_iter(bool host, int device, const tc__iter *it, const tc_dtype *dts,
@@ -95,50 +122,56 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
 #define SAN_WRAPPERS(P, HOST, BE)                                                                  \
     static tc_status P##unary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                 \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};                                       \
             TC_TRY(declare_iter(HOST, dev, it, d, "unary kernel"));                                \
         }                                                                                          \
-        return BE->unary(dev, op, dt, it);                                                         \
+        return order_done(BE->unary(dev, op, dt, it), od);                                         \
     }                                                                                              \
     static tc_status P##binary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             tc_dtype d[TC__MAX_OPERANDS] = {is_comparison(op) ? TC_BOOL : dt, dt, dt, dt};         \
             TC_TRY(declare_iter(HOST, dev, it, d, "binary kernel"));                               \
         }                                                                                          \
-        return BE->binary(dev, op, dt, it);                                                        \
+        return order_done(BE->binary(dev, op, dt, it), od);                                        \
     }                                                                                              \
     static tc_status P##where(int dev, tc_dtype dt, const tc__iter *it)                            \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             tc_dtype d[TC__MAX_OPERANDS] = {dt, TC_BOOL, dt, dt};                                  \
             TC_TRY(declare_iter(HOST, dev, it, d, "where kernel"));                                \
         }                                                                                          \
-        return BE->where(dev, dt, it);                                                             \
+        return order_done(BE->where(dev, dt, it), od);                                             \
     }                                                                                              \
     static tc_status P##convert(int dev, tc_dtype dst, tc_dtype src, const tc__iter *it)           \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             tc_dtype d[TC__MAX_OPERANDS] = {dst, src, src, src};                                   \
             TC_TRY(declare_iter(HOST, dev, it, d, "copy kernel"));                                 \
         }                                                                                          \
-        return BE->convert(dev, dst, src, it);                                                     \
+        return order_done(BE->convert(dev, dst, src, it), od);                                     \
     }                                                                                              \
     static tc_status P##fill(int dev, tc_dtype dt, void *out, int64_t n, tc__fill v)               \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             const void *p[1] = {out};                                                              \
             size_t b[1] = {(size_t)n * esz(dt)};                                                   \
             bool w[1] = {true};                                                                    \
             TC_TRY(declare_dense(HOST, dev, "fill kernel", 1, p, b, &dt, w));                      \
         }                                                                                          \
-        return BE->fill(dev, dt, out, n, v);                                                       \
+        return order_done(BE->fill(dev, dt, out, n, v), od);                                       \
     }                                                                                              \
     static tc_status P##reduce(int dev, tc__op op, tc_dtype it_, tc_dtype ot, const void *in,      \
                                void *out, int64_t outer, int64_t r, int64_t inner)                 \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             const void *p[2] = {out, in};                                                          \
             size_t b[2] = {(size_t)(outer * inner) * esz(ot),                                      \
                            (size_t)(outer * r * inner) * esz(it_)};                                \
@@ -146,13 +179,14 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
             bool w[2] = {true, false};                                                             \
             TC_TRY(declare_dense(HOST, dev, "reduce kernel", 2, p, b, d, w));                      \
         }                                                                                          \
-        return BE->reduce(dev, op, it_, ot, in, out, outer, r, inner);                             \
+        return order_done(BE->reduce(dev, op, it_, ot, in, out, outer, r, inner), od);             \
     }                                                                                              \
     static tc_status P##matmul(int dev, tc_dtype dt, const void *a, const void *b, void *c,        \
                                int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,         \
                                int64_t sb)                                                         \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             const void *p[3] = {c, a, b};                                                          \
             size_t e = esz(dt);                                                                    \
             size_t by[3] = {(size_t)(batch * m * n) * e, (size_t)((sa ? batch : 1) * m * k) * e,   \
@@ -161,19 +195,20 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
             bool w[3] = {true, false, false};                                                      \
             TC_TRY(declare_dense(HOST, dev, "matmul", 3, p, by, d, w));                            \
         }                                                                                          \
-        return BE->matmul(dev, dt, a, b, c, batch, m, n, k, sa, sb);                               \
+        return order_done(BE->matmul(dev, dt, a, b, c, batch, m, n, k, sa, sb), od);               \
     }                                                                                              \
     static tc_status P##scan(int dev, tc__op op, tc_dtype dt, const void *in, void *out,           \
                              int64_t outer, int64_t r, int64_t inner)                              \
     {                                                                                              \
-        if (tc__san_on()) {                                                                        \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
             const void *p[2] = {out, in};                                                          \
             size_t b = (size_t)(outer * r * inner) * esz(dt), by[2] = {b, b};                      \
             tc_dtype d[2] = {dt, dt};                                                              \
             bool w[2] = {true, false};                                                             \
             TC_TRY(declare_dense(HOST, dev, "scan kernel", 2, p, by, d, w));                       \
         }                                                                                          \
-        return BE->scan(dev, op, dt, in, out, outer, r, inner);                                    \
+        return order_done(BE->scan(dev, op, dt, in, out, outer, r, inner), od);                    \
     }
 
 SAN_WRAPPERS(d_, false, prev_be)
@@ -186,7 +221,8 @@ SAN_WRAPPERS(h_, true, prev_host)
 
 static tc_status d_rows(int dev, const tc__nn_rows *a)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         size_t count = (size_t)(a->outer * a->n * a->inner), wb = (size_t)a->n * esz(a->in_dtype);
         const void *p[4] = {a->out, a->in};
         size_t b[4] = {count * esz(a->out_dtype), count * esz(a->in_dtype)};
@@ -199,7 +235,7 @@ static tc_status d_rows(int dev, const tc__nn_rows *a)
             p[n] = a->bias, b[n++] = wb;
         TC_TRY(declare_dense(false, dev, "nn row kernel", n, p, b, d, w));
     }
-    return prev_nn->rows(dev, a);
+    return order_done(prev_nn->rows(dev, a), od);
 }
 
 /* Elements from the first to the last one an (op) matrix of a strided batch
@@ -215,7 +251,8 @@ static size_t gemm_extent(int64_t batch, int64_t stride, int64_t r, int64_t c, i
 
 static tc_status d_gemm(int dev, const tc__nn_gemm *g)
 {
-    if (tc__san_on() && g->batch > 0) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched() && g->batch > 0) {
         const void *p[3] = {g->c, g->a, g->b};
         size_t b[3] = {
             gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
@@ -225,7 +262,7 @@ static tc_status d_gemm(int dev, const tc__nn_gemm *g)
         bool w[3] = {true, false, false};
         TC_TRY(declare_dense(false, dev, "gemm", 3, p, b, d, w));
     }
-    return prev_nn->gemm(dev, g);
+    return order_done(prev_nn->gemm(dev, g), od);
 }
 
 /* linear's GEMM with its bias: C written, A, B and the bias read. A refusal
@@ -233,7 +270,8 @@ static tc_status d_gemm(int dev, const tc__nn_gemm *g)
  * themselves. */
 static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bool *fused)
 {
-    if (tc__san_on() && g->batch > 0) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched() && g->batch > 0) {
         const void *p[4] = {g->c, g->a, g->b, bias};
         size_t b[4] = {
             gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
@@ -244,7 +282,7 @@ static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bo
         bool w[4] = {true, false, false, false};
         TC_TRY(declare_dense(false, dev, "gemm with bias", 4, p, b, d, w));
     }
-    return prev_nn->gemm_bias(dev, g, bias, fused);
+    return order_done(prev_nn->gemm_bias(dev, g, bias, fused), od);
 }
 
 /* Elements from the first to the last one an attention operand touches:
@@ -260,7 +298,8 @@ static size_t attention_extent(const int64_t *st, int64_t batch, int64_t inner, 
  * queues nothing; the GEMMs and softmax that follow declare themselves. */
 static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         size_t es = esz(a->dtype);
         const void *p[4] = {a->out, a->q, a->k, a->v};
         size_t b[4] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
@@ -271,20 +310,22 @@ static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
         bool w[4] = {true, false, false, false};
         TC_TRY(declare_dense(false, dev, "attention kernel", 4, p, b, d, w));
     }
-    return prev_nn->attention(dev, a, done);
+    return order_done(prev_nn->attention(dev, a, done), od);
 }
 
 static tc_status d_cross_entropy(int dev, tc_dtype dt, const void *logits, const int64_t *target,
                                  void *loss, tc_dtype loss_dt, int64_t n, int64_t c, int64_t ignore)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         const void *p[3] = {loss, logits, target};
         size_t b[3] = {(size_t)n * esz(loss_dt), (size_t)(n * c) * esz(dt), (size_t)n * 8};
         tc_dtype d[3] = {loss_dt, dt, TC_INT64};
         bool w[3] = {true, false, false};
         TC_TRY(declare_dense(false, dev, "cross_entropy kernel", 3, p, b, d, w));
     }
-    return prev_nn->cross_entropy(dev, dt, logits, target, loss, loss_dt, n, c, ignore);
+    return order_done(prev_nn->cross_entropy(dev, dt, logits, target, loss, loss_dt, n, c, ignore),
+                      od);
 }
 
 /* The spans of an indexing iter; operand `along` (stride 0 along the
@@ -303,36 +344,40 @@ static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dt
 static tc_status d_gather(int dev, tc_dtype dt, tc_dtype idt, const tc__iter *it,
                           int64_t dim_stride, int64_t dim_size)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, idt, idt};
         TC_TRY(declare_indexed(dev, it, d, 1, dim_stride, dim_size, "gather kernel"));
     }
-    return prev_index->gather(dev, dt, idt, it, dim_stride, dim_size);
+    return order_done(prev_index->gather(dev, dt, idt, it, dim_stride, dim_size), od);
 }
 
 static tc_status d_scatter_add(int dev, tc_dtype dt, const tc__iter *it, int64_t dim_stride,
                                int64_t dim_size)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, TC_INT64, TC_INT64};
         TC_TRY(declare_indexed(dev, it, d, 0, dim_stride, dim_size, "scatter_add kernel"));
     }
-    return prev_index->scatter_add(dev, dt, it, dim_stride, dim_size);
+    return order_done(prev_index->scatter_add(dev, dt, it, dim_stride, dim_size), od);
 }
 
 static tc_status d_tri(int dev, tc_dtype dt, bool upper, int64_t diagonal, const tc__iter *it)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};
         TC_TRY(declare_iter(false, dev, it, d, "triangle kernel"));
     }
-    return prev_index->tri(dev, dt, upper, diagonal, it);
+    return order_done(prev_index->tri(dev, dt, upper, diagonal, it), od);
 }
 
 static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int64_t *indices,
                         int64_t outer, int64_t r, int64_t inner, int64_t k, bool largest)
 {
-    if (tc__san_on()) {
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
         const void *p[3] = {values, indices, in};
         size_t out_n = (size_t)(outer * k * inner);
         size_t b[3] = {out_n * esz(dt), out_n * 8, (size_t)(outer * r * inner) * esz(dt)};
@@ -340,7 +385,8 @@ static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int6
         bool w[3] = {true, true, false};
         TC_TRY(declare_dense(false, dev, "topk kernel", 3, p, b, d, w));
     }
-    return prev_index->topk(dev, dt, in, values, indices, outer, r, inner, k, largest);
+    return order_done(prev_index->topk(dev, dt, in, values, indices, outer, r, inner, k, largest),
+                      od);
 }
 
 /* ---- copies across devices ---------------------------------------------------------- */
@@ -367,7 +413,7 @@ static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
 
 static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
 {
-    if (!tc__san_on() || tc__numel(dst->ndim, dst->sizes) == 0)
+    if (!tc__seam_watched() || tc__numel(dst->ndim, dst->sizes) == 0)
         return prev->copy(dst, src, non_blocking);
     tc_device dd = dst->storage->device, sd = src->storage->device;
     tc__san_span sp[2];
@@ -396,7 +442,10 @@ static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
     }
     void *ss = prev->current_stream(sd.index), *ds = prev->current_stream(dd.index);
     TC_TRY(tc__san_access(dd.index, ds, sp, 2, what, false, true, sd.index, ss));
-    TC_TRY(prev->copy(dst, src, non_blocking));
+    int od = tc__graph_order_depth;
+    if (sd.index == dd.index && tc__graph_ordering()) /* one GPU: an ordered capture hears of it */
+        tc__graph_order_op_begin(dd.index, ds, sp, 2);
+    TC_TRY(order_done(prev->copy(dst, src, non_blocking), od));
     tc__san_stream_wait_stream(sd.index, ss, dd.index, ds);
     return TC_OK;
 }

@@ -45,6 +45,12 @@ bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc_
 void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch, int64_t m,
                     int64_t n, int64_t ldc, int64_t stride_c, double beta);
 
+/* Small float32 GEMMs without cuBLAS (gemm_small.cu): whether g is one
+ * (float32 A, B and C; m and n at least 8; k up to 1024; at most 2^22
+ * multiply-adds in all), and the kernel that computes it (one launch). */
+bool tc__k_gemm_small_fits(const tc__nn_gemm *g);
+void tc__k_gemm_small(cudaStream_t stream, const tc__nn_gemm *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc.h"
+#include "graph_check.h"
 #include "tc_test.h"
 
 /* Returns a failing status from the test's own fn callbacks. */
@@ -31,20 +32,6 @@
         if (try_st_ != TC_OK)                                                                      \
             return try_st_;                                                                        \
     } while (0)
-
-/* The last message starts with `fn` ": " and contains `what`. */
-static bool says(const char *fn, const char *what)
-{
-    const char *m = tc_last_error();
-    size_t n = strlen(fn);
-    return strncmp(m, fn, n) == 0 && m[n] == ':' && strstr(m, what) != NULL;
-}
-
-static tc_status nothing(void *ctx)
-{
-    (void)ctx;
-    return TC_OK;
-}
 
 /* What a build without CUDA, or a machine without a GPU, answers. */
 static void check_without_gpu(void)
@@ -147,12 +134,6 @@ static void check_pool_rules_on_host(void)
 #define CUDA0 ((tc_device){TC_CUDA, 0})
 #define CPU ((tc_device){TC_CPU, -1})
 
-static void fill_random(float *v, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)(tc_test_rand_uniform() * 4.0 - 2.0);
-}
-
 /* A float32 tensor on `dev` with random values, which *host receives
  * (caller frees). */
 static tc_tensor *random_tensor(int ndim, const int64_t *sizes, tc_device dev, float **host)
@@ -169,24 +150,6 @@ static tc_tensor *random_tensor(int ndim, const int64_t *sizes, tc_device dev, f
     else
         free(v);
     return t;
-}
-
-/* Copies new random values into the static tensor t; *host gets them. */
-static void refill(tc_tensor *t, float *host)
-{
-    fill_random(host, tc_tensor_numel(t));
-    tc_tensor *src;
-    CHECK_OK(
-        tc_tensor_from_data(host, tc_tensor_ndim(t), tc_tensor_sizes(t), TC_FLOAT32, CPU, &src));
-    CHECK_OK(tc_tensor_copy_(t, src, false));
-    tc_tensor_release(src);
-}
-
-static void set_out(tc_tensor **slot, tc_tensor *t)
-{
-    if (*slot)
-        tc_tensor_release(*slot);
-    *slot = t;
 }
 
 /* ---- element-wise ops, a reduction and a matmul -------------------------- */

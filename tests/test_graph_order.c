@@ -20,21 +20,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "graph_check.h"
 #include "tc_test.h"
-
-/* The last message starts with `fn` ": " and contains `what`. */
-static bool says(const char *fn, const char *what)
-{
-    const char *m = tc_last_error();
-    size_t n = strlen(fn);
-    return strncmp(m, fn, n) == 0 && m[n] == ':' && strstr(m, what) != NULL;
-}
-
-static tc_status nothing(void *ctx)
-{
-    (void)ctx;
-    return TC_OK;
-}
 
 static void check_without_gpu(void)
 {
@@ -63,12 +50,6 @@ enum { BIG = 1 << 22 }; /* 16 MiB of float32: kernels of some microseconds */
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static void fill_random(float *v, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (float)(tc_test_rand_uniform() * 4.0 - 2.0);
-}
-
 /* A float32 tensor of n elements (or rows x cols when cols > 0) on the GPU
  * with the values of *host, made random here (caller frees). */
 static tc_tensor *random_tensor(int64_t rows, int64_t cols, float **host)
@@ -81,24 +62,6 @@ static tc_tensor *random_tensor(int64_t rows, int64_t cols, float **host)
     CHECK_OK(tc_tensor_from_data(v, cols > 0 ? 2 : 1, sizes, TC_FLOAT32, CUDA0, &t));
     *host = v;
     return t;
-}
-
-/* New random values into the static tensor t and into host. */
-static void refill(tc_tensor *t, float *host)
-{
-    fill_random(host, tc_tensor_numel(t));
-    tc_tensor *src;
-    CHECK_OK(
-        tc_tensor_from_data(host, tc_tensor_ndim(t), tc_tensor_sizes(t), TC_FLOAT32, CPU, &src));
-    CHECK_OK(tc_tensor_copy_(t, src, false));
-    tc_tensor_release(src);
-}
-
-static void set_out(tc_tensor **slot, tc_tensor *t)
-{
-    if (*slot)
-        tc_tensor_release(*slot);
-    *slot = t;
 }
 
 /* The largest difference between t and want[0..n) scaled by 1 + |want|. */

@@ -18,4 +18,14 @@ for f in $(find bench -name 'bench_*.c' | sort); do check "$f" bench/CMakeLists.
 for f in $(find examples -name '*.c' | sort); do check "$f" CMakeLists.txt "$(basename "$f" .c)"; done
 for f in $(find fuzz -name 'fuzz_*.c' | sort); do check "$f" fuzz/CMakeLists.txt "$(basename "$f" .c)"; done
 [ $missing = 0 ] && echo "check_sources: every source is listed"
+# Every kernel of the library waits first (kernels/pdl.cuh): graphs make the
+# edges into tcuda's kernels programmatic (src/cuda/graph_pdl.c).
+for f in src/cuda/kernels/*.cu; do
+  n_global=$(grep -c "__global__" "$f" || true)
+  n_entry=$(grep -A8 "__global__" "$f" | grep -c "^    tck_pdl_entry();" || true)
+  if [ "$n_global" != "$n_entry" ] || ! grep -q "^namespace tcuda_kernels" "$f"; then
+    echo "check_sources: $f: every __global__ function must start with tck_pdl_entry() and live in namespace tcuda_kernels"
+    missing=1
+  fi
+done
 exit $missing

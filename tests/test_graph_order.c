@@ -15,7 +15,9 @@
  * - GEMMs on independent branches (each with its own cuBLAS workspace) and
  *   the MLP training step of examples/graph_mlp beside its stream-order
  *   graph;
- * - tc_graph_update and graphed callables in data order, bad inputs.
+ * - tc_graph_update and graphed callables in data order, bad inputs;
+ * - on compute capability 9.0 and later, edges between tcuda's kernels are
+ *   programmatic (every replay above runs with them).
  * Run it under compute-sanitizer memcheck and racecheck too. */
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ static void check_without_gpu(void)
 }
 
 #if defined(TCUDA_HAVE_CUDA)
+#include "cuda/graph_pdl.h"
 
 #define CUDA0 ((tc_device){TC_CUDA, 0})
 #define CPU ((tc_device){TC_CPU, -1})
@@ -181,7 +184,12 @@ static void test_independent(void)
     for (int i = 0; i < IND; i++)
         w.x[i] = random_tensor(BIG, 0, &x[i]);
     CHECK_OK(run_indep(&w));
+    long pdl = tc__graph_pdl_edges;
     tc_graph *gs = capture(TC_GRAPH_ORDER_STREAM, run_indep, &w);
+    int major = 0, minor = 0;
+    CHECK_OK(tc_get_device_capability(0, &major, &minor));
+    /* the chain of tcuda kernels is linked by programmatic edges from 9.0 on */
+    CHECK(tc__graph_pdl_edges - pdl == (major >= 9 ? IND - 1 : 0));
     tc_graph *gd = capture(TC_GRAPH_ORDER_DATA, run_indep, &w);
     shape ss = shape_of(gs, "independent, stream order"),
           sd = shape_of(gd, "independent, data order");

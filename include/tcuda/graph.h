@@ -28,6 +28,11 @@
  *   eagerly at the generator's offset when the replay is queued, and each
  *   replay advances that offset by the amount the captured fills use. Fills
  *   with other CUDA generators are refused during capture.
+ * - On compute capability 9.0 and later, the edges into tcuda's own kernels
+ *   are made programmatic (Programmatic Dependent Launch): such a kernel is
+ *   launched while the work it depends on still runs and waits for it on
+ *   the device, which hides its launch latency. Edges into other kernels
+ *   (cuBLAS's, the caller's, jiterator kernels) stay as captured.
  * - Run the work once before capturing it (graphed callables do): first uses
  *   set things up with calls a capture cannot record (cuBLAS makes its
  *   handle and workspace on the first matmul of a thread, the allocator

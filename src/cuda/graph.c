@@ -5,6 +5,7 @@
  *   graph_pools.c     the graphs' private memory pools
  *   graph_update.c    in-place updates (tc_graph_update)
  *   graph_order.c     captures ordered by data (TC_GRAPH_ORDER_DATA)
+ *   graph_pdl.c       programmatic edges into tcuda's kernels
  *   graph_callables.c graphed callables
  * graph_object.h is what they share; graph_internal.h is what the rest of
  * src/cuda knows about captures.

@@ -22,6 +22,8 @@
  *   stream, to check them at each replay.
  * - a graph ordered by data (TC_GRAPH_ORDER_DATA) has its edges rebuilt
  *   from what each operation touches (graph_order.c).
+ * Once captured, edges into tcuda's kernels become programmatic
+ * (graph_pdl.c).
  * Captures underway are kept in a list under cap_mu (the sync check reads
  * it from any thread, and marks captures invalidated under it; a capture's
  * own thread reads that mark as it leaves the list, under cap_mu too);
@@ -40,6 +42,7 @@
 #include "device_alloc.h"
 #include "graph_object.h"
 #include "graph_order.h"
+#include "graph_pdl.h"
 #include "random_cuda.h"
 
 atomic_int tc__graph_captures;
@@ -290,6 +293,13 @@ tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *bloc
                         "capture ran on the stream or, in global mode, on another thread); the "
                         "graph is empty again",
                         msg);
+    }
+    tc_status st = tc__graph_programmatic_edges(g->device, graph);
+    if (st != TC_OK) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", tc_last_error());
+        (void)cudaGraphDestroy(graph);
+        return tc__fail(st, "%s; the graph is empty again", msg);
     }
     *out = graph;
     return TC_OK;

@@ -33,6 +33,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 constexpr int BM = 64; /* query rows of a block */
@@ -223,6 +224,7 @@ template <int D> struct MmaSmem {
 template <typename T, int D>
 __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
 {
+    tck_pdl_entry();
     constexpr int MT = 1, NT = 128, LD = MmaSmem<D>::LD;
     extern __shared__ uint4 smem16[];
     typedef uint16_t Tile[BN][LD];
@@ -448,6 +450,7 @@ template <int D> struct F32Smem {
 
 template <int D> __global__ void __launch_bounds__(256) attention_f32(Args a)
 {
+    tck_pdl_entry();
     typedef F32Smem<D> L;
     constexpr int CW = D / 16; /* output columns of a thread */
     extern __shared__ float4 smem4[];
@@ -617,6 +620,8 @@ bool aligned(const void *p, const int64_t *st, int64_t elems)
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major,
                                    const tc__nn_attention *x)

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "kernels.h"
+#include "pdl.cuh"
 
 namespace tck {
 

@@ -9,6 +9,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 template <typename S> struct Bytes {
@@ -36,6 +37,7 @@ __device__ __forceinline__ void offsets32(const KIter<2> &it, unsigned i, i64 *o
 
 template <typename S, bool SMALL> __global__ void copy_kernel(KIter<2> it)
 {
+    tck_pdl_entry();
     S *o = (S *)it.data[0];
     const S *a = (const S *)it.data[1];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -83,6 +85,7 @@ static bool copy_as_vectors(const tc__iter *it, size_t size, KIter<2> *k)
 
 template <typename D, typename S> __global__ void convert_kernel(KIter<2> it, int via_float)
 {
+    tck_pdl_entry();
     D *o = (D *)it.data[0];
     const S *a = (const S *)it.data[1];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -105,6 +108,7 @@ template <typename D, typename S> __global__ void convert_kernel(KIter<2> it, in
 
 template <typename T> __global__ void fill_kernel(T *o, i64 n, tc__fill v, int fl, int afl)
 {
+    tck_pdl_entry();
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     bool constant = v.step == 0;
     for (i64 i = tid; i < n; i += stride) {
@@ -124,6 +128,8 @@ template <typename T> __global__ void fill_kernel(T *o, i64 n, tc__fill v, int f
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__k_convert(cudaStream_t stream, int sms, tc_dtype dst, tc_dtype src,
                               const tc__iter *it)

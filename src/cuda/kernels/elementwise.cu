@@ -17,6 +17,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 template <typename C> __device__ __forceinline__ C binop(int op, C a, C b)
@@ -123,6 +124,7 @@ static inline Flat flat(const tc__iter *it, unsigned bvec = 0)
 template <typename T, int NIN, int OP>
 __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
 {
+    tck_pdl_entry();
     constexpr int op = OP;
     constexpr int N = 16 / sizeof(T);
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
@@ -181,6 +183,7 @@ void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream,
 /* Everything else: contiguous without the vector conditions, or strided. */
 template <typename T> __global__ void binary_kernel(KIter<3> it, int op, int cmp)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[2];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -198,6 +201,7 @@ template <typename T> __global__ void binary_kernel(KIter<3> it, int op, int cmp
 
 template <typename T> __global__ void unary_kernel(KIter<2> it, int op)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     const T *a = (const T *)it.data[1];
     T *o = (T *)it.data[0];
@@ -212,6 +216,7 @@ template <typename T> __global__ void unary_kernel(KIter<2> it, int op)
 
 template <typename T> __global__ void where_kernel(KIter<4> it)
 {
+    tck_pdl_entry();
     const Bool *c = (const Bool *)it.data[1];
     const T *a = (const T *)it.data[2], *b = (const T *)it.data[3];
     T *o = (T *)it.data[0];
@@ -264,6 +269,8 @@ unsigned bcast_vectors(const tc__iter *it, int n)
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype,
                              const tc__iter *it)

@@ -19,7 +19,9 @@
 #include <cstdint>
 
 #include "nn_kernels.h"
+#include "pdl.cuh"
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 typedef int64_t i64;
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(THREADS)
                       int n, int k, i64 lda, i64 ldb, i64 ldc, i64 sa, i64 sb, i64 sc, bool ta,
                       bool tb, float alpha, float beta)
 {
+    tck_pdl_entry();
     __shared__ float as[TILE][KC + 1];
     __shared__ float bs[KC][TILE + 1];
     const int t = threadIdx.x, tx = t % TILE, ty = t / TILE;
@@ -86,6 +89,8 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" bool tc__k_gemm_small_fits(const tc__nn_gemm *g)
 {

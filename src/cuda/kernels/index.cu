@@ -28,6 +28,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 #define TC_INDEX_CHECK(v, size) assert((v) >= 0 && (v) < (size))
@@ -48,6 +49,7 @@ template <typename F> void by_size(size_t es, F f)
 template <typename T, typename I>
 __global__ void gather_kernel(KIter<3> it, i64 dim_stride, i64 dim_size)
 {
+    tck_pdl_entry();
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[3];
@@ -66,6 +68,7 @@ template <typename I>
 __global__ void gather_rows_kernel(uint4 *out, const uint4 *src, const I *idx, i64 rows,
                                    unsigned vecs, i64 step, i64 dim_size)
 {
+    tck_pdl_entry();
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < rows * vecs; i += stride) {
         i64 r = i / vecs, c = i % vecs, v = (i64)idx[r];
@@ -140,6 +143,7 @@ __device__ __forceinline__ void atomic_add(Bool *p, Bool v)
 
 template <typename T> __global__ void scatter_add_kernel(KIter<3> it, i64 dim_stride, i64 dim_size)
 {
+    tck_pdl_entry();
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[3];
@@ -155,6 +159,7 @@ template <typename T> __global__ void scatter_add_kernel(KIter<3> it, i64 dim_st
 
 template <typename T> __global__ void tri_kernel(KIter<2> it, bool upper, i64 diagonal)
 {
+    tck_pdl_entry();
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     i64 cols = it.sizes[it.ndim - 1], rows = it.sizes[it.ndim - 2];
     for (i64 i = tid; i < it.numel; i += stride) {
@@ -219,6 +224,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     topk_kernel(const T *in, T *vals, i64 *idxs, i64 outer, i64 r, i64 inner, i64 k, bool largest,
                 i64 p2, char *scratch)
 {
+    tck_pdl_entry();
     extern __shared__ __align__(16) unsigned char smem[];
     size_t per = (size_t)p2 * (sizeof(i64) + sizeof(T));
     char *base = scratch ? scratch + (size_t)blockIdx.x * per : (char *)smem;
@@ -263,6 +269,8 @@ __global__ void __launch_bounds__(TOPK_THREADS)
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__k_gather(cudaStream_t stream, int sms, tc_dtype dtype, tc_dtype index_dtype,
                              const tc__iter *it, int64_t dim_stride, int64_t dim_size)

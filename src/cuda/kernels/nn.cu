@@ -33,6 +33,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 enum {
@@ -125,6 +126,7 @@ __device__ __forceinline__ i64 valid_of(const RowArgs &a, i64 row)
 template <typename T, typename O, int OP, int V, bool WARP>
 __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     constexpr int PER_THREAD = PerThread<T>::value;
     constexpr int NCH = PER_THREAD / V;
@@ -317,6 +319,7 @@ __device__ __forceinline__ Welford<C> welford_block(Welford<C> w, Welford<C> *sh
 template <typename T, typename O, int OP>
 __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     __shared__ C sh[32];
     __shared__ Welford<C> shw[32];
@@ -403,6 +406,7 @@ __device__ __forceinline__ void each_in_row(const T *s, i64 head, i64 len, F f)
 template <typename T, typename O, int OP>
 __global__ void __launch_bounds__(SMEM_THREADS) rows_smem(RowArgs a)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     constexpr int VT = 16 / sizeof(T);
     constexpr bool SM = OP == SOFTMAX || OP == LOG_SOFTMAX;
@@ -570,6 +574,7 @@ template <typename T, typename O, int OP> bool launch_smem(cudaStream_t stream, 
 template <typename T, int OP>
 __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
@@ -591,6 +596,7 @@ __global__ void __launch_bounds__(512)
     ce_rows(const T *x, const i64 *target, typename Compute<T>::type *loss, i64 n, i64 c,
             i64 ignore)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     __shared__ C sh[32];
     for (i64 row = blockIdx.x; row < n; row += gridDim.x) {
@@ -615,6 +621,7 @@ __global__ void __launch_bounds__(512)
 template <typename T>
 __global__ void scale_kernel(T *c, i64 m, i64 n, i64 ldc, i64 stride_c, i64 total, double beta)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -690,6 +697,8 @@ template <typename F> void dispatch_float(tc_dtype dtype, F f)
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__k_nn_rows_path(int path) { rows_path.store(path, std::memory_order_relaxed); }
 

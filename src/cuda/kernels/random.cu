@@ -14,7 +14,9 @@
 #include <atomic>
 
 #include "random_kernels.h"
+#include "pdl.cuh"
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 __host__ __device__ constexpr int dtype_size(int d)
@@ -177,6 +179,7 @@ template <int KIND, int DTYPE, int WIDE>
 __global__ void __launch_bounds__(256)
     rng_kernel(unsigned char *out, size_t n, const tc__rng_params p, tc__philox_args a, bool vec)
 {
+    tck_pdl_entry();
     constexpr int E = per_block(KIND, DTYPE, WIDE);
     constexpr int SIZE = dtype_size(DTYPE);
     uint64_t seed = a.seed, offset = a.offset;
@@ -240,6 +243,7 @@ __global__ void __launch_bounds__(256)
 
 __global__ void set_state_kernel(uint64_t *buf, uint64_t seed, uint64_t offset)
 {
+    tck_pdl_entry();
     buf[0] = seed;
     buf[1] = offset;
 }
@@ -291,6 +295,8 @@ int resident_blocks(kernel_fn fn, int kind, int dtype, int wide)
 const char *kernel_names[4] = {"random_uniform", "random_normal", "random_bernoulli", "random_int"};
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__random_launch(const tc__rng_params *p, tc__philox_args a, void *data, size_t n,
                                   int sm_count, cudaStream_t stream, const char **kernel)

@@ -12,6 +12,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 template <typename C> struct Acc {
@@ -119,6 +120,7 @@ template <typename T>
 __global__ void rows_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch, i64 r,
                             int op, int out_i64, int vec)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
     i64 o = blockIdx.y, splits = gridDim.x;
@@ -191,6 +193,7 @@ template <typename T>
 __global__ void combine_kernel(const Acc<typename Compute<T>::type> *scratch, int splits, void *out,
                                i64 r, int op, int out_i64)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     i64 o = blockIdx.x;
     Acc<C> a = identity<C>(op);
@@ -205,6 +208,7 @@ template <typename T>
 __global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner, int op,
                             int out_i64)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
@@ -222,6 +226,8 @@ __global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner,
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 /* Blocks per row for the rows kernel: about 4 per SM in all, each with at
  * least 4096 elements; 0 when the rows kernel is not used. */

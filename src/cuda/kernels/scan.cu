@@ -14,6 +14,7 @@
 
 using namespace tck;
 
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 enum { SCAN_THREADS = 256, SCAN_ITEMS = 4, SCAN_WARPS = SCAN_THREADS / 32, SCAN_SHORT = 64 };
@@ -40,6 +41,7 @@ template <typename T>
 __global__ void __launch_bounds__(SCAN_THREADS)
     scan_rows_kernel(const T *in, T *out, i64 rows, i64 r)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     __shared__ C warp_tot[SCAN_WARPS];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -82,6 +84,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
 template <typename T>
 __global__ void scan_lines_kernel(const T *in, T *out, i64 outer, i64 r, i64 inner)
 {
+    tck_pdl_entry();
     typedef typename Compute<T>::type C;
     i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += stride) {
@@ -108,6 +111,8 @@ void launch(cudaStream_t stream, int sms, const void *in, void *out, i64 outer, 
 }
 
 } // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
 
 extern "C" void tc__k_scan(cudaStream_t stream, int sms, tc__op op, tc_dtype dtype, const void *in,
                            void *out, int64_t outer, int64_t r, int64_t inner)

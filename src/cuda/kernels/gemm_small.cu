@@ -5,11 +5,14 @@
  * cuBLAS's kernels for such sizes cover C with 32 x 32 (or 64 x 64 split-K)
  * tiles: 16 blocks for a 64 x 256 result, each walking all of k, and a
  * second kernel to reduce split-K partials. Here every block computes a
- * 16 x 16 tile with one result per thread, so the same result has 64 blocks,
- * and never more than one kernel. k goes in chunks of 128 through shared
- * memory (zero-padded at the edges); each thread issues all its loads of a
- * chunk at once, the next chunk's while the current one is used, and keeps
- * four partial sums to break the chain of dependent FMAs. float32 throughout, FMA
+ * 16 x 16 tile, so the same result has 64 blocks, and never more than one
+ * kernel. k goes in chunks of 128 through shared memory (zero-padded at the
+ * edges); each thread issues all its loads of a chunk at once, the next
+ * chunk's while the current one is used. Four groups of 64 threads take a
+ * quarter of each chunk's k each, every thread four results of a row, and
+ * the groups' partial sums are added at the end in a fixed order: shared
+ * memory loads, not FMAs, bound this kernel, and one A value and one B quad
+ * per k make four FMAs. float32 throughout, FMA
  * accumulation, no TF32, as tcuda's matmul promises; the order of the sums
  * differs from cuBLAS's, as cuBLAS's own algorithms differ among themselves.
  *
@@ -46,6 +49,11 @@ __device__ __forceinline__ void load_chunk(const float *__restrict__ a, const fl
     }
 }
 
+/* The threads split each chunk's k among GROUPS groups; in a group, each
+ * thread computes one row of four results (16 rows x 4 column quads), from
+ * one broadcast load of A and one 16-byte load of B per k. */
+enum { GROUPS = THREADS / 64, KG = KC / GROUPS, BPAD = TILE + 4 };
+
 __global__ void __launch_bounds__(THREADS)
     gemm_small_kernel(const float *__restrict__ a, const float *__restrict__ b, float *c, int m,
                       int n, int k, i64 lda, i64 ldb, i64 ldc, i64 sa, i64 sb, i64 sc, bool ta,
@@ -53,8 +61,9 @@ __global__ void __launch_bounds__(THREADS)
 {
     tck_pdl_entry();
     __shared__ float as[TILE][KC + 1];
-    __shared__ float bs[KC][TILE + 1];
-    const int t = threadIdx.x, tx = t % TILE, ty = t / TILE;
+    __shared__ __align__(16) float bs[KC][BPAD]; /* rows of 80 bytes: 16-byte aligned quads */
+    __shared__ float part[GROUPS][TILE][TILE];
+    const int t = threadIdx.x, g = t / 64, ty = t % 64 / 4, tx = t % 4;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     a += blockIdx.z * sa;
     b += blockIdx.z * sb;
@@ -71,18 +80,28 @@ __global__ void __launch_bounds__(THREADS)
         __syncthreads();
         if (k0 + KC < k) /* the next chunk's loads fly while this one is used */
             load_chunk(a, b, m, n, k, lda, ldb, ta, tb, row0, col0, k0 + KC, ra, rb);
-#pragma unroll
-        for (int kk = 0; kk < KC; kk += 4) {
-            acc[0] = fmaf(as[ty][kk], bs[kk][tx], acc[0]);
-            acc[1] = fmaf(as[ty][kk + 1], bs[kk + 1][tx], acc[1]);
-            acc[2] = fmaf(as[ty][kk + 2], bs[kk + 2][tx], acc[2]);
-            acc[3] = fmaf(as[ty][kk + 3], bs[kk + 3][tx], acc[3]);
+#pragma unroll 8
+        for (int kk = g * KG; kk < (g + 1) * KG; kk++) {
+            float av = as[ty][kk];
+            float4 bv = *reinterpret_cast<const float4 *>(&bs[kk][4 * tx]);
+            acc[0] = fmaf(av, bv.x, acc[0]);
+            acc[1] = fmaf(av, bv.y, acc[1]);
+            acc[2] = fmaf(av, bv.z, acc[2]);
+            acc[3] = fmaf(av, bv.w, acc[3]);
         }
         __syncthreads();
     }
-    int gi = row0 + ty, gj = col0 + tx;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        part[g][ty][4 * tx + q] = acc[q];
+    __syncthreads();
+    int i = t / TILE, j = t % TILE, gi = row0 + i, gj = col0 + j;
     if (gi < m && gj < n) {
-        float v = alpha * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        float v = 0;
+#pragma unroll
+        for (int q = 0; q < GROUPS; q++)
+            v += part[q][i][j];
+        v *= alpha;
         float *p = c + (i64)gi * ldc + gj;
         *p = beta == 0.0f ? v : v + beta * *p; /* beta 0: C is not read */
     }

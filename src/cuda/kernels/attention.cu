@@ -564,23 +564,6 @@ template <int D> __global__ void __launch_bounds__(256) attention_f32(Args a)
 
 /* ---- launch ------------------------------------------------------------------------------- */
 
-/* Raises `kernel`'s dynamic shared memory allowance to `bytes`, once per
- * device (`set_on`: the kernel's own record of devices done). */
-template <typename K>
-bool smem_allowed(K kernel, int bytes, int device, std::atomic<unsigned long long> &set_on)
-{
-    unsigned long long bit = device < 64 ? 1ull << device : 0;
-    if (bit && (set_on.load(std::memory_order_acquire) & bit))
-        return true;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
-        cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    set_on.fetch_or(bit, std::memory_order_acq_rel);
-    return true;
-}
-
 template <int D> bool launch_f32(cudaStream_t stream, int device, const Args &a, unsigned grid)
 {
     static std::atomic<unsigned long long> set_on{0};

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "kernels.h"
@@ -125,6 +126,45 @@ static inline unsigned grid_for(int64_t work, int threads, int sms)
     if (blocks > cap)
         blocks = cap;
     return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* Shared memory a block may opt in to on `device` (0 when the query fails),
+ * asked once per device. */
+inline size_t smem_optin(int device)
+{
+    static std::atomic<int> cached[64];
+    if (device < 0 || device >= 64)
+        return 0;
+    int v = cached[device].load(std::memory_order_relaxed);
+    if (v == 0) {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+                cudaSuccess ||
+            v <= 0) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        cached[device].store(v, std::memory_order_relaxed);
+    }
+    return (size_t)v;
+}
+
+/* Raises `kernel`'s dynamic shared memory allowance to `bytes`, once per
+ * device (`set_on`: the kernel's own record of the devices done), so that
+ * later launches, in a capture too, need no further call. False when CUDA
+ * refuses. */
+template <typename K>
+bool smem_allowed(K kernel, int bytes, int device, std::atomic<unsigned long long> &set_on)
+{
+    unsigned long long bit = device >= 0 && device < 64 ? 1ull << device : 0;
+    if (bit && (set_on.load(std::memory_order_acquire) & bit))
+        return true;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    set_on.fetch_or(bit, std::memory_order_acq_rel);
+    return true;
 }
 
 /* Calls f.template operator()<T>() with T the element type of `dtype`. */

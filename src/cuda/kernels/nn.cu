@@ -529,43 +529,21 @@ __global__ void __launch_bounds__(SMEM_THREADS) rows_smem(RowArgs a)
     }
 }
 
-/* Shared memory a block may opt in to on the current device (0 when the
- * query fails: the caller then takes the two-read path). */
-static size_t smem_optin()
-{
-    int dev = 0, bytes = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return (size_t)bytes;
-}
-
 /* Launches rows_smem when the row fits; false when it does not (or the
  * opt-in is refused), for the caller to take the two-read path. */
 template <typename T, typename O, int OP> bool launch_smem(cudaStream_t stream, const RowArgs &a)
 {
     typedef typename Compute<T>::type C;
-    size_t statics = 32 * sizeof(C) + 1024, optin = smem_optin(); /* with a margin */
+    int dev = 0;
+    (void)cudaGetDevice(&dev);
+    size_t statics = 32 * sizeof(C) + 1024, optin = smem_optin(dev); /* with a margin */
     size_t bytes = ((size_t)a.n + 16 / sizeof(T)) * sizeof(T);
     if (optin <= statics || bytes > optin - statics)
         return false;
-    /* The opt-in is set to the device's whole allowance once per device, so
-     * later launches, in a capture too, need no further call. */
+    /* the whole allowance, so that one opt-in serves every row length */
     static std::atomic<unsigned long long> set_on{0};
-    int dev = 0;
-    (void)cudaGetDevice(&dev);
-    unsigned long long bit = dev < 64 ? 1ull << dev : 0;
-    if (!bit || !(set_on.load(std::memory_order_acquire) & bit)) {
-        if (cudaFuncSetAttribute(rows_smem<T, O, OP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)(optin - statics)) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        set_on.fetch_or(bit, std::memory_order_acq_rel);
-    }
+    if (!smem_allowed(rows_smem<T, O, OP>, (int)(optin - statics), dev, set_on))
+        return false;
     rows_smem<T, O, OP><<<cap_grid(a.rows), SMEM_THREADS, bytes, stream>>>(a);
     return true;
 }

@@ -8,11 +8,10 @@
  * Composite operations are built from the backend's kernels and the public
  * tensor functions: linear asks the backend for its GEMM with the bias in
  * one step (gemm_bias: cuBLASLt's bias epilogue on a GPU) and, where that is
- * refused, copies its bias into the output and runs one GEMM with beta = 1
- * (a large 16-bit result with unaligned rows goes through rows padded to
- * whole vectors); attention is the backend's fused kernel where it has one,
- * else a GEMM, the fused (masked) softmax and a GEMM. The core reaches a
- * GPU only through the device seam. */
+ * refused, copies its bias into the output and runs one GEMM with beta = 1;
+ * attention is the backend's fused kernel where it has one, else a GEMM,
+ * the fused (masked) softmax and a GEMM. The core reaches a GPU only through
+ * the device seam. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -426,58 +425,6 @@ static tc_status linear_gemm(const tc__nn_backend *be, int device, tc__nn_gemm *
     return be->gemm(device, g);
 }
 
-/* Whether linear's output rows go through a padded buffer: on a GPU, for
- * 16-bit outputs whose width is not a whole number of 16-byte vectors
- * (GPT-2's 50257 logits), cuBLAS has only its unaligned kernels, 3.3 ms
- * for a [4096, 50257] bfloat16 product that the aligned ones do in well
- * under 1. Only for large outputs, where the copy out is worth it. */
-static bool linear_padded_rows(const tc_tensor *x, int64_t m, int64_t of)
-{
-    return x->storage->device.type != TC_CPU && tc_dtype_size(x->dtype) == 2 && of % 8 && of > 8 &&
-           m * of >= ((int64_t)1 << 22);
-}
-
-/* linear's GEMM g into rows padded to whole vectors: the columns up to the
- * last whole vector in one GEMM, the rest (under 8) in a second, both into
- * a [m, n rounded up to 8] buffer, then one copy into the dense res. */
-static tc_status linear_padded(const tc__nn_backend *be, int device, const tc__nn_gemm *g0,
-                               tc_tensor *res, const tc_tensor *bias)
-{
-    int64_t m = g0->m, n = g0->n, npad = (n + 7) / 8 * 8, head = n / 8 * 8;
-    int64_t bsz[2] = {m, npad}, rsz[2] = {m, n};
-    size_t es = tc_dtype_size(res->dtype);
-    tc_tensor *buf = NULL, *view = NULL, *flat = NULL;
-    TC_TRY(tc__new_tensor(2, bsz, res->dtype, res->storage->device, false, &buf));
-    tc_status st = TC_OK;
-    for (int part = 0; part < 2 && st == TC_OK; part++) {
-        int64_t c0 = part ? head : 0, cols = part ? n - head : head;
-        tc__nn_gemm g = *g0;
-        g.n = cols;
-        g.ldc = npad;
-        g.b = (const char *)g0->b + (size_t)(g0->trans_b ? c0 * g0->ldb : c0) * es;
-        tc_tensor *cv = NULL, *bv = NULL;
-        st = tc_tensor_narrow(buf, 1, c0, cols, &cv);
-        if (st == TC_OK && bias)
-            st = tc_tensor_narrow(bias, 0, c0, cols, &bv);
-        if (st == TC_OK) {
-            g.c = tc__data(cv);
-            st = linear_gemm(be, device, &g, cv, bv);
-        }
-        tc_tensor_release(cv);
-        tc_tensor_release(bv);
-    }
-    if (st == TC_OK)
-        st = tc_tensor_narrow(buf, 1, 0, n, &view);
-    if (st == TC_OK)
-        st = tc_tensor_view(res, 2, rsz, &flat);
-    if (st == TC_OK)
-        st = tc__copy_local(flat, view);
-    tc_tensor_release(flat);
-    tc_tensor_release(view);
-    tc_tensor_release(buf);
-    return st;
-}
-
 tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                        tc_tensor **out)
 {
@@ -530,8 +477,7 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
                          .ldc = of,
                          .alpha = 1,
                          .beta = 0};
-        st = linear_padded_rows(x, m, of) ? linear_padded(be, dev.index, &g, res, bias)
-                                          : linear_gemm(be, dev.index, &g, res, bias);
+        st = linear_gemm(be, dev.index, &g, res, bias);
     }
     tc_tensor_release(xc);
     tc_tensor_release(w.owned);

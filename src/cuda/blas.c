@@ -8,17 +8,20 @@
  * every use. Row-major C = A B is computed as column-major C^T = B^T A^T.
  * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
  * alpha, beta and a float32 C for 16-bit A and B. linear's GEMM with its
- * bias goes to cuBLASLt first (blas_lt.c), with the same mapping. Small
- * float32 GEMMs (kernels/gemm_small.cu says which) skip cuBLAS for one
- * kernel of tcuda's: cuBLAS's host time per call and its few-block kernels
- * cost more than the work at those sizes. In a capture ordered by data each
- * GEMM gets a workspace of its own (graph_order.h). */
+ * bias goes to cuBLASLt first (blas_lt.c), with the same mapping; the
+ * tensor matmul is the same GEMM without transposes. Small float32 GEMMs
+ * (kernels/gemm_small.cu says which) skip cuBLAS for one kernel of tcuda's:
+ * cuBLAS's host time per call and its few-block kernels cost more than the
+ * work at those sizes. Large 16-bit results whose rows are not whole
+ * 16-byte vectors go through padded rows (gemm_padded). In a capture
+ * ordered by data each GEMM gets a workspace of its own (graph_order.h). */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "blas_abi.h"
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
+#include "device_alloc.h"
 #include "graph_order.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
@@ -138,62 +141,6 @@ static tc_status gemm_small(int device, const tc__nn_gemm *g)
     return tc__launch_check(cs, "gemm_small_kernel");
 }
 
-tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
-                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
-{
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX)
-        return tc__fail(TC_ERROR_NOT_SUPPORTED, "tc_tensor_matmul: sizes above 2^31-1 are not "
-                                                "supported on the GPU");
-    tc_device_guard g = tc_device_guard_enter(device);
-    TC_TRY(g.status);
-    tc__nn_gemm small = {.dtype = dt,
-                         .c_dtype = dt,
-                         .batch = batch,
-                         .m = m,
-                         .n = n,
-                         .k = k,
-                         .a = a,
-                         .b = b,
-                         .c = c,
-                         .lda = k,
-                         .ldb = n,
-                         .ldc = n,
-                         .stride_a = sa,
-                         .stride_b = sb,
-                         .stride_c = m * n,
-                         .alpha = 1,
-                         .beta = 0};
-    if (tc__k_gemm_small_fits(&small)) {
-        tc_status st = gemm_small(device, &small);
-        tc_device_guard_exit(&g);
-        return st;
-    }
-    tc__cublas_handle h;
-    tc_status st = handle_for(device, &h);
-    if (st == TC_OK)
-        st = ordered_workspace(device, h);
-    if (st == TC_OK) {
-        int type = tc__cuda_data_type(dt);
-        int compute = dt == TC_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
-        float one_f = 1, zero_f = 0;
-        double one_d = 1, zero_d = 0;
-        const void *alpha = dt == TC_FLOAT64 ? (const void *)&one_d : (const void *)&one_f;
-        const void *beta = dt == TC_FLOAT64 ? (const void *)&zero_d : (const void *)&zero_f;
-        /* column-major: C^T (n x m) = B^T (n x k) * A^T (k x m) */
-        int rc = p_gemm(h, CUBLAS_OP_N_, CUBLAS_OP_N_, (int)n, (int)m, (int)k, alpha, b, type,
-                        (int)n, (long long)sb, a, type, (int)k, (long long)sa, beta, c, type,
-                        (int)n, (long long)(m * n), (int)batch, compute, CUBLAS_GEMM_DEFAULT_);
-        if (rc != 0)
-            st = tc__fail(TC_ERROR_CUDA,
-                          "cublasGemmStridedBatchedEx failed with status %d "
-                          "(%s, m=%lld n=%lld k=%lld batch=%lld)",
-                          rc, tc_dtype_name(dt), (long long)m, (long long)n, (long long)k,
-                          (long long)batch);
-    }
-    tc_device_guard_exit(&g);
-    return st;
-}
-
 /* A GEMM with k = 0 is C = beta * C. PyTorch does not hand it to cuBLAS
  * (an old cuBLAS left C unwritten for a strided batch with k = 0,
  * pytorch#31421), nor does tcuda: beta 1 is nothing to do, any other beta a
@@ -209,6 +156,82 @@ static tc_status scale_c(int device, const tc__nn_gemm *g)
     return tc__launch_check(cs, "gemm_scale_kernel");
 }
 
+/* One cublasGemmStridedBatchedEx on the current stream (device current). */
+static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
+{
+    tc__cublas_handle h;
+    TC_TRY(handle_for(device, &h));
+    TC_TRY(ordered_workspace(device, h));
+    /* float32 computation (no TF32) for all but float64; the scalars are of
+     * the computation type */
+    bool f64 = g->dtype == TC_FLOAT64;
+    float af = (float)g->alpha, bf = (float)g->beta;
+    const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
+    const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
+    int type = tc__cuda_data_type(g->dtype);
+    /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
+    int rc = p_gemm(h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
+                    g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
+                    alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
+                    (long long)g->stride_a, beta, g->c, tc__cuda_data_type(g->c_dtype), (int)g->ldc,
+                    (long long)g->stride_c, (int)g->batch,
+                    f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA,
+                        "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
+                        "k=%lld batch=%lld)",
+                        rc, tc_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                        (long long)g->k, (long long)g->batch);
+    return TC_OK;
+}
+
+bool tc__gemm_pads_rows(const tc__nn_gemm *g)
+{
+    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc == g->n && g->n % 8 &&
+           g->n > 8 && g->m * g->n >= ((int64_t)1 << 22);
+}
+
+/* Copies `rows` rows of `width` bytes between two pitches on stream cs. */
+static tc_status copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           int64_t rows, cudaStream_t cs)
+{
+    cudaError_t err = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, (size_t)rows,
+                                        cudaMemcpyDeviceToDevice, cs);
+    return err == cudaSuccess ? TC_OK : tc__cuda_fail(err, "cudaMemcpy2DAsync", __FILE__, __LINE__);
+}
+
+/* g (tc__gemm_pads_rows) through a buffer of rows padded to whole 16-byte
+ * vectors: the columns up to the last whole vector in one GEMM, the rest
+ * (under 8) in a second, then one copy of the rows into C (C first goes into
+ * the buffer when beta reads it). cuBLAS, PyTorch's too, has only its
+ * unaligned kernels for such rows: 3.3 ms for a [4096, 50257] bfloat16
+ * product (GPT-2's logits) that the aligned ones do in well under 1. */
+static tc_status gemm_padded(int device, const tc__nn_gemm *g)
+{
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    size_t es = 2, row = (size_t)g->n * es;
+    int64_t npad = (g->n + 7) / 8 * 8, head = g->n / 8 * 8;
+    void *buf = NULL;
+    TC_TRY(tc__device_alloc(device, cs, (size_t)(g->m * npad) * es, &buf));
+    tc_status st = TC_OK;
+    if (g->beta != 0)
+        st = copy_rows(buf, (size_t)npad * es, g->c, row, row, g->m, cs);
+    for (int i = 0; i < 2 && st == TC_OK; i++) {
+        int64_t c0 = i ? head : 0;
+        tc__nn_gemm p = *g;
+        p.n = i ? g->n - head : head;
+        p.ldc = npad;
+        p.c = (char *)buf + (size_t)c0 * es;
+        p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
+        st = cublas_gemm(device, &p);
+    }
+    if (st == TC_OK)
+        st = copy_rows(g->c, row, buf, (size_t)npad * es, row, g->m, cs);
+    /* given back at once: its next user on this stream comes after the copy */
+    tc_status fst = tc__device_free(buf);
+    return st != TC_OK ? st : fst;
+}
+
 tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
 {
     int64_t most = g->m > g->n ? g->m : g->n;
@@ -219,37 +242,33 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                                                 "supported by the GPU GEMM");
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    if (g->k == 0 || tc__k_gemm_small_fits(g)) { /* without cuBLAS: scale_c, gemm_small */
-        tc_status st = g->k == 0 ? scale_c(device, g) : gemm_small(device, g);
-        tc_device_guard_exit(&gd);
-        return st;
-    }
-    tc__cublas_handle h;
-    tc_status st = handle_for(device, &h);
-    if (st == TC_OK)
-        st = ordered_workspace(device, h);
-    if (st == TC_OK) {
-        /* float32 computation (no TF32) for all but float64; the scalars are
-         * of the computation type */
-        bool f64 = g->dtype == TC_FLOAT64;
-        float af = (float)g->alpha, bf = (float)g->beta;
-        const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
-        const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
-        int type = tc__cuda_data_type(g->dtype);
-        /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
-        int rc = p_gemm(
-            h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_, g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
-            (int)g->n, (int)g->m, (int)g->k, alpha, g->b, type, (int)g->ldb, (long long)g->stride_b,
-            g->a, type, (int)g->lda, (long long)g->stride_a, beta, g->c,
-            tc__cuda_data_type(g->c_dtype), (int)g->ldc, (long long)g->stride_c, (int)g->batch,
-            f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
-        if (rc != 0)
-            st = tc__fail(TC_ERROR_CUDA,
-                          "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
-                          "k=%lld batch=%lld)",
-                          rc, tc_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
-                          (long long)g->k, (long long)g->batch);
-    }
+    tc_status st = g->k == 0                  ? scale_c(device, g)
+                   : tc__k_gemm_small_fits(g) ? gemm_small(device, g)
+                   : tc__gemm_pads_rows(g)    ? gemm_padded(device, g)
+                                              : cublas_gemm(device, g);
     tc_device_guard_exit(&gd);
     return st;
+}
+
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
+{
+    tc__nn_gemm g = {.dtype = dt,
+                     .c_dtype = dt,
+                     .batch = batch,
+                     .m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a,
+                     .b = b,
+                     .c = c,
+                     .lda = k,
+                     .ldb = n,
+                     .ldc = n,
+                     .stride_a = sa,
+                     .stride_b = sb,
+                     .stride_c = m * n,
+                     .alpha = 1,
+                     .beta = 0};
+    return tc__cuda_gemm(device, &g);
 }

@@ -224,7 +224,7 @@ static tc_status other_alloc(int d, cudaStream_t s, size_t size, void **out)
     return TC_OK;
 }
 
-tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **out)
+static tc_status device_alloc(int device, cudaStream_t stream, size_t size, void **out)
 {
     if (TC_UNLIKELY(!atomic_load_explicit(&tc__mem_any_alloc, memory_order_relaxed)))
         atomic_store_explicit(&tc__mem_any_alloc, true,
@@ -238,14 +238,16 @@ tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **
             *out = NULL;
             return TC_OK;
         }
-        st = other_alloc(device, stream, size, out);
-        if (TC_UNLIKELY(tc__graph_order_depth > 0) && st == TC_OK)
-            tc__graph_order_scratch(stream, *out, size);
-        return st;
+        return other_alloc(device, stream, size, out);
     }
     if (TC_UNLIKELY(atomic_load_explicit(&tc__mempool_users, memory_order_relaxed)))
         a = tc__mempool_route(device, a); /* a pool in use on this thread */
-    st = tc__alloc_malloc(a, size, (uintptr_t)stream, out);
+    return tc__alloc_malloc(a, size, (uintptr_t)stream, out);
+}
+
+tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **out)
+{
+    tc_status st = device_alloc(device, stream, size, out);
     if (TC_UNLIKELY(tc__graph_order_depth > 0) && st == TC_OK)
         tc__graph_order_scratch(stream, *out, size); /* inside an operation of an ordered capture */
     return st;

@@ -17,6 +17,8 @@ if not torch.cuda.is_available():
     raise SystemExit(0)
 torch.backends.cuda.matmul.allow_tf32 = False
 
+from mlp_torch import Mlp  # noqa: E402  (after the torch check)
+
 OPS, EAGER_CHAINS, GRAPH_CHAINS = 100, 300, 2000
 
 
@@ -66,50 +68,26 @@ graph_us = per_op_us(g.replay, GRAPH_CHAINS, OPS)
 row("add chain eager, us/op", eager_us, "us per op (wall clock)")
 row("add chain graph, us/op", graph_us, "us per op (replay)")
 
-# The MLP step of examples/graph_mlp.c.
-B, DIN, HID, DOUT, STEPS = 64, 128, 256, 16, 500
-gen = torch.Generator().manual_seed(0)
-x = (torch.rand(B, DIN, generator=gen) * 2 - 1).cuda()
-t = (x[:, :DOUT] * x[:, DOUT:2 * DOUT] - 0.5 * x[:, 2 * DOUT:3 * DOUT]).contiguous()
-w1_0 = ((torch.rand(DIN, HID, generator=gen) * 2 - 1) * DIN ** -0.5).cuda()
-w2_0 = ((torch.rand(HID, DOUT, generator=gen) * 2 - 1) * HID ** -0.5).cuda()
-w1, w2 = w1_0.clone(), w2_0.clone()
-lr, zero = torch.tensor(0.05, device="cuda"), torch.tensor(0.0, device="cuda")
-scale = torch.tensor(2.0 / (B * DOUT), device="cuda")
-out = {}
-
-
-def step():
-    h = x @ w1
-    a = torch.relu(h)
-    p = a @ w2
-    d = p - t
-    out["loss"] = (d * d).mean()
-    dp = d * scale
-    dw2 = a.t() @ dp
-    da = dp @ w2.t()
-    dh = torch.where(h > zero, da, zero)
-    dw1 = x.t() @ dh
-    w1.copy_(w1 - dw1 * lr)
-    w2.copy_(w2 - dw2 * lr)
+# The MLP step of examples/graph_mlp.c (mlp_torch.py).
+STEPS = 500
+mlp = Mlp()
 
 
 def run(fn, losses):
-    w1.copy_(w1_0)
-    w2.copy_(w2_0)
+    mlp.reset()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for i in range(STEPS):
         fn()
-        losses[i:i + 1].copy_(out["loss"].view(1))
+        losses[i:i + 1].copy_(mlp.loss.view(1))
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) * 1e6 / STEPS
 
 
-step()
+mlp.step()
 eager_losses = torch.zeros(STEPS, device="cuda")
-eager_step = run(step, eager_losses)
-g = captured(step)
+eager_step = run(mlp.step, eager_losses)
+g = captured(mlp.step)
 graph_losses = torch.zeros(STEPS, device="cuda")
 graph_step = run(g.replay, graph_losses)
 row("mlp step eager, us", eager_step, "us per step")

@@ -12,24 +12,18 @@ REPS=${2:-51}
 LOG=${OUT:-/tmp}/bench_attention
 mkdir -p "$LOG"
 "$B/bench/bench_attention" "$REPS" > "$LOG/tcuda.csv"
-python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
-import csv, sys
-text = open(sys.argv[1]).read()
-if not text.startswith("dtype,"):
-    print(text.strip()); sys.exit(0)
-rows = list(csv.DictReader(text.splitlines()))
+PYTHONPATH="$(dirname "$0")" python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
+import sys
+from torch_timing import median_ms, tcuda_rows
+rows = tcuda_rows(sys.argv[1], "dtype")
+if rows is None:
+    sys.exit(0)
 reps = int(sys.argv[2])
 import torch
 import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 B, H, T, D = 8, 12, 512, 64
-def med(fn):
-    for _ in range(3): fn()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    ts.sort(); return ts[len(ts) // 2]
+med = lambda fn: median_ms(fn, reps)  # noqa: E731
 torch_ms = {}
 for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
     p = torch.randn(B, T, 3 * H * D, device="cuda", dtype=dt)

@@ -11,22 +11,16 @@ REPS=${2:-51}
 LOG=${OUT:-/tmp}/bench_nn
 mkdir -p "$LOG"
 "$B/bench/bench_nn" "$REPS" > "$LOG/tcuda.csv"
-python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
-import csv, sys
-text = open(sys.argv[1]).read()
-if not text.startswith("op,"):
-    print(text.strip()); sys.exit(0)
-rows = list(csv.DictReader(text.splitlines()))
+PYTHONPATH="$(dirname "$0")" python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
+import sys
+from torch_timing import median_ms, tcuda_rows
+rows = tcuda_rows(sys.argv[1], "op")
+if rows is None:
+    sys.exit(0)
 reps = int(sys.argv[2])
 import torch
 import torch.nn.functional as F
-def med(fn):
-    for _ in range(3): fn()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    ts.sort(); return ts[len(ts) // 2]
+med = lambda fn: median_ms(fn, reps)  # noqa: E731
 print(f"{'op':<11}{'path':<10}{'dtype':<9}{'shape':>12}  {'tcuda GB/s':>10}  {'torch GB/s':>10}  {'floor GB/s':>10}  vs torch")
 seen = {}
 for r in rows:

@@ -11,24 +11,18 @@ REPS=${3:-21}
 LOG=${OUT:-/tmp}/bench_random
 mkdir -p "$LOG"
 "$B/bench/bench_random" --csv "$LG" "$REPS" > "$LOG/tcuda.csv"
-python3 - "$LOG/tcuda.csv" "$LG" "$REPS" <<'PY' | tee "$LOG/table.txt"
-import csv, sys
-text = open(sys.argv[1]).read()
-if not text.startswith("op,"):  # the benchmark skipped (no GPU): say why
-    print(text.strip()); sys.exit(0)
-rows = list(csv.DictReader(text.splitlines()))
+PYTHONPATH="$(dirname "$0")" python3 - "$LOG/tcuda.csv" "$LG" "$REPS" <<'PY' | tee "$LOG/table.txt"
+import sys
+from torch_timing import median_ms, tcuda_rows
+rows = tcuda_rows(sys.argv[1], "op")
+if rows is None:
+    sys.exit(0)
 lg, reps = int(sys.argv[2]), int(sys.argv[3])
 n = 1 << lg
 torch_rows = {}
 try:
     import torch
-    def med(fn):
-        for _ in range(3): fn()
-        ts = []
-        for _ in range(reps):
-            a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
-            a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-        ts.sort(); return ts[len(ts) // 2]
+    med = lambda fn: median_ms(fn, reps)  # noqa: E731
     for name, dt, f in [("uniform f32", torch.float32, "uniform_"), ("normal f32", torch.float32, "normal_"),
                         ("uniform f16", torch.float16, "uniform_"), ("normal bf16", torch.bfloat16, "normal_"),
                         ("uniform f64", torch.float64, "uniform_"), ("normal f64", torch.float64, "normal_")]:

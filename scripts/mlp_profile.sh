@@ -25,30 +25,12 @@ print(f"== tcuda: {len(ks)} kernels (about two steps), {sum(t for _, t in ks) / 
 for name, t in ks:
     print(f"{t / 1e3:8.2f} us  {name[:100]}")
 PY
-python3 - <<'PY' 2>&1 | tee "$LOG/torch.txt"
+PYTHONPATH="$(dirname "$0")/../bench" python3 - <<'PY' 2>&1 | tee "$LOG/torch.txt"
 import torch
 from torch.profiler import profile, ProfilerActivity
+from mlp_torch import Mlp
 torch.backends.cuda.matmul.allow_tf32 = False
-B, DIN, HID, DOUT = 64, 128, 256, 16
-x = torch.rand(B, DIN, device="cuda") * 2 - 1
-t = (x[:, :DOUT] * x[:, DOUT:2 * DOUT] - 0.5 * x[:, 2 * DOUT:3 * DOUT]).contiguous()
-w1 = (torch.rand(DIN, HID, device="cuda") * 2 - 1) * DIN ** -0.5
-w2 = (torch.rand(HID, DOUT, device="cuda") * 2 - 1) * HID ** -0.5
-lr, zero = torch.tensor(0.05, device="cuda"), torch.tensor(0.0, device="cuda")
-scale = torch.tensor(2.0 / (B * DOUT), device="cuda")
-def step():  # bench/bench_graph_torch.py's step
-    h = x @ w1
-    a = torch.relu(h)
-    p = a @ w2
-    d = p - t
-    loss = (d * d).mean()
-    dp = d * scale
-    dw2 = a.t() @ dp
-    da = dp @ w2.t()
-    dh = torch.where(h > zero, da, zero)
-    dw1 = x.t() @ dh
-    w1.copy_(w1 - dw1 * lr)
-    w2.copy_(w2 - dw2 * lr)
+step = Mlp().step  # bench_graph_torch.py's step
 for _ in range(5):
     step()
 torch.cuda.synchronize()

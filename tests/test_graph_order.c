@@ -1,5 +1,7 @@
 /* Graph captures ordered by data (TC_GRAPH_ORDER_DATA, include/tcuda/graph.h).
  *
+ * Everywhere: tc_make_graphed_callables_ordered refuses NULL functions or
+ * out, counts outside 1 to 1024 and negative warm-ups before anything else.
  * Without a GPU (or CUDA): tc_graph_set_order and
  * tc_make_graphed_callables_ordered check their arguments, then answer
  * TC_ERROR_NO_DEVICE; the test exits 77. On a GPU, each capture is checked
@@ -24,6 +26,33 @@
 
 #include "graph_check.h"
 #include "tc_test.h"
+
+/* Arguments are checked before anything else, with or without a GPU. */
+static void check_arguments(void)
+{
+    tc_graph_fn fns[2] = {nothing, NULL};
+    tc_graphed_callable *c[2] = {(tc_graphed_callable *)0x1, NULL};
+    const tc_graph_order data = TC_GRAPH_ORDER_DATA;
+    CHECK_STATUS(tc_make_graphed_callables_ordered(1, NULL, NULL, 3, data, c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_make_graphed_callables_ordered", "fns is NULL"));
+    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, 3, data, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_make_graphed_callables_ordered", "out is NULL"));
+    CHECK_STATUS(tc_make_graphed_callables_ordered(2, fns, NULL, 3, data, c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_make_graphed_callables_ordered", "fns[1] is NULL"));
+    int counts[3] = {0, -1, 1 << 30}; /* none, negative, past the 1024 callables */
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(tc_make_graphed_callables_ordered(counts[i], fns, NULL, 3, data, c),
+                     TC_ERROR_INVALID_ARGUMENT);
+        CHECK(says("tc_make_graphed_callables_ordered", "give 1 to 1024 callables"));
+    }
+    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, -1, data, c),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_make_graphed_callables_ordered", "warmup_iters is -1"));
+    CHECK(c[0] == (tc_graphed_callable *)0x1); /* untouched on failure */
+}
 
 static void check_without_gpu(void)
 {
@@ -702,6 +731,7 @@ static void run_gpu_tests(void)
 int main(void)
 {
     tc_test_init();
+    check_arguments();
     if (!tc_is_available()) {
         check_without_gpu();
         printf("no GPU: %d checks of the answers without one passed\n", tc_test_passed);

@@ -142,6 +142,8 @@ tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void 
     TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
     TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
                  "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
+    for (int i = 0; i < n; i++)
+        TC_CHECK_ARG(fns[i], "fns[%d] is NULL", i);
     return absent();
 }
 

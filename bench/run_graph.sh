@@ -43,6 +43,10 @@ if eager and graph:
         print(f"{name:<28} {v:12.3f}  {unit}")
 PY
 
+# where the step's time goes, op by op (diagnosis, not in the table below)
+[ -x "$BUILD/bench/bench_graph_ops" ] && "$BUILD/bench/bench_graph_ops" > "$LOG/ops.txt" 2>&1 &&
+  tail -n +2 "$LOG/ops.txt"
+
 echo "== PyTorch =="
 python3 "$(dirname "$0")/bench_graph_torch.py" 2>&1 | tee "$LOG/torch.txt"
 

@@ -176,14 +176,16 @@ static const struct {
     int64_t a[3], b[3];
     bool transpose;
 } shapes[] = {
-    {1, 1, {1027}, {1027}, false},      /* contiguous, odd length (vector tail) */
-    {3, 2, {3, 1, 5}, {4, 1}, false},   /* broadcasting both ways */
-    {3, 2, {3, 4, 32}, {4, 32}, false}, /* b a repeated block: vector kernel */
-    {2, 1, {6, 12}, {12}, false},       /* a block of 12: whole vectors for some dtypes */
-    {2, 2, {33, 7}, {33, 7}, true},     /* non-contiguous */
-    {2, 1, {0, 3}, {3}, false},         /* empty */
-    {0, 2, {0}, {6, 2}, false},         /* 0-d against 2-d */
-    {0, 0, {0}, {0}, false},            /* 0-d against 0-d */
+    {1, 1, {1027}, {1027}, false},        /* contiguous, odd length (vector tail) */
+    {3, 2, {3, 1, 5}, {4, 1}, false},     /* broadcasting both ways */
+    {3, 2, {3, 4, 32}, {4, 32}, false},   /* b a repeated block: vector kernel */
+    {2, 1, {6, 12}, {12}, false},         /* a block of 12: whole vectors for some dtypes */
+    {2, 2, {33, 7}, {33, 7}, true},       /* non-contiguous */
+    {2, 1, {0, 3}, {3}, false},           /* empty */
+    {0, 2, {0}, {6, 2}, false},           /* 0-d against 2-d */
+    {2, 0, {5, 40}, {0}, false},          /* 2-d against 0-d: one element broadcast */
+    {3, 3, {2, 3, 20}, {1, 1, 1}, false}, /* the same with size-1 dims */
+    {0, 0, {0}, {0}, false},              /* 0-d against 0-d */
 };
 
 static const tc_dtype dtypes[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32,
@@ -597,10 +599,15 @@ static void test_matmul(void)
               {2, 3, {20, 30}, {5, 30, 10}, false},
               {2, 2, {40, 40}, {40, 40}, true},
               {2, 2, {300, 257}, {257, 129}, false},
-              /* tcuda's small float32 GEMM: k over several chunks, transposed, the largest */
+              /* tcuda's small float32 GEMM, each of its tiles (4 x 8, 8 x 8, 8 x 16,
+               * 16 x 16): k in one chunk and in several, transposed, the largest */
               {2, 2, {37, 150}, {150, 23}, false},
+              {2, 2, {600, 20}, {40, 600}, true},
               {2, 2, {200, 24}, {56, 200}, true},
-              {2, 2, {64, 128}, {128, 256}, false}};
+              {2, 2, {100, 300}, {300, 130}, false},
+              {2, 2, {64, 128}, {128, 256}, false},
+              {2, 2, {64, 128}, {256, 64}, true},
+              {2, 2, {170, 150}, {150, 160}, false}};
     tc_dtype mdt[] = {TC_FLOAT32, TC_FLOAT64, TC_FLOAT16, TC_BFLOAT16};
     char what[96];
     for (int si = 0; si < COUNT(ms); si++)

@@ -36,9 +36,15 @@ static tc_status cu_fill(int device, tc_dtype dt, void *out, int64_t n, tc__fill
     TC_LAUNCH(device, "fill_kernel", tc__k_fill(cs_, tc__sm_count_for_grid(device), dt, out, n, v));
 }
 
+/* Dense copies of a MiB and more go to cudaMemcpyAsync (the copy engines'
+ * bandwidth); smaller ones to tcuda's copy kernel, whose start and finish on
+ * the GPU take less time, and which takes part in a graph's programmatic
+ * edges (graph_pdl.c), where a memcpy node does not. */
+enum { MEMCPY_FROM = 1 << 20 };
+
 static tc_status cu_convert(int device, tc_dtype dst, tc_dtype src, const tc__iter *it)
 {
-    if (dst == src && it->contiguous) {
+    if (dst == src && it->contiguous && it->numel * (int64_t)tc_dtype_size(dst) >= MEMCPY_FROM) {
         tc_device_guard g = tc_device_guard_enter(device);
         TC_TRY(g.status);
         cudaError_t err = cudaMemcpyAsync(

@@ -79,10 +79,14 @@ template <> __device__ __forceinline__ void store(__nv_bfloat16 *p, double v)
 /* What a strided kernel of N operands needs of a tc__iter. Kernels take it
  * by value, so it holds only those N operands: a launch copies its
  * parameters, and a graph node stores and replays them (a whole tc__iter,
- * sized for jiterator's 8 operands, is 660 bytes; this is 100 to 300). */
+ * sized for jiterator's 8 operands, is 660 bytes; this is 100 to 300).
+ * flat: every operand is dense (its offsets are the linear index) or one
+ * element broadcast to all (bit k of scalars: offset 0), as x * 0.5 with
+ * a 0-d tensor; contiguous implies flat with no scalars. */
 template <int N> struct KIter {
     int ndim;
-    bool contiguous;
+    bool contiguous, flat;
+    unsigned char scalars;
     i64 numel;
     i64 sizes[TC_MAX_DIMS];
     i64 strides[N][TC_MAX_DIMS];
@@ -93,7 +97,8 @@ template <int N> static inline KIter<N> kiter(const tc__iter *it)
 {
     KIter<N> k;
     k.ndim = it->ndim;
-    k.contiguous = it->contiguous;
+    k.contiguous = k.flat = it->contiguous;
+    k.scalars = 0;
     k.numel = it->numel;
     for (int d = 0; d < TC_MAX_DIMS; d++) {
         k.sizes[d] = it->sizes[d];
@@ -102,6 +107,26 @@ template <int N> static inline KIter<N> kiter(const tc__iter *it)
     }
     for (int o = 0; o < N; o++)
         k.data[o] = it->data[o];
+    if (!it->contiguous) { /* flat: each operand dense or all strides 0 */
+        bool flat = true;
+        for (int o = 0; o < N; o++) {
+            bool dense = true, zero = true;
+            i64 want = 1;
+            for (int d = it->ndim - 1; d >= 0; d--) {
+                if (it->sizes[d] != 1) {
+                    dense = dense && it->strides[o][d] == want;
+                    zero = zero && it->strides[o][d] == 0;
+                }
+                want *= it->sizes[d];
+            }
+            if (!dense && zero)
+                k.scalars |= (unsigned char)(1u << o);
+            flat = flat && (dense || zero);
+        }
+        k.flat = flat;
+        if (!flat)
+            k.scalars = 0;
+    }
     return k;
 }
 
@@ -116,6 +141,18 @@ template <int N> __device__ __forceinline__ void offsets(const KIter<N> &it, i64
         i /= s;
         for (int k = 0; k < N; k++)
             off[k] += idx * it.strides[k][d];
+    }
+}
+
+/* The same, quicker where the iteration is flat. */
+template <int N>
+__device__ __forceinline__ void element_offsets(const KIter<N> &it, i64 i, i64 *off)
+{
+    if (it.flat) {
+        for (int k = 0; k < N; k++)
+            off[k] = it.scalars >> k & 1 ? 0 : i;
+    } else {
+        offsets(it, i, off);
     }
 }
 

@@ -43,7 +43,9 @@ template <typename S, bool SMALL> __global__ void copy_kernel(KIter<2> it)
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
         i64 off[2];
-        if (SMALL)
+        if (it.flat)
+            element_offsets(it, i, off);
+        else if (SMALL)
             offsets32(it, (unsigned)i, off);
         else
             offsets(it, i, off);
@@ -90,9 +92,8 @@ template <typename D, typename S> __global__ void convert_kernel(KIter<2> it, in
     const S *a = (const S *)it.data[1];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
-        i64 off[2] = {i, i};
-        if (!it.contiguous)
-            offsets(it, i, off);
+        i64 off[2];
+        element_offsets(it, i, off);
         if (via_float) {
             double v = load<double>(a + off[1]);
             if (std::is_floating_point<D>::value || std::is_same<D, __half>::value ||

@@ -84,15 +84,17 @@ template <typename T, int N> struct alignas(16) Vec {
 };
 
 /* Dense, 16-byte aligned operands of one shape: each thread of a 128-thread
- * block moves U 16-byte vectors per operand (all loads issued before any
- * store), and the grid covers the tensor in one pass (no grid-stride loop:
- * on an H100 this streams at memcpy speed, a grid-stride loop about 4%
- * below). The last numel % N elements go to the first threads of block 0. */
+ * block moves `per` 16-byte vectors per operand (VEC_U, or 1 for tensors
+ * too small to give every SM a block of VEC_U: a kernel of a few thousand
+ * elements is latency, and more blocks shorten it), all loads issued before
+ * any store, and the grid covers the tensor in one pass (no grid-stride
+ * loop: on an H100 this streams at memcpy speed, a grid-stride loop about
+ * 4% below). The last numel % N elements go to the first threads of block 0. */
 enum { VEC_THREADS = 128, VEC_U = 4 };
 
-__device__ __forceinline__ i64 vec_base()
+__device__ __forceinline__ i64 vec_base(unsigned per)
 {
-    return (i64)blockIdx.x * VEC_THREADS * VEC_U + threadIdx.x;
+    return (i64)blockIdx.x * VEC_THREADS * per + threadIdx.x;
 }
 
 /* out = op(x) or op(x, y), computed in T's compute type. */
@@ -108,16 +110,25 @@ __device__ __forceinline__ void apply(int op, T *out, const T *x, const T *y)
 
 /* The vector kernels' parameters: 40 bytes (see KIter). bvec > 0: b is a
  * dense block of bvec vectors repeated along a's leading dims (a bias, a
- * position table), read at vector index i % bvec. */
+ * position table), read at vector index i % bvec. per: vectors a thread
+ * moves (VEC_U or 1). */
 struct Flat {
     i64 numel;
     void *data[3]; /* out, a, b */
-    unsigned bvec;
+    unsigned bvec, per;
 };
 
-static inline Flat flat(const tc__iter *it, unsigned bvec = 0)
+/* Vectors per thread for numel elements of `size` bytes on `sms` SMs. */
+static inline unsigned vec_per(int64_t numel, size_t size, int sms)
 {
-    return Flat{it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}, bvec};
+    int64_t nv = numel / (int64_t)(16 / size);
+    return nv >= (int64_t)VEC_THREADS * VEC_U * (sms > 0 ? sms : 80) ? VEC_U : 1;
+}
+
+static inline Flat flat(const tc__iter *it, unsigned bvec, unsigned per)
+{
+    return Flat{
+        it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}, bvec, per};
 }
 
 /* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
@@ -129,12 +140,12 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
     constexpr int N = 16 / sizeof(T);
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
     T *o = (T *)it.data[0];
-    i64 nv = it.numel / N, base = vec_base();
+    i64 nv = it.numel / N, base = vec_base(it.per);
     Vec<T, N> va[VEC_U], vb[NIN == 2 ? VEC_U : 1];
 #pragma unroll
     for (int u = 0; u < VEC_U; u++) {
         i64 i = base + u * VEC_THREADS;
-        if (i < nv) {
+        if (u < it.per && i < nv) {
             va[u] = ((const Vec<T, N> *)a)[i];
             if constexpr (NIN == 2)
                 vb[u] = ((const Vec<T, N> *)b)[it.bvec ? (i64)((unsigned)i % it.bvec) : i];
@@ -143,7 +154,7 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
 #pragma unroll
     for (int u = 0; u < VEC_U; u++) {
         i64 i = base + u * VEC_THREADS;
-        if (i < nv) {
+        if (u < it.per && i < nv) {
             Vec<T, N> vo;
 #pragma unroll
             for (int k = 0; k < N; k++)
@@ -156,28 +167,30 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
         apply<T, NIN>(op, o + e, a + e, b + (it.bvec ? e % ((i64)it.bvec * N) : e));
 }
 
-/* Blocks for the vector kernels: one pass over numel elements of `size` bytes. */
-unsigned vec_grid(int64_t numel, size_t size)
+/* Blocks for the vector kernels: one pass over numel elements of `size`
+ * bytes, per vectors a thread. */
+unsigned vec_grid(int64_t numel, size_t size, unsigned per)
 {
     int64_t nv = numel / (int64_t)(16 / size);
-    int64_t blocks = (nv + VEC_THREADS * VEC_U - 1) / (VEC_THREADS * VEC_U);
+    int64_t blocks = (nv + VEC_THREADS * per - 1) / (VEC_THREADS * per);
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
 template <typename T, int NIN, int OP>
-bool vec_launch(cudaStream_t stream, const tc__iter *it, unsigned bvec)
+bool vec_launch(cudaStream_t stream, int sms, const tc__iter *it, unsigned bvec)
 {
+    unsigned per = vec_per(it->numel, sizeof(T), sms);
     vec_kernel<T, NIN, OP>
-        <<<vec_grid(it->numel, sizeof(T)), VEC_THREADS, 0, stream>>>(flat(it, bvec));
+        <<<vec_grid(it->numel, sizeof(T), per), VEC_THREADS, 0, stream>>>(flat(it, bvec, per));
     return true;
 }
 
 /* vec_kernel<T, NIN, op> for a run-time op among FIRST, FIRST + 1, ... */
 template <typename T, int NIN, int FIRST, int... I>
-void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, const tc__iter *it,
-                  unsigned bvec = 0)
+void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, int sms,
+                  const tc__iter *it, unsigned bvec = 0)
 {
-    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, it, bvec)) || ...);
+    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, sms, it, bvec)) || ...);
 }
 
 /* Everything else: contiguous without the vector conditions, or strided. */
@@ -188,9 +201,8 @@ template <typename T> __global__ void binary_kernel(KIter<3> it, int op, int cmp
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[2];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
-        i64 off[3] = {i, i, i};
-        if (!it.contiguous)
-            offsets(it, i, off);
+        i64 off[3];
+        element_offsets(it, i, off);
         C r = binop<C>(op, load<C>(a + off[1]), load<C>(b + off[2]));
         if (cmp)
             store((Bool *)it.data[0] + off[0], r);
@@ -207,9 +219,8 @@ template <typename T> __global__ void unary_kernel(KIter<2> it, int op)
     T *o = (T *)it.data[0];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
-        i64 off[2] = {i, i};
-        if (!it.contiguous)
-            offsets(it, i, off);
+        i64 off[2];
+        element_offsets(it, i, off);
         store(o + off[0], unop<C>(op, load<C>(a + off[1])));
     }
 }
@@ -222,9 +233,8 @@ template <typename T> __global__ void where_kernel(KIter<4> it)
     T *o = (T *)it.data[0];
     i64 stride = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     for (i64 i = tid; i < it.numel; i += stride) {
-        i64 off[4] = {i, i, i, i};
-        if (!it.contiguous)
-            offsets(it, i, off);
+        i64 off[4];
+        element_offsets(it, i, off);
         o[off[0]] = c[off[1]].v ? a[off[2]] : b[off[3]];
     }
 }
@@ -285,7 +295,7 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
         if (vec)
             vec_dispatch<T, 2, TC__OP_ADD>(
                 std::make_integer_sequence<int, TC__OP_REMAINDER - TC__OP_ADD + 1>(), (int)op,
-                stream, it, bvec);
+                stream, sms, it, bvec);
         else
             binary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<3>(it), (int)op, cmp);
@@ -301,7 +311,7 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
         if (vec)
             vec_dispatch<T, 1, TC__OP_NEG>(
                 std::make_integer_sequence<int, TC__OP_SILU - TC__OP_NEG + 1>(), (int)op, stream,
-                it);
+                sms, it);
         else
             unary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it), (int)op);

@@ -3,7 +3,9 @@
  * next synchronizing call reports it with a hint. A fault ruins the CUDA
  * context, so each case runs in a child process (this program, run again
  * with --child, the blocking it must see, and the variable set). The
- * spellings of true and false count: 0.1 took "off" and "FALSE" for on. */
+ * spellings of true and false count: 0.1 took "off" and "FALSE" for on.
+ * The same for bad input that a kernel finds (a cross_entropy target out
+ * of range), without a fault. */
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -17,8 +19,33 @@ extern char **environ;
 
 /* `want`: "1" blocking, "0" not, "p0" not, checking only what tcuda reads:
  * how the CUDA driver itself reads "off" or "FALSE" is not tcuda's to say. */
+/* A cross_entropy target out of range on the GPU: with blocking, the call
+ * reports it; without, the next synchronize does. */
+static int ce_child(bool blocking)
+{
+    if (tc_launch_blocking() != blocking)
+        return 34;
+    tc_device gpu = {TC_CUDA, 0};
+    int64_t t[2] = {1, 9}, n = 2;
+    tc_tensor *x = NULL, *tg = NULL, *y = NULL;
+    if (tc_tensor_zeros(2, (int64_t[]){2, 4}, TC_FLOAT32, gpu, &x) != TC_OK ||
+        tc_tensor_from_data(t, 1, &n, TC_INT64, gpu, &tg) != TC_OK)
+        return 30;
+    tc_status st = tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_SUM, &y);
+    printf("child (cross_entropy, %s): call -> %s\n", blocking ? "blocking" : "async",
+           tc_status_string(st));
+    if (blocking)
+        return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9") ? 0 : 31;
+    if (st != TC_OK)
+        return 32;
+    st = tc_synchronize(-1);
+    return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9") ? 0 : 33;
+}
+
 static int child(const char *want)
 {
+    if (strncmp(want, "ce", 2) == 0)
+        return ce_child(want[2] == '1');
     bool blocking = tc_launch_blocking();
     if (blocking != (strcmp(want, "1") == 0))
         return 24;
@@ -66,6 +93,8 @@ int main(int argc, char **argv)
     CHECK(run_child(argv[0], "TRUE", "1") == 0);
     CHECK(run_child(argv[0], "off", "p0") == 0);
     CHECK(run_child(argv[0], "FALSE", "p0") == 0);
+    CHECK(run_child(argv[0], "1", "ce1") == 0);
+    CHECK(run_child(argv[0], "0", "ce0") == 0);
     return TC_TEST_DONE();
 }
 #else

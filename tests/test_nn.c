@@ -658,11 +658,24 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_cross_entropy(xi, tg, -100, TC_REDUCTION_MEAN, &y), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_nn_cross_entropy(x, tgf, -100, TC_REDUCTION_MEAN, &y), TC_ERROR_DTYPE);
     CHECK(strstr(tc_last_error(), "int64") != NULL);
-    CHECK_STATUS(tc_nn_cross_entropy(x, tgb, -100, TC_REDUCTION_MEAN, &y),
-                 TC_ERROR_INVALID_ARGUMENT);
-    CHECK(strstr(tc_last_error(), "out of range") != NULL);
-    CHECK_STATUS(tc_nn_cross_entropy(x, tgn, -100, TC_REDUCTION_SUM, &y),
-                 TC_ERROR_INVALID_ARGUMENT);
+    if (dev.type == TC_CPU) {
+        CHECK_STATUS(tc_nn_cross_entropy(x, tgb, -100, TC_REDUCTION_MEAN, &y),
+                     TC_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(tc_last_error(), "out of range") != NULL);
+        CHECK_STATUS(tc_nn_cross_entropy(x, tgn, -100, TC_REDUCTION_SUM, &y),
+                     TC_ERROR_INVALID_ARGUMENT);
+    } else { /* the kernel finds them; the next wait reports (test_nn_cuda) */
+        CHECK_OK(tc_nn_cross_entropy(x, tgb, -100, TC_REDUCTION_MEAN, &y));
+        tc_tensor_release(y);
+        y = NULL;
+        CHECK_STATUS(tc_synchronize(-1), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(tc_last_error(), "out of range") != NULL);
+        CHECK_OK(tc_nn_cross_entropy(x, tgn, -100, TC_REDUCTION_SUM, &y));
+        tc_tensor_release(y);
+        y = NULL;
+        CHECK_STATUS(tc_synchronize(-1), TC_ERROR_INVALID_ARGUMENT);
+        CHECK_OK(tc_synchronize(-1));
+    }
     CHECK_STATUS(tc_nn_cross_entropy(x, tg2, -100, TC_REDUCTION_SUM, &y), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_cross_entropy(x3, tg, -100, TC_REDUCTION_SUM, &y), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_cross_entropy(x, tg, -100, (tc_reduction)7, &y), TC_ERROR_INVALID_ARGUMENT);

@@ -1,6 +1,8 @@
 /* nn.h on a GPU beside the CPU: every op's GPU result against the CPU's on
  * the same inputs for row lengths that reach each kernel path, each row
- * kernel path forced in turn, a linear captured in a CUDA graph, a large
+ * kernel path forced in turn, a linear captured in a CUDA graph,
+ * cross_entropy without a wait (in a graph, its bad targets reported by the
+ * next wait), a large
  * linear through padded rows, and the fused attention kernel on dense and
  * strided operands. (The
  * per-op checks against a double-precision reference run on both devices in
@@ -51,6 +53,114 @@ static void test_linear_graph(void)
         tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
         free(xv), free(wv), free(bv);
     }
+}
+
+/* ---- cross_entropy on a GPU: no wait, in a graph, bad targets reported later ---------- */
+
+/* The mean of logsumexp(x[i]) - x[i][t[i]] over rows whose t is not -100. */
+static double ce_mean(const double *x, const int64_t *t, int64_t n, int64_t c)
+{
+    double sum = 0;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (t[i] == -100)
+            continue;
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < c; j++)
+            m = fmax(m, x[i * c + j]);
+        for (int64_t j = 0; j < c; j++)
+            s += exp(x[i * c + j] - m);
+        sum += m + log(s) - x[i * c + t[i]];
+        k++;
+    }
+    return sum / (double)k;
+}
+
+/* Writes host targets into the GPU tensor tg. */
+static void set_targets(tc_tensor *tg, const int64_t *v, int64_t n)
+{
+    tc_tensor *h = targets(CPU, 1, n, v);
+    CHECK_OK(tc_tensor_copy_(tg, h, false));
+    tc_tensor_release(h);
+}
+
+static void test_cross_entropy_async(void)
+{
+    enum { N = 6, C = 5 };
+    int64_t t1[N] = {0, 4, -100, 2, 3, -100}, t2[N] = {1, -100, 0, 0, 4, 2};
+    int64_t bad[N] = {0, 4, 7, 2, 3, -100}, neg[N] = {0, -3, 1, 2, 3, 4};
+    double *xv, ref;
+    tc_tensor *x = rnd(GPU, 2, (int64_t[]){N, C}, TC_FLOAT32, -2, 2, &xv);
+    tc_tensor *tg = targets(GPU, 1, N, t1), *y = NULL;
+    /* no wait: allowed under sync debug mode 2, which refuses every wait */
+    CHECK_OK(tc_set_sync_debug_mode(2));
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &y));
+    CHECK_OK(tc_set_sync_debug_mode(0));
+    ref = ce_mean(xv, t1, N, C);
+    near_ref("cross_entropy mean, GPU, without a wait", TC_FLOAT32, y, &ref, 1, 4);
+    tc_tensor_release(y);
+    y = NULL;
+
+    /* captured: each replay counts the rows it does not ignore anew */
+    CHECK_OK(tc_synchronize(-1));
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_create(&g));
+    tc_mempool_id none = {0};
+    tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
+    CHECK_OK(gd.status);
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &y));
+    CHECK_OK(tc_graph_capture_guard_exit(&gd));
+    CHECK_OK(tc_graph_replay(g));
+    near_ref("cross_entropy mean replayed", TC_FLOAT32, y, &ref, 1, 4);
+    set_targets(tg, t2, N);
+    CHECK_OK(tc_graph_replay(g));
+    ref = ce_mean(xv, t2, N, C);
+    near_ref("cross_entropy mean replayed, other targets", TC_FLOAT32, y, &ref, 1, 4);
+
+    /* a target out of range: NaN in its row, reported by the next wait */
+    set_targets(tg, bad, N);
+    CHECK_OK(tc_graph_replay(g));
+    CHECK_STATUS(tc_synchronize(-1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_nn_cross_entropy") && strstr(tc_last_error(), "target 7") &&
+          strstr(tc_last_error(), "row 2") && strstr(tc_last_error(), "0..4"));
+    CHECK_OK(tc_synchronize(-1)); /* reported once */
+    double got = 0;
+    CHECK_OK(tc_tensor_item(y, &got));
+    CHECK(isnan(got));
+    tc_tensor *per = NULL;
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
+    double pv[N];
+    /* a copy to the host waits: it reports the error (its output is not to be used) */
+    CHECK_STATUS(tc_tensor_to_host(per, pv, TC_FLOAT64), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "target 7") != NULL);
+    CHECK_OK(tc_tensor_to_host(per, pv, TC_FLOAT64));
+    CHECK(isnan(pv[2]) && !isnan(pv[0]) && pv[5] == 0);
+    tc_tensor_release(per);
+    per = NULL;
+    /* through a stream synchronize, an event synchronize and item */
+    set_targets(tg, neg, N);
+    CHECK_OK(tc_synchronize(-1));
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
+    CHECK_STATUS(tc_stream_synchronize(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "target -3") && strstr(tc_last_error(), "row 1"));
+    tc_tensor_release(per);
+    per = NULL;
+    tc_event *ev = NULL;
+    CHECK_OK(tc_event_create(0, &ev));
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
+    CHECK_OK(tc_event_record(ev, NULL));
+    CHECK_STATUS(tc_event_synchronize(ev), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_event_destroy(ev));
+    tc_tensor_release(per);
+    per = NULL;
+    tc_tensor *m = NULL;
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &m));
+    CHECK_STATUS(tc_tensor_item(m, &got), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_synchronize(-1));
+    tc_tensor_release(m);
+    CHECK_OK(tc_graph_destroy(g));
+    tc_tensor_release(y), tc_tensor_release(tg), tc_tensor_release(x);
+    free(xv);
 }
 
 /* ---- GPU: device mismatch and parity with the CPU ------------------------------------- */
@@ -303,6 +413,7 @@ int main(void)
     tc_test_require_gpu();
     tc_test_init();
     test_linear_graph();
+    test_cross_entropy_async();
     test_gpu_parity();
     test_gpu_paths();
     test_attention_fused();

@@ -133,7 +133,11 @@ TCUDA_API bool tc_can_device_access_peer(int device, int peer);
 TCUDA_API const char *tc_get_arch_list(void);
 TCUDA_API const char *tc_get_gencode_flags(void);
 
-/* Waits for all work on every stream of `device` to finish. */
+/* Waits for all work on every stream of `device` to finish. Bad input that
+ * a kernel of that work found (a tc_nn_cross_entropy target out of range)
+ * is reported here as TC_ERROR_INVALID_ARGUMENT, once, as by every call
+ * that waits for the device (stream and event synchronize, copies to the
+ * host, whose outputs are then not to be used). */
 TCUDA_API tc_status tc_synchronize(int device);
 
 /* The device's free and total memory in bytes, as the driver sees them. */

@@ -52,10 +52,15 @@ typedef enum tc_reduction {
 /* Cross entropy of logits [N, C] (or [C]) with int64 class indices `target`
  * [N] (or 0-d): per row logsumexp(x) - x[target]; rows whose target is
  * ignore_index count 0 and are left out of the mean (all of them ignored:
- * NaN, as PyTorch). Result: [N] for NONE, 0-d for MEAN and SUM. The targets
- * are checked on the host first (a sync point for a GPU tensor): one outside
- * [0, C) other than ignore_index is TC_ERROR_INVALID_ARGUMENT; a target that
- * is not int64 TC_ERROR_DTYPE; a bad reduction TC_ERROR_INVALID_ARGUMENT. */
+ * NaN, as PyTorch). Result: [N] for NONE, 0-d for MEAN and SUM. A target
+ * outside [0, C) other than ignore_index is TC_ERROR_INVALID_ARGUMENT: on
+ * the CPU from this call; on a GPU, which this call does not wait for (it
+ * can be captured in a graph), the row's loss is NaN and the error comes
+ * from the next call that waits for the device (tc_synchronize, a stream or
+ * event synchronize, a copy to the host, whose output is then not to be
+ * used; with CUDA_LAUNCH_BLOCKING=1 this call), as PyTorch's device-side
+ * assert. A target that is not int64 is TC_ERROR_DTYPE; a bad reduction
+ * TC_ERROR_INVALID_ARGUMENT. */
 TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
                                         int64_t ignore_index, tc_reduction reduction,
                                         tc_tensor **out);

@@ -64,7 +64,8 @@ TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
  * as it was (no message is formatted), so polling in a loop is cheap. */
 TCUDA_API tc_status tc_stream_query(tc_stream *stream);
 
-/* Waits until all work queued on the stream has finished. */
+/* Waits until all work queued on the stream has finished; reports bad
+ * input found by a kernel as tc_synchronize does. */
 TCUDA_API tc_status tc_stream_synchronize(tc_stream *stream);
 
 /* Makes work queued later on `stream` wait for `event`. Waiting on an event
@@ -136,7 +137,8 @@ TCUDA_API tc_status tc_event_record(tc_event *event, tc_stream *stream);
  * tc_stream_query); any other status is an error. */
 TCUDA_API tc_status tc_event_query(tc_event *event);
 
-/* Waits until the event has completed (no-op if never recorded). */
+/* Waits until the event has completed (no-op if never recorded); reports
+ * bad input found by a kernel as tc_synchronize does. */
 TCUDA_API tc_status tc_event_synchronize(tc_event *event);
 
 /* Makes later work on `stream` (NULL: current) wait for the event. */

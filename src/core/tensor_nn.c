@@ -283,8 +283,9 @@ tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normaliz
 
 /* ---- cross_entropy --------------------------------------------------------------- */
 
-/* Reads the targets to the host, checks them against [0, c) and counts the
- * rows that are not ignored. */
+/* Reads CPU targets, checks them against [0, c) and counts the rows that
+ * are not ignored. (GPU targets are checked by the kernel, so that the call
+ * does not wait for the device: kernel_errors.h.) */
 static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore,
                                int64_t *count)
 {
@@ -310,9 +311,27 @@ static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, in
     return st;
 }
 
-/* The per-row losses (loss_dtype) reduced as asked, in dtype. */
+/* The rows of target that are not `ignore`, counted on target's device (a
+ * 0-d int64 tensor). */
+static tc_status count_rows(const tc_tensor *target, int64_t ignore, tc_tensor **out)
+{
+    tc_tensor *ig = NULL, *keep = NULL;
+    tc_status st = tc_tensor_full(0, NULL, (double)ignore, TC_INT64, target->storage->device, &ig);
+    if (st == TC_OK)
+        st = tc_tensor_ne(target, ig, &keep);
+    if (st == TC_OK)
+        st = tc_tensor_sum(keep, TC_ALL_DIMS, false, out);
+    tc_tensor_release(ig);
+    tc_tensor_release(keep);
+    return st;
+}
+
+/* The per-row losses (loss_dtype) reduced as asked, in dtype. The mean
+ * divides by `count` rows where count >= 0, else by the rows of target that
+ * are not `ignore`, counted on the device. */
 static tc_status reduce_loss(tc_tensor *loss, tc_dtype dt, tc_reduction red, int64_t count,
-                             bool scalar_rows, tc_tensor **out)
+                             const tc_tensor *target, int64_t ignore, bool scalar_rows,
+                             tc_tensor **out)
 {
     tc_device dev = loss->storage->device;
     tc_tensor *s = NULL, *r = NULL, *cnt = NULL;
@@ -324,7 +343,8 @@ static tc_status reduce_loss(tc_tensor *loss, tc_dtype dt, tc_reduction red, int
         st = tc_tensor_sum(loss, TC_ALL_DIMS, false, &r);
         if (st == TC_OK && red == TC_REDUCTION_MEAN) {
             /* all ignored: 0 / 0, NaN as PyTorch */
-            st = tc_tensor_full(0, NULL, (double)count, loss->dtype, dev, &cnt);
+            st = count >= 0 ? tc_tensor_full(0, NULL, (double)count, loss->dtype, dev, &cnt)
+                            : count_rows(target, ignore, &cnt);
             if (st == TC_OK)
                 st = tc_tensor_div(r, cnt, &s);
         } else if (st == TC_OK) {
@@ -368,8 +388,9 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
     const tc__nn_backend *be = nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
-    int64_t count = 0;
-    TC_TRY(check_targets(target, n, c, ignore_index, &count));
+    int64_t count = -1; /* on the GPU, counted there */
+    if (dev.type == TC_CPU)
+        TC_TRY(check_targets(target, n, c, ignore_index, &count));
     tc_dtype ld = acc_dtype(logits->dtype);
     tc_tensor *xc = NULL, *tcn = NULL, *loss = NULL;
     tc_status st = tc_tensor_contiguous(logits, &xc);
@@ -382,7 +403,8 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
                                tc__data(loss), ld, n, c, ignore_index);
     tc_tensor *res = NULL;
     if (st == TC_OK)
-        st = reduce_loss(loss, logits->dtype, reduction, count, logits->ndim == 1, &res);
+        st = reduce_loss(loss, logits->dtype, reduction, count, tcn, ignore_index,
+                         logits->ndim == 1, &res);
     tc_tensor_release(xc);
     tc_tensor_release(tcn);
     tc_tensor_release(loss);

@@ -12,6 +12,7 @@
 #include "core/debug.h"
 #include "cuda_internal.h"
 #include "ipc_internal.h"
+#include "kernel_errors.h"
 #include "debug/sanitizer_internal.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
@@ -241,7 +242,7 @@ tc_status tc_synchronize(int device)
         return tc__cuda_fail(err, "cudaDeviceSynchronize", __FILE__, __LINE__);
     if (tc__san_on())
         tc__san_device_sync(d);
-    return TC_OK;
+    return tc__kernel_errors_check(d);
 }
 
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "kernel_errors.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
 #include "debug/sanitizer_internal.h"
@@ -138,7 +139,7 @@ tc_status tc_event_synchronize(tc_event *event)
     TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
     if (tc__san_on())
         tc__san_event_sync(event);
-    return TC_OK;
+    return tc__kernel_errors_check(event->device);
 }
 
 tc_status tc_event_wait(tc_event *event, tc_stream *stream)

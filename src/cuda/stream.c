@@ -27,6 +27,7 @@
 
 #include "../alloc/alloc.h"
 #include "cuda_internal.h"
+#include "kernel_errors.h"
 #include "core/debug.h"
 #include "core/handle_pool.h"
 #include "debug/sanitizer_internal.h"
@@ -211,7 +212,7 @@ tc_status tc_stream_synchronize(tc_stream *stream)
     TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
     if (tc__san_on())
         tc__san_stream_sync(s->device, (void *)s->handle);
-    return TC_OK;
+    return tc__kernel_errors_check(s->device);
 }
 
 tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)

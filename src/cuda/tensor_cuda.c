@@ -15,6 +15,7 @@
 #include "core/tensor_internal.h"
 #include "cuda_internal.h"
 #include "device_alloc.h"
+#include "kernel_errors.h"
 #include "kernels/kernels.h"
 #include "tensor_cuda.h"
 
@@ -216,9 +217,12 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         cudaStream_t cs = tc__current_cuda_stream(dev);
         err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
                               h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
+        bool waited = false;
         if (err == cudaSuccess &&
-            (wait || (h2d && !non_blocking && src->storage->pinned && s == src)))
+            (wait || (h2d && !non_blocking && src->storage->pinned && s == src))) {
             err = cudaStreamSynchronize(cs);
+            waited = true;
+        }
         if (err != cudaSuccess)
             st = tc__cuda_fail(
                 err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
@@ -226,6 +230,9 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         /* pinned memory is read or written later: its reuse waits for cs */
         else
             st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);
+        /* the copy waited: what kernels before it found is reported now */
+        if (st == TC_OK && waited)
+            st = tc__kernel_errors_check(dev);
     } else {
         cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
         st = enable_peer(dd.index, sd.index);

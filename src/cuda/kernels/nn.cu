@@ -568,11 +568,23 @@ __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
     }
 }
 
-/* loss[row] = logsumexp(row) - row[target]: a block per row. */
+/* Claims err's slot for a target out of range and says what it was (the
+ * first such row of the first kernel to find one; kernel_errors.h). */
+__device__ void report_target(tc__kernel_error *err, i64 row, i64 t, i64 c, i64 ignore)
+{
+    if (atomicCAS(&err->kind, TC__KERR_NONE, TC__KERR_WRITING) != TC__KERR_NONE)
+        return;
+    err->v[0] = row, err->v[1] = t, err->v[2] = c, err->v[3] = ignore;
+    __threadfence_system();
+    atomicExch(&err->kind, TC__KERR_CE_TARGET);
+}
+
+/* loss[row] = logsumexp(row) - row[target]: a block per row. An ignored row
+ * gives 0; a target out of range NaN, and is reported through err. */
 template <typename T>
 __global__ void __launch_bounds__(512)
     ce_rows(const T *x, const i64 *target, typename Compute<T>::type *loss, i64 n, i64 c,
-            i64 ignore)
+            i64 ignore, tc__kernel_error *err)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -582,6 +594,13 @@ __global__ void __launch_bounds__(512)
         if (t == ignore) { /* the same branch for the whole block */
             if (threadIdx.x == 0)
                 loss[row] = 0;
+            continue;
+        }
+        if (t < 0 || t >= c) {
+            if (threadIdx.x == 0) {
+                loss[row] = (C)NAN;
+                report_target(err, row, t, c, ignore);
+            }
             continue;
         }
         const T *r = x + row * c;
@@ -709,7 +728,8 @@ extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r
 
 extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype,
                                        const void *logits, const int64_t *target, void *loss,
-                                       int64_t n, int64_t c, int64_t ignore_index)
+                                       int64_t n, int64_t c, int64_t ignore_index,
+                                       tc__kernel_error *err)
 {
     (void)sms;
     dispatch_float(dtype, [&](auto *tag) {
@@ -717,7 +737,7 @@ extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dt
         typedef typename Compute<T>::type C;
         int threads = c <= 1024 ? 128 : 512;
         ce_rows<T><<<cap_grid(n), threads, 0, stream>>>((const T *)logits, (const i64 *)target,
-                                                        (C *)loss, n, c, ignore_index);
+                                                        (C *)loss, n, c, ignore_index, err);
     });
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/nn_internal.h"
+#include "cuda/kernel_errors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,10 +30,11 @@ enum {
 };
 void tc__k_nn_rows_path(int path);
 /* See tc__nn_backend.cross_entropy; loss is of dtype's computation type
- * (float32 for 16-bit dtypes). */
+ * (float32 for 16-bit dtypes). A target out of range (not ignore_index)
+ * gives its row NaN and is reported through err (kernel_errors.h). */
 void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype, const void *logits,
                             const int64_t *target, void *loss, int64_t n, int64_t c,
-                            int64_t ignore_index);
+                            int64_t ignore_index, tc__kernel_error *err);
 /* See tc__nn_attention (core/nn_internal.h): queues the fused attention
  * kernel on `stream` of `device` (compute capability cc_major) and returns
  * true, or returns false, queuing nothing, for what it does not take:

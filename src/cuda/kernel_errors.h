@@ -1,0 +1,46 @@
+/* Bad input that only a kernel sees (a cross_entropy target out of range on
+ * the GPU), reported without making the call that queued the kernel wait.
+ *
+ * Each device has one slot in mapped pinned memory. The first kernel to
+ * find an error claims the slot (kind -1 while it writes), writes what it
+ * found, then the kind. The next call that waits for the device
+ * (tc_synchronize, a stream or event synchronize, a copy to the host)
+ * reports it as TC_ERROR_INVALID_ARGUMENT, naming the call that queued the
+ * kernel, and clears the slot; later errors are lost until then. This is
+ * how PyTorch reports a device-side assert, less the lost context. Not
+ * installed. */
+#ifndef TCUDA_KERNEL_ERRORS_H
+#define TCUDA_KERNEL_ERRORS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    TC__KERR_NONE = 0,
+    TC__KERR_WRITING = -1, /* claimed by a kernel, values not written yet */
+    TC__KERR_CE_TARGET = 1 /* v: row, target, classes, ignore_index */
+};
+
+typedef struct tc__kernel_error {
+    int kind;
+    long long v[4];
+} tc__kernel_error;
+
+#ifndef __CUDACC__
+#include "tcuda/status.h"
+
+/* `device`'s slot as the GPU addresses it, made on first use. */
+tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot);
+
+/* After a wait for `device`: the error a kernel left in its slot, if any,
+ * as TC_ERROR_INVALID_ARGUMENT with its message, and the slot cleared;
+ * else TC_OK. Cheap: one read of host memory. */
+tc_status tc__kernel_errors_check(int device);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

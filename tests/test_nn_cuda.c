@@ -65,12 +65,7 @@ static double ce_mean(const double *x, const int64_t *t, int64_t n, int64_t c)
     for (int64_t i = 0; i < n; i++) {
         if (t[i] == -100)
             continue;
-        double m = -INFINITY, s = 0;
-        for (int64_t j = 0; j < c; j++)
-            m = fmax(m, x[i * c + j]);
-        for (int64_t j = 0; j < c; j++)
-            s += exp(x[i * c + j] - m);
-        sum += m + log(s) - x[i * c + t[i]];
+        sum += ref_ce_row(x + i * c, c, t[i]);
         k++;
     }
     return sum / (double)k;

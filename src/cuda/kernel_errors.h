@@ -6,11 +6,16 @@
  * found, then the kind. The next call that waits for the device
  * (tc_synchronize, a stream or event synchronize, a copy to the host)
  * reports it as TC_ERROR_INVALID_ARGUMENT, naming the call that queued the
- * kernel, and clears the slot; later errors are lost until then. This is
- * how PyTorch reports a device-side assert, less the lost context. Not
+ * kernel, and clears the slot; later errors are lost until then. PyTorch
+ * reports such input by a device-side assert at the same point, which ends
+ * the process's CUDA context; here the library stays usable. Not
  * installed. */
 #ifndef TCUDA_KERNEL_ERRORS_H
 #define TCUDA_KERNEL_ERRORS_H
+
+#ifndef __CUDACC__
+#include "tcuda/status.h"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,8 +33,6 @@ typedef struct tc__kernel_error {
 } tc__kernel_error;
 
 #ifndef __CUDACC__
-#include "tcuda/status.h"
-
 /* `device`'s slot as the GPU addresses it, made on first use. */
 tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot);
 

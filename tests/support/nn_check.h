@@ -82,6 +82,17 @@ static inline tc_tensor *targets(tc_device dev, int nd, int64_t n, const int64_t
     return t;
 }
 
+/* Cross entropy of one row x[0..c) with target t: logsumexp(x) - x[t]. */
+static inline double ref_ce_row(const double *x, int64_t c, int64_t t)
+{
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < c; j++)
+        m = fmax(m, x[j]);
+    for (int64_t j = 0; j < c; j++)
+        s += exp(x[j] - m);
+    return m + log(s) - x[t];
+}
+
 /* y [m, n] = x [m, k] w^T (+ b) for dense row-major x and w [n, k]. */
 static inline void ref_linear(const double *x, const double *w, const double *b, int64_t m,
                               int64_t k, int64_t n, double *y)

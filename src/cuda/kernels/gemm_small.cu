@@ -9,11 +9,11 @@
  * all of k, and a second kernel to reduce split-K partials. Here a block of
  * 256 threads computes a TM x TN tile (16 x 16, 8 x 16, 8 x 8 or 4 x 8,
  * chosen per shape so that the grid comes near the GPU's size), never more
- * than one kernel. k goes through shared memory in chunks of KC (zeros past
- * the edges); each thread computes four results of a row from every G-th k
- * of the chunk (G = 256 / (TM TN / 4) groups, interleaved so that the groups
- * read different banks), and the groups' sums are added by shuffles in a
- * fixed order. float32 throughout, FMA accumulation, no TF32, as tcuda's
+ * than one kernel. k goes through shared memory in chunks of KC (zeros
+ * past the matrices' edges); each thread computes four results of a row
+ * from every G-th k of the chunk (G = 256 / (TM TN / 4) groups, interleaved
+ * so that the groups read different banks), and the groups' sums are added
+ * by shuffles in a fixed order. float32 throughout, FMA accumulation, no TF32, as tcuda's
  * matmul promises; the order of the sums differs from cuBLAS's, as cuBLAS's
  * own algorithms differ among themselves.
  *

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A whole GPU call: build for sm_90, every test, the programs named in
 # GPU_TESTS under compute-sanitizer (memcheck and racecheck, CS_JOBS at a
-# time, 4, each stopped after CS_TIMEOUT s, 300), the test suite under the
-# stream sanitizer (SUITE=0 skips it), DLPack with PyTorch (DLPACK=0 skips
+# time, 4, each stopped after CS_TIMEOUT s, 420: racecheck of
+# test_tensor_parity alone takes 290 s on an H100), the test suite under
+# the stream sanitizer (SUITE=0 skips it), DLPack with PyTorch (DLPACK=0 skips
 # it), the examples in EXAMPLES, and the benchmarks named in BENCHES (each
 # stopped after BENCH_TIMEOUT s, 150; the last TAIL lines of each shown).
 # PROFILES names diagnosis scripts, scripts/NAME_profile.sh, each with an
@@ -27,7 +28,7 @@ cmake -S . -B $B -DTCUDA_WERROR=ON -DTCUDA_CUDA_ARCHS=90 > "$L/configure.log" 2>
 fail=0
 (cd $B && ctest --output-on-failure -j 8 --timeout ${CTEST_TIMEOUT:-300}) > "$L/ctest.log" 2>&1 || fail=1
 san() { # tool test
-  timeout ${CS_TIMEOUT:-300} compute-sanitizer --tool "$1" --report-api-errors no --target-processes all \
+  timeout ${CS_TIMEOUT:-420} compute-sanitizer --tool "$1" --report-api-errors no --target-processes all \
     --error-exitcode 9 "$B/tests/$2" > "$L/cs_$1_$2.log" 2>&1
   echo "$1 $2 rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/cs_$1_$2.log" | tail -1)"
 }

@@ -17,8 +17,6 @@
 
 extern char **environ;
 
-/* `want`: "1" blocking, "0" not, "p0" not, checking only what tcuda reads:
- * how the CUDA driver itself reads "off" or "FALSE" is not tcuda's to say. */
 /* A cross_entropy target out of range on the GPU: with blocking, the call
  * reports it; without, the next synchronize does. */
 static int ce_child(bool blocking)
@@ -34,14 +32,23 @@ static int ce_child(bool blocking)
     tc_status st = tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_SUM, &y);
     printf("child (cross_entropy, %s): call -> %s\n", blocking ? "blocking" : "async",
            tc_status_string(st));
+    int rc;
     if (blocking)
-        return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9") ? 0 : 31;
-    if (st != TC_OK)
-        return 32;
-    st = tc_synchronize(-1);
-    return st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9") ? 0 : 33;
+        rc = st == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9") ? 0 : 31;
+    else if (st != TC_OK)
+        rc = 32;
+    else
+        rc = tc_synchronize(-1) == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target 9")
+                 ? 0
+                 : 33;
+    tc_tensor_release(y);
+    tc_tensor_release(tg);
+    tc_tensor_release(x);
+    return rc;
 }
 
+/* `want`: "1" blocking, "0" not, "p0" not, checking only what tcuda reads:
+ * how the CUDA driver itself reads "off" or "FALSE" is not tcuda's to say. */
 static int child(const char *want)
 {
     if (strncmp(want, "ce", 2) == 0)

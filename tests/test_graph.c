@@ -985,13 +985,7 @@ int main(void)
 {
     tc_test_init();
     check_pool_rules_on_host();
-    if (!tc_is_available()) {
-        check_without_gpu();
-        printf("no GPU: %d checks of the answers without one passed\n", tc_test_passed);
-        if (tc_test_failed)
-            return TC_TEST_DONE();
-        tc_test_require_gpu(); /* exits 77 */
-    }
+    tc_test_require_gpu_after(check_without_gpu);
 #if defined(TCUDA_HAVE_CUDA)
     run_gpu_tests();
 #endif

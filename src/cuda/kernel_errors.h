@@ -4,8 +4,8 @@
  * Each device has one slot in mapped pinned memory. The first kernel to
  * find an error claims the slot (kind -1 while it writes), writes what it
  * found, then the kind. The next call that waits for the device
- * (tc_synchronize, a stream or event synchronize, a copy to the host)
- * reports it as TC_ERROR_INVALID_ARGUMENT, naming the call that queued the
+ * (tc_synchronize, a stream or event synchronize, a copy to the host; with
+ * CUDA_LAUNCH_BLOCKING=1 the launch check, tc__launch_check) reports it as TC_ERROR_INVALID_ARGUMENT, naming the call that queued the
  * kernel, and clears the slot; later errors are lost until then. PyTorch
  * reports such input by a device-side assert at the same point, which ends
  * the process's CUDA context; here the library stays usable. Not

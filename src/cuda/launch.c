@@ -3,10 +3,12 @@
  * A launch error (bad configuration, no kernel image for this GPU) is
  * reported at once. With CUDA_LAUNCH_BLOCKING=1 the launcher also waits for
  * the kernel, so that a fault inside it is reported by the call that launched
- * it rather than by some later, unrelated call. */
+ * it rather than by some later, unrelated call, and so is bad input that
+ * the kernel found (kernel_errors.h). */
 #include "cuda_internal.h"
 #include "core/debug.h"
 #include "graph_internal.h"
+#include "kernel_errors.h"
 
 tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
 {
@@ -17,8 +19,12 @@ tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
      * so a fault inside the kernel can show in the launch error too. */
     if (TC_UNLIKELY(blocking) && err == cudaSuccess)
         err = cudaStreamSynchronize(stream);
-    if (TC_LIKELY(err == cudaSuccess))
+    if (TC_LIKELY(err == cudaSuccess)) {
+        int device; /* the launcher's: current */
+        if (TC_UNLIKELY(blocking) && cudaGetDevice(&device) == cudaSuccess)
+            return tc__kernel_errors_check(device);
         return TC_OK;
+    }
     tc_status st = tc__cuda_fail(err, "launch", __FILE__, __LINE__);
     if (blocking)
         return tc__fail(TC_ERROR_CUDA,

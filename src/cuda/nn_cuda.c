@@ -4,8 +4,6 @@
  * enters the device, queues on its current stream and reports launch
  * errors in one place. */
 #include "cuda_internal.h"
-#include "core/debug.h"
-#include "graph_internal.h"
 #include "kernel_errors.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
@@ -23,17 +21,9 @@ static tc_status cu_cross_entropy(int device, tc_dtype dtype, const void *logits
     (void)loss_dtype; /* the kernel's computation type, by construction */
     tc__kernel_error *err;
     TC_TRY(tc__kernel_error_slot(device, &err));
-    tc_device_guard g = tc_device_guard_enter(device);
-    TC_TRY(g.status);
-    cudaStream_t cs = tc__current_cuda_stream(device);
-    tc__k_nn_cross_entropy(cs, tc__sm_count_for_grid(device), dtype, logits, target, loss, n, c,
-                           ignore_index, err);
-    tc_status st = tc__launch_check(cs, "cross_entropy_kernel");
-    tc_device_guard_exit(&g);
-    /* with CUDA_LAUNCH_BLOCKING=1 the check waited: a bad target is this call's error */
-    if (st == TC_OK && tc__launch_blocking_enabled() && !tc__graph_capturing())
-        st = tc__kernel_errors_check(device);
-    return st;
+    TC_LAUNCH(device, "cross_entropy_kernel",
+              tc__k_nn_cross_entropy(cs_, tc__sm_count_for_grid(device), dtype, logits, target,
+                                     loss, n, c, ignore_index, err));
 }
 
 static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)

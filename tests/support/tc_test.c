@@ -63,6 +63,17 @@ void tc_test_require_gpu(void)
     }
 }
 
+void tc_test_require_gpu_after(void (*checks)(void))
+{
+    if (tc_is_available())
+        return;
+    checks();
+    printf("no GPU: %d checks of the answers without one passed\n", tc_test_passed);
+    if (tc_test_failed)
+        exit(TC_TEST_DONE());
+    tc_test_require_gpu(); /* exits 77 */
+}
+
 uint64_t tc_test_rand(void)
 {
     tc_test_init();

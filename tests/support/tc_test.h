@@ -21,6 +21,9 @@ extern int tc_test_passed, tc_test_failed;
 
 void tc_test_fail_at(const char *file, int line, const char *what);
 void tc_test_require_gpu(void);
+/* Without a GPU: runs checks() (what can be checked without one), prints
+ * their count, and exits 1 if any failed, else 77. With one: returns. */
+void tc_test_require_gpu_after(void (*checks)(void));
 /* Seeds the test's random numbers and prints the seed (main calls it first). */
 void tc_test_init(void);
 /* The seed of this run: TCUDA_TEST_SEED (decimal or 0x-hex) when set, else

@@ -739,6 +739,57 @@ static void test_bad_input(tc_device dev)
         tc_tensor_release(all[i]);
 }
 
+/* Many rows (more than a GPU's blocks for a sum: each block sums several
+ * rows before the blocks' sums are added), every dtype, some rows ignored;
+ * and no rows at all: an empty loss, a sum of 0, a mean of NaN. */
+static void test_cross_entropy_rows(tc_device dev)
+{
+    enum { N = 3001, C = 5 };
+    int64_t *tg = malloc(sizeof(int64_t) * N);
+    for (int i = 0; i < N; i++)
+        tg[i] = i % 7 == 3 ? -1 : (int64_t)(tc_test_rand() % C);
+    for (int d = 0; d < 4; d++) {
+        tc_dtype dt = FLOATS[d];
+        double *x;
+        tc_tensor *lg = rnd(dev, 2, (int64_t[]){N, C}, dt, -4, 4, &x), *t = targets(dev, 1, N, tg);
+        double sum = 0, kept = 0;
+        for (int i = 0; i < N; i++)
+            if (tg[i] != -1) {
+                sum += ref_ce_row(x + (size_t)i * C, C, tg[i]);
+                kept++;
+            }
+        double mean = sum / kept;
+        tc_tensor *y = NULL;
+        CHECK_OK(tc_nn_cross_entropy(lg, t, -1, TC_REDUCTION_SUM, &y));
+        near_ref("cross_entropy sum of many rows", dt, y, &sum, 1, 4);
+        tc_tensor_release(y);
+        CHECK_OK(tc_nn_cross_entropy(lg, t, -1, TC_REDUCTION_MEAN, &y));
+        near_ref("cross_entropy mean of many rows", dt, y, &mean, 1, 2);
+        tc_tensor_release(y);
+        tc_tensor_release(lg);
+        tc_tensor_release(t);
+        free(x);
+        /* [0, C] logits */
+        tc_tensor *e = NULL, *te = NULL;
+        CHECK_OK(tc_tensor_zeros(2, (int64_t[]){0, C}, dt, dev, &e));
+        CHECK_OK(tc_tensor_zeros(1, (int64_t[]){0}, TC_INT64, dev, &te));
+        double nan = NAN, zero = 0;
+        CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_NONE, &y));
+        CHECK(same_shape(y, 1, (int64_t[]){0}) && tc_tensor_dtype(y) == dt);
+        tc_tensor_release(y);
+        CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_SUM, &y));
+        CHECK(same_shape(y, 0, NULL));
+        near_ref("cross_entropy sum of no rows", dt, y, &zero, 1, 1);
+        tc_tensor_release(y);
+        CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_MEAN, &y));
+        near_ref("cross_entropy mean of no rows", dt, y, &nan, 1, 1);
+        tc_tensor_release(y);
+        tc_tensor_release(e);
+        tc_tensor_release(te);
+    }
+    free(tg);
+}
+
 static void run_all(tc_device dev)
 {
     test_softmax(dev);
@@ -746,6 +797,7 @@ static void run_all(tc_device dev)
     test_norms(dev);
     test_norm_outliers(dev);
     test_cross_entropy(dev);
+    test_cross_entropy_rows(dev);
     test_linear(dev);
     test_linear_paths(dev);
     test_bmm(dev);

@@ -52,7 +52,10 @@ typedef enum tc_reduction {
 /* Cross entropy of logits [N, C] (or [C]) with int64 class indices `target`
  * [N] (or 0-d): per row logsumexp(x) - x[target]; rows whose target is
  * ignore_index count 0 and are left out of the mean (all of them ignored:
- * NaN, as PyTorch). Result: [N] for NONE, 0-d for MEAN and SUM. A target
+ * NaN, as PyTorch). Result: [N] for NONE, 0-d for MEAN and SUM, of
+ * logits' dtype; rows computed in float32 (float64 for float64 logits),
+ * summed in float64 (on a GPU: one kernel for the rows and their blocks'
+ * sums, one for the total). A target
  * outside [0, C) other than ignore_index is TC_ERROR_INVALID_ARGUMENT: on
  * the CPU from this call; on a GPU, which this call does not wait for (it
  * can be captured in a graph), the row's loss is NaN and the error comes

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tcuda/dtype.h"
+#include "tcuda/nn.h"
 #include "tcuda/status.h"
 
 #ifdef __cplusplus
@@ -77,18 +78,31 @@ typedef struct tc__nn_attention {
     bool causal;
 } tc__nn_attention;
 
+/* cross_entropy of contiguous logits [n, c] of `dtype` against int64
+ * targets [n] (device memory; CPU targets already checked to be in [0, c)
+ * or ignore_index). Row i's loss is logsumexp(logits[i, :]) -
+ * logits[i, target[i]], computed in dtype's computation type (float32 for
+ * 16-bit dtypes): 0 for an ignored row, NaN for a target out of range (a
+ * GPU reports it through kernel_errors.h). `out` is of dtype: with
+ * TC_REDUCTION_NONE the n losses, else one value, their sum, or for
+ * TC_REDUCTION_MEAN the sum over the rows not ignored divided by their
+ * count (0 / 0, NaN, when every row is). */
+typedef struct tc__nn_ce {
+    tc_dtype dtype;
+    const void *logits;
+    const int64_t *target;
+    void *out;
+    int64_t n, c, ignore_index;
+    tc_reduction reduction;
+} tc__nn_ce;
+
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
     tc_status (*rows)(int device, const tc__nn_rows *args);
     /* See tc__nn_gemm; TC_ERROR_NOT_SUPPORTED when the BLAS is missing. */
     tc_status (*gemm)(int device, const tc__nn_gemm *g);
-    /* loss[i] = logsumexp(logits[i, :]) - logits[i, target[i]] for contiguous
-     * logits [n, c] of `dtype`, int64 targets (device memory, already
-     * checked to be in [0, c) or ignore_index), loss [n] of loss_dtype
-     * (float32 for 16-bit logits, else dtype); 0 for ignored rows. */
-    tc_status (*cross_entropy)(int device, tc_dtype dtype, const void *logits,
-                               const int64_t *target, void *loss, tc_dtype loss_dtype, int64_t n,
-                               int64_t c, int64_t ignore_index);
+    /* See tc__nn_ce. */
+    tc_status (*cross_entropy)(int device, const tc__nn_ce *args);
     /* linear's GEMM with its bias in one step where the backend can: C =
      * op(A) op(B) + bias for g with batch 1, alpha 1, beta 0 and c_dtype ==
      * dtype, bias [n] dense of dtype added to every row of C. *fused false

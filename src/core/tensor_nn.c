@@ -283,81 +283,24 @@ tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normaliz
 
 /* ---- cross_entropy --------------------------------------------------------------- */
 
-/* Reads CPU targets, checks them against [0, c) and counts the rows that
- * are not ignored. (GPU targets are checked by the kernel, so that the call
- * does not wait for the device: kernel_errors.h.) */
-static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore,
-                               int64_t *count)
+/* Reads CPU targets and checks them against [0, c) where they are not
+ * `ignore`. (GPU targets are checked by the kernel, so that the call does
+ * not wait for the device: kernel_errors.h.) */
+static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore)
 {
     int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!t)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
                         (long long)n);
     tc_status st = tc_tensor_to_host(target, t, TC_INT64);
-    int64_t k = 0;
-    for (int64_t i = 0; st == TC_OK && i < n; i++) {
-        if (t[i] == ignore)
-            continue;
-        if (t[i] < 0 || t[i] >= c)
+    for (int64_t i = 0; st == TC_OK && i < n; i++)
+        if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
             st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
                           "tc_nn_cross_entropy: target %lld (row %lld) is out of range: classes "
                           "are 0..%lld (ignore_index %lld)",
                           (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
-        k++;
-    }
     free(t);
-    if (st == TC_OK)
-        *count = k;
     return st;
-}
-
-/* The rows of target that are not `ignore`, counted on target's device (a
- * 0-d int64 tensor). */
-static tc_status count_rows(const tc_tensor *target, int64_t ignore, tc_tensor **out)
-{
-    tc_tensor *ig = NULL, *keep = NULL;
-    tc_status st = tc_tensor_full(0, NULL, (double)ignore, TC_INT64, target->storage->device, &ig);
-    if (st == TC_OK)
-        st = tc_tensor_ne(target, ig, &keep);
-    if (st == TC_OK)
-        st = tc_tensor_sum(keep, TC_ALL_DIMS, false, out);
-    tc_tensor_release(ig);
-    tc_tensor_release(keep);
-    return st;
-}
-
-/* The per-row losses (loss_dtype) reduced as asked, in dtype. The mean
- * divides by `count` rows where count >= 0, else by the rows of target that
- * are not `ignore`, counted on the device. */
-static tc_status reduce_loss(tc_tensor *loss, tc_dtype dt, tc_reduction red, int64_t count,
-                             const tc_tensor *target, int64_t ignore, bool scalar_rows,
-                             tc_tensor **out)
-{
-    tc_device dev = loss->storage->device;
-    tc_tensor *s = NULL, *r = NULL, *cnt = NULL;
-    tc_status st;
-    if (red == TC_REDUCTION_NONE) {
-        /* logits [C]: one row, a 0-d result */
-        st = tc_tensor_view(loss, scalar_rows ? 0 : 1, loss->sizes, &s);
-    } else {
-        st = tc_tensor_sum(loss, TC_ALL_DIMS, false, &r);
-        if (st == TC_OK && red == TC_REDUCTION_MEAN) {
-            /* all ignored: 0 / 0, NaN as PyTorch */
-            st = count >= 0 ? tc_tensor_full(0, NULL, (double)count, loss->dtype, dev, &cnt)
-                            : count_rows(target, ignore, &cnt);
-            if (st == TC_OK)
-                st = tc_tensor_div(r, cnt, &s);
-        } else if (st == TC_OK) {
-            s = r, r = NULL;
-        }
-    }
-    tc_tensor *res = NULL;
-    if (st == TC_OK)
-        st = tc_tensor_to(s, dev, dt, false, &res);
-    tc_tensor_release(s);
-    tc_tensor_release(r);
-    tc_tensor_release(cnt);
-    return finish(st, res, out);
 }
 
 tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
@@ -388,26 +331,30 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
     const tc__nn_backend *be = nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
-    int64_t count = -1; /* on the GPU, counted there */
     if (dev.type == TC_CPU)
-        TC_TRY(check_targets(target, n, c, ignore_index, &count));
-    tc_dtype ld = acc_dtype(logits->dtype);
-    tc_tensor *xc = NULL, *tcn = NULL, *loss = NULL;
+        TC_TRY(check_targets(target, n, c, ignore_index));
+    /* the losses ([N], or 0-d for logits [C]) or their sum or mean, 0-d */
+    bool none = reduction == TC_REDUCTION_NONE;
+    int rank = none && logits->ndim == 2 ? 1 : 0;
+    tc_tensor *xc = NULL, *tcn = NULL, *res = NULL;
     tc_status st = tc_tensor_contiguous(logits, &xc);
     if (st == TC_OK)
         st = tc_tensor_contiguous(target, &tcn);
     if (st == TC_OK)
-        st = tc__new_tensor(1, &n, ld, dev, false, &loss);
-    if (st == TC_OK && n > 0)
-        st = be->cross_entropy(dev.index, logits->dtype, tc__data(xc), tc__data(tcn),
-                               tc__data(loss), ld, n, c, ignore_index);
-    tc_tensor *res = NULL;
-    if (st == TC_OK)
-        st = reduce_loss(loss, logits->dtype, reduction, count, tcn, ignore_index,
-                         logits->ndim == 1, &res);
+        st = tc__new_tensor(rank, &n, logits->dtype, dev, false, &res);
+    if (st == TC_OK && (n > 0 || !none)) {
+        tc__nn_ce a = {.dtype = logits->dtype,
+                       .logits = tc__data(xc),
+                       .target = tc__data(tcn),
+                       .out = tc__data(res),
+                       .n = n,
+                       .c = c,
+                       .ignore_index = ignore_index,
+                       .reduction = reduction};
+        st = be->cross_entropy(dev.index, &a);
+    }
     tc_tensor_release(xc);
     tc_tensor_release(tcn);
-    tc_tensor_release(loss);
     return finish(st, res, out);
 }
 

@@ -172,25 +172,32 @@ static tc_status cpu_gemm_bias(int device, const tc__nn_gemm *g, const void *bia
 
 /* ---- cross_entropy ----------------------------------------------------------------------- */
 
-static tc_status cpu_cross_entropy(int device, tc_dtype dt, const void *logits,
-                                   const int64_t *target, void *loss, tc_dtype loss_dtype,
-                                   int64_t n, int64_t c, int64_t ignore_index)
+static tc_status cpu_cross_entropy(int device, const tc__nn_ce *a)
 {
     (void)device;
-    for (int64_t i = 0; i < n; i++) {
-        if (target[i] == ignore_index) {
-            st(loss, loss_dtype, i, 0);
-            continue;
+    double sum = 0;
+    int64_t rows = 0;
+    for (int64_t i = 0; i < a->n; i++) {
+        double loss = 0;
+        int64_t t = a->target[i];
+        if (t != a->ignore_index) {
+            double m = -INFINITY, s = 0;
+            const int64_t row = i * a->c;
+            for (int64_t j = 0; j < a->c; j++) {
+                double v = ld(a->logits, a->dtype, row + j);
+                m = v > m ? v : m;
+            }
+            for (int64_t j = 0; j < a->c; j++)
+                s += exp(ld(a->logits, a->dtype, row + j) - m);
+            loss = t >= 0 && t < a->c ? m + log(s) - ld(a->logits, a->dtype, row + t) : NAN;
+            rows++;
         }
-        double m = -INFINITY, s = 0;
-        for (int64_t j = 0; j < c; j++) {
-            double v = ld(logits, dt, i * c + j);
-            m = v > m ? v : m;
-        }
-        for (int64_t j = 0; j < c; j++)
-            s += exp(ld(logits, dt, i * c + j) - m);
-        st(loss, loss_dtype, i, m + log(s) - ld(logits, dt, i * c + target[i]));
+        if (a->reduction == TC_REDUCTION_NONE)
+            st(a->out, a->dtype, i, loss);
+        sum += loss;
     }
+    if (a->reduction != TC_REDUCTION_NONE) /* the mean of no rows: 0 / 0, NaN */
+        st(a->out, a->dtype, 0, a->reduction == TC_REDUCTION_MEAN ? sum / (double)rows : sum);
     return TC_OK;
 }
 

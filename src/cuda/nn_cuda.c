@@ -4,6 +4,7 @@
  * enters the device, queues on its current stream and reports launch
  * errors in one place. */
 #include "cuda_internal.h"
+#include "device_alloc.h"
 #include "kernel_errors.h"
 #include "kernels/nn_kernels.h"
 #include "nn_cuda.h"
@@ -14,16 +15,27 @@ static tc_status cu_rows(int device, const tc__nn_rows *args)
     TC_LAUNCH(device, "nn_rows_kernel", tc__k_nn_rows(cs_, tc__sm_count_for_grid(device), args));
 }
 
-static tc_status cu_cross_entropy(int device, tc_dtype dtype, const void *logits,
-                                  const int64_t *target, void *loss, tc_dtype loss_dtype, int64_t n,
-                                  int64_t c, int64_t ignore_index)
+static tc_status cu_cross_entropy(int device, const tc__nn_ce *a)
 {
-    (void)loss_dtype; /* the kernel's computation type, by construction */
     tc__kernel_error *err;
     TC_TRY(tc__kernel_error_slot(device, &err));
-    TC_LAUNCH(device, "cross_entropy_kernel",
-              tc__k_nn_cross_entropy(cs_, tc__sm_count_for_grid(device), dtype, logits, target,
-                                     loss, n, c, ignore_index, err));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    int sms = tc__sm_count_for_grid(device);
+    /* the blocks' partial sums, from the cache on this stream: freed once
+     * the kernels are queued, reused only by later work on the stream */
+    void *scratch = NULL;
+    size_t sb = tc__k_nn_cross_entropy_scratch(sms, a);
+    tc_status st = sb ? tc__device_alloc(device, cs, sb, &scratch) : TC_OK;
+    if (st == TC_OK) {
+        tc__k_nn_cross_entropy(cs, sms, a, scratch, err);
+        st = tc__launch_check(cs, "cross_entropy_kernel");
+        if (scratch)
+            (void)tc__device_free(scratch);
+    }
+    tc_device_guard_exit(&g);
+    return st;
 }
 
 static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)

@@ -313,19 +313,19 @@ static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
     return order_done(prev_nn->attention(dev, a, done), od);
 }
 
-static tc_status d_cross_entropy(int dev, tc_dtype dt, const void *logits, const int64_t *target,
-                                 void *loss, tc_dtype loss_dt, int64_t n, int64_t c, int64_t ignore)
+static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
 {
     int od = tc__graph_order_depth;
     if (tc__seam_watched()) {
-        const void *p[3] = {loss, logits, target};
-        size_t b[3] = {(size_t)n * esz(loss_dt), (size_t)(n * c) * esz(dt), (size_t)n * 8};
-        tc_dtype d[3] = {loss_dt, dt, TC_INT64};
+        size_t es = esz(a->dtype);
+        const void *p[3] = {a->out, a->logits, a->target};
+        size_t b[3] = {(a->reduction == TC_REDUCTION_NONE ? (size_t)a->n : 1) * es,
+                       (size_t)(a->n * a->c) * es, (size_t)a->n * 8};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_INT64};
         bool w[3] = {true, false, false};
         TC_TRY(declare_dense(false, dev, "cross_entropy kernel", 3, p, b, d, w));
     }
-    return order_done(prev_nn->cross_entropy(dev, dt, logits, target, loss, loss_dt, n, c, ignore),
-                      od);
+    return order_done(prev_nn->cross_entropy(dev, a), od);
 }
 
 /* The spans of an indexing iter; operand `along` (stride 0 along the

@@ -579,38 +579,84 @@ __device__ void report_target(tc__kernel_error *err, i64 row, i64 t, i64 c, i64 
     atomicExch(&err->kind, TC__KERR_CE_TARGET);
 }
 
-/* loss[row] = logsumexp(row) - row[target]: a block per row. An ignored row
- * gives 0; a target out of range NaN, and is reported through err. */
+/* A block's share of a reduced cross_entropy: the sum of its rows' losses
+ * and the number of them not ignored. */
+struct CePart {
+    double sum;
+    i64 rows;
+};
+
+/* Row `row`'s loss, logsumexp(row) - row[target], valid in thread 0: 0 for
+ * an ignored row; NaN for a target out of range, reported through err.
+ * Every thread of the block calls it with the same row. */
 template <typename T>
-__global__ void __launch_bounds__(512)
-    ce_rows(const T *x, const i64 *target, typename Compute<T>::type *loss, i64 n, i64 c,
-            i64 ignore, tc__kernel_error *err)
+__device__ typename Compute<T>::type ce_row(const T *x, i64 t, i64 row, i64 c, i64 ignore,
+                                            tc__kernel_error *err, typename Compute<T>::type *sh)
+{
+    typedef typename Compute<T>::type C;
+    if (t == ignore)
+        return 0;
+    if (t < 0 || t >= c) {
+        if (threadIdx.x == 0)
+            report_target(err, row, t, c, ignore);
+        return (C)NAN;
+    }
+    const T *r = x + row * c;
+    C m = ninf<C>(), s = 0;
+    for (i64 j = threadIdx.x; j < c; j += blockDim.x)
+        online(m, s, load<C>(r + j));
+    online_red<false>(m, s, sh);
+    return m + lg(s) - load<C>(r + t);
+}
+
+/* cross_entropy's rows, a block per row: with `loss`, each row's loss
+ * (dtype T); with `part`, each block's CePart of the rows it took. */
+template <typename T>
+__global__ void __launch_bounds__(512) ce_rows(const T *x, const i64 *target, T *loss, CePart *part,
+                                               i64 n, i64 c, i64 ignore, tc__kernel_error *err)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
     __shared__ C sh[32];
+    CePart mine = {0, 0}; /* thread 0's, in row order */
     for (i64 row = blockIdx.x; row < n; row += gridDim.x) {
         i64 t = target[row];
-        if (t == ignore) { /* the same branch for the whole block */
-            if (threadIdx.x == 0)
-                loss[row] = 0;
-            continue;
+        C v = ce_row(x, t, row, c, ignore, err, sh);
+        if (threadIdx.x == 0) {
+            if (loss)
+                store(loss + row, v);
+            mine.sum += (double)v;
+            mine.rows += t != ignore;
         }
-        if (t < 0 || t >= c) {
-            if (threadIdx.x == 0) {
-                loss[row] = (C)NAN;
-                report_target(err, row, t, c, ignore);
-            }
-            continue;
-        }
-        const T *r = x + row * c;
-        C m = ninf<C>(), s = 0;
-        for (i64 j = threadIdx.x; j < c; j += blockDim.x)
-            online(m, s, load<C>(r + j));
-        online_red<false>(m, s, sh);
-        if (threadIdx.x == 0)
-            loss[row] = m + lg(s) - load<C>(r + t);
     }
+    if (part && threadIdx.x == 0)
+        part[blockIdx.x] = mine;
+}
+
+/* out = the parts' sum, or for `mean` the sum over the rows counted (0 / 0,
+ * NaN, when none is): one block, summing in a fixed order. */
+template <typename T>
+__global__ void __launch_bounds__(256) ce_total(const CePart *part, int parts, T *out, bool mean)
+{
+    tck_pdl_entry();
+    __shared__ double ss[256];
+    __shared__ i64 sr[256];
+    const int t = threadIdx.x;
+    double s = 0;
+    i64 r = 0;
+    for (int i = t; i < parts; i += 256) {
+        s += part[i].sum;
+        r += part[i].rows;
+    }
+    ss[t] = s, sr[t] = r;
+    __syncthreads();
+    for (int o = 128; o > 0; o /= 2) {
+        if (t < o)
+            ss[t] += ss[t + o], sr[t] += sr[t + o];
+        __syncthreads();
+    }
+    if (t == 0)
+        store(out, (typename Compute<T>::type)(mean ? ss[0] / (double)sr[0] : ss[0]));
 }
 
 /* c = beta * c over a strided batch of row-major [m, n] matrices (ldc,
@@ -726,18 +772,37 @@ extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r
         });
 }
 
-extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype,
-                                       const void *logits, const int64_t *target, void *loss,
-                                       int64_t n, int64_t c, int64_t ignore_index,
-                                       tc__kernel_error *err)
+/* Blocks of a reduced cross_entropy: a block per row up to 8 per SM, so
+ * that the parts stay few. */
+static int ce_parts(int sms, int64_t n)
 {
-    (void)sms;
-    dispatch_float(dtype, [&](auto *tag) {
+    int64_t most = (int64_t)(sms > 0 ? sms : 80) * 8;
+    return (int)(n < 1 ? 1 : n < most ? n : most);
+}
+
+extern "C" size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a)
+{
+    return a->reduction == TC_REDUCTION_NONE ? 0 : sizeof(CePart) * (size_t)ce_parts(sms, a->n);
+}
+
+extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a,
+                                       void *scratch, tc__kernel_error *err)
+{
+    dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        typedef typename Compute<T>::type C;
-        int threads = c <= 1024 ? 128 : 512;
-        ce_rows<T><<<cap_grid(n), threads, 0, stream>>>((const T *)logits, (const i64 *)target,
-                                                        (C *)loss, n, c, ignore_index, err);
+        int threads = a->c <= 1024 ? 128 : 512;
+        const T *x = (const T *)a->logits;
+        if (a->reduction == TC_REDUCTION_NONE) {
+            ce_rows<T><<<cap_grid(a->n), threads, 0, stream>>>(
+                x, (const i64 *)a->target, (T *)a->out, nullptr, a->n, a->c, a->ignore_index, err);
+            return;
+        }
+        int parts = ce_parts(sms, a->n);
+        ce_rows<T><<<parts, threads, 0, stream>>>(x, (const i64 *)a->target, nullptr,
+                                                  (CePart *)scratch, a->n, a->c, a->ignore_index,
+                                                  err);
+        ce_total<T><<<1, 256, 0, stream>>>((const CePart *)scratch, parts, (T *)a->out,
+                                           a->reduction == TC_REDUCTION_MEAN);
     });
 }
 

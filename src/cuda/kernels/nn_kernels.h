@@ -29,12 +29,14 @@ enum {
     TC__NN_PATH_LOOP
 };
 void tc__k_nn_rows_path(int path);
-/* See tc__nn_backend.cross_entropy; loss is of dtype's computation type
- * (float32 for 16-bit dtypes). A target out of range (not ignore_index)
- * gives its row NaN and is reported through err (kernel_errors.h). */
-void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, tc_dtype dtype, const void *logits,
-                            const int64_t *target, void *loss, int64_t n, int64_t c,
-                            int64_t ignore_index, tc__kernel_error *err);
+/* See tc__nn_ce (core/nn_internal.h). A target out of range (not
+ * ignore_index) gives its row NaN and is reported through err
+ * (kernel_errors.h). A sum or mean needs tc__k_nn_cross_entropy_scratch
+ * bytes of device memory for the blocks' partial sums, read by a second
+ * kernel on the same stream. */
+size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a);
+void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a, void *scratch,
+                            tc__kernel_error *err);
 /* See tc__nn_attention (core/nn_internal.h): queues the fused attention
  * kernel on `stream` of `device` (compute capability cc_major) and returns
  * true, or returns false, queuing nothing, for what it does not take:

@@ -132,7 +132,7 @@ static void test_cross_entropy_async(void)
     CHECK(isnan(pv[2]) && !isnan(pv[0]) && pv[5] == 0);
     tc_tensor_release(per);
     per = NULL;
-    /* through a stream synchronize, an event synchronize and item */
+    /* through a stream synchronize, an event synchronize, queries and item */
     set_targets(tg, neg, N);
     CHECK_OK(tc_synchronize(-1));
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
@@ -145,6 +145,24 @@ static void test_cross_entropy_async(void)
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
     CHECK_OK(tc_event_record(ev, NULL));
     CHECK_STATUS(tc_event_synchronize(ev), TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(per);
+    per = NULL;
+    /* through queries polled until the work is done: the one that finds it
+     * done reports the error, once */
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
+    tc_status q;
+    while ((q = tc_stream_query(NULL)) == TC_ERROR_NOT_READY)
+        ;
+    CHECK(q == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target -3"));
+    CHECK_OK(tc_stream_query(NULL));
+    tc_tensor_release(per);
+    per = NULL;
+    CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
+    CHECK_OK(tc_event_record(ev, NULL));
+    while ((q = tc_event_query(ev)) == TC_ERROR_NOT_READY)
+        ;
+    CHECK(q == TC_ERROR_INVALID_ARGUMENT && strstr(tc_last_error(), "target -3"));
+    CHECK_OK(tc_event_query(ev));
     CHECK_OK(tc_event_destroy(ev));
     tc_tensor_release(per);
     per = NULL;

@@ -137,7 +137,8 @@ TCUDA_API const char *tc_get_gencode_flags(void);
  * a kernel of that work found (a tc_nn_cross_entropy target out of range)
  * is reported here as TC_ERROR_INVALID_ARGUMENT, once, as by every call
  * that waits for the device (stream and event synchronize, copies to the
- * host, whose outputs are then not to be used). */
+ * host, whose outputs are then not to be used) and by a stream or event
+ * query that finds the work done. */
 TCUDA_API tc_status tc_synchronize(int device);
 
 /* The device's free and total memory in bytes, as the driver sees them. */

@@ -61,7 +61,8 @@ typedef enum tc_reduction {
  * can be captured in a graph), the row's loss is NaN and the error comes
  * from the next call that waits for the device (tc_synchronize, a stream or
  * event synchronize, a copy to the host, whose output is then not to be
- * used; with CUDA_LAUNCH_BLOCKING=1 this call), as PyTorch's device-side
+ * used, a stream or event query that finds the work done; with
+ * CUDA_LAUNCH_BLOCKING=1 this call), as PyTorch's device-side
  * assert. A target that is not int64 is TC_ERROR_DTYPE; a bad reduction
  * TC_ERROR_INVALID_ARGUMENT. */
 TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,

@@ -61,7 +61,9 @@ TCUDA_API tc_status tc_stream_destroy(tc_stream *stream);
 /* TC_OK when all work queued on the stream has finished, TC_ERROR_NOT_READY
  * while some still runs (as cudaStreamQuery); any other status is an error.
  * TC_ERROR_NOT_READY is an answer, not an error: it leaves tc_last_error()
- * as it was (no message is formatted), so polling in a loop is cheap. */
+ * as it was (no message is formatted), so polling in a loop is cheap. Once
+ * the work has finished, reports bad input found by a kernel as
+ * tc_synchronize does. */
 TCUDA_API tc_status tc_stream_query(tc_stream *stream);
 
 /* Waits until all work queued on the stream has finished; reports bad
@@ -134,7 +136,8 @@ TCUDA_API tc_status tc_event_record(tc_event *event, tc_stream *stream);
 /* TC_OK when the work captured by the last record has finished, or the
  * event was never recorded; TC_ERROR_NOT_READY while it runs (as
  * cudaEventQuery), which leaves tc_last_error() as it was (as
- * tc_stream_query); any other status is an error. */
+ * tc_stream_query); any other status is an error. Once the work has
+ * finished, reports bad input found by a kernel as tc_synchronize does. */
 TCUDA_API tc_status tc_event_query(tc_event *event);
 
 /* Waits until the event has completed (no-op if never recorded); reports

@@ -120,7 +120,7 @@ tc_status tc_event_query(tc_event *event)
     if (err == cudaSuccess) {
         if (tc__san_on()) /* the host saw the event complete */
             tc__san_event_sync(event);
-        return TC_OK;
+        return tc__kernel_errors_check(event->device);
     }
     if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
         (void)cudaGetLastError();

@@ -194,7 +194,7 @@ tc_status tc_stream_query(tc_stream *stream)
     if (TC_LIKELY(err == cudaSuccess)) {
         if (tc__san_on()) /* the host saw the stream's work complete */
             tc__san_stream_sync(s->device, (void *)s->handle);
-        return TC_OK;
+        return tc__kernel_errors_check(s->device);
     }
     if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
         (void)cudaGetLastError();

@@ -1,6 +1,7 @@
 /* bench_tensor: tensor operations on the GPU against the raw CUDA floor.
  *
- * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, device-to-device copy,
+ * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, a comparison and
+ * where (with a tensor and with a 0-d other), device-to-device copy,
  * host-to-device copy from pinned memory, matmul 8192^3 in bf16 and fp32
  * (no TF32), and the host cost of an add on 16 elements against a bare
  * kernel launch. GPU times come from events around many iterations queued
@@ -47,6 +48,7 @@ static double gpu_time(op_fn fn, void *ctx, int warm, int iters)
 typedef struct ctx {
     tc_tensor *a, *b, *c, *h;
     void *ra, *rb, *rh;
+    tc_tensor *mask, *zero; /* for where */
     size_t bytes;
 } ctx;
 
@@ -62,6 +64,27 @@ static void op_sum(void *p)
     ctx *c = p;
     tc_tensor *o;
     TRY(tc_tensor_sum(c->a, TC_ALL_DIMS, false, &o));
+    tc_tensor_release(o);
+}
+static void op_gt(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_gt(c->a, c->b, &o));
+    tc_tensor_release(o);
+}
+static void op_where(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_where(c->mask, c->a, c->b, &o));
+    tc_tensor_release(o);
+}
+static void op_where_scalar(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_where(c->mask, c->a, c->zero, &o));
     tc_tensor_release(o);
 }
 static void op_copy(void *p)
@@ -143,6 +166,17 @@ int main(void)
     row("add fp32 2^28", 3.0 * bytes / t / 1e9, 0, "GB/s");
     t = gpu_time(op_sum, &c, 3, 20);
     row("sum fp32 2^28", 1.0 * bytes / t / 1e9, 0, "GB/s");
+    /* comparisons and where: bytes moved, a bool a byte */
+    t = gpu_time(op_gt, &c, 3, 20);
+    row("gt fp32 2^28", 2.25 * bytes / t / 1e9, 0, "GB/s");
+    TRY(tc_tensor_lt(c.a, c.b, &c.mask));
+    TRY(tc_tensor_full(0, NULL, 0.0, TC_FLOAT32, GPU, &c.zero));
+    t = gpu_time(op_where, &c, 3, 20);
+    row("where fp32 2^28", 3.25 * bytes / t / 1e9, 0, "GB/s");
+    t = gpu_time(op_where_scalar, &c, 3, 20);
+    row("where(m, x, 0-d) fp32 2^28", 2.25 * bytes / t / 1e9, 0, "GB/s");
+    tc_tensor_release(c.mask);
+    tc_tensor_release(c.zero);
     c.ra = tc_tensor_data_ptr(c.a);
     c.rb = tc_tensor_data_ptr(c.b);
     double tr = gpu_time(raw_copy, &c, 3, 20);

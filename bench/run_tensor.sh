@@ -48,6 +48,13 @@ x = torch.full((n,), 1.5, device="cuda"); y = torch.full((n,), 2.5, device="cuda
 z = torch.empty_like(x)
 row("add fp32 2^28", 3 * nbytes / gpu_time(lambda: x + y, 3, 20) / 1e9, "GB/s")
 row("sum fp32 2^28", nbytes / gpu_time(lambda: x.sum(), 3, 20) / 1e9, "GB/s")
+row("gt fp32 2^28", 2.25 * nbytes / gpu_time(lambda: x > y, 3, 20) / 1e9, "GB/s")
+m = x < y
+zero = torch.zeros((), device="cuda")
+row("where fp32 2^28", 3.25 * nbytes / gpu_time(lambda: torch.where(m, x, y), 3, 20) / 1e9, "GB/s")
+row("where(m, x, 0-d) fp32 2^28",
+    2.25 * nbytes / gpu_time(lambda: torch.where(m, x, zero), 3, 20) / 1e9, "GB/s")
+del m
 row("copy d2d fp32 2^28", 2 * nbytes / gpu_time(lambda: z.copy_(x), 3, 20) / 1e9, "GB/s")
 h = torch.full((n,), 3.5).pin_memory()
 row("h2d pinned fp32 2^28", nbytes / gpu_time(lambda: z.copy_(h, non_blocking=True), 2, 10) / 1e9, "GB/s")

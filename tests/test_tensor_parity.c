@@ -299,6 +299,51 @@ static void test_elementwise(void)
         }
 }
 
+/* Comparisons, where and a product with a 0-d operand on tensors large
+ * enough for several vectors per GPU thread, with a tail that is not a
+ * whole vector; operands dense or one broadcast element, on either side. */
+static void test_large_flat(void)
+{
+    const int64_t n = ((int64_t)1 << 20) + 3, one = 1;
+    const tc_dtype dts[] = {TC_FLOAT32, TC_BFLOAT16, TC_FLOAT64, TC_UINT8};
+    char what[128];
+    for (int di = 0; di < COUNT(dts); di++) {
+        tc_dtype dt = dts[di];
+        pair a = make_pair(1, &n, dt, 0, 4, false), b = make_pair(1, &n, dt, 0, 4, false);
+        pair s = make_pair(0, &one, dt, 1, 3, false);
+        const pair *lhs[3] = {&a, &a, &s}, *rhs[3] = {&b, &s, &b};
+        for (int k = 0; k < 3; k++) {
+            tc_tensor *cc = NULL, *cg = NULL, *rc = NULL, *rg = NULL;
+            CHECK_OK(tc_tensor_ge(lhs[k]->c, rhs[k]->c, &cc));
+            CHECK_OK(tc_tensor_ge(lhs[k]->g, rhs[k]->g, &cg));
+            snprintf(what, sizeof what, "large ge case %d %s", k, tc_dtype_name(dt));
+            CHECK(same(cc, cg, 1, what));
+            CHECK_OK(tc_tensor_where(cc, lhs[k]->c, rhs[k]->c, &rc));
+            CHECK_OK(tc_tensor_where(cg, lhs[k]->g, rhs[k]->g, &rg));
+            snprintf(what, sizeof what, "large where case %d %s", k, tc_dtype_name(dt));
+            CHECK(same(rc, rg, 1, what));
+            tc_tensor_release(rc), tc_tensor_release(rg);
+            CHECK_OK(tc_tensor_mul(lhs[k]->c, rhs[k]->c, &rc));
+            CHECK_OK(tc_tensor_mul(lhs[k]->g, rhs[k]->g, &rg));
+            snprintf(what, sizeof what, "large mul case %d %s", k, tc_dtype_name(dt));
+            CHECK(same(rc, rg, 1, what));
+            tc_tensor_release(rc), tc_tensor_release(rg);
+            tc_tensor_release(cc), tc_tensor_release(cg);
+        }
+        /* a 0-d condition */
+        tc_tensor *cc = NULL, *cg = NULL, *rc = NULL, *rg = NULL;
+        CHECK_OK(tc_tensor_gt(s.c, s.c, &cc));
+        CHECK_OK(tc_tensor_gt(s.g, s.g, &cg));
+        CHECK_OK(tc_tensor_where(cc, a.c, b.c, &rc));
+        CHECK_OK(tc_tensor_where(cg, a.g, b.g, &rg));
+        snprintf(what, sizeof what, "large where, 0-d condition, %s", tc_dtype_name(dt));
+        CHECK(same(rc, rg, 1, what));
+        tc_tensor_release(rc), tc_tensor_release(rg);
+        tc_tensor_release(cc), tc_tensor_release(cg);
+        free_pair(a), free_pair(b), free_pair(s);
+    }
+}
+
 static bool same_or_both_fail(tc_status sc, tc_status sg, const tc_tensor *rc, const tc_tensor *rg,
                               double scale, const char *what)
 {
@@ -717,6 +762,7 @@ int main(void)
     tc_test_require_gpu();
     tc_test_init();
     test_elementwise();
+    test_large_flat();
     test_reductions();
     test_factories_and_copies();
     test_like_and_new();

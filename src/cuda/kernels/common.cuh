@@ -93,6 +93,34 @@ template <int N> struct KIter {
     void *data[N];
 };
 
+/* Whether each of it's operands is dense (its offsets are the linear
+ * index) or one element broadcast to all (bit k of *scalars; contiguous:
+ * none is). */
+static inline bool flat_operands(const tc__iter *it, unsigned *scalars)
+{
+    *scalars = 0;
+    if (it->contiguous)
+        return true;
+    for (int o = 0; o < it->nops; o++) {
+        bool dense = true, zero = true;
+        i64 want = 1;
+        for (int d = it->ndim - 1; d >= 0; d--) {
+            if (it->sizes[d] != 1) {
+                dense = dense && it->strides[o][d] == want;
+                zero = zero && it->strides[o][d] == 0;
+            }
+            want *= it->sizes[d];
+        }
+        if (!dense && !zero) {
+            *scalars = 0;
+            return false;
+        }
+        if (!dense)
+            *scalars |= 1u << o;
+    }
+    return true;
+}
+
 template <int N> static inline KIter<N> kiter(const tc__iter *it)
 {
     KIter<N> k;
@@ -107,26 +135,9 @@ template <int N> static inline KIter<N> kiter(const tc__iter *it)
     }
     for (int o = 0; o < N; o++)
         k.data[o] = it->data[o];
-    if (!it->contiguous) { /* flat: each operand dense or all strides 0 */
-        bool flat = true;
-        for (int o = 0; o < N; o++) {
-            bool dense = true, zero = true;
-            i64 want = 1;
-            for (int d = it->ndim - 1; d >= 0; d--) {
-                if (it->sizes[d] != 1) {
-                    dense = dense && it->strides[o][d] == want;
-                    zero = zero && it->strides[o][d] == 0;
-                }
-                want *= it->sizes[d];
-            }
-            if (!dense && zero)
-                k.scalars |= (unsigned char)(1u << o);
-            flat = flat && (dense || zero);
-        }
-        k.flat = flat;
-        if (!flat)
-            k.scalars = 0;
-    }
+    unsigned scalars;
+    k.flat = flat_operands(it, &scalars);
+    k.scalars = (unsigned char)scalars;
     return k;
 }
 

@@ -108,14 +108,15 @@ __device__ __forceinline__ void apply(int op, T *out, const T *x, const T *y)
         store(out, unop<C>(op, load<C>(x)));
 }
 
-/* The vector kernels' parameters: 40 bytes (see KIter). bvec > 0: b is a
- * dense block of bvec vectors repeated along a's leading dims (a bias, a
- * position table), read at vector index i % bvec. per: vectors a thread
- * moves (VEC_U or 1). */
+/* The vector kernels' parameters: 56 bytes (see KIter). Operands: out,
+ * then the inputs, each dense or (bit k of scalars) one element broadcast
+ * to all, as x * 0.5 with a 0-d tensor. bvec > 0: b is a dense block of
+ * bvec vectors repeated along a's leading dims (a bias, a position table),
+ * read at vector index i % bvec. per: vectors a thread moves (VEC_U or 1). */
 struct Flat {
     i64 numel;
-    void *data[3]; /* out, a, b */
-    unsigned bvec, per;
+    void *data[4];
+    unsigned scalars, bvec, per;
 };
 
 /* Vectors per thread for numel elements of `size` bytes on `sms` SMs. */
@@ -125,11 +126,39 @@ static inline unsigned vec_per(int64_t numel, size_t size, int sms)
     return nv >= (int64_t)VEC_THREADS * VEC_U * (sms > 0 ? sms : 80) ? VEC_U : 1;
 }
 
-static inline Flat flat(const tc__iter *it, unsigned bvec, unsigned per)
+static inline Flat flat(const tc__iter *it, unsigned scalars, unsigned bvec, unsigned per)
 {
-    return Flat{
-        it->numel, {it->data[0], it->data[1], it->nops > 2 ? it->data[2] : nullptr}, bvec, per};
+    Flat f = {it->numel, {nullptr, nullptr, nullptr, nullptr}, scalars, bvec, per};
+    for (int k = 0; k < it->nops && k < 4; k++)
+        f.data[k] = it->data[k];
+    return f;
 }
+
+/* Vector i of operand p, of N elements E; a broadcast element (`one`)
+ * repeated N times. */
+template <typename V, typename E, int N>
+__device__ __forceinline__ V vec_at(const void *p, bool one, i64 i)
+{
+    if (!one)
+        return ((const V *)p)[i];
+    V v;
+    const E e = *(const E *)p;
+#pragma unroll
+    for (int k = 0; k < N; k++)
+        v.v[k] = e;
+    return v;
+}
+
+/* Element e of operand p of element type E, or its one element. */
+template <typename E> __device__ __forceinline__ const E *elem_at(const void *p, bool one, i64 e)
+{
+    return (const E *)p + (one ? 0 : e);
+}
+
+/* N bools of one vector of a comparison's output or where's condition. */
+template <int N> struct alignas(N) BoolVec {
+    Bool v[N];
+};
 
 /* A unary (NIN 1: data[1] in) or binary (NIN 2: data[1], data[2]) op. */
 template <typename T, int NIN, int OP>
@@ -140,15 +169,17 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
     constexpr int N = 16 / sizeof(T);
     const T *a = (const T *)it.data[1], *b = (const T *)it.data[NIN];
     T *o = (T *)it.data[0];
+    typedef Vec<T, N> V;
+    const bool sa = it.scalars & 2, sb = it.scalars & 4;
     i64 nv = it.numel / N, base = vec_base(it.per);
-    Vec<T, N> va[VEC_U], vb[NIN == 2 ? VEC_U : 1];
+    V va[VEC_U], vb[NIN == 2 ? VEC_U : 1];
 #pragma unroll
     for (int u = 0; u < VEC_U; u++) {
         i64 i = base + u * VEC_THREADS;
         if (u < it.per && i < nv) {
-            va[u] = ((const Vec<T, N> *)a)[i];
+            va[u] = vec_at<V, T, N>(a, sa, i);
             if constexpr (NIN == 2)
-                vb[u] = ((const Vec<T, N> *)b)[it.bvec ? (i64)((unsigned)i % it.bvec) : i];
+                vb[u] = vec_at<V, T, N>(b, sb, it.bvec ? (i64)((unsigned)i % it.bvec) : i);
         }
     }
 #pragma unroll
@@ -164,7 +195,82 @@ __global__ void __launch_bounds__(VEC_THREADS) vec_kernel(Flat it)
     }
     i64 e = nv * N + base;
     if (blockIdx.x == 0 && e < it.numel)
-        apply<T, NIN>(op, o + e, a + e, b + (it.bvec ? e % ((i64)it.bvec * N) : e));
+        apply<T, NIN>(op, o + e, elem_at<T>(a, sa, e),
+                      elem_at<T>(b, sb, it.bvec ? e % ((i64)it.bvec * N) : e));
+}
+
+/* A comparison of flat operands (Flat): N results of T per vector, stored
+ * as N bools. */
+template <typename T, int OP> __global__ void __launch_bounds__(VEC_THREADS) cmp_vec_kernel(Flat it)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    constexpr int N = 16 / sizeof(T);
+    typedef Vec<T, N> V;
+    const bool sa = it.scalars & 2, sb = it.scalars & 4;
+    i64 nv = it.numel / N, base = vec_base(it.per);
+    V va[VEC_U], vb[VEC_U];
+#pragma unroll
+    for (int u = 0; u < VEC_U; u++) {
+        i64 i = base + u * VEC_THREADS;
+        if (u < it.per && i < nv) {
+            va[u] = vec_at<V, T, N>(it.data[1], sa, i);
+            vb[u] = vec_at<V, T, N>(it.data[2], sb, i);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < VEC_U; u++) {
+        i64 i = base + u * VEC_THREADS;
+        if (u < it.per && i < nv) {
+            BoolVec<N> r;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                store(&r.v[k], binop<C>(OP, load<C>(&va[u].v[k]), load<C>(&vb[u].v[k])));
+            ((BoolVec<N> *)it.data[0])[i] = r;
+        }
+    }
+    i64 e = nv * N + base;
+    if (blockIdx.x == 0 && e < it.numel)
+        store((Bool *)it.data[0] + e, binop<C>(OP, load<C>(elem_at<T>(it.data[1], sa, e)),
+                                               load<C>(elem_at<T>(it.data[2], sb, e))));
+}
+
+/* where(cond, a, b) of flat operands (Flat): the condition read as N bools
+ * per vector of T. */
+template <typename T> __global__ void __launch_bounds__(VEC_THREADS) where_vec_kernel(Flat it)
+{
+    tck_pdl_entry();
+    constexpr int N = 16 / sizeof(T);
+    typedef Vec<T, N> V;
+    typedef BoolVec<N> B;
+    const bool sc = it.scalars & 2, sa = it.scalars & 4, sb = it.scalars & 8;
+    i64 nv = it.numel / N, base = vec_base(it.per);
+    B vc[VEC_U];
+    V va[VEC_U], vb[VEC_U];
+#pragma unroll
+    for (int u = 0; u < VEC_U; u++) {
+        i64 i = base + u * VEC_THREADS;
+        if (u < it.per && i < nv) {
+            vc[u] = vec_at<B, Bool, N>(it.data[1], sc, i);
+            va[u] = vec_at<V, T, N>(it.data[2], sa, i);
+            vb[u] = vec_at<V, T, N>(it.data[3], sb, i);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < VEC_U; u++) {
+        i64 i = base + u * VEC_THREADS;
+        if (u < it.per && i < nv) {
+            V r;
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                r.v[k] = vc[u].v[k].v ? va[u].v[k] : vb[u].v[k];
+            ((V *)it.data[0])[i] = r;
+        }
+    }
+    i64 e = nv * N + base;
+    if (blockIdx.x == 0 && e < it.numel)
+        ((T *)it.data[0])[e] = elem_at<Bool>(it.data[1], sc, e)->v ? *elem_at<T>(it.data[2], sa, e)
+                                                                   : *elem_at<T>(it.data[3], sb, e);
 }
 
 /* Blocks for the vector kernels: one pass over numel elements of `size`
@@ -177,20 +283,25 @@ unsigned vec_grid(int64_t numel, size_t size, unsigned per)
 }
 
 template <typename T, int NIN, int OP>
-bool vec_launch(cudaStream_t stream, int sms, const tc__iter *it, unsigned bvec)
+bool vec_launch(cudaStream_t stream, int sms, const tc__iter *it, unsigned scalars, unsigned bvec)
 {
     unsigned per = vec_per(it->numel, sizeof(T), sms);
-    vec_kernel<T, NIN, OP>
-        <<<vec_grid(it->numel, sizeof(T), per), VEC_THREADS, 0, stream>>>(flat(it, bvec, per));
+    Flat f = flat(it, scalars, bvec, per);
+    if constexpr (NIN == 0) /* a comparison */
+        cmp_vec_kernel<T, OP><<<vec_grid(it->numel, sizeof(T), per), VEC_THREADS, 0, stream>>>(f);
+    else
+        vec_kernel<T, NIN, OP><<<vec_grid(it->numel, sizeof(T), per), VEC_THREADS, 0, stream>>>(f);
     return true;
 }
 
-/* vec_kernel<T, NIN, op> for a run-time op among FIRST, FIRST + 1, ... */
+/* vec_kernel<T, NIN, op> (NIN 0: cmp_vec_kernel<T, op>) for a run-time op
+ * among FIRST, FIRST + 1, ... */
 template <typename T, int NIN, int FIRST, int... I>
 void vec_dispatch(std::integer_sequence<int, I...>, int op, cudaStream_t stream, int sms,
-                  const tc__iter *it, unsigned bvec = 0)
+                  const tc__iter *it, unsigned scalars, unsigned bvec = 0)
 {
-    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, sms, it, bvec)) || ...);
+    (void)((op == FIRST + I && vec_launch<T, NIN, FIRST + I>(stream, sms, it, scalars, bvec)) ||
+           ...);
 }
 
 /* Everything else: contiguous without the vector conditions, or strided. */
@@ -239,12 +350,21 @@ template <typename T> __global__ void where_kernel(KIter<4> it)
     }
 }
 
-bool aligned16(const tc__iter *it)
+/* Whether every operand but the broadcast elements (bits of `scalars`)
+ * starts on 16 bytes. */
+bool aligned16(const tc__iter *it, unsigned scalars = 0)
 {
     for (int i = 0; i < it->nops; i++)
-        if ((uintptr_t)it->data[i] % 16)
+        if (!(scalars >> i & 1) && (uintptr_t)it->data[i] % 16)
             return false;
     return true;
+}
+
+/* Whether the vector kernels take it as Flat operands: each dense or one
+ * element (*scalars), the output dense, the dense ones aligned. */
+bool vec_flat(const tc__iter *it, unsigned *scalars)
+{
+    return flat_operands(it, scalars) && !(*scalars & 1) && aligned16(it, *scalars);
 }
 
 /* Whether operand k's strides over dims [from, ndim) are those of a dense
@@ -286,16 +406,20 @@ extern "C" void tc__k_binary(cudaStream_t stream, int sms, tc__op op, tc_dtype d
                              const tc__iter *it)
 {
     int cmp = op >= TC__OP_EQ && op <= TC__OP_GE;
-    bool vec = !cmp && aligned16(it);
-    unsigned bvec = vec && !it->contiguous ? bcast_vectors(it, 16 / (int)tc_dtype_size(dtype))
-                                           : 0; /* x + bias, x + positions */
-    vec = vec && (it->contiguous || bvec);
+    unsigned scalars = 0, bvec = 0;
+    bool vec = vec_flat(it, &scalars);
+    if (!vec && !cmp && aligned16(it)) /* x + bias, x + positions */
+        vec = (bvec = bcast_vectors(it, 16 / (int)tc_dtype_size(dtype))) > 0;
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        if (vec)
+        if (vec && cmp)
+            vec_dispatch<T, 0, TC__OP_EQ>(
+                std::make_integer_sequence<int, TC__OP_GE - TC__OP_EQ + 1>(), (int)op, stream, sms,
+                it, scalars);
+        else if (vec)
             vec_dispatch<T, 2, TC__OP_ADD>(
                 std::make_integer_sequence<int, TC__OP_REMAINDER - TC__OP_ADD + 1>(), (int)op,
-                stream, sms, it, bvec);
+                stream, sms, it, scalars, bvec);
         else
             binary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<3>(it), (int)op, cmp);
@@ -311,7 +435,7 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
         if (vec)
             vec_dispatch<T, 1, TC__OP_NEG>(
                 std::make_integer_sequence<int, TC__OP_SILU - TC__OP_NEG + 1>(), (int)op, stream,
-                sms, it);
+                sms, it, 0u);
         else
             unary_kernel<T>
                 <<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<2>(it), (int)op);
@@ -320,8 +444,16 @@ extern "C" void tc__k_unary(cudaStream_t stream, int sms, tc__op op, tc_dtype dt
 
 extern "C" void tc__k_where(cudaStream_t stream, int sms, tc_dtype dtype, const tc__iter *it)
 {
+    unsigned scalars = 0;
+    bool vec = vec_flat(it, &scalars);
     dispatch(dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        where_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<4>(it));
+        if (vec) {
+            unsigned per = vec_per(it->numel, sizeof(T), sms);
+            where_vec_kernel<T><<<vec_grid(it->numel, sizeof(T), per), VEC_THREADS, 0, stream>>>(
+                flat(it, scalars, 0, per));
+        } else {
+            where_kernel<T><<<grid_for(it->numel, 256, sms), 256, 0, stream>>>(kiter<4>(it));
+        }
     });
 }

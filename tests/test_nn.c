@@ -739,6 +739,17 @@ static void test_bad_input(tc_device dev)
         tc_tensor_release(all[i]);
 }
 
+/* cross_entropy's sum or mean (red) of lg against t: 0-d, near ref. */
+static void ce_reduced(const char *what, const tc_tensor *lg, const tc_tensor *t, int64_t ignore,
+                       tc_reduction red, double ref, double mul)
+{
+    tc_tensor *y = NULL;
+    CHECK_OK(tc_nn_cross_entropy(lg, t, ignore, red, &y));
+    CHECK(same_shape(y, 0, NULL));
+    near_ref(what, tc_tensor_dtype(lg), y, &ref, 1, mul);
+    tc_tensor_release(y);
+}
+
 /* Many rows (more than a GPU's blocks for a sum: each block sums several
  * rows before the blocks' sums are added), every dtype, some rows ignored;
  * and no rows at all: an empty loss, a sum of 0, a mean of NaN. */
@@ -759,31 +770,20 @@ static void test_cross_entropy_rows(tc_device dev)
                 kept++;
             }
         double mean = sum / kept;
-        tc_tensor *y = NULL;
-        CHECK_OK(tc_nn_cross_entropy(lg, t, -1, TC_REDUCTION_SUM, &y));
-        near_ref("cross_entropy sum of many rows", dt, y, &sum, 1, 4);
-        tc_tensor_release(y);
-        CHECK_OK(tc_nn_cross_entropy(lg, t, -1, TC_REDUCTION_MEAN, &y));
-        near_ref("cross_entropy mean of many rows", dt, y, &mean, 1, 2);
-        tc_tensor_release(y);
+        ce_reduced("cross_entropy sum of many rows", lg, t, -1, TC_REDUCTION_SUM, sum, 4);
+        ce_reduced("cross_entropy mean of many rows", lg, t, -1, TC_REDUCTION_MEAN, mean, 2);
         tc_tensor_release(lg);
         tc_tensor_release(t);
         free(x);
         /* [0, C] logits */
-        tc_tensor *e = NULL, *te = NULL;
+        tc_tensor *e = NULL, *te = NULL, *y = NULL;
         CHECK_OK(tc_tensor_zeros(2, (int64_t[]){0, C}, dt, dev, &e));
         CHECK_OK(tc_tensor_zeros(1, (int64_t[]){0}, TC_INT64, dev, &te));
-        double nan = NAN, zero = 0;
         CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_NONE, &y));
         CHECK(same_shape(y, 1, (int64_t[]){0}) && tc_tensor_dtype(y) == dt);
         tc_tensor_release(y);
-        CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_SUM, &y));
-        CHECK(same_shape(y, 0, NULL));
-        near_ref("cross_entropy sum of no rows", dt, y, &zero, 1, 1);
-        tc_tensor_release(y);
-        CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_MEAN, &y));
-        near_ref("cross_entropy mean of no rows", dt, y, &nan, 1, 1);
-        tc_tensor_release(y);
+        ce_reduced("cross_entropy sum of no rows", e, te, -100, TC_REDUCTION_SUM, 0, 1);
+        ce_reduced("cross_entropy mean of no rows", e, te, -100, TC_REDUCTION_MEAN, NAN, 1);
         tc_tensor_release(e);
         tc_tensor_release(te);
     }

@@ -6,14 +6,16 @@
  * a call that waits for the device takes the queue's time, one that does
  * not takes its launches'. Beside it the host time of tc_synchronize behind
  * the same queue (what a wait costs here), and the GPU time of the call
- * (timing events, idle GPU). Medians of 15. Prints "name value unit" rows;
- * run_loss.sh puts PyTorch's beside them. */
+ * (timing events, idle GPU). Medians of 15. Last the GPU time of the mean
+ * over many short rows (2^20 rows of 10 classes), where a row is a few
+ * loads. Prints "name value unit" rows; run_loss.sh puts PyTorch's beside
+ * them. */
 #include <stdio.h>
 
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-enum { ROWS = 2048, CLASSES = 50257, REPS = 15, BIG = 4096 };
+enum { ROWS = 2048, CLASSES = 50257, REPS = 15, BIG = 4096, SHORT_ROWS = 1 << 20, SHORT = 10 };
 
 static const tc_device GPU = {TC_CUDA, 0};
 
@@ -57,6 +59,20 @@ static void sync_all(void *p)
     TRY(tc_synchronize(-1));
 }
 
+/* int64 targets for `rows` rows of `classes` classes, uniform in [0, classes - 1). */
+static tc_tensor *targets(int64_t rows, int64_t classes)
+{
+    tc_tensor *u, *s, *sc, *t;
+    TRY(tc_tensor_rand(1, &rows, TC_FLOAT32, GPU, NULL, &u));
+    TRY(tc_tensor_full(0, NULL, (double)(classes - 1), TC_FLOAT32, GPU, &sc));
+    TRY(tc_tensor_mul(u, sc, &s));
+    TRY(tc_tensor_to(s, GPU, TC_INT64, false, &t));
+    tc_tensor_release(u);
+    tc_tensor_release(s);
+    tc_tensor_release(sc);
+    return t;
+}
+
 int main(void)
 {
     if (!tc_is_available()) {
@@ -65,12 +81,7 @@ int main(void)
     }
     job j;
     TRY(tc_tensor_randn(2, (int64_t[]){ROWS, CLASSES}, TC_FLOAT32, GPU, NULL, &j.logits));
-    tc_tensor *u;
-    TRY(tc_tensor_rand(1, (int64_t[]){ROWS}, TC_FLOAT32, GPU, NULL, &u));
-    tc_tensor *s, *sc;
-    TRY(tc_tensor_full(0, NULL, CLASSES - 1, TC_FLOAT32, GPU, &sc));
-    TRY(tc_tensor_mul(u, sc, &s));
-    TRY(tc_tensor_to(s, GPU, TC_INT64, false, &j.target)); /* in [0, CLASSES - 1) */
+    j.target = targets(ROWS, CLASSES);
     TRY(tc_tensor_randn(2, (int64_t[]){BIG, BIG}, TC_FLOAT32, GPU, NULL, &j.a));
     TRY(tc_tensor_randn(2, (int64_t[]){BIG, BIG}, TC_FLOAT32, GPU, NULL, &j.b));
     loss(&j); /* warm-up */
@@ -84,7 +95,14 @@ int main(void)
     printf("%-34s %12.3f  %s\n", "cross_entropy host, work queued", call, "us (the call)");
     printf("%-34s %12.3f  %s\n", "synchronize host, work queued", wait, "us (a wait, for scale)");
     printf("%-34s %12.3f  %s\n", "cross_entropy GPU", gpu * 1e3, "us (events, idle GPU)");
-    tc_tensor *all[] = {j.logits, j.target, j.a, j.b, u, s, sc};
+    job k = j;
+    TRY(tc_tensor_randn(2, (int64_t[]){SHORT_ROWS, SHORT}, TC_FLOAT32, GPU, NULL, &k.logits));
+    k.target = targets(SHORT_ROWS, SHORT);
+    loss(&k);
+    double short_gpu = bench_gpu_median_ms(loss, &k, REPS);
+    printf("%-34s %12.3f  %s\n", "cross_entropy GPU, 2^20 x 10", short_gpu * 1e3,
+           "us (events, idle GPU)");
+    tc_tensor *all[] = {j.logits, j.target, j.a, j.b, k.logits, k.target};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tc_tensor_release(all[i]);
     return 0;

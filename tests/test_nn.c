@@ -750,34 +750,48 @@ static void ce_reduced(const char *what, const tc_tensor *lg, const tc_tensor *t
     tc_tensor_release(y);
 }
 
-/* Many rows (more than a GPU's blocks for a sum: each block sums several
- * rows before the blocks' sums are added), every dtype, some rows ignored;
- * and no rows at all: an empty loss, a sum of 0, a mean of NaN. */
+/* Many rows, more than a GPU holds teams for at once (a warp per row up to
+ * 1,024 classes, a block per row past that), so that a sum or mean has
+ * each team take several rows: every dtype, some rows ignored, the losses
+ * per row too. Then no rows at all: an empty loss, a sum of 0, a mean of
+ * NaN. */
 static void test_cross_entropy_rows(tc_device dev)
 {
-    enum { N = 3001, C = 5 };
-    int64_t *tg = malloc(sizeof(int64_t) * N);
-    for (int i = 0; i < N; i++)
-        tg[i] = i % 7 == 3 ? -1 : (int64_t)(tc_test_rand() % C);
-    for (int d = 0; d < 4; d++) {
-        tc_dtype dt = FLOATS[d];
-        double *x;
-        tc_tensor *lg = rnd(dev, 2, (int64_t[]){N, C}, dt, -4, 4, &x), *t = targets(dev, 1, N, tg);
-        double sum = 0, kept = 0;
-        for (int i = 0; i < N; i++)
-            if (tg[i] != -1) {
-                sum += ref_ce_row(x + (size_t)i * C, C, tg[i]);
-                kept++;
+    const int64_t shapes[2][2] = {{20011, 5}, {600, 1100}};
+    for (int k = 0; k < 2; k++) {
+        const int64_t n = shapes[k][0], c = shapes[k][1];
+        int64_t *tg = malloc(sizeof(int64_t) * (size_t)n);
+        double *per = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            tg[i] = i % 7 == 3 ? -1 : (int64_t)(tc_test_rand() % (uint64_t)c);
+        for (int d = 0; d < 4; d++) {
+            tc_dtype dt = FLOATS[d];
+            double *x;
+            tc_tensor *lg = rnd(dev, 2, (int64_t[]){n, c}, dt, -4, 4, &x);
+            tc_tensor *t = targets(dev, 1, n, tg), *y = NULL;
+            double sum = 0, kept = 0;
+            for (int64_t i = 0; i < n; i++) {
+                per[i] = tg[i] == -1 ? 0 : ref_ce_row(x + (size_t)(i * c), c, tg[i]);
+                sum += per[i];
+                kept += tg[i] != -1;
             }
-        double mean = sum / kept;
-        ce_reduced("cross_entropy sum of many rows", lg, t, -1, TC_REDUCTION_SUM, sum, 4);
-        ce_reduced("cross_entropy mean of many rows", lg, t, -1, TC_REDUCTION_MEAN, mean, 2);
-        tc_tensor_release(lg);
-        tc_tensor_release(t);
-        free(x);
-        /* [0, C] logits */
+            CHECK_OK(tc_nn_cross_entropy(lg, t, -1, TC_REDUCTION_NONE, &y));
+            near_ref("cross_entropy of many rows", dt, y, per, n, 2);
+            tc_tensor_release(y);
+            ce_reduced("cross_entropy sum of many rows", lg, t, -1, TC_REDUCTION_SUM, sum, 4);
+            ce_reduced("cross_entropy mean of many rows", lg, t, -1, TC_REDUCTION_MEAN, sum / kept,
+                       2);
+            tc_tensor_release(lg);
+            tc_tensor_release(t);
+            free(x);
+        }
+        free(tg);
+        free(per);
+    }
+    for (int d = 0; d < 4; d++) { /* [0, C] logits */
+        tc_dtype dt = FLOATS[d];
         tc_tensor *e = NULL, *te = NULL, *y = NULL;
-        CHECK_OK(tc_tensor_zeros(2, (int64_t[]){0, C}, dt, dev, &e));
+        CHECK_OK(tc_tensor_zeros(2, (int64_t[]){0, 5}, dt, dev, &e));
         CHECK_OK(tc_tensor_zeros(1, (int64_t[]){0}, TC_INT64, dev, &te));
         CHECK_OK(tc_nn_cross_entropy(e, te, -100, TC_REDUCTION_NONE, &y));
         CHECK(same_shape(y, 1, (int64_t[]){0}) && tc_tensor_dtype(y) == dt);
@@ -787,7 +801,6 @@ static void test_cross_entropy_rows(tc_device dev)
         tc_tensor_release(e);
         tc_tensor_release(te);
     }
-    free(tg);
 }
 
 static void run_all(tc_device dev)

@@ -586,50 +586,66 @@ struct CePart {
     i64 rows;
 };
 
-/* Row `row`'s loss, logsumexp(row) - row[target], valid in thread 0: 0 for
- * an ignored row; NaN for a target out of range, reported through err.
- * Every thread of the block calls it with the same row. */
-template <typename T>
+/* Row `row`'s loss, logsumexp(row) - row[target], for every thread of the
+ * row's team (WARP: a warp, else the block), which all call it with the
+ * same row: 0 for an ignored row; NaN for a target out of range, reported
+ * through err. */
+template <typename T, bool WARP>
 __device__ typename Compute<T>::type ce_row(const T *x, i64 t, i64 row, i64 c, i64 ignore,
                                             tc__kernel_error *err, typename Compute<T>::type *sh)
 {
     typedef typename Compute<T>::type C;
+    const int lane = WARP ? threadIdx.x & 31 : threadIdx.x, size = WARP ? 32 : blockDim.x;
     if (t == ignore)
         return 0;
     if (t < 0 || t >= c) {
-        if (threadIdx.x == 0)
+        if (lane == 0)
             report_target(err, row, t, c, ignore);
         return (C)NAN;
     }
     const T *r = x + row * c;
     C m = ninf<C>(), s = 0;
-    for (i64 j = threadIdx.x; j < c; j += blockDim.x)
+    for (i64 j = lane; j < c; j += size)
         online(m, s, load<C>(r + j));
-    online_red<false>(m, s, sh);
+    online_red<WARP>(m, s, sh);
     return m + lg(s) - load<C>(r + t);
 }
 
-/* cross_entropy's rows, a block per row: with `loss`, each row's loss
- * (dtype T); with `part`, each block's CePart of the rows it took. */
-template <typename T>
+/* cross_entropy's rows, a team per row (WARP: each warp of the block takes
+ * a row; else the block does): with `loss`, each row's loss (dtype T);
+ * with `part`, each block's CePart of the rows it took, summed per team in
+ * row order and then over the teams in order. */
+template <typename T, bool WARP>
 __global__ void __launch_bounds__(512) ce_rows(const T *x, const i64 *target, T *loss, CePart *part,
                                                i64 n, i64 c, i64 ignore, tc__kernel_error *err)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
     __shared__ C sh[32];
-    CePart mine = {0, 0}; /* thread 0's, in row order */
-    for (i64 row = blockIdx.x; row < n; row += gridDim.x) {
+    __shared__ CePart teams_part[16];
+    const int teams = WARP ? blockDim.x / 32 : 1, team = WARP ? threadIdx.x / 32 : 0;
+    const bool lead = (WARP ? threadIdx.x & 31 : threadIdx.x) == 0;
+    CePart mine = {0, 0};
+    for (i64 row = (i64)blockIdx.x * teams + team; row < n; row += (i64)gridDim.x * teams) {
         i64 t = target[row];
-        C v = ce_row(x, t, row, c, ignore, err, sh);
-        if (threadIdx.x == 0) {
+        C v = ce_row<T, WARP>(x, t, row, c, ignore, err, sh);
+        if (lead) {
             if (loss)
                 store(loss + row, v);
             mine.sum += (double)v;
             mine.rows += t != ignore;
         }
     }
-    if (part && threadIdx.x == 0)
+    if (!part)
+        return;
+    if (WARP) {
+        if (lead)
+            teams_part[team] = mine;
+        __syncthreads();
+        for (int k = 1; threadIdx.x == 0 && k < teams; k++)
+            mine.sum += teams_part[k].sum, mine.rows += teams_part[k].rows;
+    }
+    if (threadIdx.x == 0)
         part[blockIdx.x] = mine;
 }
 
@@ -772,37 +788,55 @@ extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r
         });
 }
 
-/* Blocks of a reduced cross_entropy: a block per row up to 8 per SM, so
- * that the parts stay few. */
-static int ce_parts(int sms, int64_t n)
+/* cross_entropy's launch: rows of up to 1,024 classes a warp each, four
+ * to a block of 128 threads; longer rows a block of 512 each. A sum or
+ * mean has no more blocks than the GPU holds at once (each then takes
+ * several rows), so that the blocks' sums stay few. */
+struct CeLaunch {
+    bool warp;
+    int threads;
+    unsigned blocks;
+};
+
+static CeLaunch ce_launch(int sms, const tc__nn_ce *a)
 {
-    int64_t most = (int64_t)(sms > 0 ? sms : 80) * 8;
-    return (int)(n < 1 ? 1 : n < most ? n : most);
+    CeLaunch l;
+    l.warp = a->c <= 1024;
+    l.threads = l.warp ? 128 : 512;
+    i64 blocks = l.warp ? (a->n + 3) / 4 : a->n;
+    if (a->reduction != TC_REDUCTION_NONE) {
+        i64 most = (i64)(sms > 0 ? sms : 80) * (2048 / l.threads);
+        blocks = blocks < most ? blocks : most;
+    }
+    l.blocks = cap_grid(blocks);
+    return l;
 }
 
 extern "C" size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a)
 {
-    return a->reduction == TC_REDUCTION_NONE ? 0 : sizeof(CePart) * (size_t)ce_parts(sms, a->n);
+    return a->reduction == TC_REDUCTION_NONE ? 0 : sizeof(CePart) * ce_launch(sms, a).blocks;
 }
 
 extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a,
                                        void *scratch, tc__kernel_error *err)
 {
+    CeLaunch l = ce_launch(sms, a);
+    bool reduced = a->reduction != TC_REDUCTION_NONE;
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        int threads = a->c <= 1024 ? 128 : 512;
         const T *x = (const T *)a->logits;
-        if (a->reduction == TC_REDUCTION_NONE) {
-            ce_rows<T><<<cap_grid(a->n), threads, 0, stream>>>(
-                x, (const i64 *)a->target, (T *)a->out, nullptr, a->n, a->c, a->ignore_index, err);
-            return;
-        }
-        int parts = ce_parts(sms, a->n);
-        ce_rows<T><<<parts, threads, 0, stream>>>(x, (const i64 *)a->target, nullptr,
-                                                  (CePart *)scratch, a->n, a->c, a->ignore_index,
-                                                  err);
-        ce_total<T><<<1, 256, 0, stream>>>((const CePart *)scratch, parts, (T *)a->out,
-                                           a->reduction == TC_REDUCTION_MEAN);
+        const i64 *t = (const i64 *)a->target;
+        T *loss = reduced ? nullptr : (T *)a->out;
+        CePart *part = reduced ? (CePart *)scratch : nullptr;
+        if (l.warp)
+            ce_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(x, t, loss, part, a->n, a->c,
+                                                                 a->ignore_index, err);
+        else
+            ce_rows<T, false><<<l.blocks, l.threads, 0, stream>>>(x, t, loss, part, a->n, a->c,
+                                                                  a->ignore_index, err);
+        if (reduced)
+            ce_total<T><<<1, 256, 0, stream>>>(part, (int)l.blocks, (T *)a->out,
+                                               a->reduction == TC_REDUCTION_MEAN);
     });
 }
 

@@ -3,10 +3,12 @@
  *
  * Each device has one slot in mapped pinned memory. The first kernel to
  * find an error claims the slot (kind -1 while it writes), writes what it
- * found, then the kind. The next call that waits for the device
- * (tc_synchronize, a stream or event synchronize, a copy to the host; with
- * CUDA_LAUNCH_BLOCKING=1 the launch check, tc__launch_check) reports it as TC_ERROR_INVALID_ARGUMENT, naming the call that queued the
- * kernel, and clears the slot; later errors are lost until then. PyTorch
+ * found, then the kind. The next call that sees the device's work done
+ * (tc_synchronize, a stream or event synchronize, a stream or event query
+ * that finds the work finished, a copy to the host; with
+ * CUDA_LAUNCH_BLOCKING=1 the launch check, tc__launch_check) reports it as
+ * TC_ERROR_INVALID_ARGUMENT, naming the call that queued the kernel, and
+ * clears the slot; later errors are lost until then. PyTorch
  * reports such input by a device-side assert at the same point, which ends
  * the process's CUDA context; here the library stays usable. Not
  * installed. */
@@ -36,9 +38,10 @@ typedef struct tc__kernel_error {
 /* `device`'s slot as the GPU addresses it, made on first use. */
 tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot);
 
-/* After a wait for `device`: the error a kernel left in its slot, if any,
- * as TC_ERROR_INVALID_ARGUMENT with its message, and the slot cleared;
- * else TC_OK. Cheap: one read of host memory. */
+/* After a wait for `device` (or a query that found its work done): the
+ * error a kernel left in its slot, if any, as TC_ERROR_INVALID_ARGUMENT
+ * with its message, and the slot cleared; else TC_OK. Cheap: one read of
+ * host memory. */
 tc_status tc__kernel_errors_check(int device);
 #endif
 

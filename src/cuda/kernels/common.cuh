@@ -93,7 +93,7 @@ template <int N> struct KIter {
     void *data[N];
 };
 
-/* Whether each of it's operands is dense (its offsets are the linear
+/* Whether each of the iter's operands is dense (its offsets are the linear
  * index) or one element broadcast to all (bit k of *scalars; contiguous:
  * none is). */
 static inline bool flat_operands(const tc__iter *it, unsigned *scalars)
@@ -125,8 +125,7 @@ template <int N> static inline KIter<N> kiter(const tc__iter *it)
 {
     KIter<N> k;
     k.ndim = it->ndim;
-    k.contiguous = k.flat = it->contiguous;
-    k.scalars = 0;
+    k.contiguous = it->contiguous;
     k.numel = it->numel;
     for (int d = 0; d < TC_MAX_DIMS; d++) {
         k.sizes[d] = it->sizes[d];

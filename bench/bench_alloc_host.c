@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/alloc.h"
+#include "memory/alloc.h"
 #include "alloc_trace.h"
 #include "tcuda/tcuda.h"
 

@@ -14,7 +14,7 @@
 #include "tcuda/tcuda.h"
 
 #ifdef TCUDA_HAVE_CUDA
-#include "core/nn_internal.h" /* the fused path's switch */
+#include "tensor/nn_internal.h" /* the fused path's switch */
 
 enum { B = 8, H = 12, T = 512, D = 64 };
 

@@ -22,7 +22,7 @@
 #if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "cuda/kernels/kernels.h"
+#include "tensor/cuda/kernels/kernels.h"
 
 #define CUDA_TRY(call)                                                                             \
     do {                                                                                           \

@@ -19,7 +19,7 @@
 #ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/kernels/nn_kernels.h"
+#include "tensor/cuda/kernels/nn_kernels.h"
 
 static const char *const PATHS[] = {"auto", "regs", "regs_wide", "smem", "loop"};
 

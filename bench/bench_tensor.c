@@ -17,7 +17,7 @@
 #if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
-#include "cuda/kernels/kernels.h"
+#include "tensor/cuda/kernels/kernels.h"
 
 static const tc_device GPU = {TC_CUDA, -1};
 

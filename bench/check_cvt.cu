@@ -1,7 +1,7 @@
 /* The GPU's float16/bfloat16 conversions against tcuda's software ones
- * (src/core/philox.h), over every float32 bit pattern and every 16-bit one;
+ * (src/random/philox.h), over every float32 bit pattern and every 16-bit one;
  * the paired conversions (cvt.rn.{f16,bf16}x2.f32) and the sign-magnitude
- * order that src/cuda/kernels/random.cu uses for 16-bit fills, over every
+ * order that src/random/cuda/random.cu uses for 16-bit fills, over every
  * pair.
  * The random kernels use the hardware conversions on the premise that they
  * give the same bits as the software (round to nearest even; NaNs handled
@@ -10,7 +10,7 @@
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu */
 #include <cstdio>
 
-#include "core/philox.h"
+#include "random/philox.h"
 
 __device__ unsigned long long bad[7];
 

@@ -7,8 +7,8 @@
  * a multiple of 512 and stays within the next power of two. */
 #include <string.h>
 
-#include "alloc/alloc.h"
-#include "alloc/alloc_internal.h"
+#include "memory/alloc.h"
+#include "memory/alloc_internal.h"
 #include "fuzz_input.h"
 #include "tcuda/status.h"
 

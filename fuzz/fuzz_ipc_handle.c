@@ -1,4 +1,4 @@
-/* libFuzzer harness for memory IPC handles (src/core/ipc_handle.c).
+/* libFuzzer harness for memory IPC handles (src/dist/ipc_handle.c).
  *
  * Mode 0 feeds any bytes, of any length, to tc_ipc_mem_handle_parse: a
  * refused input sets a message and leaves *out alone; an accepted one has
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ipc_handle.h"
+#include "dist/ipc_handle.h"
 #include "fuzz_input.h"
 
 static void fail(const char *why)

@@ -11,16 +11,16 @@ check() { # file, the CMakeLists.txt that must name it, the name it goes by ther
     missing=1
   fi
 }
-for f in $(find src -name '*.c' -o -name '*.cu' | sort); do check "$f" CMakeLists.txt "${f//./\\.}"; done
+for f in $(find src -name '*.c' -o -name '*.cu' | sort); do check "$f" src/sources.cmake "${f//./\\.}"; done
 for f in $(find tests -maxdepth 1 -name 'test_*.c' | sort); do check "$f" tests/CMakeLists.txt "$(basename "$f" .c)"; done
 for f in $(find tests/support -name '*.c' -o -name '*.cu' | sort); do check "$f" tests/CMakeLists.txt "${f#tests/}"; done
 for f in $(find bench -name 'bench_*.c' | sort); do check "$f" bench/CMakeLists.txt "$(basename "$f" .c)"; done
 for f in $(find examples -name '*.c' | sort); do check "$f" CMakeLists.txt "$(basename "$f" .c)"; done
 for f in $(find fuzz -name 'fuzz_*.c' | sort); do check "$f" fuzz/CMakeLists.txt "$(basename "$f" .c)"; done
 [ $missing = 0 ] && echo "check_sources: every source is listed"
-# Every kernel of the library waits first (kernels/pdl.cuh): graphs make the
-# edges into tcuda's kernels programmatic (src/cuda/graph_pdl.c).
-for f in src/cuda/kernels/*.cu; do
+# Every kernel of the library waits first (runtime/cuda/pdl.cuh): graphs make the
+# edges into tcuda's kernels programmatic (src/graph/cuda/graph_pdl.c).
+for f in $(find src -path "*/cuda/*.cu" | sort); do
   n_global=$(grep -c "__global__" "$f" || true)
   n_entry=$(grep -A8 "__global__" "$f" | grep -c "^    tck_pdl_entry();" || true)
   if [ "$n_global" != "$n_entry" ] || ! grep -q "^namespace tcuda_kernels" "$f"; then

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "alloc/alloc.h"
+#include "memory/alloc.h"
 #include "tc_test.h"
 
 static tc__allocator *a;

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/dist_internal.h"
+#include "dist/dist_internal.h"
 #include "tc_test.h"
 
 static const char *vars[] = {

@@ -21,7 +21,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "alloc/alloc.h"
+#include "memory/alloc.h"
 #include "graph_check.h"
 #include "tc_test.h"
 

@@ -73,7 +73,7 @@ static void check_without_gpu(void)
 }
 
 #if defined(TCUDA_HAVE_CUDA)
-#include "cuda/graph_pdl.h"
+#include "graph/cuda/graph_pdl.h"
 
 #define CUDA0 ((tc_device){TC_CUDA, 0})
 #define CPU ((tc_device){TC_CPU, -1})

@@ -1,4 +1,4 @@
-/* Tensor handles from the handle pool (core/handle_pool.c): a released
+/* Tensor handles from the handle pool (base/handle_pool.c): a released
  * tensor stays dead (a second release is TC_ERROR_INVALID_HANDLE, naming it)
  * for TC_HANDLE_POOL_QUARANTINE later create-release pairs of its thread;
  * threads create and release concurrently, also handing tensors to another
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/handle_pool.h"
+#include "base/handle_pool.h"
 #include "tc_test.h"
 
 static const tc_device cpu = {TC_CPU, -1};

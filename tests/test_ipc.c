@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/ipc_handle.h"
+#include "dist/ipc_handle.h"
 #include "tc_test.h"
 
 static tc__ipc_info sample(void)

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/tensor_internal.h"
+#include "tensor/tensor_internal.h"
 #include "jit/jit_internal.h"
 #include "tc_jit_check.h"
 #include "tc_test.h"

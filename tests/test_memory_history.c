@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc/alloc.h"
-#include "alloc/alloc_history.h"
-#include "alloc/alloc_internal.h"
-#include "alloc/alloc_mempool.h"
-#include "core/debug.h"
+#include "memory/alloc.h"
+#include "memory/alloc_history.h"
+#include "memory/alloc_internal.h"
+#include "memory/alloc_mempool.h"
+#include "base/env.h"
 #include "tc_test.h"
 
 #define KiB ((size_t)1 << 10)

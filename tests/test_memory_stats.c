@@ -11,7 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "alloc/alloc.h"
+#include "memory/alloc.h"
 #include "tc_test.h"
 
 #define MiB ((size_t)1 << 20)

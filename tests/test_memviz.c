@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc/alloc.h"
+#include "memory/alloc.h"
 #include "tc_test.h"
 
 #define MiB ((size_t)1 << 20)

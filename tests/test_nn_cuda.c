@@ -10,7 +10,7 @@
 #include "nn_check.h"
 
 #ifdef TCUDA_HAVE_CUDA
-#include "cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
+#include "tensor/cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
 
 /* A linear captured into a CUDA graph after a warm-up (the thread's
  * cuBLASLt handle and plan exist): the output is zeroed, the replay must

@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/philox.h"
+#include "random/philox.h"
 #include "tc_rng_forge.h"
 #include "tc_test.h"
 

@@ -13,7 +13,7 @@
 #ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/random_cuda.h"
+#include "random/cuda/random_cuda.h"
 
 enum { UNIFORM, NORMAL, BERNOULLI, INT };
 

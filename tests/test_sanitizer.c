@@ -1,7 +1,7 @@
 /* The stream sanitizer without a GPU (CI).
  *
  * Part 1 drives the happens-before engine with recorded event sequences, as
- * src/cuda's hooks would (streams are made-up handles, memory is malloc'd and
+ * the CUDA runtime's hooks would (streams are made-up handles, memory is malloc'd and
  * registered as allocations): each race kind (write-after-read,
  * read-after-write, write-after-write, reuse-after-free, and a host read
  * before a sync) is detected, and the same sequence correctly synchronized
@@ -24,9 +24,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "core/debug.h"
-#include "core/tensor_internal.h"
-#include "debug/sanitizer_internal.h"
+#include "base/env.h"
+#include "tensor/tensor_internal.h"
+#include "sanitizer/sanitizer_internal.h"
 #include "tc_test.h"
 
 /* ---- reports caught by a callback ------------------------------------------ */

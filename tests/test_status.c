@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/debug.h"
+#include "base/env.h"
 #include "tc_test.h"
 
 /* CUDA_LAUNCH_BLOCKING: true only for 1/true/yes/on, false for unset, empty,

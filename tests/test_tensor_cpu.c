@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/tensor_internal.h"
+#include "tensor/tensor_internal.h"
 #include "tc_test.h"
 
 static const tc_device CPU = {TC_CPU, -1};
@@ -421,7 +421,7 @@ static void test_where_values(void)
 }
 
 /* Regression for the GCC 12.2 -O2 miscompile of the CPU walker (see the
- * comment at walk_next in src/cpu/cpu_ops.c, commit d8c125d): with byte steps
+ * comment at walk_next in src/tensor/cpu/cpu_ops.c, commit d8c125d): with byte steps
  * precomputed per dimension, where() on strided operands wrote wrong values.
  * cond, a and b are permuted, narrowed and broadcast here, in dtypes of every
  * element size, and checked against indexing done by hand. */

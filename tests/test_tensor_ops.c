@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/tensor_internal.h"
+#include "tensor/tensor_internal.h"
 #include "tc_test.h"
 
 static const tc_device CPU = {TC_CPU, -1};

@@ -9,7 +9,7 @@
  * and every GPU give bitwise identical uniform, integer and bernoulli values
  * for the same state, and normal values within 2 ulp (in practice bitwise:
  * both sides evaluate the same Box-Muller formulas operation by operation;
- * src/core/philox.h documents the transforms).
+ * src/random/philox.h documents the transforms).
  *
  * Default generators: one for the CPU and one per GPU, seeded with
  * TC_DEFAULT_SEED until reseeded. tc_manual_seed and friends act on the GPU

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tensor_internal.h"
+#include "tensor/tensor_internal.h"
 #include "tcuda/dlpack.h"
 #include "tcuda/graph.h"
 

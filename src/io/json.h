@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,7 @@
  * that view it may be written to without touching the file or crashing on a
  * read-only page). The mapping is reference-counted: the open file holds one
  * reference and every zero-copy storage one more (its on_free hook, see
- * core/storage.h, drops it), so close and the last tensor release may come
+ * tensor/storage.h, drops it), so close and the last tensor release may come
  * in either order. The header is parsed and checked once, at open
  * (safetensors_parse.c); nothing after that reads the header bytes. */
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/handle_pool.h"
-#include "core/tensor_internal.h"
+#include "base/handle_pool.h"
+#include "tensor/tensor_internal.h"
 #include "safetensors_internal.h"
 #include "tcuda/safetensors.h"
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "tcuda/tensor.h"
 
 #ifdef __cplusplus

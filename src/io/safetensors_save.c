@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/strbuf.h"
-#include "core/tensor_internal.h"
+#include "base/strbuf.h"
+#include "tensor/tensor_internal.h"
 #include "json.h"
 #include "safetensors_internal.h"
 #include "tcuda/safetensors.h"

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/device_ops.h"
-#include "core/handle_pool.h"
-#include "core/tensor_internal.h"
-#include "debug/sanitizer_internal.h"
+#include "tensor/device_ops.h"
+#include "base/handle_pool.h"
+#include "tensor/tensor_internal.h"
+#include "sanitizer/sanitizer_internal.h"
 #include "jit_internal.h"
 
 #define TC_JIT_MAGIC 0x7c717e11u

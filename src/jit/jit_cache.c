@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/hash.h"
+#include "base/hash.h"
 #include "jit_internal.h"
 
 static const char file_magic[8] = {'T', 'C', 'J', 'I', 'T', '0', '1', '\n'};

@@ -1,4 +1,4 @@
-/* jiterator internals (src/jit, plus the CUDA half in src/cuda/jit_cuda.c).
+/* jiterator internals (src/jit, plus the CUDA half in src/jit/cuda/nvrtc.c).
  * Not installed.
  *
  * The module is split so that everything but NVRTC and the launch runs and
@@ -8,7 +8,7 @@
  *   jit_cache.c    cache keys (a 128-bit hash) and the disk cache
  *   jit_host.c     the CPU path: compile with the host compiler, dlopen, run
  *   jit.c          the public functions, checks, promotion, the memory cache
- *   ../cuda/jit_cuda.c   NVRTC and driver calls (absent_jit.c without CUDA)
+ *   cuda/nvrtc.c        NVRTC and driver calls (nocuda/jit.c without CUDA)
  * The kernel argument block tc__jit_args is packed in C into the layout the
  * generated C++ declares for its variant (only 8-byte fields). */
 #ifndef TCUDA_JIT_INTERNAL_H
@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/internal.h"
-#include "core/iter.h"
+#include "base/internal.h"
+#include "tensor/iter.h"
 #include "tcuda/dtype.h"
 #include "tcuda/jit.h"
 
@@ -161,7 +161,7 @@ tc_status tc__jit_host_compile(const char *source, void **so, size_t *size);
  * for the process. */
 tc_status tc__jit_host_load(const void *so, size_t size, tc__jit_host_fn *out);
 
-/* ---- the GPU path (src/cuda/jit_cuda.c; absent_jit.c without CUDA) --------------- */
+/* ---- the GPU path (src/jit/cuda/nvrtc.c; nocuda/jit.c without CUDA) --------- */
 
 /* Architecture (major*10+minor) and multiprocessors of a resolved device. */
 tc_status tc__jit_cuda_device(int device, int *arch, int *sms);

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/nn_internal.h" /* linear's test switch and path counts */
+#include "tensor/nn_internal.h" /* linear's test switch and path counts */
 #include "tc_test.h"
 
 static const tc_device CPU = {TC_CPU, -1}, GPU = {TC_CUDA, -1};

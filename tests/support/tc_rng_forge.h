@@ -1,6 +1,6 @@
 /* Builds a tcuda RNG state blob with any seed and offset, computed here from
  * the documented layout (include/tcuda/random.h) independently of
- * src/core/random.c, so tests can put a generator anywhere, e.g. near the
+ * src/random/random.c, so tests can put a generator anywhere, e.g. near the
  * end of the 2^64 counter space. */
 #ifndef TC_RNG_FORGE_H
 #define TC_RNG_FORGE_H

@@ -1,6 +1,6 @@
 /* Kernels for the GPU tests; see test_kernels.h. */
 #include "test_kernels.h"
-#include "cuda/cuda_internal.h"
+#include "runtime/cuda/cuda_internal.h"
 
 static __device__ uint64_t global_ns(void)
 {

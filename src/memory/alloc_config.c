@@ -1,0 +1,197 @@
+/* TCUDA_ALLOC_CONF: parsing, and the size rounding it controls.
+ *
+ * The parser is strict: an unknown key or bad value is an error that names
+ * it, and the output config is written only when the whole text parsed.
+ * Items are separated by commas outside brackets, so a list value such as
+ * roundup_power2_divisions:[256:1,512:2,>:8] is one item. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/internal.h"
+#include "alloc_internal.h"
+
+void tc__alloc_config_default(tc__alloc_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_split_size = SIZE_MAX;
+}
+
+static bool parse_bool(const char *v, bool *out)
+{
+    if (!strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1"))
+        return *out = true, true;
+    if (!strcmp(v, "False") || !strcmp(v, "false") || !strcmp(v, "0"))
+        return *out = false, true;
+    return false;
+}
+
+static bool parse_u64(const char *v, uint64_t *out)
+{
+    if (!*v || !isdigit((unsigned char)*v))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = x;
+    return true;
+}
+
+static bool pow2(uint64_t u) { return u && (u & (u - 1)) == 0; }
+
+static unsigned log2u(uint64_t u) { return 63u - (unsigned)__builtin_clzll(u); }
+
+static tc_status parse_divisions(const char *v, unsigned char out[64])
+{
+    uint64_t u;
+    if (*v != '[') {
+        TC_CHECK_ARG(parse_u64(v, &u) && u <= 64 && pow2(u),
+                     "TCUDA_ALLOC_CONF: roundup_power2_divisions '%s' must be a power of two "
+                     "from 1 to 64, or a list such as [256:1,512:2,>:8]",
+                     v);
+        memset(out, (int)u, 64);
+        return TC_OK;
+    }
+    size_t n = strlen(v);
+    TC_CHECK_ARG(n >= 2 && v[n - 1] == ']',
+                 "TCUDA_ALLOC_CONF: roundup_power2_divisions list '%s' lacks its closing ']'", v);
+    char buf[1024];
+    memcpy(buf, v + 1, n - 2);
+    buf[n - 2] = '\0';
+    unsigned next = 0; /* first interval not yet given */
+    bool rest = false;
+    memset(out, 0, 64);
+    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        while (*it == ' ')
+            it++;
+        char *colon = strchr(it, ':');
+        TC_CHECK_ARG(colon && !rest,
+                     "TCUDA_ALLOC_CONF: roundup_power2_divisions entry '%s' "
+                     "must be SIZE_MB:DIVISIONS (or >:DIVISIONS, last)",
+                     it);
+        *colon = '\0';
+        uint64_t d;
+        TC_CHECK_ARG(parse_u64(colon + 1, &d) && d <= 64 && pow2(d),
+                     "TCUDA_ALLOC_CONF: roundup_power2_divisions for '%s' is '%s', not a power "
+                     "of two from 1 to 64",
+                     it, colon + 1);
+        unsigned last;
+        if (!strcmp(it, ">")) {
+            rest = true;
+            last = 63;
+        } else {
+            TC_CHECK_ARG(parse_u64(it, &u) && pow2(u) && u < ((uint64_t)1 << 40),
+                         "TCUDA_ALLOC_CONF: roundup_power2_divisions size '%s' must be a power "
+                         "of two (MiB)",
+                         it);
+            last = 20 + log2u(u);
+            TC_CHECK_ARG(last >= next,
+                         "TCUDA_ALLOC_CONF: roundup_power2_divisions sizes must "
+                         "increase ('%s' comes after a larger one)",
+                         it);
+        }
+        for (; next <= last; next++)
+            out[next] = (unsigned char)d;
+    }
+    TC_CHECK_ARG(next > 0, "TCUDA_ALLOC_CONF: roundup_power2_divisions list '%s' is empty", v);
+    return TC_OK;
+}
+
+static tc_status parse_item(char *item, tc__alloc_config *c)
+{
+    char *colon = strchr(item, ':');
+    TC_CHECK_ARG(colon, "TCUDA_ALLOC_CONF: '%s' is not key:value", item);
+    *colon = '\0';
+    const char *k = item, *v = colon + 1;
+    uint64_t u;
+    bool b;
+    if (!strcmp(k, "backend")) {
+        if (!strcmp(v, "native"))
+            c->backend = 0;
+        else if (!strcmp(v, "cudaMallocAsync"))
+            c->backend = 1;
+        else
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "TCUDA_ALLOC_CONF: backend '%s' is "
+                            "unknown (native or cudaMallocAsync)",
+                            v);
+    } else if (!strcmp(k, "max_split_size_mb")) {
+        TC_CHECK_ARG(parse_u64(v, &u) && u > 1 && u < ((uint64_t)1 << 40),
+                     "TCUDA_ALLOC_CONF: max_split_size_mb '%s' must be an integer > 1 (MiB)", v);
+        c->max_split_size = (size_t)u << 20;
+    } else if (!strcmp(k, "roundup_power2_divisions")) {
+        TC_TRY(parse_divisions(v, c->roundup_power2_divisions));
+    } else if (!strcmp(k, "garbage_collection_threshold")) {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        TC_CHECK_ARG(*v && !*end && !errno && d > 0.0 && d < 1.0,
+                     "TCUDA_ALLOC_CONF: garbage_collection_threshold '%s' must be a number "
+                     "in (0, 1)",
+                     v);
+        c->gc_threshold = d;
+    } else if (!strcmp(k, "expandable_segments")) {
+        TC_CHECK_ARG(parse_bool(v, &b),
+                     "TCUDA_ALLOC_CONF: expandable_segments '%s' must "
+                     "be True or False",
+                     v);
+        c->expandable_segments = b;
+    } else {
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "TCUDA_ALLOC_CONF: unknown key '%s' (known: backend, "
+                        "max_split_size_mb, roundup_power2_divisions, "
+                        "garbage_collection_threshold, expandable_segments)",
+                        k);
+    }
+    return TC_OK;
+}
+
+tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg)
+{
+    tc__alloc_config c = *cfg;
+    if (!text)
+        return TC_OK;
+    char buf[1024];
+    TC_CHECK_ARG(strlen(text) < sizeof buf, "TCUDA_ALLOC_CONF is longer than %zu characters",
+                 sizeof buf - 1);
+    strcpy(buf, text);
+    for (char *item = buf; *item;) {
+        char *end = item;
+        int depth = 0;
+        for (; *end && (depth > 0 || *end != ','); end++)
+            depth += (*end == '[') - (*end == ']');
+        bool last = !*end;
+        *end = '\0';
+        while (*item == ' ')
+            item++;
+        if (*item)
+            TC_TRY(parse_item(item, &c));
+        if (last)
+            break;
+        item = end + 1;
+    }
+    *cfg = c;
+    return TC_OK;
+}
+
+size_t tc__round_size(const tc__alloc_config *cfg, size_t size)
+{
+    if (size < TC__MIN_BLOCK)
+        return TC__MIN_BLOCK;
+    unsigned up = 64u - (unsigned)__builtin_clzll((unsigned long long)(size - 1)); /* ceil log2 */
+    unsigned div = cfg->roundup_power2_divisions[up < 64 ? up : 63];
+    if (div > 1 && size > TC__MIN_BLOCK * div) {
+        unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+        size_t floor2 = (size_t)1 << lg;
+        if (floor2 == size)
+            return size;
+        size_t step = floor2 / div;
+        if (step < TC__MIN_BLOCK)
+            step = TC__MIN_BLOCK;
+        return (size + step - 1) / step * step;
+    }
+    return (size + TC__MIN_BLOCK - 1) / TC__MIN_BLOCK * TC__MIN_BLOCK;
+}

@@ -1,0 +1,40 @@
+/* Memory snapshots of the public API: every device allocator's segments
+ * and blocks at one time (tc_memory_snapshot), written as JSON or freed. */
+#include <stdlib.h>
+
+#include "runtime/cuda/cuda_internal.h"
+#include "memory_internal.h"
+
+tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(tc__ensure_init());
+    struct tc_memory_snapshot *snap = calloc(1, sizeof *snap);
+    if (!snap)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (int d = 0; d < tc__num_devices; d++) {
+        tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
+        tc_status st = a ? tc__alloc_snapshot(a, snap) : TC_OK;
+        if (st != TC_OK) {
+            tc_memory_snapshot_free(snap);
+            return st;
+        }
+    }
+    *out = snap;
+    return TC_OK;
+}
+
+tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+{
+    TC_API_BEGIN;
+    return tc__snapshot_write_json(snap, path);
+}
+
+void tc_memory_snapshot_free(struct tc_memory_snapshot *snap)
+{
+    if (!snap)
+        return;
+    tc__snapshot_free(snap);
+    free(snap);
+}

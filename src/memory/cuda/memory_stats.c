@@ -1,0 +1,152 @@
+/* The memory statistics of the public API: tc_memory_stats and its
+ * getters, resets of the peaks, and the summary. The native allocator
+ * counts its own; the async backend and user allocators are counted in
+ * tc__mem_ext_stats (memory.c). */
+#include <string.h>
+
+#include "runtime/cuda/cuda_internal.h"
+#include "dist/cuda/ipc_internal.h"
+#include "memory_internal.h"
+
+tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    int d;
+    TC_TRY(tc__resolve_device(device, &d));
+    tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
+    struct tc_memory_stats s;
+    memset(&s, 0, sizeof s);
+    s.max_split_size = -1;
+    if (a && tc__mem_conf.backend == 0 && !tc__mem_user_alloc) {
+        tc__alloc_stats(a, &s);
+    } else if (a) {
+        pthread_mutex_lock(&tc__mem_mu);
+        s = tc__mem_ext_stats[d];
+        pthread_mutex_unlock(&tc__mem_mu);
+        s.max_split_size = -1;
+        cudaMemPool_t pool;
+        uint64_t cur = 0, high = 0;
+        if (!tc__mem_user_alloc && cudaDeviceGetDefaultMemPool(&pool, d) == cudaSuccess &&
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &cur) == cudaSuccess &&
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high) == cudaSuccess) {
+            s.reserved_bytes[0].current = (int64_t)cur;
+            s.reserved_bytes[0].peak = (int64_t)high;
+        }
+    }
+    *out = s;
+    return TC_OK;
+}
+
+int64_t tc_memory_stats_get(int device, const char *key)
+{
+    TC_API_BEGIN;
+    struct tc_memory_stats s;
+    if (!key) {
+        tc__fail(TC_ERROR_INVALID_ARGUMENT, "key is NULL");
+        return -1;
+    }
+    if (tc_memory_stats(device, &s) != TC_OK)
+        return -1;
+    int64_t v, ipc_bytes;
+    if (!strcmp(key, "ipc_shared_blocks") || !strcmp(key, "ipc_shared_bytes")) {
+        int d = -1; /* shared blocks: held for consumers in other processes (ipc.c) */
+        if (tc__resolve_device(device, &d) != TC_OK)
+            return -1;
+        tc__ipc_shared_stats(d, &v, &ipc_bytes);
+        return key[11] == 'b' && key[12] == 'l' ? v : ipc_bytes;
+    }
+    if (!tc__stats_get(&s, key, &v)) {
+        tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                 "unknown key '%s' (keys look like "
+                 "allocated_bytes.all.current, segment.large_pool.peak or num_ooms)",
+                 key);
+        return -1;
+    }
+    return v;
+}
+
+static size_t stat_or0(int device, const char *key)
+{
+    int64_t v = tc_memory_stats_get(device, key);
+    return v < 0 ? 0 : (size_t)v;
+}
+
+/* Each names itself in messages (a bad device), not tc_memory_stats_get. */
+size_t tc_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "allocated_bytes.all.current");
+}
+size_t tc_max_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "allocated_bytes.all.peak");
+}
+size_t tc_memory_reserved(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "reserved_bytes.all.current");
+}
+size_t tc_max_memory_reserved(int d)
+{
+    TC_API_BEGIN;
+    return stat_or0(d, "reserved_bytes.all.peak");
+}
+size_t tc_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_memory_reserved(d);
+}
+size_t tc_max_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_max_memory_reserved(d);
+}
+
+tc_status tc_reset_peak_memory_stats(int device)
+{
+    TC_API_BEGIN;
+    int d;
+    TC_TRY(tc__resolve_device(device, &d));
+    tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
+    if (a)
+        tc__alloc_reset_peak(a);
+    pthread_mutex_lock(&tc__mem_mu);
+    tc_memory_stat *all = (tc_memory_stat *)&tc__mem_ext_stats[d];
+    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+        all[i].peak = all[i].current;
+    pthread_mutex_unlock(&tc__mem_mu);
+    if (a && tc__mem_conf.backend == 1) {
+        cudaMemPool_t pool;
+        uint64_t zero = 0;
+        if (cudaDeviceGetDefaultMemPool(&pool, d) == cudaSuccess) {
+            (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero);
+            (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+        }
+    }
+    return TC_OK;
+}
+tc_status tc_reset_max_memory_allocated(int d)
+{
+    TC_API_BEGIN;
+    return tc_reset_peak_memory_stats(d);
+}
+tc_status tc_reset_max_memory_cached(int d)
+{
+    TC_API_BEGIN;
+    return tc_reset_peak_memory_stats(d);
+}
+
+char *tc_memory_summary(int device, bool abbreviated)
+{
+    TC_API_BEGIN;
+    struct tc_memory_stats s;
+    int d;
+    if (tc__resolve_device(device, &d) != TC_OK || tc_memory_stats(d, &s) != TC_OK)
+        return NULL;
+    char *text = tc__stats_summary(&s, d, abbreviated);
+    if (!text)
+        tc__fail(TC_ERROR_OUT_OF_MEMORY, "no host memory for the summary");
+    return text;
+}

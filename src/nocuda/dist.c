@@ -1,0 +1,66 @@
+/* Process groups in a build without CUDA (see src/nocuda/runtime.c for the
+ * rules): options are checked first; no group or work can exist here, so any
+ * non-NULL handle is TC_ERROR_INVALID_HANDLE; then TC_ERROR_NO_DEVICE. The
+ * environment parsing and the rendezvous (src/dist/dist_env.c) work. */
+#include "base/env.h"
+#include "dist/dist_internal.h"
+#include "base/handle_pool.h"
+#include "base/internal.h"
+
+static tc_status absent(void)
+{
+    TC_TRY(tc__debug_env_check());
+    return tc__fail(TC_ERROR_NO_DEVICE,
+                    "process groups need CUDA and NCCL: tcuda was built without CUDA "
+                    "(TCUDA_CUDA=OFF or no nvcc at configure time)");
+}
+
+static tc_status pg_arg(const tc_process_group *pg)
+{
+    return tc__handle_fail(pg, 0, "tc_process_group");
+}
+static tc_status work_arg(const tc_work *w) { return tc__handle_fail(w, 0, "tc_work"); }
+
+tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_TRY(tc__dist_check_options(opts));
+    return absent();
+}
+
+int tc_dist_rank(const tc_process_group *pg) { return (void)pg, -1; }
+int tc_dist_world_size(const tc_process_group *pg) { return (void)pg, -1; }
+int tc_dist_device(const tc_process_group *pg) { return (void)pg, -1; }
+
+#define PG_OP(name, params)                                                                        \
+    tc_status name params                                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        return pg_arg(pg);                                                                         \
+    }
+PG_OP(tc_dist_destroy, (tc_process_group * pg))
+PG_OP(tc_dist_all_reduce, (tc_process_group * pg, tc_tensor *t, tc_reduce_op op, tc_work **out))
+PG_OP(tc_dist_broadcast, (tc_process_group * pg, tc_tensor *t, int root, tc_work **out))
+PG_OP(tc_dist_reduce,
+      (tc_process_group * pg, tc_tensor *t, int root, tc_reduce_op op, tc_work **out))
+PG_OP(tc_dist_all_gather,
+      (tc_process_group * pg, tc_tensor *output, const tc_tensor *input, tc_work **out))
+PG_OP(tc_dist_reduce_scatter, (tc_process_group * pg, tc_tensor *output, const tc_tensor *input,
+                               tc_reduce_op op, tc_work **out))
+PG_OP(tc_dist_all_to_all,
+      (tc_process_group * pg, tc_tensor *output, const tc_tensor *input, tc_work **out))
+PG_OP(tc_dist_send, (tc_process_group * pg, const tc_tensor *t, int peer, tc_work **out))
+PG_OP(tc_dist_recv, (tc_process_group * pg, tc_tensor *t, int peer, tc_work **out))
+PG_OP(tc_dist_barrier, (tc_process_group * pg))
+
+#define WORK_OP(name, params)                                                                      \
+    tc_status name params                                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        return work_arg(work);                                                                     \
+    }
+WORK_OP(tc_work_wait, (tc_work * work))
+WORK_OP(tc_work_query, (tc_work * work))
+WORK_OP(tc_work_wait_stream, (tc_work * work, tc_stream *stream))
+WORK_OP(tc_work_destroy, (tc_work * work))

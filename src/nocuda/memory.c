@@ -1,0 +1,153 @@
+/* The memory API in a build without CUDA: every call links and answers that
+ * there is no device (stats are zero). TCUDA_ALLOC_CONF is still checked:
+ * tc_get_allocator_backend gives the backend it names, or NULL with the
+ * parser's message when it is invalid, as with CUDA. The caching algorithm
+ * itself is in src/memory and is built either way. */
+#include <stdlib.h>
+
+#include "memory/alloc.h"
+#include "base/internal.h"
+#include "tcuda/memory.h"
+
+static tc_status absent(void)
+{
+    return tc__fail(TC_ERROR_NO_DEVICE,
+                    "CUDA is not available: tcuda was built without CUDA (TCUDA_CUDA=OFF or no "
+                    "nvcc at configure time)");
+}
+
+tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream, void **out)
+{
+    TC_API_BEGIN;
+    (void)size, (void)device, (void)stream, (void)out;
+    return absent();
+}
+tc_status tc_caching_allocator_delete(void *ptr)
+{
+    TC_API_BEGIN;
+    return ptr ? absent() : TC_OK;
+}
+tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
+{
+    TC_API_BEGIN;
+    (void)ptr, (void)stream;
+    return absent();
+}
+tc_status tc_empty_cache(void)
+{
+    TC_API_BEGIN;
+    return absent();
+}
+size_t tc_memory_allocated(int device) { return (void)device, 0; }
+size_t tc_max_memory_allocated(int device) { return (void)device, 0; }
+size_t tc_memory_reserved(int device) { return (void)device, 0; }
+size_t tc_max_memory_reserved(int device) { return (void)device, 0; }
+size_t tc_memory_cached(int device) { return (void)device, 0; }
+size_t tc_max_memory_cached(int device) { return (void)device, 0; }
+tc_status tc_reset_max_memory_allocated(int device)
+{
+    TC_API_BEGIN;
+    return (void)device, absent();
+}
+tc_status tc_reset_max_memory_cached(int device)
+{
+    TC_API_BEGIN;
+    return (void)device, absent();
+}
+tc_status tc_reset_peak_memory_stats(int device)
+{
+    TC_API_BEGIN;
+    return (void)device, absent();
+}
+tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
+{
+    TC_API_BEGIN;
+    (void)device, (void)out;
+    return absent();
+}
+int64_t tc_memory_stats_get(int device, const char *key)
+{
+    TC_API_BEGIN;
+    (void)device, (void)key, (void)absent();
+    return -1;
+}
+char *tc_memory_summary(int device, bool abbreviated)
+{
+    TC_API_BEGIN;
+    (void)device, (void)abbreviated, (void)absent();
+    return NULL;
+}
+tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+{
+    TC_API_BEGIN;
+    return (void)out, absent();
+}
+tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+{
+    TC_API_BEGIN;
+    (void)snap, (void)path;
+    return absent();
+}
+void tc_memory_snapshot_free(struct tc_memory_snapshot *snap) { (void)snap; }
+tc_status tc_set_per_process_memory_fraction(double fraction, int device)
+{
+    TC_API_BEGIN;
+    (void)fraction, (void)device;
+    return absent();
+}
+const char *tc_get_allocator_backend(void)
+{
+    TC_API_BEGIN;
+    tc__alloc_config c;
+    tc__alloc_config_default(&c);
+    if (tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &c) != TC_OK)
+        return NULL; /* tc_last_error: the parser's message */
+    return c.backend == 1 ? "cudaMallocAsync" : "native";
+}
+tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
+                                      const char *free_fn, tc_allocator **out)
+{
+    TC_API_BEGIN;
+    (void)so_path, (void)alloc_fn, (void)free_fn, (void)out;
+    return absent();
+}
+tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
+{
+    TC_API_BEGIN;
+    (void)alloc_fn, (void)free_fn, (void)out;
+    return absent();
+}
+tc_status tc_change_current_allocator(tc_allocator *allocator)
+{
+    TC_API_BEGIN;
+    return (void)allocator, absent();
+}
+tc_status tc_allocator_destroy(tc_allocator *allocator)
+{
+    TC_API_BEGIN;
+    return (void)allocator, absent();
+}
+tc_status tc_host_alloc(size_t size, void **out)
+{
+    TC_API_BEGIN;
+    (void)size, (void)out;
+    return absent();
+}
+tc_status tc_host_free(void *ptr)
+{
+    TC_API_BEGIN;
+    return ptr ? absent() : TC_OK;
+}
+tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
+{
+    TC_API_BEGIN;
+    (void)ptr, (void)stream;
+    return absent();
+}
+
+tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out)
+{
+    TC_API_BEGIN;
+    (void)device, (void)allocator, (void)out;
+    return absent();
+}

@@ -1,0 +1,259 @@
+/* Events: markers in a stream's work, for ordering between streams, waiting,
+ * timing, and sharing with another process.
+ *
+ * As in PyTorch, a tc_event's CUDA event is created lazily, on the device of
+ * the first stream it is recorded on; from then on it belongs to that device.
+ * An event never recorded counts as complete: query is true, synchronize and
+ * wait do nothing. An event is not meant to be recorded from two threads at
+ * once. Every handle goes through tc__handle_check (base/handle_pool.h):
+ * destroyed events are parked, so a stale handle or a second destroy is
+ * TC_ERROR_INVALID_HANDLE, never a use after free. */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "kernel_errors.h"
+#include "base/env.h"
+#include "base/handle_pool.h"
+#include "sanitizer/sanitizer_internal.h"
+
+static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
+
+static tc_status check_event(const tc_event *e)
+{
+    return tc__handle_check(e, TC_EVENT_MAGIC, "tc_event");
+}
+
+static unsigned cuda_flags(unsigned flags)
+{
+    unsigned f = cudaEventDefault;
+    if (!(flags & TC_EVENT_TIMING))
+        f |= cudaEventDisableTiming;
+    if (flags & TC_EVENT_BLOCKING)
+        f |= cudaEventBlockingSync;
+    if (flags & TC_EVENT_INTERPROCESS)
+        f |= cudaEventInterprocess;
+    return f;
+}
+
+/* Creates the CUDA event on device d (the caller resolved d). */
+static tc_status materialize(tc_event *e, int d)
+{
+    tc_device_guard g = tc_device_guard_enter(d);
+    TC_TRY(g.status);
+    cudaEvent_t h;
+    cudaError_t err = cudaEventCreateWithFlags(&h, cuda_flags(e->flags));
+    tc_device_guard_exit(&g);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+    e->handle = h;
+    e->device = d;
+    return TC_OK;
+}
+
+tc_status tc_event_create(unsigned flags, tc_event **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(
+        (flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
+        "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
+        "TC_EVENT_INTERPROCESS)",
+        flags);
+    TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
+                 "an interprocess event cannot time (CUDA forbids TC_EVENT_TIMING with "
+                 "TC_EVENT_INTERPROCESS)");
+    TC_TRY(tc__ensure_init());
+    tc_event *e = tc__handle_get(&event_pool);
+    if (!e)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    *e = (tc_event){.magic = TC_EVENT_MAGIC, .flags = flags, .device = -1};
+    *out = e;
+    return TC_OK;
+}
+
+tc_status tc_event_destroy(tc_event *event)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    if (event->device >= 0) {
+        tc_device_guard g = tc_device_guard_enter(event->device);
+        TC_TRY(g.status);
+        cudaError_t err = cudaEventDestroy(event->handle);
+        tc_device_guard_exit(&g);
+        if (err != cudaSuccess)
+            return tc__cuda_fail(err, "cudaEventDestroy", __FILE__, __LINE__);
+    }
+    if (tc__san_on())
+        tc__san_event_destroy(event);
+    tc__handle_put(&event_pool, event);
+    return TC_OK;
+}
+
+tc_status tc_event_record(tc_event *event, tc_stream *stream)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    if (TC_UNLIKELY(event->device < 0))
+        TC_TRY(materialize(event, s->device));
+    else if (TC_UNLIKELY(event->device != s->device))
+        return tc__fail(TC_ERROR_DEVICE_MISMATCH,
+                        "the event belongs to cuda:%d but the stream to cuda:%d; "
+                        "record it on a stream of cuda:%d or use another event",
+                        event->device, s->device, event->device);
+    TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
+    event->recorded = true;
+    if (tc__san_on())
+        tc__san_event_record(event, s->device, (void *)s->handle);
+    return TC_OK;
+}
+
+tc_status tc_event_query(tc_event *event)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    if (!event->recorded)
+        return TC_OK;
+    TC_TRY(tc__sync_check("querying an event", NULL));
+    cudaError_t err = cudaEventQuery(event->handle);
+    if (err == cudaSuccess) {
+        if (tc__san_on()) /* the host saw the event complete */
+            tc__san_event_sync(event);
+        return tc__kernel_errors_check(event->device);
+    }
+    if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
+        (void)cudaGetLastError();
+        return TC_ERROR_NOT_READY;
+    }
+    return tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
+}
+
+tc_status tc_event_synchronize(tc_event *event)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    if (!event->recorded)
+        return TC_OK;
+    TC_TRY(tc__sync_check("waiting for an event", NULL));
+    TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
+    if (tc__san_on())
+        tc__san_event_sync(event);
+    return tc__kernel_errors_check(event->device);
+}
+
+tc_status tc_event_wait(tc_event *event, tc_stream *stream)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    if (!event->recorded)
+        return TC_OK;
+    TC_CUDA_CHECK(cudaStreamWaitEvent(s->handle, event->handle, 0));
+    if (tc__san_on())
+        tc__san_event_wait(event, s->device, (void *)s->handle);
+    return TC_OK;
+}
+
+tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event)
+{
+    TC_API_BEGIN;
+    return tc_event_wait(event, stream);
+}
+
+tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    tc_event *e;
+    TC_TRY(tc_event_create(TC_EVENT_DEFAULT, &e));
+    tc_status st = tc_event_record(e, s);
+    if (st != TC_OK) {
+        char msg[1024];
+        strncpy(msg, tc_last_error(), sizeof msg - 1);
+        msg[sizeof msg - 1] = '\0';
+        (void)tc_event_destroy(e);
+        return tc__fail(st, "%s", msg);
+    }
+    *out = e;
+    return TC_OK;
+}
+
+tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(start));
+    TC_TRY(check_event(end));
+    TC_CHECK_ARG(ms, "ms must not be NULL");
+    if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
+        return tc__fail(TC_ERROR_INVALID_STATE, "both events need TC_EVENT_TIMING at creation");
+    if (!start->recorded || !end->recorded)
+        return tc__fail(TC_ERROR_INVALID_STATE, "both events must be recorded first");
+    float t = 0;
+    cudaError_t err = cudaEventElapsedTime(&t, start->handle, end->handle);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return tc__fail(TC_ERROR_NOT_READY, "an event has not completed yet; synchronize it "
+                                            "first");
+    }
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaEventElapsedTime", __FILE__, __LINE__);
+    *ms = t;
+    return TC_OK;
+}
+
+int tc_event_device(const tc_event *event)
+{
+    return tc__handle_live(event, TC_EVENT_MAGIC) ? event->device : -1;
+}
+
+tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
+{
+    TC_API_BEGIN;
+    TC_TRY(check_event(event));
+    TC_CHECK_ARG(out, "out must not be NULL");
+    if (!(event->flags & TC_EVENT_INTERPROCESS))
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "the event was created without TC_EVENT_INTERPROCESS");
+    if (event->device < 0)
+        TC_TRY(materialize(event, tc__tls_device));
+    cudaIpcEventHandle_t h;
+    TC_CUDA_CHECK(cudaIpcGetEventHandle(&h, event->handle));
+    _Static_assert(sizeof h <= sizeof out->bytes, "IPC handle size");
+    memset(out, 0, sizeof *out);
+    memcpy(out->bytes, &h, sizeof h);
+    return TC_OK;
+}
+
+tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle, tc_event **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out && handle, "out and handle must not be NULL");
+    int d;
+    TC_TRY(tc__resolve_device(device, &d));
+    cudaIpcEventHandle_t h;
+    memcpy(&h, handle->bytes, sizeof h);
+    tc_device_guard g = tc_device_guard_enter(d);
+    TC_TRY(g.status);
+    cudaEvent_t ev;
+    cudaError_t err = cudaIpcOpenEventHandle(&ev, h);
+    tc_device_guard_exit(&g);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaIpcOpenEventHandle", __FILE__, __LINE__);
+    tc_event *e = tc__handle_get(&event_pool);
+    if (!e) {
+        cudaEventDestroy(ev);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    /* Another process records it: treat it as recorded so waits are real. */
+    *e = (tc_event){.magic = TC_EVENT_MAGIC,
+                    .flags = TC_EVENT_INTERPROCESS,
+                    .device = d,
+                    .recorded = true,
+                    .handle = ev};
+    *out = e;
+    return TC_OK;
+}

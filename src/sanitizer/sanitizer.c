@@ -1,0 +1,106 @@
+/* The stream sanitizer: its mode, the engine's one mutex, and the public
+ * calls (include/tcuda/sanitizer.h). The engine is in files of one part each:
+ *   sanitizer_clocks.c  happens-before: actors, vector clocks, events, and
+ *                       the hooks the CUDA runtime calls at synchronization points
+ *   sanitizer_memory.c  watched allocations and their earlier accesses, and
+ *                       the allocator's hooks (alloc, record_stream, free)
+ *   sanitizer_access.c  the check and record of one operation
+ *   sanitizer_capture.c recordings of graph captures and their replays
+ *   sanitizer_report.c  the text of a race and its delivery
+ *   sanitizer_stacks.c  call sites and their interned stacks
+ *   sanitizer_ops.c     the device seam wrappers that declare each access
+ * sanitizer_internal.h is the engine as the rest of tcuda sees it;
+ * sanitizer_engine.h is what its files share. One mutex (tc__san_mu)
+ * guards the engine's state; stacks are captured and reports delivered
+ * outside it. */
+#include <pthread.h>
+
+#include "base/env.h"
+#include "tensor/device_ops.h"
+#include "sanitizer_engine.h"
+
+atomic_int tc__san_mode;
+pthread_mutex_t tc__san_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool explicit_mode; /* tc_sanitizer_enable was called: the environment is ignored */
+
+/* Takes the lock when on and the engine is usable. */
+bool tc__san_lock_on(void)
+{
+    if (!tc__san_on())
+        return false;
+    pthread_mutex_lock(&tc__san_mu);
+    if (tc__san_on() && tc__san_engine_ready())
+        return true;
+    pthread_mutex_unlock(&tc__san_mu);
+    return false;
+}
+
+static void forget_all(void)
+{
+    tc__san_regions_forget();
+    tc__san_clocks_forget();
+}
+
+static void set_mode(int mode)
+{
+    if (mode != TC_SANITIZER_OFF)
+        tc__san_install();
+    pthread_mutex_lock(&tc__san_mu);
+    if (mode == TC_SANITIZER_OFF)
+        forget_all();
+    atomic_store(&tc__san_mode, mode);
+    pthread_mutex_unlock(&tc__san_mu);
+}
+
+tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_ABORT,
+                 "%d is not a mode: TC_SANITIZER_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
+    atomic_store(&explicit_mode, true);
+    set_mode(mode);
+    return TC_OK;
+}
+
+void tc__san_from_env(void)
+{
+    int mode = tc__sanitizer_env_mode();
+    if (mode != TC_SANITIZER_OFF && !atomic_load(&explicit_mode))
+        set_mode(mode);
+}
+
+tc_sanitizer_mode tc_sanitizer_get_mode(void)
+{
+    return (tc_sanitizer_mode)atomic_load_explicit(&tc__san_mode, memory_order_relaxed);
+}
+
+tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
+                              tc_sanitizer_access_kind kind, const char *label)
+{
+    TC_API_BEGIN;
+    unsigned k = (unsigned)kind;
+    TC_CHECK_ARG((k & ~7u) == 0 && (k & 3u) != 0,
+                 "%d is not TC_SANITIZER_READ, _WRITE or _READ_WRITE (or'ed with "
+                 "TC_SANITIZER_BY_HOST or not)",
+                 (int)kind);
+    TC_CHECK_ARG(ptr || bytes == 0, "ptr is NULL but bytes is %zu", bytes);
+    if (!tc__san_on() || bytes == 0)
+        return TC_OK;
+    int dev = TC__SAN_HOST_DEV;
+    void *handle = NULL;
+    if (!(k & TC_SANITIZER_BY_HOST))
+        TC_TRY(tc__dev()->stream_of(stream, &dev, &handle));
+    tc__san_span sp;
+    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
+    sp.ndim = -1; /* shown as bytes */
+    tc__san_what w = {"user kernel", label};
+    return tc__san_access(dev, handle, &sp, 1, w, true, false, 0, NULL);
+}
+
+size_t tc__san_state_bytes(void)
+{
+    pthread_mutex_lock(&tc__san_mu);
+    size_t b = tc__san_regions_bytes() + tc__san_clocks_bytes();
+    pthread_mutex_unlock(&tc__san_mu);
+    return b;
+}

@@ -1,0 +1,495 @@
+/* The stream sanitizer's place on the device seam (tensor/device_ops.h).
+ *
+ * Installed once, the first time the sanitizer is turned on, over whatever
+ * table is in use: alloc, free and record_stream tell the engine
+ * (sanitizer_memory.c) about device memory; the compute backend's kernels
+ * declare their operands from the tc__iter (operand 0 written, the others
+ * read) or from their pointer arguments (fill, reduce, matmul) on the
+ * current stream of their device; the host backend does the same for CPU
+ * kernels as the host (only memory the engine watches, pinned memory,
+ * matters there); copies across devices declare both tensors with the
+ * ordering tensor_cuda.c gives them (blocking copies synchronize the host
+ * with the stream; a copy between GPUs orders the two streams both ways).
+ * Each wrapper checks first, then calls the same function of the table below
+ * it: in error mode a race stops the call before anything is queued. While
+ * the mode is OFF each wrapper is one branch and the call below.
+ *
+ * The same declarations serve graph captures ordered by data
+ * (src/graph/cuda/graph_order.c, sanitizer_internal.h's other watcher): a GPU
+ * kernel's spans go to it before the kernel is queued, and order_done closes
+ * the operation after. Copies between two GPUs, and host work, are not
+ * announced: such a capture takes whatever it did not hear of as depending on
+ * everything before it. */
+#include <pthread.h>
+
+#include "tensor/index_internal.h"
+#include "tensor/nn_internal.h"
+#include "tensor/tensor_internal.h"
+#include "sanitizer_internal.h"
+
+atomic_int tc__graph_order_captures;
+_Thread_local int tc__graph_order_depth;
+void (*tc__graph_order_op_begin)(int dev, void *stream, const tc__san_span *spans, int n);
+void (*tc__graph_order_op_end)(void);
+
+static const tc__device_ops *prev;
+static const tc__backend *prev_be, *prev_host;
+static tc__device_ops ops;
+static tc__backend dev_be, host_be;
+static const tc__nn_backend *prev_nn;
+static const tc__index_backend *prev_index;
+static tc__nn_backend nn_be;
+static tc__index_backend index_be;
+
+static tc_status w_alloc(int device, size_t bytes, void **out)
+{
+    TC_TRY(prev->alloc(device, bytes, out));
+    if (tc__san_on())
+        tc__san_alloc(*out, bytes, device, prev->current_stream(device), false);
+    return TC_OK;
+}
+
+static void protect(void *ptr, int dev, void *stream)
+{
+    (void)dev;
+    (void)prev->record_stream(ptr, false, stream);
+}
+
+static void w_free(void *ptr)
+{
+    if (tc__san_on())
+        tc__san_free(ptr, protect);
+    prev->free(ptr);
+}
+
+static tc_status w_record_stream(void *ptr, bool host, void *stream)
+{
+    TC_TRY(prev->record_stream(ptr, host, stream));
+    if (tc__san_on() && !host)
+        tc__san_record_stream(ptr, stream);
+    return TC_OK;
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+/* Declares n spans of a kernel on device's current stream, or on the host. */
+static tc_status declare(bool host, int device, const tc__san_span *sp, int n, const char *what)
+{
+    int dev = host ? TC__SAN_HOST_DEV : device;
+    void *stream = host ? NULL : prev->current_stream(device);
+    if (tc__san_on())
+        TC_TRY(
+            tc__san_access(dev, stream, sp, n, (tc__san_what){what, NULL}, false, false, 0, NULL));
+    if (!host && tc__graph_ordering())
+        tc__graph_order_op_begin(dev, stream, sp, n);
+    return TC_OK;
+}
+
+/* After the call below a wrapper: closes the operation an ordered capture
+ * heard of in declare (the thread's depth was depth_before when the wrapper
+ * began: a wrapper that announced nothing closes nothing). */
+static tc_status order_done(tc_status st, int depth_before)
+{
+    if (TC_UNLIKELY(tc__graph_order_depth > depth_before))
+        tc__graph_order_op_end();
+    return st;
+}
+
+static tc_status declare_iter(bool host, int device, const tc__iter *it, const tc_dtype *dts,
+                              const char *what)
+{
+    tc__san_span sp[TC__MAX_OPERANDS];
+    for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
+        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+    return declare(host, device, sp, it->nops, what);
+}
+
+static tc_status declare_dense(bool host, int device, const char *what, int n,
+                               const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
+                               const bool *writes)
+{
+    tc__san_span sp[4];
+    for (int i = 0; i < n; i++)
+        tc__san_span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
+    return declare(host, device, sp, n, what);
+}
+
+static bool is_comparison(tc__op op) { return op >= TC__OP_EQ && op <= TC__OP_GE; }
+
+static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
+
+/* One set of wrappers per table: HOST is true for the CPU kernels. */
+#define SAN_WRAPPERS(P, HOST, BE)                                                                  \
+    static tc_status P##unary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                 \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};                                       \
+            TC_TRY(declare_iter(HOST, dev, it, d, "unary kernel"));                                \
+        }                                                                                          \
+        return order_done(BE->unary(dev, op, dt, it), od);                                         \
+    }                                                                                              \
+    static tc_status P##binary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            tc_dtype d[TC__MAX_OPERANDS] = {is_comparison(op) ? TC_BOOL : dt, dt, dt, dt};         \
+            TC_TRY(declare_iter(HOST, dev, it, d, "binary kernel"));                               \
+        }                                                                                          \
+        return order_done(BE->binary(dev, op, dt, it), od);                                        \
+    }                                                                                              \
+    static tc_status P##where(int dev, tc_dtype dt, const tc__iter *it)                            \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            tc_dtype d[TC__MAX_OPERANDS] = {dt, TC_BOOL, dt, dt};                                  \
+            TC_TRY(declare_iter(HOST, dev, it, d, "where kernel"));                                \
+        }                                                                                          \
+        return order_done(BE->where(dev, dt, it), od);                                             \
+    }                                                                                              \
+    static tc_status P##convert(int dev, tc_dtype dst, tc_dtype src, const tc__iter *it)           \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            tc_dtype d[TC__MAX_OPERANDS] = {dst, src, src, src};                                   \
+            TC_TRY(declare_iter(HOST, dev, it, d, "copy kernel"));                                 \
+        }                                                                                          \
+        return order_done(BE->convert(dev, dst, src, it), od);                                     \
+    }                                                                                              \
+    static tc_status P##fill(int dev, tc_dtype dt, void *out, int64_t n, tc__fill v)               \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            const void *p[1] = {out};                                                              \
+            size_t b[1] = {(size_t)n * esz(dt)};                                                   \
+            bool w[1] = {true};                                                                    \
+            TC_TRY(declare_dense(HOST, dev, "fill kernel", 1, p, b, &dt, w));                      \
+        }                                                                                          \
+        return order_done(BE->fill(dev, dt, out, n, v), od);                                       \
+    }                                                                                              \
+    static tc_status P##reduce(int dev, tc__op op, tc_dtype it_, tc_dtype ot, const void *in,      \
+                               void *out, int64_t outer, int64_t r, int64_t inner)                 \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            const void *p[2] = {out, in};                                                          \
+            size_t b[2] = {(size_t)(outer * inner) * esz(ot),                                      \
+                           (size_t)(outer * r * inner) * esz(it_)};                                \
+            tc_dtype d[2] = {ot, it_};                                                             \
+            bool w[2] = {true, false};                                                             \
+            TC_TRY(declare_dense(HOST, dev, "reduce kernel", 2, p, b, d, w));                      \
+        }                                                                                          \
+        return order_done(BE->reduce(dev, op, it_, ot, in, out, outer, r, inner), od);             \
+    }                                                                                              \
+    static tc_status P##matmul(int dev, tc_dtype dt, const void *a, const void *b, void *c,        \
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,         \
+                               int64_t sb)                                                         \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            const void *p[3] = {c, a, b};                                                          \
+            size_t e = esz(dt);                                                                    \
+            size_t by[3] = {(size_t)(batch * m * n) * e, (size_t)((sa ? batch : 1) * m * k) * e,   \
+                            (size_t)((sb ? batch : 1) * k * n) * e};                               \
+            tc_dtype d[3] = {dt, dt, dt};                                                          \
+            bool w[3] = {true, false, false};                                                      \
+            TC_TRY(declare_dense(HOST, dev, "matmul", 3, p, by, d, w));                            \
+        }                                                                                          \
+        return order_done(BE->matmul(dev, dt, a, b, c, batch, m, n, k, sa, sb), od);               \
+    }                                                                                              \
+    static tc_status P##scan(int dev, tc__op op, tc_dtype dt, const void *in, void *out,           \
+                             int64_t outer, int64_t r, int64_t inner)                              \
+    {                                                                                              \
+        int od = tc__graph_order_depth;                                                            \
+        if (tc__seam_watched()) {                                                                  \
+            const void *p[2] = {out, in};                                                          \
+            size_t b = (size_t)(outer * r * inner) * esz(dt), by[2] = {b, b};                      \
+            tc_dtype d[2] = {dt, dt};                                                              \
+            bool w[2] = {true, false};                                                             \
+            TC_TRY(declare_dense(HOST, dev, "scan kernel", 2, p, by, d, w));                       \
+        }                                                                                          \
+        return order_done(BE->scan(dev, op, dt, in, out, outer, r, inner), od);                    \
+    }
+
+SAN_WRAPPERS(d_, false, prev_be)
+SAN_WRAPPERS(h_, true, prev_host)
+
+/* ---- the GPU's nn and indexing tables ------------------------------------------------ */
+/* Only a GPU's: CPU tensors reach the CPU's tables directly, and the host
+ * only matters to the engine for pinned memory, which these ops never get
+ * from the core. */
+
+static tc_status d_rows(int dev, const tc__nn_rows *a)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        size_t count = (size_t)(a->outer * a->n * a->inner), wb = (size_t)a->n * esz(a->in_dtype);
+        const void *p[4] = {a->out, a->in};
+        size_t b[4] = {count * esz(a->out_dtype), count * esz(a->in_dtype)};
+        tc_dtype d[4] = {a->out_dtype, a->in_dtype, a->in_dtype, a->in_dtype};
+        bool w[4] = {true, false, false, false};
+        int n = 2;
+        if (a->weight)
+            p[n] = a->weight, b[n++] = wb;
+        if (a->bias)
+            p[n] = a->bias, b[n++] = wb;
+        TC_TRY(declare_dense(false, dev, "nn row kernel", n, p, b, d, w));
+    }
+    return order_done(prev_nn->rows(dev, a), od);
+}
+
+/* Elements from the first to the last one an (op) matrix of a strided batch
+ * touches: rows r, columns c, leading dimension ld, transposed or not. */
+static size_t gemm_extent(int64_t batch, int64_t stride, int64_t r, int64_t c, int64_t ld,
+                          bool trans)
+{
+    if (r == 0 || c == 0)
+        return 0;
+    int64_t one = trans ? (c - 1) * ld + r : (r - 1) * ld + c;
+    return (size_t)((batch - 1) * stride + one);
+}
+
+static tc_status d_gemm(int dev, const tc__nn_gemm *g)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched() && g->batch > 0) {
+        const void *p[3] = {g->c, g->a, g->b};
+        size_t b[3] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype)};
+        tc_dtype d[3] = {g->c_dtype, g->dtype, g->dtype};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "gemm", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->gemm(dev, g), od);
+}
+
+/* linear's GEMM with its bias: C written, A, B and the bias read. A refusal
+ * (*fused false) queues nothing; the copy and the GEMM that follow declare
+ * themselves. */
+static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bool *fused)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched() && g->batch > 0) {
+        const void *p[4] = {g->c, g->a, g->b, bias};
+        size_t b[4] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype),
+            (size_t)g->n * esz(g->c_dtype)};
+        tc_dtype d[4] = {g->c_dtype, g->dtype, g->dtype, g->c_dtype};
+        bool w[4] = {true, false, false, false};
+        TC_TRY(declare_dense(false, dev, "gemm with bias", 4, p, b, d, w));
+    }
+    return order_done(prev_nn->gemm_bias(dev, g, bias, fused), od);
+}
+
+/* Elements from the first to the last one an attention operand touches:
+ * `batch` entries of `rows` rows of e elements, strides as tc__nn_attention
+ * gives them. */
+static size_t attention_extent(const int64_t *st, int64_t batch, int64_t inner, int64_t rows,
+                               int64_t e)
+{
+    return (size_t)((batch / inner - 1) * st[0] + (inner - 1) * st[1] + (rows - 1) * st[2] + e);
+}
+
+/* Fused attention: out written, q, k and v read. A refusal (*done false)
+ * queues nothing; the GEMMs and softmax that follow declare themselves. */
+static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        size_t es = esz(a->dtype);
+        const void *p[4] = {a->out, a->q, a->k, a->v};
+        size_t b[4] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es};
+        tc_dtype d[4] = {a->dtype, a->dtype, a->dtype, a->dtype};
+        bool w[4] = {true, false, false, false};
+        TC_TRY(declare_dense(false, dev, "attention kernel", 4, p, b, d, w));
+    }
+    return order_done(prev_nn->attention(dev, a, done), od);
+}
+
+static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        size_t es = esz(a->dtype);
+        const void *p[3] = {a->out, a->logits, a->target};
+        size_t b[3] = {(a->reduction == TC_REDUCTION_NONE ? (size_t)a->n : 1) * es,
+                       (size_t)(a->n * a->c) * es, (size_t)a->n * 8};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_INT64};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "cross_entropy kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->cross_entropy(dev, a), od);
+}
+
+/* The spans of an indexing iter; operand `along` (stride 0 along the
+ * indexed dimension) reaches dim_size entries dim_stride apart. */
+static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dts, int along,
+                                 int64_t dim_stride, int64_t dim_size, const char *what)
+{
+    tc__san_span sp[TC__MAX_OPERANDS];
+    for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
+        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+    if (dim_size > 0 && sp[along].hi > sp[along].lo)
+        sp[along].hi += (uintptr_t)((dim_size - 1) * dim_stride) * esz(dts[along]);
+    return declare(false, dev, sp, it->nops, what);
+}
+
+static tc_status d_gather(int dev, tc_dtype dt, tc_dtype idt, const tc__iter *it,
+                          int64_t dim_stride, int64_t dim_size)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, idt, idt};
+        TC_TRY(declare_indexed(dev, it, d, 1, dim_stride, dim_size, "gather kernel"));
+    }
+    return order_done(prev_index->gather(dev, dt, idt, it, dim_stride, dim_size), od);
+}
+
+static tc_status d_scatter_add(int dev, tc_dtype dt, const tc__iter *it, int64_t dim_stride,
+                               int64_t dim_size)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, TC_INT64, TC_INT64};
+        TC_TRY(declare_indexed(dev, it, d, 0, dim_stride, dim_size, "scatter_add kernel"));
+    }
+    return order_done(prev_index->scatter_add(dev, dt, it, dim_stride, dim_size), od);
+}
+
+static tc_status d_tri(int dev, tc_dtype dt, bool upper, int64_t diagonal, const tc__iter *it)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};
+        TC_TRY(declare_iter(false, dev, it, d, "triangle kernel"));
+    }
+    return order_done(prev_index->tri(dev, dt, upper, diagonal, it), od);
+}
+
+static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int64_t *indices,
+                        int64_t outer, int64_t r, int64_t inner, int64_t k, bool largest)
+{
+    int od = tc__graph_order_depth;
+    if (tc__seam_watched()) {
+        const void *p[3] = {values, indices, in};
+        size_t out_n = (size_t)(outer * k * inner);
+        size_t b[3] = {out_n * esz(dt), out_n * 8, (size_t)(outer * r * inner) * esz(dt)};
+        tc_dtype d[3] = {dt, TC_INT64, dt};
+        bool w[3] = {true, true, false};
+        TC_TRY(declare_dense(false, dev, "topk kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_index->topk(dev, dt, in, values, indices, outer, r, inner, k, largest),
+                      od);
+}
+
+/* ---- copies across devices ---------------------------------------------------------- */
+
+/* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
+static void span_of_tensor(const tc_tensor *t, bool write, tc__san_span *out)
+{
+    tc__iter it;
+    tc__iter_init(&it, t->ndim, t->sizes, 1);
+    tc__iter_set(&it, 0, t);
+    tc__san_span_of_iter(&it, 0, t->dtype, write, out);
+}
+
+/* tensor_cuda.c reads pinned src in place when it is already dense as dst. */
+static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
+{
+    if (src->dtype != dst->dtype || src->ndim != dst->ndim || !tc__is_contiguous(src))
+        return false;
+    for (int d = 0; d < dst->ndim; d++)
+        if (src->sizes[d] != dst->sizes[d])
+            return false;
+    return true;
+}
+
+static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
+{
+    if (!tc__seam_watched() || tc__numel(dst->ndim, dst->sizes) == 0)
+        return prev->copy(dst, src, non_blocking);
+    tc_device dd = dst->storage->device, sd = src->storage->device;
+    tc__san_span sp[2];
+    span_of_tensor(dst, true, &sp[0]);
+    span_of_tensor(src, false, &sp[1]);
+    tc__san_what what = {non_blocking ? "non_blocking copy" : "copy", NULL};
+    if (sd.type == TC_CPU) { /* host to device: pinned memory dense as dst is read later */
+        void *s = prev->current_stream(dd.index);
+        bool async_src = src->storage->pinned && dense_as(src, dst);
+        TC_TRY(tc__san_access(dd.index, s, sp, async_src ? 2 : 1, what, false, false, 0, NULL));
+        TC_TRY(prev->copy(dst, src, non_blocking));
+        if (async_src && !non_blocking)
+            tc__san_stream_sync(dd.index, s);
+        return TC_OK;
+    }
+    if (dd.type == TC_CPU) { /* device to host: waits unless pinned, dense and non_blocking */
+        void *s = prev->current_stream(sd.index);
+        bool wait = !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
+        bool direct = dst->storage->pinned && tc__is_contiguous(dst);
+        TC_TRY(tc__san_access(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, what, false, false,
+                              0, NULL));
+        TC_TRY(prev->copy(dst, src, non_blocking));
+        if (wait)
+            tc__san_stream_sync(sd.index, s);
+        return TC_OK;
+    }
+    void *ss = prev->current_stream(sd.index), *ds = prev->current_stream(dd.index);
+    TC_TRY(tc__san_access(dd.index, ds, sp, 2, what, false, true, sd.index, ss));
+    int od = tc__graph_order_depth;
+    if (sd.index == dd.index && tc__graph_ordering()) /* one GPU: an ordered capture hears of it */
+        tc__graph_order_op_begin(dd.index, ds, sp, 2);
+    TC_TRY(order_done(prev->copy(dst, src, non_blocking), od));
+    tc__san_stream_wait_stream(sd.index, ss, dd.index, ds);
+    return TC_OK;
+}
+
+/* ---- installation ------------------------------------------------------------------- */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void install(void)
+{
+    const tc__device_ops *cur = tc__dev();
+    prev = cur;
+    ops = *cur;
+    ops.alloc = w_alloc;
+    ops.free = w_free;
+    ops.record_stream = w_record_stream;
+    ops.copy = w_copy;
+    if (cur->backend) {
+        prev_be = cur->backend;
+        dev_be = (tc__backend){d_unary, d_binary, d_where,  d_convert,
+                               d_fill,  d_reduce, d_matmul, d_scan};
+        ops.backend = &dev_be;
+    }
+    if (cur->nn) {
+        prev_nn = cur->nn;
+        nn_be = (tc__nn_backend){.rows = d_rows,
+                                 .gemm = d_gemm,
+                                 .cross_entropy = d_cross_entropy,
+                                 .gemm_bias = d_gemm_bias,
+                                 .attention = cur->nn->attention ? d_attention : NULL};
+        ops.nn = &nn_be;
+    }
+    if (cur->index_backend) {
+        prev_index = cur->index_backend;
+        index_be = (tc__index_backend){d_gather, d_scatter_add, d_tri, d_topk};
+        ops.index_backend = &index_be;
+    }
+    prev_host = cur->host_backend ? cur->host_backend : &tc__cpu_backend;
+    host_be = (tc__backend){h_unary, h_binary, h_where,  h_convert,
+                            h_fill,  h_reduce, h_matmul, h_scan};
+    ops.host_backend = &host_be;
+    const tc__device_ops *was;
+    tc__device_ops_install(&ops, &was);
+    (void)was; /* == cur unless another hook raced in; it then stays below ours */
+}
+
+void tc__san_install(void) { pthread_once(&once, install); }

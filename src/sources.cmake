@@ -1,0 +1,160 @@
+# The library's sources, one group per module (src/<module>/, docs/architecture.md).
+# Every source is listed by name: a new file is added here, in its module's
+# group (scripts/check_sources.sh finds one that is not). The rule the lists
+# follow is the tree's: a folder named `cuda` holds what needs CUDA and is
+# built only with it; src/nocuda stands in for all of them without it.
+set(TCUDA_SOURCES
+  # base: status, messages, handles, strings, environment switches
+  src/base/dtype.c
+  src/base/env.c
+  src/base/handle_pool.c
+  src/base/status.c
+  src/base/strbuf.c
+  # runtime: devices, streams, events, NVTX, NVML
+  src/runtime/device_parse.c
+  # memory: the caching allocator (memory/: its algorithm, no CUDA)
+  src/memory/alloc.c
+  src/memory/alloc_blocks.c
+  src/memory/alloc_config.c
+  src/memory/alloc_expandable.c
+  src/memory/alloc_history.c
+  src/memory/alloc_history_dump.c
+  src/memory/alloc_history_events.c
+  src/memory/alloc_history_stacks.c
+  src/memory/alloc_host.c
+  src/memory/alloc_inspect.c
+  src/memory/alloc_mempool.c
+  src/memory/alloc_pools.c
+  src/memory/alloc_segments.c
+  src/memory/alloc_streams.c
+  src/memory/alloc_text.c
+  # tensor: tensors: front end, CPU backend, CUDA backend and kernels
+  src/tensor/cpu/cpu_index.c
+  src/tensor/cpu/cpu_matmul.c
+  src/tensor/cpu/cpu_nn.c
+  src/tensor/cpu/cpu_ops.c
+  src/tensor/device_ops.c
+  src/tensor/storage.c
+  src/tensor/tensor.c
+  src/tensor/tensor_copy.c
+  src/tensor/tensor_index.c
+  src/tensor/tensor_matmul.c
+  src/tensor/tensor_nn.c
+  src/tensor/tensor_ops.c
+  src/tensor/tensor_random.c
+  src/tensor/tensor_reduce.c
+  src/tensor/tensor_shape.c
+  # random: generators and Philox draws
+  src/random/random.c
+  src/random/random_cpu.c
+  # sanitizer: the stream sanitizer
+  src/sanitizer/sanitizer.c
+  src/sanitizer/sanitizer_access.c
+  src/sanitizer/sanitizer_capture.c
+  src/sanitizer/sanitizer_clocks.c
+  src/sanitizer/sanitizer_memory.c
+  src/sanitizer/sanitizer_ops.c
+  src/sanitizer/sanitizer_report.c
+  src/sanitizer/sanitizer_stacks.c
+  # jit: jiterator
+  src/jit/jit.c
+  src/jit/jit_cache.c
+  src/jit/jit_codegen.c
+  src/jit/jit_host.c
+  src/jit/jit_parse.c
+  # dist: comm, dist and IPC
+  src/dist/comm.c
+  src/dist/dist_env.c
+  src/dist/ipc_handle.c
+  # io: safetensors
+  src/io/json.c
+  src/io/safetensors.c
+  src/io/safetensors_parse.c
+  src/io/safetensors_save.c
+  # interop: DLPack
+  src/interop/dlpack.c)
+# The cuda/ halves: host code and kernels.
+set(TCUDA_CUDA_SOURCES
+  # runtime
+  src/runtime/cuda/device.c
+  src/runtime/cuda/driver_api.c
+  src/runtime/cuda/dynlib.c
+  src/runtime/cuda/errors.c
+  src/runtime/cuda/event.c
+  src/runtime/cuda/init.c
+  src/runtime/cuda/kernel_errors.c
+  src/runtime/cuda/launch.c
+  src/runtime/cuda/nvml.c
+  src/runtime/cuda/nvtx.c
+  src/runtime/cuda/stream.c
+  # memory
+  src/memory/cuda/alloc_providers.c
+  src/memory/cuda/memory.c
+  src/memory/cuda/memory_allocators.c
+  src/memory/cuda/memory_host.c
+  src/memory/cuda/memory_mempool.c
+  src/memory/cuda/memory_snapshot.c
+  src/memory/cuda/memory_stats.c
+  # tensor
+  src/tensor/cuda/blas.c
+  src/tensor/cuda/blas_lt.c
+  src/tensor/cuda/device_ops_cuda.c
+  src/tensor/cuda/index_cuda.c
+  src/tensor/cuda/kernels/attention.cu
+  src/tensor/cuda/kernels/copy.cu
+  src/tensor/cuda/kernels/elementwise.cu
+  src/tensor/cuda/kernels/gemm_small.cu
+  src/tensor/cuda/kernels/index.cu
+  src/tensor/cuda/kernels/nn.cu
+  src/tensor/cuda/kernels/reduce.cu
+  src/tensor/cuda/kernels/scan.cu
+  src/tensor/cuda/nn_cuda.c
+  src/tensor/cuda/tensor_cuda.c
+  # random
+  src/random/cuda/random.cu
+  src/random/cuda/random_cuda.c
+  # graph
+  src/graph/cuda/graph.c
+  src/graph/cuda/graph_callables.c
+  src/graph/cuda/graph_capture.c
+  src/graph/cuda/graph_order.c
+  src/graph/cuda/graph_pdl.c
+  src/graph/cuda/graph_pools.c
+  src/graph/cuda/graph_update.c
+  # jit
+  src/jit/cuda/nvrtc.c
+  # dist
+  src/dist/cuda/comm_nccl.c
+  src/dist/cuda/dist.c
+  src/dist/cuda/ipc.c
+  src/dist/cuda/nccl.c)
+# What answers for the cuda/ halves in a build without CUDA.
+set(TCUDA_NOCUDA_SOURCES
+  src/nocuda/comm.c
+  src/nocuda/device_ops.c
+  src/nocuda/dist.c
+  src/nocuda/graph.c
+  src/nocuda/ipc.c
+  src/nocuda/jit.c
+  src/nocuda/memory.c
+  src/nocuda/nvtx.c
+  src/nocuda/random.c
+  src/nocuda/runtime.c
+  src/nocuda/tensor.c)
+
+# The folder rule, checked where it is cheapest: no list holds another's files.
+foreach(_src ${TCUDA_SOURCES})
+  if(_src MATCHES "/cuda/|^src/nocuda/")
+    message(FATAL_ERROR "${_src} needs CUDA (a cuda/ folder) or stands in for it: not in TCUDA_SOURCES")
+  endif()
+endforeach()
+foreach(_src ${TCUDA_CUDA_SOURCES})
+  if(NOT _src MATCHES "/cuda/")
+    message(FATAL_ERROR "${_src} is in TCUDA_CUDA_SOURCES but not in a cuda/ folder")
+  endif()
+endforeach()
+foreach(_src ${TCUDA_NOCUDA_SOURCES})
+  if(NOT _src MATCHES "^src/nocuda/")
+    message(FATAL_ERROR "${_src} is in TCUDA_NOCUDA_SOURCES but not in src/nocuda")
+  endif()
+endforeach()

@@ -1,0 +1,274 @@
+/* cuBLAS, loaded at run time: the per-thread handle of each device
+ * (tc_current_blas_handle) and the GPU matmul.
+ *
+ * Only the few entry points used are declared here, so the build needs no
+ * cuBLAS headers or library; a machine without libcublas gets
+ * TC_ERROR_NOT_SUPPORTED from matmul and nothing else changes. Handles are
+ * created once per thread and device and re-bound to the current stream on
+ * every use. Row-major C = A B is computed as column-major C^T = B^T A^T.
+ * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
+ * alpha, beta and a float32 C for 16-bit A and B. linear's GEMM with its
+ * bias goes to cuBLASLt first (blas_lt.c), with the same mapping; the
+ * tensor matmul is the same GEMM without transposes. Small float32 GEMMs
+ * (kernels/gemm_small.cu says which) skip cuBLAS for one kernel of tcuda's:
+ * cuBLAS's host time per call and its few-block kernels cost more than the
+ * work at those sizes. Large 16-bit results whose rows are not whole
+ * 16-byte vectors go through padded rows (gemm_padded). In a capture
+ * ordered by data each GEMM gets a workspace of its own (graph_order.h). */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "blas_abi.h"
+#include "tensor/tensor_internal.h"
+#include "runtime/cuda/cuda_internal.h"
+#include "memory/cuda/device_alloc.h"
+#include "graph/cuda/graph_order.h"
+#include "tensor/cuda/kernels/nn_kernels.h"
+#include "nn_cuda.h"
+#include "tensor_cuda.h"
+
+/* From cublas_api.h (values are part of the ABI); the shared ones in
+ * blas_abi.h. */
+typedef void *tc__cublas_handle;
+enum { CUBLAS_DEFAULT_MATH_ = 0, CUBLAS_POINTER_MODE_HOST_ = 0 };
+
+typedef int (*create_fn)(tc__cublas_handle *);
+typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
+typedef int (*set_math_mode_fn)(tc__cublas_handle, int);
+typedef int (*set_pointer_mode_fn)(tc__cublas_handle, int);
+typedef int (*set_workspace_fn)(tc__cublas_handle, void *, size_t);
+typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *, int,
+                       int, long long, const void *, int, int, long long, const void *, void *, int,
+                       int, long long, int, int, int);
+
+static const char *const cublas_names[] = {"libcublas.so.13",
+                                           "/usr/local/cuda/lib64/libcublas.so.13",
+                                           "libcublas.so.12", "libcublas.so", NULL};
+static tc__dynlib cublas_lib = {.what = "cuBLAS (libcublas)", .names = cublas_names};
+static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
+static tc_status syms_status = TC_ERROR_NOT_SUPPORTED;
+static char syms_message[512];
+static create_fn p_create;
+static set_stream_fn p_set_stream;
+static set_math_mode_fn p_set_math_mode;
+static set_pointer_mode_fn p_set_pointer_mode;
+static gemm_fn p_gemm;
+static set_workspace_fn p_set_workspace;
+
+static _Thread_local tc__cublas_handle handles[TC_MAX_DEVICES];
+
+static void load_syms(void)
+{
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {{"cublasCreate_v2", (void **)&p_create},
+                {"cublasSetStream_v2", (void **)&p_set_stream},
+                {"cublasSetMathMode", (void **)&p_set_math_mode},
+                {"cublasSetPointerMode_v2", (void **)&p_set_pointer_mode},
+                {"cublasGemmStridedBatchedEx", (void **)&p_gemm},
+                {"cublasSetWorkspace_v2", (void **)&p_set_workspace}};
+    syms_status = tc__dynlib_load(&cublas_lib);
+    for (size_t i = 0; syms_status == TC_OK && i < sizeof syms / sizeof syms[0]; i++)
+        syms_status = tc__dynlib_sym(&cublas_lib, syms[i].name, syms[i].slot);
+    if (syms_status != TC_OK)
+        snprintf(syms_message, sizeof syms_message, "%s", tc_last_error());
+}
+
+/* The handle of the current thread for `device` (current), bound to the
+ * current stream, with host scalars and no TF32: tc_current_blas_handle
+ * gives the handle to the program, which may have changed either (PyTorch
+ * too sets the math mode on every use). */
+static tc_status handle_for(int device, tc__cublas_handle *out)
+{
+    *out = NULL; /* written even on failure, to keep compilers calm */
+    pthread_once(&syms_once, load_syms);
+    if (syms_status != TC_OK)
+        return tc__fail(syms_status, "%s", syms_message);
+    if (!handles[device]) {
+        tc__cublas_handle h = NULL;
+        int rc = p_create(&h);
+        if (rc != 0)
+            return tc__fail(TC_ERROR_CUDA, "cublasCreate_v2 failed with status %d on cuda:%d", rc,
+                            device);
+        handles[device] = h;
+    }
+    int rc = p_set_stream(handles[device], tc__current_cuda_stream(device));
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA, "cublasSetStream_v2 failed with status %d", rc);
+    rc = p_set_pointer_mode(handles[device], CUBLAS_POINTER_MODE_HOST_);
+    if (rc == 0)
+        rc = p_set_math_mode(handles[device], CUBLAS_DEFAULT_MATH_);
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA, "cublasSetPointerMode_v2/SetMathMode failed with status %d",
+                        rc);
+    *out = handles[device];
+    return TC_OK;
+}
+
+/* In a capture ordered by data, the GEMM about to be queued gets a workspace
+ * that GEMMs on other branches do not use (graph_order.h); the next
+ * handle_for's cublasSetStream puts cuBLAS's own back. */
+static tc_status ordered_workspace(int device, tc__cublas_handle h)
+{
+    if (TC_LIKELY(tc__graph_order_depth == 0))
+        return TC_OK;
+    size_t want = tc__cublas_workspace_limit(device);
+    void *ws;
+    if (!tc__graph_order_workspace(device, tc__current_cuda_stream(device), want, &ws))
+        return TC_OK;
+    int rc = p_set_workspace(h, ws, want);
+    return rc == 0 ? TC_OK
+                   : tc__fail(TC_ERROR_CUDA, "cublasSetWorkspace_v2 failed with status %d", rc);
+}
+
+void *tc_current_blas_handle(void)
+{
+    TC_API_BEGIN;
+    int dev;
+    tc__cublas_handle h;
+    if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)
+        return NULL;
+    return h;
+}
+
+/* A small float32 GEMM in one kernel of tcuda's (kernels/gemm_small.cu):
+ * cuBLAS's kernels for these sizes use few blocks, or two kernels. */
+static tc_status gemm_small(int device, const tc__nn_gemm *g)
+{
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    tc__k_gemm_small(cs, g);
+    return tc__launch_check(cs, "gemm_small_kernel");
+}
+
+/* A GEMM with k = 0 is C = beta * C. PyTorch does not hand it to cuBLAS
+ * (an old cuBLAS left C unwritten for a strided batch with k = 0,
+ * pytorch#31421), nor does tcuda: beta 1 is nothing to do, any other beta a
+ * small kernel on the current stream. */
+static tc_status scale_c(int device, const tc__nn_gemm *g)
+{
+    if (g->beta == 1)
+        return TC_OK;
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    int sms = tc__sm_count(device);
+    tc__k_nn_scale(cs, sms ? sms : 80, g->c_dtype, g->c, g->batch, g->m, g->n, g->ldc, g->stride_c,
+                   g->beta);
+    return tc__launch_check(cs, "gemm_scale_kernel");
+}
+
+/* One cublasGemmStridedBatchedEx on the current stream (device current). */
+static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
+{
+    tc__cublas_handle h;
+    TC_TRY(handle_for(device, &h));
+    TC_TRY(ordered_workspace(device, h));
+    /* float32 computation (no TF32) for all but float64; the scalars are of
+     * the computation type */
+    bool f64 = g->dtype == TC_FLOAT64;
+    float af = (float)g->alpha, bf = (float)g->beta;
+    const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
+    const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
+    int type = tc__cuda_data_type(g->dtype);
+    /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
+    int rc = p_gemm(h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
+                    g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
+                    alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
+                    (long long)g->stride_a, beta, g->c, tc__cuda_data_type(g->c_dtype), (int)g->ldc,
+                    (long long)g->stride_c, (int)g->batch,
+                    f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+    if (rc != 0)
+        return tc__fail(TC_ERROR_CUDA,
+                        "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
+                        "k=%lld batch=%lld)",
+                        rc, tc_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                        (long long)g->k, (long long)g->batch);
+    return TC_OK;
+}
+
+bool tc__gemm_pads_rows(const tc__nn_gemm *g)
+{
+    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc == g->n && g->n % 8 &&
+           g->n > 8 && g->m * g->n >= ((int64_t)1 << 22);
+}
+
+/* Copies `rows` rows of `width` bytes between two pitches on stream cs. */
+static tc_status copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           int64_t rows, cudaStream_t cs)
+{
+    cudaError_t err = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, (size_t)rows,
+                                        cudaMemcpyDeviceToDevice, cs);
+    return err == cudaSuccess ? TC_OK : tc__cuda_fail(err, "cudaMemcpy2DAsync", __FILE__, __LINE__);
+}
+
+/* g (tc__gemm_pads_rows) through a buffer of rows padded to whole 16-byte
+ * vectors: the columns up to the last whole vector in one GEMM, the rest
+ * (under 8) in a second, then one copy of the rows into C (C first goes into
+ * the buffer when beta reads it). cuBLAS, PyTorch's too, has only its
+ * unaligned kernels for such rows: 3.3 ms for a [4096, 50257] bfloat16
+ * product (GPT-2's logits) that the aligned ones do in well under 1. */
+static tc_status gemm_padded(int device, const tc__nn_gemm *g)
+{
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    size_t es = 2, row = (size_t)g->n * es;
+    int64_t npad = (g->n + 7) / 8 * 8, head = g->n / 8 * 8;
+    void *buf = NULL;
+    TC_TRY(tc__device_alloc(device, cs, (size_t)(g->m * npad) * es, &buf));
+    tc_status st = TC_OK;
+    if (g->beta != 0)
+        st = copy_rows(buf, (size_t)npad * es, g->c, row, row, g->m, cs);
+    for (int i = 0; i < 2 && st == TC_OK; i++) {
+        int64_t c0 = i ? head : 0;
+        tc__nn_gemm p = *g;
+        p.n = i ? g->n - head : head;
+        p.ldc = npad;
+        p.c = (char *)buf + (size_t)c0 * es;
+        p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
+        st = cublas_gemm(device, &p);
+    }
+    if (st == TC_OK)
+        st = copy_rows(g->c, row, buf, (size_t)npad * es, row, g->m, cs);
+    /* given back at once: its next user on this stream comes after the copy */
+    tc_status fst = tc__device_free(buf);
+    return st != TC_OK ? st : fst;
+}
+
+tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
+{
+    int64_t most = g->m > g->n ? g->m : g->n;
+    most = most > g->k ? most : g->k;
+    most = most > g->batch ? most : g->batch;
+    if (most > INT32_MAX || g->lda > INT32_MAX || g->ldb > INT32_MAX || g->ldc > INT32_MAX)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED, "sizes or leading dimensions above 2^31-1 are not "
+                                                "supported by the GPU GEMM");
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc_status st = g->k == 0                  ? scale_c(device, g)
+                   : tc__k_gemm_small_fits(g) ? gemm_small(device, g)
+                   : tc__gemm_pads_rows(g)    ? gemm_padded(device, g)
+                                              : cublas_gemm(device, g);
+    tc_device_guard_exit(&gd);
+    return st;
+}
+
+tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
+                          int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
+{
+    tc__nn_gemm g = {.dtype = dt,
+                     .c_dtype = dt,
+                     .batch = batch,
+                     .m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a,
+                     .b = b,
+                     .c = c,
+                     .lda = k,
+                     .ldb = n,
+                     .ldc = n,
+                     .stride_a = sa,
+                     .stride_b = sb,
+                     .stride_c = m * n,
+                     .alpha = 1,
+                     .beta = 0};
+    return tc__cuda_gemm(device, &g);
+}

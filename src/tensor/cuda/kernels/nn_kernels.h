@@ -1,0 +1,62 @@
+/* C launchers of the nn kernels (nn.cu), called by nn_cuda.c. As the other
+ * launchers (kernels.h), each queues its kernels on `stream` of the current
+ * device and returns at once; the caller runs tc__launch_check right after.
+ * `sms` is the device's multiprocessor count. Not installed. */
+#ifndef TCUDA_NN_KERNELS_H
+#define TCUDA_NN_KERNELS_H
+
+#include <cuda_runtime_api.h>
+
+#include "tensor/nn_internal.h"
+#include "runtime/cuda/kernel_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* See tc__nn_rows (tensor/nn_internal.h). */
+void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *args);
+/* For benchmarks only: every later row kernel (softmax, log_softmax, the
+ * norms; not along an inner dim) takes `path` where the row allows it:
+ * registers with the fewest threads, registers with about 4 vectors a
+ * thread, shared memory, or two reads of global memory; AUTO (the default)
+ * chooses by the row's length. One setting for the whole process. */
+enum {
+    TC__NN_PATH_AUTO,
+    TC__NN_PATH_REGS,
+    TC__NN_PATH_REGS_WIDE,
+    TC__NN_PATH_SMEM,
+    TC__NN_PATH_LOOP
+};
+void tc__k_nn_rows_path(int path);
+/* See tc__nn_ce (tensor/nn_internal.h). A target out of range (not
+ * ignore_index) gives its row NaN and is reported through err
+ * (kernel_errors.h). A sum or mean needs tc__k_nn_cross_entropy_scratch
+ * bytes of device memory for the blocks' partial sums, read by a second
+ * kernel on the same stream. */
+size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a);
+void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a, void *scratch,
+                            tc__kernel_error *err);
+/* See tc__nn_attention (tensor/nn_internal.h): queues the fused attention
+ * kernel on `stream` of `device` (compute capability cc_major) and returns
+ * true, or returns false, queuing nothing, for what it does not take:
+ * float64, 16-bit dtypes before compute capability 8.0, head sizes over 128,
+ * a scale that is not positive and finite (attention.cu). */
+bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc__nn_attention *a);
+/* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
+ * matrices of dtype (floating) with leading dimension ldc and batch stride
+ * stride_c: a GEMM with k = 0. Launches nothing when the batch is empty. */
+void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch, int64_t m,
+                    int64_t n, int64_t ldc, int64_t stride_c, double beta);
+
+/* Small float32 GEMMs without cuBLAS (gemm_small.cu): whether g is one
+ * (float32 A, B and C; m and n at least 8; k up to 1024; at most 2^22
+ * multiply-adds in all), and the kernel that computes it (one launch). */
+bool tc__k_gemm_small_fits(const tc__nn_gemm *g);
+void tc__k_gemm_small(cudaStream_t stream, const tc__nn_gemm *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,54 @@
+/* The CUDA nn backend (tensor/nn_internal.h): row kernels and cross_entropy
+ * from nn.cu, the GEMM from cuBLAS (blas.c), linear's GEMM with its bias
+ * from cuBLASLt (blas_lt.c), fused attention from attention.cu. Each entry
+ * enters the device, queues on its current stream and reports launch
+ * errors in one place. */
+#include "runtime/cuda/cuda_internal.h"
+#include "memory/cuda/device_alloc.h"
+#include "runtime/cuda/kernel_errors.h"
+#include "tensor/cuda/kernels/nn_kernels.h"
+#include "nn_cuda.h"
+#include "tcuda/device.h"
+
+static tc_status cu_rows(int device, const tc__nn_rows *args)
+{
+    TC_LAUNCH(device, "nn_rows_kernel", tc__k_nn_rows(cs_, tc__sm_count_for_grid(device), args));
+}
+
+static tc_status cu_cross_entropy(int device, const tc__nn_ce *a)
+{
+    tc__kernel_error *err;
+    TC_TRY(tc__kernel_error_slot(device, &err));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    int sms = tc__sm_count_for_grid(device);
+    /* the blocks' partial sums, from the cache on this stream: freed once
+     * the kernels are queued, reused only by later work on the stream */
+    void *scratch = NULL;
+    size_t sb = tc__k_nn_cross_entropy_scratch(sms, a);
+    tc_status st = sb ? tc__device_alloc(device, cs, sb, &scratch) : TC_OK;
+    if (st == TC_OK) {
+        tc__k_nn_cross_entropy(cs, sms, a, scratch, err);
+        st = tc__launch_check(cs, "cross_entropy_kernel");
+        if (scratch)
+            (void)tc__device_free(scratch);
+    }
+    tc_device_guard_exit(&g);
+    return st;
+}
+
+static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
+{
+    *done = false;
+    TC_LAUNCH(device, "attention_kernel",
+              *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), a));
+}
+
+const tc__nn_backend tc__cuda_nn_backend = {
+    .rows = cu_rows,
+    .gemm = tc__cuda_gemm,
+    .cross_entropy = cu_cross_entropy,
+    .gemm_bias = tc__cuda_gemm_bias,
+    .attention = cu_attention,
+};

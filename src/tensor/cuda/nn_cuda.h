@@ -1,0 +1,25 @@
+/* The CUDA nn backend as the device seam (device_ops_cuda.c) sees it: the
+ * table (nn_cuda.c), cuBLAS's strided-batched GEMM (blas.c) and cuBLASLt's
+ * GEMM with a bias (blas_lt.c). Not installed. */
+#ifndef TCUDA_NN_CUDA_H
+#define TCUDA_NN_CUDA_H
+
+#include "tensor/nn_internal.h"
+
+extern const tc__nn_backend tc__cuda_nn_backend;
+/* See tc__nn_gemm: one cublasGemmStridedBatchedEx on the current stream. */
+tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
+/* See tc__nn_backend.gemm_bias: one cublasLtMatmul with the bias epilogue
+ * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing
+ * or does not take the GEMM. */
+tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
+/* Whether g's result goes through rows padded to whole 16-byte vectors
+ * (blas.c): a 16-bit C of one matrix, dense, wider than 8 and not a
+ * multiple of 8, with at least 2^22 elements; the bias GEMM refuses these. */
+bool tc__gemm_pads_rows(const tc__nn_gemm *g);
+/* The cuBLAS(Lt) workspace size PyTorch uses by default on `device`:
+ * 1 MiB, 4 MiB on a compute capability 8.x GPU of 24 GiB or more, 32 MiB
+ * from 9.0 on (blas_lt.c). */
+size_t tc__cublas_workspace_limit(int device);
+
+#endif

@@ -5,6 +5,8 @@
 # built only with it; src/nocuda stands in for all of them without it.
 set(TCUDA_SOURCES
   # base: status, messages, handles, strings, environment switches
+  # access: who touches which bytes on which stream, for the watchers
+  src/access/access.c
   src/base/dtype.c
   src/base/env.c
   src/base/handle_pool.c
@@ -44,6 +46,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_random.c
   src/tensor/tensor_reduce.c
   src/tensor/tensor_shape.c
+  src/tensor/tensor_watch.c
   # random: generators and Philox draws
   src/random/random.c
   src/random/random_cpu.c
@@ -53,7 +56,6 @@ set(TCUDA_SOURCES
   src/sanitizer/sanitizer_capture.c
   src/sanitizer/sanitizer_clocks.c
   src/sanitizer/sanitizer_memory.c
-  src/sanitizer/sanitizer_ops.c
   src/sanitizer/sanitizer_report.c
   src/sanitizer/sanitizer_stacks.c
   # jit: jiterator
@@ -76,6 +78,7 @@ set(TCUDA_SOURCES
 # The cuda/ halves: host code and kernels.
 set(TCUDA_CUDA_SOURCES
   # runtime
+  src/runtime/cuda/capture.c
   src/runtime/cuda/device.c
   src/runtime/cuda/driver_api.c
   src/runtime/cuda/dynlib.c

@@ -54,16 +54,17 @@ static int reports(void) { return atomic_exchange(&nreports, 0); }
 #define S2 ((void *)0x1002)
 #define S3 ((void *)0x1003)
 #define DEF NULL
-#define HOST TC__SAN_HOST_DEV
+#define HOST TC__ACCESS_HOST
 
 static tc_status touch_at(int dev, void *stream, const void *p, size_t bytes, bool write,
                           const char *label)
 {
     TC_API_BEGIN; /* names the call site as a public call would */
-    tc__san_span sp;
-    tc__san_span_dense(p, bytes, TC_FLOAT32, 1, (const int64_t[]){(int64_t)bytes / 4}, write, &sp);
-    return tc__san_access(dev, stream, &sp, 1, (tc__san_what){"test access", label}, false, false,
-                          0, NULL);
+    tc__span sp;
+    tc__span_dense(p, bytes, TC_FLOAT32, 1, (const int64_t[]){(int64_t)bytes / 4}, write, &sp);
+    tc__access_op op = {
+        .dev = dev, .stream = stream, .spans = &sp, .n = 1, .what = "test access", .label = label};
+    return tc__san_access(&op);
 }
 static tc_status wr(void *stream, const void *p, size_t n)
 {
@@ -455,7 +456,8 @@ static void test_threads(void)
 }
 
 /* A user kernel and a host read declared with tc_sanitizer_access (the fake
- * device's stream_of gives the made-up handles). */
+ * device's stream_of, as the access layer's resolver, gives the made-up
+ * handles). */
 static void test_user_access(void)
 {
     static char buf[1024];
@@ -717,6 +719,7 @@ int main(int argc, char **argv)
     free(m);
 
     tc__device_ops_install(&fake_ops, NULL); /* below the sanitizer */
+    tc__access_set_stream_resolver(fake_stream_of);
     CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
     test_read_after_write();

@@ -29,7 +29,7 @@
 #include "tensor/device_ops.h"
 #include "base/handle_pool.h"
 #include "tensor/tensor_internal.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "tensor/tensor_watch.h"
 #include "jit_internal.h"
 
 #define TC_JIT_MAGIC 0x7c717e11u
@@ -392,12 +392,17 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
     void *f;
     TC_TRY(device_function(e, device.index, &f));
     args.flat = it->contiguous && aligned16(it);
-    if (tc__san_on()) { /* the stream sanitizer: outputs written, inputs read */
-        tc__san_span sp[TC__MAX_OPERANDS];
+    if (tc__access_on()) { /* the access layer: outputs written, inputs read */
+        tc__span sp[TC__MAX_OPERANDS];
         for (int i = 0; i < it->nops; i++)
-            tc__san_span_of_iter(it, i, dtype, i < fn->n_out, &sp[i]);
-        TC_TRY(tc__san_access(dev, tc__dev()->current_stream(dev), sp, it->nops,
-                              (tc__san_what){"jiterator kernel", fn->name}, false, false, 0, NULL));
+            tc__span_of_iter(it, i, dtype, i < fn->n_out, &sp[i]);
+        tc__access_op op = {.dev = dev,
+                            .stream = tc__dev()->current_stream(dev),
+                            .spans = sp,
+                            .n = it->nops,
+                            .what = "jiterator kernel",
+                            .label = fn->name};
+        TC_TRY(tc__access_op_publish(&op));
     }
     return tc__jit_cuda_launch(device.index, f, &args,
                                tc__jit_grid(&args, tc_dtype_size(dtype), sms));

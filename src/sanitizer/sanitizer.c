@@ -8,15 +8,15 @@
  *   sanitizer_capture.c recordings of graph captures and their replays
  *   sanitizer_report.c  the text of a race and its delivery
  *   sanitizer_stacks.c  call sites and their interned stacks
- *   sanitizer_ops.c     the device seam wrappers that declare each access
- * sanitizer_internal.h is the engine as the rest of tcuda sees it;
+ * It watches the access layer (access/access.h), which tells it every access
+ * and synchronization; sanitizer_internal.h is the engine as the rest of
+ * tcuda sees it;
  * sanitizer_engine.h is what its files share. One mutex (tc__san_mu)
  * guards the engine's state; stacks are captured and reports delivered
  * outside it. */
 #include <pthread.h>
 
 #include "base/env.h"
-#include "tensor/device_ops.h"
 #include "sanitizer_engine.h"
 
 atomic_int tc__san_mode;
@@ -41,15 +41,58 @@ static void forget_all(void)
     tc__san_clocks_forget();
 }
 
+/* ---- the sanitizer as a watcher of the access layer ----------------------------- */
+
+static void on_sync(const tc__sync *s)
+{
+    switch (s->kind) {
+    case TC__SYNC_STREAM_WAIT_STREAM:
+        tc__san_stream_wait_stream(s->dev, s->stream, s->other_dev, s->other);
+        break;
+    case TC__SYNC_EVENT_RECORD: tc__san_event_record(s->key, s->dev, s->stream); break;
+    case TC__SYNC_EVENT_WAIT: tc__san_event_wait(s->key, s->dev, s->stream); break;
+    case TC__SYNC_EVENT_SYNC: tc__san_event_sync(s->key); break;
+    case TC__SYNC_EVENT_DESTROY: tc__san_event_destroy(s->key); break;
+    case TC__SYNC_STREAM_SYNC: tc__san_stream_sync(s->dev, s->stream); break;
+    case TC__SYNC_DEVICE_SYNC: tc__san_device_sync(s->dev); break;
+    }
+}
+
+static void *on_capture_end(int dev, void *stream) { return tc__san_capture_end(dev, stream); }
+static tc_status on_replay(const void *rec, int dev, void *stream)
+{
+    return tc__san_replay(rec, dev, stream);
+}
+static void on_recording_free(void *rec) { tc__san_recording_free(rec); }
+
+static const tc__access_watcher watcher = {.name = "the stream sanitizer",
+                                           .op = tc__san_access,
+                                           .alloc = tc__san_alloc,
+                                           .free = tc__san_free,
+                                           .record_stream = tc__san_record_stream,
+                                           .sync = on_sync,
+                                           .capture_begin = tc__san_capture_begin,
+                                           .capture_end = on_capture_end,
+                                           .replay = on_replay,
+                                           .recording_free = on_recording_free};
+
+/* Turning it on makes it an active watcher (registered the first time),
+ * turning it off stops that; one mode change at a time. */
 static void set_mode(int mode)
 {
-    if (mode != TC_SANITIZER_OFF)
-        tc__san_install();
+    static pthread_mutex_t mode_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mode_mu);
+    bool was_on = atomic_load(&tc__san_mode) != TC_SANITIZER_OFF, on = mode != TC_SANITIZER_OFF;
+    if (on && !was_on && tc__access_watch(&watcher) == TC_OK)
+        tc__access_activate();
     pthread_mutex_lock(&tc__san_mu);
-    if (mode == TC_SANITIZER_OFF)
+    if (!on)
         forget_all();
     atomic_store(&tc__san_mode, mode);
     pthread_mutex_unlock(&tc__san_mu);
+    if (was_on && !on)
+        tc__access_deactivate();
+    pthread_mutex_unlock(&mode_mu);
 }
 
 tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
@@ -86,15 +129,21 @@ tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
     TC_CHECK_ARG(ptr || bytes == 0, "ptr is NULL but bytes is %zu", bytes);
     if (!tc__san_on() || bytes == 0)
         return TC_OK;
-    int dev = TC__SAN_HOST_DEV;
+    int dev = TC__ACCESS_HOST;
     void *handle = NULL;
     if (!(k & TC_SANITIZER_BY_HOST))
-        TC_TRY(tc__dev()->stream_of(stream, &dev, &handle));
-    tc__san_span sp;
-    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
+        TC_TRY(tc__access_resolve_stream(stream, &dev, &handle));
+    tc__span sp;
+    tc__span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
     sp.ndim = -1; /* shown as bytes */
-    tc__san_what w = {"user kernel", label};
-    return tc__san_access(dev, handle, &sp, 1, w, true, false, 0, NULL);
+    tc__access_op op = {.dev = dev,
+                        .stream = handle,
+                        .spans = &sp,
+                        .n = 1,
+                        .what = "user kernel",
+                        .label = label,
+                        .adopt = true};
+    return tc__san_access(&op);
 }
 
 size_t tc__san_state_bytes(void)

@@ -1,48 +1,14 @@
-/* The stream sanitizer's check of one operation: the spans its operands
- * touch, the check of each against the earlier accesses to its memory
- * (sanitizer_memory.c) under the accessing actor's clock
- * (sanitizer_clocks.c), and the record of the operation as the actor's next
- * epoch. tc__san_access is the entry point the device seam wrappers
- * (sanitizer_ops.c) and tc_sanitizer_access call. */
+/* The stream sanitizer's check of one operation: each span it touches
+ * checked against the earlier accesses to its memory (sanitizer_memory.c)
+ * under the accessing actor's clock (sanitizer_clocks.c), and the record of
+ * the operation as the actor's next epoch. tc__san_access is what the
+ * sanitizer does with an operation the access layer hands it, and what
+ * tc_sanitizer_access calls. */
 #include <pthread.h>
 
 #include "sanitizer_engine.h"
 
 /* ---- accesses ------------------------------------------------------------------- */
-
-void tc__san_span_dense(const void *ptr, size_t bytes, tc_dtype dtype, int ndim,
-                        const int64_t *sizes, bool write, tc__san_span *out)
-{
-    *out = (tc__san_span){.lo = (uintptr_t)ptr,
-                          .hi = (uintptr_t)ptr + bytes,
-                          .write = write,
-                          .dtype = dtype,
-                          .ndim = sizes ? ndim : 1};
-    if (!sizes) /* a flat run of elements */
-        out->sizes[0] = (int64_t)(bytes / (tc_dtype_size(dtype) ? tc_dtype_size(dtype) : 1));
-    for (int d = 0; sizes && d < ndim && d < TC_MAX_DIMS; d++)
-        out->sizes[d] = sizes[d];
-}
-
-void tc__san_span_of_iter(const tc__iter *it, int op, tc_dtype dtype, bool write, tc__san_span *out)
-{
-    int64_t es = (int64_t)tc_dtype_size(dtype), first = 0, last = 0;
-    for (int d = 0; d < it->ndim; d++) {
-        int64_t span = (it->sizes[d] - 1) * it->strides[op][d];
-        if (span < 0)
-            first += span;
-        else
-            last += span;
-    }
-    uintptr_t base = (uintptr_t)it->data[op];
-    *out = (tc__san_span){.lo = base + (uintptr_t)(first * es),
-                          .hi = base + (uintptr_t)((last + 1) * es),
-                          .write = write,
-                          .dtype = dtype,
-                          .ndim = it->ndim};
-    for (int d = 0; d < it->ndim; d++)
-        out->sizes[d] = it->sizes[d];
-}
 
 static tc_sanitizer_race kind_of(bool write, const access *e)
 {
@@ -53,7 +19,7 @@ static tc_sanitizer_race kind_of(bool write, const access *e)
 
 /* The region a span lies in (adopting unwatched memory when asked), with the
  * span clipped to it; NULL when the span is not watched. */
-static region *span_region(const tc__san_span *sp, bool adopt, int x, const site *s, uintptr_t *lo,
+static region *span_region(const tc__span *sp, bool adopt, int x, const site *s, uintptr_t *lo,
                            uintptr_t *hi)
 {
     region *r = tc__san_region_at(sp->lo);
@@ -73,7 +39,7 @@ static region *span_region(const tc__san_span *sp, bool adopt, int x, const site
  * stream it is queued after, is `clock`) against the earlier accesses to its
  * memory; the races found go into reps (at most max; with first_only, the
  * first race ends the search). Returns how many. */
-int tc__san_check_op(int x, const uint64_t *clock, const tc__san_span *spans, int n, bool adopt,
+int tc__san_check_op(int x, const uint64_t *clock, const tc__span *spans, int n, bool adopt,
                      const site *cur, pending *reps, int max, bool first_only)
 {
     int nrep = 0;
@@ -98,7 +64,7 @@ int tc__san_check_op(int x, const uint64_t *clock, const tc__san_span *spans, in
 
 /* Under mu: records an operation of actor x as its next epoch, after x
  * joins the clock of actor `after` (-1: none). */
-void tc__san_record_op(int x, int after, const tc__san_span *spans, int n, const site *cur)
+void tc__san_record_op(int x, int after, const tc__span *spans, int n, const site *cur)
 {
     if (after >= 0)
         tc__san_join_into(x, tc__san_actors[after].vc, tc__san_nactors);
@@ -113,23 +79,22 @@ void tc__san_record_op(int x, int after, const tc__san_span *spans, int n, const
     }
 }
 
-tc_status tc__san_access(int dev, void *stream, const tc__san_span *spans, int n, tc__san_what what,
-                         bool adopt, bool after_stream_set, int after_dev, void *after_stream)
+tc_status tc__san_access(const tc__access_op *op)
 {
     if (!tc__san_on())
         return TC_OK;
-    if (dev == TC__SAN_HOST_DEV && !adopt && atomic_load(&tc__san_host_regions) == 0)
+    if (op->dev == TC__ACCESS_HOST && !op->adopt && atomic_load(&tc__san_host_regions) == 0)
         return TC_OK; /* host kernels touch nothing a stream also uses */
-    if (tc__san_capture_access(dev, stream, spans, n, what))
+    if (tc__san_capture_access(op))
         return TC_OK; /* runs at each replay (graph capture, above) */
     site cur;
-    tc__san_site_init(&cur, what.what, what.label);
+    tc__san_site_init(&cur, op->what, op->label);
     if (!tc__san_lock_on())
         return TC_OK;
     int mode = atomic_load(&tc__san_mode);
-    int x = tc__san_actor_of(dev, stream);
-    int after = after_stream_set ? tc__san_actor_of(after_dev, after_stream) : -1;
-    if (x < 0 || (after_stream_set && after < 0)) {
+    int x = tc__san_actor_of(op->dev, op->stream);
+    int after = op->after_set ? tc__san_actor_of(op->after_dev, op->after_stream) : -1;
+    if (x < 0 || (op->after_set && after < 0)) {
         pthread_mutex_unlock(&tc__san_mu);
         return TC_OK; /* out of memory: not watched */
     }
@@ -145,12 +110,13 @@ tc_status tc__san_access(int dev, void *stream, const tc__san_span *spans, int n
     }
     pending reps[MAX_REPORTS_PER_OP];
     bool error = mode == TC_SANITIZER_ERROR;
-    int nrep = tc__san_check_op(x, clock, spans, n, adopt, &cur, reps, MAX_REPORTS_PER_OP, error);
+    int nrep = tc__san_check_op(x, clock, op->spans, op->n, op->adopt, &cur, reps,
+                                MAX_REPORTS_PER_OP, error);
     if (nrep && error) {
         pthread_mutex_unlock(&tc__san_mu);
         return tc__san_refuse(&reps[0]);
     }
-    tc__san_record_op(x, after, spans, n, &cur);
+    tc__san_record_op(x, after, op->spans, op->n, &cur);
     pthread_mutex_unlock(&tc__san_mu);
     tc__san_deliver_all(reps, nrep, mode);
     return TC_OK;

@@ -15,7 +15,7 @@
 #include "sanitizer_engine.h"
 
 typedef struct rec_entry {
-    tc__san_span *spans;
+    tc__span *spans;
     int n;
     const char *what; /* static */
     char label[40];
@@ -94,13 +94,12 @@ void tc__san_recording_free(tc__san_recording *rec)
 }
 
 /* Keeps an access on a capturing stream; false when the stream is not one. */
-bool tc__san_capture_access(int dev, void *stream, const tc__san_span *spans, int n,
-                            tc__san_what what)
+bool tc__san_capture_access(const tc__access_op *op)
 {
     if (TC_LIKELY(atomic_load_explicit(&capturing_streams, memory_order_relaxed) == 0))
         return false;
     pthread_mutex_lock(&tc__san_mu);
-    capture *c = find_capture(dev, stream);
+    capture *c = find_capture(op->dev, op->stream);
     tc__san_recording *rec = c ? c->rec : NULL;
     if (rec && rec->n == rec->cap) {
         int cap = rec->cap ? 2 * rec->cap : 16;
@@ -112,12 +111,12 @@ bool tc__san_capture_access(int dev, void *stream, const tc__san_span *spans, in
     }
     if (rec && rec->n < rec->cap) {
         rec_entry *e = &rec->e[rec->n];
-        e->spans = malloc(sizeof *spans * (size_t)(n > 0 ? n : 1));
+        e->spans = malloc(sizeof *op->spans * (size_t)(op->n > 0 ? op->n : 1));
         if (e->spans) {
-            memcpy(e->spans, spans, sizeof *spans * (size_t)n);
-            e->n = n;
-            e->what = what.what;
-            snprintf(e->label, sizeof e->label, "%s", what.label ? what.label : "");
+            memcpy(e->spans, op->spans, sizeof *op->spans * (size_t)op->n);
+            e->n = op->n;
+            e->what = op->what;
+            snprintf(e->label, sizeof e->label, "%s", op->label ? op->label : "");
             rec->n++;
         }
     }
@@ -151,8 +150,13 @@ tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream)
         if (captured) { /* a replay queued into a capture: kept in that recording */
             for (int i = 0; i < rec->n; i++) {
                 const rec_entry *e = &rec->e[i];
-                tc__san_what w = {e->what, e->label[0] ? e->label : NULL};
-                TC_TRY(tc__san_access(dev, stream, e->spans, e->n, w, false, false, 0, NULL));
+                tc__access_op op = {.dev = dev,
+                                    .stream = stream,
+                                    .spans = e->spans,
+                                    .n = e->n,
+                                    .what = e->what,
+                                    .label = e->label[0] ? e->label : NULL};
+                TC_TRY(tc__san_access(&op));
             }
             return TC_OK;
         }

@@ -49,7 +49,7 @@ static bool grow_clocks(void)
 /* The actor of a stream (created on first sight); -1 when memory ran out. */
 int tc__san_actor_of(int dev, void *handle)
 {
-    if (dev == TC__SAN_HOST_DEV)
+    if (dev == TC__ACCESS_HOST)
         return 0;
     if (last_actor > 0 && last_actor < tc__san_nactors &&
         tc__san_actors[last_actor].handle == handle && tc__san_actors[last_actor].dev == dev)
@@ -91,7 +91,7 @@ bool tc__san_engine_ready(void)
     uint64_t *vc = calloc((size_t)vc_cap, sizeof(uint64_t));
     if (!vc)
         return false;
-    tc__san_actors[0] = (actor){.dev = TC__SAN_HOST_DEV, .handle = NULL, .vc = vc, .host_ver = 0};
+    tc__san_actors[0] = (actor){.dev = TC__ACCESS_HOST, .handle = NULL, .vc = vc, .host_ver = 0};
     tc__san_nactors = 1;
     return true;
 }

@@ -127,23 +127,22 @@ size_t tc__san_regions_bytes(void);
 /* ---- sanitizer_access.c (under tc__san_mu) ------------------------------------ */
 
 /* Checks an operation of actor x under `clock`; the races go into reps (at most max). */
-int tc__san_check_op(int x, const uint64_t *clock, const tc__san_span *spans, int n, bool adopt,
+int tc__san_check_op(int x, const uint64_t *clock, const tc__span *spans, int n, bool adopt,
                      const site *cur, pending *reps, int max, bool first_only);
 /* Records an operation of actor x as its next epoch, after joining actor `after` (-1: none). */
-void tc__san_record_op(int x, int after, const tc__san_span *spans, int n, const site *cur);
+void tc__san_record_op(int x, int after, const tc__span *spans, int n, const site *cur);
 
 /* ---- sanitizer_capture.c ------------------------------------------------------ */
 
 /* Under tc__san_mu: whether a capture is underway on the stream. */
 bool tc__san_capturing_stream(int dev, void *stream);
 /* Keeps an access on a capturing stream; false when the stream is not one. */
-bool tc__san_capture_access(int dev, void *stream, const tc__san_span *spans, int n,
-                            tc__san_what what);
+bool tc__san_capture_access(const tc__access_op *op);
 
 /* ---- sanitizer_report.c ------------------------------------------------------- */
 
 /* Under tc__san_mu: the report of a race between the current access and e. */
-char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__san_span *sp, int x,
+char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__span *sp, int x,
                         const site *cur, const access *e);
 /* Under tc__san_mu: fills p for delivery (txt: from tc__san_race_text, p takes it). */
 void tc__san_fill_pending(pending *p, tc_sanitizer_race kind, const region *r, uintptr_t addr,

@@ -1,14 +1,13 @@
 /* The stream sanitizer's engine (sanitizer*.c; sanitizer.c lists its files)
- * as the rest of tcuda sees it: the hooks the CUDA runtime calls at synchronization
- * points, the calls its device seam wrappers (sanitizer_ops.c) make for each
- * access, and what the tests drive directly with recorded event sequences.
- * Not installed.
+ * as the rest of tcuda sees it: the handlers it registers with the access
+ * layer (access/access.h), which hands them every access and
+ * synchronization, the application of TCUDA_SANITIZER at CUDA
+ * initialization, and what the tests drive directly with recorded event
+ * sequences. Not installed.
  *
- * Actors are streams, named by (device, runtime stream handle) as the device
- * seam gives them (device_ops.h: opaque handles), and the host, named by
- * device -1 and handle NULL. Every function here is thread-safe and does
- * nothing while the sanitizer is off; callers test tc__san_on() first so
- * that the off path is one predictable branch. */
+ * Actors are streams, named by (device, runtime stream handle) as the
+ * access layer gives them, and the host (TC__ACCESS_HOST, NULL). Every
+ * function here is thread-safe and does nothing while the sanitizer is off. */
 #ifndef TCUDA_SANITIZER_INTERNAL_H
 #define TCUDA_SANITIZER_INTERNAL_H
 
@@ -17,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access/access.h"
 #include "base/internal.h"
-#include "tensor/iter.h"
 #include "tcuda/dtype.h"
 #include "tcuda/sanitizer.h"
 
@@ -32,9 +31,6 @@ static inline bool tc__san_on(void)
 {
     return TC_UNLIKELY(atomic_load_explicit(&tc__san_mode, memory_order_relaxed) != 0);
 }
-
-/* The host as an actor. */
-#define TC__SAN_HOST_DEV (-1)
 
 /* ---- happens-before --------------------------------------------------------- */
 
@@ -70,42 +66,12 @@ void tc__san_free(const void *ptr, void (*record)(void *ptr, int dev, void *stre
  * `stream` queued before the free completes. */
 void tc__san_record_stream(const void *ptr, void *stream);
 
-/* One operand of an operation: the bytes [lo, hi) it may touch, and its
- * dtype and shape for reports (ndim -1 when unknown). */
-typedef struct tc__san_span {
-    uintptr_t lo, hi;
-    bool write;
-    tc_dtype dtype;
-    int ndim;
-    int64_t sizes[TC_MAX_DIMS];
-} tc__san_span;
-
-/* What made an access: op is the public call (tc__api_name) or NULL; what a
- * short static description ("binary kernel"); label a user string (copied)
- * or NULL. */
-typedef struct tc__san_what {
-    const char *what;
-    const char *label;
-} tc__san_what;
-
-/* An operation on `stream` of `dev` (or the host: TC__SAN_HOST_DEV, NULL)
- * touching `n` spans, queued after `stream` waits for `after_stream` of
- * `after_dev` when after_stream_set (a copy between GPUs). Spans outside
- * watched memory are ignored, except when `adopt`: memory not watched yet
- * becomes watched from this access on (tc_sanitizer_access). Checks every
- * span against the earlier accesses to its memory: a race is reported
- * (report mode; TC_OK), or, in error mode, nothing is recorded and the
- * result is TC_ERROR_RACE with the report as the message (abort mode
- * aborts). */
-tc_status tc__san_access(int dev, void *stream, const tc__san_span *spans, int n, tc__san_what what,
-                         bool adopt, bool after_stream_set, int after_dev, void *after_stream);
-
-/* The span of an iter operand of element size `esize` (dtype for reports). */
-void tc__san_span_of_iter(const tc__iter *it, int op, tc_dtype dtype, bool write,
-                          tc__san_span *out);
-/* A dense span of `bytes` at ptr (sizes NULL: 1-d, bytes / element size). */
-void tc__san_span_dense(const void *ptr, size_t bytes, tc_dtype dtype, int ndim,
-                        const int64_t *sizes, bool write, tc__san_span *out);
+/* An operation: checks every span against the earlier accesses to its
+ * memory: a race is reported (report mode; TC_OK), or, in error mode,
+ * nothing is recorded and the result is TC_ERROR_RACE with the report as the
+ * message (abort mode aborts). Spans outside watched memory are ignored,
+ * unless op->adopt. */
+tc_status tc__san_access(const tc__access_op *op);
 
 /* ---- graph capture ------------------------------------------------------------ */
 
@@ -122,32 +88,8 @@ tc__san_recording *tc__san_capture_end(int dev, void *stream);
 tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream);
 void tc__san_recording_free(tc__san_recording *rec);
 
-/* ---- the other watcher: captures ordered by data ----------------------------- */
-
-/* The device seam's wrappers (sanitizer_ops.c) also serve graph captures
- * that order their nodes by data (src/graph/cuda/graph_order.c): while any is
- * underway, every GPU kernel the wrappers see is announced to it with its
- * spans before it is queued (begin) and closed after (end). The graph code
- * sets the two functions, then counts its captures; a call that begins and
- * has an end to come leaves tc__graph_order_depth above 0 on its thread. */
-extern atomic_int tc__graph_order_captures;
-extern _Thread_local int tc__graph_order_depth;
-extern void (*tc__graph_order_op_begin)(int dev, void *stream, const tc__san_span *spans, int n);
-extern void (*tc__graph_order_op_end)(void);
-
-static inline bool tc__graph_ordering(void)
-{
-    return TC_UNLIKELY(atomic_load_explicit(&tc__graph_order_captures, memory_order_relaxed) != 0);
-}
-
-/* True while the wrappers must declare accesses: the sanitizer is on, or an
- * ordered capture is underway. */
-static inline bool tc__seam_watched(void) { return tc__san_on() || tc__graph_ordering(); }
-
 /* ---- lifecycle -------------------------------------------------------------- */
 
-/* Installs the device seam wrappers (sanitizer_ops.c), once. */
-void tc__san_install(void);
 /* At CUDA initialization: applies TCUDA_SANITIZER (base/env.c parsed it)
  * unless tc_sanitizer_enable was called first. */
 void tc__san_from_env(void);

@@ -201,8 +201,8 @@ void tc__san_alloc(const void *ptr, size_t bytes, int dev, void *stream, bool ho
     int a = host ? 0 : tc__san_actor_of(dev, stream);
     region *r = NULL;
     if (a >= 0)
-        r = tc__san_region_new((uintptr_t)ptr, (uintptr_t)ptr + bytes,
-                               host ? TC__SAN_HOST_DEV : dev, a, host, &made);
+        r = tc__san_region_new((uintptr_t)ptr, (uintptr_t)ptr + bytes, host ? TC__ACCESS_HOST : dev,
+                               a, host, &made);
     if (r && !host)
         r->graph_pool = tc__san_capturing_stream(dev, stream);
     pthread_mutex_unlock(&tc__san_mu);

@@ -26,7 +26,7 @@ static void put_device(tc__strbuf *t, int dev)
 static void put_actor(tc__strbuf *t, int x)
 {
     const actor *a = &tc__san_actors[x];
-    if (a->dev == TC__SAN_HOST_DEV)
+    if (a->dev == TC__ACCESS_HOST)
         tc__strbuf_printf(t, "the host");
     else if (!a->handle)
         tc__strbuf_printf(t, "the default stream of cuda:%d", a->dev);
@@ -44,7 +44,7 @@ static void put_site(tc__strbuf *t, const site *s)
         tc__strbuf_printf(t, " (%s)", s->what);
 }
 
-static void put_span(tc__strbuf *t, const tc__san_span *sp)
+static void put_span(tc__strbuf *t, const tc__span *sp)
 {
     if (sp->ndim >= 0) {
         tc__strbuf_printf(t, "%s [", tc_dtype_name(sp->dtype));
@@ -83,7 +83,7 @@ void tc__san_fill_pending(pending *p, tc_sanitizer_race kind, const region *r, u
                                    .text = txt};
 }
 
-static void put_memory(tc__strbuf *t, const region *r, const tc__san_span *sp)
+static void put_memory(tc__strbuf *t, const region *r, const tc__span *sp)
 {
     tc__strbuf_printf(t, "  memory: ");
     if (sp) {
@@ -132,7 +132,7 @@ static const char *fix_for(tc_sanitizer_race kind, bool host_current, bool host_
 
 /* Writes the report of a race between the current access (actor x, span sp,
  * site cur) and earlier access e in region r. */
-char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__san_span *sp, int x,
+char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__span *sp, int x,
                         const site *cur, const access *e)
 {
     tc__strbuf t = {0};
@@ -157,8 +157,8 @@ char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__san_s
                       (size_t)(e->hi - r->base));
     tc__san_put_stack(&t, e->site.stack);
     tc__strbuf_printf(&t, "%s",
-                      fix_for(kind, tc__san_actors[x].dev == TC__SAN_HOST_DEV,
-                              tc__san_actors[e->actor].dev == TC__SAN_HOST_DEV));
+                      fix_for(kind, tc__san_actors[x].dev == TC__ACCESS_HOST,
+                              tc__san_actors[e->actor].dev == TC__ACCESS_HOST));
     return t.p;
 }
 

@@ -15,9 +15,20 @@
 #include <string.h>
 
 #include "tensor_internal.h"
+#include "tensor_watch.h"
 #include "tcuda/device.h"
 
 static tc__handle_pool tensor_pool = TC_HANDLE_POOL_INIT(tc_tensor);
+
+/* Where tensors exist, their operations are declared to the access layer
+ * once a watcher (the stream sanitizer, an ordered capture) wants them. A
+ * constructor, so that the registration is made before any watcher can
+ * activate, in every program that links tensors (a static link keeps this
+ * file whenever tensors are used). */
+__attribute__((constructor)) static void watch_register(void)
+{
+    tc__access_add_enabler(tc__tensor_watch_enable);
+}
 
 tc_status tc__no_backend(void)
 {

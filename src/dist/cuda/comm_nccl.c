@@ -31,7 +31,7 @@
 #include "dist/comm_internal.h"
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 #include "nccl_internal.h"
 
 enum { CACHE = 8, MAX_LIST = 16 };
@@ -130,12 +130,18 @@ static void use_end(cached **held, int n)
 static tc_status declare(const tc_tensor *t, int dev, bool write, int after_dev, bool after,
                          const char *what)
 {
-    tc__san_span sp;
-    tc__san_span_dense(tc__data(t), (size_t)tc__numel(t->ndim, t->sizes) * tc_dtype_size(t->dtype),
-                       t->dtype, t->ndim, t->sizes, write, &sp);
-    return tc__san_access(dev, (void *)tc__current_cuda_stream(dev), &sp, 1,
-                          (tc__san_what){what, NULL}, false, after, after_dev,
-                          (void *)tc__current_cuda_stream(after_dev));
+    tc__span sp;
+    tc__span_dense(tc__data(t), (size_t)tc__numel(t->ndim, t->sizes) * tc_dtype_size(t->dtype),
+                   t->dtype, t->ndim, t->sizes, write, &sp);
+    tc__access_op op = {.dev = dev,
+                        .stream = (void *)tc__current_cuda_stream(dev),
+                        .spans = &sp,
+                        .n = 1,
+                        .what = what,
+                        .after_set = after,
+                        .after_dev = after_dev,
+                        .after_stream = (void *)tc__current_cuda_stream(after_dev)};
+    return tc__access_op_publish(&op);
 }
 
 /* The status of a group of calls: the first failure among the device
@@ -153,7 +159,7 @@ static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int r
     TC_TRY(usable(n));
     cached *c, *held[CACHE];
     TC_TRY(comms_for(devs, n, &c));
-    if (tc__san_on())
+    if (tc__access_on())
         for (int i = 0; i < n; i++)
             TC_TRY(declare(bufs[i], devs[i], i != root, devs[root], i != root, "nccl broadcast"));
     tc_device_guard g = tc_device_guard_enter(tc__tls_device);
@@ -183,7 +189,7 @@ static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *
     TC_TRY(usable(n));
     cached *c, *held[CACHE];
     TC_TRY(comms_for(devs, n, &c));
-    if (tc__san_on()) {
+    if (tc__access_on()) {
         for (int i = 0; i < n; i++)
             TC_TRY(declare(ins[i], devs[i], false, 0, false, "nccl reduce"));
         TC_TRY(declare(out, devs[root], true, 0, false, "nccl reduce"));

@@ -38,7 +38,7 @@
 #include "base/handle_pool.h"
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 #include "nccl_internal.h"
 
 #define NCCL_CHECK(call, what)                                                                     \
@@ -474,23 +474,27 @@ static tc_status check_rank(const tc_process_group *pg, int r, const char *what)
 
 static size_t numel(const tc_tensor *t) { return (size_t)tc__numel(t->ndim, t->sizes); }
 
-/* Declares to the stream sanitizer what an operation reads (in) and writes
+/* Declares to the access layer what an operation reads (in) and writes
  * (out, may be NULL) on the group's current stream: NCCL's kernels are not
  * tensor ops. */
 static tc_status declare(tc_process_group *pg, const tc_tensor *in, const tc_tensor *out,
                          const char *what)
 {
-    if (!tc__san_on())
+    if (!tc__access_on())
         return TC_OK;
-    tc__san_span sp[2];
+    tc__span sp[2];
     int n = 0;
     const tc_tensor *ts[2] = {in, out};
     for (int i = 0; i < 2; i++)
         if (ts[i])
-            tc__san_span_dense(tc__data(ts[i]), numel(ts[i]) * tc_dtype_size(ts[i]->dtype),
-                               ts[i]->dtype, ts[i]->ndim, ts[i]->sizes, i == 1, &sp[n++]);
-    return tc__san_access(pg->device, (void *)tc__current_cuda_stream(pg->device), sp, n,
-                          (tc__san_what){what, NULL}, false, false, 0, NULL);
+            tc__span_dense(tc__data(ts[i]), numel(ts[i]) * tc_dtype_size(ts[i]->dtype),
+                           ts[i]->dtype, ts[i]->ndim, ts[i]->sizes, i == 1, &sp[n++]);
+    tc__access_op op = {.dev = pg->device,
+                        .stream = (void *)tc__current_cuda_stream(pg->device),
+                        .spans = sp,
+                        .n = n,
+                        .what = what};
+    return tc__access_op_publish(&op);
 }
 
 /* Everything an operation does around its NCCL call: the use of the

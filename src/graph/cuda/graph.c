@@ -7,8 +7,8 @@
  *   graph_order.c     captures ordered by data (TC_GRAPH_ORDER_DATA)
  *   graph_pdl.c       programmatic edges into tcuda's kernels
  *   graph_callables.c graphed callables
- * graph_object.h is what they share; graph_internal.h is what the rest of
- * the CUDA side knows about captures.
+ * graph_object.h is what they share; what the rest of the CUDA side knows
+ * about captures is in runtime/cuda/capture.h.
  *
  * A tc_graph is EMPTY, CAPTURING or CAPTURED (graph_capture.c says how a
  * capture runs). The cudaGraph_t is kept after instantiation, for debug
@@ -48,8 +48,8 @@ void tc__graph_drop(tc_graph *g)
     g->gen_buf = NULL;
     g->gen = NULL;
     g->gen_blocks = 0;
-    tc__san_recording_free(g->san);
-    g->san = NULL;
+    tc__access_recording_free(g->watched);
+    g->watched = NULL;
     if (g->state != G_EMPTY)
         tc__graph_pool_leave(g->pool_user, g->device);
     g->state = G_EMPTY;
@@ -118,8 +118,8 @@ tc_status tc__graph_not_captured(const tc_graph *g)
 static tc_status launch(tc_graph *graph, int d)
 {
     cudaStream_t s = tc__current_cuda_stream(d);
-    if (TC_UNLIKELY(tc__san_on())) /* the captured accesses happen now, on s */
-        TC_TRY(tc__san_replay(graph->san, d, (void *)s));
+    if (TC_UNLIKELY(tc__access_on())) /* the captured accesses happen now, on s */
+        TC_TRY(tc__access_replay(graph->watched, d, (void *)s));
     if (graph->gen && graph->gen_blocks)
         TC_TRY(tc__generator_replay_prologue(graph->gen, graph->gen_buf, graph->gen_blocks, s));
     cudaError_t err = cudaGraphLaunch(graph->exec, s);

@@ -18,21 +18,20 @@
  *   the first capture; while captures are underway it refuses the calls the
  *   capture mode forbids and marks those captures invalidated, so that
  *   capture_end reports the call and leaves the graph empty.
- * - the stream sanitizer (src/sanitizer) records the accesses queued on the
- *   stream, to check them at each replay.
+ * - the access layer's watchers (the stream sanitizer) keep the accesses
+ *   queued on the stream, to check them at each replay (access/access.h).
  * - a graph ordered by data (TC_GRAPH_ORDER_DATA) has its edges rebuilt
  *   from what each operation touches (graph_order.c).
  * Once captured, edges into tcuda's kernels become programmatic
  * (graph_pdl.c).
  * Captures underway are kept in a list under cap_mu (the sync check reads
  * it from any thread, and marks captures invalidated under it; a capture's
- * own thread reads that mark as it leaves the list, under cap_mu too);
- * tc__graph_captures counts them for the fast paths.
- * Segments the allocator gives back meanwhile (a released pool's, another
- * device's) are not cudaFree'd, which would synchronize: they wait in a list
- * until the last capture ends. The caching allocator itself takes no memory
- * back while a private pool is active (src/memory), and cudaMalloc runs in
- * relaxed mode (alloc_providers.c), as in PyTorch. */
+ * own thread reads that mark as it leaves the list, under cap_mu too); the
+ * runtime counts them (runtime/cuda/capture.h) for its fast paths and keeps
+ * the memory the allocators give back meanwhile until the last one ends.
+ * The caching allocator itself takes no memory back while a private pool is
+ * active (src/memory), and cudaMalloc runs in relaxed mode
+ * (alloc_providers.c), as in PyTorch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +44,6 @@
 #include "graph_pdl.h"
 #include "random/cuda/random_cuda.h"
 
-atomic_int tc__graph_captures;
 static pthread_mutex_t cap_mu = PTHREAD_MUTEX_INITIALIZER;
 static tc_graph *capturing;
 
@@ -72,7 +70,7 @@ static bool conflicts(const tc_graph *g, void *stream, bool own)
 
 static tc_status sync_check(const char *what, void *stream)
 {
-    if (TC_LIKELY(!tc__graph_capturing()))
+    if (TC_LIKELY(!tc__capturing()))
         return TC_OK;
     const char *api = tc__api_name ? tc__api_name : "a tcuda call";
     pthread_t self = pthread_self();
@@ -136,78 +134,29 @@ static void list_add(tc_graph *g)
     pthread_mutex_lock(&cap_mu);
     g->next = capturing;
     capturing = g;
-    atomic_fetch_add(&tc__graph_captures, 1);
+    tc__capture_enter();
     pthread_mutex_unlock(&cap_mu);
-}
-
-/* Device memory given back during captures (under cap_mu). */
-typedef struct deferred {
-    void *ptr;
-    int device;
-} deferred;
-static deferred *dfree;
-static size_t ndfree, cap_dfree;
-
-bool tc__graph_defer_free(int device, void *ptr)
-{
-    if (!tc__graph_capturing())
-        return false;
-    pthread_mutex_lock(&cap_mu);
-    bool kept = false;
-    if (atomic_load(&tc__graph_captures) > 0) {
-        if (ndfree == cap_dfree) {
-            size_t nc = cap_dfree ? 2 * cap_dfree : 16;
-            deferred *n = realloc(dfree, nc * sizeof *n);
-            if (n) {
-                dfree = n;
-                cap_dfree = nc;
-            }
-        }
-        if (ndfree < cap_dfree) {
-            dfree[ndfree++] = (deferred){ptr, device};
-            kept = true;
-        }
-    }
-    pthread_mutex_unlock(&cap_mu);
-    return kept;
-}
-
-/* Frees what captures kept, once none is underway. */
-static void flush_deferred(deferred *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        tc_device_guard dg = tc_device_guard_enter(list[i].device);
-        (void)cudaFree(list[i].ptr);
-        tc_device_guard_exit(&dg);
-    }
-    free(list);
 }
 
 /* Takes g out of the captures underway; returns whether a sync call
  * invalidated it, and its reason into why[sizeof g->why] (when not NULL). */
 static bool list_remove(tc_graph *g, char *why)
 {
-    deferred *list = NULL;
-    size_t n = 0;
     pthread_mutex_lock(&cap_mu);
     bool invalidated = g->invalidated;
     if (why)
         memcpy(why, g->why, sizeof g->why);
+    bool listed = false;
     for (tc_graph **p = &capturing; *p; p = &(*p)->next)
         if (*p == g) {
             *p = g->next;
-            atomic_fetch_sub(&tc__graph_captures, 1);
+            listed = true;
             break;
         }
     g->next = NULL;
-    if (!capturing && ndfree) {
-        list = dfree;
-        n = ndfree;
-        dfree = NULL;
-        ndfree = cap_dfree = 0;
-    }
     pthread_mutex_unlock(&cap_mu);
-    flush_deferred(list, n);
+    if (listed)
+        tc__capture_leave();
     return invalidated;
 }
 
@@ -223,8 +172,8 @@ tc_status tc__graph_capture_start(tc_graph *g)
     g->thread = pthread_self();
     TC_TRY(gen_begin(g));
     list_add(g);
-    if (tc__san_on())
-        tc__san_capture_begin(g->device, (void *)g->cs);
+    if (tc__access_on())
+        tc__access_capture_begin(g->device, (void *)g->cs);
     tc_status st = g->order == TC_GRAPH_ORDER_DATA ? tc__graph_order_begin(g->device, g->cs)
                                                    : TC_OK;
     tc_device_guard dg = tc_device_guard_enter(g->device);
@@ -238,7 +187,7 @@ tc_status tc__graph_capture_start(tc_graph *g)
     if (st == TC_OK)
         return TC_OK;
     (void)tc__graph_order_end(g->cs);
-    tc__san_recording_free(tc__san_capture_end(g->device, (void *)g->cs));
+    tc__access_recording_free(tc__access_capture_end(g->device, (void *)g->cs));
     (void)list_remove(g, NULL);
     if (g->gen) {
         uint64_t unused;
@@ -249,10 +198,10 @@ tc_status tc__graph_capture_start(tc_graph *g)
 }
 
 /* Ends CUDA stream capture and the pool routing; *out gets the graph and
- * *san (when not NULL) the stream sanitizer's recording. On failure
+ * *watched (when not NULL) what the access watchers kept of it. On failure
  * (invalidated, or CUDA's error) nothing is returned. */
 tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *blocks,
-                                   tc__san_recording **san)
+                                   tc__access_recording **watched)
 {
     cudaGraph_t graph = NULL;
     tc_device_guard dg = tc_device_guard_enter(g->device);
@@ -262,13 +211,13 @@ tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *bloc
         snprintf(order_why, sizeof order_why, "%s", tc_last_error());
     cudaError_t err = cudaStreamEndCapture(g->cs, &graph);
     tc_device_guard_exit(&dg);
-    tc__san_recording *rec = tc__san_capture_end(g->device, (void *)g->cs);
+    tc__access_recording *rec = tc__access_capture_end(g->device, (void *)g->cs);
     char why[sizeof g->why];
     bool invalidated = list_remove(g, why);
-    if (san && err == cudaSuccess && !invalidated)
-        *san = rec;
+    if (watched && err == cudaSuccess && !invalidated)
+        *watched = rec;
     else
-        tc__san_recording_free(rec);
+        tc__access_recording_free(rec);
     (void)tc__device_pool_end(g->device, g->cs);
     *blocks = 0;
     if (g->gen)
@@ -371,8 +320,8 @@ tc_status tc_graph_capture_end(tc_graph *graph)
     TC_TRY(tc__graph_check_ender(graph));
     cudaGraph_t cg = NULL;
     uint64_t blocks = 0;
-    tc__san_recording *san = NULL;
-    tc_status st = tc__graph_capture_finish(graph, &cg, &blocks, &san);
+    tc__access_recording *watched = NULL;
+    tc_status st = tc__graph_capture_finish(graph, &cg, &blocks, &watched);
     cudaGraphExec_t exec = NULL;
     if (st == TC_OK) {
         st = tc__graph_instantiate(graph, cg, &exec);
@@ -382,11 +331,11 @@ tc_status tc_graph_capture_end(tc_graph *graph)
     if (st != TC_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tc_last_error());
-        tc__san_recording_free(san);
+        tc__access_recording_free(watched);
         tc__graph_drop(graph);
         return tc__fail(st, "%s", msg);
     }
-    graph->san = san;
+    graph->watched = watched;
     graph->graph = cg;
     graph->exec = exec;
     graph->gen_blocks = blocks;

@@ -1,6 +1,7 @@
 /* What the CUDA graph files (graph*.c) share: the tc_graph object and the
- * calls one part makes into another. Private to them; graph_internal.h is
- * what the rest of the CUDA side knows about captures. Not installed. */
+ * calls one part makes into another. Private to them; what the rest of the
+ * CUDA side knows about captures is in runtime/cuda/capture.h. Not
+ * installed. */
 #ifndef TCUDA_GRAPH_OBJECT_H
 #define TCUDA_GRAPH_OBJECT_H
 
@@ -9,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sanitizer/sanitizer_internal.h"
-#include "graph_internal.h"
+#include "access/access.h"
+#include "runtime/cuda/capture.h"
 #include "tcuda/graph.h"
 #include "tcuda/random.h"
 
@@ -34,10 +35,10 @@ struct tc_graph {
     tc_generator *gen; /* registered with the capture, or NULL */
     uint64_t *gen_buf;
     uint64_t gen_blocks;
-    bool invalidated;       /* while in the list, under cap_mu */
-    char why[512];          /* likewise */
-    struct tc_graph *next;  /* captures underway */
-    tc__san_recording *san; /* the stream sanitizer's record of the capture */
+    bool invalidated;              /* while in the list, under cap_mu */
+    char why[512];                 /* likewise */
+    struct tc_graph *next;         /* captures underway */
+    tc__access_recording *watched; /* what the access watchers kept of the capture */
 };
 
 /* ---- graph.c ------------------------------------------------------------ */
@@ -59,9 +60,10 @@ tc_status tc__graph_update_stream(int d, tc_stream **out);
 
 /* Starts CUDA stream capture on g->cs with its generator, sync-check entry and sanitizer recording. */
 tc_status tc__graph_capture_start(tc_graph *g);
-/* Ends the capture and the pool routing; *out the graph, *san the sanitizer's recording. */
+/* Ends the capture and the pool routing; *out the graph, *watched what the
+ * access watchers kept of it. */
 tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *blocks,
-                                   tc__san_recording **san);
+                                   tc__access_recording **watched);
 /* TC_OK when g's capture may be ended by this thread. */
 tc_status tc__graph_check_ender(const tc_graph *g);
 

@@ -3,8 +3,9 @@
  * Stream capture makes each node depend on the node queued before it, so a
  * captured step replays as one chain even where its operations are
  * independent. An ordered capture rebuilds the edges from what each tcuda
- * operation touches: the device seam's wrappers (src/sanitizer/sanitizer_ops.c)
- * announce every GPU kernel with the byte spans it reads and writes, and
+ * operation touches: it watches the access layer (access/access.h), which
+ * announces every complete GPU operation with the byte spans it reads and
+ * writes, and
  * before the kernel is queued the stream's capture dependencies are set
  * (cudaStreamUpdateCaptureDependencies) to the last nodes of the earlier
  * operations it conflicts with: it reads what they wrote, or writes what
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access/access.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
 #include "graph_order.h"
@@ -298,7 +300,7 @@ static void barrier(ord_cap *c, const cudaGraphNode_t *deps, size_t n)
 
 /* Announces spans of operation op: its dependencies grow by the conflicts,
  * and its accesses are recorded. False when out of memory. */
-static bool announce(ord_cap *c, int op, const tc__san_span *sp, int n)
+static bool announce(ord_cap *c, int op, const tc__span *sp, int n)
 {
     for (int i = 0; i < n; i++)
         if (sp[i].hi > sp[i].lo && !add_conflicts(c, op, sp[i].lo, sp[i].hi, sp[i].write))
@@ -311,7 +313,7 @@ static bool announce(ord_cap *c, int op, const tc__san_span *sp, int n)
 
 /* Inside operation op: spans found late (scratch, a nested kernel) add
  * their conflicts to the stream's dependencies for the nodes still to come. */
-static void announce_late(ord_cap *c, const tc__san_span *sp, int n)
+static void announce_late(ord_cap *c, const tc__span *sp, int n)
 {
     int op = c->open, before = c->ops[op].npreds;
     if (!announce(c, op, sp, n)) {
@@ -334,10 +336,16 @@ static ord_cap *find(cudaStream_t cs)
 
 /* ---- the seam's calls ----------------------------------------------------------- */
 
-static void op_begin(int dev, void *stream, const tc__san_span *sp, int n)
+static atomic_int ncaptures; /* ordered captures underway, read without mu */
+
+static void op_begin(const tc__access_op *o)
 {
-    (void)dev;
-    if (tc__graph_order_depth > 0) { /* nested in an operation underway */
+    void *stream = o->stream;
+    const tc__span *sp = o->spans;
+    int n = o->n;
+    if (atomic_load_explicit(&ncaptures, memory_order_relaxed) == 0)
+        return;
+    if (tc__access_depth > 0) { /* nested in an operation underway */
         ord_cap *c = open_cap;
         if (!c || c->cs != (cudaStream_t)stream)
             return;
@@ -345,7 +353,7 @@ static void op_begin(int dev, void *stream, const tc__san_span *sp, int n)
         if (!c->failed)
             announce_late(c, sp, n);
         pthread_mutex_unlock(&mu);
-        tc__graph_order_depth++;
+        tc__access_depth++;
         return;
     }
     pthread_mutex_lock(&mu);
@@ -367,7 +375,7 @@ static void op_begin(int dev, void *stream, const tc__san_span *sp, int n)
     update_deps(c, c->ops[op].preds, c->ops[op].npreds, cudaStreamSetCaptureDependencies);
     c->open = op;
     open_cap = c;
-    tc__graph_order_depth = 1;
+    tc__access_depth = 1;
     pthread_mutex_unlock(&mu);
 }
 
@@ -388,7 +396,7 @@ static bool leaves_take(ord_cap *c, int op)
 
 static void op_end(void)
 {
-    if (tc__graph_order_depth <= 0 || --tc__graph_order_depth > 0)
+    if (tc__access_depth <= 0 || --tc__access_depth > 0)
         return;
     ord_cap *c = open_cap;
     open_cap = NULL;
@@ -408,12 +416,15 @@ static void op_end(void)
     pthread_mutex_unlock(&mu);
 }
 
-void tc__graph_order_scratch(cudaStream_t stream, const void *ptr, size_t bytes)
+/* Inside an operation of an ordered capture on `stream`: the allocator handed
+ * out [ptr, ptr + bytes) (scratch, a workspace). The operation's later nodes
+ * then wait for the earlier users of that memory. */
+static void scratch(void *stream, const void *ptr, size_t bytes)
 {
     ord_cap *c = open_cap;
-    if (!c || c->cs != stream || !bytes)
+    if (!c || c->cs != (cudaStream_t)stream || !bytes)
         return;
-    tc__san_span sp;
+    tc__span sp;
     memset(&sp, 0, sizeof sp);
     sp.lo = (uintptr_t)ptr;
     sp.hi = sp.lo + bytes;
@@ -455,8 +466,16 @@ static bool reaches(ord_cap *c, int op, int target)
     return found;
 }
 
-bool tc__graph_order_workspace(int device, cudaStream_t stream, size_t want, void **ws)
+/* Inside an operation of an ordered capture on `stream`: true and a cuBLAS
+ * workspace of `want` bytes for one GEMM (*ws), chosen among a few the
+ * capture keeps so that GEMMs on independent branches do not share one; the
+ * GEMM's nodes wait for the earlier users of the one it gets. False outside
+ * such an operation, or when no memory was left for a workspace: the GEMM
+ * then uses cuBLAS's own workspace and, in an ordered capture, waits for
+ * the earlier GEMMs that used it. */
+static bool workspace(int device, void *s, size_t want, void **ws)
 {
+    cudaStream_t stream = (cudaStream_t)s;
     ord_cap *c = open_cap;
     if (!c || c->cs != stream || !want)
         return false;
@@ -486,10 +505,10 @@ bool tc__graph_order_workspace(int device, cudaStream_t stream, size_t want, voi
     if (pick < 0)
         pick = oldest;
     if (pick < 0) { /* none: cuBLAS's own, shared with the GEMMs before */
-        tc__graph_order_scratch(stream, &cublas_own_workspace, 1);
+        scratch(stream, &cublas_own_workspace, 1);
         return false;
     }
-    tc__graph_order_scratch(stream, c->ws[pick].ptr, want);
+    scratch(stream, c->ws[pick].ptr, want);
     pthread_mutex_lock(&mu);
     c->ws[pick].last = c->open;
     pthread_mutex_unlock(&mu);
@@ -499,17 +518,15 @@ bool tc__graph_order_workspace(int device, cudaStream_t stream, size_t want, voi
 
 /* ---- captures -------------------------------------------------------------------- */
 
-static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
-static void hooks_install(void)
-{
-    tc__graph_order_op_begin = op_begin;
-    tc__graph_order_op_end = op_end;
-    tc__san_install();
-}
+static const tc__access_watcher watcher = {.name = "graph captures ordered by data",
+                                           .op_begin = op_begin,
+                                           .op_end = op_end,
+                                           .scratch = scratch,
+                                           .workspace = workspace};
 
 tc_status tc__graph_order_begin(int device, cudaStream_t cs)
 {
-    pthread_once(&hooks_once, hooks_install);
+    TC_TRY(tc__access_watch(&watcher));
     ord_cap *c = calloc(1, sizeof *c);
     if (!c)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for an ordered capture");
@@ -519,8 +536,9 @@ tc_status tc__graph_order_begin(int device, cudaStream_t cs)
     pthread_mutex_lock(&mu);
     c->next = caps;
     caps = c;
-    atomic_fetch_add(&tc__graph_order_captures, 1);
+    atomic_fetch_add(&ncaptures, 1);
     pthread_mutex_unlock(&mu);
+    tc__access_activate();
     return TC_OK;
 }
 
@@ -532,12 +550,13 @@ tc_status tc__graph_order_end(cudaStream_t cs)
         if ((*p)->cs == cs) {
             c = *p;
             *p = c->next;
-            atomic_fetch_sub(&tc__graph_order_captures, 1);
+            atomic_fetch_sub(&ncaptures, 1);
             break;
         }
     pthread_mutex_unlock(&mu);
     if (!c)
         return TC_OK;
+    tc__access_deactivate();
     for (int i = 0; i < c->nws; i++)
         (void)tc__device_free(c->ws[i].ptr);
     for (int i = 0; i < c->nops; i++) {

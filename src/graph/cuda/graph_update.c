@@ -25,7 +25,7 @@ static void update_mu_init(void)
 /* Runs fn on `stream` (the device's update stream), captured into g's pool
  * in g's mode; *out gets the new graph. */
 static tc_status recapture(tc_graph *g, tc_stream *stream, tc_graph_fn fn, void *ctx,
-                           cudaGraph_t *out, uint64_t *blocks, tc__san_recording **san)
+                           cudaGraph_t *out, uint64_t *blocks, tc__access_recording **watched)
 {
     g->cs = stream->handle;
     TC_TRY(tc__device_pool_begin(g->device, g->pool_alloc, g->cs));
@@ -42,10 +42,10 @@ static tc_status recapture(tc_graph *g, tc_stream *stream, tc_graph_fn fn, void 
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tc_last_error());
     cudaGraph_t cg = NULL;
-    tc_status end = tc__graph_capture_finish(g, &cg, blocks, san);
+    tc_status end = tc__graph_capture_finish(g, &cg, blocks, watched);
     if (st != TC_OK || end != TC_OK) {
-        tc__san_recording_free(*san);
-        *san = NULL;
+        tc__access_recording_free(*watched);
+        *watched = NULL;
         g->gen = old_gen;
         if (end == TC_OK)
             (void)cudaGraphDestroy(cg);
@@ -67,10 +67,10 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     TC_TRY(tc__graph_update_stream(graph->device, &us));
     cudaGraph_t cg = NULL;
     uint64_t blocks = 0;
-    tc__san_recording *san = NULL;
+    tc__access_recording *watched = NULL;
     pthread_once(&update_once, update_mu_init);
     pthread_mutex_lock(&update_mu[graph->device]);
-    tc_status rst = recapture(graph, us, fn, ctx, &cg, &blocks, &san);
+    tc_status rst = recapture(graph, us, fn, ctx, &cg, &blocks, &watched);
     pthread_mutex_unlock(&update_mu[graph->device]);
     TC_TRY(rst);
     cudaGraphExecUpdateResultInfo info;
@@ -85,7 +85,7 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
         tc_status st = tc__graph_instantiate(graph, cg, &exec);
         if (st != TC_OK) {
             (void)cudaGraphDestroy(cg);
-            tc__san_recording_free(san);
+            tc__access_recording_free(watched);
             return st;
         }
         (void)cudaGraphExecDestroy(graph->exec);
@@ -95,8 +95,8 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     (void)cudaGraphDestroy(graph->graph);
     graph->graph = cg;
     graph->gen_blocks = blocks;
-    tc__san_recording_free(graph->san);
-    graph->san = san;
+    tc__access_recording_free(graph->watched);
+    graph->watched = watched;
     *how = r;
     return TC_OK;
 }

@@ -13,7 +13,7 @@
 #include "alloc_providers.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/cuda/driver_api.h"
-#include "graph/cuda/graph_internal.h"
+#include "runtime/cuda/capture.h"
 
 static tc_status oom_or_fail(cudaError_t err, const char *what)
 {
@@ -32,9 +32,9 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     TC_TRY(g.status);
     /* a capture in global mode would take cudaMalloc for unsafe (graph_capture.c) */
-    enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
+    enum cudaStreamCaptureMode m = tc__capture_relaxed_begin();
     cudaError_t err = cudaMalloc(out, size);
-    tc__graph_relaxed_end(m);
+    tc__capture_relaxed_end(m);
     tc_device_guard_exit(&g);
     return err == cudaSuccess ? TC_OK : oom_or_fail(err, "cudaMalloc");
 }
@@ -42,7 +42,7 @@ static tc_status dm_alloc(void *ctx, size_t size, uintptr_t stream, void **out)
 static void dm_free(void *ctx, void *ptr, size_t size)
 {
     (void)size;
-    if (tc__graph_defer_free(dev_of(ctx), ptr))
+    if (tc__capture_defer_free(dev_of(ctx), ptr))
         return; /* freed when the graph capture ends (graph_capture.c) */
     tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
     (void)cudaFree(ptr);
@@ -74,7 +74,7 @@ static void *ev_record(void *ctx, uintptr_t stream)
 static int ev_query(void *ctx, void *e)
 {
     (void)ctx;
-    if (tc__graph_capturing())
+    if (tc__capturing())
         return 0; /* queries are not allowed during capture: reuse waits until it ends */
     cudaError_t err = cudaEventQuery((cudaEvent_t)e);
     if (err == cudaErrorNotReady) {
@@ -133,7 +133,7 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
     CUmemGenericAllocationHandle h;
     tc_status st = TC_ERROR_OUT_OF_MEMORY;
     const tc__driver_api *vm = tc__driver();
-    enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
+    enum cudaStreamCaptureMode m = tc__capture_relaxed_begin();
     if (vm->mem_create(&h, size, &prop, 0) == CUDA_SUCCESS) {
         CUresult r = vm->mem_map(base, size, 0, h, 0);
         vm->mem_release(h); /* the mapping keeps the memory */
@@ -149,7 +149,7 @@ static tc_status vm_map(void *ctx, void *addr, size_t size)
                 (void)vm->mem_unmap(base, size);
         }
     }
-    tc__graph_relaxed_end(m);
+    tc__capture_relaxed_end(m);
     tc_device_guard_exit(&g);
     return st;
 }

@@ -17,10 +17,9 @@
 #include "alloc_providers.h"
 #include "base/env.h"
 #include "runtime/cuda/cuda_internal.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 #include "memory/alloc_mempool.h"
 #include "device_alloc.h"
-#include "graph/cuda/graph_order.h"
 #include "memory_internal.h"
 
 pthread_mutex_t tc__mem_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -248,8 +247,8 @@ static tc_status device_alloc(int device, cudaStream_t stream, size_t size, void
 tc_status tc__device_alloc(int device, cudaStream_t stream, size_t size, void **out)
 {
     tc_status st = device_alloc(device, stream, size, out);
-    if (TC_UNLIKELY(tc__graph_order_depth > 0) && st == TC_OK)
-        tc__graph_order_scratch(stream, *out, size); /* inside an operation of an ordered capture */
+    if (TC_UNLIKELY(tc__access_depth > 0) && st == TC_OK)
+        tc__access_scratch((void *)stream, *out, size); /* inside an operation a watcher opened */
     return st;
 }
 
@@ -338,16 +337,16 @@ tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream,
     cudaStream_t s = NULL;
     TC_TRY(tc__mem_resolve(device, stream, &d, &s));
     TC_TRY(tc__device_alloc(d, s, size, out));
-    if (tc__san_on())
-        tc__san_alloc(*out, size, d, (void *)s, false);
+    if (tc__access_on())
+        tc__access_alloc(*out, size, d, (void *)s, false);
     return TC_OK;
 }
 
 tc_status tc_caching_allocator_delete(void *ptr)
 {
     TC_API_BEGIN;
-    if (tc__san_on())
-        tc__san_free(ptr, san_protect);
+    if (tc__access_on())
+        tc__access_free(ptr, san_protect);
     return tc__device_free(ptr);
 }
 
@@ -358,8 +357,8 @@ tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream)
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
     TC_TRY(tc__device_record_stream(ptr, ts->handle));
-    if (tc__san_on())
-        tc__san_record_stream(ptr, (void *)ts->handle);
+    if (tc__access_on())
+        tc__access_record_stream(ptr, (void *)ts->handle);
     return TC_OK;
 }
 

@@ -3,7 +3,7 @@
 
 #include "alloc_providers.h"
 #include "runtime/cuda/cuda_internal.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 #include "device_alloc.h"
 #include "memory_internal.h"
 
@@ -35,8 +35,8 @@ tc_status tc_host_alloc(size_t size, void **out)
     tc__allocator *a;
     TC_TRY(get_host(&a));
     TC_TRY(tc__alloc_malloc(a, size, HOST_STREAM, out));
-    if (tc__san_on())
-        tc__san_alloc(*out, size, -1, NULL, true);
+    if (tc__access_on())
+        tc__access_alloc(*out, size, -1, NULL, true);
     return TC_OK;
 }
 
@@ -65,7 +65,7 @@ tc_status tc_host_free(void *ptr)
     TC_TRY(get_host(&a));
     /* copies queued on the current stream may still read or write it */
     TC_TRY(tc__alloc_record_stream(a, ptr, (uintptr_t)tc__current_cuda_stream(tc__tls_device)));
-    if (tc__san_on())
-        tc__san_free(ptr, NULL);
+    if (tc__access_on())
+        tc__access_free(ptr, NULL);
     return tc__alloc_free(a, ptr);
 }

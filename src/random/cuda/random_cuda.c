@@ -21,7 +21,7 @@
 #include "random/random_internal.h"
 #include "random_kernels.h"
 #include "random_cuda.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 
 static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {
@@ -49,13 +49,17 @@ static tc_status fill_on_device(tc_generator *gen, const tc__rng_params *p, void
 
 tc_status tc__rng_cuda_fill(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {
-    if (tc__san_on()) { /* the draw writes its buffer on the current stream */
+    if (tc__access_on()) { /* the draw writes its buffer on the current stream */
         int d = gen->device.index;
-        tc__san_span sp;
-        tc__san_span_dense(data, n * tc_dtype_size((tc_dtype)p->dtype), (tc_dtype)p->dtype, 1,
-                           (const int64_t[]){(int64_t)n}, true, &sp);
-        TC_TRY(tc__san_access(d, (void *)tc__current_cuda_stream(d), &sp, 1,
-                              (tc__san_what){"random fill", NULL}, false, false, 0, NULL));
+        tc__span sp;
+        tc__span_dense(data, n * tc_dtype_size((tc_dtype)p->dtype), (tc_dtype)p->dtype, 1,
+                       (const int64_t[]){(int64_t)n}, true, &sp);
+        tc__access_op op = {.dev = d,
+                            .stream = (void *)tc__current_cuda_stream(d),
+                            .spans = &sp,
+                            .n = 1,
+                            .what = "random fill"};
+        TC_TRY(tc__access_op_publish(&op));
     }
     tc_device_guard g = tc_device_guard_enter(gen->device.index);
     if (g.status != TC_OK)

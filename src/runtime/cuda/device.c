@@ -13,7 +13,7 @@
 #include "cuda_internal.h"
 #include "dist/cuda/ipc_internal.h"
 #include "kernel_errors.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 
 #ifndef TCUDA_ARCH_LIST_STR
 #define TCUDA_ARCH_LIST_STR ""
@@ -240,8 +240,8 @@ tc_status tc_synchronize(int device)
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, "cudaDeviceSynchronize", __FILE__, __LINE__);
-    if (tc__san_on())
-        tc__san_device_sync(d);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_DEVICE_SYNC, NULL, d, NULL, 0, NULL);
     return tc__kernel_errors_check(d);
 }
 

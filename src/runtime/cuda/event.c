@@ -14,7 +14,7 @@
 #include "kernel_errors.h"
 #include "base/env.h"
 #include "base/handle_pool.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 
 static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
 
@@ -83,8 +83,8 @@ tc_status tc_event_destroy(tc_event *event)
         if (err != cudaSuccess)
             return tc__cuda_fail(err, "cudaEventDestroy", __FILE__, __LINE__);
     }
-    if (tc__san_on())
-        tc__san_event_destroy(event);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_EVENT_DESTROY, event, 0, NULL, 0, NULL);
     tc__handle_put(&event_pool, event);
     return TC_OK;
 }
@@ -104,8 +104,8 @@ tc_status tc_event_record(tc_event *event, tc_stream *stream)
                         event->device, s->device, event->device);
     TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
     event->recorded = true;
-    if (tc__san_on())
-        tc__san_event_record(event, s->device, (void *)s->handle);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_EVENT_RECORD, event, s->device, (void *)s->handle, 0, NULL);
     return TC_OK;
 }
 
@@ -118,8 +118,8 @@ tc_status tc_event_query(tc_event *event)
     TC_TRY(tc__sync_check("querying an event", NULL));
     cudaError_t err = cudaEventQuery(event->handle);
     if (err == cudaSuccess) {
-        if (tc__san_on()) /* the host saw the event complete */
-            tc__san_event_sync(event);
+        if (tc__access_on()) /* the host saw the event complete */
+            tc__access_sync_of(TC__SYNC_EVENT_SYNC, event, 0, NULL, 0, NULL);
         return tc__kernel_errors_check(event->device);
     }
     if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
@@ -137,8 +137,8 @@ tc_status tc_event_synchronize(tc_event *event)
         return TC_OK;
     TC_TRY(tc__sync_check("waiting for an event", NULL));
     TC_CUDA_CHECK(cudaEventSynchronize(event->handle));
-    if (tc__san_on())
-        tc__san_event_sync(event);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_EVENT_SYNC, event, 0, NULL, 0, NULL);
     return tc__kernel_errors_check(event->device);
 }
 
@@ -151,8 +151,8 @@ tc_status tc_event_wait(tc_event *event, tc_stream *stream)
     if (!event->recorded)
         return TC_OK;
     TC_CUDA_CHECK(cudaStreamWaitEvent(s->handle, event->handle, 0));
-    if (tc__san_on())
-        tc__san_event_wait(event, s->device, (void *)s->handle);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_EVENT_WAIT, event, s->device, (void *)s->handle, 0, NULL);
     return TC_OK;
 }
 

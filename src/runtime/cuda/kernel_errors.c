@@ -3,7 +3,7 @@
 #include <stdatomic.h>
 
 #include "cuda_internal.h"
-#include "graph/cuda/graph_internal.h"
+#include "runtime/cuda/capture.h"
 #include "kernel_errors.h"
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -19,10 +19,10 @@ tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot)
         cudaError_t err = cudaSuccess;
         if (!s) {
             /* not stream work: allowed in a capture (as the allocator's cudaMalloc) */
-            enum cudaStreamCaptureMode m = tc__graph_relaxed_begin();
+            enum cudaStreamCaptureMode m = tc__capture_relaxed_begin();
             err = cudaHostAlloc((void **)&s, sizeof *s,
                                 cudaHostAllocMapped | cudaHostAllocPortable);
-            tc__graph_relaxed_end(m);
+            tc__capture_relaxed_end(m);
             if (err == cudaSuccess) {
                 s->kind = TC__KERR_NONE;
                 atomic_store_explicit(&slots[device], s, memory_order_release);

@@ -7,14 +7,14 @@
  * the kernel found (kernel_errors.h). */
 #include "cuda_internal.h"
 #include "base/env.h"
-#include "graph/cuda/graph_internal.h"
+#include "runtime/cuda/capture.h"
 #include "kernel_errors.h"
 
 tc_status tc__launch_check(cudaStream_t stream, const char *kernel)
 {
     cudaError_t err = cudaGetLastError();
     /* during a graph capture nothing runs: there is nothing to wait for */
-    bool blocking = tc__launch_blocking_enabled() && !tc__graph_capturing();
+    bool blocking = tc__launch_blocking_enabled() && !tc__capturing();
     /* With CUDA_LAUNCH_BLOCKING=1 the driver itself may already have waited,
      * so a fault inside the kernel can show in the launch error too. */
     if (TC_UNLIKELY(blocking) && err == cudaSuccess)

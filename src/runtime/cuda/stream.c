@@ -30,7 +30,7 @@
 #include "kernel_errors.h"
 #include "base/env.h"
 #include "base/handle_pool.h"
-#include "sanitizer/sanitizer_internal.h"
+#include "access/access.h"
 
 static tc__handle_pool stream_pool = TC_HANDLE_POOL_INIT(tc_stream);
 
@@ -47,6 +47,24 @@ tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out)
     TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
     *out = stream;
     return TC_OK;
+}
+
+/* How the access layer names a tc_stream: its device and CUDA handle. Set
+ * when this file is loaded, so that watchers (the stream sanitizer's
+ * tc_sanitizer_access) take the user's streams without calling the runtime
+ * themselves. */
+static tc_status access_resolve(tc_stream *stream, int *dev, void **handle)
+{
+    tc_stream *s;
+    TC_TRY(tc__resolve_stream(stream, &s));
+    *dev = s->device;
+    *handle = (void *)s->handle;
+    return TC_OK;
+}
+
+__attribute__((constructor)) static void access_register(void)
+{
+    tc__access_set_stream_resolver(access_resolve);
 }
 
 tc_status tc_stream_priority_range(int *least, int *greatest)
@@ -192,8 +210,8 @@ tc_status tc_stream_query(tc_stream *stream)
     TC_TRY(tc__sync_check("querying the stream", s->handle));
     cudaError_t err = cudaStreamQuery(s->handle);
     if (TC_LIKELY(err == cudaSuccess)) {
-        if (tc__san_on()) /* the host saw the stream's work complete */
-            tc__san_stream_sync(s->device, (void *)s->handle);
+        if (tc__access_on()) /* the host saw the stream's work complete */
+            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
         return tc__kernel_errors_check(s->device);
     }
     if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
@@ -210,8 +228,8 @@ tc_status tc_stream_synchronize(tc_stream *stream)
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_point_on("waiting for the stream", s->handle));
     TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
-    if (tc__san_on())
-        tc__san_stream_sync(s->device, (void *)s->handle);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
     return tc__kernel_errors_check(s->device);
 }
 
@@ -240,8 +258,9 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
     tc_device_guard_exit(&g);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, what, __FILE__, __LINE__);
-    if (tc__san_on())
-        tc__san_stream_wait_stream(s->device, (void *)s->handle, o->device, (void *)o->handle);
+    if (tc__access_on())
+        tc__access_sync_of(TC__SYNC_STREAM_WAIT_STREAM, NULL, s->device, (void *)s->handle,
+                           o->device, (void *)o->handle);
     return TC_OK;
 }
 

@@ -14,7 +14,8 @@
  * cuBLAS's host time per call and its few-block kernels cost more than the
  * work at those sizes. Large 16-bit results whose rows are not whole
  * 16-byte vectors go through padded rows (gemm_padded). In a capture
- * ordered by data each GEMM gets a workspace of its own (graph_order.h). */
+ * ordered by data each GEMM gets a workspace of its own
+ * (graph/cuda/graph_order.c). */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -22,7 +23,7 @@
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
-#include "graph/cuda/graph_order.h"
+#include "access/access.h"
 #include "tensor/cuda/kernels/nn_kernels.h"
 #include "nn_cuda.h"
 #include "tensor_cuda.h"
@@ -106,16 +107,17 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
     return TC_OK;
 }
 
-/* In a capture ordered by data, the GEMM about to be queued gets a workspace
- * that GEMMs on other branches do not use (graph_order.h); the next
- * handle_for's cublasSetStream puts cuBLAS's own back. */
+/* Inside an operation a watcher opened (a capture ordered by data), the
+ * GEMM about to be queued may get a workspace from it that GEMMs on other
+ * branches do not use (graph/cuda/graph_order.c); the next handle_for's
+ * cublasSetStream puts cuBLAS's own back. */
 static tc_status ordered_workspace(int device, tc__cublas_handle h)
 {
-    if (TC_LIKELY(tc__graph_order_depth == 0))
+    if (TC_LIKELY(tc__access_depth == 0))
         return TC_OK;
     size_t want = tc__cublas_workspace_limit(device);
     void *ws;
-    if (!tc__graph_order_workspace(device, tc__current_cuda_stream(device), want, &ws))
+    if (!tc__access_workspace(device, (void *)tc__current_cuda_stream(device), want, &ws))
         return TC_OK;
     int rc = p_set_workspace(h, ws, want);
     return rc == 0 ? TC_OK

@@ -49,7 +49,7 @@
 #include "blas_abi.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
-#include "graph/cuda/graph_internal.h"
+#include "runtime/cuda/capture.h"
 #include "nn_cuda.h"
 #include "tcuda/device.h"
 
@@ -356,7 +356,7 @@ static bool eligible(const tc__nn_gemm *g, const void *bias)
 static bool capturing(cudaStream_t cs)
 {
     enum cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
-    if (tc__graph_capturing())
+    if (tc__capturing())
         return true;
     if (cudaStreamIsCapturing(cs, &s) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -1,36 +1,33 @@
-/* The stream sanitizer's place on the device seam (tensor/device_ops.h).
+/* The tensor seam's accesses, declared to the access layer
+ * (access/access.h): a table of wrappers installed over the device seam
+ * (runtime/device_ops.h) when the first watcher activates.
  *
- * Installed once, the first time the sanitizer is turned on, over whatever
- * table is in use: alloc, free and record_stream tell the engine
- * (sanitizer_memory.c) about device memory; the compute backend's kernels
- * declare their operands from the tc__iter (operand 0 written, the others
- * read) or from their pointer arguments (fill, reduce, matmul) on the
- * current stream of their device; the host backend does the same for CPU
- * kernels as the host (only memory the engine watches, pinned memory,
- * matters there); copies across devices declare both tensors with the
- * ordering tensor_cuda.c gives them (blocking copies synchronize the host
- * with the stream; a copy between GPUs orders the two streams both ways).
- * Each wrapper checks first, then calls the same function of the table below
- * it: in error mode a race stops the call before anything is queued. While
- * the mode is OFF each wrapper is one branch and the call below.
+ * alloc, free and record_stream tell the watchers about the memory tensors
+ * get; the compute backend's kernels declare their operands from the
+ * tc__iter (operand 0 written, the others read) or from their pointer
+ * arguments (fill, reduce, matmul) on the current stream of their device;
+ * the host backend does the same for CPU kernels as the host (only memory
+ * a stream also uses, pinned memory, matters there); copies across devices
+ * declare both tensors with the ordering the runtime gives them (blocking
+ * copies synchronize the host with the stream; a copy between GPUs orders
+ * the two streams both ways). Each wrapper declares first, then calls the
+ * same function of the table below it: a watcher that refuses (the
+ * sanitizer's error mode) stops the call before anything is queued. While
+ * nobody watches, each wrapper is one branch and the call below.
  *
- * The same declarations serve graph captures ordered by data
- * (src/graph/cuda/graph_order.c, sanitizer_internal.h's other watcher): a GPU
- * kernel's spans go to it before the kernel is queued, and order_done closes
- * the operation after. Copies between two GPUs, and host work, are not
- * announced: such a capture takes whatever it did not hear of as depending on
- * everything before it. */
+ * A GPU kernel's spans are all it touches, so it is declared complete: a
+ * capture ordered by data (graph/cuda/graph_order.c) orders it by them,
+ * opening the operation when it hears of it; the wrapper closes it after
+ * the call below. Copies between two GPUs, and host work, are not complete:
+ * such a capture takes what it was not told of as depending on everything
+ * before it. */
 #include <pthread.h>
 
-#include "tensor/index_internal.h"
-#include "tensor/nn_internal.h"
-#include "tensor/tensor_internal.h"
-#include "sanitizer_internal.h"
-
-atomic_int tc__graph_order_captures;
-_Thread_local int tc__graph_order_depth;
-void (*tc__graph_order_op_begin)(int dev, void *stream, const tc__san_span *spans, int n);
-void (*tc__graph_order_op_end)(void);
+#include "access/access.h"
+#include "index_internal.h"
+#include "nn_internal.h"
+#include "tensor_internal.h"
+#include "tensor_watch.h"
 
 static const tc__device_ops *prev;
 static const tc__backend *prev_be, *prev_host;
@@ -44,8 +41,8 @@ static tc__index_backend index_be;
 static tc_status w_alloc(int device, size_t bytes, void **out)
 {
     TC_TRY(prev->alloc(device, bytes, out));
-    if (tc__san_on())
-        tc__san_alloc(*out, bytes, device, prev->current_stream(device), false);
+    if (tc__access_on())
+        tc__access_alloc(*out, bytes, device, prev->current_stream(device), false);
     return TC_OK;
 }
 
@@ -57,50 +54,50 @@ static void protect(void *ptr, int dev, void *stream)
 
 static void w_free(void *ptr)
 {
-    if (tc__san_on())
-        tc__san_free(ptr, protect);
+    if (tc__access_on())
+        tc__access_free(ptr, protect);
     prev->free(ptr);
 }
 
 static tc_status w_record_stream(void *ptr, bool host, void *stream)
 {
     TC_TRY(prev->record_stream(ptr, host, stream));
-    if (tc__san_on() && !host)
-        tc__san_record_stream(ptr, stream);
+    if (tc__access_on() && !host)
+        tc__access_record_stream(ptr, stream);
     return TC_OK;
 }
 
 /* ---- kernels ---------------------------------------------------------------- */
 
-/* Declares n spans of a kernel on device's current stream, or on the host. */
-static tc_status declare(bool host, int device, const tc__san_span *sp, int n, const char *what)
+/* Declares n spans of a kernel on device's current stream (complete), or on
+ * the host. */
+static tc_status declare(bool host, int device, const tc__span *sp, int n, const char *what)
 {
-    int dev = host ? TC__SAN_HOST_DEV : device;
-    void *stream = host ? NULL : prev->current_stream(device);
-    if (tc__san_on())
-        TC_TRY(
-            tc__san_access(dev, stream, sp, n, (tc__san_what){what, NULL}, false, false, 0, NULL));
-    if (!host && tc__graph_ordering())
-        tc__graph_order_op_begin(dev, stream, sp, n);
-    return TC_OK;
+    tc__access_op op = {.dev = host ? TC__ACCESS_HOST : device,
+                        .stream = host ? NULL : prev->current_stream(device),
+                        .spans = sp,
+                        .n = n,
+                        .what = what,
+                        .complete = !host};
+    return tc__access_op_publish(&op);
 }
 
-/* After the call below a wrapper: closes the operation an ordered capture
- * heard of in declare (the thread's depth was depth_before when the wrapper
- * began: a wrapper that announced nothing closes nothing). */
+/* After the call below a wrapper: closes the operation a watcher opened in
+ * declare (the thread's depth was depth_before when the wrapper began: a
+ * wrapper that opened nothing closes nothing). */
 static tc_status order_done(tc_status st, int depth_before)
 {
-    if (TC_UNLIKELY(tc__graph_order_depth > depth_before))
-        tc__graph_order_op_end();
+    if (TC_UNLIKELY(tc__access_depth > depth_before))
+        tc__access_op_end();
     return st;
 }
 
 static tc_status declare_iter(bool host, int device, const tc__iter *it, const tc_dtype *dts,
                               const char *what)
 {
-    tc__san_span sp[TC__MAX_OPERANDS];
+    tc__span sp[TC__MAX_OPERANDS];
     for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
-        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+        tc__span_of_iter(it, i, dts[i], i == 0, &sp[i]);
     return declare(host, device, sp, it->nops, what);
 }
 
@@ -108,9 +105,9 @@ static tc_status declare_dense(bool host, int device, const char *what, int n,
                                const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
                                const bool *writes)
 {
-    tc__san_span sp[4];
+    tc__span sp[4];
     for (int i = 0; i < n; i++)
-        tc__san_span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
+        tc__span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
     return declare(host, device, sp, n, what);
 }
 
@@ -122,8 +119,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
 #define SAN_WRAPPERS(P, HOST, BE)                                                                  \
     static tc_status P##unary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                 \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};                                       \
             TC_TRY(declare_iter(HOST, dev, it, d, "unary kernel"));                                \
         }                                                                                          \
@@ -131,8 +128,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     }                                                                                              \
     static tc_status P##binary(int dev, tc__op op, tc_dtype dt, const tc__iter *it)                \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             tc_dtype d[TC__MAX_OPERANDS] = {is_comparison(op) ? TC_BOOL : dt, dt, dt, dt};         \
             TC_TRY(declare_iter(HOST, dev, it, d, "binary kernel"));                               \
         }                                                                                          \
@@ -140,8 +137,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     }                                                                                              \
     static tc_status P##where(int dev, tc_dtype dt, const tc__iter *it)                            \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             tc_dtype d[TC__MAX_OPERANDS] = {dt, TC_BOOL, dt, dt};                                  \
             TC_TRY(declare_iter(HOST, dev, it, d, "where kernel"));                                \
         }                                                                                          \
@@ -149,8 +146,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     }                                                                                              \
     static tc_status P##convert(int dev, tc_dtype dst, tc_dtype src, const tc__iter *it)           \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             tc_dtype d[TC__MAX_OPERANDS] = {dst, src, src, src};                                   \
             TC_TRY(declare_iter(HOST, dev, it, d, "copy kernel"));                                 \
         }                                                                                          \
@@ -158,8 +155,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     }                                                                                              \
     static tc_status P##fill(int dev, tc_dtype dt, void *out, int64_t n, tc__fill v)               \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             const void *p[1] = {out};                                                              \
             size_t b[1] = {(size_t)n * esz(dt)};                                                   \
             bool w[1] = {true};                                                                    \
@@ -170,8 +167,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     static tc_status P##reduce(int dev, tc__op op, tc_dtype it_, tc_dtype ot, const void *in,      \
                                void *out, int64_t outer, int64_t r, int64_t inner)                 \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             const void *p[2] = {out, in};                                                          \
             size_t b[2] = {(size_t)(outer * inner) * esz(ot),                                      \
                            (size_t)(outer * r * inner) * esz(it_)};                                \
@@ -185,8 +182,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
                                int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa,         \
                                int64_t sb)                                                         \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             const void *p[3] = {c, a, b};                                                          \
             size_t e = esz(dt);                                                                    \
             size_t by[3] = {(size_t)(batch * m * n) * e, (size_t)((sa ? batch : 1) * m * k) * e,   \
@@ -200,8 +197,8 @@ static size_t esz(tc_dtype d) { return tc_dtype_size(d); }
     static tc_status P##scan(int dev, tc__op op, tc_dtype dt, const void *in, void *out,           \
                              int64_t outer, int64_t r, int64_t inner)                              \
     {                                                                                              \
-        int od = tc__graph_order_depth;                                                            \
-        if (tc__seam_watched()) {                                                                  \
+        int od = tc__access_depth;                                                                 \
+        if (tc__access_on()) {                                                                     \
             const void *p[2] = {out, in};                                                          \
             size_t b = (size_t)(outer * r * inner) * esz(dt), by[2] = {b, b};                      \
             tc_dtype d[2] = {dt, dt};                                                              \
@@ -221,8 +218,8 @@ SAN_WRAPPERS(h_, true, prev_host)
 
 static tc_status d_rows(int dev, const tc__nn_rows *a)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         size_t count = (size_t)(a->outer * a->n * a->inner), wb = (size_t)a->n * esz(a->in_dtype);
         const void *p[4] = {a->out, a->in};
         size_t b[4] = {count * esz(a->out_dtype), count * esz(a->in_dtype)};
@@ -251,8 +248,8 @@ static size_t gemm_extent(int64_t batch, int64_t stride, int64_t r, int64_t c, i
 
 static tc_status d_gemm(int dev, const tc__nn_gemm *g)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched() && g->batch > 0) {
+    int od = tc__access_depth;
+    if (tc__access_on() && g->batch > 0) {
         const void *p[3] = {g->c, g->a, g->b};
         size_t b[3] = {
             gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
@@ -270,8 +267,8 @@ static tc_status d_gemm(int dev, const tc__nn_gemm *g)
  * themselves. */
 static tc_status d_gemm_bias(int dev, const tc__nn_gemm *g, const void *bias, bool *fused)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched() && g->batch > 0) {
+    int od = tc__access_depth;
+    if (tc__access_on() && g->batch > 0) {
         const void *p[4] = {g->c, g->a, g->b, bias};
         size_t b[4] = {
             gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
@@ -298,8 +295,8 @@ static size_t attention_extent(const int64_t *st, int64_t batch, int64_t inner, 
  * queues nothing; the GEMMs and softmax that follow declare themselves. */
 static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         size_t es = esz(a->dtype);
         const void *p[4] = {a->out, a->q, a->k, a->v};
         size_t b[4] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
@@ -315,8 +312,8 @@ static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
 
 static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         size_t es = esz(a->dtype);
         const void *p[3] = {a->out, a->logits, a->target};
         size_t b[3] = {(a->reduction == TC_REDUCTION_NONE ? (size_t)a->n : 1) * es,
@@ -333,9 +330,9 @@ static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
 static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dts, int along,
                                  int64_t dim_stride, int64_t dim_size, const char *what)
 {
-    tc__san_span sp[TC__MAX_OPERANDS];
+    tc__span sp[TC__MAX_OPERANDS];
     for (int i = 0; i < it->nops && i < TC__MAX_OPERANDS; i++)
-        tc__san_span_of_iter(it, i, dts[i], i == 0, &sp[i]);
+        tc__span_of_iter(it, i, dts[i], i == 0, &sp[i]);
     if (dim_size > 0 && sp[along].hi > sp[along].lo)
         sp[along].hi += (uintptr_t)((dim_size - 1) * dim_stride) * esz(dts[along]);
     return declare(false, dev, sp, it->nops, what);
@@ -344,8 +341,8 @@ static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dt
 static tc_status d_gather(int dev, tc_dtype dt, tc_dtype idt, const tc__iter *it,
                           int64_t dim_stride, int64_t dim_size)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, idt, idt};
         TC_TRY(declare_indexed(dev, it, d, 1, dim_stride, dim_size, "gather kernel"));
     }
@@ -355,8 +352,8 @@ static tc_status d_gather(int dev, tc_dtype dt, tc_dtype idt, const tc__iter *it
 static tc_status d_scatter_add(int dev, tc_dtype dt, const tc__iter *it, int64_t dim_stride,
                                int64_t dim_size)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, TC_INT64, TC_INT64};
         TC_TRY(declare_indexed(dev, it, d, 0, dim_stride, dim_size, "scatter_add kernel"));
     }
@@ -365,8 +362,8 @@ static tc_status d_scatter_add(int dev, tc_dtype dt, const tc__iter *it, int64_t
 
 static tc_status d_tri(int dev, tc_dtype dt, bool upper, int64_t diagonal, const tc__iter *it)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         tc_dtype d[TC__MAX_OPERANDS] = {dt, dt, dt, dt};
         TC_TRY(declare_iter(false, dev, it, d, "triangle kernel"));
     }
@@ -376,8 +373,8 @@ static tc_status d_tri(int dev, tc_dtype dt, bool upper, int64_t diagonal, const
 static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int64_t *indices,
                         int64_t outer, int64_t r, int64_t inner, int64_t k, bool largest)
 {
-    int od = tc__graph_order_depth;
-    if (tc__seam_watched()) {
+    int od = tc__access_depth;
+    if (tc__access_on()) {
         const void *p[3] = {values, indices, in};
         size_t out_n = (size_t)(outer * k * inner);
         size_t b[3] = {out_n * esz(dt), out_n * 8, (size_t)(outer * r * inner) * esz(dt)};
@@ -392,12 +389,12 @@ static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int6
 /* ---- copies across devices ---------------------------------------------------------- */
 
 /* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
-static void span_of_tensor(const tc_tensor *t, bool write, tc__san_span *out)
+static void span_of_tensor(const tc_tensor *t, bool write, tc__span *out)
 {
     tc__iter it;
     tc__iter_init(&it, t->ndim, t->sizes, 1);
     tc__iter_set(&it, 0, t);
-    tc__san_span_of_iter(&it, 0, t->dtype, write, out);
+    tc__span_of_iter(&it, 0, t->dtype, write, out);
 }
 
 /* tensor_cuda.c reads pinned src in place when it is already dense as dst. */
@@ -411,42 +408,59 @@ static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
     return true;
 }
 
+/* One copy between the host and a GPU, declared on (dev, stream). */
+static tc_status declare_copy(int dev, void *stream, const tc__span *sp, int n, bool non_blocking)
+{
+    tc__access_op op = {.dev = dev,
+                        .stream = stream,
+                        .spans = sp,
+                        .n = n,
+                        .what = non_blocking ? "non_blocking copy" : "copy"};
+    return tc__access_op_publish(&op);
+}
+
 static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
 {
-    if (!tc__seam_watched() || tc__numel(dst->ndim, dst->sizes) == 0)
+    if (!tc__access_on() || tc__numel(dst->ndim, dst->sizes) == 0)
         return prev->copy(dst, src, non_blocking);
     tc_device dd = dst->storage->device, sd = src->storage->device;
-    tc__san_span sp[2];
+    tc__span sp[2];
     span_of_tensor(dst, true, &sp[0]);
     span_of_tensor(src, false, &sp[1]);
-    tc__san_what what = {non_blocking ? "non_blocking copy" : "copy", NULL};
     if (sd.type == TC_CPU) { /* host to device: pinned memory dense as dst is read later */
         void *s = prev->current_stream(dd.index);
         bool async_src = src->storage->pinned && dense_as(src, dst);
-        TC_TRY(tc__san_access(dd.index, s, sp, async_src ? 2 : 1, what, false, false, 0, NULL));
+        TC_TRY(declare_copy(dd.index, s, sp, async_src ? 2 : 1, non_blocking));
         TC_TRY(prev->copy(dst, src, non_blocking));
         if (async_src && !non_blocking)
-            tc__san_stream_sync(dd.index, s);
+            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, dd.index, s, 0, NULL);
         return TC_OK;
     }
     if (dd.type == TC_CPU) { /* device to host: waits unless pinned, dense and non_blocking */
         void *s = prev->current_stream(sd.index);
         bool wait = !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
         bool direct = dst->storage->pinned && tc__is_contiguous(dst);
-        TC_TRY(tc__san_access(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, what, false, false,
-                              0, NULL));
+        TC_TRY(declare_copy(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, non_blocking));
         TC_TRY(prev->copy(dst, src, non_blocking));
         if (wait)
-            tc__san_stream_sync(sd.index, s);
+            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, sd.index, s, 0, NULL);
         return TC_OK;
     }
+    /* between GPUs: after both streams; complete on one GPU */
     void *ss = prev->current_stream(sd.index), *ds = prev->current_stream(dd.index);
-    TC_TRY(tc__san_access(dd.index, ds, sp, 2, what, false, true, sd.index, ss));
-    int od = tc__graph_order_depth;
-    if (sd.index == dd.index && tc__graph_ordering()) /* one GPU: an ordered capture hears of it */
-        tc__graph_order_op_begin(dd.index, ds, sp, 2);
+    int od = tc__access_depth;
+    tc__access_op op = {.dev = dd.index,
+                        .stream = ds,
+                        .spans = sp,
+                        .n = 2,
+                        .what = non_blocking ? "non_blocking copy" : "copy",
+                        .complete = sd.index == dd.index,
+                        .after_set = true,
+                        .after_dev = sd.index,
+                        .after_stream = ss};
+    TC_TRY(tc__access_op_publish(&op));
     TC_TRY(order_done(prev->copy(dst, src, non_blocking), od));
-    tc__san_stream_wait_stream(sd.index, ss, dd.index, ds);
+    tc__access_sync_of(TC__SYNC_STREAM_WAIT_STREAM, NULL, sd.index, ss, dd.index, ds);
     return TC_OK;
 }
 
@@ -492,4 +506,26 @@ static void install(void)
     (void)was; /* == cur unless another hook raced in; it then stays below ours */
 }
 
-void tc__san_install(void) { pthread_once(&once, install); }
+void tc__tensor_watch_enable(void) { pthread_once(&once, install); }
+
+/* ---- spans ----------------------------------------------------------------------- */
+
+void tc__span_of_iter(const tc__iter *it, int op, tc_dtype dtype, bool write, tc__span *out)
+{
+    int64_t es = (int64_t)tc_dtype_size(dtype), first = 0, last = 0;
+    for (int d = 0; d < it->ndim; d++) {
+        int64_t span = (it->sizes[d] - 1) * it->strides[op][d];
+        if (span < 0)
+            first += span;
+        else
+            last += span;
+    }
+    uintptr_t base = (uintptr_t)it->data[op];
+    *out = (tc__span){.lo = base + (uintptr_t)(first * es),
+                      .hi = base + (uintptr_t)((last + 1) * es),
+                      .write = write,
+                      .dtype = dtype,
+                      .ndim = it->ndim};
+    for (int d = 0; d < it->ndim; d++)
+        out->sizes[d] = it->sizes[d];
+}

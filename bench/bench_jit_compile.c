@@ -5,7 +5,7 @@
  *   create, compile, get:  nvrtcCreateProgram, nvrtcCompileProgram (to a
  *             cubin for sm_<arch>), getting the cubin and destroying the
  *             program, in milliseconds;
- *   total:    the call of tc__jit_cuda_compile, in milliseconds, and the
+ *   total:    the call of the seam's jit compile, in milliseconds, and the
  *             thread's CPU time in it ("cpu": NVRTC compiles on the calling
  *             thread, so on a busy machine this is the steadier number);
  * each the median (and minimum) of `repeats` compiles, after one untimed
@@ -18,6 +18,7 @@
 
 #include "bench_util.h"
 #include "jit/jit_internal.h"
+#include "runtime/device_ops.h"
 #include "tcuda/tcuda.h"
 
 static const char axpy[] =
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
     }
     const char *ver = NULL;
     double t0 = bench_now_ns();
-    if (tc__jit_cuda_nvrtc_version(&ver) != TC_OK) {
+    if (tc__dev()->jit->nvrtc_version(&ver) != TC_OK) {
         printf("skipped: %s\n", tc_last_error());
         return 0;
     }
@@ -88,10 +89,10 @@ int main(int argc, char **argv)
             double b = bench_now_ns(), bc = cpu_now_ms();
             void *bin = NULL;
             size_t size = 0;
-            TRY(src ? tc__jit_cuda_compile(src, arch, &bin, &size) : TC_ERROR_OUT_OF_MEMORY);
+            TRY(src ? tc__dev()->jit->compile(src, arch, &bin, &size) : TC_ERROR_OUT_OF_MEMORY);
             double e = bench_now_ns(), ec = cpu_now_ms();
             double ph[3];
-            tc__jit_cuda_compile_phases(ph);
+            tc__dev()->jit->compile_phases(ph);
             free(bin);
             free(src);
             sizes[c] = size;

@@ -1,20 +1,27 @@
-# The library's sources, one group per module (src/<module>/, docs/architecture.md).
-# Every source is listed by name: a new file is added here, in its module's
-# group (scripts/check_sources.sh finds one that is not). The rule the lists
-# follow is the tree's: a folder named `cuda` holds what needs CUDA and is
-# built only with it; src/nocuda stands in for all of them without it.
+# The library's sources, one group per module in layer order (bottom first;
+# docs/architecture.md). Every source is listed by name: a new file is added
+# here, in its module's group (scripts/check_sources.sh finds one that is
+# not). The lists follow the tree's rule: a folder named `cuda` holds what
+# needs CUDA and is built only with it; src/nocuda stands in for all of them
+# without it.
 set(TCUDA_SOURCES
   # base: status, messages, handles, strings, environment switches
-  # access: who touches which bytes on which stream, for the watchers
-  src/access/access.c
   src/base/dtype.c
   src/base/env.c
   src/base/handle_pool.c
   src/base/status.c
   src/base/strbuf.c
-  # runtime: devices, streams, events, NVTX, NVML
-  src/runtime/device_parse.c
-  # memory: the caching allocator (memory/: its algorithm, no CUDA)
+  # access: who touches which bytes on which stream, for the watchers
+  src/access/access.c
+  # sanitizer: the stream sanitizer (a watcher of access)
+  src/sanitizer/sanitizer.c
+  src/sanitizer/sanitizer_access.c
+  src/sanitizer/sanitizer_capture.c
+  src/sanitizer/sanitizer_clocks.c
+  src/sanitizer/sanitizer_memory.c
+  src/sanitizer/sanitizer_report.c
+  src/sanitizer/sanitizer_stacks.c
+  # memory: the caching allocator's algorithm
   src/memory/alloc.c
   src/memory/alloc_blocks.c
   src/memory/alloc_config.c
@@ -30,15 +37,21 @@ set(TCUDA_SOURCES
   src/memory/alloc_segments.c
   src/memory/alloc_streams.c
   src/memory/alloc_text.c
-  # tensor: tensors: front end, CPU backend, CUDA backend and kernels
+  # runtime: devices, streams, events, NVTX, NVML; the device seam
+  src/runtime/device_ops.c
+  src/runtime/device_parse.c
+  # random: generators and Philox draws
+  src/random/random.c
+  src/random/random_cpu.c
+  # tensor: tensors: front end, cpu/ backend, cuda/ backend and kernels
   src/tensor/cpu/cpu_index.c
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
   src/tensor/cpu/cpu_ops.c
-  src/tensor/device_ops.c
   src/tensor/storage.c
   src/tensor/tensor.c
   src/tensor/tensor_copy.c
+  src/tensor/tensor_copy_across.c
   src/tensor/tensor_index.c
   src/tensor/tensor_matmul.c
   src/tensor/tensor_nn.c
@@ -47,17 +60,6 @@ set(TCUDA_SOURCES
   src/tensor/tensor_reduce.c
   src/tensor/tensor_shape.c
   src/tensor/tensor_watch.c
-  # random: generators and Philox draws
-  src/random/random.c
-  src/random/random_cpu.c
-  # sanitizer: the stream sanitizer
-  src/sanitizer/sanitizer.c
-  src/sanitizer/sanitizer_access.c
-  src/sanitizer/sanitizer_capture.c
-  src/sanitizer/sanitizer_clocks.c
-  src/sanitizer/sanitizer_memory.c
-  src/sanitizer/sanitizer_report.c
-  src/sanitizer/sanitizer_stacks.c
   # jit: jiterator
   src/jit/jit.c
   src/jit/jit_cache.c
@@ -77,6 +79,14 @@ set(TCUDA_SOURCES
   src/interop/dlpack.c)
 # The cuda/ halves: host code and kernels.
 set(TCUDA_CUDA_SOURCES
+  # memory
+  src/memory/cuda/alloc_providers.c
+  src/memory/cuda/memory.c
+  src/memory/cuda/memory_allocators.c
+  src/memory/cuda/memory_host.c
+  src/memory/cuda/memory_mempool.c
+  src/memory/cuda/memory_snapshot.c
+  src/memory/cuda/memory_stats.c
   # runtime
   src/runtime/cuda/capture.c
   src/runtime/cuda/device.c
@@ -90,18 +100,12 @@ set(TCUDA_CUDA_SOURCES
   src/runtime/cuda/nvml.c
   src/runtime/cuda/nvtx.c
   src/runtime/cuda/stream.c
-  # memory
-  src/memory/cuda/alloc_providers.c
-  src/memory/cuda/memory.c
-  src/memory/cuda/memory_allocators.c
-  src/memory/cuda/memory_host.c
-  src/memory/cuda/memory_mempool.c
-  src/memory/cuda/memory_snapshot.c
-  src/memory/cuda/memory_stats.c
+  # random
+  src/random/cuda/random.cu
+  src/random/cuda/random_cuda.c
   # tensor
   src/tensor/cuda/blas.c
   src/tensor/cuda/blas_lt.c
-  src/tensor/cuda/device_ops_cuda.c
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/copy.cu
@@ -113,9 +117,6 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
   src/tensor/cuda/tensor_cuda.c
-  # random
-  src/random/cuda/random.cu
-  src/random/cuda/random_cuda.c
   # graph
   src/graph/cuda/graph.c
   src/graph/cuda/graph_callables.c
@@ -130,20 +131,19 @@ set(TCUDA_CUDA_SOURCES
   src/dist/cuda/comm_nccl.c
   src/dist/cuda/dist.c
   src/dist/cuda/ipc.c
-  src/dist/cuda/nccl.c)
+  src/dist/cuda/nccl.c
+  # cuda: the device seam's table of a CUDA build
+  src/cuda/device_ops.c)
 # What answers for the cuda/ halves in a build without CUDA.
 set(TCUDA_NOCUDA_SOURCES
-  src/nocuda/comm.c
   src/nocuda/device_ops.c
   src/nocuda/dist.c
   src/nocuda/graph.c
   src/nocuda/ipc.c
-  src/nocuda/jit.c
   src/nocuda/memory.c
+  src/nocuda/nocuda.c
   src/nocuda/nvtx.c
-  src/nocuda/random.c
-  src/nocuda/runtime.c
-  src/nocuda/tensor.c)
+  src/nocuda/runtime.c)
 
 # The folder rule, checked where it is cheapest: no list holds another's files.
 foreach(_src ${TCUDA_SOURCES})

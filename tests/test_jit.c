@@ -753,7 +753,7 @@ static void test_args_layout(void)
 static void test_nvrtc_compiles(void)
 {
     const char *ver = NULL;
-    if (tc__jit_cuda_nvrtc_version(&ver) != TC_OK) {
+    if (tc__dev()->jit->nvrtc_version(&ver) != TC_OK) {
         printf("NVRTC not checked: %s\n", tc_last_error());
         return;
     }
@@ -767,7 +767,7 @@ static void test_nvrtc_compiles(void)
             char *src = tc__jit_source(&sp, true);
             void *cubin = NULL;
             size_t size = 0;
-            tc_status st = tc__jit_cuda_compile(src, 90, &cubin, &size);
+            tc_status st = tc__dev()->jit->compile(src, 90, &cubin, &size);
             CHECK_OK(st);
             if (st != TC_OK)
                 fprintf(stderr, "%s\n", src);
@@ -791,7 +791,7 @@ static void test_nvrtc_compiles(void)
     char *usrc = tc__jit_source(&uses, true);
     void *ubin = NULL;
     size_t usize = 0;
-    CHECK_OK(tc__jit_cuda_compile(usrc, 90, &ubin, &usize));
+    CHECK_OK(tc__dev()->jit->compile(usrc, 90, &ubin, &usize));
     free(ubin);
     free(usrc);
     tc__jit_spec sp = {"template <typename T> T oops(T x) { return x +* ; }",
@@ -805,7 +805,7 @@ static void test_nvrtc_compiles(void)
     char *src = tc__jit_source(&sp, true);
     void *cubin = NULL;
     size_t size = 0;
-    CHECK_STATUS(tc__jit_cuda_compile(src, 90, &cubin, &size), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc__dev()->jit->compile(src, 90, &cubin, &size), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "jit_code") != NULL && cubin == NULL);
     free(src);
     printf("%s: %d kernels compiled for sm_90 in %.0f ms\n", ver, compiled, tc_test_now_ms() - t0);

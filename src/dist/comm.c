@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_internal.h"
 #include "base/internal.h"
+#include "comm_internal.h"
+#include "runtime/device_ops.h"
 #include "tcuda/comm.h"
 #include "tensor/tensor_internal.h"
 
@@ -102,7 +103,7 @@ static tc_status broadcast_accel(const tc_tensor *t, const int *devs, int n, tc_
                        : tc__new_tensor(t->ndim, t->sizes, t->dtype, (tc_device){TC_CUDA, devs[i]},
                                         false, &tmp[i]);
     if (st == TC_OK)
-        st = tc__comm_accel_table.broadcast(tmp, devs, n, root, bytes);
+        st = tc__dev()->comm->broadcast(tmp, devs, n, root, bytes);
     if (st == TC_OK)
         memcpy(out, tmp, sizeof *tmp * (size_t)n);
     else
@@ -158,7 +159,7 @@ static tc_status broadcast_out_accel(const tc_tensor *t, tc_tensor *const *outpu
     }
     if (m < 2 || bytes == 0 || !tc__is_contiguous(t))
         return TC_ERROR_NOT_SUPPORTED;
-    TC_TRY(tc__comm_accel_table.broadcast(bufs, devs, m, 0, bytes));
+    TC_TRY(tc__dev()->comm->broadcast(bufs, devs, m, 0, bytes));
     for (int i = 0; i < n; i++) /* the output on t's device, if any */
         if (outputs[i]->storage->device.index == src && outputs[i] != t)
             TC_TRY(tc_tensor_copy_(outputs[i], t, true));
@@ -217,7 +218,9 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
         tc_tensor *sum; /* NCCL's reduce, as torch.cuda.comm; else the copies below */
         TC_TRY(
             tc__new_tensor(inputs[0]->ndim, inputs[0]->sizes, inputs[0]->dtype, dst, false, &sum));
-        tc_status st = tc__comm_accel_table.reduce(inputs, sum, devs, n, first);
+        tc_status st = tc__dev()->comm->reduce(inputs, sum, devs, n, first);
+        for (int i = 0; i < n && st == TC_OK; i++) /* read there: not reused before it is done */
+            st = tc__storage_record_stream(inputs[i]->storage, tc__dev()->current_stream(devs[i]));
         if (st == TC_OK) {
             *out = sum;
             return TC_OK;
@@ -510,19 +513,23 @@ static tc_status scatter_one(const tc_tensor *t, int dim, int64_t off, int64_t l
     /* A given stream of t's own device reads t: after t's current stream, and
      * t's memory is not reused before it is done (a copy from another device
      * orders itself, tensor_cuda.c). */
+    const tc__device_ops *ops = tc__dev();
     bool local = stream && t->storage->device.type == TC_CUDA && t->storage->device.index == dev;
     tc_status st = TC_OK;
+    tc_stream *cur = NULL;
     if (local)
-        st = tc_stream_wait_stream(stream, tc_current_stream(dev));
+        st = ops->stream_current(dev, &cur);
+    if (local && st == TC_OK)
+        st = ops->stream_wait_stream(stream, cur);
     if (local && st == TC_OK)
         st = tc_tensor_record_stream(t, stream);
-    tc_stream_guard g = tc_stream_guard_enter(stream);
+    tc_stream_guard g = ops->stream_guard_enter(stream);
     if (st == TC_OK)
         st = tc__new_tensor(part->ndim, part->sizes, part->dtype, (tc_device){TC_CUDA, dev}, false,
                             &res);
     if (st == TC_OK)
         st = tc_tensor_copy_(res, part, true);
-    tc_stream_guard_exit(&g);
+    ops->stream_guard_exit(&g);
     tc_tensor_release(part);
     if (st != TC_OK) {
         tc_tensor_release(res);
@@ -549,10 +556,10 @@ tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n, const i
     TC_TRY(resolve_devices(devices, n, devs));
     if (streams)
         for (int i = 0; i < n; i++)
-            if (streams[i] && tc_stream_device(streams[i]) != devs[i])
+            if (streams[i] && tc__dev()->stream_device(streams[i]) != devs[i])
                 return tc__fail(TC_ERROR_DEVICE_MISMATCH,
                                 "stream %d belongs to cuda:%d, its chunk goes to cuda:%d", i,
-                                tc_stream_device(streams[i]), devs[i]);
+                                tc__dev()->stream_device(streams[i]), devs[i]);
     tc_tensor *res[TC_MAX_DEVICES] = {0};
     tc_status st = TC_OK;
     int64_t off = 0;

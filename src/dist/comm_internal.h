@@ -1,8 +1,12 @@
-/* The collectives' fast path behind a small table (comm.c calls it; NCCL
- * carries it in a CUDA build, src/dist/cuda/comm_nccl.c; src/nocuda/comm.c answers
- * TC_ERROR_NOT_SUPPORTED). When a call answers TC_ERROR_NOT_SUPPORTED it has
- * queued nothing, and comm.c falls back to peer copies; any other error (an
- * NCCL that is there but fails) is the collective's error. Not installed. */
+/* The collectives' fast path behind a small table, reached through the
+ * device seam (runtime/device_ops.h: `comm`): comm.c calls it; NCCL
+ * carries it in a CUDA build (dist/cuda/comm_nccl.c); without CUDA it
+ * answers TC_ERROR_NOT_SUPPORTED (src/nocuda/device_ops.c). When a call
+ * answers TC_ERROR_NOT_SUPPORTED it has queued nothing, and comm.c falls
+ * back to peer copies; any other error (an NCCL that is there but fails) is
+ * the collective's error. The table reads the tensors it is given and
+ * calls nothing of the tensor module: comm.c keeps the inputs' memory from
+ * reuse (record_stream). Not installed. */
 #ifndef TCUDA_COMM_INTERNAL_H
 #define TCUDA_COMM_INTERNAL_H
 
@@ -22,7 +26,7 @@ typedef struct tc__comm_accel {
                         int root);
 } tc__comm_accel;
 
-extern const tc__comm_accel tc__comm_accel_table;
+extern const tc__comm_accel tc__comm_nccl;
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,6 @@
 
 #include "tensor/tensor_internal.h"
 #include "tcuda/dlpack.h"
-#include "tcuda/graph.h"
 
 /* ---- dtypes ------------------------------------------------------------------- */
 
@@ -97,10 +96,10 @@ static tc_status handshake(const tc_tensor *t, tc_stream *stream)
     if (sdev != dev)
         return tc__fail(TC_ERROR_DEVICE_MISMATCH,
                         "the consumer's stream is on cuda:%d, the tensor on cuda:%d", sdev, dev);
-    tc_stream *producer = tc_current_stream(dev);
-    if (!producer)
+    tc_stream *producer = NULL;
+    if (tc__dev()->stream_current(dev, &producer) != TC_OK || !producer)
         return tc__fail(TC_ERROR_INTERNAL, "no current stream on cuda:%d", dev);
-    TC_TRY(tc_stream_wait_stream(stream, producer));
+    TC_TRY(tc__dev()->stream_wait_stream(stream, producer));
     /* memory tcuda did not allocate is not its to delay, unless its owner
      * takes streams (an IPC mapping does) */
     if (t->storage->on_free && !t->storage->on_record_stream)
@@ -176,10 +175,12 @@ static void wait_for_tcuda(int dev)
 {
     tc__saved_message saved;
     tc__message_save(&saved);
-    tc_device_guard g = tc_device_guard_enter(dev);
-    if (g.status == TC_OK && !tc_is_current_stream_capturing())
-        (void)tc_stream_synchronize(tc_current_stream(dev));
-    tc_device_guard_exit(&g);
+    const tc__device_ops *ops = tc__dev();
+    tc_device_guard g = ops->device_guard_enter(dev);
+    tc_stream *cur = NULL;
+    if (g.status == TC_OK && !ops->stream_capturing() && ops->stream_current(dev, &cur) == TC_OK)
+        (void)ops->stream_synchronize(cur);
+    ops->device_guard_exit(&g);
     tc__message_restore(&saved);
 }
 

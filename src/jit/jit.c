@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/device_ops.h"
+#include "runtime/device_ops.h"
 #include "base/handle_pool.h"
 #include "tensor/tensor_internal.h"
 #include "tensor/tensor_watch.h"
@@ -212,8 +212,8 @@ static tc_status build(entry *e, const char *source, int arch)
             hook(e->key);
         if (arch < 0)
             st = tc__jit_host_compile(source, &bin, &size);
-        else if ((st = tc__jit_cuda_nvrtc_version(&note)) == TC_OK)
-            st = tc__jit_cuda_compile(source, arch, &bin, &size);
+        else if ((st = tc__dev()->jit->nvrtc_version(&note)) == TC_OK)
+            st = tc__dev()->jit->compile(source, arch, &bin, &size);
         if (st == TC_OK && disk)
             (void)tc__jit_cache_write(dir, e->key, ext, bin, size, note);
     }
@@ -315,7 +315,7 @@ static tc_status variant_entry(tc_jit_fn *fn, tc_dtype dtype, bool contiguous, i
         if (st == TC_OK)
             tc__jit_key(parts, 6, key);
     } else {
-        const char *parts[] = {"cuda", src, archs, tc__jit_cuda_key_id(), ver};
+        const char *parts[] = {"cuda", src, archs, tc__dev()->jit->key_id(), ver};
         tc__jit_key(parts, 5, key);
     }
     entry *e = NULL;
@@ -354,10 +354,10 @@ static tc_status device_function(entry *e, int device, void **out)
         return TC_OK;
     }
     void *mod = NULL, *expected = NULL;
-    TC_TRY(tc__jit_cuda_load(device, e->cubin, e->cubin_size, &mod, &f));
+    TC_TRY(tc__dev()->jit->load(device, e->cubin, e->cubin_size, &mod, &f));
     if (!__atomic_compare_exchange_n(&e->function[device], &expected, f, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
-        tc__jit_cuda_unload(device, mod); /* another thread's is in use: keep it */
+        tc__dev()->jit->unload(device, mod); /* another thread's is in use: keep it */
         f = expected;
     }
     *out = f;
@@ -384,7 +384,7 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
     int arch = __atomic_load_n(&archs[dev], __ATOMIC_ACQUIRE);
     int sms = __atomic_load_n(&smss[dev], __ATOMIC_RELAXED);
     if (!arch) {
-        TC_TRY(tc__jit_cuda_device(dev, &arch, &sms));
+        TC_TRY(tc__dev()->jit->device(dev, &arch, &sms));
         __atomic_store_n(&smss[dev], sms, __ATOMIC_RELAXED);
         __atomic_store_n(&archs[dev], arch, __ATOMIC_RELEASE);
     }
@@ -404,8 +404,8 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
                             .label = fn->name};
         TC_TRY(tc__access_op_publish(&op));
     }
-    return tc__jit_cuda_launch(device.index, f, &args,
-                               tc__jit_grid(&args, tc_dtype_size(dtype), sms));
+    return tc__dev()->jit->launch(device.index, f, &args,
+                                  tc__jit_grid(&args, tc_dtype_size(dtype), sms));
 }
 
 /* Checks the arguments of a call; writes the broadcast shape. */

@@ -8,7 +8,7 @@
  *   jit_cache.c    cache keys (a 128-bit hash) and the disk cache
  *   jit_host.c     the CPU path: compile with the host compiler, dlopen, run
  *   jit.c          the public functions, checks, promotion, the memory cache
- *   cuda/nvrtc.c        NVRTC and driver calls (nocuda/jit.c without CUDA)
+ *   cuda/nvrtc.c        NVRTC and driver calls, behind the device seam
  * The kernel argument block tc__jit_args is packed in C into the layout the
  * generated C++ declares for its variant (only 8-byte fields). */
 #ifndef TCUDA_JIT_INTERNAL_H
@@ -161,36 +161,40 @@ tc_status tc__jit_host_compile(const char *source, void **so, size_t *size);
  * for the process. */
 tc_status tc__jit_host_load(const void *so, size_t size, tc__jit_host_fn *out);
 
-/* ---- the GPU path (src/jit/cuda/nvrtc.c; nocuda/jit.c without CUDA) --------- */
+/* ---- the GPU path: behind the device seam (runtime/device_ops.h: `jit`) ----- */
+/* jit/cuda/nvrtc.c fills it (tc__jit_cuda_ops); without CUDA every step
+ * answers TC_ERROR_NO_DEVICE (src/nocuda/device_ops.c). */
+typedef struct tc__jit_ops {
+    /* Architecture (major*10+minor) and multiprocessors of a resolved
+     * device. */
+    tc_status (*device)(int device, int *arch, int *sms);
+    /* What goes into a GPU binary's key besides the source and the arch: the
+     * CUDA major version tcuda was built for (the NVRTC soname it prefers),
+     * the driver's version and NVRTC's options. Cheap: NVRTC is not loaded
+     * for it (loading libnvrtc takes 17 ms with the file in the page cache,
+     * more than a call from the disk cache may take); the full NVRTC version
+     * that built a cached cubin is stored in the file's note. */
+    const char *(*key_id)(void);
+    /* NVRTC's full version ("13.0"); loads NVRTC (TC_ERROR_NOT_SUPPORTED
+     * naming the sonames tried when it is missing). */
+    tc_status (*nvrtc_version)(const char **out);
+    /* Compiles source to a cubin for sm_<arch> (malloc'd).
+     * TC_ERROR_INVALID_ARGUMENT with NVRTC's log on a compile error. */
+    tc_status (*compile)(const char *source, int arch, void **cubin, size_t *size);
+    /* For bench_jit_compile: ms the calling thread's last compile spent
+     * creating the program, compiling it, and getting the cubin and
+     * destroying the program (zeros before any, and without CUDA). */
+    void (*compile_phases)(double ms[3]);
+    /* Loads a cubin into the device's primary context and finds
+     * tc_jit_kernel (*module, to unload it, and *function on success). */
+    tc_status (*load)(int device, const void *cubin, size_t size, void **module, void **function);
+    /* Unloads a module load gave (one that lost a race to load). */
+    void (*unload)(int device, void *module);
+    /* Launches function with args on the device's current stream. */
+    tc_status (*launch)(int device, void *function, const tc__jit_args *args, unsigned grid);
+} tc__jit_ops;
 
-/* Architecture (major*10+minor) and multiprocessors of a resolved device. */
-tc_status tc__jit_cuda_device(int device, int *arch, int *sms);
-/* What goes into a GPU binary's key besides the source and the arch: the
- * CUDA major version tcuda was built for (the NVRTC soname it prefers), the
- * driver's version and NVRTC's options. Cheap: NVRTC is not loaded for it
- * (loading libnvrtc takes 17 ms with the file in the page cache, more than
- * a call from the disk cache may take); the full NVRTC version that built a
- * cached cubin is stored in the file's note. */
-const char *tc__jit_cuda_key_id(void);
-/* NVRTC's full version ("13.0"); loads NVRTC (TC_ERROR_NOT_SUPPORTED naming
- * the sonames tried when it is missing). */
-tc_status tc__jit_cuda_nvrtc_version(const char **out);
-/* Compiles source to a cubin for sm_<arch> (malloc'd).
- * TC_ERROR_INVALID_ARGUMENT with NVRTC's log on a compile error. */
-tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size);
-/* For bench_jit_compile: ms the calling thread's last tc__jit_cuda_compile
- * spent creating the program, compiling it, and getting the cubin and
- * destroying the program (zeros
- * before any, and without CUDA). */
-void tc__jit_cuda_compile_phases(double ms[3]);
-/* Loads a cubin into the device's primary context and finds tc_jit_kernel
- * (*module, to unload it, and *function on success). */
-tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,
-                            void **function);
-/* Unloads a module tc__jit_cuda_load gave (one that lost a race to load). */
-void tc__jit_cuda_unload(int device, void *module);
-/* Launches function with args on the device's current stream. */
-tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid);
+extern const tc__jit_ops tc__jit_cuda_ops;
 
 #ifdef __cplusplus
 }

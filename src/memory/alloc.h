@@ -77,6 +77,9 @@ void tc__alloc_config_default(tc__alloc_config *cfg);
  * larger: 8). An unknown key or bad value fails with
  * TC_ERROR_INVALID_ARGUMENT and a message naming it; *cfg is then unchanged. */
 tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg);
+/* TC_OK when `text` parses, else the parser's error (tc_init checks
+ * TCUDA_ALLOC_CONF with it before any allocation). */
+tc_status tc__alloc_config_check(const char *text);
 
 typedef struct tc__allocator tc__allocator;
 

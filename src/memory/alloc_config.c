@@ -195,3 +195,10 @@ size_t tc__round_size(const tc__alloc_config *cfg, size_t size)
     }
     return (size + TC__MIN_BLOCK - 1) / TC__MIN_BLOCK * TC__MIN_BLOCK;
 }
+
+tc_status tc__alloc_config_check(const char *text)
+{
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    return tc__alloc_config_parse(text, &cfg);
+}

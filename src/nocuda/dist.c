@@ -29,6 +29,15 @@ tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
     return absent();
 }
 
+tc_status tc_dist_init_from_env(tc_process_group **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
+    tc_dist_options o;
+    TC_TRY(tc_dist_options_from_env(&o));
+    return absent();
+}
+
 int tc_dist_rank(const tc_process_group *pg) { return (void)pg, -1; }
 int tc_dist_world_size(const tc_process_group *pg) { return (void)pg, -1; }
 int tc_dist_device(const tc_process_group *pg) { return (void)pg, -1; }

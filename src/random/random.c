@@ -21,7 +21,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "tensor/device_ops.h"
+#include "runtime/device_ops.h"
 #include "base/handle_pool.h"
 #include "random_internal.h"
 
@@ -366,7 +366,7 @@ static tc_status fill_locked(tc_generator *gen, void *data, size_t n, const tc__
     if (gen->device.type == TC_CPU)
         tc__rng_cpu_fill(p, gen->seed, gen->offset, data, n);
     else
-        TC_TRY(tc__rng_cuda_fill(gen, p, data, n));
+        TC_TRY(tc__dev()->rng_fill(gen, p, data, n));
     *counter += blocks;
     return TC_OK;
 }
@@ -548,7 +548,7 @@ static tc_status current_default(int device, tc_generator **out)
 tc_status tc_manual_seed(uint64_t seed)
 {
     TC_API_BEGIN;
-    if (tc_device_count() == 0)
+    if (tc__dev()->device_count() == 0)
         return TC_OK; /* as torch.cuda: nothing to seed without CUDA */
     tc_generator *g;
     TC_TRY(current_default(-1, &g));
@@ -558,7 +558,7 @@ tc_status tc_manual_seed(uint64_t seed)
 tc_status tc_manual_seed_all(uint64_t seed)
 {
     TC_API_BEGIN;
-    int count = tc_device_count();
+    int count = tc__dev()->device_count();
     for (int d = 0; d < count; d++) {
         tc_generator *g;
         TC_TRY(current_default(d, &g));
@@ -570,7 +570,7 @@ tc_status tc_manual_seed_all(uint64_t seed)
 tc_status tc_seed(void)
 {
     TC_API_BEGIN;
-    if (tc_device_count() == 0)
+    if (tc__dev()->device_count() == 0)
         return TC_OK;
     tc_generator *g;
     TC_TRY(current_default(-1, &g));
@@ -580,7 +580,7 @@ tc_status tc_seed(void)
 tc_status tc_seed_all(void)
 {
     TC_API_BEGIN;
-    if (tc_device_count() == 0)
+    if (tc__dev()->device_count() == 0)
         return TC_OK;
     uint64_t s;
     TC_TRY(tc__os_entropy(&s));
@@ -622,7 +622,7 @@ tc_status tc_set_rng_state(const tc_rng_state *state, int device)
 tc_status tc_get_rng_state_all(tc_rng_state *states, int n)
 {
     TC_API_BEGIN;
-    int count = tc_device_count();
+    int count = tc__dev()->device_count();
     TC_CHECK_ARG(n >= count, "n=%d is less than the %d GPUs this process sees", n, count);
     TC_CHECK_ARG(states || count == 0, "states is NULL");
     for (int d = 0; d < count; d++) {
@@ -636,7 +636,7 @@ tc_status tc_get_rng_state_all(tc_rng_state *states, int n)
 tc_status tc_set_rng_state_all(const tc_rng_state *states, int n)
 {
     TC_API_BEGIN;
-    int count = tc_device_count();
+    int count = tc__dev()->device_count();
     TC_CHECK_ARG(n >= 0 && n <= count, "n=%d: this process sees %d GPUs", n, count);
     TC_CHECK_ARG(states || n == 0, "states is NULL");
     for (int d = 0; d < n; d++) {

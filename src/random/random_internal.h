@@ -1,6 +1,6 @@
-/* Internals of the random-number module shared by its core (src/random/random.c),
- * its CPU loop (src/random/random_cpu.c) and its CUDA side (src/random/cuda/random_cuda.c,
- * or the stubs in src/nocuda/random.c). Not installed.
+/* Internals of the random-number module shared by its core (random.c), its
+ * CPU loop (random_cpu.c) and its CUDA side (cuda/random_cuda.c, behind the
+ * device seam). Not installed.
  *
  * A generator's (seed, offset) change only under its lock. A draw checks its
  * arguments, takes the lock, fills (CPU) or launches (GPU) at the current
@@ -47,9 +47,11 @@ static inline uint64_t tc__rng_blocks(size_t n, int per_block)
 void tc__rng_cpu_fill(const tc__rng_params *p, uint64_t seed, uint64_t offset, void *data,
                       size_t n);
 
-/* CUDA (the stub answers TC_ERROR_NO_DEVICE): launches a fill on the current
- * stream of gen's device at gen's offset (called under gen's lock; does not
- * advance). Devices are resolved by tc__device_resolve (device_ops.h). */
+/* CUDA (random/cuda/random_cuda.c, reached through the device seam's
+ * rng_fill; without CUDA it answers TC_ERROR_NO_DEVICE): launches a fill on
+ * the current stream of gen's device at gen's offset (called under gen's
+ * lock; does not advance). Devices are resolved by tc__device_resolve
+ * (runtime/device_ops.h). */
 tc_status tc__rng_cuda_fill(tc_generator *gen, const tc__rng_params *p, void *data, size_t n);
 
 #ifdef __cplusplus

@@ -4,19 +4,18 @@
  * current stream; pinned host memory from the pinned host cache; pageable
  * host memory from malloc. Both caches take care of reuse across streams:
  * record_stream marks the block, and a freed block is reused by other streams
- * only after the work recorded on it has completed. Device memory is reached
- * through the device seam (device_ops.h) only. */
+ * only after the work recorded on it has completed. Device and pinned
+ * memory are reached through the device seam (runtime/device_ops.h) only. */
 #include <stdlib.h>
 
-#include "device_ops.h"
+#include "runtime/device_ops.h"
 #include "base/internal.h"
 #include "storage.h"
-#include "tcuda/memory.h"
 
 static tc_status alloc_cpu(size_t bytes, bool pinned, void **p)
 {
-    if (pinned) /* TC_ERROR_NO_DEVICE in a build without CUDA (nocuda/memory.c) */
-        return tc_host_alloc(bytes, p);
+    if (pinned) /* TC_ERROR_NO_DEVICE in a build without CUDA */
+        return tc__dev()->host_alloc(bytes, p);
     *p = malloc(bytes ? bytes : 1);
     if (!*p)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate %zu bytes of host memory",
@@ -52,7 +51,7 @@ void tc__storage_release(tc__storage *s)
     else if (s->device.type == TC_CUDA)
         tc__dev()->free(s->data);
     else if (s->pinned)
-        (void)tc_host_free(s->data);
+        (void)tc__dev()->host_free(s->data);
     else
         free(s->data);
     free(s);

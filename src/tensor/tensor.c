@@ -48,27 +48,6 @@ void tc_device_format(tc_device d, char *buf, size_t n)
         snprintf(buf, n, "cuda:%d", d.index);
 }
 
-int64_t tc__numel(int ndim, const int64_t *sizes)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= sizes[i];
-    return n;
-}
-
-bool tc__is_contiguous(const tc_tensor *t)
-{
-    int64_t expect = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->sizes[i] == 0)
-            return true;
-        if (t->sizes[i] != 1 && t->strides[i] != expect)
-            return false;
-        expect *= t->sizes[i];
-    }
-    return true;
-}
-
 /* PyTorch refuses a shape whose running product of sizes overflows
  * (computeStorageNbytes), and its contiguous strides multiply the sizes
  * after a 0 too; tcuda asks that the product of the sizes, a 0 counted as 1,
@@ -480,8 +459,8 @@ tc_device_guard tc_device_guard_enter_of(const tc_tensor *t)
         return (tc_device_guard){
             .prev_device = -1, .device = -1, .status = tc__tensor_check(t, "tc_tensor")};
     if (!t || t->storage->device.type != TC_CUDA)
-        return tc_device_guard_enter(-1);
-    return tc_device_guard_enter(t->storage->device.index);
+        return tc__dev()->device_guard_enter(-1);
+    return tc__dev()->device_guard_enter(t->storage->device.index);
 }
 
 /* ---- views ---------------------------------------------------------------- */

@@ -2,9 +2,7 @@
  * values back to the host, and record_stream.
  *
  * A copy within one device is a strided, converting kernel of that device's
- * backend. A copy that crosses devices goes through the device seam
- * (device_ops.h: `copy`), which knows which transfers may stay asynchronous
- * (see src/tensor/cuda/tensor_cuda.c).
+ * backend. A copy that crosses devices is tensor_copy_across.c's.
  *
  * Overlap, as PyTorch's copy_: a destination with a stride-0 dimension (more
  * than one element in one place) is refused; a source and destination that
@@ -159,7 +157,7 @@ tc_status tc_tensor_copy_(tc_tensor *dst, const tc_tensor *src, bool non_blockin
     tc_device a = dst->storage->device, b = src->storage->device;
     if (a.type == b.type && a.index == b.index)
         return copy_same_device(dst, src);
-    return tc__dev()->copy(dst, src, non_blocking);
+    return tc__copy_across(dst, src, non_blocking);
 }
 
 tc_status tc_tensor_to(const tc_tensor *src, tc_device device, tc_dtype dtype, bool non_blocking,

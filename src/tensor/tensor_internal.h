@@ -11,7 +11,7 @@
 
 #include <stdatomic.h>
 
-#include "device_ops.h"
+#include "runtime/device_ops.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
 #include "iter.h"
@@ -100,11 +100,35 @@ static inline tc_status tc__tensor_check(const tc_tensor *t, const char *what)
 }
 /* True for a live tensor, without a message (for accessors). */
 static inline bool tc__tensor_live(const tc_tensor *t) { return t && t->magic == TC_TENSOR_MAGIC; }
+/* A new reference to a live tensor (tc_tensor_retain without the checks). */
+static inline tc_tensor *tc__retain(const tc_tensor *t)
+{
+    atomic_fetch_add_explicit(&((tc_tensor *)t)->refcount, 1, memory_order_relaxed);
+    return (tc_tensor *)t;
+}
 
-/* Metadata helpers (tensor.c). */
-bool tc__is_contiguous(const tc_tensor *t);
+/* Metadata helpers: plain functions of the header, so that backends use
+ * them without calling into the front end. */
+static inline bool tc__is_contiguous(const tc_tensor *t)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->sizes[i] == 0)
+            return true;
+        if (t->sizes[i] != 1 && t->strides[i] != expect)
+            return false;
+        expect *= t->sizes[i];
+    }
+    return true;
+}
 /* The element count of a shape that passed tc__check_shape (no overflow). */
-int64_t tc__numel(int ndim, const int64_t *sizes);
+static inline int64_t tc__numel(int ndim, const int64_t *sizes)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= sizes[i];
+    return n;
+}
 /* Checks a shape: ndim in 0..TC_MAX_DIMS, sizes not NULL when ndim > 0 and
  * not negative (TC_ERROR_INVALID_ARGUMENT), and its extent (the product of
  * the sizes, counting a 0 as 1, so the contiguous strides too) and its bytes
@@ -162,6 +186,8 @@ tc_status tc__check_writable(const tc_tensor *t);
 tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b);
 /* Device-local strided converting copy (same device, broadcast src). */
 tc_status tc__copy_local(tc_tensor *dst, const tc_tensor *src);
+/* dst = src where their devices differ (tensor_copy_across.c). */
+tc_status tc__copy_across(tc_tensor *dst, const tc_tensor *src, bool non_blocking);
 
 /* The element-wise rules (tensor_ops.c), for every module that runs
  * element-wise work (the built-in ops, jiterator):

@@ -3,7 +3,8 @@
  * first). Two 2-d operands of which one is not dense (a transposed view,
  * as a backward pass makes) go to tc_tensor_bmm instead, whose GEMM reads a
  * transposed matrix in place with a transpose flag, as PyTorch's mm does,
- * instead of copying it first. */
+ * instead of copying it first. The device's BLAS handle
+ * (tc_current_blas_handle) comes through the device seam. */
 #include "tcuda/nn.h"
 #include "tcuda/shape.h"
 #include "tensor_internal.h"
@@ -90,4 +91,13 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
     }
     *out = res;
     return TC_OK;
+}
+
+void *tc_current_blas_handle(void)
+{
+    TC_API_BEGIN;
+    void *h = NULL;
+    if (tc__dev()->blas_handle(&h) != TC_OK)
+        return NULL;
+    return h;
 }

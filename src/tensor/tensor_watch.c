@@ -8,19 +8,17 @@
  * arguments (fill, reduce, matmul) on the current stream of their device;
  * the host backend does the same for CPU kernels as the host (only memory
  * a stream also uses, pinned memory, matters there); copies across devices
- * declare both tensors with the ordering the runtime gives them (blocking
- * copies synchronize the host with the stream; a copy between GPUs orders
- * the two streams both ways). Each wrapper declares first, then calls the
- * same function of the table below it: a watcher that refuses (the
- * sanitizer's error mode) stops the call before anything is queued. While
- * nobody watches, each wrapper is one branch and the call below.
+ * declare themselves (tensor_copy_across.c). Each wrapper declares first,
+ * then calls the same function of the table below it: a watcher that
+ * refuses (the sanitizer's error mode) stops the call before anything is
+ * queued. While nobody watches, each wrapper is one branch and the call
+ * below.
  *
  * A GPU kernel's spans are all it touches, so it is declared complete: a
  * capture ordered by data (graph/cuda/graph_order.c) orders it by them,
  * opening the operation when it hears of it; the wrapper closes it after
- * the call below. Copies between two GPUs, and host work, are not complete:
- * such a capture takes what it was not told of as depending on everything
- * before it. */
+ * the call below. Host work is not complete: such a capture takes what it
+ * was not told of as depending on everything before it. */
 #include <pthread.h>
 
 #include "access/access.h"
@@ -386,84 +384,6 @@ static tc_status d_topk(int dev, tc_dtype dt, const void *in, void *values, int6
                       od);
 }
 
-/* ---- copies across devices ---------------------------------------------------------- */
-
-/* A tensor's bytes, with its own shape (a 1-operand iter, not coalesced). */
-static void span_of_tensor(const tc_tensor *t, bool write, tc__span *out)
-{
-    tc__iter it;
-    tc__iter_init(&it, t->ndim, t->sizes, 1);
-    tc__iter_set(&it, 0, t);
-    tc__span_of_iter(&it, 0, t->dtype, write, out);
-}
-
-/* tensor_cuda.c reads pinned src in place when it is already dense as dst. */
-static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
-{
-    if (src->dtype != dst->dtype || src->ndim != dst->ndim || !tc__is_contiguous(src))
-        return false;
-    for (int d = 0; d < dst->ndim; d++)
-        if (src->sizes[d] != dst->sizes[d])
-            return false;
-    return true;
-}
-
-/* One copy between the host and a GPU, declared on (dev, stream). */
-static tc_status declare_copy(int dev, void *stream, const tc__span *sp, int n, bool non_blocking)
-{
-    tc__access_op op = {.dev = dev,
-                        .stream = stream,
-                        .spans = sp,
-                        .n = n,
-                        .what = non_blocking ? "non_blocking copy" : "copy"};
-    return tc__access_op_publish(&op);
-}
-
-static tc_status w_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
-{
-    if (!tc__access_on() || tc__numel(dst->ndim, dst->sizes) == 0)
-        return prev->copy(dst, src, non_blocking);
-    tc_device dd = dst->storage->device, sd = src->storage->device;
-    tc__span sp[2];
-    span_of_tensor(dst, true, &sp[0]);
-    span_of_tensor(src, false, &sp[1]);
-    if (sd.type == TC_CPU) { /* host to device: pinned memory dense as dst is read later */
-        void *s = prev->current_stream(dd.index);
-        bool async_src = src->storage->pinned && dense_as(src, dst);
-        TC_TRY(declare_copy(dd.index, s, sp, async_src ? 2 : 1, non_blocking));
-        TC_TRY(prev->copy(dst, src, non_blocking));
-        if (async_src && !non_blocking)
-            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, dd.index, s, 0, NULL);
-        return TC_OK;
-    }
-    if (dd.type == TC_CPU) { /* device to host: waits unless pinned, dense and non_blocking */
-        void *s = prev->current_stream(sd.index);
-        bool wait = !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
-        bool direct = dst->storage->pinned && tc__is_contiguous(dst);
-        TC_TRY(declare_copy(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, non_blocking));
-        TC_TRY(prev->copy(dst, src, non_blocking));
-        if (wait)
-            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, sd.index, s, 0, NULL);
-        return TC_OK;
-    }
-    /* between GPUs: after both streams; complete on one GPU */
-    void *ss = prev->current_stream(sd.index), *ds = prev->current_stream(dd.index);
-    int od = tc__access_depth;
-    tc__access_op op = {.dev = dd.index,
-                        .stream = ds,
-                        .spans = sp,
-                        .n = 2,
-                        .what = non_blocking ? "non_blocking copy" : "copy",
-                        .complete = sd.index == dd.index,
-                        .after_set = true,
-                        .after_dev = sd.index,
-                        .after_stream = ss};
-    TC_TRY(tc__access_op_publish(&op));
-    TC_TRY(order_done(prev->copy(dst, src, non_blocking), od));
-    tc__access_sync_of(TC__SYNC_STREAM_WAIT_STREAM, NULL, sd.index, ss, dd.index, ds);
-    return TC_OK;
-}
-
 /* ---- installation ------------------------------------------------------------------- */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -476,7 +396,6 @@ static void install(void)
     ops.alloc = w_alloc;
     ops.free = w_free;
     ops.record_stream = w_record_stream;
-    ops.copy = w_copy;
     if (cur->backend) {
         prev_be = cur->backend;
         dev_be = (tc__backend){d_unary, d_binary, d_where,  d_convert,

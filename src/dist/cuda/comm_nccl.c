@@ -7,9 +7,9 @@
  * small cache (a list used again costs nothing; more than CACHE lists fall
  * back to peer copies). Each device's part is queued on that device's
  * current stream inside one ncclGroupStart/End, so the work is ordered after
- * what the user queued there and nothing synchronizes. The writes are
- * declared to the stream sanitizer (the receiving sides as ordered after the
- * root's stream, as a copy would be). TCUDA_COMM_NCCL=0 turns the path off;
+ * what the user queued there and nothing synchronizes. The reads and
+ * writes are declared to the access layer (the receiving sides as ordered
+ * after the root's stream, as a copy would be). TCUDA_COMM_NCCL=0 turns the path off;
  * so do a missing NCCL (or one too old to have a symbol tcuda needs), more
  * than CACHE device lists and a dtype NCCL lacks (TC_ERROR_NOT_SUPPORTED:
  * the caller copies instead). An NCCL that is there and fails, in
@@ -194,9 +194,6 @@ static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *
             TC_TRY(declare(ins[i], devs[i], false, 0, false, "nccl reduce"));
         TC_TRY(declare(out, devs[root], true, 0, false, "nccl reduce"));
     }
-    for (int i = 0; i < n; i++) /* read on this stream: not reused before it is done */
-        TC_TRY(
-            tc__storage_record_stream(ins[i]->storage, (void *)tc__current_cuda_stream(devs[i])));
     size_t count = (size_t)tc__numel(out->ndim, out->sizes);
     tc_device_guard g = tc_device_guard_enter(tc__tls_device);
     TC_TRY(g.status);
@@ -216,4 +213,4 @@ static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *
     return group_status(st, r, e, "ncclReduce");
 }
 
-const tc__comm_accel tc__comm_accel_table = {broadcast, reduce};
+const tc__comm_accel tc__comm_nccl = {broadcast, reduce};

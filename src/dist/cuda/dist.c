@@ -362,6 +362,15 @@ tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
     return TC_OK;
 }
 
+tc_status tc_dist_init_from_env(tc_process_group **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out must not be NULL");
+    tc_dist_options o;
+    TC_TRY(tc_dist_options_from_env(&o));
+    return tc_dist_init(&o, out);
+}
+
 tc_status tc_dist_destroy(tc_process_group *pg)
 {
     TC_API_BEGIN;

@@ -33,7 +33,7 @@
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/cuda/driver_api.h"
-#include "ipc_internal.h"
+#include "memory/cuda/device_alloc.h"
 
 typedef struct sent {
     struct sent *next;
@@ -62,6 +62,7 @@ typedef struct consumer_ctx {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static sent *sent_list;
+static void shared_stats(int device, int64_t *blocks, int64_t *bytes);
 static mapping *mappings;
 static uint64_t next_seq = 1;
 static bool atexit_done;
@@ -168,6 +169,7 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
         free(s);
         return st;
     }
+    tc__device_set_ipc_stats(shared_stats); /* the statistics count the blocks held */
     *out = h;
     return TC_OK;
 }
@@ -352,7 +354,8 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
 
 /* ---- producer's collection --------------------------------------------------------- */
 
-void tc__ipc_collect(void)
+/* Frees the blocks shared by this process whose consumers are all gone. */
+static void collect(void)
 {
     sent *done = NULL;
     pthread_mutex_lock(&lock);
@@ -375,7 +378,9 @@ void tc__ipc_collect(void)
     }
 }
 
-void tc__ipc_shared_stats(int device, int64_t *blocks, int64_t *bytes)
+/* Blocks (and their bytes) of `device` held for consumers in other
+ * processes, for the memory statistics. */
+static void shared_stats(int device, int64_t *blocks, int64_t *bytes)
 {
     int64_t n = 0, b = 0;
     pthread_mutex_lock(&lock);
@@ -387,4 +392,12 @@ void tc__ipc_shared_stats(int device, int64_t *blocks, int64_t *bytes)
     pthread_mutex_unlock(&lock);
     *blocks = n;
     *bytes = b;
+}
+
+tc_status tc_ipc_collect(void)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__ensure_init());
+    collect();
+    return TC_OK;
 }

@@ -195,20 +195,7 @@ tc_status tc_graph_debug_dump(const tc_graph *graph, const char *path)
     return TC_OK;
 }
 
-bool tc_is_current_stream_capturing(void)
-{
-    if (atomic_load_explicit(&tc__init_state, memory_order_acquire) != 1)
-        return false;
-    cudaStream_t s = tc__current_cuda_stream(tc__tls_device);
-    if (!s)
-        return false; /* the legacy stream never captures */
-    enum cudaStreamCaptureStatus cst = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &cst) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return cst == cudaStreamCaptureStatusActive;
-}
+bool tc_is_current_stream_capturing(void) { return tc__capture_current_stream(); }
 
 /* ---- streams of tcuda's own --------------------------------------------- */
 

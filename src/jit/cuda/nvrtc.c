@@ -90,7 +90,7 @@ static tc_status nvrtc_load(void)
     return st;
 }
 
-tc_status tc__jit_cuda_nvrtc_version(const char **out)
+static tc_status cu_nvrtc_version(const char **out)
 {
     TC_TRY(nvrtc_load());
     *out = nv.version_str;
@@ -112,7 +112,7 @@ static void key_init(void)
         n += snprintf(key_id + n, sizeof key_id - (size_t)n, " %s", nvrtc_opts[i]);
 }
 
-const char *tc__jit_cuda_key_id(void)
+static const char *cu_key_id(void)
 {
     pthread_once(&key_once, key_init);
     return key_id;
@@ -121,7 +121,7 @@ const char *tc__jit_cuda_key_id(void)
 /* Two attributes, not tc_get_device_capability: its first call on a device
  * reads every property (cudaGetDeviceProperties), which a first call need
  * not wait for. */
-tc_status tc__jit_cuda_device(int device, int *arch, int *sms)
+static tc_status cu_device(int device, int *arch, int *sms)
 {
     int major = 0, minor = 0;
     cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
@@ -143,9 +143,9 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void tc__jit_cuda_compile_phases(double ms[3]) { memcpy(ms, phase_ms, sizeof phase_ms); }
+static void cu_compile_phases(double ms[3]) { memcpy(ms, phase_ms, sizeof phase_ms); }
 
-tc_status tc__jit_cuda_compile(const char *source, int arch, void **cubin, size_t *size)
+static tc_status cu_compile(const char *source, int arch, void **cubin, size_t *size)
 {
     TC_TRY(nvrtc_load());
     char arch_opt[48];
@@ -208,8 +208,7 @@ static tc_status drv_fail(CUresult r, const char *what)
 
 static const char modules[] = "jiterator (cuModuleLoadData, cuLaunchKernel, ...)";
 
-tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **module,
-                            void **function)
+static tc_status cu_load(int device, const void *cubin, size_t size, void **module, void **function)
 {
     (void)size;
     const tc__driver_api *drv;
@@ -237,7 +236,7 @@ tc_status tc__jit_cuda_load(int device, const void *cubin, size_t size, void **m
     return st;
 }
 
-void tc__jit_cuda_unload(int device, void *module)
+static void cu_unload(int device, void *module)
 {
     const tc__driver_api *drv = tc__driver();
     tc_device_guard g = tc_device_guard_enter(device);
@@ -247,7 +246,7 @@ void tc__jit_cuda_unload(int device, void *module)
     tc_device_guard_exit(&g);
 }
 
-tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
+static tc_status cu_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
 {
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);
@@ -269,3 +268,12 @@ tc_status tc__jit_cuda_launch(int device, void *function, const tc__jit_args *ar
     tc_device_guard_exit(&g);
     return st;
 }
+
+const tc__jit_ops tc__jit_cuda_ops = {.device = cu_device,
+                                      .key_id = cu_key_id,
+                                      .nvrtc_version = cu_nvrtc_version,
+                                      .compile = cu_compile,
+                                      .compile_phases = cu_compile_phases,
+                                      .load = cu_load,
+                                      .unload = cu_unload,
+                                      .launch = cu_launch};

@@ -23,9 +23,11 @@ tc_status tc__device_free(void *ptr);
 /* The block at ptr is used by work on `stream` too. */
 tc_status tc__device_record_stream(void *ptr, cudaStream_t stream);
 
-/* TC_OK when TCUDA_ALLOC_CONF parses (it is parsed once), else the parser's
- * error: tc_init reports a bad setting before any allocation. */
-tc_status tc__device_alloc_conf_check(void);
+/* Memory IPC (dist/cuda/ipc.c) tells the statistics how to count the blocks
+ * of a device it holds for consumers in other processes ("ipc_shared_blocks"
+ * and "_bytes" of tc_memory_stats_get; 0 until it shares one). */
+typedef void (*tc__ipc_stats_fn)(int device, int64_t *blocks, int64_t *bytes);
+void tc__device_set_ipc_stats(tc__ipc_stats_fn fn);
 
 /* The pinned host block at ptr is used by work on `stream`. */
 tc_status tc__host_record_stream(void *ptr, cudaStream_t stream);

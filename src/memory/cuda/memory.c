@@ -151,8 +151,6 @@ static tc_status get_conf(void)
     return st;
 }
 
-tc_status tc__device_alloc_conf_check(void) { return get_conf(); }
-
 tc_status tc__mem_get_allocator(int d, tc__allocator **out)
 {
     tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);

@@ -5,8 +5,15 @@
 #include <string.h>
 
 #include "runtime/cuda/cuda_internal.h"
-#include "dist/cuda/ipc_internal.h"
+#include "device_alloc.h"
 #include "memory_internal.h"
+
+static _Atomic(tc__ipc_stats_fn) ipc_stats;
+
+void tc__device_set_ipc_stats(tc__ipc_stats_fn fn)
+{
+    atomic_store_explicit(&ipc_stats, fn, memory_order_release);
+}
 
 tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
 {
@@ -53,7 +60,10 @@ int64_t tc_memory_stats_get(int device, const char *key)
         int d = -1; /* shared blocks: held for consumers in other processes (ipc.c) */
         if (tc__resolve_device(device, &d) != TC_OK)
             return -1;
-        tc__ipc_shared_stats(d, &v, &ipc_bytes);
+        v = ipc_bytes = 0;
+        tc__ipc_stats_fn fn = atomic_load_explicit(&ipc_stats, memory_order_acquire);
+        if (fn)
+            fn(d, &v, &ipc_bytes);
         return key[11] == 'b' && key[12] == 'l' ? v : ipc_bytes;
     }
     if (!tc__stats_get(&s, key, &v)) {

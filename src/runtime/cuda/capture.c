@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "capture.h"
+#include "cuda_internal.h"
 #include "tcuda/device.h"
 
 atomic_int tc__captures;
@@ -47,6 +48,21 @@ bool tc__capture_defer_free(int device, void *ptr)
     }
     pthread_mutex_unlock(&mu);
     return kept;
+}
+
+bool tc__capture_current_stream(void)
+{
+    if (atomic_load_explicit(&tc__init_state, memory_order_acquire) != 1)
+        return false;
+    cudaStream_t s = tc__current_cuda_stream(tc__tls_device);
+    if (!s)
+        return false; /* the legacy stream never captures */
+    enum cudaStreamCaptureStatus cst = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cst) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return cst == cudaStreamCaptureStatusActive;
 }
 
 void tc__capture_leave(void)

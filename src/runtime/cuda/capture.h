@@ -27,6 +27,10 @@ static inline bool tc__capturing(void)
 void tc__capture_enter(void);
 void tc__capture_leave(void);
 
+/* tc_is_current_stream_capturing: CUDA captures the current stream of the
+ * current device now (false before CUDA was initialized). */
+bool tc__capture_current_stream(void);
+
 /* While a capture is underway: keeps device memory that the allocator gives
  * back (cudaFree would synchronize and break the capture) and returns true;
  * it is freed when the last capture ends. False (free it now) otherwise. */

@@ -11,12 +11,13 @@
  * CUDA is asked anything (base/env.c), GPU or not. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
 #include "base/env.h"
 #include "sanitizer/sanitizer_internal.h"
-#include "memory/cuda/device_alloc.h"
+#include "memory/alloc.h"
 
 atomic_int tc__init_state; /* 0 not tried, 1 ready, 2 unavailable */
 int tc__num_devices;
@@ -73,7 +74,8 @@ tc_status tc_init(void)
 {
     TC_API_BEGIN;
     TC_TRY(tc__ensure_init());
-    return tc__device_alloc_conf_check(); /* a bad TCUDA_ALLOC_CONF is an error here already */
+    /* a bad TCUDA_ALLOC_CONF is an error here already */
+    return tc__alloc_config_check(getenv("TCUDA_ALLOC_CONF"));
 }
 
 bool tc_is_initialized(void)

@@ -1,17 +1,12 @@
 /* The CUDA tensor backend: the backend table (kernels launched on the current
- * stream of the tensor's device) and copies that cross devices.
- *
- * Copy rules, as the CUDA semantics seed says: host to device returns once
- * the source was read (pageable memory is staged by CUDA; pinned memory with
- * non_blocking is read later by the DMA engine); device to host waits for the
- * stream unless the destination is pinned and non_blocking was asked (then a
- * sync point is not reached). Device to device between GPUs goes on the
- * destination's current stream, ordered after the source's current stream
- * and before any later work on it. Strided or converting copies go through a
- * dense temporary on the side that has the kernels. */
+ * stream of the tensor's device) and the bytes of dense tensors moved
+ * between devices (the seam's transfer; tensor/tensor_copy_across.c decides
+ * which copies wait and makes the dense temporaries). Host <-> GPU copies
+ * go on the GPU's current stream; between GPUs on the destination's current
+ * stream, ordered after the source's current stream and before any later
+ * work on it. */
 #include <string.h>
 
-#include "base/env.h"
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
@@ -98,42 +93,7 @@ const tc__backend tc__cuda_backend = {
     .scan = cu_scan,
 };
 
-/* ---- copies across devices --------------------------------------------------------- */
-
-static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
-{
-    return src->dtype == dst->dtype && src->ndim == dst->ndim && tc__is_contiguous(src) &&
-           memcmp(src->sizes, dst->sizes, sizeof(int64_t) * (size_t)dst->ndim) == 0;
-}
-
-/* src (already on `device`'s side) as a dense tensor with dst's dtype and
- * sizes on src's device: src itself when it is one already. */
-static tc_status dense_source(const tc_tensor *src, const tc_tensor *dst, tc_tensor **out)
-{
-    if (dense_as(src, dst)) {
-        *out = tc_tensor_retain((tc_tensor *)src);
-        return TC_OK;
-    }
-    tc_tensor *t;
-    TC_TRY(tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, src->storage->device, false, &t));
-    tc_status st = tc__copy_local(t, src);
-    if (st != TC_OK) {
-        tc_tensor_release(t);
-        return st;
-    }
-    *out = t;
-    return TC_OK;
-}
-
-/* dst itself when dense, else a dense temporary like dst on dst's device. */
-static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
-{
-    if (tc__is_contiguous(dst)) {
-        *out = tc_tensor_retain(dst);
-        return TC_OK;
-    }
-    return tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, dst->storage->device, false, out);
-}
+/* ---- moving bytes between devices ------------------------------------------------ */
 
 /* Makes `to` (of device to_dev) wait for the work queued on `from` (of
  * device from_dev) so far. The event is made and recorded on from's device and
@@ -178,83 +138,50 @@ static tc_status enable_peer(int dev, int peer)
     return TC_OK;
 }
 
-tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
+/* Host <-> GPU on the GPU's current stream; the host waits when asked (and
+ * then hears of what kernels before the copy found). */
+static tc_status copy_host(tc_tensor *d, const tc_tensor *s, size_t bytes, bool wait)
 {
-    tc_device dd = dst->storage->device, sd = src->storage->device;
-    size_t bytes = (size_t)tc__numel(dst->ndim, dst->sizes) * tc_dtype_size(dst->dtype);
-    if (bytes == 0)
-        return TC_OK;
-    bool d2h = dd.type == TC_CPU;
-    bool h2d = sd.type == TC_CPU;
-    /* Decide first whether this copy waits, so that sync debug mode 2 refuses
-     * it before anything was queued. */
-    bool wait = d2h && !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
-    if (wait)
-        TC_TRY(tc__sync_point_on(dst->storage->pinned ? "a blocking copy to host memory"
-                                                      : "a copy to pageable host memory",
-                                 tc__current_cuda_stream(sd.index)));
-    else if (h2d && !(non_blocking && src->storage->pinned))
-        TC_TRY(tc__sync_check(src->storage->pinned ? "a blocking copy from host memory"
-                                                   : "a copy from pageable host memory",
-                              tc__current_cuda_stream(dd.index)));
-    tc_tensor *s = NULL, *d = NULL;
-    tc_status st = dense_source(src, dst, &s);
-    if (st == TC_OK)
-        st = dense_target(dst, &d);
-    int dev = h2d ? dd.index : sd.index;
-    tc_device_guard g = {.prev_device = -1};
-    if (st == TC_OK) {
-        g = tc_device_guard_enter(d2h || h2d ? dev : dd.index);
-        st = g.status;
-    }
-    if (st != TC_OK) {
-        tc_tensor_release(s);
-        tc_tensor_release(d);
-        return st;
-    }
-    cudaError_t err;
-    if (h2d || d2h) {
-        cudaStream_t cs = tc__current_cuda_stream(dev);
-        err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
-                              h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
-        bool waited = false;
-        if (err == cudaSuccess &&
-            (wait || (h2d && !non_blocking && src->storage->pinned && s == src))) {
-            err = cudaStreamSynchronize(cs);
-            waited = true;
-        }
-        if (err != cudaSuccess)
-            st = tc__cuda_fail(
-                err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
-                __FILE__, __LINE__);
-        /* pinned memory is read or written later: its reuse waits for cs */
-        else
-            st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);
-        /* the copy waited: what kernels before it found is reported now */
-        if (st == TC_OK && waited)
-            st = tc__kernel_errors_check(dev);
-    } else {
-        cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
-        st = enable_peer(dd.index, sd.index);
-        if (st == TC_OK)
-            st = enable_peer(sd.index, dd.index);
-        if (st == TC_OK)
-            st = order_streams(sd.index, ss, dd.index, ds);
-        if (st == TC_OK) {
-            err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
-            if (err != cudaSuccess)
-                st = tc__cuda_fail(err, "cudaMemcpyPeerAsync", __FILE__, __LINE__);
-        }
-        /* later work on the source stream (and the temporary's free) waits */
-        if (st == TC_OK)
-            st = order_streams(dd.index, ds, sd.index, ss);
-        if (st == TC_OK)
-            st = tc__switch_device(dd.index);
-    }
+    bool h2d = s->storage->device.type == TC_CPU;
+    int dev = h2d ? d->storage->device.index : s->storage->device.index;
+    cudaStream_t cs = tc__current_cuda_stream(dev);
+    cudaError_t err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
+                                      h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
+    if (err == cudaSuccess && wait)
+        err = cudaStreamSynchronize(cs);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(
+            err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
+            __FILE__, __LINE__);
+    return wait ? tc__kernel_errors_check(dev) : TC_OK;
+}
+
+/* GPU -> GPU on the destination's current stream, after the source's work
+ * so far and before its later work (and the source's free). Leaves the
+ * destination's device current. */
+static tc_status copy_peer(tc_tensor *d, const tc_tensor *s, size_t bytes)
+{
+    int dd = d->storage->device.index, sd = s->storage->device.index;
+    cudaStream_t ss = tc__current_cuda_stream(sd), ds = tc__current_cuda_stream(dd);
+    TC_TRY(enable_peer(dd, sd));
+    TC_TRY(enable_peer(sd, dd));
+    TC_TRY(order_streams(sd, ss, dd, ds));
+    cudaError_t err = cudaMemcpyPeerAsync(tc__data(d), dd, tc__data(s), sd, bytes, ds);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaMemcpyPeerAsync", __FILE__, __LINE__);
+    TC_TRY(order_streams(dd, ds, sd, ss));
+    return tc__switch_device(dd);
+}
+
+tc_status tc__cuda_transfer(tc_tensor *d, const tc_tensor *s, bool wait)
+{
+    tc_device dd = d->storage->device, sd = s->storage->device;
+    size_t bytes = (size_t)tc__numel(d->ndim, d->sizes) * tc_dtype_size(d->dtype);
+    bool host = dd.type == TC_CPU || sd.type == TC_CPU;
+    /* device to host on the source's device, the others on the destination's */
+    tc_device_guard g = tc_device_guard_enter(dd.type == TC_CPU ? sd.index : dd.index);
+    TC_TRY(g.status);
+    tc_status st = host ? copy_host(d, s, bytes, wait) : copy_peer(d, s, bytes);
     tc_device_guard_exit(&g);
-    if (st == TC_OK && d != dst)
-        st = tc__copy_local(dst, d); /* on the destination device (the CPU after a wait) */
-    tc_tensor_release(s);
-    tc_tensor_release(d);
     return st;
 }

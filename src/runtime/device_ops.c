@@ -2,7 +2,7 @@
  * that resolves a tc_device for tensors and generators. */
 #include "device_ops.h"
 
-const tc__device_ops *_Atomic tc__device_ops_current = &tc__cuda_device_ops;
+const tc__device_ops *_Atomic tc__device_ops_current = &tc__device_ops_builtin;
 
 void tc__device_ops_install(const tc__device_ops *ops, const tc__device_ops **prev)
 {

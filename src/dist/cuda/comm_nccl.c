@@ -154,16 +154,17 @@ static tc_status group_status(tc_status st, tc__nccl_result r, tc__nccl_result e
     return TC_OK;
 }
 
-static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int root, size_t bytes)
+/* One NCCL call per device of c, inside one ncclGroupStart/End, each on its
+ * device's current stream, with the lists that share a device held. */
+typedef tc__nccl_result (*per_device_fn)(int i, tc__nccl_comm_t comm, cudaStream_t cs,
+                                         const void *ctx);
+
+static tc_status nccl_group(cached *c, const int *devs, int n, per_device_fn call, const void *ctx,
+                            const char *what)
 {
-    TC_TRY(usable(n));
-    cached *c, *held[CACHE];
-    TC_TRY(comms_for(devs, n, &c));
-    if (tc__access_on())
-        for (int i = 0; i < n; i++)
-            TC_TRY(declare(bufs[i], devs[i], i != root, devs[root], i != root, "nccl broadcast"));
     tc_device_guard g = tc_device_guard_enter(tc__tls_device);
     TC_TRY(g.status);
+    cached *held[CACHE];
     int nheld;
     use_begin(c, held, &nheld);
     tc_status st = TC_OK;
@@ -171,13 +172,51 @@ static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int r
     for (int i = 0; i < n && r == TC__NCCL_SUCCESS && st == TC_OK; i++) {
         st = tc__switch_device(devs[i]);
         if (st == TC_OK)
-            r = tc__nccl.broadcast(tc__data(bufs[i]), tc__data(bufs[i]), bytes, TC__NCCL_INT8, root,
-                                   c->comms[i], tc__current_cuda_stream(devs[i]));
+            r = call(i, c->comms[i], tc__current_cuda_stream(devs[i]), ctx);
     }
     tc__nccl_result e = tc__nccl.group_end();
     use_end(held, nheld);
     tc_device_guard_exit(&g);
-    return group_status(st, r, e, "ncclBroadcast");
+    return group_status(st, r, e, what);
+}
+
+typedef struct bcast_args {
+    tc_tensor *const *bufs;
+    size_t bytes;
+    int root;
+} bcast_args;
+
+static tc__nccl_result bcast_one(int i, tc__nccl_comm_t comm, cudaStream_t cs, const void *ctx)
+{
+    const bcast_args *a = ctx;
+    void *p = tc__data(a->bufs[i]);
+    return tc__nccl.broadcast(p, p, a->bytes, TC__NCCL_INT8, a->root, comm, cs);
+}
+
+static tc_status broadcast(tc_tensor *const *bufs, const int *devs, int n, int root, size_t bytes)
+{
+    TC_TRY(usable(n));
+    cached *c;
+    TC_TRY(comms_for(devs, n, &c));
+    if (tc__access_on())
+        for (int i = 0; i < n; i++)
+            TC_TRY(declare(bufs[i], devs[i], i != root, devs[root], i != root, "nccl broadcast"));
+    bcast_args a = {bufs, bytes, root};
+    return nccl_group(c, devs, n, bcast_one, &a, "ncclBroadcast");
+}
+
+typedef struct reduce_args {
+    const tc_tensor *const *ins;
+    tc_tensor *out;
+    size_t count;
+    int dtype, root;
+} reduce_args;
+
+static tc__nccl_result reduce_one(int i, tc__nccl_comm_t comm, cudaStream_t cs, const void *ctx)
+{
+    const reduce_args *a = ctx;
+    return tc__nccl.reduce(tc__data(a->ins[i]), i == a->root ? tc__data(a->out) : NULL, a->count,
+                           a->dtype, TC__NCCL_SUM, a->root, comm, cs);
 }
 
 static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *devs, int n,
@@ -187,30 +226,15 @@ static tc_status reduce(const tc_tensor *const *ins, tc_tensor *out, const int *
     if (dt < 0)
         return unsupported("dtype");
     TC_TRY(usable(n));
-    cached *c, *held[CACHE];
+    cached *c;
     TC_TRY(comms_for(devs, n, &c));
     if (tc__access_on()) {
         for (int i = 0; i < n; i++)
             TC_TRY(declare(ins[i], devs[i], false, 0, false, "nccl reduce"));
         TC_TRY(declare(out, devs[root], true, 0, false, "nccl reduce"));
     }
-    size_t count = (size_t)tc__numel(out->ndim, out->sizes);
-    tc_device_guard g = tc_device_guard_enter(tc__tls_device);
-    TC_TRY(g.status);
-    int nheld;
-    use_begin(c, held, &nheld);
-    tc_status st = TC_OK;
-    tc__nccl_result r = tc__nccl.group_start();
-    for (int i = 0; i < n && r == TC__NCCL_SUCCESS && st == TC_OK; i++) {
-        st = tc__switch_device(devs[i]);
-        if (st == TC_OK)
-            r = tc__nccl.reduce(tc__data(ins[i]), i == root ? tc__data(out) : NULL, count, dt,
-                                TC__NCCL_SUM, root, c->comms[i], tc__current_cuda_stream(devs[i]));
-    }
-    tc__nccl_result e = tc__nccl.group_end();
-    use_end(held, nheld);
-    tc_device_guard_exit(&g);
-    return group_status(st, r, e, "ncclReduce");
+    reduce_args a = {ins, out, (size_t)tc__numel(out->ndim, out->sizes), dt, root};
+    return nccl_group(c, devs, n, reduce_one, &a, "ncclReduce");
 }
 
 const tc__comm_accel tc__comm_nccl = {broadcast, reduce};

@@ -29,6 +29,11 @@ tc_status tc__cuda_fail(cudaError_t err, const char *expr, const char *file, int
             return tc__cuda_fail(tc_cuda_err_, #expr, __FILE__, __LINE__);                         \
     } while (0)
 
+/* A query's answer (cudaStreamQuery, cudaEventQuery): TC_OK when the work is
+ * done; TC_ERROR_NOT_READY while it runs, an answer and not an error, so it
+ * formats no message (stream.h); any other error as tc__cuda_fail. */
+tc_status tc__cuda_query(cudaError_t err, const char *expr, const char *file, int line);
+
 /* ---- lazy initialization ---------------------------------------------- */
 /* The state below is C11 (atomics, _Thread_local): .cu files reach it only
  * through C functions. */

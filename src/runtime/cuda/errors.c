@@ -1,4 +1,5 @@
-/* CUDA errors to tc_status: one function behind TC_CUDA_CHECK.
+/* CUDA errors to tc_status: the function behind TC_CUDA_CHECK, and a query's
+ * answer (done, not ready, or an error).
  *
  * A fault in a kernel ("sticky" errors: illegal address, launch failure,
  * assert, ...) leaves the CUDA context unusable and surfaces at whatever call
@@ -52,4 +53,15 @@ tc_status tc__cuda_fail(cudaError_t err, const char *expr, const char *file, int
     (void)cudaGetLastError(); /* a non-sticky error must not leak into later checks */
     return tc__fail(status_of(err), "%s failed at %s:%d: %s (%s)", expr, file, line,
                     cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+tc_status tc__cuda_query(cudaError_t err, const char *expr, const char *file, int line)
+{
+    if (TC_LIKELY(err == cudaSuccess))
+        return TC_OK;
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return TC_ERROR_NOT_READY;
+    }
+    return tc__cuda_fail(err, expr, file, line);
 }

@@ -116,17 +116,10 @@ tc_status tc_event_query(tc_event *event)
     if (!event->recorded)
         return TC_OK;
     TC_TRY(tc__sync_check("querying an event", NULL));
-    cudaError_t err = cudaEventQuery(event->handle);
-    if (err == cudaSuccess) {
-        if (tc__access_on()) /* the host saw the event complete */
-            tc__access_sync_of(TC__SYNC_EVENT_SYNC, event, 0, NULL, 0, NULL);
-        return tc__kernel_errors_check(event->device);
-    }
-    if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
-        (void)cudaGetLastError();
-        return TC_ERROR_NOT_READY;
-    }
-    return tc__cuda_fail(err, "cudaEventQuery", __FILE__, __LINE__);
+    TC_TRY(tc__cuda_query(cudaEventQuery(event->handle), "cudaEventQuery", __FILE__, __LINE__));
+    if (tc__access_on()) /* the host saw the event complete */
+        tc__access_sync_of(TC__SYNC_EVENT_SYNC, event, 0, NULL, 0, NULL);
+    return tc__kernel_errors_check(event->device);
 }
 
 tc_status tc_event_synchronize(tc_event *event)

@@ -208,17 +208,10 @@ tc_status tc_stream_query(tc_stream *stream)
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_check("querying the stream", s->handle));
-    cudaError_t err = cudaStreamQuery(s->handle);
-    if (TC_LIKELY(err == cudaSuccess)) {
-        if (tc__access_on()) /* the host saw the stream's work complete */
-            tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
-        return tc__kernel_errors_check(s->device);
-    }
-    if (err == cudaErrorNotReady) { /* an answer, not an error: no message (stream.h) */
-        (void)cudaGetLastError();
-        return TC_ERROR_NOT_READY;
-    }
-    return tc__cuda_fail(err, "cudaStreamQuery", __FILE__, __LINE__);
+    TC_TRY(tc__cuda_query(cudaStreamQuery(s->handle), "cudaStreamQuery", __FILE__, __LINE__));
+    if (tc__access_on()) /* the host saw the stream's work complete */
+        tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
+    return tc__kernel_errors_check(s->device);
 }
 
 tc_status tc_stream_synchronize(tc_stream *stream)

@@ -382,7 +382,7 @@ static void test_nn_and_indexing(tc_stream *side)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
     tc_stream *side = NULL;

@@ -1,4 +1,4 @@
-/* A recorded training trace (bench/record_trace.py) replayed with GPU work
+/* A recorded training trace (bench/torch/record_trace.py) replayed with GPU work
  * queued: a 20 us kernel every 50 allocations (bench/trace_replay.h). Prints
  * one row per run: host / end-to-end ms of the cold pass, the second pass and
  * the median warm pass, peak reserved over peak live, and for tcuda the

@@ -32,7 +32,7 @@ if [[ " $ARGS " == *" nopairs "* ]]; then # A/B: one Philox block per thread and
              build-v/bench/bench_random 28 21 | grep -E "uniform|normal"; }
 fi
 if [[ " $ARGS " == *" record "* ]]; then
-    PYTHONUNBUFFERED=1 python3 bench/record_trace.py "$OUT/transformer.bin" 20 2> "$OUT/record.log" \
+    PYTHONUNBUFFERED=1 python3 bench/torch/record_trace.py "$OUT/transformer.bin" 20 2> "$OUT/record.log" \
         || tail -5 "$OUT/record.log"
     gzip -9 -k "$OUT/transformer.bin" && mkdir -p bench/traces \
         && cp "$OUT/transformer.bin.gz" bench/traces/ && rm "$OUT/transformer.bin"

@@ -24,7 +24,7 @@ TORCH=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>>"$LOG/torch_build.txt")
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 # Built once per log folder (gpu_check.sh runs this script three times).
-if [ -n "$TORCH" ] && { [ "$LOG/alloc_torch" -nt bench/alloc_torch.cpp ] || g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${ABI:-1}" bench/alloc_torch.cpp \
+if [ -n "$TORCH" ] && { [ "$LOG/alloc_torch" -nt bench/torch/alloc_torch.cpp ] || g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${ABI:-1}" bench/alloc_torch.cpp \
     -I"$TORCH/include" -I"$TORCH/include/torch/csrc/api/include" -I"$CUDA/include" \
     -L"$TORCH/lib" -lc10_cuda -lc10 -L"$CUDA/lib64" -lcudart -Wl,-rpath,"$TORCH/lib" \
     -Wl,-rpath,"$CUDA/lib64" -o "$LOG/alloc_torch" 2>>"$LOG/torch_build.txt"; }; then

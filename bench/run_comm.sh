@@ -43,7 +43,7 @@ for w in 2 4; do
 done
 
 echo "== PyTorch =="
-python3 "$HERE/bench_comm_torch.py" 2>&1 | tee "$LOG/torch.txt" || rc=1
+python3 "$HERE/torch/bench_comm_torch.py" 2>&1 | tee "$LOG/torch.txt" || rc=1
 
 echo "== side by side =="
 python3 - "$LOG/tcuda.txt" "$LOG/torch.txt" <<'PY' | tee "$LOG/summary.txt"

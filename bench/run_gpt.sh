@@ -19,7 +19,7 @@ fi
 mkdir -p "$MODEL"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee "$LOG/gpu.txt"
 rc=0
-python3 scripts/gpt_torch.py write "$MODEL" | tee "$LOG/write.txt" || exit 1
+python3 bench/torch/gpt_torch.py write "$MODEL" | tee "$LOG/write.txt" || exit 1
 for g in "" --graph; do
     "$GPT" "$MODEL/model.safetensors" --device cuda $g --check "$MODEL/ref.safetensors" \
         2>&1 | tee -a "$LOG/check.txt" || rc=1
@@ -28,7 +28,7 @@ done
     2>&1 | tee -a "$LOG/check.txt" || rc=1
 [ "${GPT_CHECK_ONLY:-0}" = 1 ] && exit $rc
 for dt in float32 bfloat16; do
-    python3 scripts/gpt_torch.py bench "$MODEL" --dtype $dt 2>&1 | tee -a "$LOG/rows.txt" || rc=1
+    python3 bench/torch/gpt_torch.py bench "$MODEL" --dtype $dt 2>&1 | tee -a "$LOG/rows.txt" || rc=1
     "$GPT" "$MODEL/model.safetensors" --device cuda --dtype $dt --bench 2>&1 |
         grep '^tcuda' | tee -a "$LOG/rows.txt" || rc=1
     "$GPT" "$MODEL/model.safetensors" --device cuda --dtype $dt --graph --bench 2>&1 |

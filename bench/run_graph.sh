@@ -48,7 +48,7 @@ PY
   tail -n +2 "$LOG/ops.txt"
 
 echo "== PyTorch =="
-python3 "$(dirname "$0")/bench_graph_torch.py" 2>&1 | tee "$LOG/torch.txt"
+python3 "$(dirname "$0")/torch/bench_graph_torch.py" 2>&1 | tee "$LOG/torch.txt"
 
 echo "== side by side (tcuda / torch) =="
 python3 - "$LOG/tcuda.txt" "$LOG/torch.txt" <<'PY' | tee "$LOG/summary.txt"

@@ -17,7 +17,7 @@ taskset -c 2 true 2>/dev/null && PIN="taskset -c 2"
 $PIN "$B/bench/bench_history" > "$LOG/tcuda.csv" 2> "$LOG/tcuda.err" || true
 : > "$LOG/torch.csv"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    timeout 45 $PIN python3 bench/bench_history_torch.py "$LOG/trace.bin" 2 \
+    timeout 45 $PIN python3 bench/torch/bench_history_torch.py "$LOG/trace.bin" 2 \
         >> "$LOG/torch.csv" 2> "$LOG/torch.err" || echo "torch,error,0" >> "$LOG/torch.csv"
 else
     echo "torch: not importable or no GPU: PyTorch rows skipped" > "$LOG/torch.err"

@@ -10,7 +10,7 @@ REPS=${3:-21}
 LOG=${OUT:-/tmp}/bench_jit
 mkdir -p "$LOG"
 "$B/bench/bench_jit" "$LG" "$REPS" > "$LOG/tcuda.csv"
-python3 bench/bench_jit_torch.py "$LG" "$REPS" > "$LOG/torch.csv" 2> "$LOG/torch.err" ||
+python3 bench/torch/bench_jit_torch.py "$LG" "$REPS" > "$LOG/torch.csv" 2> "$LOG/torch.err" ||
     echo "torch_unavailable,see $LOG/torch.err" > "$LOG/torch.csv"
 python3 - "$LOG/tcuda.csv" "$LOG/torch.csv" <<'PY' | tee "$LOG/table.txt"
 import sys

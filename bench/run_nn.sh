@@ -11,7 +11,7 @@ REPS=${2:-51}
 LOG=${OUT:-/tmp}/bench_nn
 mkdir -p "$LOG"
 "$B/bench/bench_nn" "$REPS" > "$LOG/tcuda.csv"
-PYTHONPATH="$(dirname "$0")" python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
+PYTHONPATH="$(dirname "$0")/torch" python3 - "$LOG/tcuda.csv" "$REPS" <<'PY' | tee "$LOG/table.txt"
 import sys
 from torch_timing import median_ms, tcuda_rows
 rows = tcuda_rows(sys.argv[1], "op")

@@ -11,7 +11,7 @@ REPS=${3:-21}
 LOG=${OUT:-/tmp}/bench_random
 mkdir -p "$LOG"
 "$B/bench/bench_random" --csv "$LG" "$REPS" > "$LOG/tcuda.csv"
-PYTHONPATH="$(dirname "$0")" python3 - "$LOG/tcuda.csv" "$LG" "$REPS" <<'PY' | tee "$LOG/table.txt"
+PYTHONPATH="$(dirname "$0")/torch" python3 - "$LOG/tcuda.csv" "$LG" "$REPS" <<'PY' | tee "$LOG/table.txt"
 import sys
 from torch_timing import median_ms, tcuda_rows
 rows = tcuda_rows(sys.argv[1], "op")

@@ -13,9 +13,9 @@ mkdir -p "$LOG"
 env -u TCUDA_SANITIZER "$B/bench/bench_sanitizer" 20000 7 > "$LOG/tcuda.csv"
 : > "$LOG/torch.csv"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    env -u TORCH_CUDA_SANITIZER timeout 60 python3 bench/bench_sanitizer_torch.py 5000 5 \
+    env -u TORCH_CUDA_SANITIZER timeout 60 python3 bench/torch/bench_sanitizer_torch.py 5000 5 \
         >> "$LOG/torch.csv" 2> "$LOG/torch_off.err" || echo "torch_off,error" >> "$LOG/torch.csv"
-    TORCH_CUDA_SANITIZER=1 timeout 60 python3 bench/bench_sanitizer_torch.py 300 3 \
+    TORCH_CUDA_SANITIZER=1 timeout 60 python3 bench/torch/bench_sanitizer_torch.py 300 3 \
         >> "$LOG/torch.csv" 2> "$LOG/torch_on.err" || echo "torch_on,error" >> "$LOG/torch.csv"
 fi
 python3 - "$LOG/tcuda.csv" "$LOG/torch.csv" <<'PY' | tee "$LOG/table.txt"

@@ -5,7 +5,7 @@
 #   bench/run_trace.sh [build] [trace]
 # Builds bench_trace into ./build (or the folder given) when it is missing;
 # the PyTorch rows need the torch package (trace_torch.cpp is compiled here). The default
-# trace is bench/traces/transformer.bin.gz, written by bench/record_trace.py.
+# trace is bench/traces/transformer.bin.gz, written by bench/torch/record_trace.py.
 # Logs go to $OUT/trace_bench if OUT is set.
 set -u
 B=${1:-build}
@@ -36,7 +36,7 @@ TORCH=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 if [ -n "$TORCH" ]; then
-    g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${ABI:-1}" bench/trace_torch.cpp \
+    g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${ABI:-1}" -Ibench bench/torch/trace_torch.cpp \
         -I"$TORCH/include" -I"$TORCH/include/torch/csrc/api/include" -I"$CUDA/include" \
         -L"$TORCH/lib" -lc10_cuda -lc10 -L"$CUDA/lib64" -lcudart -Wl,-rpath,"$TORCH/lib" \
         -Wl,-rpath,"$CUDA/lib64" -o "$LOG/trace_torch" 2>"$LOG/torch_build.txt" || TORCH=""

@@ -10,7 +10,7 @@
  * "transformer." prefix); layers, width and vocabulary come from the tensors,
  * the head count from the metadata key "n_head" (else width / 64).
  * --check reads "prompt", "logits" and "generated" from a reference file
- * (scripts/gpt_torch.py writes one from PyTorch) and exits 1 unless the
+ * (bench/torch/gpt_torch.py writes one from PyTorch) and exits 1 unless the
  * prompt's logits match within 1e-4 of their largest magnitude and the
  * greedy tokens are the same. --bench prints prefill (batch 8 x 512) and
  * decode (batch 1, 256 new tokens) tokens per second.

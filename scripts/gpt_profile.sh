@@ -13,7 +13,7 @@ DT=${2:-bfloat16}
 LOG=${OUT:-/tmp}/gpt_profile
 M=$(mktemp -d /tmp/gpt-model.XXXX)
 mkdir -p "$LOG"
-python3 scripts/gpt_torch.py write "$M" --new 4 > "$LOG/write.txt" || exit 1
+python3 bench/torch/gpt_torch.py write "$M" --new 4 > "$LOG/write.txt" || exit 1
 prof() { # name nvtx-range launch-count gpt-args...
   local name=$1 range=$2 count=$3
   shift 3
@@ -45,7 +45,7 @@ prof prefill prefill 400 --bench
 prof decode decode_step 400 --new 3
 python3 - "$M" "$DT" <<'PY' 2>&1 | tee "$LOG/torch.txt"
 import sys, torch
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "bench/torch")
 from gpt_torch import GPT, load_safetensors
 dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[sys.argv[2]]
 w, meta = load_safetensors(sys.argv[1] + "/model.safetensors", "cuda")

@@ -44,7 +44,7 @@ if [ "$what" != tests ]; then
   for b in ${BENCHES:-device random alloc tensor}; do
     case $b in
       device) build/bench/bench_device > "$OUT/bench_device.txt" 2>&1 || fail "bench_device rc=$?"
-              python3 bench/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1 ||
+              python3 bench/torch/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1 ||
                 summary+="warning: bench_device_torch.py (PyTorch) failed"$'\n' ;;
       random) OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1 ||
                 fail "bench random rc=$?" ;;

@@ -25,7 +25,7 @@ print(f"== tcuda: {len(ks)} kernels (about two steps), {sum(t for _, t in ks) / 
 for name, t in ks:
     print(f"{t / 1e3:8.2f} us  {name[:100]}")
 PY
-PYTHONPATH="$(dirname "$0")/../bench" python3 - <<'PY' 2>&1 | tee "$LOG/torch.txt"
+PYTHONPATH="$(dirname "$0")/../bench/torch" python3 - <<'PY' 2>&1 | tee "$LOG/torch.txt"
 import torch
 from torch.profiler import profile, ProfilerActivity
 from mlp_torch import Mlp

@@ -5,7 +5,7 @@
  * softmax, GEMM, with the copies its GEMMs need) for comparison, in float32
  * and bfloat16. Each row is the median of repeats timed with CUDA events on
  * the current stream; TFLOP/s counts the causal half of both products.
- * Prints CSV (bench/run_attention.sh puts PyTorch's numbers beside it).
+ * Prints CSV (bench/run.sh attention puts PyTorch's numbers beside it).
  * Usage: bench_attention [repeats] */
 #include <stdio.h>
 #include <stdlib.h>

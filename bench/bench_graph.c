@@ -10,9 +10,9 @@
  *             cudaStreamBeginCapture and replayed with cudaGraphLaunch;
  *   least kernel  the same raw graph of the least add kernel (graph_floor.cu):
  *             what a node costs apart from the kernel it runs.
- * Prints "name value unit" rows (run_graph.sh puts PyTorch beside them) and
+ * Prints "name value unit" rows (bench/run.sh graph puts PyTorch beside them) and
  * the ratio graph / raw graph (target: <= 1.05). The MLP training step rows
- * come from examples/graph_mlp, which run_graph.sh runs. */
+ * come from examples/graph_mlp, which bench/run.sh graph runs. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -8,7 +8,7 @@
  * host's time in tc_graph_replay, and the replay of a graph of one small
  * op (its time per replay is the GPU's cost of starting and finishing a
  * graph). Last the whole step, replayed alone, without the loss copy the
- * example times with it. Diagnosis for the MLP rows of run_graph.sh, not a
+ * example times with it. Diagnosis for the MLP rows of bench/run.sh graph, not a
  * target. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * kernel path forced (registers with the fewest threads or about 4 vectors
  * a thread, shared memory, two reads), to show why the automatic choice is
  * what it is. Prints CSV
- * (bench/run_nn.sh joins it with PyTorch's numbers on the same shapes).
+ * (bench/run.sh nn joins it with PyTorch's numbers on the same shapes).
  * Usage: bench_nn [repeats] */
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * (float32, 2^28 elements by default; a few other dtypes as extra rows) next
  * to cudaMemsetAsync (the raw write floor) and a device-to-device cudaMemcpy.
  * Each row is the median of repeats timed with CUDA events on the current
- * stream. Prints a table, or CSV with --csv (bench/run_random.sh joins it
+ * stream. Prints a table, or CSV with --csv (bench/run.sh random joins it
  * with PyTorch's numbers). Usage: bench_random [--csv] [log2 n] [repeats] */
 #include <stdio.h>
 #include <stdlib.h>

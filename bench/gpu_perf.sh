@@ -20,7 +20,7 @@ nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu -o build/ch
 (cd build && ctest -R 'test_random|test_tensor_random|test_alloc|test_memory' \
     --output-on-failure > "$OUT/ctest.log" 2>&1); echo "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
 grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -10
-bench/run_random.sh build 28 21 > "$OUT/random.txt" 2>&1; grep -vE '^-' "$OUT/random.txt"
+BUILD=build bench/run.sh random 28 21 > "$OUT/random.txt" 2>&1; grep -vE '^-' "$OUT/random.txt"
 # bit-equality of GPU and CPU fills (the test allows 2 ulp for normal): any
 # element that differs is printed by the test
 build/tests/test_random_cuda 2>&1 | grep -E "differ|FAIL" | head -5
@@ -37,8 +37,8 @@ if [[ " $ARGS " == *" record "* ]]; then
     gzip -9 -k "$OUT/transformer.bin" && mkdir -p bench/traces \
         && cp "$OUT/transformer.bin.gz" bench/traces/ && rm "$OUT/transformer.bin"
 fi
-OUT=$OUT bench/run_trace.sh build
+BUILD=build OUT=$OUT bench/run.sh trace
 if [[ " $ARGS " == *" alloc "* ]]; then
-    OUT=$OUT bench/run_alloc.sh > "$OUT/alloc.txt" 2>&1; sed -n 1,9p "$OUT/alloc.txt"
+    BUILD=build OUT=$OUT bench/run.sh alloc > "$OUT/alloc.txt" 2>&1; sed -n 1,9p "$OUT/alloc.txt"
 fi
 echo "total $(( $(date +%s) - t0 )) s"

@@ -46,15 +46,15 @@ if [ "$what" != tests ]; then
       device) build/bench/bench_device > "$OUT/bench_device.txt" 2>&1 || fail "bench_device rc=$?"
               python3 bench/torch/bench_device_torch.py >> "$OUT/bench_device.txt" 2>&1 ||
                 summary+="warning: bench_device_torch.py (PyTorch) failed"$'\n' ;;
-      random) OUT=$OUT timeout 150 bash bench/run_random.sh build > "$OUT/bench_random.txt" 2>&1 ||
+      random) BUILD=build OUT=$OUT timeout 150 bash bench/run.sh random > "$OUT/bench_random.txt" 2>&1 ||
                 fail "bench random rc=$?" ;;
       alloc) for r in 1 2 3; do # three runs: the host's timing noise is large
-               echo "== run $r"; OUT=$OUT timeout 200 bash bench/run_alloc.sh || echo "run_alloc.sh rc=$?"
+               echo "== run $r"; BUILD=build OUT=$OUT timeout 200 bash bench/run.sh alloc || echo "run.sh alloc rc=$?"
              done > "$OUT/bench_alloc.txt" 2>&1
-             # run_alloc.sh goes on after a failed allocator and says so in its table
-             grep -qE '^\| (tcuda|tcuda expandable|cudaMalloc|cudaMallocAsync): failed|run_alloc.sh rc=' \
+             # run.sh alloc goes on after a failed allocator and says so in its table
+             grep -qE '^\| (tcuda|tcuda expandable|cudaMalloc|cudaMallocAsync): failed|run.sh alloc rc=' \
                "$OUT/bench_alloc.txt" && fail "bench alloc (see bench_alloc.txt)" ;;
-      tensor) OUT=$OUT timeout 200 bash bench/run_tensor.sh > "$OUT/bench_tensor.txt" 2>&1 ||
+      tensor) BUILD=build OUT=$OUT timeout 200 bash bench/run.sh tensor > "$OUT/bench_tensor.txt" 2>&1 ||
                 fail "bench tensor rc=$?" ;;
     esac
   done

@@ -13,7 +13,7 @@ fail=0
 { $B/examples/graph_mlp; echo "rc=$?"; $B/examples/jit_ops; echo "rc=$?"; } > "$L/examples.log" 2>&1
 OUT=$L timeout 240 bash scripts/sanitizer_suite.sh $B > "$L/san_suite.txt" 2>&1 || fail=1
 for b in graph jit sanitizer; do
-  OUT=$L timeout 100 bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b failed rc=$?"
+  BUILD=$B OUT=$L timeout 100 bash bench/run.sh $b > "$L/bench_$b.txt" 2>&1 || echo "bench $b failed rc=$?"
 done
 echo "==== ctest"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$L/ctest.log"
 grep -hE "^FAIL" "$L/ctest.log" | head -20

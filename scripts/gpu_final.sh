@@ -43,7 +43,7 @@ done
 # DLPack with PyTorch both ways (issue 16)
 [ "${DLPACK:-1}" = 1 ] && { timeout 120 python3 scripts/dlpack_torch.py $B/libtcuda.so > "$L/dlpack.txt" 2>&1 || fail=1; }
 for b in ${BENCHES:-}; do
-  OUT=$L timeout ${BENCH_TIMEOUT:-150} bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"
+  BUILD=$B OUT=$L timeout ${BENCH_TIMEOUT:-150} bash bench/run.sh $b > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"
 done
 for p in ${PROFILES:-}; do
   n=${p%%:*}; a=; [ "$n" != "$p" ] && a=${p#*:}

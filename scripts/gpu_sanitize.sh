@@ -24,7 +24,7 @@ for t in $GPU_TESTS; do echo "memcheck $t"; echo "racecheck $t"; done |
   xargs -P 4 -L 1 bash -c 'san $0 $1' > "$L/cs_summary.txt" 2>&1
 grep -v "rc=0 " "$L/cs_summary.txt" && fail=1
 OUT=$L timeout 240 bash scripts/sanitizer_suite.sh $B > "$L/san_suite.txt" 2>&1 || fail=1
-[ "${BENCH:-1}" = 1 ] && OUT=$L timeout 100 bash bench/run_graph.sh $B > "$L/bench_graph.txt" 2>&1
+[ "${BENCH:-1}" = 1 ] && BUILD=$B OUT=$L timeout 100 bash bench/run.sh graph > "$L/bench_graph.txt" 2>&1
 echo "==== ctest"; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$L/ctest.log"
 grep -hE "^FAIL" "$L/ctest.log" | head -20
 echo "==== compute-sanitizer"; sort "$L/cs_summary.txt"

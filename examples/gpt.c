@@ -279,7 +279,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
  * first T positions when there is a cache. */
 static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits)
 {
-    tc_nvtx_range_push("prefill"); /* for profilers: scripts/gpt_profile.sh */
+    tc_nvtx_range_push("prefill"); /* for profilers: scripts/profile.sh gpt */
     scratch s = {.st = TC_OK};
     int64_t T = tc_tensor_size(tokens, 1);
     LET(&s, pos, tc_tensor_arange(0, (double)T, 1, TC_INT64, m->dev, &pos));

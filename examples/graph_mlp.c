@@ -56,7 +56,7 @@ static tc_status step(void *ctx)
     tc_status st = TC_OK;
     tc_tensor *h, *a, *p, *d, *d2, *loss = NULL, *dp, *at, *dw2, *w2t, *da, *mask, *dh, *xt, *dw1,
                                    *u1, *n1, *u2, *n2;
-    /* a range for profilers (scripts/mlp_profile.sh) */
+    /* a range for profilers (scripts/profile.sh mlp) */
     tc_nvtx_range_push("mlp_step");
     OP(h, tc_tensor_matmul(m->x, m->w1, &h)); /* forward */
     OP(a, tc_tensor_relu(h, &a));

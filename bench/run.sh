@@ -35,7 +35,7 @@ TOPIC=$1
 shift
 BUILD=${BUILD:-build}
 [ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 LOG=${OUT:-/tmp/tcuda-bench}/bench_$TOPIC
 mkdir -p "$LOG"
 TORCH_DIR=bench/torch

@@ -87,7 +87,11 @@ def md_rows(path, cells):
     file's other lines."""
     rows, other, lines = [], [], read_lines(path)
     for i, line in enumerate(lines):
-        parts = [" ".join(c.split()) for c in line.strip().strip("|").split("|")]
+        # a closing "|" ends the row; without one the last cell runs to the end
+        parts = line.strip()[1:].split("|")
+        if line.endswith("|"):
+            parts = parts[:-1]
+        parts = [" ".join(c.split()) for c in parts]
         rule = all(c and set(c) <= set("-:") for c in parts)
         header = i + 1 < len(lines) and re.match(r"^\|[-:| ]+\|?$", lines[i + 1])
         if line.startswith("|") and len(parts) == cells:

@@ -11,13 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    puts("bench_alloc: built without CUDA");
-    return 0;
-}
-#else
 #include <cuda_runtime_api.h>
 
 #include "alloc_trace.h"
@@ -134,4 +127,3 @@ int main(int argc, char **argv)
     printf("| %-40s | %10.0f | %10.0f | %6.2fx |\n", name, cold, warm, reserved / peak_live);
     return 0;
 }
-#endif

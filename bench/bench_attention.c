@@ -13,7 +13,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include "tensor/nn_internal.h" /* the fused path's switch */
 
 enum { B = 8, H = 12, T = 512, D = 64 };
@@ -62,10 +61,3 @@ int main(int argc, char **argv)
     }
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_attention: built without CUDA\n");
-    return 0;
-}
-#endif

@@ -19,7 +19,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda/kernels/kernels.h"
@@ -163,10 +162,3 @@ int main(void)
     tc_tensor_release(c.y);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_graph: built without CUDA (graphs need CUDA)\n");
-    return 0;
-}
-#endif

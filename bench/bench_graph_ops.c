@@ -16,8 +16,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#if defined(TCUDA_HAVE_CUDA)
-
 enum { B = 64, DIN = 128, HID = 256, DOUT = 16, COPIES = 50, REPLAYS = 400 };
 
 static const tc_device GPU = {TC_CUDA, 0};
@@ -222,10 +220,3 @@ int main(void)
         tc_tensor_release(all[i]);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_graph_ops: built without CUDA (graphs need CUDA)\n");
-    return 0;
-}
-#endif

@@ -16,7 +16,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda/kernels/nn_kernels.h"
@@ -131,10 +130,3 @@ int main(int argc, char **argv)
         }
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_nn: built without CUDA\n");
-    return 0;
-}
-#endif

@@ -11,7 +11,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 static int csv;
@@ -142,11 +141,3 @@ int main(int argc, char **argv)
     cudaFree(c.buf);
     return 0;
 }
-
-#else
-int main(void)
-{
-    printf("bench_random: skipped: built without CUDA\n");
-    return 0;
-}
-#endif

@@ -8,13 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    puts("bench_trace: built without CUDA");
-    return 0;
-}
-#else
 #include "trace_replay.h"
 
 #include "tcuda/tcuda.h"
@@ -109,4 +102,3 @@ int main(int argc, char **argv)
     fprintf(stderr, "bench_trace: unknown mode %s\n", m);
     return 2;
 }
-#endif

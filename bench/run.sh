@@ -114,7 +114,8 @@ topic_attention() {
 
 topic_comm() {
   need bench/bench_comm
-  export NCCL_NVLS_ENABLE=0
+  # NVLink multicast off, for NCCL, PyTorch's symmetric memory and NVSHMEM
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   local gpus
   gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
   if [ "$gpus" -lt 2 ]; then

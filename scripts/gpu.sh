@@ -22,7 +22,7 @@
 # summary, one line a step, is printed last and kept in $OUT/summary.txt.
 # Exits 1 when a step failed. PyTorch's side of a benchmark failing is no
 # failure (its columns stay empty); a missing compute-sanitizer is, and stops
-# the sanitize preset there.
+# the run there (sanitize, full); a machine without a GPU is too.
 # Knobs: BUILD (build-gpu), BUILD_TYPE (RelWithDebInfo), CTEST_TIMEOUT (300 s a
 # test), CS_JOBS (4 sanitizer runs at a time), CS_TIMEOUT (420 s each: racecheck
 # of test_tensor_parity alone takes 290 s on an H100), CS_TESTS (instead of the
@@ -121,7 +121,7 @@ step_ctest() {
   # test_tensor_parity's counts: how many CPU/GPU comparisons ran
   local counts
   counts=$(awk '/ Testing: / { on = ($3 == "test_tensor_parity") } on' \
-    "$B/Testing/Temporary/LastTest.log" 2> /dev/null | grep -E '^[0-9]+ passed, [0-9]+ failed|^skipped')
+    "$B/Testing/Temporary/LastTest.log" 2> /dev/null | grep -E '^[0-9]+ passed, [0-9]+ failed|^skipped' | tail -1)
   case $counts in
     skipped*) result "  test_tensor_parity" skip "$counts" ;;
     *passed*) result "  test_tensor_parity" pass "$counts" ;;
@@ -199,6 +199,7 @@ step_dlpack() {
 # bench/run.sh TOPIC [ARGS]: its table printed now, its status in the summary.
 bench() {
   local topic=$1 log=$L/bench_$1.txt
+  rm -f "$L/bench_$topic/table.txt"
   BUILD=$B OUT=$L timeout "${BENCH_TIMEOUT:-300}" bash bench/run.sh "$@" >> "$log" 2>&1
   local rc=$?
   echo "==== bench $*"

@@ -2,7 +2,7 @@
  * 512 B..1 MiB, 27% in 1..32 MiB, 3% in 32..512 MiB, log-uniform and not
  * aligned; alloc or free with equal odds, frees in random order, at most 2,048
  * live) replayed cold once and warm three times. Usage:
- *   bench_alloc gen FILE          write the trace (for bench/alloc_torch.cpp)
+ *   bench_alloc gen FILE          write the trace (for bench/torch/alloc_torch.cpp)
  *   bench_alloc MODE [FILE]       MODE: tcuda | cudamalloc | async
  * Prints one row: ns/op cold, ns/op warm (best of 3), peak reserved / peak
  * live. tcuda's options come from TCUDA_ALLOC_CONF as usual. */
@@ -11,13 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    puts("bench_alloc: built without CUDA");
-    return 0;
-}
-#else
 #include <cuda_runtime_api.h>
 
 #include "alloc_trace.h"
@@ -134,4 +127,3 @@ int main(int argc, char **argv)
     printf("| %-40s | %10.0f | %10.0f | %6.2fx |\n", name, cold, warm, reserved / peak_live);
     return 0;
 }
-#endif

@@ -5,7 +5,7 @@
  * softmax, GEMM, with the copies its GEMMs need) for comparison, in float32
  * and bfloat16. Each row is the median of repeats timed with CUDA events on
  * the current stream; TFLOP/s counts the causal half of both products.
- * Prints CSV (bench/run_attention.sh puts PyTorch's numbers beside it).
+ * Prints CSV (bench/run.sh attention puts PyTorch's numbers beside it).
  * Usage: bench_attention [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include "tensor/nn_internal.h" /* the fused path's switch */
 
 enum { B = 8, H = 12, T = 512, D = 64 };
@@ -62,10 +61,3 @@ int main(int argc, char **argv)
     }
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_attention: built without CUDA\n");
-    return 0;
-}
-#endif

@@ -7,7 +7,6 @@
 
 #include "tcuda/tcuda.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 enum { ITERS = 2000000, RUNS = 7 };
@@ -96,10 +95,3 @@ int main(void)
     printf("| tc_stream_query | %.1f | %.1f (cudaStreamQuery) | %.2f |\n", q, bare_q, q / bare_q);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_device: built without CUDA\n");
-    return 0;
-}
-#endif

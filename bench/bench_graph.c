@@ -10,16 +10,15 @@
  *             cudaStreamBeginCapture and replayed with cudaGraphLaunch;
  *   least kernel  the same raw graph of the least add kernel (graph_floor.cu):
  *             what a node costs apart from the kernel it runs.
- * Prints "name value unit" rows (run_graph.sh puts PyTorch beside them) and
+ * Prints "name value unit" rows (bench/run.sh graph puts PyTorch beside them) and
  * the ratio graph / raw graph (target: <= 1.05). The MLP training step rows
- * come from examples/graph_mlp, which run_graph.sh runs. */
+ * come from examples/graph_mlp, which bench/run.sh graph runs. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda/kernels/kernels.h"
@@ -163,10 +162,3 @@ int main(void)
     tc_tensor_release(c.y);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_graph: built without CUDA (graphs need CUDA)\n");
-    return 0;
-}
-#endif

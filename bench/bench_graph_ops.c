@@ -8,15 +8,13 @@
  * host's time in tc_graph_replay, and the replay of a graph of one small
  * op (its time per replay is the GPU's cost of starting and finishing a
  * graph). Last the whole step, replayed alone, without the loss copy the
- * example times with it. Diagnosis for the MLP rows of run_graph.sh, not a
+ * example times with it. Diagnosis for the MLP rows of bench/run.sh graph, not a
  * target. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
-
-#if defined(TCUDA_HAVE_CUDA)
 
 enum { B = 64, DIN = 128, HID = 256, DOUT = 16, COPIES = 50, REPLAYS = 400 };
 
@@ -222,10 +220,3 @@ int main(void)
         tc_tensor_release(all[i]);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_graph_ops: built without CUDA (graphs need CUDA)\n");
-    return 0;
-}
-#endif

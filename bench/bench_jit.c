@@ -12,7 +12,7 @@
  *                         median of event-timed calls, beside tcuda's
  *                         built-in add (same bytes).
  * Latency rows use 2^20 elements, so that they time the machinery rather
- * than the kernel. Prints "key,value" lines for bench/run_jit.sh.
+ * than the kernel. Prints "key,value" lines for bench/run.sh jit.
  *   bench_jit [log2 n] [repeats] */
 #include <stdio.h>
 #include <stdlib.h>

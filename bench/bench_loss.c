@@ -8,7 +8,7 @@
  * the same queue (what a wait costs here), and the GPU time of the call
  * (timing events, idle GPU). Medians of 15. Last the GPU time of the mean
  * over many short rows (2^20 rows of 10 classes), where a row is a few
- * loads. Prints "name value unit" rows; run_loss.sh puts PyTorch's beside
+ * loads. Prints "name value unit" rows; bench/run.sh loss puts PyTorch's beside
  * them. */
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
  * kernel path forced (registers with the fewest threads or about 4 vectors
  * a thread, shared memory, two reads), to show why the automatic choice is
  * what it is. Prints CSV
- * (bench/run_nn.sh joins it with PyTorch's numbers on the same shapes).
+ * (bench/run.sh nn joins it with PyTorch's numbers on the same shapes).
  * Usage: bench_nn [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda/kernels/nn_kernels.h"
@@ -131,10 +130,3 @@ int main(int argc, char **argv)
         }
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_nn: built without CUDA\n");
-    return 0;
-}
-#endif

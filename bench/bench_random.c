@@ -2,7 +2,7 @@
  * (float32, 2^28 elements by default; a few other dtypes as extra rows) next
  * to cudaMemsetAsync (the raw write floor) and a device-to-device cudaMemcpy.
  * Each row is the median of repeats timed with CUDA events on the current
- * stream. Prints a table, or CSV with --csv (bench/run_random.sh joins it
+ * stream. Prints a table, or CSV with --csv (bench/run.sh random joins it
  * with PyTorch's numbers). Usage: bench_random [--csv] [log2 n] [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,6 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 static int csv;
@@ -142,11 +141,3 @@ int main(int argc, char **argv)
     cudaFree(c.buf);
     return 0;
 }
-
-#else
-int main(void)
-{
-    printf("bench_random: skipped: built without CUDA\n");
-    return 0;
-}
-#endif

@@ -14,7 +14,6 @@
 
 #include "tcuda/tcuda.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "tensor/cuda/kernels/kernels.h"
@@ -220,10 +219,3 @@ int main(void)
     tc_tensor_release(c.a), tc_tensor_release(c.b);
     return 0;
 }
-#else
-int main(void)
-{
-    printf("bench_tensor: built without CUDA\n");
-    return 0;
-}
-#endif

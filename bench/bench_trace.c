@@ -1,4 +1,4 @@
-/* A recorded training trace (bench/record_trace.py) replayed with GPU work
+/* A recorded training trace (bench/torch/record_trace.py) replayed with GPU work
  * queued: a 20 us kernel every 50 allocations (bench/trace_replay.h). Prints
  * one row per run: host / end-to-end ms of the cold pass, the second pass and
  * the median warm pass, peak reserved over peak live, and for tcuda the
@@ -8,13 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    puts("bench_trace: built without CUDA");
-    return 0;
-}
-#else
 #include "trace_replay.h"
 
 #include "tcuda/tcuda.h"
@@ -109,4 +102,3 @@ int main(int argc, char **argv)
     fprintf(stderr, "bench_trace: unknown mode %s\n", m);
     return 2;
 }
-#endif

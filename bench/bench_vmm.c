@@ -9,13 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    puts("bench_vmm: built without CUDA");
-    return 0;
-}
-#else
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include "bench_util.h"
@@ -121,4 +114,3 @@ int main(void)
     }
     return 0;
 }
-#endif

@@ -6,7 +6,7 @@
  * The random kernels use the hardware conversions on the premise that they
  * give the same bits as the software (round to nearest even; NaNs handled
  * apart), which is what keeps CPU and GPU fills equal: this checks the
- * premise exhaustively. Built and run by bench/gpu_perf.sh with nvcc:
+ * premise exhaustively. Built and run by scripts/gpu.sh perf with nvcc:
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu */
 #include <cstdio>
 

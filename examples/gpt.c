@@ -10,7 +10,7 @@
  * "transformer." prefix); layers, width and vocabulary come from the tensors,
  * the head count from the metadata key "n_head" (else width / 64).
  * --check reads "prompt", "logits" and "generated" from a reference file
- * (scripts/gpt_torch.py writes one from PyTorch) and exits 1 unless the
+ * (bench/torch/gpt_torch.py writes one from PyTorch) and exits 1 unless the
  * prompt's logits match within 1e-4 of their largest magnitude and the
  * greedy tokens are the same. --bench prints prefill (batch 8 x 512) and
  * decode (batch 1, 256 new tokens) tokens per second.
@@ -35,7 +35,7 @@ static void die(const char *what, tc_status st)
     fprintf(stderr, "gpt: %s: %s: %s\n", what, tc_status_string(st), tc_last_error());
     exit(2);
 }
-#define CHECK(call)                                                                                \
+#define TRY(call)                                                                                  \
     do {                                                                                           \
         tc_status st_ = (call);                                                                    \
         if (st_ != TC_OK)                                                                          \
@@ -112,18 +112,18 @@ static tc_tensor *load(tc_safetensors *f, const gpt *m, const char *name, bool t
     char full[128];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     tc_tensor *t, *u, *c;
-    CHECK(tc_safetensors_get(f, full, m->dev, &t));
+    TRY(tc_safetensors_get(f, full, m->dev, &t));
     if (!transpose) {
-        CHECK(tc_tensor_to(t, m->dev, m->dt, false, &u));
+        TRY(tc_tensor_to(t, m->dev, m->dt, false, &u));
         tc_tensor_release(t);
         return u;
     }
     /* GPT-2 keeps Conv1D weights as [in, out]; linear wants [out, in] */
-    CHECK(tc_tensor_transpose(t, 0, 1, &u));
-    CHECK(tc_tensor_to(u, m->dev, m->dt, false, &c));
+    TRY(tc_tensor_transpose(t, 0, 1, &u));
+    TRY(tc_tensor_to(u, m->dev, m->dt, false, &c));
     tc_tensor_release(t);
     tc_tensor_release(u);
-    CHECK(tc_tensor_contiguous(c, &t));
+    TRY(tc_tensor_contiguous(c, &t));
     tc_tensor_release(c);
     return t;
 }
@@ -131,7 +131,7 @@ static tc_tensor *load(tc_safetensors *f, const gpt *m, const char *name, bool t
 static void gpt_load(gpt *m, const char *path)
 {
     tc_safetensors *f;
-    CHECK(tc_safetensors_open(path, &f));
+    TRY(tc_safetensors_open(path, &f));
     int64_t sizes[TC_MAX_DIMS];
     int ndim;
     prefix = "";
@@ -139,11 +139,11 @@ static void gpt_load(gpt *m, const char *path)
         prefix = "transformer.";
     char name[128];
     snprintf(name, sizeof name, "%swte.weight", prefix);
-    CHECK(tc_safetensors_info(f, name, NULL, &ndim, sizes));
+    TRY(tc_safetensors_info(f, name, NULL, &ndim, sizes));
     m->V = sizes[0];
     m->C = sizes[1];
     snprintf(name, sizeof name, "%swpe.weight", prefix);
-    CHECK(tc_safetensors_info(f, name, NULL, &ndim, sizes));
+    TRY(tc_safetensors_info(f, name, NULL, &ndim, sizes));
     m->n_ctx = sizes[0];
     m->n_layer = 0;
     for (;;) {
@@ -153,7 +153,7 @@ static void gpt_load(gpt *m, const char *path)
         m->n_layer++;
     }
     const char *nh = NULL;
-    CHECK(tc_safetensors_metadata(f, "n_head", &nh));
+    TRY(tc_safetensors_metadata(f, "n_head", &nh));
     m->n_head = nh ? atoi(nh) : (int)(m->C / 64);
     if (m->n_head <= 0 || m->C % m->n_head) {
         fprintf(stderr, "gpt: %lld channels do not split into %d heads\n", (long long)m->C,
@@ -183,7 +183,7 @@ static void gpt_load(gpt *m, const char *path)
             *w[i].t = load(f, m, name, w[i].transpose);
         }
     }
-    CHECK(tc_safetensors_close(f));
+    TRY(tc_safetensors_close(f));
 }
 
 static void gpt_free(gpt *m)
@@ -231,15 +231,15 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
     m->kc = calloc((size_t)m->n_layer, sizeof *m->kc);
     m->vc = calloc((size_t)m->n_layer, sizeof *m->vc);
     for (int l = 0; l < m->n_layer; l++) {
-        CHECK(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->kc[l]));
-        CHECK(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->vc[l]));
+        TRY(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->kc[l]));
+        TRY(tc_tensor_zeros(4, cs, m->dt, m->dev, &m->vc[l]));
     }
-    CHECK(tc_tensor_zeros(2, ts, TC_INT64, m->dev, &m->tok));
-    CHECK(tc_tensor_zeros(1, &one, TC_INT64, m->dev, &m->pos));
-    CHECK(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
-    CHECK(tc_tensor_arange(0, (double)S, 1, TC_INT64, m->dev, &m->positions));
-    CHECK(tc_tensor_zeros(0, NULL, m->dt, m->dev, &m->zero));
-    CHECK(tc_tensor_full(0, NULL, -INFINITY, m->dt, m->dev, &m->neg_inf));
+    TRY(tc_tensor_zeros(2, ts, TC_INT64, m->dev, &m->tok));
+    TRY(tc_tensor_zeros(1, &one, TC_INT64, m->dev, &m->pos));
+    TRY(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
+    TRY(tc_tensor_arange(0, (double)S, 1, TC_INT64, m->dev, &m->positions));
+    TRY(tc_tensor_zeros(0, NULL, m->dt, m->dev, &m->zero));
+    TRY(tc_tensor_full(0, NULL, -INFINITY, m->dt, m->dev, &m->neg_inf));
     m->scale = 1 / sqrt((double)hd);
 }
 
@@ -279,7 +279,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
  * first T positions when there is a cache. */
 static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits)
 {
-    tc_nvtx_range_push("prefill"); /* for profilers: scripts/gpt_profile.sh */
+    tc_nvtx_range_push("prefill"); /* for profilers: scripts/profile.sh gpt */
     scratch s = {.st = TC_OK};
     int64_t T = tc_tensor_size(tokens, 1);
     LET(&s, pos, tc_tensor_arange(0, (double)T, 1, TC_INT64, m->dev, &pos));
@@ -365,8 +365,8 @@ static tc_status gpt_step(void *ctx)
 static tc_tensor *clone(const tc_tensor *t)
 {
     tc_tensor *c;
-    CHECK(tc_tensor_empty_like(t, &c));
-    CHECK(tc_tensor_copy_(c, t, false));
+    TRY(tc_tensor_empty_like(t, &c));
+    TRY(tc_tensor_copy_(c, t, false));
     return c;
 }
 
@@ -379,15 +379,15 @@ static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph,
 {
     int64_t T = tc_tensor_size(prompt, 1);
     for (int l = 0; l < m->n_layer; l++) {
-        CHECK(tc_tensor_fill_(m->kc[l], 0));
-        CHECK(tc_tensor_fill_(m->vc[l], 0));
+        TRY(tc_tensor_fill_(m->kc[l], 0));
+        TRY(tc_tensor_fill_(m->vc[l], 0));
     }
     tc_tensor *logits, *last, *first, *col;
-    CHECK(gpt_prefill(m, prompt, &logits));
-    CHECK(tc_tensor_narrow(logits, 1, T - 1, 1, &last));
-    CHECK(tc_tensor_argmax(last, -1, false, &first)); /* [B, 1] */
-    CHECK(tc_tensor_copy_(m->tok, first, false));
-    CHECK(tc_tensor_fill_(m->pos, (double)T));
+    TRY(gpt_prefill(m, prompt, &logits));
+    TRY(tc_tensor_narrow(logits, 1, T - 1, 1, &last));
+    TRY(tc_tensor_argmax(last, -1, false, &first)); /* [B, 1] */
+    TRY(tc_tensor_copy_(m->tok, first, false));
+    TRY(tc_tensor_fill_(m->pos, (double)T));
     tc_tensor_release(last);
     tc_tensor_release(first);
     if (prefill_logits)
@@ -402,51 +402,51 @@ static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph,
          * capture queues nothing, so the state stays as the prefill left
          * it. tcuda captures on a side stream of its own. */
         tc_tensor *tok0 = clone(m->tok), *pos0 = clone(m->pos);
-        CHECK(gpt_step(m));
-        CHECK(tc_tensor_copy_(m->tok, tok0, false));
-        CHECK(tc_tensor_copy_(m->pos, pos0, false));
+        TRY(gpt_step(m));
+        TRY(tc_tensor_copy_(m->tok, tok0, false));
+        TRY(tc_tensor_copy_(m->pos, pos0, false));
         for (int l = 0; l < m->n_layer; l++) {
             tc_tensor *kt, *vt;
-            CHECK(tc_tensor_narrow(m->kc[l], 2, T, 1, &kt));
-            CHECK(tc_tensor_narrow(m->vc[l], 2, T, 1, &vt));
-            CHECK(tc_tensor_fill_(kt, 0));
-            CHECK(tc_tensor_fill_(vt, 0));
+            TRY(tc_tensor_narrow(m->kc[l], 2, T, 1, &kt));
+            TRY(tc_tensor_narrow(m->vc[l], 2, T, 1, &vt));
+            TRY(tc_tensor_fill_(kt, 0));
+            TRY(tc_tensor_fill_(vt, 0));
             tc_tensor_release(kt);
             tc_tensor_release(vt);
         }
         tc_tensor_release(tok0);
         tc_tensor_release(pos0);
-        CHECK(tc_graph_create(&g));
+        TRY(tc_graph_create(&g));
         tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_mempool_id){0}, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
-        CHECK(cg.status);
+        TRY(cg.status);
         tc_status st = gpt_step(m);
         tc_status end = tc_graph_capture_guard_exit(&cg);
-        CHECK(st);
-        CHECK(end);
+        TRY(st);
+        TRY(end);
     }
-    CHECK(tc_tensor_narrow(out, 1, 0, 1, &col));
-    CHECK(tc_tensor_copy_(col, m->tok, false));
+    TRY(tc_tensor_narrow(out, 1, 0, 1, &col));
+    TRY(tc_tensor_copy_(col, m->tok, false));
     tc_tensor_release(col);
     if (m->dev.type == TC_CUDA)
-        CHECK(tc_synchronize(m->dev.index));
+        TRY(tc_synchronize(m->dev.index));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int64_t i = 1; i < n; i++) {
         if (g)
-            CHECK(tc_graph_replay(g));
+            TRY(tc_graph_replay(g));
         else
-            CHECK(gpt_step(m));
-        CHECK(tc_tensor_narrow(out, 1, i, 1, &col));
-        CHECK(tc_tensor_copy_(col, m->tok, false));
+            TRY(gpt_step(m));
+        TRY(tc_tensor_narrow(out, 1, i, 1, &col));
+        TRY(tc_tensor_copy_(col, m->tok, false));
         tc_tensor_release(col);
     }
     if (m->dev.type == TC_CUDA)
-        CHECK(tc_synchronize(m->dev.index));
+        TRY(tc_synchronize(m->dev.index));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *decode_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (g)
-        CHECK(tc_graph_destroy(g));
+        TRY(tc_graph_destroy(g));
 }
 
 /* ---- the program -------------------------------------------------------------------- */
@@ -462,16 +462,16 @@ static int check(gpt *m, const char *ref_path, bool graph)
 {
     tc_safetensors *ref;
     tc_tensor *prompt, *want_logits, *want_tokens, *prompt_dev, *logits, *out;
-    CHECK(tc_safetensors_open(ref_path, &ref));
-    CHECK(tc_safetensors_get(ref, "prompt", (tc_device){TC_CPU, -1}, &prompt));
-    CHECK(tc_safetensors_get(ref, "logits", (tc_device){TC_CPU, -1}, &want_logits));
-    CHECK(tc_safetensors_get(ref, "generated", (tc_device){TC_CPU, -1}, &want_tokens));
-    CHECK(tc_safetensors_close(ref));
+    TRY(tc_safetensors_open(ref_path, &ref));
+    TRY(tc_safetensors_get(ref, "prompt", (tc_device){TC_CPU, -1}, &prompt));
+    TRY(tc_safetensors_get(ref, "logits", (tc_device){TC_CPU, -1}, &want_logits));
+    TRY(tc_safetensors_get(ref, "generated", (tc_device){TC_CPU, -1}, &want_tokens));
+    TRY(tc_safetensors_close(ref));
     int64_t B = tc_tensor_size(prompt, 0), T = tc_tensor_size(prompt, 1);
     int64_t n = tc_tensor_size(want_tokens, 1), os[2] = {B, n};
     gpt_cache(m, B, T + n);
-    CHECK(tc_tensor_to(prompt, m->dev, TC_INT64, false, &prompt_dev));
-    CHECK(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
+    TRY(tc_tensor_to(prompt, m->dev, TC_INT64, false, &prompt_dev));
+    TRY(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
     double secs;
     gpt_generate(m, prompt_dev, n, graph, out, &logits, &secs);
 
@@ -484,10 +484,10 @@ static int check(gpt *m, const char *ref_path, bool graph)
                 (long long)tc_tensor_numel(logits), (long long)nl);
         rc = 1;
     } else {
-        CHECK(tc_tensor_to_host(logits, got, TC_FLOAT32));
-        CHECK(tc_tensor_to_host(want_logits, want, TC_FLOAT32));
-        CHECK(tc_tensor_to_host(out, gt, TC_INT64));
-        CHECK(tc_tensor_to_host(want_tokens, wt, TC_INT64));
+        TRY(tc_tensor_to_host(logits, got, TC_FLOAT32));
+        TRY(tc_tensor_to_host(want_logits, want, TC_FLOAT32));
+        TRY(tc_tensor_to_host(out, gt, TC_INT64));
+        TRY(tc_tensor_to_host(want_tokens, wt, TC_INT64));
         double diff = 0, big = 0;
         for (int64_t i = 0; i < nl; i++) {
             diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
@@ -519,26 +519,26 @@ static void bench(gpt *m, bool graph)
                 (long long)m->n_ctx);
         exit(2);
     }
-    CHECK(tc_tensor_zeros(2, ps, TC_INT64, m->dev, &x));
-    CHECK(tc_tensor_random_(x, 0, m->V, NULL));
+    TRY(tc_tensor_zeros(2, ps, TC_INT64, m->dev, &x));
+    TRY(tc_tensor_random_(x, 0, m->V, NULL));
     for (int rep = 0; rep < 2; rep++) { /* the first one warms up */
         int reps = rep ? 5 : 1;
         if (m->dev.type == TC_CUDA)
-            CHECK(tc_synchronize(m->dev.index));
+            TRY(tc_synchronize(m->dev.index));
         double t0 = now_s();
         for (int i = 0; i < reps; i++) {
-            CHECK(gpt_prefill(m, x, &logits));
+            TRY(gpt_prefill(m, x, &logits));
             tc_tensor_release(logits);
         }
         if (m->dev.type == TC_CUDA)
-            CHECK(tc_synchronize(m->dev.index));
+            TRY(tc_synchronize(m->dev.index));
         if (rep)
             printf("tcuda prefill_%s %.0f\n", dt, 8 * 512 * reps / (now_s() - t0));
     }
     gpt_cache(m, 1, 16 + 256);
-    CHECK(tc_tensor_zeros(2, one, TC_INT64, m->dev, &p));
-    CHECK(tc_tensor_random_(p, 0, m->V, NULL));
-    CHECK(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
+    TRY(tc_tensor_zeros(2, one, TC_INT64, m->dev, &p));
+    TRY(tc_tensor_random_(p, 0, m->V, NULL));
+    TRY(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
     double secs = 0;
     for (int rep = 0; rep < 2; rep++) /* the first one warms up */
         gpt_generate(m, p, 256, graph, out, NULL, &secs);
@@ -603,13 +603,13 @@ int main(int argc, char **argv)
             toks[T++] = atoll(p);
         int64_t ps[2] = {1, T}, os[2] = {1, n_new};
         tc_tensor *p, *out;
-        CHECK(tc_tensor_from_data(toks, 2, ps, TC_INT64, m.dev, &p));
-        CHECK(tc_tensor_zeros(2, os, TC_INT64, m.dev, &out));
+        TRY(tc_tensor_from_data(toks, 2, ps, TC_INT64, m.dev, &p));
+        TRY(tc_tensor_zeros(2, os, TC_INT64, m.dev, &out));
         gpt_cache(&m, 1, T + n_new);
         double secs;
         gpt_generate(&m, p, n_new, graph, out, NULL, &secs);
         int64_t *gen = malloc((size_t)n_new * sizeof *gen);
-        CHECK(tc_tensor_to_host(out, gen, TC_INT64));
+        TRY(tc_tensor_to_host(out, gen, TC_INT64));
         for (int64_t i = 0; i < n_new; i++)
             printf("%s%lld", i ? "," : "", (long long)gen[i]);
         printf("\n%.1f tokens/s\n", (double)(n_new - 1) / secs);

@@ -33,7 +33,7 @@ static void die(const char *what, tc_status st)
     fprintf(stderr, "graph_mlp: %s failed: %s: %s\n", what, tc_status_string(st), tc_last_error());
     exit(1);
 }
-#define CHECK(call)                                                                                \
+#define TRY(call)                                                                                  \
     do {                                                                                           \
         tc_status st_ = (call);                                                                    \
         if (st_ != TC_OK)                                                                          \
@@ -56,7 +56,7 @@ static tc_status step(void *ctx)
     tc_status st = TC_OK;
     tc_tensor *h, *a, *p, *d, *d2, *loss = NULL, *dp, *at, *dw2, *w2t, *da, *mask, *dh, *xt, *dw1,
                                    *u1, *n1, *u2, *n2;
-    /* a range for profilers (scripts/mlp_profile.sh) */
+    /* a range for profilers (scripts/profile.sh mlp) */
     tc_nvtx_range_push("mlp_step");
     OP(h, tc_tensor_matmul(m->x, m->w1, &h)); /* forward */
     OP(a, tc_tensor_relu(h, &a));
@@ -106,14 +106,14 @@ static float rnd(void) /* in [-1, 1) */
 static tc_tensor *from_host(const float *v, int64_t rows, int64_t cols, tc_device dev)
 {
     tc_tensor *t;
-    CHECK(tc_tensor_from_data(v, 2, (int64_t[]){rows, cols}, TC_FLOAT32, dev, &t));
+    TRY(tc_tensor_from_data(v, 2, (int64_t[]){rows, cols}, TC_FLOAT32, dev, &t));
     return t;
 }
 
 static tc_tensor *scalar(double v, tc_device dev)
 {
     tc_tensor *t;
-    CHECK(tc_tensor_full(0, NULL, v, TC_FLOAT32, dev, &t));
+    TRY(tc_tensor_full(0, NULL, v, TC_FLOAT32, dev, &t));
     return t;
 }
 
@@ -127,18 +127,18 @@ static double now_s(void)
 /* Sets the weights to the initial ones. */
 static void reset_weights(mlp *m, tc_tensor *w1_0, tc_tensor *w2_0)
 {
-    CHECK(tc_tensor_copy_(m->w1, w1_0, false));
-    CHECK(tc_tensor_copy_(m->w2, w2_0, false));
+    TRY(tc_tensor_copy_(m->w1, w1_0, false));
+    TRY(tc_tensor_copy_(m->w2, w2_0, false));
 }
 
 /* Copies m->loss into losses[i] (a device-side copy: no wait). */
 static void record_loss(mlp *m, tc_tensor *losses, int i)
 {
     tc_tensor *slot;
-    CHECK(tc_tensor_narrow(losses, 0, i, 1, &slot));
+    TRY(tc_tensor_narrow(losses, 0, i, 1, &slot));
     tc_tensor *flat;
-    CHECK(tc_tensor_view(m->loss, 1, (int64_t[]){1}, &flat));
-    CHECK(tc_tensor_copy_(slot, flat, false));
+    TRY(tc_tensor_view(m->loss, 1, (int64_t[]){1}, &flat));
+    TRY(tc_tensor_copy_(slot, flat, false));
     tc_tensor_release(flat);
     tc_tensor_release(slot);
 }
@@ -152,17 +152,17 @@ static double graph_run(mlp *m, tc_graph_order order, int steps, tc_tensor *w1_0
     tc_graphed_callable *c;
     tc_graph_fn fn = step;
     void *ctx = m;
-    CHECK(tc_make_graphed_callables_ordered(1, &fn, &ctx, 3, order, &c));
+    TRY(tc_make_graphed_callables_ordered(1, &fn, &ctx, 3, order, &c));
     reset_weights(m, w1_0, w2_0); /* the warm-up trained: start over */
-    CHECK(tc_synchronize(-1));
+    TRY(tc_synchronize(-1));
     double t0 = now_s();
     for (int i = 0; i < steps; i++) {
-        CHECK(tc_graphed_callable_call(c));
+        TRY(tc_graphed_callable_call(c));
         record_loss(m, losses, i);
     }
-    CHECK(tc_synchronize(-1));
+    TRY(tc_synchronize(-1));
     double s = now_s() - t0;
-    CHECK(tc_graphed_callable_destroy(c));
+    TRY(tc_graphed_callable_destroy(c));
     return s;
 }
 
@@ -195,24 +195,24 @@ int main(void)
     m.zero = scalar(0.0, dev);
     m.scale = scalar(2.0 / (B * DOUT), dev);
     tc_tensor *eager_losses, *graph_losses;
-    CHECK(tc_tensor_zeros(1, (int64_t[]){steps}, TC_FLOAT32, dev, &eager_losses));
-    CHECK(tc_tensor_zeros(1, (int64_t[]){steps}, TC_FLOAT32, dev, &graph_losses));
+    TRY(tc_tensor_zeros(1, (int64_t[]){steps}, TC_FLOAT32, dev, &eager_losses));
+    TRY(tc_tensor_zeros(1, (int64_t[]){steps}, TC_FLOAT32, dev, &graph_losses));
 
     /* eager */
-    CHECK(step(&m)); /* warm-up (cuBLAS handle, allocator cache), then start over */
+    TRY(step(&m)); /* warm-up (cuBLAS handle, allocator cache), then start over */
     reset_weights(&m, w1_0, w2_0);
     if (gpu)
-        CHECK(tc_synchronize(-1));
+        TRY(tc_synchronize(-1));
     double t0 = now_s();
     for (int i = 0; i < steps; i++) {
-        CHECK(step(&m));
+        TRY(step(&m));
         record_loss(&m, eager_losses, i);
     }
     if (gpu)
-        CHECK(tc_synchronize(-1));
+        TRY(tc_synchronize(-1));
     double eager_s = now_s() - t0;
     float *el = malloc(sizeof(float) * steps), *gl = malloc(sizeof(float) * steps);
-    CHECK(tc_tensor_to_host(eager_losses, el, TC_FLOAT32));
+    TRY(tc_tensor_to_host(eager_losses, el, TC_FLOAT32));
     printf("%s, %d steps of a %d-%d-%d MLP on a batch of %d\n", gpu ? "cuda:0" : "cpu", steps, DIN,
            HID, DOUT, B);
     printf("eager: loss %.6f -> %.6f, %.2f us per step\n", el[0], el[steps - 1],
@@ -228,7 +228,7 @@ int main(void)
         tc_graph_order orders[2] = {TC_GRAPH_ORDER_STREAM, TC_GRAPH_ORDER_DATA};
         for (int k = 0; k < 2; k++) {
             double graph_s = graph_run(&m, orders[k], steps, w1_0, w2_0, graph_losses);
-            CHECK(tc_tensor_to_host(graph_losses, gl, TC_FLOAT32));
+            TRY(tc_tensor_to_host(graph_losses, gl, TC_FLOAT32));
             double worst = 0;
             for (int i = 0; i < steps; i++) {
                 double d = (double)gl[i] - el[i],

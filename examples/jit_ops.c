@@ -12,7 +12,7 @@
 
 #include "tcuda/tcuda.h"
 
-#define CHECK(call)                                                                                \
+#define TRY(call)                                                                                  \
     do {                                                                                           \
         tc_status st_ = (call);                                                                    \
         if (st_ != TC_OK) {                                                                        \
@@ -43,7 +43,7 @@ int main(void)
     /* 1. one output, two extra scalars with defaults */
     tc_jit_fn *axpby = NULL;
     tc_jit_options opts = {.scalars = "alpha=1.0, beta=1.0"};
-    CHECK(tc_jit_create_fn(
+    TRY(tc_jit_create_fn(
         "template <typename T>\n"
         "T fused_axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }",
         &opts, &axpby));
@@ -51,29 +51,29 @@ int main(void)
     int64_t mat[2] = {2, 4}, row[1] = {4};
     float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, ys[4] = {0.5f, -0.5f, 0.25f, -0.25f};
     tc_tensor *x = NULL, *y = NULL;
-    CHECK(tc_tensor_from_data(xs, 2, mat, TC_FLOAT32, dev, &x));
-    CHECK(tc_tensor_from_data(ys, 1, row, TC_FLOAT32, dev, &y));
+    TRY(tc_tensor_from_data(xs, 2, mat, TC_FLOAT32, dev, &x));
+    TRY(tc_tensor_from_data(ys, 1, row, TC_FLOAT32, dev, &y));
     const tc_tensor *in[2] = {x, y};
     tc_tensor *out[1] = {NULL};
-    CHECK(tc_jit_fn_call(axpby, in, 2, NULL, out)); /* defaults: x + y, y broadcast */
+    TRY(tc_jit_fn_call(axpby, in, 2, NULL, out)); /* defaults: x + y, y broadcast */
     print("x+y", out[0]);
     tc_tensor_release(out[0]);
     out[0] = NULL;
     double scalars[2] = {2.0, 10.0};
-    CHECK(tc_jit_fn_call(axpby, in, 2, scalars, out)); /* 2x + 10y */
+    TRY(tc_jit_fn_call(axpby, in, 2, scalars, out)); /* 2x + 10y */
     print("2x+10y", out[0]);
     tc_tensor_release(out[0]);
 
     /* 2. two outputs, returned through reference parameters */
     tc_jit_fn *polar = NULL;
-    CHECK(tc_jit_create_multi_output_fn("template <typename T>\n"
-                                        "void polar(T x, T y, T &r, T &theta) {\n"
-                                        "    r = sqrt(x * x + y * y);\n"
-                                        "    theta = atan2(y, x);\n"
-                                        "}",
-                                        2, NULL, &polar));
+    TRY(tc_jit_create_multi_output_fn("template <typename T>\n"
+                                      "void polar(T x, T y, T &r, T &theta) {\n"
+                                      "    r = sqrt(x * x + y * y);\n"
+                                      "    theta = atan2(y, x);\n"
+                                      "}",
+                                      2, NULL, &polar));
     tc_tensor *pr[2] = {NULL, NULL};
-    CHECK(tc_jit_fn_call(polar, in, 2, NULL, pr));
+    TRY(tc_jit_fn_call(polar, in, 2, NULL, pr));
     print("r", pr[0]);
     print("theta", pr[1]);
 
@@ -81,7 +81,7 @@ int main(void)
     tc_tensor_release(pr[1]);
     tc_tensor_release(x);
     tc_tensor_release(y);
-    CHECK(tc_jit_fn_destroy(axpby));
-    CHECK(tc_jit_fn_destroy(polar));
+    TRY(tc_jit_fn_destroy(axpby));
+    TRY(tc_jit_fn_destroy(polar));
     return 0;
 }

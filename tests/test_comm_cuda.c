@@ -386,7 +386,7 @@ int main(int argc, char **argv)
 #endif
     (void)argc;
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     test_one_device();
     int n = tc_device_count();
     if (n >= 2) { /* peer copies, then NCCL (when it is there) */

@@ -20,7 +20,7 @@ static void *thread_device(void *arg)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     int n = tc_device_count();
     CHECK(n >= 1);
     CHECK(tc_is_initialized());

@@ -403,7 +403,7 @@ int main(int argc, char **argv)
         return fake_main(argv[2]);
 #endif
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     tc_test_find_nccl(); /* before tcuda loads it; the ranks inherit the setting */
 
     tc_dist_options o;

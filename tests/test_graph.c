@@ -985,7 +985,7 @@ int main(void)
 {
     tc_test_init();
     check_pool_rules_on_host();
-    tc_test_require_gpu_after(check_without_gpu);
+    TC_TEST_REQUIRE_GPU_AFTER(check_without_gpu);
 #if defined(TCUDA_HAVE_CUDA)
     run_gpu_tests();
 #endif

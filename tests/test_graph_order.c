@@ -732,7 +732,7 @@ int main(void)
 {
     tc_test_init();
     check_arguments();
-    tc_test_require_gpu_after(check_without_gpu);
+    TC_TEST_REQUIRE_GPU_AFTER(check_without_gpu);
 #if defined(TCUDA_HAVE_CUDA)
     run_gpu_tests();
 #endif

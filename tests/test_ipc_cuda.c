@@ -195,7 +195,7 @@ int main(int argc, char **argv)
     if (argc == 6 && !strcmp(argv[1], "consumer"))
         return consumer(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     char dir[] = "/tmp/tcuda_ipc_cuda_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     setenv("TCUDA_IPC_DIR", dir, 1); /* the consumers inherit it */

@@ -18,7 +18,6 @@
 
 #include "tc_test.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include "jit/jit_internal.h"
 #include "tc_jit_check.h"
 #include "test_kernels.h"
@@ -304,7 +303,7 @@ int main(void)
 {
     if (getenv("TC_JIT_CUDA_CHILD"))
         return child_main();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     tc_test_init();
     snprintf(cache_dir, sizeof cache_dir, "%s/tcuda-test-jit-cuda-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -328,11 +327,3 @@ int main(void)
         printf("could not remove %s\n", cache_dir);
     return TC_TEST_DONE();
 }
-
-#else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
-#endif

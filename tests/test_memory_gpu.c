@@ -12,14 +12,6 @@
 
 #include "tc_test.h"
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    tc_test_init();
-    tc_test_require_gpu(); /* exits 77: built without CUDA */
-    return 77;
-}
-#else
 #include <cuda_runtime_api.h>
 
 int tc_test_spin_sum(const float *p, size_t n, float *out, long long cycles, cudaStream_t s);
@@ -362,7 +354,7 @@ static int child_peaks(void)
 int main(int argc, char **argv)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     if (argc > 1 && !strcmp(argv[1], "expandable"))
         return child_expandable();
     if (argc > 1 && !strcmp(argv[1], "async"))
@@ -386,4 +378,3 @@ int main(int argc, char **argv)
     CHECK(system(cmd) == 0); /* a bad config is an error, not ignored */
     return TC_TEST_DONE();
 }
-#endif

@@ -17,14 +17,6 @@
 
 #include "tc_test.h"
 
-#ifndef TCUDA_HAVE_CUDA
-int main(void)
-{
-    tc_test_init();
-    tc_test_require_gpu(); /* exits 77: built without CUDA */
-    return 77;
-}
-#else
 #include <cuda_runtime_api.h>
 
 #define MiB ((size_t)1 << 20)
@@ -269,7 +261,7 @@ int main(int argc, char **argv)
     tc_test_init();
     if (argc > 1 && strcmp(argv[1], "--bad-env-child") == 0)
         return bad_env_child(); /* before anything initializes CUDA */
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     if (argc > 1 && strcmp(argv[1], "--no-caching-child") == 0)
         return no_caching_child();
     char dir[4096], absdir[4096];
@@ -286,4 +278,3 @@ int main(int argc, char **argv)
     no_caching(argv[0]);
     return TC_TEST_DONE();
 }
-#endif

@@ -266,7 +266,7 @@ int main(int argc, char **argv)
         return child_shared_object();
 #endif
     run_child(argv[0], "handles");
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     run_child(argv[0], "functions");
 #ifdef TC_TEST_PLUGGABLE_SO
     run_child(argv[0], "so");

@@ -9,7 +9,6 @@
  * test_nn.) Exits 77 without a GPU. */
 #include "nn_check.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include "tensor/cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
 
 /* A linear captured into a CUDA graph after a warm-up (the thread's
@@ -423,7 +422,7 @@ static void test_linear_padded(void)
 
 int main(void)
 {
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     tc_test_init();
     test_linear_graph();
     test_cross_entropy_async();
@@ -434,11 +433,3 @@ int main(void)
     CHECK_OK(tc_synchronize(-1));
     return TC_TEST_DONE();
 }
-
-#else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
-#endif

@@ -8,7 +8,7 @@
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     for (int d = 0; d < tc_device_count(); d++) {
         int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
         int power = tc_power_draw(d);

@@ -10,7 +10,6 @@
 #include "tc_rng_forge.h"
 #include "tc_test.h"
 
-#ifdef TCUDA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "random/cuda/random_cuda.h"
@@ -270,7 +269,7 @@ static void test_offset_wrap(void)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     test_offset_wrap();
     double t0 = tc_test_now_ms();
     test_parity();
@@ -279,11 +278,3 @@ int main(void)
     printf("test_random_cuda: %.0f ms\n", tc_test_now_ms() - t0);
     return TC_TEST_DONE();
 }
-
-#else
-int main(void)
-{
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
-#endif

@@ -19,7 +19,6 @@
  * a reuse-after-free. CPU tensors report nothing. */
 #include <pthread.h>
 #include <spawn.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -27,26 +26,8 @@
 #include "base/env.h"
 #include "tensor/tensor_internal.h"
 #include "sanitizer/sanitizer_internal.h"
+#include "sanitizer_reports.h" /* on_report, reports(), last_kind, last_text, ... */
 #include "tc_test.h"
-
-/* ---- reports caught by a callback ------------------------------------------ */
-
-static atomic_int nreports;
-static tc_sanitizer_race last_kind;
-static char last_text[8192], last_cur[64], last_earlier[64];
-
-static void on_report(const tc_sanitizer_report *r, void *ud)
-{
-    (void)ud;
-    nreports++;
-    last_kind = r->kind;
-    snprintf(last_text, sizeof last_text, "%s", r->text);
-    snprintf(last_cur, sizeof last_cur, "%s", r->current_op);
-    snprintf(last_earlier, sizeof last_earlier, "%s", r->earlier_op);
-}
-
-/* Reports since the last call. */
-static int reports(void) { return atomic_exchange(&nreports, 0); }
 
 /* ---- part 1: the engine ------------------------------------------------------ */
 

@@ -15,36 +15,12 @@
 #include <math.h>
 #include <stdlib.h>
 
+#define TC_TEST_PRINT_REPORTS  /* the first report of each kind, for the log */
+#include "sanitizer_reports.h" /* on_report, reports(), last_kind, last_text, ... */
 #include "tc_test.h"
 
 static const tc_device GPU = {TC_CUDA, -1}, CPU = {TC_CPU, -1};
 enum { N = 1 << 20 };
-
-static int nreports;
-static tc_sanitizer_race last_kind;
-static char last_text[16384], last_cur[64], last_earlier[64];
-static bool verbose_done[4];
-
-static void on_report(const tc_sanitizer_report *r, void *ud)
-{
-    (void)ud;
-    nreports++;
-    last_kind = r->kind;
-    snprintf(last_text, sizeof last_text, "%s", r->text);
-    snprintf(last_cur, sizeof last_cur, "%s", r->current_op);
-    snprintf(last_earlier, sizeof last_earlier, "%s", r->earlier_op);
-    if ((unsigned)r->kind < 4 && !verbose_done[r->kind]) { /* one of each kind, for the log */
-        verbose_done[r->kind] = true;
-        printf("---- a %s report, as printed ----\n%s", tc_sanitizer_race_string(r->kind), r->text);
-    }
-}
-
-static int reports(void)
-{
-    int n = nreports;
-    nreports = 0;
-    return n;
-}
 
 /* The report names both operations and has a call stack for each. */
 static void check_report(tc_sanitizer_race kind, const char *cur, const char *earlier)
@@ -382,7 +358,7 @@ static void test_nn_and_indexing(tc_stream *side)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
     tc_stream *side = NULL;

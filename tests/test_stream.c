@@ -9,7 +9,6 @@
 
 #include "tc_test.h"
 
-#if defined(TCUDA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 
 #include "test_kernels.h"
@@ -197,7 +196,7 @@ static void test_external_gone(void)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
 
     int least = 1, greatest = 1;
     CHECK_OK(tc_stream_priority_range(&least, &greatest));
@@ -334,6 +333,3 @@ int main(void)
     cudaFree(b);
     return TC_TEST_DONE();
 }
-#else
-int main(void) { return 77; }
-#endif

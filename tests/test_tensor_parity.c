@@ -759,7 +759,7 @@ static void test_two_gpus(void)
 
 int main(void)
 {
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     tc_test_init();
     test_elementwise();
     test_large_flat();

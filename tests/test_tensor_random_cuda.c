@@ -108,7 +108,7 @@ static void test_generators_and_factories(void)
 int main(void)
 {
     tc_test_init();
-    tc_test_require_gpu();
+    TC_TEST_REQUIRE_GPU();
     test_cpu_equals_gpu();
     test_generators_and_factories();
     return TC_TEST_DONE();

@@ -2,7 +2,7 @@
  *
  * CHECK(cond) and friends print the place and go on counting failures;
  * TC_TEST_DONE() prints "N passed, N failed" and returns the exit code.
- * tc_test_require_gpu() exits with 77 (CTest: skipped) when there is no GPU.
+ * TC_TEST_REQUIRE_GPU() exits with 77 (CTest: skipped) when there is no GPU.
  * Random inputs come from tc_test_rand*(), seeded by tc_test_seed(): the
  * environment's TCUDA_TEST_SEED, or the clock. The seed is printed when a
  * test starts and with every failure, so any run can be repeated:
@@ -20,10 +20,19 @@
 extern int tc_test_passed, tc_test_failed;
 
 void tc_test_fail_at(const char *file, int line, const char *what);
+
+/* A GPU test's one way to skip. TC_TEST_REQUIRE_GPU() exits with 77 when no
+ * GPU is usable: none is there, no driver, or the build is without CUDA, so
+ * one test source skips alike in both builds. TC_TEST_REQUIRE_GPU_AFTER(checks)
+ * first runs checks() (what can be checked without a GPU), prints their
+ * count and exits 1 if any failed, else 77. With a GPU both return.
+ * tests/CMakeLists.txt labels every test that says either "gpu"; a test that
+ * needs CUDA to compile is listed there as well (TCUDA_CUDA_TESTS). */
+#define TC_TEST_REQUIRE_GPU() tc_test_require_gpu()
+#define TC_TEST_REQUIRE_GPU_AFTER(checks) tc_test_require_gpu_after(checks)
 void tc_test_require_gpu(void);
-/* Without a GPU: runs checks() (what can be checked without one), prints
- * their count, and exits 1 if any failed, else 77. With one: returns. */
 void tc_test_require_gpu_after(void (*checks)(void));
+
 /* Seeds the test's random numbers and prints the seed (main calls it first). */
 void tc_test_init(void);
 /* The seed of this run: TCUDA_TEST_SEED (decimal or 0x-hex) when set, else

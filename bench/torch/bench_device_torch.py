@@ -1,6 +1,9 @@
 """PyTorch's host cost for the calls bench_device measures, from Python."""
 import time
-import torch
+
+from torch_timing import torch_or_exit
+
+torch = torch_or_exit()
 
 N = 200000
 s = torch.cuda.Stream()

@@ -10,7 +10,7 @@ slot is reused, as bench_alloc does). Sequence lengths vary from step to step
 (64..1024 tokens, batch 16), so the sizes change and the peak moves, which is
 what makes a caching allocator reserve, split and give memory back.
 
-    python3 bench/record_trace.py OUT.bin [steps]     (default 12 steps)
+    python3 bench/torch/record_trace.py OUT.bin [steps]     (default 12 steps)
 
 Prints the number of operations and the peak live bytes. Only 'alloc' and
 'free_requested' events are kept (free_completed when a trace has no

@@ -1,6 +1,6 @@
 // The recorded trace replayed through PyTorch's CUDA caching allocator (its
 // C++ API, linked from the torch package), with the same loop and GPU work as
-// bench_trace (bench/trace_replay.h). Built and run by bench/run_trace.sh.
+// bench_trace (bench/trace_replay.h). Built and run by bench/run.sh trace.
 //   trace_torch TRACE       (PYTORCH_CUDA_ALLOC_CONF applies as usual)
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>

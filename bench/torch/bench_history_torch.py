@@ -2,7 +2,7 @@
 replayed through torch.cuda.caching_allocator_alloc/delete with memory
 history off, and on with context "all" and stacks "python", then "all"
 (C++ frames too). A Python loop: its own cost is in every row, so the
-history's cost per op is a row minus the "off" row (run_history.sh prints
+history's cost per op is a row minus the "off" row (bench/run.sh history prints
 both). Warm replays, best of REPEATS. Prints CSV rows: torch,mode,ns_per_op.
 Usage: python3 bench_history_torch.py TRACE [REPEATS]"""
 import struct

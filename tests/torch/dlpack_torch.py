@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""DLPack between tcuda and PyTorch, both ways, on a GPU (issue 16).
+"""DLPack between tcuda and PyTorch, both ways, on a GPU.
 
 Runs on the GPU machine against a CUDA build's libtcuda.so (ctypes; no
 compiled glue):
 
-    python3 scripts/dlpack_torch.py [path/to/libtcuda.so]   # or TCUDA_LIB=...
+    python3 tests/torch/dlpack_torch.py [path/to/libtcuda.so]   # or TCUDA_LIB=...
+
+(scripts/gpu.sh full runs it.)
 
 1. tcuda -> torch: a CUDA tensor made by tcuda is handed to torch.from_dlpack
    through an object with __dlpack__ / __dlpack_device__ (so torch passes its

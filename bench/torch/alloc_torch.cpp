@@ -1,6 +1,6 @@
 // Replays bench_alloc's trace file through PyTorch's CUDA caching allocator
 // (its C++ API, linked from the torch package): cold once, warm three times.
-// Built and run by bench/run_alloc.sh on the GPU machine. Prints the same row
+// Built and run by bench/run.sh alloc on the GPU machine. Prints the same row
 // as bench_alloc: ns/op cold, best warm, peak reserved / peak live.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>

@@ -1,7 +1,7 @@
 """The MLP training step of examples/graph_mlp.c in PyTorch: the same sizes
 (128-256-16, batch 64), the same hand-written backward and SGD update in
 place. Shared by bench_graph_torch.py (eager and graph timings) and
-scripts/mlp_profile.sh (where the step's GPU time goes)."""
+scripts/profile.sh mlp (where the step's GPU time goes)."""
 import torch
 
 B, DIN, HID, DOUT = 64, 128, 256, 16

@@ -4,7 +4,7 @@ A chain of 100 adds on 16 float32 elements (x = x + y), wall-clock time per
 op eagerly and as a replayed torch.cuda.CUDAGraph; and the MLP training step
 of examples/graph_mlp.c (same sizes, same hand-written backward and SGD),
 eagerly and as a replayed graph, in microseconds per step. Prints
-"name value unit" rows that run_graph.sh puts beside tcuda's."""
+"name value unit" rows that bench/run.sh graph puts beside tcuda's."""
 import time
 
 try:

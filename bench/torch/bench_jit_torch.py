@@ -1,4 +1,4 @@
-"""PyTorch's side of bench/run_jit.sh: torch.cuda.jiterator on the same code.
+"""PyTorch's side of bench_jit (bench/run.sh jit): torch.cuda.jiterator on the same code.
 
 Rows, as bench_jit.c prints them (prefixed torch_):
   first_call_cold_ms     fresh process, empty kernel cache

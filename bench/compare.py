@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""The side-by-side tables of bench/run.sh: one per topic, tcuda beside the raw
+CUDA floor where there is one and beside PyTorch, from what the programs
+printed into the topic's log folder.
+
+    python3 bench/compare.py TOPIC LOG [ARGS]
+
+run.sh writes LOG/tcuda.txt (tcuda's program), LOG/torch.txt (the PyTorch
+twin from bench/torch/), LOG/gpu.txt (nvidia-smi's name and driver), and for
+some topics a file more; a topic's function below reads them, matches rows by
+name and prints one markdown table with the notes under it. A side that is
+missing or printed no table (no GPU, no torch) leaves its columns empty; when
+tcuda's program printed no table, its words are printed instead. Ratios say
+which way they divide in their header; BENCHMARKS.md copies these tables."""
+import csv
+import os
+import re
+import struct
+import sys
+
+# ---- reading what the programs printed -------------------------------------------------
+
+
+def read_lines(path):
+    """The lines of a file without their ends; none when it is missing."""
+    if not os.path.exists(path):
+        return []
+    with open(path, errors="replace") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+NUMBER = re.compile(r"-?[0-9][0-9.,]*(e[-+]?[0-9]+)?$")
+
+
+def number(text):
+    """A float from a printed number ("1,234.5"), or None for "-" and words."""
+    text = text.strip()
+    return float(text.replace(",", "")) if NUMBER.match(text) else None
+
+
+def text_rows(path, width, values=1):
+    """The "name value [value] unit" rows of a file as printf's "%-28s %12.3f"
+    prints them: the name padded to `width` (a longer one runs on to the next
+    space), the first value right-aligned to end 11 or more columns after it.
+    Returns {name: ([values], unit)} in order, and the file's other lines."""
+    rows, other = {}, []
+    for line in read_lines(path):
+        cut = width
+        while cut < len(line) and not line[cut].isspace():
+            cut += 1
+        tokens = list(re.finditer(r"\S+", line[cut:]))
+        aligned = bool(tokens) and cut + tokens[0].end() >= width + 11
+        vals = []
+        while tokens and len(vals) < values and (tokens[0].group() == "-" or
+                                                 number(tokens[0].group()) is not None):
+            vals.append(number(tokens.pop(0).group()))
+        if line[:cut].strip() and aligned and any(v is not None for v in vals):
+            unit = " ".join(t.group() for t in tokens)
+            rows[line[:cut].strip()] = (vals + [None] * (values - len(vals)), unit)
+        elif line.strip():
+            other.append(line.strip())
+    return rows, other
+
+
+def csv_rows(path, first):
+    """The rows of a CSV file whose header starts with `first` (lines starting
+    with "#" skipped), or None when the file holds no such table."""
+    lines = [line for line in read_lines(path) if not line.startswith("#")]
+    if not lines or not lines[0].startswith(first + ","):
+        return None
+    return list(csv.DictReader(lines))
+
+
+def key_values(path):
+    """The "key,value" lines of a file as a dict."""
+    out = {}
+    for line in read_lines(path):
+        if "," in line:
+            k, v = line.split(",", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def md_rows(path, cells):
+    """The markdown rows of `cells` cells in a file ("| a | b |", the last "|"
+    optional; header rows, those above a |---| rule, left out), and the
+    file's other lines."""
+    rows, other, lines = [], [], read_lines(path)
+    for i, line in enumerate(lines):
+        # a closing "|" ends the row; without one the last cell runs to the end
+        parts = line.strip()[1:].split("|")
+        if line.endswith("|"):
+            parts = parts[:-1]
+        parts = [" ".join(c.split()) for c in parts]
+        rule = all(c and set(c) <= set("-:") for c in parts)
+        header = i + 1 < len(lines) and re.match(r"^\|[-:| ]+\|?$", lines[i + 1])
+        if line.startswith("|") and len(parts) == cells:
+            if not rule and not header:
+                rows.append(parts)
+        elif line.strip() and not rule:
+            other.append(line.strip())
+    return rows, other
+
+
+def notes_of(path):
+    """The "# ..." lines a PyTorch twin prints (its version, why it skipped)."""
+    return [line[1:].strip() for line in read_lines(path) if line.startswith("#")]
+
+
+def ratio(a, b):
+    """a / b, or None when either is missing or b is 0."""
+    return a / b if a is not None and b else None
+
+
+# ---- the one table ----------------------------------------------------------------------
+
+
+def table(title, head, rows, notes=()):
+    """Prints a markdown table. head: (name, format) per column, format "" for
+    text (left-aligned) or a format spec for numbers ("{:.2f}", right-aligned);
+    a cell that is None prints "-". Then each note on a line of its own."""
+    cells = [[fmt_cell(c, f) for c, (_, f) in zip(r, head)] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, (h, _) in enumerate(head)]
+
+    def line(values):
+        out = []
+        for v, w, (_, f) in zip(values, widths, head):
+            out.append(v.ljust(w) if not f else v.rjust(w))
+        return "| " + " | ".join(out) + " |"
+
+    if title:
+        print(title)
+    print(line([h for h, _ in head]))
+    print("|" + "|".join("-" * (w + 1) + (":" if f else "-") for w, (_, f) in zip(widths, head)) + "|")
+    for r in cells:
+        print(line(r))
+    for n in notes:
+        print(n)
+
+
+def fmt_cell(value, f):
+    if value is None:
+        return "-"
+    if not f or isinstance(value, str):
+        return str(value)
+    return f.format(value)
+
+
+def title_of(log, what):
+    """A table's first line: what it measures and on which GPU."""
+    gpu = " ".join(read_lines(os.path.join(log, "gpu.txt"))).strip()
+    return f"{what} ({gpu})" if gpu else what
+
+
+def tcuda_said(lines):
+    """Prints what tcuda's program said when it printed no table (no GPU)."""
+    print("\n".join(lines).strip() or "tcuda's program printed nothing (see its log)")
+
+
+# ---- the topics ---------------------------------------------------------------------------
+
+
+def topic_device(log, args):
+    t, t_other = md_rows(f"{log}/tcuda.txt", 4)
+    p, _ = md_rows(f"{log}/torch.txt", 2)
+    if not t:
+        return tcuda_said(t_other)
+    rows = []
+    for i, (call, ns, bare, r) in enumerate(t):
+        tp = p[i] if i < len(p) else [None, None]
+        rows.append([call, number(ns), bare, r, tp[0], number(tp[1] or "-")])
+    table(title_of(log, "host ns per call, median of 7 runs"),
+          [("call", ""), ("tcuda ns", "{:.1f}"), ("bare CUDA ns", "{}"), ("tcuda ÷ bare", "{}"),
+           ("PyTorch call (from Python)", ""), ("PyTorch ns", "{:.0f}")], rows, notes_of(f"{log}/torch.txt"))
+
+
+def topic_random(log, args):
+    lg, reps = (args + ["28", "21"][len(args):])[:2]
+    t = csv_rows(f"{log}/tcuda.txt", "op")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    p = {r["op"]: r for r in csv_rows(f"{log}/torch.txt", "op") or []}
+    rows = []
+    for r in t:
+        q = p.get(r["op"], {})
+        ms, pms = number(r["ms"]), number(q.get("ms", "-"))
+        rows.append([r["op"], ms, number(r["GB/s written"] or "-"), number(r["Gsamples/s"] or "-"),
+                     pms, number(q.get("GB/s written", "-")), number(q.get("Gsamples/s", "-")),
+                     ratio(pms, ms)])
+    table(title_of(log, f"random fills, n = 2^{lg}, median of {reps}"),
+          [("op", ""), ("ms", "{:.3f}"), ("GB/s", "{:.1f}"), ("Gsamp/s", "{:.1f}"),
+           ("torch ms", "{:.3f}"), ("torch GB/s", "{:.1f}"), ("torch Gsamp/s", "{:.1f}"),
+           ("torch ms ÷ tcuda ms", "{:.2f}")], rows,
+          notes_of(f"{log}/torch.txt") + ["the floors are raw CUDA: cudaMemsetAsync and "
+                                          "cudaMemcpyAsync of the same buffer"])
+
+
+def topic_alloc(log, args):
+    rows, other = md_rows(f"{log}/rows.txt", 4)
+    title = " ".join(read_lines(f"{log}/trace.txt")) or "allocator"
+    table(title_of(log, title + "; one core"),
+          [("allocator", ""), ("cold ns/op", "{}"), ("warm ns/op", "{}"),
+           ("peak reserved ÷ peak live", "{}")], rows,
+          other + ["cudaMalloc/cudaFree is the raw floor: no caching at all"])
+
+
+def trace_summary(path):
+    """What the trace replays: its operations, allocations and peak."""
+    if not os.path.exists(path):
+        return "trace: missing"
+    d = open(path, "rb").read()
+    n = struct.unpack_from("<Q", d)[0]
+    cur = peak = allocs = 0
+    sz = {}
+    for i in range(n):
+        sid, a, s = struct.unpack_from("<IIQ", d, 8 + 16 * i)
+        if a:
+            sz[sid] = s
+            cur += s
+            allocs += 1
+            peak = max(peak, cur)
+        else:
+            cur -= sz[sid]
+    return ("trace: %d operations, %d allocations (a 20 us kernel every 50: %.1f ms of GPU work"
+            " a pass), peak live %.1f MiB" % (n, allocs, allocs // 50 * 0.02, peak / 2**20))
+
+
+def topic_trace(log, args):
+    rows, other = md_rows(f"{log}/rows.txt", 6)
+    table(title_of(log, trace_summary(f"{log}/trace.bin") +
+                   "\nhost / end-to-end ms per pass (pass 1 cold; warm = median of passes 3-6)"),
+          [("allocator", ""), ("pass 1 cold", "{}"), ("pass 2", "{}"), ("warm", "{}"),
+           ("resv/live", "{}"), ("host waits", "")], rows, other)
+
+
+def topic_tensor(log, args):
+    t, t_other = text_rows(f"{log}/tcuda.txt", 28, values=2)
+    if not t:
+        return tcuda_said(t_other)
+    p, _ = text_rows(f"{log}/torch.txt", 28)
+    rows = []
+    for name, ((v, floor), unit) in t.items():
+        pv = p.get(name, ([None], ""))[0][0]
+        r = ratio(v, pv)
+        rows.append([name, unit.split(" (")[0], v, floor, pv, None if r is None else f"{r:.1%}"])
+    table(title_of(log, "tensors: GPU rows timed with events around 10 to 20 calls"),
+          [("row", ""), ("unit", ""), ("tcuda", "{:.1f}"), ("raw CUDA floor", "{:.1f}"),
+           ("PyTorch", "{:.1f}"), ("tcuda ÷ PyTorch", "{}")], rows,
+          [n for n in t_other if not n.startswith("row ")] + notes_of(f"{log}/torch.txt") +
+          ["floors: cudaMemcpyAsync for the copies, a bare kernel launch for the host row"])
+
+
+def mlp_rows(path):
+    """examples/graph_mlp's lines as rows: its steps eager, as a graph in
+    stream order and in data order, and the speedups."""
+    text = "\n".join(read_lines(path))
+    eager = re.search(r"eager: .*?([0-9.]+) us per step", text)
+    graph = re.search(r"graph: .*?([0-9.]+) us per step", text)
+    data = re.search(r"graph, data order: .*?([0-9.]+) us per step", text)
+    rows = {}
+    if eager and graph:
+        e, g = float(eager.group(1)), float(graph.group(1))
+        rows["mlp step eager, us"] = e, "us per step"
+        rows["mlp step graph, us"] = g, "us per step"
+        rows["mlp graph speedup"] = e / g, "x"
+        if data:
+            d = float(data.group(1))
+            rows["mlp step data-order graph"] = d, "us per step (TC_GRAPH_ORDER_DATA)"
+            rows["mlp data-order speedup"] = e / d, "x"
+    checks = [line for line in text.splitlines() if "losses" in line or "did not" in line]
+    return rows, checks
+
+
+def topic_graph(log, args):
+    t, t_other = text_rows(f"{log}/tcuda.txt", 28)
+    if not t:
+        return tcuda_said(t_other)
+    p, p_other = text_rows(f"{log}/torch.txt", 28)
+    mlp, checks = mlp_rows(f"{log}/mlp.txt")
+    tv = {k: v[0][0] for k, v in t.items()}
+    tv.update({k: v[0] for k, v in mlp.items()})
+    units = {k: v[1] for k, v in t.items()}
+    units.update({k: v[1] for k, v in mlp.items()})
+    pv = {k: v[0][0] for k, v in p.items()}
+    floor_of = {"add chain graph, us/op": "add chain raw graph, us/op"}
+    floors = set(floor_of.values()) | {"least kernel raw graph, us/op"}
+    rows = []
+    for k, v in tv.items():
+        if k in floor_of.values():
+            continue
+        if k in floors:  # a floor with no tcuda row of its own
+            rows.append([k, units[k], None, v, None, None])
+            continue
+        fl = tv.get(floor_of.get(k, ""))
+        rows.append([k, units[k], v, fl, pv.get(k), ratio(v, pv.get(k))])
+    notes = [n for n in t_other if not n.startswith("bench_graph on")] + checks
+    notes += [n for n in p_other if n.startswith("torch losses")] + notes_of(f"{log}/torch.txt")
+    g, r = tv.get("add chain graph, us/op"), tv.get("add chain raw graph, us/op")
+    if g and r:
+        notes.append(f"target 1: graph / raw graph = {g / r:.3f} (<= 1.05)")
+    if g and pv.get("add chain graph, us/op"):
+        notes.append(f"target 2: graph replay per op below PyTorch's: {g:.3f} vs "
+                     f"{pv['add chain graph, us/op']:.3f}")
+    for k, how in (("mlp graph speedup", "stream order"), ("mlp data-order speedup", "data order")):
+        if tv.get(k) and pv.get("mlp graph speedup"):
+            notes.append(f"target 3 ({how}): MLP speedup {tv[k]:.2f}x vs PyTorch's "
+                         f"{pv['mlp graph speedup']:.2f}x (at least PyTorch's)")
+    title = next((n for n in t_other if n.startswith("bench_graph on")), "graphs")
+    table(title_of(log, title), [("row", ""), ("unit", ""), ("tcuda", "{:.3f}"),
+                                 ("raw CUDA graph", "{:.3f}"), ("PyTorch", "{:.3f}"),
+                                 ("tcuda ÷ PyTorch", "{:.2f}")], rows, notes)
+
+
+def topic_comm(log, args):
+    t, t_other = text_rows(f"{log}/tcuda.txt", 34)
+    p, p_other = text_rows(f"{log}/torch.txt", 34)
+    if not t:
+        return tcuda_said(t_other)
+    raw_of = {"comm broadcast": "raw nccl broadcast", "comm reduce_add": "raw nccl reduce",
+              "dist all_reduce bus": "raw nccl all_reduce bus", "dist all_reduce": "raw nccl all_reduce"}
+    rows = []
+    for k, ((v,), _) in t.items():
+        if k.startswith("raw"):
+            continue
+        base, n = k.rsplit(" ", 1)
+        raw = t.get(f"{raw_of.get(base, '?')} {n}", ([None],))[0][0]
+        pv = p.get(k, ([None],))[0][0]
+        rows.append([k, v, pv, ratio(v, pv), raw, ratio(v, raw)])
+    table(title_of(log, "GB/s of 256 MiB (bytes of one buffer / time)"),
+          [("row", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("tcuda ÷ torch", "{:.3f}"),
+           ("raw nccl", "{:.2f}"), ("tcuda ÷ raw", "{:.3f}")], rows,
+          t_other + p_other + ["targets: tcuda ÷ torch >= 0.97, tcuda ÷ raw >= 0.95"])
+
+
+def topic_gpt(log, args):
+    vals, order = {}, []
+    for line in read_lines(f"{log}/rows.txt"):
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("tcuda", "torch") and number(parts[2]) is not None:
+            if parts[1] not in order:
+                order.append(parts[1])
+            vals[parts[0], parts[1]] = number(parts[2])
+    rows = [[k, vals.get(("tcuda", k)), vals.get(("torch", k)),
+             ratio(vals.get(("tcuda", k)), vals.get(("torch", k)))] for k in order]
+    checks = [line for line in read_lines(f"{log}/check.txt") if line.startswith("check")]
+    table(title_of(log, "GPT-2 small, tokens/s: prefill batch 8 x 512, decode batch 1, 256 new"),
+          [("row", ""), ("tcuda", "{:,.0f}"), ("PyTorch", "{:,.0f}"), ("tcuda ÷ PyTorch", "{:.3f}")],
+          rows, checks)
+
+
+def topic_history(log, args):
+    rows = [line.strip().split(",") for f in ("tcuda.txt", "torch.txt")
+            for line in read_lines(f"{log}/{f}") if line.count(",") == 2]
+    rows = [r for r in rows if r[0] != "where"]
+    base = {r[0]: float(r[2]) for r in rows if r[1] == "off" and number(r[2]) is not None}
+    names = {"gpu": "tcuda (GPU, device 0)", "host": "tcuda algorithm (host provider)",
+             "torch": "PyTorch (Python loop)"}
+    out = []
+    for w, m, ns in rows:
+        v = number(ns)
+        extra = None if m.startswith("off") or w not in base or v is None else "%+.0f" % (v - base[w])
+        out.append([names.get(w, w), m, v, extra])
+    table("memory history: ns per allocator operation, warm, 50,000-op trace",
+          [("allocator", ""), ("history", ""), ("ns/op", "{:.0f}"), ("cost over off", "{}")], out,
+          read_lines(f"{log}/tcuda.err")[-3:] + read_lines(f"{log}/torch.err")[-3:])
+
+
+def topic_sanitizer(log, args):
+    lines = read_lines(f"{log}/tcuda.txt")
+    if not lines or not lines[0].startswith("mode,"):
+        return tcuda_said(lines)
+    rows = [r.split(",") for r in lines[1:] if r]
+    rows += [r for r in csv.reader(read_lines(f"{log}/torch.txt")) if len(r) >= 2]
+    base = {r[0]: float(r[2]) for r in rows if len(r) > 2 and r[1] != "error"}
+    names = {"off": "tcuda, sanitizer off", "on": "tcuda, sanitizer on",
+             "off_installed": "tcuda, on then off", "torch_off": "torch, sanitizer off",
+             "torch_on": "torch, CSAN on"}
+    out = []
+    for r in rows:
+        if len(r) < 4 or r[1] == "error":
+            out.append([names.get(r[0], r[0]), None, None, None, "error (see logs)"])
+            continue
+        ref = base.get("torch_off" if r[0].startswith("torch") else "off")
+        out.append([names.get(r[0], r[0]), float(r[1]), float(r[2]), ratio(float(r[2]), ref), r[3]])
+    notes = []
+    if "on" in base and "torch_on" in base:
+        notes.append("tcuda on vs torch CSAN on: %.1fx faster per op" % (base["torch_on"] / base["on"]))
+    table("stream sanitizer: host us per op (3 kernels + 1 event record + 1 wait per iteration)",
+          [("run", ""), ("us/iter", "{:.2f}"), ("us/op", "{:.2f}"), ("x its off", "{:.2f}"),
+           ("reports", "{}")], out, notes)
+
+
+def topic_jit(log, args):
+    t, p = key_values(f"{log}/tcuda.txt"), key_values(f"{log}/torch.txt")
+    if "first_call_cold_ms" not in t:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    spec = [("first call, cold (load NVRTC, compile)", "first_call_cold_ms", "ms", "min"),
+            ("first call, compile only", "first_call_compile_ms", "ms", "min"),
+            ("second process, first call (disk cache)", "second_process_first_call_ms", "ms", "min"),
+            ("warm call, host time", "warm_call_host_us", "us", "min"),
+            ("kernel, 2^%s float32" % t.get("n_log2", "?"), "jit_axpy_gbs", "GB/s", "max")]
+    rows = []
+    for name, key, unit, better in spec:
+        a, b = number(t[key]), number(p.get("torch_" + key, "-"))
+        r = ratio(a, b) if better == "max" else ratio(b, a)
+        rows.append([name, f"{a:.2f} {unit}", None if b is None else f"{b:.2f} {unit}", r])
+    add = number(t["builtin_add_gbs"])
+    rows.append(["tcuda built-in add, same bytes", f"{add:.2f} GB/s", None, None])
+    if "torch_add_gbs" in p:
+        rows.append(["torch.add, same bytes", None, f"{number(p['torch_add_gbs']):.2f} GB/s", None])
+    table("jiterator, x + alpha*y; device %s; torch %s" % (
+        t.get("device", "?"), p.get("torch_version", p.get("torch_unavailable", "?"))),
+          [("", ""), ("tcuda", "{}"), ("torch", "{}"), ("ratio", "{:.2f}")], rows,
+          ["jit kernel at %.3f of the built-in add" % (number(t["jit_axpy_gbs"]) / add),
+           "targets: first compile <= torch's; disk-cache first call <= 5 ms; kernel >= 0.97 of "
+           "torch's jiterator and of the built-in add (ratio: above 1 is tcuda better)"])
+
+
+def topic_loss(log, args):
+    t, t_other = text_rows(f"{log}/tcuda.txt", 34)
+    if not t:
+        return tcuda_said(t_other)
+    p, _ = text_rows(f"{log}/torch.txt", 34)
+    rows = []
+    for k, ((v,), unit) in t.items():
+        pv = p.get(k, ([None],))[0][0]
+        rows.append([k, unit, v, pv, ratio(pv, v)])
+    table(title_of(log, t_other[0] if t_other else "cross_entropy behind queued work"),
+          [("row", ""), ("unit", ""), ("tcuda", "{:.3f}"), ("PyTorch", "{:.3f}"),
+           ("PyTorch ÷ tcuda", "{:.2f}")], rows, t_other[1:] + notes_of(f"{log}/torch.txt"))
+
+
+def topic_nn(log, args):
+    t = csv_rows(f"{log}/tcuda.txt", "op")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    p = {(r["op"], r["dtype"], r["rows"], r["cols"]): number(r["GBps"])
+         for r in csv_rows(f"{log}/torch.txt", "op") or []}
+    rows = []
+    for r in t:
+        gb, pgb = number(r["GBps"]), p.get((r["op"], r["dtype"], r["rows"], r["cols"]))
+        rows.append([r["op"], r["path"], r["dtype"], f"{r['rows']}x{r['cols']}", gb, pgb,
+                     number(r["floor_GBps"]), ratio(gb, pgb)])
+    table(title_of(log, "softmax and layer_norm, GB/s (read once, written once); "
+                        "the floor is cudaMemcpyAsync of the same bytes"),
+          [("op", ""), ("path", ""), ("dtype", ""), ("shape", ""), ("tcuda GB/s", "{:.1f}"),
+           ("torch GB/s", "{:.1f}"), ("floor GB/s", "{:.1f}"), ("tcuda ÷ torch", "{:.3f}")], rows,
+          notes_of(f"{log}/torch.txt") + ["path: the kernel path, auto the one tcuda takes"])
+
+
+def topic_attention(log, args):
+    t = csv_rows(f"{log}/tcuda.txt", "dtype")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    p = {r["dtype"]: r for r in csv_rows(f"{log}/torch.txt", "dtype") or []}
+    rows = []
+    for r in t:
+        ms, q = number(r["ms"]), p.get(r["dtype"], {})
+        pms = number(q.get("ms", "-"))
+        rows.append([r["dtype"], r["path"], ms, number(r["TFLOPs"]), pms,
+                     number(q.get("TFLOPs", "-")), ratio(pms, ms)])
+    table(title_of(log, "attention at GPT-2 small's prefill (8 x 12 heads x 512 x 64, causal)"),
+          [("dtype", ""), ("path", ""), ("tcuda ms", "{:.4f}"), ("TFLOP/s", "{:.1f}"),
+           ("torch ms", "{:.4f}"), ("torch TFLOP/s", "{:.1f}"), ("torch ms ÷ tcuda ms", "{:.2f}")],
+          rows, notes_of(f"{log}/torch.txt"))
+
+
+TOPICS = {name[len("topic_"):]: fn for name, fn in globals().items() if name.startswith("topic_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in TOPICS:
+        sys.exit("usage: compare.py TOPIC LOG [ARGS]; topics: " + " ".join(sorted(TOPICS)))
+    TOPICS[sys.argv[1]](sys.argv[2], sys.argv[3:])

@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# One benchmark topic on a GPU machine: tcuda's program, the raw CUDA floor
+# where there is one, and the PyTorch twin from bench/torch/ on the same GPU in
+# the same run, joined by bench/compare.py into one table. It builds nothing:
+# configure and build with CUDA first (scripts/gpu.sh perf does it all).
+#   BUILD=build OUT=/tmp/tcuda-bench bench/run.sh TOPIC [ARGS]
+# BUILD is the build folder (default build); each program's output goes to
+# $OUT/bench_TOPIC (OUT default /tmp/tcuda-bench), the table to stdout and to
+# table.txt there. Topics and their arguments:
+#   alloc                 the caching allocator replaying a synthetic trace, beside
+#                         cudaMalloc, cudaMallocAsync and PyTorch's (C++ API); then
+#                         the algorithm alone on the CPU and the VMM driver calls
+#   attention [repeats]   fused attention at GPT-2 small's prefill (51)
+#   comm                  broadcast, reduce_add, all_reduce over 2 and 4 GPUs, beside
+#                         raw NCCL and PyTorch (skips with fewer than 2 GPUs)
+#   device                host cost of device, stream and event calls
+#   gpt                   examples/gpt checked against PyTorch, then tokens/s
+#                         (GPT_CHECK_ONLY=1 stops after the checks)
+#   graph                 graph replay and examples/graph_mlp's step
+#   history               memory history's cost per allocator operation
+#   jit [log2 n] [reps]   jiterator: compile, cache, host and kernel (28 21)
+#   loss                  cross_entropy behind queued GPU work
+#   nn [repeats]          softmax and layer_norm GB/s (51)
+#   random [log2 n] [reps]  random fills (28 21)
+#   sanitizer             the stream sanitizer's host cost per op
+#   tensor                element-wise, reduction, copy, matmul and host cost rows
+#   trace [file]          a recorded training trace (bench/traces/transformer.bin.gz)
+#                         replayed with GPU work, for each allocator
+# Exits 1 when a tcuda program (or a raw CUDA floor) fails, 2 on bad usage.
+# PyTorch's side failing is no failure: its columns stay empty, its log says why.
+set -u
+usage() { sed -n '2,/^# Exits/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || usage
+TOPIC=$1
+shift
+BUILD=${BUILD:-build}
+[ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
+cd "$(dirname "$0")/.." || exit 2
+LOG=${OUT:-/tmp/tcuda-bench}/bench_$TOPIC
+mkdir -p "$LOG"
+TORCH_DIR=bench/torch
+rc=0
+
+# Every program a topic runs must be built; say which is not.
+need() {
+  for p in "$@"; do
+    if [ ! -x "$BUILD/$p" ]; then
+      echo "run.sh $TOPIC: missing $BUILD/$p: build first (cmake --build $BUILD, with CUDA)" >&2
+      exit 1
+    fi
+  done
+}
+# A tcuda program (or a raw CUDA floor): its failure fails the run.
+tcuda() { "$@" || { echo "run.sh $TOPIC: $* failed (rc=$?)" >&2; rc=1; }; }
+# The PyTorch twin: its output to torch.txt, its errors to torch.err.
+twin() { python3 "$TORCH_DIR/$1" "${@:2}" > "$LOG/torch.txt" 2> "$LOG/torch.err" ||
+  echo "run.sh $TOPIC: PyTorch's side failed (see $LOG/torch.err)" >&2; }
+compare() { python3 bench/compare.py "$TOPIC" "$LOG" "$@" | tee "$LOG/table.txt"; }
+# One core for the allocator replays when there is a third: on a shared host
+# an unpinned replay's ns/op moved by up to 40% between runs.
+PIN=""
+taskset -c 2 true 2> /dev/null && PIN="taskset -c 2"
+# PyTorch's caching allocator through its C++ API: bench/torch/NAME.cpp
+# compiled against the torch package into $LOG/NAME (once per log folder).
+build_torch_cpp() {
+  local name=$1 torch abi cuda=${CUDA_HOME:-/usr/local/cuda}
+  [ "$LOG/$name" -nt "$TORCH_DIR/$name.cpp" ] && return 0
+  torch=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>> "$LOG/torch_build.txt")
+  abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>> "$LOG/torch_build.txt")
+  [ -n "$torch" ] || return 1
+  g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="${abi:-1}" -Ibench "$TORCH_DIR/$name.cpp" \
+    -I"$torch/include" -I"$torch/include/torch/csrc/api/include" -I"$cuda/include" \
+    -L"$torch/lib" -lc10_cuda -lc10 -L"$cuda/lib64" -lcudart -Wl,-rpath,"$torch/lib" \
+    -Wl,-rpath,"$cuda/lib64" -o "$LOG/$name" 2>> "$LOG/torch_build.txt"
+}
+torch_gpu() { python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; }
+
+# ---- the topics ----------------------------------------------------------------------
+
+topic_alloc() {
+  need bench/bench_alloc bench/bench_alloc_host bench/bench_vmm
+  local b=$BUILD/bench/bench_alloc trace=$LOG/alloc_trace.bin
+  tcuda "$b" gen "$trace" > "$LOG/trace.txt"
+  {
+    $PIN "$b" tcuda 2>> "$LOG/errors.txt" || { echo "| tcuda: failed, see $LOG/errors.txt"; rc=1; }
+    TCUDA_ALLOC_CONF=expandable_segments:True $PIN "$b" tcuda 2>> "$LOG/errors.txt" ||
+      { echo "| tcuda expandable: failed"; rc=1; }
+    $PIN "$b" cudamalloc 2>> "$LOG/errors.txt" || { echo "| cudaMalloc: failed"; rc=1; }
+    $PIN "$b" async 2>> "$LOG/errors.txt" || { echo "| cudaMallocAsync: failed"; rc=1; }
+    if build_torch_cpp alloc_torch; then
+      $PIN "$LOG/alloc_torch" "$trace" 2>> "$LOG/errors.txt" || echo "| pytorch: run failed, see $LOG/errors.txt"
+    else
+      echo "| pytorch: build failed: $(tail -3 "$LOG/torch_build.txt" | tr '\n' ' ')"
+    fi
+  } > "$LOG/rows.txt"
+  compare
+  echo
+  echo "The algorithm alone on this CPU (bench_alloc_host: fake provider; provider calls cold | warm x3):"
+  tcuda $PIN "$BUILD/bench/bench_alloc_host" ""
+  tcuda $PIN "$BUILD/bench/bench_alloc_host" expandable_segments:True
+  tcuda $PIN "$BUILD/bench/bench_alloc_host" --loop
+  echo
+  echo "Virtual-memory driver calls, microseconds (bench_vmm):"
+  tcuda "$BUILD/bench/bench_vmm"
+}
+
+topic_attention() {
+  local reps=${1:-51}
+  need bench/bench_attention
+  tcuda "$BUILD/bench/bench_attention" "$reps" > "$LOG/tcuda.txt"
+  twin bench_attention_torch.py "$reps"
+  compare
+}
+
+topic_comm() {
+  need bench/bench_comm
+  # NVLink multicast off, for NCCL, PyTorch's symmetric memory and NVSHMEM
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  local gpus
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  if [ "$gpus" -lt 2 ]; then
+    echo "skipped: the comm benchmark needs 2 or more GPUs, this machine has $gpus"
+    return
+  fi
+  # NCCL: the system's, else the one PyTorch ships (nvidia-nccl wheel).
+  if [ -z "${TCUDA_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2> /dev/null | grep -q 'libnccl.so.2'; then
+    local lib
+    lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2> /dev/null)
+    [ -n "$lib" ] && [ -f "$lib" ] && export TCUDA_NCCL_LIBRARY="$lib"
+  fi
+  echo "NCCL: ${TCUDA_NCCL_LIBRARY:-libnccl.so.2 from the system}" > "$LOG/tcuda.txt"
+  tcuda "$BUILD/bench/bench_comm" comm >> "$LOG/tcuda.txt"
+  for w in 2 4; do
+    [ "$w" -le "$gpus" ] || break
+    tools/tcuda-run -n "$w" --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist \
+      > "$LOG/dist$w.txt" || { echo "run.sh comm: tcuda-run -n $w failed" >&2; rc=1; }
+    sed 's/^\[rank 0\] //' "$LOG/dist$w.txt" >> "$LOG/tcuda.txt"
+  done
+  twin bench_comm_torch.py
+  compare
+}
+
+topic_device() {
+  need bench/bench_device
+  tcuda "$BUILD/bench/bench_device" > "$LOG/tcuda.txt"
+  twin bench_device_torch.py
+  compare
+}
+
+topic_gpt() {
+  need examples/gpt
+  local gpt=$BUILD/examples/gpt model
+  model=$(mktemp -d /tmp/tcuda-gpt2.XXXX) # about 500 MB: not kept with the logs
+  GPT_MODEL=$model
+  trap 'rm -rf "$GPT_MODEL"' EXIT
+  if ! python3 "$TORCH_DIR/gpt_torch.py" write "$model" > "$LOG/write.txt" 2>&1; then
+    echo "run.sh gpt: PyTorch could not write the model and reference:"
+    tail -3 "$LOG/write.txt"
+    rc=1
+    return
+  fi
+  : > "$LOG/check.txt"
+  for how in "cuda" "cuda --graph" "cpu"; do
+    # shellcheck disable=SC2086 # $how is the device and an optional --graph
+    "$gpt" "$model/model.safetensors" --device $how --check "$model/ref.safetensors" \
+      > "$LOG/check_${how// /_}.txt" 2>&1
+    local r=$?
+    [ $r = 0 ] || rc=1
+    echo "check, $how (rc=$r): $(grep -m1 '^check' "$LOG/check_${how// /_}.txt" || tail -1 "$LOG/check_${how// /_}.txt")" >> "$LOG/check.txt"
+  done
+  : > "$LOG/rows.txt"
+  if [ "${GPT_CHECK_ONLY:-0}" != 1 ]; then
+    for dt in float32 bfloat16; do
+      python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
+        echo "run.sh gpt: PyTorch's $dt bench failed (see $LOG/torch.err)" >&2
+      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt --bench > "$LOG/bench_$dt.txt" 2>&1
+      grep '^tcuda' "$LOG/bench_$dt.txt" >> "$LOG/rows.txt"
+      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt --graph --bench \
+        > "$LOG/bench_graph_$dt.txt" 2>&1
+      grep '^tcuda decode' "$LOG/bench_graph_$dt.txt" >> "$LOG/rows.txt"
+    done
+  fi
+  compare
+}
+
+topic_graph() {
+  need bench/bench_graph examples/graph_mlp
+  tcuda "$BUILD/bench/bench_graph" > "$LOG/tcuda.txt"
+  tcuda "$BUILD/examples/graph_mlp" > "$LOG/mlp.txt"
+  twin bench_graph_torch.py
+  compare
+  # where the step's time goes, op by op (diagnosis, not in the table)
+  if [ -x "$BUILD/bench/bench_graph_ops" ] && "$BUILD/bench/bench_graph_ops" > "$LOG/ops.txt" 2>&1 &&
+    [ "$(wc -l < "$LOG/ops.txt")" -gt 1 ]; then
+    echo "op by op in a graph (bench_graph_ops):"
+    tail -n +2 "$LOG/ops.txt"
+  fi
+}
+
+topic_history() {
+  need bench/bench_history
+  tcuda "$BUILD/bench/bench_history" gen "$LOG/trace.bin"
+  tcuda $PIN "$BUILD/bench/bench_history" > "$LOG/tcuda.txt" 2> "$LOG/tcuda.err"
+  : > "$LOG/torch.txt"
+  if torch_gpu; then
+    # a Python loop: its own cost is in every row, so it runs pinned too, bounded
+    timeout 45 $PIN python3 "$TORCH_DIR/bench_history_torch.py" "$LOG/trace.bin" 2 \
+      >> "$LOG/torch.txt" 2> "$LOG/torch.err" || echo "torch,error,0" >> "$LOG/torch.txt"
+  else
+    echo "torch: not importable or no GPU: PyTorch rows skipped" > "$LOG/torch.err"
+  fi
+  compare
+}
+
+topic_jit() {
+  local lg=${1:-28} reps=${2:-21}
+  need bench/bench_jit
+  tcuda "$BUILD/bench/bench_jit" "$lg" "$reps" > "$LOG/tcuda.txt"
+  python3 "$TORCH_DIR/bench_jit_torch.py" "$lg" "$reps" > "$LOG/torch.txt" 2> "$LOG/torch.err" ||
+    echo "torch_unavailable,see $LOG/torch.err" > "$LOG/torch.txt"
+  compare
+}
+
+topic_loss() {
+  need bench/bench_loss
+  tcuda "$BUILD/bench/bench_loss" > "$LOG/tcuda.txt"
+  twin bench_loss_torch.py
+  compare
+}
+
+topic_nn() {
+  local reps=${1:-51}
+  need bench/bench_nn
+  tcuda "$BUILD/bench/bench_nn" "$reps" > "$LOG/tcuda.txt"
+  twin bench_nn_torch.py "$LOG/tcuda.txt" "$reps"
+  compare
+}
+
+topic_random() {
+  local lg=${1:-28} reps=${2:-21}
+  need bench/bench_random
+  tcuda "$BUILD/bench/bench_random" --csv "$lg" "$reps" > "$LOG/tcuda.txt"
+  twin bench_random_torch.py "$lg" "$reps"
+  compare "$lg" "$reps"
+}
+
+topic_sanitizer() {
+  need bench/bench_sanitizer
+  tcuda env -u TCUDA_SANITIZER "$BUILD/bench/bench_sanitizer" 20000 7 > "$LOG/tcuda.txt"
+  : > "$LOG/torch.txt"
+  if torch_gpu; then # PyTorch's sanitizer is slow: fewer iterations
+    env -u TORCH_CUDA_SANITIZER timeout 60 python3 "$TORCH_DIR/bench_sanitizer_torch.py" 5000 5 \
+      >> "$LOG/torch.txt" 2> "$LOG/torch_off.err" || echo "torch_off,error" >> "$LOG/torch.txt"
+    TORCH_CUDA_SANITIZER=1 timeout 60 python3 "$TORCH_DIR/bench_sanitizer_torch.py" 300 3 \
+      >> "$LOG/torch.txt" 2> "$LOG/torch_on.err" || echo "torch_on,error" >> "$LOG/torch.txt"
+  fi
+  compare
+}
+
+topic_tensor() {
+  need bench/bench_tensor
+  tcuda "$BUILD/bench/bench_tensor" > "$LOG/tcuda.txt"
+  twin bench_tensor_torch.py
+  compare
+}
+
+topic_trace() {
+  local from=${1:-bench/traces/transformer.bin.gz} trace=$LOG/trace.bin b=$BUILD/bench/bench_trace
+  need bench/bench_trace
+  case "$from" in *.gz) gunzip -c "$from" > "$trace" ;; *) cp "$from" "$trace" ;; esac
+  {
+    $PIN "$b" tcuda "$trace" 2>> "$LOG/errors.txt" || { echo "| tcuda: failed"; rc=1; }
+    TCUDA_ALLOC_CONF=expandable_segments:True $PIN "$b" tcuda "$trace" 2>> "$LOG/errors.txt" ||
+      { echo "| tcuda expandable: failed"; rc=1; }
+    if build_torch_cpp trace_torch; then
+      $PIN "$LOG/trace_torch" "$trace" 2>> "$LOG/errors.txt" || echo "| pytorch: failed"
+      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $PIN "$LOG/trace_torch" "$trace" \
+        2>> "$LOG/errors.txt" || echo "| pytorch expandable: failed"
+    else
+      echo "| pytorch: not built: $(tail -2 "$LOG/torch_build.txt" 2> /dev/null | tr '\n' ' ')"
+    fi
+    $PIN "$b" async "$trace" 2>> "$LOG/errors.txt" || { echo "| cudaMallocAsync: failed"; rc=1; }
+    $PIN "$b" cudamalloc "$trace" 2>> "$LOG/errors.txt" || { echo "| cudaMalloc: failed"; rc=1; }
+  } > "$LOG/rows.txt"
+  compare
+  [ -s "$LOG/errors.txt" ] && { echo "errors:"; tail -5 "$LOG/errors.txt"; }
+}
+
+case $TOPIC in
+  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | random | sanitizer | tensor | trace) ;;
+  *) usage ;;
+esac
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -1 > "$LOG/gpu.txt"
+"topic_$TOPIC" "$@"
+echo "logs in $LOG"
+exit $rc

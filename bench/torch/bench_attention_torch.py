@@ -1,0 +1,24 @@
+"""PyTorch's side of bench_attention: F.scaled_dot_product_attention (its
+own choice of kernel), causal, at GPT-2 small's prefill shape (batch 8, 12
+heads, 512 tokens, head size 64), q, k and v the head views of one
+projection as in bench_attention.c; the median of event-timed calls.
+Prints CSV: dtype,ms,TFLOPs (the causal half of both products).
+Usage: python3 bench_attention_torch.py [repeats]"""
+import sys
+
+from torch_timing import median_ms, torch_or_exit
+
+torch = torch_or_exit()
+import torch.nn.functional as F  # noqa: E402
+
+reps = int(sys.argv[1]) if len(sys.argv) > 1 else 51
+torch.backends.cuda.matmul.allow_tf32 = False
+B, H, T, D = 8, 12, 512, 64
+flops = 2.0 * 2.0 * B * H * T * T * D / 2
+print(f"# torch {torch.__version__}")
+print("dtype,ms,TFLOPs")
+for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+    p = torch.randn(B, T, 3 * H * D, device="cuda", dtype=dt)
+    q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in p.split(H * D, 2))
+    ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), reps)
+    print(f"{name},{ms:.4f},{flops / ms / 1e9:.1f}")

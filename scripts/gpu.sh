@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Everything a GPU machine checks, in one call: scripts/gpu.sh PRESET
+#   quick     configure for sm_90 (RelWithDebInfo, warnings as errors), build,
+#             every test once (the multi-GPU ones included)
+#   sanitize  quick, then each GPU test (ctest's labels gpu and gpu_too) under
+#             compute-sanitizer memcheck and racecheck, and the test suite under
+#             tcuda's own stream sanitizer (ctest -L sanitizer)
+#   features  quick, the graph and jit examples, the stream sanitizer suite,
+#             and the graph, jit and sanitizer benchmarks beside PyTorch
+#   perf      the build, the random and allocator tests, bench/check_cvt.cu, the
+#             GPU and CPU random fills bit for bit, and the benchmarks device,
+#             random, alloc (three runs: the host's timing noise is large),
+#             tensor and trace; `perf record` first records a fresh PyTorch
+#             trace (bench/torch/record_trace.py), `perf nopairs` adds an A/B
+#             build with TCUDA_RNG_PAIRS=0
+#   full      all of these, every benchmark topic, the examples, and DLPack
+#             with PyTorch (tests/torch/dlpack_torch.py)
+# Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
+# and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
+# 590) in case the call's time limit stops the script; when OUT was given the
+# loose folder is then removed, so that only a few files come back. The
+# summary, one line a step, is printed last and kept in $OUT/summary.txt.
+# Exits 1 when a step failed. PyTorch's side of a benchmark failing is no
+# failure (its columns stay empty); a missing compute-sanitizer is, and stops
+# the run there (sanitize, full); a machine without a GPU is too.
+# Knobs: BUILD (build-gpu), BUILD_TYPE (RelWithDebInfo), CTEST_TIMEOUT (300 s a
+# test), CS_JOBS (4 sanitizer runs at a time), CS_TIMEOUT (420 s each: racecheck
+# of test_tensor_parity alone takes 290 s on an H100), CS_TESTS (instead of the
+# labelled list), BENCHES (topics of bench/run.sh instead of the preset's),
+# BENCH_TIMEOUT (300 s a topic), EXAMPLES (full's examples), PROFILES (names for
+# scripts/profile.sh, an argument after a colon: "gpt:float32 mlp").
+set -u
+cd "$(dirname "$0")/.." || exit 2
+PRESET=${1:-}
+shift
+OPTS=" $* "
+case $PRESET in
+  quick | sanitize | features | perf | full) ;;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
+esac
+export PATH=/usr/local/cuda/bin:$PATH
+# NVLink multicast off for NCCL, PyTorch's symmetric memory and NVSHMEM.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+GIVEN_OUT=${OUT:-}
+OUT=${OUT:-$PWD/gpu-out}
+L=$OUT/logs
+mkdir -p "$L"
+B=${BUILD:-build-gpu}
+T0=$SECONDS
+SUMMARY=$L/summary.txt
+: > "$SUMMARY"
+failed=0
+
+# ---- the summary ----------------------------------------------------------------------
+
+# One step's line: name, pass | fail | skip, and a detail (a CTest summary
+# line, a sanitizer's ERROR SUMMARY).
+result() {
+  local detail=${3:-}
+  [ ${#detail} -gt 110 ] && detail="${detail:0:107}..."
+  printf '%-32s %-4s  %s\n' "$1" "$2" "$detail" >> "$SUMMARY"
+  [ "$2" = fail ] && failed=1
+  return 0
+}
+pack() { tar czf "$OUT/logs.tgz" -C "$L" . 2> /dev/null; }
+finish() {
+  [ -n "${packer:-}" ] && kill "$packer" 2> /dev/null
+  echo "==== gpu.sh $PRESET: $(cat "$L/gpu.txt" 2> /dev/null), $((SECONDS - T0)) s; logs in $OUT/logs.tgz"
+  cat "$SUMMARY"
+  cp "$SUMMARY" "$OUT/summary.txt"
+  pack
+  [ -n "$GIVEN_OUT" ] && rm -rf "$L"
+  exit $failed
+}
+packer=
+if [ -n "$GIVEN_OUT" ]; then
+  { sleep $((${LIMIT:-590} - 20)) && pack; } > /dev/null 2>&1 &
+  packer=$!
+fi
+
+# ---- the steps ------------------------------------------------------------------------
+
+step_build() {
+  local t=$SECONDS
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$L/gpu.txt" 2>&1 ||
+    echo "no GPU seen" > "$L/gpu.txt"
+  if nvidia-smi -L > /dev/null 2>&1; then
+    result gpu pass "$(nvidia-smi -L | grep -c '^GPU') GPU(s): $(head -1 "$L/gpu.txt")"
+  else
+    result gpu fail "nvidia-smi sees no GPU: the GPU tests only skip"
+  fi
+  if cmake -S . -B "$B" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DTCUDA_WERROR=ON \
+    -DTCUDA_CUDA_ARCHS=90 -DTCUDA_SANITIZER_SUITE=ON > "$L/configure.log" 2>&1 &&
+    cmake --build "$B" -j "$(nproc)" > "$L/build.log" 2>&1; then
+    result build pass "$B, $((SECONDS - t)) s"
+  else
+    result build fail "see build.log: $(grep -m1 -E 'error|Error' "$L/configure.log" "$L/build.log" | cut -c1-120)"
+    tail -30 "$L/configure.log" "$L/build.log"
+    finish
+  fi
+}
+
+# ctest with a name, a log and its arguments: the summary line, the failures.
+ctest_step() {
+  local name=$1 log=$2
+  shift 2
+  (cd "$B" && ctest --output-on-failure -j 8 --timeout "${CTEST_TIMEOUT:-300}" "$@") > "$L/$log" 2>&1
+  local rc=$? line
+  line=$(grep -E 'tests passed|tests failed|No tests were found' "$L/$log" | tail -1)
+  if [ $rc = 0 ]; then
+    result "$name" pass "$line"
+  else
+    result "$name" fail "${line:-ctest rc=$rc}"
+    while read -r t; do result "  $t" fail; done < <(grep -E \
+      '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception|Not Run)' "$L/$log" | head -20)
+  fi
+}
+
+step_ctest() {
+  ctest_step ctest ctest.log -LE sanitizer
+  # test_tensor_parity's counts: how many CPU/GPU comparisons ran
+  local counts
+  counts=$(awk '/ Testing: / { on = ($3 == "test_tensor_parity") } on' \
+    "$B/Testing/Temporary/LastTest.log" 2> /dev/null | grep -E '^[0-9]+ passed, [0-9]+ failed|^skipped' | tail -1)
+  case $counts in
+    skipped*) result "  test_tensor_parity" skip "$counts" ;;
+    *passed*) result "  test_tensor_parity" pass "$counts" ;;
+  esac
+}
+
+# The GPU tests: those CTest labels gpu (they skip without one) and gpu_too
+# (they run on the GPU where there is one); CS_TESTS names others instead.
+gpu_tests() {
+  if [ -n "${CS_TESTS:-}" ]; then
+    echo "$CS_TESTS"
+  else
+    (cd "$B" && ctest -N -L '^gpu(_too)?$') | sed -n 's/^ *Test *#[0-9]*: //p'
+  fi
+}
+
+step_compute_sanitizer() {
+  if ! command -v compute-sanitizer > /dev/null; then
+    result compute-sanitizer fail "not found (looked in PATH and /usr/local/cuda/bin): nothing sanitized"
+    finish
+  fi
+  local tests
+  tests=$(gpu_tests)
+  san() { # tool test: one line, "tool test rc ERROR SUMMARY ..."
+    timeout "$CS_TIMEOUT" compute-sanitizer --tool "$1" --report-api-errors no --target-processes all \
+      --error-exitcode 9 "$B/tests/$2" > "$L/cs_$1_$2.log" 2>&1
+    echo "$1 $2 $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/cs_$1_$2.log" | tail -1)"
+  }
+  export -f san
+  export B L CS_TIMEOUT=${CS_TIMEOUT:-420}
+  for t in $tests; do echo "memcheck $t"; echo "racecheck $t"; done |
+    xargs -r -P "${CS_JOBS:-4}" -L 1 bash -c 'san $0 $1' > "$L/cs_summary.txt" 2>&1
+  while read -r tool t rc rest; do
+    case $rc in
+      0) result "$tool $t" pass "$rest" ;;
+      77) result "$tool $t" skip "exit 77 $rest" ;;
+      124) result "$tool $t" fail "timed out after $CS_TIMEOUT s $rest" ;;
+      *) result "$tool $t" fail "rc=$rc $rest" ;;
+    esac
+  done < <(sort "$L/cs_summary.txt")
+}
+
+step_suite() { ctest_step "stream sanitizer suite" suite.log -L sanitizer; }
+
+step_examples() {
+  local gpus
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  for e in "$@"; do
+    if [ "$e" = ddp ]; then # one process a GPU, through tools/tcuda-run
+      [ "$gpus" -ge 2 ] || { result "example ddp" skip "needs 2 GPUs, $gpus here"; continue; }
+      timeout 120 tools/tcuda-run -n 2 -- "$B/examples/ddp" > "$L/example_ddp.txt" 2>&1
+    else
+      timeout 120 "$B/examples/$e" > "$L/example_$e.txt" 2>&1
+    fi
+    local rc=$? detail
+    detail=$(grep -E "losses|speedup|match|did not" "$L/example_$e.txt" | tail -1)
+    case $rc in
+      0) result "example $e" pass "$detail" ;;
+      77) result "example $e" skip "$(tail -1 "$L/example_$e.txt")" ;;
+      *) result "example $e" fail "rc=$rc $detail" ;;
+    esac
+  done
+}
+
+step_dlpack() {
+  timeout 120 python3 tests/torch/dlpack_torch.py "$B/libtcuda.so" > "$L/dlpack.txt" 2>&1
+  local rc=$?
+  case $rc in
+    0) result dlpack_torch pass "$(tail -1 "$L/dlpack.txt")" ;;
+    77) result dlpack_torch skip "$(tail -1 "$L/dlpack.txt")" ;;
+    *) result dlpack_torch fail "rc=$rc $(tail -1 "$L/dlpack.txt")" ;;
+  esac
+}
+
+# bench/run.sh TOPIC [ARGS]: its table printed now, its status in the summary.
+bench() {
+  local topic=$1 log=$L/bench_$1.txt
+  rm -f "$L/bench_$topic/table.txt"
+  BUILD=$B OUT=$L timeout "${BENCH_TIMEOUT:-300}" bash bench/run.sh "$@" >> "$log" 2>&1
+  local rc=$?
+  echo "==== bench $*"
+  cat "$L/bench_$topic/table.txt" 2> /dev/null || tail -5 "$log"
+  if [ $rc = 0 ] && ! grep -q '^|' "$L/bench_$topic/table.txt" 2> /dev/null; then
+    result "bench $*" skip "$(head -1 "$L/bench_$topic/table.txt" 2> /dev/null || tail -1 "$log")"
+  elif [ $rc = 0 ]; then
+    result "bench $*" pass
+  else
+    result "bench $*" fail "rc=$rc (see bench_$topic.txt)"
+  fi
+}
+
+step_benches() {
+  for b in ${BENCHES:-$*}; do
+    if [ "$b" = alloc ]; then # three runs: the host's timing noise is large
+      for _ in 1 2 3; do bench alloc; done
+    else
+      bench "$b"
+    fi
+  done
+}
+
+step_profiles() {
+  for p in ${PROFILES:-}; do
+    local n=${p%%:*} a=
+    [ "$n" != "$p" ] && a=${p#*:}
+    # shellcheck disable=SC2086 # no argument when a is empty
+    OUT=$L BUILD=$B timeout 240 bash scripts/profile.sh "$n" $a > "$L/profile_$n$a.txt" 2>&1
+    echo "==== profile $p"
+    head -40 "$L/profile_$n$a.txt"
+    result "profile $p" pass "see profile_$n$a.txt"
+  done
+}
+
+# perf's own checks: the hardware conversions (bench/check_cvt.cu) and the
+# GPU's random fills bit for bit against the CPU's.
+step_perf_checks() {
+  if nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu -o "$B/check_cvt" \
+    > "$L/check_cvt.txt" 2>&1 && "$B/check_cvt" >> "$L/check_cvt.txt" 2>&1; then
+    result check_cvt pass "$(tail -1 "$L/check_cvt.txt")"
+  else
+    result check_cvt fail "$(tail -1 "$L/check_cvt.txt")"
+  fi
+  # the test allows 2 ulp for normal: any element that differs is printed
+  "$B/tests/test_random_cuda" > "$L/random_bits.txt" 2>&1
+  local rc=$? differ
+  differ=$(grep -m1 -E "differ" "$L/random_bits.txt")
+  case $rc in
+    77) result "random bit for bit" skip "$(tail -1 "$L/random_bits.txt")" ;;
+    0) result "random bit for bit" pass "${differ:-no element differs from the CPU}" ;;
+    *) result "random bit for bit" fail "test_random_cuda rc=$rc $differ" ;;
+  esac
+  if [[ "$OPTS" == *" nopairs "* ]]; then # A/B: one Philox block per thread and step
+    if cmake -S . -B "$B-v" -DTCUDA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_FLAGS=-DTCUDA_RNG_PAIRS=0 > "$L/build-v.log" 2>&1 &&
+      cmake --build "$B-v" -j "$(nproc)" --target bench_random test_random_cuda >> "$L/build-v.log" 2>&1; then
+      "$B-v/tests/test_random_cuda" 2>&1 | grep -E "differ|FAIL|passed" | head -5 > "$L/nopairs.txt"
+      "$B-v/bench/bench_random" 28 21 | grep -E "uniform|normal" >> "$L/nopairs.txt"
+      echo "==== with TCUDA_RNG_PAIRS=0"
+      cat "$L/nopairs.txt"
+      result "TCUDA_RNG_PAIRS=0" pass "see nopairs.txt"
+    else
+      result "TCUDA_RNG_PAIRS=0" fail "build failed: see build-v.log"
+    fi
+  fi
+  if [[ "$OPTS" == *" record "* ]]; then # a fresh PyTorch trace for bench/run.sh trace
+    if PYTHONUNBUFFERED=1 python3 bench/torch/record_trace.py "$L/transformer.bin" 20 2> "$L/record.log" &&
+      gzip -9 -f "$L/transformer.bin" && cp "$L/transformer.bin.gz" bench/traces/ &&
+      cp "$L/transformer.bin.gz" "$OUT/"; then
+      result "record trace" pass "bench/traces/transformer.bin.gz and $OUT/transformer.bin.gz"
+    else
+      result "record trace" fail "$(tail -1 "$L/record.log")"
+    fi
+  fi
+}
+
+EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss nn attention gpt comm"
+step_build
+case $PRESET in
+  quick)
+    step_ctest
+    step_benches ;;
+  sanitize)
+    step_ctest
+    step_compute_sanitizer
+    step_suite
+    step_benches ;;
+  features)
+    step_ctest
+    step_examples graph_mlp jit_ops
+    step_suite
+    step_benches graph jit sanitizer ;;
+  perf)
+    ctest_step "ctest random, alloc, memory" ctest.log -LE sanitizer \
+      -R 'test_random|test_tensor_random|test_alloc|test_memory'
+    step_perf_checks
+    step_benches device random alloc tensor trace ;;
+  full)
+    step_ctest
+    step_compute_sanitizer
+    step_suite
+    # shellcheck disable=SC2086 # a list of names
+    step_examples ${EXAMPLES:-hello_tensors hello_events tensor_demo graph_mlp jit_ops data_parallel ddp}
+    step_dlpack
+    step_perf_checks
+    # shellcheck disable=SC2086
+    step_benches $EVERY_TOPIC ;;
+esac
+step_profiles
+finish

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Where the GPU time goes, by Nsight Compute (ncu), beside PyTorch's
+# torch.profiler where there is a PyTorch side. Diagnosis, not benchmarks.
+#   BUILD=build scripts/profile.sh NAME [ARG]
+#   attention    the fused attention kernels (attention.cu) at GPT-2 small's
+#                prefill shape: throughput, occupancy and warp-stall sections for
+#                one launch of the bfloat16 (tensor core) kernel and one of the
+#                float32 kernel, from bench/bench_attention
+#   gpt [dtype]  examples/gpt's kernels of one prefill (batch 8 x 512) and of
+#                one eager decode step (NVTX ranges "prefill", "decode_step"),
+#                grouped by name, beside PyTorch's prefill on the same weights
+#                (bench/torch/gpt_torch.py); dtype bfloat16 (default) or float32
+#   mlp          each kernel of one eager training step of examples/graph_mlp
+#                (NVTX range "mlp_step") in order, beside PyTorch's same step
+#                (bench/torch/mlp_torch.py); a graph replays these kernels back
+#                to back, so their sum is close to the replayed step's time
+# BUILD is a CUDA build (default build); logs go to $OUT/profile_NAME (OUT
+# default /tmp). scripts/gpu.sh runs it for the names in PROFILES.
+set -u
+NAME=${1:-}
+shift
+BUILD=${BUILD:-build}
+[ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
+cd "$(dirname "$0")/.." || exit 2
+case $NAME in
+  attention | gpt | mlp) ;;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
+esac
+LOG=${OUT:-/tmp}/profile_$NAME
+mkdir -p "$LOG"
+
+# Nsight Compute's CSV of gpu__time_duration per kernel ($1), as a list of
+# kernels in order (how=list) or their sums by name, the largest first
+# (how=sum); the title says what was profiled.
+ncu_kernels() { # csv how title
+  python3 - "$@" << 'PY'
+import csv, io, sys
+path, how, title = sys.argv[1:4]
+text = open(path).read()
+rows = [r for r in csv.reader(io.StringIO(text[text.find('"ID"'):]))]
+if not rows:
+    print(f"{title}: no kernels profiled"); sys.exit(0)
+head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value")
+ks = [(r[k], float(r[v].replace(",", ""))) for r in rows[1:]
+      if len(r) > v and r[v] not in ("", "Metric Value")]
+if how == "list":
+    print(f"== tcuda {title}: {len(ks)} kernels, {sum(t for _, t in ks) / 1e3:.1f} us")
+    for name, t in ks:
+        print(f"{t / 1e3:8.2f} us  {name[:100]}")
+    sys.exit(0)
+agg = {}
+for name, t in ks:
+    c, s = agg.get(name[:90], (0, 0.0))
+    agg[name[:90]] = (c + 1, s + t)
+print(f"== tcuda {title}: {len(ks)} kernels, {sum(s for _, s in agg.values()) / 1e3:.1f} us")
+for name, (c, s) in sorted(agg.items(), key=lambda x: -x[1][1])[:14]:
+    print(f"{s / 1e3:9.1f} us {c:4d}x  {name}")
+PY
+}
+
+profile_attention() {
+  for k in attention_mma attention_f32; do
+    timeout 120 ncu --kernel-name "regex:$k" --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      "$BUILD/bench/bench_attention" 5 > "$LOG/$k.txt" 2>&1
+    echo "== $k"
+    grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Dynamic Shared|Static Shared" "$LOG/$k.txt" | sed 's/  */ /g' | head -24
+    grep -E "^ +(OPT|WRN|INF) " -A2 "$LOG/$k.txt" | grep -iE "stall|bank|latency|occupancy|uncoalesced" | sed 's/  */ /g' | head -8
+  done
+}
+
+profile_gpt() {
+  local dt=${1:-bfloat16} model
+  model=$(mktemp -d /tmp/gpt-model.XXXX)
+  python3 bench/torch/gpt_torch.py write "$model" --new 4 > "$LOG/write.txt" || { rm -rf "$model"; return 1; }
+  prof() { # name nvtx-range launch-count gpt-args...
+    local name=$1 range=$2 count=$3
+    shift 3
+    timeout 240 ncu --nvtx --nvtx-include "$range/" --launch-count "$count" --clock-control none \
+      --metrics gpu__time_duration.sum --print-units base --csv "$BUILD/examples/gpt" \
+      "$model/model.safetensors" --device cuda --dtype "$dt" "$@" > "$LOG/$name.csv" 2> "$LOG/$name.err"
+    ncu_kernels "$LOG/$name.csv" sum "$name"
+  }
+  prof prefill prefill 400 --bench
+  prof decode decode_step 400 --new 3
+  python3 - "$model" "$dt" << 'PY' 2>&1 | tee "$LOG/torch.txt"
+import sys, torch
+sys.path.insert(0, "bench/torch")
+from gpt_torch import GPT, load_safetensors
+dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[sys.argv[2]]
+w, meta = load_safetensors(sys.argv[1] + "/model.safetensors", "cuda")
+m = GPT({k: v.to(dt) for k, v in w.items()}, int(meta["n_head"]))
+V = w["wte.weight"].shape[0]
+x = torch.randint(0, V, (8, 512), device="cuda")
+pos = torch.arange(512, device="cuda")
+from torch.profiler import profile, ProfilerActivity
+with torch.no_grad():
+    m.forward(x, pos)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        m.forward(x, pos)
+        torch.cuda.synchronize()
+ev = [e for e in p.key_averages() if e.device_time_total > 0]
+tot = sum(e.self_device_time_total for e in ev)
+print(f"== torch prefill: {tot:.1f} us")
+for e in sorted(ev, key=lambda e: -e.self_device_time_total)[:14]:
+    if e.self_device_time_total > 0:
+        print(f"{e.self_device_time_total:9.1f} us {e.count:4d}x  {e.key[:90]}")
+PY
+  rm -rf "$model"
+}
+
+profile_mlp() {
+  timeout 200 ncu --nvtx --nvtx-include "mlp_step/" --launch-skip 40 --launch-count 40 \
+    --clock-control none --cache-control none --metrics gpu__time_duration.sum --print-units base \
+    --csv "$BUILD/examples/graph_mlp" > "$LOG/tcuda.csv" 2> "$LOG/tcuda.err"
+  ncu_kernels "$LOG/tcuda.csv" list "step (about two steps)"
+  PYTHONPATH=bench/torch python3 - << 'PY' 2>&1 | tee "$LOG/torch.txt"
+import torch
+from torch.profiler import profile, ProfilerActivity
+from mlp_torch import Mlp
+torch.backends.cuda.matmul.allow_tf32 = False
+step = Mlp().step  # bench_graph_torch.py's step
+for _ in range(5):
+    step()
+torch.cuda.synchronize()
+with profile(activities=[ProfilerActivity.CUDA]) as p:
+    step()
+    torch.cuda.synchronize()
+ev = [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print(f"== torch: {len(ev)} kernels, {sum(e.device_time for e in ev):.1f} us")
+for e in ev:
+    print(f"{e.device_time:8.2f} us  {e.name[:100]}")
+PY
+}
+
+"profile_$NAME" "$@"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "random/philox.h" /* float16 / bfloat16 conversions, shared with the kernels */
+#include "base/half.h" /* float16 / bfloat16 conversions, shared with the kernels */
 #include "tensor/int_ops.h"
 #include "tensor/tensor_internal.h"
 

@@ -34,6 +34,7 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_nn.c
   src/tensor/cpu/cpu_ops.c
   src/tensor/device_ops.c
+  src/tensor/iter.c
   src/tensor/storage.c
   src/tensor/tensor.c
   src/tensor/tensor_copy.c

@@ -6,6 +6,7 @@
 set(TCUDA_SOURCES
   # base: status, messages, handles, strings, environment switches
   src/base/dtype.c
+  src/base/entropy.c
   src/base/env.c
   src/base/handle_pool.c
   src/base/status.c

@@ -577,6 +577,24 @@ void tc__process_events(tc__allocator *a, bool wait);
 void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream, void *event);
 /* Waits for one event (counted in num_device_synchronize). */
 void tc__event_wait(tc__allocator *a, void *ev);
+/* Block b, freed, is done with on every stream (at its free, or when its
+ * last pending event completes): it stops counting as active, the history
+ * records the free as completed, and it goes back to its cache. With
+ * TCUDA_NO_CACHING its segment (its only block) goes back at once, as
+ * PYTORCH_NO_CUDA_MEMORY_CACHING frees a block's memory at once. Inline:
+ * every free takes it. */
+static inline void tc__complete_free(tc__allocator *a, blk *b)
+{
+    stat2_sub(a->st.active, b->small, 1);
+    stat2_sub(a->st.active_bytes, b->small, (int64_t)b->size);
+    if (TC__HIST_ON(TC_HISTORY_FREE))
+        tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested, b->seg->sc->stream,
+                        b->seg->sc->pool_id);
+    seg *s = b->seg;
+    tc__free_block(a, b);
+    if (TC_UNLIKELY(a->cfg.no_caching))
+        tc__no_caching_release(a, s);
+}
 /* Whether the memory of a free block of c stamped with `epoch` is known to be
  * no longer used by the GPU. */
 static inline bool tc__epoch_done(const scache *c, uint32_t epoch)

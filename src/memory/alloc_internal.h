@@ -1,5 +1,5 @@
 /* The caching allocator's data structures and the helpers its files share
- * (internal). The algorithm is split by purpose:
+ * (internal). alloc.h is its interface; the algorithm is split by purpose:
  *   alloc.c             entry points: malloc, free, empty_cache, stats, fraction
  *   alloc_blocks.c      block records, the pointer map, size bins, split/merge
  *                       (the hot halves are inline below: taking and giving back
@@ -10,6 +10,18 @@
  *   alloc_pools.c       private pools
  *   alloc_config.c      TCUDA_ALLOC_CONF parsing and size rounding
  *   alloc_inspect.c     snapshot and the invariant checker
+ *   alloc_text.c        the allocator's words: sizes, stat keys, the summary
+ *                       table, PyTorch's names of block states and segments
+ * Around it, with headers of their own:
+ *   alloc_history.c     memory history (alloc_history.h): entry points and
+ *                       the registry; alloc_history_events.c each allocator's
+ *                       events, alloc_history_stacks.c the call stacks,
+ *                       alloc_history_dump.c the pickle and JSON snapshots
+ *   alloc_mempool.c     user memory pools over private pools (alloc_mempool.h)
+ *   alloc_host.c        a host segment provider, for the CPU tests (alloc.h)
+ * src/memory/cuda/ is its CUDA side: the segment providers (CUDA memory,
+ * streams and events) and the public memory API over one allocator per
+ * device and one for pinned host memory.
  * Every function here expects the allocator's mutex held unless it says not. */
 #ifndef TCUDA_ALLOC_INTERNAL_H
 #define TCUDA_ALLOC_INTERNAL_H

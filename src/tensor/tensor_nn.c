@@ -80,19 +80,16 @@ static tc_status finish(tc_status st, tc_tensor *res, tc_tensor **out)
 
 /* ---- matrices as a GEMM reads them ------------------------------------------------- */
 
-/* The last two dims of a tensor (at least 2-d) as a batch of matrices: data,
- * whether stored transposed, the leading dimension and the batch stride.
- * `owned` is a contiguous copy made when the layout is not one a GEMM reads
- * (matrices neither row- nor column-dense, or batch dims that do not
- * collapse into one stride). */
+/* The last two dims of a tensor (at least 2-d) as a batch of matrices, the
+ * GEMM operand `op`. `owned` is a contiguous copy made when the layout is not
+ * one a GEMM reads (matrices neither row- nor column-dense, or batch dims
+ * that do not collapse into one stride). */
 typedef struct mats {
     tc_tensor *owned;
-    const void *data;
-    bool trans;
-    int64_t ld, bstride;
+    tc__nn_operand op;
 } mats;
 
-static bool layout_of(const tc_tensor *t, mats *m)
+static bool layout_of(const tc_tensor *t, tc__nn_operand *m)
 {
     int nd = t->ndim;
     int64_t rows = t->sizes[nd - 2], cols = t->sizes[nd - 1];
@@ -128,11 +125,18 @@ static bool layout_of(const tc_tensor *t, mats *m)
 static tc_status as_mats(const tc_tensor *t, mats *m)
 {
     m->owned = NULL;
-    if (layout_of(t, m))
+    if (layout_of(t, &m->op))
         return TC_OK;
     TC_TRY(tc_tensor_contiguous(t, &m->owned));
-    (void)layout_of(m->owned, m); /* dense row-major: always readable */
+    (void)layout_of(m->owned, &m->op); /* dense row-major: always readable */
     return TC_OK;
+}
+
+/* The operand read the other way: op(X)^T. */
+static tc__nn_operand transposed(tc__nn_operand o)
+{
+    o.trans = !o.trans;
+    return o;
 }
 
 /* ---- softmax ----------------------------------------------------------------------- */
@@ -430,22 +434,8 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
     if (st == TC_OK)
         st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
     if (st == TC_OK && m * of > 0) {
-        tc__nn_gemm g = {.dtype = x->dtype,
-                         .c_dtype = x->dtype,
-                         .trans_a = false,
-                         .trans_b = !w.trans, /* op(B) = weight^T */
-                         .batch = 1,
-                         .m = m,
-                         .n = of,
-                         .k = in,
-                         .a = tc__data(xc),
-                         .b = w.data,
-                         .c = tc__data(res),
-                         .lda = in > 0 ? in : 1,
-                         .ldb = w.ld,
-                         .ldc = of,
-                         .alpha = 1,
-                         .beta = 0};
+        tc__nn_operand xo = {.data = tc__data(xc), .ld = in > 0 ? in : 1};
+        tc__nn_gemm g = tc__nn_gemm_of(x->dtype, 1, m, of, in, xo, transposed(w.op), tc__data(res));
         st = linear_gemm(be, dev.index, &g, res, bias);
     }
     tc_tensor_release(xc);
@@ -503,25 +493,9 @@ static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tenso
     if (st == TC_OK && bt * m * n > 0 && beta != 0)
         st = tc__copy_local(res, input);
     if (st == TC_OK && bt * m * n > 0) {
-        tc__nn_gemm g = {.dtype = a->dtype,
-                         .c_dtype = a->dtype,
-                         .trans_a = ma.trans,
-                         .trans_b = mb.trans,
-                         .batch = bt,
-                         .m = m,
-                         .n = n,
-                         .k = k,
-                         .a = ma.data,
-                         .b = mb.data,
-                         .c = tc__data(res),
-                         .lda = ma.ld,
-                         .ldb = mb.ld,
-                         .ldc = n,
-                         .stride_a = bt > 1 ? ma.bstride : 0,
-                         .stride_b = bt > 1 ? mb.bstride : 0,
-                         .stride_c = m * n,
-                         .alpha = alpha,
-                         .beta = beta};
+        tc__nn_gemm g = tc__nn_gemm_of(a->dtype, bt, m, n, k, ma.op, mb.op, tc__data(res));
+        g.alpha = alpha;
+        g.beta = beta;
         st = be->gemm(dev.index, &g);
     }
     tc_tensor_release(ma.owned);
@@ -696,25 +670,10 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     if (st == TC_OK)
         st = tc__new_tensor(nd, osz, q->dtype, dev, false, &res);
     if (st == TC_OK) { /* scores = scale * q k^T */
-        tc__nn_gemm g = {.dtype = q->dtype,
-                         .c_dtype = sdt,
-                         .trans_a = mq.trans,
-                         .trans_b = !mk.trans,
-                         .batch = bt,
-                         .m = l,
-                         .n = s,
-                         .k = e,
-                         .a = mq.data,
-                         .b = mk.data,
-                         .c = tc__data(scores),
-                         .lda = mq.ld,
-                         .ldb = mk.ld,
-                         .ldc = s,
-                         .stride_a = bt > 1 ? mq.bstride : 0,
-                         .stride_b = bt > 1 ? mk.bstride : 0,
-                         .stride_c = l * s,
-                         .alpha = sc,
-                         .beta = 0};
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, s, e, mq.op, transposed(mk.op),
+                                       tc__data(scores));
+        g.c_dtype = sdt;
+        g.alpha = sc;
         st = be->gemm(dev.index, &g);
     }
     void *probs = p ? tc__data(p) : tc__data(scores);
@@ -731,25 +690,8 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
         st = be->rows(dev.index, &a);
     }
     if (st == TC_OK) { /* out = probs v */
-        tc__nn_gemm g = {.dtype = q->dtype,
-                         .c_dtype = q->dtype,
-                         .trans_a = false,
-                         .trans_b = mv.trans,
-                         .batch = bt,
-                         .m = l,
-                         .n = ev,
-                         .k = s,
-                         .a = probs,
-                         .b = mv.data,
-                         .c = tc__data(res),
-                         .lda = s,
-                         .ldb = mv.ld,
-                         .ldc = ev,
-                         .stride_a = bt > 1 ? l * s : 0,
-                         .stride_b = bt > 1 ? mv.bstride : 0,
-                         .stride_c = l * ev,
-                         .alpha = 1,
-                         .beta = 0};
+        tc__nn_operand po = {.data = probs, .ld = s, .bstride = l * s};
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, ev, s, po, mv.op, tc__data(res));
         st = be->gemm(dev.index, &g);
     }
     tc_tensor_release(mq.owned);

@@ -676,7 +676,7 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
         g.alpha = sc;
         st = be->gemm(dev.index, &g);
     }
-    void *probs = p ? tc__data(p) : tc__data(scores);
+    void *probs = p ? tc__data(p) : scores ? tc__data(scores) : NULL; /* NULL: st says why */
     if (st == TC_OK) { /* probabilities, in place for float32 and float64 */
         tc__nn_rows a = {.op = TC__NN_SOFTMAX,
                          .in_dtype = sdt,

@@ -611,12 +611,11 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
     return TC_OK;
 }
 
-tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
-                                             const tc_tensor *v, bool is_causal,
-                                             const double *scale, tc_tensor **out)
+/* q [..., L, E], k [..., S, E] and v [..., S, Ev]: floating, alike, at
+ * least 2-d with the same number of dims and equal leading sizes. */
+static tc_status sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v, tc_tensor **out)
 {
-    TC_API_BEGIN;
-    const char *fn = "tc_nn_scaled_dot_product_attention";
     TC_TRY(check_float(fn, q, "tc_tensor q"));
     TC_TRY(check_like(fn, q, k, "tc_tensor k"));
     TC_TRY(check_like(fn, q, v, "tc_tensor v"));
@@ -638,25 +637,41 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
                         "needs q's last size and v k's key count",
                         fn, (long long)l, (long long)e, (long long)s, (long long)k->sizes[nd - 1],
                         (long long)v->sizes[nd - 2], (long long)ev);
+    return TC_OK;
+}
+
+/* Attention's probabilities: the softmax of each row of scores [B, L, S]
+ * into probs, of dtype dt (the scores themselves for float32 and float64);
+ * when causal, row i of an entry sees the columns j <= i only. */
+static tc_status attention_probs(const tc__nn_backend *be, int device, const tc_tensor *scores,
+                                 void *probs, tc_dtype dt, bool causal)
+{
+    int64_t l = scores->sizes[1];
+    tc__nn_rows a = {.op = TC__NN_SOFTMAX,
+                     .in_dtype = scores->dtype,
+                     .out_dtype = dt,
+                     .in = tc__data(scores),
+                     .out = probs,
+                     .outer = scores->sizes[0] * l,
+                     .n = scores->sizes[2],
+                     .inner = 1,
+                     .causal = causal ? l : 0};
+    return be->rows(device, &a);
+}
+
+/* Attention in three steps, *res of sizes osz: scores = scale * q k^T
+ * (float32 for 16-bit q), the probabilities, then *res = probs v. The
+ * operands are read in place where a GEMM can read them. */
+static tc_status sdpa_unfused(const tc__nn_backend *be, const tc_tensor *q, const tc_tensor *k,
+                              const tc_tensor *v, bool causal, double scale, const int64_t *osz,
+                              tc_tensor **res)
+{
+    int nd = q->ndim;
     tc_device dev = q->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
-    if (!be)
-        return TC_ERROR_NO_DEVICE;
-    double sc = scale ? *scale : 1.0 / sqrt((double)e);
-    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
-    for (int i = 0; i < nd; i++)
-        osz[i] = q->sizes[i];
-    osz[nd - 1] = ev;
-    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
-        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
-    tc_tensor *scores = NULL, *p = NULL, *res = NULL;
-    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
-        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
-        if (st != TC_OK || res)
-            return finish(st, res, out);
-    }
+    int64_t bt = prod(q->sizes, 0, nd - 2), l = q->sizes[nd - 2], e = q->sizes[nd - 1];
+    int64_t s = k->sizes[nd - 2], ev = osz[nd - 1], ssz[3] = {bt, l, s};
     tc_dtype sdt = acc_dtype(q->dtype);
-    int64_t ssz[3] = {bt, l, s};
+    tc_tensor *scores = NULL, *p = NULL;
     mats mq = {0}, mk = {0}, mv = {0};
     tc_status st = as_mats(q, &mq);
     if (st == TC_OK)
@@ -668,30 +683,20 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     if (st == TC_OK && sdt != q->dtype)
         st = tc__new_tensor(3, ssz, q->dtype, dev, false, &p);
     if (st == TC_OK)
-        st = tc__new_tensor(nd, osz, q->dtype, dev, false, &res);
-    if (st == TC_OK) { /* scores = scale * q k^T */
+        st = tc__new_tensor(nd, osz, q->dtype, dev, false, res);
+    void *probs = p ? tc__data(p) : scores ? tc__data(scores) : NULL; /* NULL: st says why */
+    if (st == TC_OK) {
         tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, s, e, mq.op, transposed(mk.op),
                                        tc__data(scores));
         g.c_dtype = sdt;
-        g.alpha = sc;
+        g.alpha = scale;
         st = be->gemm(dev.index, &g);
     }
-    void *probs = p ? tc__data(p) : scores ? tc__data(scores) : NULL; /* NULL: st says why */
-    if (st == TC_OK) { /* probabilities, in place for float32 and float64 */
-        tc__nn_rows a = {.op = TC__NN_SOFTMAX,
-                         .in_dtype = sdt,
-                         .out_dtype = q->dtype,
-                         .in = tc__data(scores),
-                         .out = probs,
-                         .outer = bt * l,
-                         .n = s,
-                         .inner = 1,
-                         .causal = is_causal ? l : 0};
-        st = be->rows(dev.index, &a);
-    }
-    if (st == TC_OK) { /* out = probs v */
+    if (st == TC_OK)
+        st = attention_probs(be, dev.index, scores, probs, q->dtype, causal);
+    if (st == TC_OK) {
         tc__nn_operand po = {.data = probs, .ld = s, .bstride = l * s};
-        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, ev, s, po, mv.op, tc__data(res));
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, ev, s, po, mv.op, tc__data(*res));
         st = be->gemm(dev.index, &g);
     }
     tc_tensor_release(mq.owned);
@@ -699,5 +704,35 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     tc_tensor_release(mv.owned);
     tc_tensor_release(scores);
     tc_tensor_release(p);
+    return st;
+}
+
+tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
+                                             const tc_tensor *v, bool is_causal,
+                                             const double *scale, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    TC_TRY(sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v, out));
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
+    int64_t ev = v->sizes[nd - 1];
+    double sc = scale ? *scale : 1.0 / sqrt((double)e);
+    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        osz[i] = q->sizes[i];
+    osz[nd - 1] = ev;
+    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
+        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
+    tc_tensor *res = NULL;
+    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
+        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
+        if (st != TC_OK || res)
+            return finish(st, res, out);
+    }
+    tc_status st = sdpa_unfused(be, q, k, v, is_causal, sc, osz, &res);
     return finish(st, res, out);
 }

@@ -178,25 +178,71 @@ static tc_status enable_peer(int dev, int peer)
     return TC_OK;
 }
 
+/* Whether a copy waits for the stream: device to host does, unless into
+ * pinned memory with non_blocking. Decided first, so that sync debug mode
+ * 2 refuses it before anything was queued; a copy from host memory that
+ * blocks is reported there too. */
+static tc_status sync_rule(const tc_tensor *dst, const tc_tensor *src, bool non_blocking,
+                           bool *wait)
+{
+    tc_device dd = dst->storage->device, sd = src->storage->device;
+    bool d2h = dd.type == TC_CPU, h2d = sd.type == TC_CPU;
+    *wait = d2h && !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
+    if (*wait)
+        return tc__sync_point_on(dst->storage->pinned ? "a blocking copy to host memory"
+                                                      : "a copy to pageable host memory",
+                                 tc__current_cuda_stream(sd.index));
+    if (h2d && !(non_blocking && src->storage->pinned))
+        return tc__sync_check(src->storage->pinned ? "a blocking copy from host memory"
+                                                   : "a copy from pageable host memory",
+                              tc__current_cuda_stream(dd.index));
+    return TC_OK;
+}
+
+/* Dense d = s between the host and device `dev` (current) on its current
+ * stream, waited for when `sync`. Pinned memory is read or written after
+ * the call returns: its reuse waits for the stream. */
+static tc_status copy_host_device(int dev, tc_tensor *d, const tc_tensor *s, size_t bytes, bool h2d,
+                                  bool sync)
+{
+    cudaStream_t cs = tc__current_cuda_stream(dev);
+    cudaError_t err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
+                                      h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
+    if (err == cudaSuccess && sync)
+        err = cudaStreamSynchronize(cs);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(
+            err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
+            __FILE__, __LINE__);
+    TC_TRY(tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs));
+    /* the copy waited: what kernels before it found is reported now */
+    return sync ? tc__kernel_errors_check(dev) : TC_OK;
+}
+
+/* Dense d = s from GPU sd to GPU dd on dd's current stream, after the work
+ * queued on sd's current stream and before any later work there (the
+ * temporary's free among it). Leaves dd current. */
+static tc_status copy_peer(int dd, tc_tensor *d, int sd, const tc_tensor *s, size_t bytes)
+{
+    cudaStream_t ss = tc__current_cuda_stream(sd), ds = tc__current_cuda_stream(dd);
+    TC_TRY(enable_peer(dd, sd));
+    TC_TRY(enable_peer(sd, dd));
+    TC_TRY(order_streams(sd, ss, dd, ds));
+    cudaError_t err = cudaMemcpyPeerAsync(tc__data(d), dd, tc__data(s), sd, bytes, ds);
+    if (err != cudaSuccess)
+        return tc__cuda_fail(err, "cudaMemcpyPeerAsync", __FILE__, __LINE__);
+    TC_TRY(order_streams(dd, ds, sd, ss));
+    return tc__switch_device(dd);
+}
+
 tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
 {
     tc_device dd = dst->storage->device, sd = src->storage->device;
     size_t bytes = (size_t)tc__numel(dst->ndim, dst->sizes) * tc_dtype_size(dst->dtype);
     if (bytes == 0)
         return TC_OK;
-    bool d2h = dd.type == TC_CPU;
-    bool h2d = sd.type == TC_CPU;
-    /* Decide first whether this copy waits, so that sync debug mode 2 refuses
-     * it before anything was queued. */
-    bool wait = d2h && !(non_blocking && dst->storage->pinned && tc__is_contiguous(dst));
-    if (wait)
-        TC_TRY(tc__sync_point_on(dst->storage->pinned ? "a blocking copy to host memory"
-                                                      : "a copy to pageable host memory",
-                                 tc__current_cuda_stream(sd.index)));
-    else if (h2d && !(non_blocking && src->storage->pinned))
-        TC_TRY(tc__sync_check(src->storage->pinned ? "a blocking copy from host memory"
-                                                   : "a copy from pageable host memory",
-                              tc__current_cuda_stream(dd.index)));
+    bool d2h = dd.type == TC_CPU, h2d = sd.type == TC_CPU, wait;
+    TC_TRY(sync_rule(dst, src, non_blocking, &wait));
     tc_tensor *s = NULL, *d = NULL;
     tc_status st = dense_source(src, dst, &s);
     if (st == TC_OK)
@@ -212,45 +258,10 @@ tc_status tc__cuda_copy(tc_tensor *dst, const tc_tensor *src, bool non_blocking)
         tc_tensor_release(d);
         return st;
     }
-    cudaError_t err;
-    if (h2d || d2h) {
-        cudaStream_t cs = tc__current_cuda_stream(dev);
-        err = cudaMemcpyAsync(tc__data(d), tc__data(s), bytes,
-                              h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs);
-        bool waited = false;
-        if (err == cudaSuccess &&
-            (wait || (h2d && !non_blocking && src->storage->pinned && s == src))) {
-            err = cudaStreamSynchronize(cs);
-            waited = true;
-        }
-        if (err != cudaSuccess)
-            st = tc__cuda_fail(
-                err, h2d ? "cudaMemcpyAsync (host to device)" : "cudaMemcpyAsync (device to host)",
-                __FILE__, __LINE__);
-        /* pinned memory is read or written later: its reuse waits for cs */
-        else
-            st = tc__storage_record_stream(h2d ? s->storage : d->storage, (void *)cs);
-        /* the copy waited: what kernels before it found is reported now */
-        if (st == TC_OK && waited)
-            st = tc__kernel_errors_check(dev);
-    } else {
-        cudaStream_t ss = tc__current_cuda_stream(sd.index), ds = tc__current_cuda_stream(dd.index);
-        st = enable_peer(dd.index, sd.index);
-        if (st == TC_OK)
-            st = enable_peer(sd.index, dd.index);
-        if (st == TC_OK)
-            st = order_streams(sd.index, ss, dd.index, ds);
-        if (st == TC_OK) {
-            err = cudaMemcpyPeerAsync(tc__data(d), dd.index, tc__data(s), sd.index, bytes, ds);
-            if (err != cudaSuccess)
-                st = tc__cuda_fail(err, "cudaMemcpyPeerAsync", __FILE__, __LINE__);
-        }
-        /* later work on the source stream (and the temporary's free) waits */
-        if (st == TC_OK)
-            st = order_streams(dd.index, ds, sd.index, ss);
-        if (st == TC_OK)
-            st = tc__switch_device(dd.index);
-    }
+    /* a blocking copy from pinned src read in place waits too */
+    bool sync = wait || (h2d && !non_blocking && src->storage->pinned && s == src);
+    st = h2d || d2h ? copy_host_device(dev, d, s, bytes, h2d, sync)
+                    : copy_peer(dd.index, d, sd.index, s, bytes);
     tc_device_guard_exit(&g);
     if (st == TC_OK && d != dst)
         st = tc__copy_local(dst, d); /* on the destination device (the CPU after a wait) */

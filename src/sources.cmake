@@ -105,10 +105,12 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/elementwise.cu
+  src/tensor/cuda/kernels/gemm_scale.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
-  src/tensor/cuda/kernels/nn.cu
+  src/tensor/cuda/kernels/loss.cu
   src/tensor/cuda/kernels/reduce.cu
+  src/tensor/cuda/kernels/rows.cu
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
   src/tensor/cuda/tensor_cuda.c

@@ -1,5 +1,5 @@
 /* The GPU's float16/bfloat16 conversions against tcuda's software ones
- * (src/random/philox.h), over every float32 bit pattern and every 16-bit one;
+ * (src/base/half.h), over every float32 bit pattern and every 16-bit one;
  * the paired conversions (cvt.rn.{f16,bf16}x2.f32) and the sign-magnitude
  * order that src/random/cuda/random.cu uses for 16-bit fills, over every
  * pair.
@@ -10,7 +10,7 @@
  *   nvcc -std=c++17 -O3 -arch=sm_90 -I src -I include bench/check_cvt.cu */
 #include <cstdio>
 
-#include "random/philox.h"
+#include "base/half.h"
 
 __device__ unsigned long long bad[7];
 

@@ -7,6 +7,7 @@
 set(TCUDA_SOURCES
   # base: status, messages, handles, strings, environment switches
   src/base/dtype.c
+  src/base/entropy.c
   src/base/env.c
   src/base/handle_pool.c
   src/base/status.c
@@ -48,6 +49,7 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
   src/tensor/cpu/cpu_ops.c
+  src/tensor/iter.c
   src/tensor/storage.c
   src/tensor/tensor.c
   src/tensor/tensor_copy.c
@@ -110,12 +112,16 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/elementwise.cu
+  src/tensor/cuda/kernels/gemm_scale.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
-  src/tensor/cuda/kernels/nn.cu
+  src/tensor/cuda/kernels/loss.cu
   src/tensor/cuda/kernels/reduce.cu
+  src/tensor/cuda/kernels/rows.cu
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
+  src/tensor/cuda/tensor_cuda.c
+  src/tensor/cuda/tensor_cuda.c
   src/tensor/cuda/tensor_cuda.c
   # graph
   src/graph/cuda/graph.c

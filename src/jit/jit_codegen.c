@@ -6,7 +6,7 @@
  * pointer and stride row per operand the function has), the element types,
  * and for float16 and bfloat16 only, their conversions, round to nearest
  * even: on the CPU in integer operations, on the GPU the hardware's cvt
- * instructions, the same bits (random/philox.h's functions, which give what
+ * instructions, the same bits (base/half.h's functions, which give what
  * the built-in kernels' __float2half_rn / __float2bfloat16_rn give), and no
  * header (cuda_fp16.h is large to parse). Nothing else: NVRTC parses every
  * line of it on each compile. 16-bit floats are loaded into float, computed
@@ -51,7 +51,7 @@ static const char pun_host[] =
     "return u; }\n"
     "TCJ_HD float tcj_u2f(unsigned int u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n";
 
-/* float16 in integer operations (the CPU's, random/philox.h's *_soft). */
+/* float16 in integer operations (the CPU's, base/half.h's *_soft). */
 static const char f16_soft[] =
     "TCJ_HD tcj_u16 tcj_f32_to_f16(float f)\n"
     "{\n"
@@ -92,7 +92,7 @@ static const char f16_soft[] =
     "    return tcj_u2f(sign | ((e + 112u) << 23) | (m << 13));\n"
     "}\n";
 
-/* float16 on the GPU: the hardware's conversions (random/philox.h's
+/* float16 on the GPU: the hardware's conversions (base/half.h's
  * tc__f32_to_f16 and tc__f16_to_f32), the same bits as f16_soft for every
  * input: a NaN keeps the software's quiet NaN, or its sign and payload
  * (sign | 0x7f800000 | m << 13, from h sign-extended), selected without a
@@ -117,7 +117,7 @@ static const char f16_cuda[] =
 
 /* bfloat16: round to nearest even in integer operations, or (GPU, sm_80 and
  * later) the hardware's cvt.rn.bf16.f32 with the software's NaN, as
- * random/philox.h's tc__f32_to_bf16. */
+ * base/half.h's tc__f32_to_bf16. */
 static const char bf16_common[] =
     "TCJ_HD tcj_u16 tcj_f32_to_bf16(float f)\n"
     "{\n"

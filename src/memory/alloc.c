@@ -339,20 +339,8 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
             u->event = NULL;
         }
     }
-    if (!b->uses || b->uses->pending == 0) {
-        stat2_sub(a->st.active, small, 1);
-        stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
-        if (TC__HIST_ON(TC_HISTORY_FREE))
-            tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
-                            b->seg->sc->stream, b->seg->sc->pool_id);
-        seg *s = b->seg;
-        tc__free_block(a, b);
-        /* TCUDA_NO_CACHING: this block's segment (its only block) goes now, as
-         * PYTORCH_NO_CUDA_MEMORY_CACHING frees a block's memory at once; the
-         * others are left alone (a pending block's goes when it completes). */
-        if (TC_UNLIKELY(a->cfg.no_caching))
-            tc__no_caching_release(a, s);
-    }
+    if (!b->uses || b->uses->pending == 0)
+        tc__complete_free(a, b); /* else when its last event completes */
     tc__hist_end(a);
     tc__mutex_unlock(&a->mu);
     if (TC_UNLIKELY(stack))

@@ -63,119 +63,174 @@ tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot 
     return TC_OK;
 }
 
-#define FAILC(...) (snprintf(why, why_len, __VA_ARGS__), 1)
+/* ---- the invariant checker --------------------------------------------------------- */
 
-int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
+/* What the checker has seen: bad once an invariant is broken, why saying
+ * which (the checks stop at the first segment, bin or stat that breaks
+ * one), and the recount of the walk over the segments, to compare with the
+ * free lists, the pointer map and the stats. */
+typedef struct checker {
+    tc__allocator *a;
+    char *why;
+    size_t why_len;
+    int bad;
+    int64_t cnt[9][3]; /* per stat (the order below), per pool (all, small, large) */
+    size_t nlive, nfree;
+} checker;
+
+enum { ALLOCN, SEGN, ACTN, ISN, ALLOCB, RESB, ACTB, ISB, REQB };
+
+#define FAIL(...) (c->bad = 1, snprintf(c->why, c->why_len, __VA_ARGS__))
+
+/* An expandable segment's pages: whole granules, none mapped past the
+ * extent, every mapped run begins a chunk and every chunk is mapped, and the
+ * mapped bytes as counted. Gives the bytes its mapped granules hold. */
+static size_t check_pages(checker *c, const seg *s)
 {
-    tc__mutex_lock(&a->mu);
-    int bad = 0;
-    int64_t cnt[9][3] = {{0}};
-    size_t nlive = 0, nfree_listed = 0, nfree = 0;
-    enum { ALLOCN, SEGN, ACTN, ISN, ALLOCB, RESB, ACTB, ISB, REQB };
-    for (seg *s = a->segs; s && !bad; s = s->next) {
-        int pi = s->sc->small ? 1 : 2;
-        cnt[SEGN][pi]++;
-        if (s->expandable != (s->sc->expand == s))
-            bad = FAILC("segment %#lx: expandable but not its cache's expand, or the reverse",
-                        (unsigned long)s->addr);
-        if (s->expandable) {
-            size_t g = a->p.granularity, n = 0, npages = s->size / g;
-            if (s->size % g || s->size > s->va_size)
-                bad = FAILC("expandable segment %#lx: extent %zu is not whole granules",
-                            (unsigned long)s->addr, s->size);
-            for (size_t w = 0; w < s->cap_pages; w++)
-                n += (size_t)__builtin_popcountll(s->pages[w]);
-            for (size_t k = npages; k < s->cap_pages * 64 && !bad; k++)
-                if (tc__bit_get(s->pages, k))
-                    bad = FAILC("expandable segment %#lx: granule %zu mapped beyond the extent",
-                                (unsigned long)s->addr, k);
-            for (size_t k = 0; k < s->cap_pages * 64 && !bad; k++) {
-                bool on = tc__bit_get(s->pages, k), first = tc__bit_get(s->starts, k);
-                bool after_hole = k == 0 || !tc__bit_get(s->pages, k - 1);
-                if ((first && !on) || (on && after_hole && !first))
-                    bad = FAILC("expandable segment %#lx: granule %zu %s", (unsigned long)s->addr,
-                                k,
-                                on ? "begins a run but no chunk" : "unmapped but begins a chunk");
-            }
-            if (!bad && n * g != s->mapped)
-                bad = FAILC("expandable segment %#lx: %zu granules mapped but %zu bytes counted",
-                            (unsigned long)s->addr, n, s->mapped);
-            cnt[RESB][pi] += (int64_t)(n * g);
-        } else {
-            if (s->mapped != s->size)
-                bad = FAILC("segment %#lx: mapped %zu != size %zu", (unsigned long)s->addr,
-                            s->mapped, s->size);
-            cnt[RESB][pi] += (int64_t)s->size;
-        }
-        uintptr_t at = s->addr;
-        blk *prev = NULL;
-        for (blk *b = s->head; b && !bad; prev = b, b = b->next) {
-            if (b->addr != at || b->prev != prev || b->seg != s || b->size == 0 ||
-                b->size % TC__MIN_BLOCK)
-                bad = FAILC("segment %#lx: block %#lx does not tile it", (unsigned long)s->addr,
-                            (unsigned long)b->addr);
-            at += b->size;
-            if (b->state == B_FREE) {
-                nfree++;
-                if (prev && prev->state == B_FREE)
-                    bad = FAILC("two free neighbours at %#lx", (unsigned long)b->addr);
-                if (b->bin != bin_of(b->size))
-                    bad = FAILC("free block in the wrong bin");
-                if (b != s->head || b->next) {
-                    cnt[ISN][pi]++;
-                    cnt[ISB][pi] += (int64_t)b->size;
-                }
-            } else {
-                if (s->expandable && tc__exp_unmapped_bytes(a, b))
-                    bad = FAILC("block %#lx in use over an unmapped granule",
-                                (unsigned long)b->addr);
-                cnt[ACTN][pi]++;
-                cnt[ACTB][pi] += (int64_t)b->size;
-                if (b->state == B_ALLOC) {
-                    nlive++;
-                    cnt[ALLOCN][pi]++;
-                    cnt[ALLOCB][pi] += (int64_t)b->size;
-                    cnt[REQB][pi] += (int64_t)b->requested;
-                    if (map_find(a, b->addr) == SIZE_MAX)
-                        bad = FAILC("live block %#lx missing from the map", (unsigned long)b->addr);
-                }
-            }
-        }
-        if (!bad && at != s->addr + s->size)
-            bad = FAILC("segment %#lx: blocks cover %zu of %zu bytes", (unsigned long)s->addr,
-                        (size_t)(at - s->addr), s->size);
+    size_t g = c->a->p.granularity, n = 0, npages = s->size / g;
+    if (s->size % g || s->size > s->va_size)
+        FAIL("expandable segment %#lx: extent %zu is not whole granules", (unsigned long)s->addr,
+             s->size);
+    for (size_t w = 0; w < s->cap_pages; w++)
+        n += (size_t)__builtin_popcountll(s->pages[w]);
+    for (size_t k = npages; k < s->cap_pages * 64 && !c->bad; k++)
+        if (tc__bit_get(s->pages, k))
+            FAIL("expandable segment %#lx: granule %zu mapped beyond the extent",
+                 (unsigned long)s->addr, k);
+    for (size_t k = 0; k < s->cap_pages * 64 && !c->bad; k++) {
+        bool on = tc__bit_get(s->pages, k), first = tc__bit_get(s->starts, k);
+        bool after_hole = k == 0 || !tc__bit_get(s->pages, k - 1);
+        if ((first && !on) || (on && after_hole && !first))
+            FAIL("expandable segment %#lx: granule %zu %s", (unsigned long)s->addr, k,
+                 on ? "begins a run but no chunk" : "unmapped but begins a chunk");
     }
-    for (scache *c = a->caches; c && !bad; c = c->next)
+    if (!c->bad && n * g != s->mapped)
+        FAIL("expandable segment %#lx: %zu granules mapped but %zu bytes counted",
+             (unsigned long)s->addr, n, s->mapped);
+    return n * g;
+}
+
+/* A block that is not free: not over an unmapped granule, and in the
+ * pointer map when allocated. Counted as active (and allocated). */
+static void check_used(checker *c, const seg *s, const blk *b, int pi)
+{
+    if (s->expandable && tc__exp_unmapped_bytes(c->a, b))
+        FAIL("block %#lx in use over an unmapped granule", (unsigned long)b->addr);
+    c->cnt[ACTN][pi]++;
+    c->cnt[ACTB][pi] += (int64_t)b->size;
+    if (b->state == B_ALLOC) {
+        c->nlive++;
+        c->cnt[ALLOCN][pi]++;
+        c->cnt[ALLOCB][pi] += (int64_t)b->size;
+        c->cnt[REQB][pi] += (int64_t)b->requested;
+        if (map_find(c->a, b->addr) == SIZE_MAX)
+            FAIL("live block %#lx missing from the map", (unsigned long)b->addr);
+    }
+}
+
+/* The blocks of a segment tile it, in order and linked both ways; free
+ * ones have no free neighbour and sit in the bin of their size. Counts them
+ * by state. */
+static void check_tiling(checker *c, seg *s, int pi)
+{
+    uintptr_t at = s->addr;
+    blk *prev = NULL;
+    for (blk *b = s->head; b && !c->bad; prev = b, b = b->next) {
+        if (b->addr != at || b->prev != prev || b->seg != s || b->size == 0 ||
+            b->size % TC__MIN_BLOCK)
+            FAIL("segment %#lx: block %#lx does not tile it", (unsigned long)s->addr,
+                 (unsigned long)b->addr);
+        at += b->size;
+        if (b->state != B_FREE) {
+            check_used(c, s, b, pi);
+            continue;
+        }
+        c->nfree++;
+        if (prev && prev->state == B_FREE)
+            FAIL("two free neighbours at %#lx", (unsigned long)b->addr);
+        if (b->bin != bin_of(b->size))
+            FAIL("free block in the wrong bin");
+        if (b != s->head || b->next) {
+            c->cnt[ISN][pi]++;
+            c->cnt[ISB][pi] += (int64_t)b->size;
+        }
+    }
+    if (!c->bad && at != s->addr + s->size)
+        FAIL("segment %#lx: blocks cover %zu of %zu bytes", (unsigned long)s->addr,
+             (size_t)(at - s->addr), s->size);
+}
+
+/* One segment: its kind agrees with its cache, its memory is mapped (the
+ * pages, for an expandable one), its blocks tile it. */
+static void check_segment(checker *c, seg *s)
+{
+    int pi = s->sc->small ? 1 : 2;
+    c->cnt[SEGN][pi]++;
+    if (s->expandable != (s->sc->expand == s))
+        FAIL("segment %#lx: expandable but not its cache's expand, or the reverse",
+             (unsigned long)s->addr);
+    size_t reserved = s->size;
+    if (s->expandable)
+        reserved = check_pages(c, s);
+    else if (s->mapped != s->size)
+        FAIL("segment %#lx: mapped %zu != size %zu", (unsigned long)s->addr, s->mapped, s->size);
+    c->cnt[RESB][pi] += (int64_t)reserved;
+    check_tiling(c, s, pi);
+}
+
+/* The bins list exactly the free blocks (each in its own cache and bin,
+ * the bitmap marking the bins that list any) and the map exactly the live
+ * ones. */
+static void check_lists(checker *c)
+{
+    size_t nfree_listed = 0;
+    for (scache *sc = c->a->caches; sc && !c->bad; sc = sc->next)
         for (unsigned i = 0; i < NBINS; i++) {
-            bool bit = (c->bitmap[i / 64] >> (i % 64)) & 1;
-            if (bit != (c->bins[i] != NULL))
-                bad = FAILC("bin bitmap disagrees at bin %u", i);
-            for (blk *b = c->bins[i]; b && !bad; b = b->fnext) {
+            bool bit = (sc->bitmap[i / 64] >> (i % 64)) & 1;
+            if (bit != (sc->bins[i] != NULL))
+                FAIL("bin bitmap disagrees at bin %u", i);
+            for (blk *b = sc->bins[i]; b && !c->bad; b = b->fnext) {
                 nfree_listed++;
-                if (b->state != B_FREE || b->seg->sc != c || b->bin != i)
-                    bad = FAILC("bin %u lists a block that is not free there", i);
+                if (b->state != B_FREE || b->seg->sc != sc || b->bin != i)
+                    FAIL("bin %u lists a block that is not free there", i);
             }
         }
-    if (!bad && nfree_listed != nfree)
-        bad = FAILC("%zu free blocks but %zu listed in bins", nfree, nfree_listed);
-    if (!bad && nlive != a->map_n)
-        bad = FAILC("%zu live blocks but %zu in the map", nlive, a->map_n);
+    if (!c->bad && nfree_listed != c->nfree)
+        FAIL("%zu free blocks but %zu listed in bins", c->nfree, nfree_listed);
+    if (!c->bad && c->nlive != c->a->map_n)
+        FAIL("%zu live blocks but %zu in the map", c->nlive, c->a->map_n);
+}
+
+/* Every per-pool stat equals the recount, never exceeds its peak, and
+ * allocated - freed is current. */
+static void check_stats(checker *c)
+{
     struct tc_memory_stats st;
-    tc__stats_read(a, &st);
+    tc__stats_read(c->a, &st);
     const tc_memory_stat *arrs[9] = {
         st.allocation,      st.segment,        st.active,       st.inactive_split,
         st.allocated_bytes, st.reserved_bytes, st.active_bytes, st.inactive_split_bytes,
         st.requested_bytes};
-    for (int k = 0; k < 9 && !bad; k++) {
-        cnt[k][0] = cnt[k][1] + cnt[k][2];
-        for (int p = 0; p < 3 && !bad; p++) {
+    for (int k = 0; k < 9 && !c->bad; k++) {
+        c->cnt[k][0] = c->cnt[k][1] + c->cnt[k][2];
+        for (int p = 0; p < 3 && !c->bad; p++) {
             const tc_memory_stat *m = &arrs[k][p];
-            if (m->current != cnt[k][p] || m->peak < m->current ||
+            if (m->current != c->cnt[k][p] || m->peak < m->current ||
                 m->allocated - m->freed != m->current)
-                bad = FAILC("stat %d pool %d: current %" PRId64 " but recount %" PRId64, k, p,
-                            m->current, cnt[k][p]);
+                FAIL("stat %d pool %d: current %" PRId64 " but recount %" PRId64, k, p, m->current,
+                     c->cnt[k][p]);
         }
     }
+}
+
+int tc__alloc_check(tc__allocator *a, char *why, size_t why_len)
+{
+    checker c = {.a = a, .why = why, .why_len = why_len};
+    tc__mutex_lock(&a->mu);
+    for (seg *s = a->segs; s && !c.bad; s = s->next)
+        check_segment(&c, s);
+    check_lists(&c);
+    check_stats(&c);
     tc__mutex_unlock(&a->mu);
-    return bad;
+    return c.bad;
 }

@@ -1,5 +1,5 @@
 /* The caching allocator's data structures and the helpers its files share
- * (internal). The algorithm is split by purpose:
+ * (internal). alloc.h is its interface; the algorithm is split by purpose:
  *   alloc.c             entry points: malloc, free, empty_cache, stats, fraction
  *   alloc_blocks.c      block records, the pointer map, size bins, split/merge
  *                       (the hot halves are inline below: taking and giving back
@@ -10,6 +10,18 @@
  *   alloc_pools.c       private pools
  *   alloc_config.c      TCUDA_ALLOC_CONF parsing and size rounding
  *   alloc_inspect.c     snapshot and the invariant checker
+ *   alloc_text.c        the allocator's words: sizes, stat keys, the summary
+ *                       table, PyTorch's names of block states and segments
+ * Around it, with headers of their own:
+ *   alloc_history.c     memory history (alloc_history.h): entry points and
+ *                       the registry; alloc_history_events.c each allocator's
+ *                       events, alloc_history_stacks.c the call stacks,
+ *                       alloc_history_dump.c the pickle and JSON snapshots
+ *   alloc_mempool.c     user memory pools over private pools (alloc_mempool.h)
+ *   alloc_host.c        a host segment provider, for the CPU tests (alloc.h)
+ * src/memory/cuda/ is its CUDA side: the segment providers (CUDA memory,
+ * streams and events) and the public memory API over one allocator per
+ * device and one for pinned host memory.
  * Every function here expects the allocator's mutex held unless it says not. */
 #ifndef TCUDA_ALLOC_INTERNAL_H
 #define TCUDA_ALLOC_INTERNAL_H
@@ -577,6 +589,24 @@ void tc__process_events(tc__allocator *a, bool wait);
 void tc__push_pending(tc__allocator *a, blk *b, uintptr_t stream, void *event);
 /* Waits for one event (counted in num_device_synchronize). */
 void tc__event_wait(tc__allocator *a, void *ev);
+/* Block b, freed, is done with on every stream (at its free, or when its
+ * last pending event completes): it stops counting as active, the history
+ * records the free as completed, and it goes back to its cache. With
+ * TCUDA_NO_CACHING its segment (its only block) goes back at once, as
+ * PYTORCH_NO_CUDA_MEMORY_CACHING frees a block's memory at once. Inline:
+ * every free takes it. */
+static inline void tc__complete_free(tc__allocator *a, blk *b)
+{
+    stat2_sub(a->st.active, b->small, 1);
+    stat2_sub(a->st.active_bytes, b->small, (int64_t)b->size);
+    if (TC__HIST_ON(TC_HISTORY_FREE))
+        tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested, b->seg->sc->stream,
+                        b->seg->sc->pool_id);
+    seg *s = b->seg;
+    tc__free_block(a, b);
+    if (TC_UNLIKELY(a->cfg.no_caching))
+        tc__no_caching_release(a, s);
+}
 /* Whether the memory of a free block of c stamped with `epoch` is known to be
  * no longer used by the GPU. */
 static inline bool tc__epoch_done(const scache *c, uint32_t epoch)

@@ -129,18 +129,8 @@ void tc__process_events(tc__allocator *a, bool wait)
         if (a->p.event_destroy)
             a->p.event_destroy(a->p.ctx, e->event);
         blk *b = e->b;
-        if (--b->uses->pending == 0) {
-            int small = b->seg->sc->small;
-            stat2_sub(a->st.active, small, 1);
-            stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
-            if (TC__HIST_ON(TC_HISTORY_FREE))
-                tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
-                                b->seg->sc->stream, b->seg->sc->pool_id);
-            seg *s = b->seg;
-            tc__free_block(a, b);
-            if (TC_UNLIKELY(a->cfg.no_caching))
-                tc__no_caching_release(a, s);
-        }
+        if (--b->uses->pending == 0)
+            tc__complete_free(a, b);
     }
     a->npend = k;
 }

@@ -12,16 +12,13 @@
  *    on (seed, offset, i) only, never on threads or launch configuration.
  *  - Bitwise equality. Every floating-point step is one IEEE operation rounded
  *    to nearest: multiply, add, divide, square root, or an explicit fused
- *    multiply-add. The device uses the __f*_rn/__d*_rn/__fma*_rn intrinsics;
- *    the host uses plain operators with FMA contraction turned off for this
- *    header (GCC: push_options + fp-contract=off; clang: a volatile barrier,
- *    as its -ffp-contract=fast ignores pragmas) and C99 fmaf/fma, which are
- *    exact by definition (glibc runs the FMA instruction where the CPU has
- *    it). log, sin and cos are our own polynomials built from those
- *    operations, never libm's. Hence normal draws are bitwise equal too; the
- *    promise (and the GPU test's bound) is 2 ulp.
- *  - float16 / bfloat16 conversions are our own, round to nearest even (the
- *    GPU uses its conversion instructions, which give the same bits).
+ *    multiply-add (base/hd.h's TC_FMUL .. TC_DFMA, with the host's FMA
+ *    contraction turned off for this header). log, sin and cos are our own
+ *    polynomials built from those operations, never libm's. Hence normal
+ *    draws are bitwise equal too; the promise (and the GPU test's bound) is
+ *    2 ulp.
+ *  - float16 / bfloat16 conversions are base/half.h's, round to nearest even
+ *    (the GPU uses its conversion instructions, which give the same bits).
  *
  * Transforms (u = a uniform draw made from the top bits of words):
  *  - uniform, 16/32-bit floats: k = w>>8 (24 bits), r = lo + range*(k*2^-24)
@@ -46,132 +43,17 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define TC_HD static __host__ __device__ __forceinline__
-#else
-#define TC_HD static inline
-#include <math.h>
-#include <string.h>
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-#endif
-#include <float.h>
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
-#error "tcuda's random numbers need FLT_EVAL_METHOD == 0 (SSE2, not x87) on the host"
-#endif
-#endif
+#include "base/half.h"
+#include "base/hd.h"
+
+TC_EXACT_BEGIN
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- one IEEE operation each, rounded to nearest ------------------------- */
-#if defined(__CUDA_ARCH__)
-#define TC_FMUL(a, b) __fmul_rn((a), (b))
-#define TC_FADD(a, b) __fadd_rn((a), (b))
-#define TC_FSUB(a, b) __fsub_rn((a), (b))
-#define TC_FDIV(a, b) __fdiv_rn((a), (b))
-#define TC_FSQRT(a) __fsqrt_rn(a)
-#define TC_DMUL(a, b) __dmul_rn((a), (b))
-#define TC_DADD(a, b) __dadd_rn((a), (b))
-#define TC_DSUB(a, b) __dsub_rn((a), (b))
-#define TC_DDIV(a, b) __ddiv_rn((a), (b))
-#define TC_DSQRT(a) __dsqrt_rn(a)
-#define TC_FFMA(a, b, c) __fmaf_rn((a), (b), (c))
-#define TC_DFMA(a, b, c) __fma_rn((a), (b), (c))
-#elif defined(__clang__)
-/* clang's -ffp-contract=fast ignores pragmas: a volatile result is a barrier
- * no contraction crosses (the CPU path is not the fast one). */
-static inline float tc__fmul_h(float a, float b)
-{
-    volatile float r = a * b;
-    return r;
-}
-static inline float tc__fadd_h(float a, float b)
-{
-    volatile float r = a + b;
-    return r;
-}
-static inline double tc__dmul_h(double a, double b)
-{
-    volatile double r = a * b;
-    return r;
-}
-static inline double tc__dadd_h(double a, double b)
-{
-    volatile double r = a + b;
-    return r;
-}
-#define TC_FMUL(a, b) tc__fmul_h((a), (b))
-#define TC_FADD(a, b) tc__fadd_h((a), (b))
-#define TC_FSUB(a, b) tc__fadd_h((a), -(float)(b))
-#define TC_FDIV(a, b) ((float)(a) / (float)(b))
-#define TC_FSQRT(a) sqrtf(a)
-#define TC_DMUL(a, b) tc__dmul_h((a), (b))
-#define TC_DADD(a, b) tc__dadd_h((a), (b))
-#define TC_DSUB(a, b) tc__dadd_h((a), -(double)(b))
-#define TC_DDIV(a, b) ((double)(a) / (double)(b))
-#define TC_DSQRT(a) sqrt(a)
-#define TC_FFMA(a, b, c) fmaf((a), (b), (c))
-#define TC_DFMA(a, b, c) fma((a), (b), (c))
-#else
-#define TC_FMUL(a, b) ((float)(a) * (float)(b))
-#define TC_FADD(a, b) ((float)(a) + (float)(b))
-#define TC_FSUB(a, b) ((float)(a) - (float)(b))
-#define TC_FDIV(a, b) ((float)(a) / (float)(b))
-#define TC_FSQRT(a) sqrtf(a)
-#define TC_DMUL(a, b) ((double)(a) * (double)(b))
-#define TC_DADD(a, b) ((double)(a) + (double)(b))
-#define TC_DSUB(a, b) ((double)(a) - (double)(b))
-#define TC_DDIV(a, b) ((double)(a) / (double)(b))
-#define TC_DSQRT(a) sqrt(a)
-#define TC_FFMA(a, b, c) fmaf((a), (b), (c))
-#define TC_DFMA(a, b, c) fma((a), (b), (c))
-#endif
+/* ---- integer helpers ------------------------------------------------------ */
 
-TC_HD uint32_t tc__f2u(float f)
-{
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-TC_HD float tc__u2f(uint32_t u)
-{
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-TC_HD uint64_t tc__d2u(double d)
-{
-#if defined(__CUDA_ARCH__)
-    return (uint64_t)__double_as_longlong(d);
-#else
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-#endif
-}
-TC_HD double tc__u2d(uint64_t u)
-{
-#if defined(__CUDA_ARCH__)
-    return __longlong_as_double((long long)u);
-#else
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-#endif
-}
 TC_HD int tc__clz32(uint32_t x) /* x != 0 */
 {
 #if defined(__CUDA_ARCH__)
@@ -244,102 +126,6 @@ TC_HD void tc__philox_block(uint64_t seed, uint64_t block, uint32_t retry, uint3
     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     tc__philox4x32_10(ctr, key, out);
 }
-
-/* ---- float16 / bfloat16, round to nearest even --------------------------- */
-/* The *_soft functions are the definition, in integer operations. On the GPU
- * the conversions use the hardware's (cvt.rn.f16.f32, cvt.rn.bf16.f32 on
- * sm_80+, cvt.f32.f16), which round to nearest even as well and so give the
- * same bits for every input that is not a NaN; NaNs keep the software's
- * quiet NaN, which the hardware's canonical NaN is not. The software takes
- * about fifteen instructions and two branches per float16; this is what made
- * uniform float16 fills compute-bound (bench/check_cvt.cu compares the two
- * over all 2^32 floats). */
-TC_HD uint16_t tc__f32_to_f16_soft(float f)
-{
-    uint32_t x = tc__f2u(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    x &= 0x7fffffffu;
-    if (x >= 0x7f800000u)
-        return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-    if (x >= 0x477ff000u) /* >= 65520 rounds to infinity */
-        return (uint16_t)(sign | 0x7c00u);
-    uint32_t h, rem, half;
-    if (x < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
-        if (x < 0x33000000u)
-            return (uint16_t)sign;
-        uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126u - e; /* 14..24 */
-        h = m >> shift;
-        rem = m & ((1u << shift) - 1u);
-        half = 1u << (shift - 1u);
-    } else {
-        h = (((x >> 23) - 112u) << 10) | ((x & 0x7fffffu) >> 13);
-        rem = x & 0x1fffu;
-        half = 0x1000u;
-    }
-    if (rem > half || (rem == half && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-TC_HD uint16_t tc__f32_to_f16(float f)
-{
-#if defined(__CUDA_ARCH__)
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    uint16_t nan = (uint16_t)(((tc__f2u(f) >> 16) & 0x8000u) | 0x7e00u);
-    return f != f ? nan : (uint16_t)h;
-#else
-    return tc__f32_to_f16_soft(f);
-#endif
-}
-
-TC_HD float tc__f16_to_f32_soft(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f)
-        return tc__u2f(sign | 0x7f800000u | (m << 13));
-    if (e == 0) { /* zero or subnormal: m * 2^-24, exact in float */
-        float v = TC_FMUL((float)m, 5.9604644775390625e-08f);
-        return sign ? -v : v;
-    }
-    return tc__u2f(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-TC_HD float tc__f16_to_f32(uint16_t h)
-{
-#if defined(__CUDA_ARCH__)
-    if ((h & 0x7c00u) == 0x7c00u) /* infinities and NaNs: payload kept */
-        return tc__f16_to_f32_soft(h);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
-    return f;
-#else
-    return tc__f16_to_f32_soft(h);
-#endif
-}
-
-TC_HD uint16_t tc__f32_to_bf16_soft(float f)
-{
-    uint32_t x = tc__f2u(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-TC_HD uint16_t tc__f32_to_bf16(float f)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned short b;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
-    uint16_t nan = (uint16_t)((tc__f2u(f) >> 16) | 0x40u);
-    return f != f ? nan : (uint16_t)b;
-#else
-    return tc__f32_to_bf16_soft(f);
-#endif
-}
-
-TC_HD float tc__bf16_to_f32(uint16_t b) { return tc__u2f((uint32_t)b << 16); }
 
 /* ---- natural log, sin and cos from rounded operations only -------------- */
 
@@ -674,8 +460,6 @@ TC_HD void tc__rng_block_bits(int kind, int dtype, int wide, const tc__rng_param
 }
 #endif
 
-#if !defined(__CUDACC__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+TC_EXACT_END
 
 #endif

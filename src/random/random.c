@@ -11,15 +11,11 @@
  * (src/base/handle_pool.h) so that a stale handle is recognized, not reused.
  * The offset never wraps: a draw that would take it past 2^64-1 is refused,
  * since Philox counters past it would repeat the first draws' numbers. */
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "runtime/device_ops.h"
 #include "base/handle_pool.h"
@@ -124,31 +120,6 @@ tc_status tc_default_generator(tc_device device, tc_generator **out)
 }
 
 /* ---- seeds ---------------------------------------------------------------- */
-
-tc_status tc__os_entropy(uint64_t *out)
-{
-    uint64_t v = 0;
-    size_t got = 0;
-    while (got < sizeof v) {
-        ssize_t r = getrandom((char *)&v + got, sizeof v - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got < sizeof v) { /* very old kernels: fall back on /dev/urandom */
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || read(fd, &v, sizeof v) != (ssize_t)sizeof v) {
-            if (fd >= 0)
-                close(fd);
-            return tc__fail(TC_ERROR_IO, "no entropy: getrandom and /dev/urandom both failed");
-        }
-        close(fd);
-    }
-    *out = v;
-    return TC_OK;
-}
 
 tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed)
 {

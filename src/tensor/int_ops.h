@@ -7,15 +7,8 @@
 
 #include <stdint.h>
 
+#include "base/hd.h"
 #include "iter.h"
-
-#ifndef TC_HD /* as in philox.h */
-#if defined(__CUDACC__)
-#define TC_HD static __host__ __device__ __forceinline__
-#else
-#define TC_HD static inline
-#endif
-#endif
 
 /* base^e, wrapping; a negative e gives 0 except for bases 1 and -1. */
 TC_HD int64_t tc__ipow(int64_t base, int64_t e)

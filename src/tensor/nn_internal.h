@@ -62,6 +62,44 @@ typedef struct tc__nn_gemm {
     double alpha, beta;
 } tc__nn_gemm;
 
+/* A GEMM operand as tc__nn_gemm reads it: data, op(X) transposed or not,
+ * the leading dimension and the batch stride (elements). */
+typedef struct tc__nn_operand {
+    const void *data;
+    bool trans;
+    int64_t ld, bstride;
+} tc__nn_operand;
+
+#ifndef __cplusplus /* the kernels take GEMMs, they do not build them */
+/* C = op(A) op(B) for `batch` entries of op(A) [m, k] and op(B) [k, n] of
+ * dtype, into dense C of dtype (ldc n, batch stride m * n); an operand's
+ * batch stride counts only where batch > 1. alpha 1 and beta 0: a caller
+ * that wants others (or another c_dtype) sets them after. */
+static inline tc__nn_gemm tc__nn_gemm_of(tc_dtype dtype, int64_t batch, int64_t m, int64_t n,
+                                         int64_t k, tc__nn_operand a, tc__nn_operand b, void *c)
+{
+    return (tc__nn_gemm){.dtype = dtype,
+                         .c_dtype = dtype,
+                         .trans_a = a.trans,
+                         .trans_b = b.trans,
+                         .batch = batch,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .a = a.data,
+                         .b = b.data,
+                         .c = c,
+                         .lda = a.ld,
+                         .ldb = b.ld,
+                         .ldc = n,
+                         .stride_a = batch > 1 ? a.bstride : 0,
+                         .stride_b = batch > 1 ? b.bstride : 0,
+                         .stride_c = m * n,
+                         .alpha = 1,
+                         .beta = 0};
+}
+#endif
+
 /* Attention in one step: out = softmax(scale * q k^T) v per batch entry,
  * with the causal mask (row i sees keys j <= i) when causal. q is [l, e], k
  * [s, e], v [s, e] and out [l, e] per entry, all of `dtype`, with unit

@@ -168,7 +168,8 @@ tc_status tc__make_view(const tc_tensor *t, int ndim, const int64_t *sizes, cons
 /* A new contiguous tensor, allocated (contents undefined). */
 tc_status tc__new_tensor(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                          bool pinned, tc_tensor **out);
-/* Fills the iter for operands of equal shape (out first); strides given. */
+/* The iterator (iter.c). tc__iter_init fills it for operands of equal
+ * shape (out first); the strides are set after, by tc__iter_set or by hand. */
 void tc__iter_init(tc__iter *it, int ndim, const int64_t *sizes, int nops);
 void tc__iter_set(tc__iter *it, int i, const tc_tensor *t);
 /* Drops size-1 dimensions and merges dimensions that all operands walk as

@@ -80,19 +80,16 @@ static tc_status finish(tc_status st, tc_tensor *res, tc_tensor **out)
 
 /* ---- matrices as a GEMM reads them ------------------------------------------------- */
 
-/* The last two dims of a tensor (at least 2-d) as a batch of matrices: data,
- * whether stored transposed, the leading dimension and the batch stride.
- * `owned` is a contiguous copy made when the layout is not one a GEMM reads
- * (matrices neither row- nor column-dense, or batch dims that do not
- * collapse into one stride). */
+/* The last two dims of a tensor (at least 2-d) as a batch of matrices, the
+ * GEMM operand `op`. `owned` is a contiguous copy made when the layout is not
+ * one a GEMM reads (matrices neither row- nor column-dense, or batch dims
+ * that do not collapse into one stride). */
 typedef struct mats {
     tc_tensor *owned;
-    const void *data;
-    bool trans;
-    int64_t ld, bstride;
+    tc__nn_operand op;
 } mats;
 
-static bool layout_of(const tc_tensor *t, mats *m)
+static bool layout_of(const tc_tensor *t, tc__nn_operand *m)
 {
     int nd = t->ndim;
     int64_t rows = t->sizes[nd - 2], cols = t->sizes[nd - 1];
@@ -128,11 +125,18 @@ static bool layout_of(const tc_tensor *t, mats *m)
 static tc_status as_mats(const tc_tensor *t, mats *m)
 {
     m->owned = NULL;
-    if (layout_of(t, m))
+    if (layout_of(t, &m->op))
         return TC_OK;
     TC_TRY(tc_tensor_contiguous(t, &m->owned));
-    (void)layout_of(m->owned, m); /* dense row-major: always readable */
+    (void)layout_of(m->owned, &m->op); /* dense row-major: always readable */
     return TC_OK;
+}
+
+/* The operand read the other way: op(X)^T. */
+static tc__nn_operand transposed(tc__nn_operand o)
+{
+    o.trans = !o.trans;
+    return o;
 }
 
 /* ---- softmax ----------------------------------------------------------------------- */
@@ -430,22 +434,8 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
     if (st == TC_OK)
         st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
     if (st == TC_OK && m * of > 0) {
-        tc__nn_gemm g = {.dtype = x->dtype,
-                         .c_dtype = x->dtype,
-                         .trans_a = false,
-                         .trans_b = !w.trans, /* op(B) = weight^T */
-                         .batch = 1,
-                         .m = m,
-                         .n = of,
-                         .k = in,
-                         .a = tc__data(xc),
-                         .b = w.data,
-                         .c = tc__data(res),
-                         .lda = in > 0 ? in : 1,
-                         .ldb = w.ld,
-                         .ldc = of,
-                         .alpha = 1,
-                         .beta = 0};
+        tc__nn_operand xo = {.data = tc__data(xc), .ld = in > 0 ? in : 1};
+        tc__nn_gemm g = tc__nn_gemm_of(x->dtype, 1, m, of, in, xo, transposed(w.op), tc__data(res));
         st = linear_gemm(be, dev.index, &g, res, bias);
     }
     tc_tensor_release(xc);
@@ -503,25 +493,9 @@ static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tenso
     if (st == TC_OK && bt * m * n > 0 && beta != 0)
         st = tc__copy_local(res, input);
     if (st == TC_OK && bt * m * n > 0) {
-        tc__nn_gemm g = {.dtype = a->dtype,
-                         .c_dtype = a->dtype,
-                         .trans_a = ma.trans,
-                         .trans_b = mb.trans,
-                         .batch = bt,
-                         .m = m,
-                         .n = n,
-                         .k = k,
-                         .a = ma.data,
-                         .b = mb.data,
-                         .c = tc__data(res),
-                         .lda = ma.ld,
-                         .ldb = mb.ld,
-                         .ldc = n,
-                         .stride_a = bt > 1 ? ma.bstride : 0,
-                         .stride_b = bt > 1 ? mb.bstride : 0,
-                         .stride_c = m * n,
-                         .alpha = alpha,
-                         .beta = beta};
+        tc__nn_gemm g = tc__nn_gemm_of(a->dtype, bt, m, n, k, ma.op, mb.op, tc__data(res));
+        g.alpha = alpha;
+        g.beta = beta;
         st = be->gemm(dev.index, &g);
     }
     tc_tensor_release(ma.owned);
@@ -637,12 +611,11 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
     return TC_OK;
 }
 
-tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
-                                             const tc_tensor *v, bool is_causal,
-                                             const double *scale, tc_tensor **out)
+/* q [..., L, E], k [..., S, E] and v [..., S, Ev]: floating, alike, at
+ * least 2-d with the same number of dims and equal leading sizes. */
+static tc_status sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v, tc_tensor **out)
 {
-    TC_API_BEGIN;
-    const char *fn = "tc_nn_scaled_dot_product_attention";
     TC_TRY(check_float(fn, q, "tc_tensor q"));
     TC_TRY(check_like(fn, q, k, "tc_tensor k"));
     TC_TRY(check_like(fn, q, v, "tc_tensor v"));
@@ -664,25 +637,41 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
                         "needs q's last size and v k's key count",
                         fn, (long long)l, (long long)e, (long long)s, (long long)k->sizes[nd - 1],
                         (long long)v->sizes[nd - 2], (long long)ev);
+    return TC_OK;
+}
+
+/* Attention's probabilities: the softmax of each row of scores [B, L, S]
+ * into probs, of dtype dt (the scores themselves for float32 and float64);
+ * when causal, row i of an entry sees the columns j <= i only. */
+static tc_status attention_probs(const tc__nn_backend *be, int device, const tc_tensor *scores,
+                                 void *probs, tc_dtype dt, bool causal)
+{
+    int64_t l = scores->sizes[1];
+    tc__nn_rows a = {.op = TC__NN_SOFTMAX,
+                     .in_dtype = scores->dtype,
+                     .out_dtype = dt,
+                     .in = tc__data(scores),
+                     .out = probs,
+                     .outer = scores->sizes[0] * l,
+                     .n = scores->sizes[2],
+                     .inner = 1,
+                     .causal = causal ? l : 0};
+    return be->rows(device, &a);
+}
+
+/* Attention in three steps, *res of sizes osz: scores = scale * q k^T
+ * (float32 for 16-bit q), the probabilities, then *res = probs v. The
+ * operands are read in place where a GEMM can read them. */
+static tc_status sdpa_unfused(const tc__nn_backend *be, const tc_tensor *q, const tc_tensor *k,
+                              const tc_tensor *v, bool causal, double scale, const int64_t *osz,
+                              tc_tensor **res)
+{
+    int nd = q->ndim;
     tc_device dev = q->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
-    if (!be)
-        return TC_ERROR_NO_DEVICE;
-    double sc = scale ? *scale : 1.0 / sqrt((double)e);
-    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
-    for (int i = 0; i < nd; i++)
-        osz[i] = q->sizes[i];
-    osz[nd - 1] = ev;
-    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
-        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
-    tc_tensor *scores = NULL, *p = NULL, *res = NULL;
-    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
-        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
-        if (st != TC_OK || res)
-            return finish(st, res, out);
-    }
+    int64_t bt = prod(q->sizes, 0, nd - 2), l = q->sizes[nd - 2], e = q->sizes[nd - 1];
+    int64_t s = k->sizes[nd - 2], ev = osz[nd - 1], ssz[3] = {bt, l, s};
     tc_dtype sdt = acc_dtype(q->dtype);
-    int64_t ssz[3] = {bt, l, s};
+    tc_tensor *scores = NULL, *p = NULL;
     mats mq = {0}, mk = {0}, mv = {0};
     tc_status st = as_mats(q, &mq);
     if (st == TC_OK)
@@ -694,62 +683,20 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     if (st == TC_OK && sdt != q->dtype)
         st = tc__new_tensor(3, ssz, q->dtype, dev, false, &p);
     if (st == TC_OK)
-        st = tc__new_tensor(nd, osz, q->dtype, dev, false, &res);
-    if (st == TC_OK) { /* scores = scale * q k^T */
-        tc__nn_gemm g = {.dtype = q->dtype,
-                         .c_dtype = sdt,
-                         .trans_a = mq.trans,
-                         .trans_b = !mk.trans,
-                         .batch = bt,
-                         .m = l,
-                         .n = s,
-                         .k = e,
-                         .a = mq.data,
-                         .b = mk.data,
-                         .c = tc__data(scores),
-                         .lda = mq.ld,
-                         .ldb = mk.ld,
-                         .ldc = s,
-                         .stride_a = bt > 1 ? mq.bstride : 0,
-                         .stride_b = bt > 1 ? mk.bstride : 0,
-                         .stride_c = l * s,
-                         .alpha = sc,
-                         .beta = 0};
+        st = tc__new_tensor(nd, osz, q->dtype, dev, false, res);
+    void *probs = p ? tc__data(p) : scores ? tc__data(scores) : NULL; /* NULL: st says why */
+    if (st == TC_OK) {
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, s, e, mq.op, transposed(mk.op),
+                                       tc__data(scores));
+        g.c_dtype = sdt;
+        g.alpha = scale;
         st = be->gemm(dev.index, &g);
     }
-    void *probs = p ? tc__data(p) : tc__data(scores);
-    if (st == TC_OK) { /* probabilities, in place for float32 and float64 */
-        tc__nn_rows a = {.op = TC__NN_SOFTMAX,
-                         .in_dtype = sdt,
-                         .out_dtype = q->dtype,
-                         .in = tc__data(scores),
-                         .out = probs,
-                         .outer = bt * l,
-                         .n = s,
-                         .inner = 1,
-                         .causal = is_causal ? l : 0};
-        st = be->rows(dev.index, &a);
-    }
-    if (st == TC_OK) { /* out = probs v */
-        tc__nn_gemm g = {.dtype = q->dtype,
-                         .c_dtype = q->dtype,
-                         .trans_a = false,
-                         .trans_b = mv.trans,
-                         .batch = bt,
-                         .m = l,
-                         .n = ev,
-                         .k = s,
-                         .a = probs,
-                         .b = mv.data,
-                         .c = tc__data(res),
-                         .lda = s,
-                         .ldb = mv.ld,
-                         .ldc = ev,
-                         .stride_a = bt > 1 ? l * s : 0,
-                         .stride_b = bt > 1 ? mv.bstride : 0,
-                         .stride_c = l * ev,
-                         .alpha = 1,
-                         .beta = 0};
+    if (st == TC_OK)
+        st = attention_probs(be, dev.index, scores, probs, q->dtype, causal);
+    if (st == TC_OK) {
+        tc__nn_operand po = {.data = probs, .ld = s, .bstride = l * s};
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, ev, s, po, mv.op, tc__data(*res));
         st = be->gemm(dev.index, &g);
     }
     tc_tensor_release(mq.owned);
@@ -757,5 +704,35 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     tc_tensor_release(mv.owned);
     tc_tensor_release(scores);
     tc_tensor_release(p);
+    return st;
+}
+
+tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
+                                             const tc_tensor *v, bool is_causal,
+                                             const double *scale, tc_tensor **out)
+{
+    TC_API_BEGIN;
+    TC_TRY(sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v, out));
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
+    int64_t ev = v->sizes[nd - 1];
+    double sc = scale ? *scale : 1.0 / sqrt((double)e);
+    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        osz[i] = q->sizes[i];
+    osz[nd - 1] = ev;
+    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
+        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
+    tc_tensor *res = NULL;
+    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
+        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
+        if (st != TC_OK || res)
+            return finish(st, res, out);
+    }
+    tc_status st = sdpa_unfused(be, q, k, v, is_causal, sc, osz, &res);
     return finish(st, res, out);
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "tensor/index_internal.h"
-#include "random/philox.h" /* float16 / bfloat16 conversions */
+#include "base/half.h"
 
 /* An odometer over an iter: element pointers of every operand, and the
  * index of each dimension (tri needs the row and column). The multiply per

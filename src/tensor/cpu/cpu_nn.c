@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tensor/nn_internal.h"
-#include "random/philox.h" /* float16 / bfloat16 conversions */
+#include "base/half.h"
 #include "tensor/tensor_internal.h"
 
 static double ld(const void *p, tc_dtype d, int64_t i)

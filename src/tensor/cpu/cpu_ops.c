@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "random/philox.h" /* float16 / bfloat16 conversions, shared with the kernels */
+#include "base/half.h" /* float16 / bfloat16 conversions, shared with the kernels */
+#include "tensor/float_ops.h"
 #include "tensor/int_ops.h"
 #include "tensor/tensor_internal.h"
 
@@ -126,40 +127,12 @@ static void walk_next(walker *w)
     }
 }
 
-/* ---- element-wise (the integer formulas are in tensor/int_ops.h) -------------------- */
+/* ---- element-wise (binary formulas: tensor/int_ops.h, tensor/float_ops.h) ---------- */
 
 /* The constants of gelu, as PyTorch writes them (M_SQRT1_2; M_SQRT2 *
  * M_2_SQRTPI * 0.5), spelled out: strict C11 has no M_ constants. */
 #define TC__SQRT1_2 0.70710678118654752440
 #define TC__SQRT_2_PI 0.79788456080286535588
-
-/* Python's a % b for floating values (torch.remainder): fmod, moved to the
- * divisor's sign. */
-static double fremainder(double a, double b)
-{
-    double m = fmod(a, b);
-    return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
-}
-
-static double fbinary(tc__op op, double a, double b)
-{
-    switch (op) {
-    case TC__OP_ADD: return a + b;
-    case TC__OP_SUB: return a - b;
-    case TC__OP_MUL: return a * b;
-    case TC__OP_DIV: return a / b;
-    case TC__OP_POW: return pow(a, b);
-    case TC__OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-    case TC__OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-    case TC__OP_REMAINDER: return fremainder(a, b);
-    case TC__OP_EQ: return a == b;
-    case TC__OP_NE: return a != b;
-    case TC__OP_LT: return a < b;
-    case TC__OP_LE: return a <= b;
-    case TC__OP_GT: return a > b;
-    default: return a >= b;
-    }
-}
 
 static double funary(tc__op op, double x)
 {
@@ -210,7 +183,7 @@ static tc_status cpu_binary(int device, tc__op op, tc_dtype dt, const tc__iter *
     bool fl = tc_dtype_is_floating(dt);
     for (int64_t n = 0; n < it->numel; n++, walk_next(&w)) {
         if (fl)
-            store_f(w.p[0], od, fbinary(op, load_f(w.p[1], dt), load_f(w.p[2], dt)));
+            store_f(w.p[0], od, tc__fbinary((int)op, load_f(w.p[1], dt), load_f(w.p[2], dt)));
         else
             store_i(w.p[0], od, tc__ibinary((int)op, load_i(w.p[1], dt), load_i(w.p[2], dt)));
     }

@@ -255,22 +255,8 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
 tc_status tc__cuda_matmul(int device, tc_dtype dt, const void *a, const void *b, void *c,
                           int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb)
 {
-    tc__nn_gemm g = {.dtype = dt,
-                     .c_dtype = dt,
-                     .batch = batch,
-                     .m = m,
-                     .n = n,
-                     .k = k,
-                     .a = a,
-                     .b = b,
-                     .c = c,
-                     .lda = k,
-                     .ldb = n,
-                     .ldc = n,
-                     .stride_a = sa,
-                     .stride_b = sb,
-                     .stride_c = m * n,
-                     .alpha = 1,
-                     .beta = 0};
+    tc__nn_operand ao = {.data = a, .ld = k, .bstride = sa},
+                   bo = {.data = b, .ld = n, .bstride = sb};
+    tc__nn_gemm g = tc__nn_gemm_of(dt, batch, m, n, k, ao, bo, c);
     return tc__cuda_gemm(device, &g);
 }

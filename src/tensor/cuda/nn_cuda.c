@@ -1,8 +1,8 @@
-/* The CUDA nn backend (tensor/nn_internal.h): row kernels and cross_entropy
- * from nn.cu, the GEMM from cuBLAS (blas.c), linear's GEMM with its bias
- * from cuBLASLt (blas_lt.c), fused attention from attention.cu. Each entry
- * enters the device, queues on its current stream and reports launch
- * errors in one place. */
+/* The CUDA nn backend (tensor/nn_internal.h): row kernels from rows.cu,
+ * cross_entropy from loss.cu, the GEMM from cuBLAS (blas.c), linear's GEMM
+ * with its bias from cuBLASLt (blas_lt.c), fused attention from
+ * attention.cu. Each entry enters the device, queues on its current stream
+ * and reports launch errors in one place. */
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
 #include "runtime/cuda/kernel_errors.h"

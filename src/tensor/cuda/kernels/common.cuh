@@ -231,6 +231,17 @@ template <typename F> void dispatch(tc_dtype dtype, F f)
     }
 }
 
+/* The same for a floating dtype. */
+template <typename F> void dispatch_float(tc_dtype dtype, F f)
+{
+    switch (dtype) {
+    case TC_FLOAT16: f((__half *)0); break;
+    case TC_BFLOAT16: f((__nv_bfloat16 *)0); break;
+    case TC_FLOAT32: f((float *)0); break;
+    default: f((double *)0); break;
+    }
+}
+
 } // namespace tck
 
 #endif

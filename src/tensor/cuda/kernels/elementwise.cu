@@ -11,6 +11,7 @@
  * operation a kernel argument, so the dtype x op matrix does not multiply
  * the code of the rarer strided cases. */
 #include "common.cuh"
+#include "tensor/float_ops.h"
 #include "tensor/int_ops.h"
 
 #include <utility>
@@ -20,27 +21,10 @@ using namespace tck;
 namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
+/* Floating values, in the computation type: the formulas the CPU backend uses. */
 template <typename C> __device__ __forceinline__ C binop(int op, C a, C b)
 {
-    switch (op) {
-    case TC__OP_ADD: return a + b;
-    case TC__OP_SUB: return a - b;
-    case TC__OP_MUL: return a * b;
-    case TC__OP_DIV: return a / b;
-    case TC__OP_POW: return pow(a, b);
-    case TC__OP_MAXIMUM: return (a != a || b != b) ? (C)NAN : a > b ? a : b;
-    case TC__OP_MINIMUM: return (a != a || b != b) ? (C)NAN : a < b ? a : b;
-    case TC__OP_REMAINDER: { /* Python's %: fmod moved to the divisor's sign */
-        C m = fmod(a, b);
-        return (m != (C)0 && ((b < (C)0) != (m < (C)0))) ? m + b : m;
-    }
-    case TC__OP_EQ: return a == b;
-    case TC__OP_NE: return a != b;
-    case TC__OP_LT: return a < b;
-    case TC__OP_LE: return a <= b;
-    case TC__OP_GT: return a > b;
-    default: return a >= b;
-    }
+    return tc__fbinary(op, a, b);
 }
 
 /* Integers (bool included): the formulas the CPU backend uses. */

@@ -1,7 +1,9 @@
-/* C launchers of the nn kernels (nn.cu), called by nn_cuda.c. As the other
- * launchers (kernels.h), each queues its kernels on `stream` of the current
- * device and returns at once; the caller runs tc__launch_check right after.
- * `sms` is the device's multiprocessor count. Not installed. */
+/* C launchers of the nn kernels, called by nn_cuda.c and blas.c: the row
+ * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu) and
+ * the GEMMs tcuda computes without cuBLAS (gemm_small.cu, gemm_scale.cu).
+ * As the other launchers (kernels.h), each queues its kernels on `stream` of
+ * the current device and returns at once; the caller runs tc__launch_check
+ * right after. `sms` is the device's multiprocessor count. Not installed. */
 #ifndef TCUDA_NN_KERNELS_H
 #define TCUDA_NN_KERNELS_H
 
@@ -45,7 +47,8 @@ void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a, vo
 bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc__nn_attention *a);
 /* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
  * matrices of dtype (floating) with leading dimension ldc and batch stride
- * stride_c: a GEMM with k = 0. Launches nothing when the batch is empty. */
+ * stride_c: a GEMM with k = 0 (gemm_scale.cu). Launches nothing when the
+ * batch is empty. */
 void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch, int64_t m,
                     int64_t n, int64_t ldc, int64_t stride_c, double beta);
 

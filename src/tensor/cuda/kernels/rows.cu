@@ -1,8 +1,8 @@
-/* nn kernels: softmax, log_softmax, layer_norm and rms_norm over rows, and
- * the rows of cross_entropy. Each is one pass over memory where the row fits
- * in registers: it is read once (16-byte vectors when the rows are aligned),
- * its statistics reduced (max then sum of exp; mean then variance; mean of
- * squares) with warp shuffles, and written once.
+/* Row kernels: softmax, log_softmax, layer_norm and rms_norm over rows.
+ * Each is one pass over memory where the row fits in registers: it is read
+ * once (16-byte vectors when the rows are aligned), its statistics reduced
+ * (max then sum of exp; mean then variance; mean of squares) with warp
+ * shuffles, and written once.
  *
  *   n <= 1024:        a warp per row, 4 rows per block of 128 threads;
  *   n <= 16384:       a block per row, 128 to 512 threads, as few as hold
@@ -20,9 +20,10 @@
  *   softmax along an inner dim: a thread per column, coalesced across
  *                     columns, online max and sum then a write pass.
  *
- * (Half those lengths for float64.) Values are computed in float for 16-bit dtypes (double for float64) and
- * rounded once when stored. The causal mask of attention is applied as the
- * row is loaded: masked columns are never read and come out as 0. */
+ * (Half those lengths for float64.) Values are computed in float for 16-bit
+ * dtypes (double for float64) and rounded once when stored. The causal mask
+ * of attention is applied as the row is loaded: masked columns are never
+ * read and come out as 0. */
 #include <math.h>
 
 #include <atomic>
@@ -30,6 +31,7 @@
 
 #include "common.cuh"
 #include "nn_kernels.h"
+#include "rows.cuh"
 
 using namespace tck;
 
@@ -49,8 +51,6 @@ template <typename T> struct PerThread {
     static constexpr int value = sizeof(typename Compute<T>::type) == 8 ? 16 : 32;
 };
 
-__device__ __forceinline__ float ex(float x) { return expf(x); }
-__device__ __forceinline__ double ex(double x) { return exp(x); }
 /* exp in the softmax kernels whose output O is a 16-bit dtype: the
  * hardware's exp2 (__expf, a few ulp of float, far below the rounding to
  * 16 bits) instead of expf's exact range reduction, which made the longest
@@ -62,44 +62,12 @@ template <typename O, typename C> __device__ __forceinline__ C ex_to(C x)
     else
         return ex(x);
 }
-__device__ __forceinline__ float lg(float x) { return logf(x); }
-__device__ __forceinline__ double lg(double x) { return log(x); }
 __device__ __forceinline__ float rsq(float x) { return 1.0f / sqrtf(x); }
 __device__ __forceinline__ double rsq(double x) { return 1.0 / sqrt(x); }
-template <typename C> __device__ __forceinline__ C ninf() { return (C)-INFINITY; }
 
 template <typename U, int N> struct alignas(sizeof(U) * N) VecN {
     U v[N];
 };
-
-/* Sum or max over a warp; every lane gets the result. A NaN is not taken by
- * max (the sum of exp then carries it). */
-template <bool MAX, typename C> __device__ __forceinline__ C warp_red(C v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        C w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? (w > v ? w : v) : v + w;
-    }
-    return v;
-}
-
-/* Over the row's team (a warp, or the block); every thread gets the result.
- * `sh` holds 32 values; the leading sync lets a previous reduction finish
- * reading it. */
-template <bool MAX, bool WARP, typename C> __device__ __forceinline__ C team_red(C v, C *sh)
-{
-    v = warp_red<MAX>(v);
-    if (WARP)
-        return v;
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0)
-        sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (MAX ? ninf<C>() : (C)0);
-    return warp_red<MAX>(v);
-}
 
 struct RowArgs {
     const void *in;
@@ -227,28 +195,6 @@ __global__ void __launch_bounds__(WARP ? 128 : 512) rows_reg(RowArgs a)
     }
 }
 
-/* Online max and sum of exp: (m, s) after one more value v. A +inf maximum
- * makes the sum NaN, as exp(inf - inf) does in PyTorch's two passes (the
- * whole row is NaN then); without that, a thread that sees the +inf last
- * would keep s = 1 and write 0 for every other value. */
-template <typename C> __device__ __forceinline__ void online(C &m, C &s, C v)
-{
-    if (v > m) {
-        s = s * ex(m - v) + (v == -ninf<C>() ? (C)NAN : (C)1);
-        m = v;
-    } else {
-        s += v == ninf<C>() ? (C)0 : ex(v - m); /* a NaN gives NaN */
-    }
-}
-
-/* (M, S) of a team from each thread's (m, s). */
-template <bool WARP, typename C> __device__ __forceinline__ void online_red(C &m, C &s, C *sh)
-{
-    C big = team_red<true, WARP>(m, sh);
-    s = team_red<false, WARP>(m == ninf<C>() ? s * (C)0 : s * ex(m - big), sh);
-    m = big;
-}
-
 /* Welford's running (count, mean, sum of squared deviations) of a thread's
  * values, merged across threads as Chan et al. do: stable for large means
  * and for outliers, where sums shifted by one value (or E[x^2] - E[x]^2)
@@ -367,11 +313,6 @@ __global__ void __launch_bounds__(512) rows_loop(RowArgs a)
             store(out + j, y);
         }
     }
-}
-
-static unsigned cap_grid(i64 blocks)
-{
-    return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
 }
 
 /* Rows that fit in shared memory: a block per row copies it there, reduces
@@ -568,128 +509,6 @@ __global__ void cols_softmax(const T *in, T *out, i64 outer, i64 n, i64 inner)
     }
 }
 
-/* Claims err's slot for a target out of range and says what it was (the
- * first such row of the first kernel to find one; kernel_errors.h). */
-__device__ void report_target(tc__kernel_error *err, i64 row, i64 t, i64 c, i64 ignore)
-{
-    if (atomicCAS(&err->kind, TC__KERR_NONE, TC__KERR_WRITING) != TC__KERR_NONE)
-        return;
-    err->v[0] = row, err->v[1] = t, err->v[2] = c, err->v[3] = ignore;
-    __threadfence_system();
-    atomicExch(&err->kind, TC__KERR_CE_TARGET);
-}
-
-/* A block's share of a reduced cross_entropy: the sum of its rows' losses
- * and the number of them not ignored. */
-struct CePart {
-    double sum;
-    i64 rows;
-};
-
-/* Row `row`'s loss, logsumexp(row) - row[target], for every thread of the
- * row's team (WARP: a warp, else the block), which all call it with the
- * same row: 0 for an ignored row; NaN for a target out of range, reported
- * through err. */
-template <typename T, bool WARP>
-__device__ typename Compute<T>::type ce_row(const T *x, i64 t, i64 row, i64 c, i64 ignore,
-                                            tc__kernel_error *err, typename Compute<T>::type *sh)
-{
-    typedef typename Compute<T>::type C;
-    const int lane = WARP ? threadIdx.x & 31 : threadIdx.x, size = WARP ? 32 : blockDim.x;
-    if (t == ignore)
-        return 0;
-    if (t < 0 || t >= c) {
-        if (lane == 0)
-            report_target(err, row, t, c, ignore);
-        return (C)NAN;
-    }
-    const T *r = x + row * c;
-    C m = ninf<C>(), s = 0;
-    for (i64 j = lane; j < c; j += size)
-        online(m, s, load<C>(r + j));
-    online_red<WARP>(m, s, sh);
-    return m + lg(s) - load<C>(r + t);
-}
-
-/* cross_entropy's rows, a team per row (WARP: each warp of the block takes
- * a row; else the block does): with `loss`, each row's loss (dtype T);
- * with `part`, each block's CePart of the rows it took, summed per team in
- * row order and then over the teams in order. */
-template <typename T, bool WARP>
-__global__ void __launch_bounds__(512) ce_rows(const T *x, const i64 *target, T *loss, CePart *part,
-                                               i64 n, i64 c, i64 ignore, tc__kernel_error *err)
-{
-    tck_pdl_entry();
-    typedef typename Compute<T>::type C;
-    __shared__ C sh[32];
-    __shared__ CePart teams_part[16];
-    const int teams = WARP ? blockDim.x / 32 : 1, team = WARP ? threadIdx.x / 32 : 0;
-    const bool lead = (WARP ? threadIdx.x & 31 : threadIdx.x) == 0;
-    CePart mine = {0, 0};
-    for (i64 row = (i64)blockIdx.x * teams + team; row < n; row += (i64)gridDim.x * teams) {
-        i64 t = target[row];
-        C v = ce_row<T, WARP>(x, t, row, c, ignore, err, sh);
-        if (lead) {
-            if (loss)
-                store(loss + row, v);
-            mine.sum += (double)v;
-            mine.rows += t != ignore;
-        }
-    }
-    if (!part)
-        return;
-    if (WARP) {
-        if (lead)
-            teams_part[team] = mine;
-        __syncthreads();
-        for (int k = 1; threadIdx.x == 0 && k < teams; k++)
-            mine.sum += teams_part[k].sum, mine.rows += teams_part[k].rows;
-    }
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = mine;
-}
-
-/* out = the parts' sum, or for `mean` the sum over the rows counted (0 / 0,
- * NaN, when none is): one block, summing in a fixed order. */
-template <typename T>
-__global__ void __launch_bounds__(256) ce_total(const CePart *part, int parts, T *out, bool mean)
-{
-    tck_pdl_entry();
-    __shared__ double ss[256];
-    __shared__ i64 sr[256];
-    const int t = threadIdx.x;
-    double s = 0;
-    i64 r = 0;
-    for (int i = t; i < parts; i += 256) {
-        s += part[i].sum;
-        r += part[i].rows;
-    }
-    ss[t] = s, sr[t] = r;
-    __syncthreads();
-    for (int o = 128; o > 0; o /= 2) {
-        if (t < o)
-            ss[t] += ss[t + o], sr[t] += sr[t + o];
-        __syncthreads();
-    }
-    if (t == 0)
-        store(out, (typename Compute<T>::type)(mean ? ss[0] / (double)sr[0] : ss[0]));
-}
-
-/* c = beta * c over a strided batch of row-major [m, n] matrices (ldc,
- * stride_c), 0 where beta is 0 (c is not read then, as a GEMM's beta 0). */
-template <typename T>
-__global__ void scale_kernel(T *c, i64 m, i64 n, i64 ldc, i64 stride_c, i64 total, double beta)
-{
-    tck_pdl_entry();
-    typedef typename Compute<T>::type C;
-    i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        i64 j = i % n, r = i / n;
-        T *p = c + (r / m) * stride_c + (r % m) * ldc + j;
-        store(p, beta == 0 ? (C)0 : (C)beta * load<C>(p));
-    }
-}
-
 static bool aligned(const void *p, size_t to) { return p == nullptr || (uintptr_t)p % to == 0; }
 
 /* The path every launch takes: automatic, or one forced by a benchmark. */
@@ -744,17 +563,6 @@ template <typename T, typename O> void launch_op(cudaStream_t stream, int op, co
     }
 }
 
-/* The element type of a floating dtype, as dispatch() does for all. */
-template <typename F> void dispatch_float(tc_dtype dtype, F f)
-{
-    switch (dtype) {
-    case TC_FLOAT16: f((__half *)0); break;
-    case TC_BFLOAT16: f((__nv_bfloat16 *)0); break;
-    case TC_FLOAT32: f((float *)0); break;
-    default: f((double *)0); break;
-    }
-}
-
 } // namespace
 } // namespace tcuda_kernels
 using namespace tcuda_kernels;
@@ -786,69 +594,4 @@ extern "C" void tc__k_nn_rows(cudaStream_t stream, int sms, const tc__nn_rows *r
             typedef typename std::remove_pointer<decltype(tag)>::type T;
             launch_op<T, T>(stream, (int)r->op, a);
         });
-}
-
-/* cross_entropy's launch: rows of up to 1,024 classes a warp each, four
- * to a block of 128 threads; longer rows a block of 512 each. A sum or
- * mean has no more blocks than the GPU holds at once (each then takes
- * several rows), so that the blocks' sums stay few. */
-struct CeLaunch {
-    bool warp;
-    int threads;
-    unsigned blocks;
-};
-
-static CeLaunch ce_launch(int sms, const tc__nn_ce *a)
-{
-    CeLaunch l;
-    l.warp = a->c <= 1024;
-    l.threads = l.warp ? 128 : 512;
-    i64 blocks = l.warp ? (a->n + 3) / 4 : a->n;
-    if (a->reduction != TC_REDUCTION_NONE) {
-        i64 most = (i64)(sms > 0 ? sms : 80) * (2048 / l.threads);
-        blocks = blocks < most ? blocks : most;
-    }
-    l.blocks = cap_grid(blocks);
-    return l;
-}
-
-extern "C" size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a)
-{
-    return a->reduction == TC_REDUCTION_NONE ? 0 : sizeof(CePart) * ce_launch(sms, a).blocks;
-}
-
-extern "C" void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a,
-                                       void *scratch, tc__kernel_error *err)
-{
-    CeLaunch l = ce_launch(sms, a);
-    bool reduced = a->reduction != TC_REDUCTION_NONE;
-    dispatch_float(a->dtype, [&](auto *tag) {
-        typedef typename std::remove_pointer<decltype(tag)>::type T;
-        const T *x = (const T *)a->logits;
-        const i64 *t = (const i64 *)a->target;
-        T *loss = reduced ? nullptr : (T *)a->out;
-        CePart *part = reduced ? (CePart *)scratch : nullptr;
-        if (l.warp)
-            ce_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(x, t, loss, part, a->n, a->c,
-                                                                 a->ignore_index, err);
-        else
-            ce_rows<T, false><<<l.blocks, l.threads, 0, stream>>>(x, t, loss, part, a->n, a->c,
-                                                                  a->ignore_index, err);
-        if (reduced)
-            ce_total<T><<<1, 256, 0, stream>>>(part, (int)l.blocks, (T *)a->out,
-                                               a->reduction == TC_REDUCTION_MEAN);
-    });
-}
-
-extern "C" void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch,
-                               int64_t m, int64_t n, int64_t ldc, int64_t stride_c, double beta)
-{
-    i64 total = batch * m * n;
-    if (total <= 0)
-        return;
-    dispatch_float(dtype, [&](auto *tag) {
-        typedef typename std::remove_pointer<decltype(tag)>::type T;
-        scale_kernel<T><<<grid_for(total, 256, sms), 256, 0, stream>>>((T *)c, m, n, ldc, stride_c,
-                                                                       total, beta);
-    });
 }

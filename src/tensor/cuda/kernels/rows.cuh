@@ -1,0 +1,79 @@
+/* What the row kernels (rows.cu) and cross_entropy's (loss.cu) share: exp
+ * and log of the computation type, reductions over a warp or a block, the
+ * online maximum and sum of exp, and the grid of one block per row. Not
+ * installed. */
+#ifndef TCUDA_KERNELS_ROWS_CUH
+#define TCUDA_KERNELS_ROWS_CUH
+
+#include <math.h>
+
+#include "common.cuh"
+
+namespace tck {
+
+__device__ __forceinline__ float ex(float x) { return expf(x); }
+__device__ __forceinline__ double ex(double x) { return exp(x); }
+__device__ __forceinline__ float lg(float x) { return logf(x); }
+__device__ __forceinline__ double lg(double x) { return log(x); }
+template <typename C> __device__ __forceinline__ C ninf() { return (C)-INFINITY; }
+
+/* Sum or max over a warp; every lane gets the result. A NaN is not taken by
+ * max (the sum of exp then carries it). */
+template <bool MAX, typename C> __device__ __forceinline__ C warp_red(C v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        C w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? (w > v ? w : v) : v + w;
+    }
+    return v;
+}
+
+/* Over the row's team (a warp, or the block); every thread gets the result.
+ * `sh` holds 32 values; the leading sync lets a previous reduction finish
+ * reading it. */
+template <bool MAX, bool WARP, typename C> __device__ __forceinline__ C team_red(C v, C *sh)
+{
+    v = warp_red<MAX>(v);
+    if (WARP)
+        return v;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (MAX ? ninf<C>() : (C)0);
+    return warp_red<MAX>(v);
+}
+
+/* Online max and sum of exp: (m, s) after one more value v. A +inf maximum
+ * makes the sum NaN, as exp(inf - inf) does in PyTorch's two passes (the
+ * whole row is NaN then); without that, a thread that sees the +inf last
+ * would keep s = 1 and write 0 for every other value. */
+template <typename C> __device__ __forceinline__ void online(C &m, C &s, C v)
+{
+    if (v > m) {
+        s = s * ex(m - v) + (v == -ninf<C>() ? (C)NAN : (C)1);
+        m = v;
+    } else {
+        s += v == ninf<C>() ? (C)0 : ex(v - m); /* a NaN gives NaN */
+    }
+}
+
+/* (M, S) of a team from each thread's (m, s). */
+template <bool WARP, typename C> __device__ __forceinline__ void online_red(C &m, C &s, C *sh)
+{
+    C big = team_red<true, WARP>(m, sh);
+    s = team_red<false, WARP>(m == ninf<C>() ? s * (C)0 : s * ex(m - big), sh);
+    m = big;
+}
+
+/* A grid of `blocks` blocks (one a row), kept within what a launch takes. */
+static inline unsigned cap_grid(i64 blocks)
+{
+    return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
+}
+
+} // namespace tck
+
+#endif

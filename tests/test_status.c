@@ -93,7 +93,10 @@ int main(void)
         CHECK(strncmp(tc_status_string((tc_status)s), "TC_", 3) == 0);
 
     CHECK(tc_version_code() == TCUDA_VERSION_CODE);
-    CHECK(strcmp(tc_version(), "0.1.0") == 0 || tc_version()[0] != '\0');
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", TCUDA_VERSION_MAJOR, TCUDA_VERSION_MINOR,
+             TCUDA_VERSION_PATCH);
+    CHECK(strcmp(tc_version(), version) == 0);
 
     /* dtypes */
     CHECK(tc_dtype_size(TC_FLOAT32) == 4 && tc_dtype_size(TC_BFLOAT16) == 2);

@@ -131,7 +131,7 @@ int main(void)
 
     tc_graph *g;
     TRY(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     TRY(gd.status);
     chain(&c.x, c.y);

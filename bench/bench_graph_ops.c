@@ -122,7 +122,7 @@ static tc_graph *capture(state *s, op_fn fn, int copies, tc_graph_order order)
     tc_graph *g;
     TRY(tc_graph_create(&g));
     TRY(tc_graph_set_order(g, order));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     TRY(gd.status);
     for (int i = 0; i < copies; i++) {

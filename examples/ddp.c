@@ -37,7 +37,7 @@ int main(void)
     }
     tc_process_group *pg;
     if (getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("SLURM_PROCID")) {
-        TRY(tc_dist_init_from_env(&pg));
+        TRY(tc_process_group_create_from_env(&pg));
     } else { /* started alone: a group of one */
         tc_dist_options o;
         memset(&o, 0, sizeof o);
@@ -45,10 +45,10 @@ int main(void)
         o.local_rank = 0;
         strcpy(o.master_addr, "127.0.0.1");
         o.master_port = 29500;
-        TRY(tc_dist_init(&o, &pg));
+        TRY(tc_process_group_create(&o, &pg));
     }
-    int rank = tc_dist_rank(pg), world = tc_dist_world_size(pg);
-    tc_device dev = {TC_CUDA, tc_dist_device(pg)};
+    int rank = tc_process_group_rank(pg), world = tc_process_group_size(pg);
+    tc_device dev = {TC_CUDA, tc_process_group_device(pg)};
     TRY(tc_set_device(dev.index));
 
     /* this rank's shard: x random (seeded by rank), y = x @ w_true */
@@ -104,6 +104,6 @@ int main(void)
     tc_tensor_release(x), tc_tensor_release(xt), tc_tensor_release(w_true);
     tc_tensor_release(y), tc_tensor_release(w), tc_tensor_release(lr);
     tc_generator_destroy(g);
-    TRY(tc_dist_destroy(pg));
+    TRY(tc_process_group_destroy(pg));
     return worst < 1e-2 ? 0 : 1;
 }

@@ -417,7 +417,7 @@ static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph,
         tc_tensor_release(tok0);
         tc_tensor_release(pos0);
         CHECK(tc_graph_create(&g));
-        tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_mempool_id){0}, NULL,
+        tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_graph_pool_id){0}, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
         CHECK(cg.status);
         tc_status st = gpt_step(m);

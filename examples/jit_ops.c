@@ -43,7 +43,7 @@ int main(void)
     /* 1. one output, two extra scalars with defaults */
     tc_jit_fn *axpby = NULL;
     tc_jit_options opts = {.scalars = "alpha=1.0, beta=1.0"};
-    CHECK(tc_jit_create_fn(
+    CHECK(tc_jit_fn_create(
         "template <typename T>\n"
         "T fused_axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }",
         &opts, &axpby));
@@ -66,7 +66,7 @@ int main(void)
 
     /* 2. two outputs, returned through reference parameters */
     tc_jit_fn *polar = NULL;
-    CHECK(tc_jit_create_multi_output_fn("template <typename T>\n"
+    CHECK(tc_jit_fn_create_multi_output("template <typename T>\n"
                                         "void polar(T x, T y, T &r, T &theta) {\n"
                                         "    r = sqrt(x * x + y * y);\n"
                                         "    theta = atan2(y, x);\n"

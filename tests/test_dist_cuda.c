@@ -10,7 +10,7 @@
  * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY).
  *
  * On one GPU, with a fake NCCL (support/fake_nccl.c) in a child process:
- * a communicator whose setup never ends fails tc_dist_init with
+ * a communicator whose setup never ends fails tc_process_group_create with
  * TC_ERROR_IO after the timeout (and is aborted once); an operation that is
  * never queued times out in one thread while another thread is inside an
  * operation of the same group: both fail with TC_ERROR_INVALID_STATE, the
@@ -109,7 +109,8 @@ static void wait_destroy(tc_work *w)
 /* Every operation on a group; values checked for any world size. */
 static void run_all(tc_process_group *pg)
 {
-    int rank = tc_dist_rank(pg), world = tc_dist_world_size(pg), dev = tc_dist_device(pg);
+    int rank = tc_process_group_rank(pg), world = tc_process_group_size(pg),
+        dev = tc_process_group_device(pg);
     const int64_t n = 1000;
     tc_dtype dts[3] = {TC_FLOAT32, TC_INT32, TC_FLOAT64};
     for (int d = 0; d < 3; d++)
@@ -196,7 +197,7 @@ static void run_all(tc_process_group *pg)
 
 static void bad_arguments(tc_process_group *pg)
 {
-    int dev = tc_dist_device(pg);
+    int dev = tc_process_group_device(pg);
     int64_t n = 8;
     tc_tensor *cpu = NULL, *b = NULL, *g = NULL, *wide = NULL, *tr = NULL;
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CPU, -1}, &cpu));
@@ -210,9 +211,10 @@ static void bad_arguments(tc_process_group *pg)
     CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_SUM, &w), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_all_reduce(pg, g, (tc_reduce_op)9, &w), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_dist_broadcast(pg, g, tc_dist_world_size(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_broadcast(pg, g, tc_process_group_size(pg), &w),
+                 TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_all_gather(pg, g, wide, &w), TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_dist_send(pg, g, tc_dist_rank(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_send(pg, g, tc_process_group_rank(pg), &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK(w == (tc_work *)0x1);
     tc_tensor_release(cpu);
     tc_tensor_release(b);
@@ -268,7 +270,7 @@ static int fake_main(const char *mode)
     o.timeout_s = 1;
     tc_process_group *pg = NULL;
     double t0 = tc_test_now_ms();
-    tc_status st = tc_dist_init(&o, &pg);
+    tc_status st = tc_process_group_create(&o, &pg);
     double took = (tc_test_now_ms() - t0) / 1000;
     if (!strcmp(mode, "init_hangs")) {
         CHECK(st == TC_ERROR_IO && took >= 0.9 && took < 10);
@@ -295,13 +297,13 @@ static int fake_main(const char *mode)
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
         CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
         CHECK(strstr(tc_last_error(), "aborted") != NULL);
-        CHECK_OK(tc_dist_destroy(pg));
+        CHECK_OK(tc_process_group_destroy(pg));
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_destroys") == 0);
     } else { /* "ok" */
         tc_work *w = NULL;
         CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
         CHECK_OK(tc_work_wait(w));
-        CHECK_OK(tc_dist_destroy(pg)); /* the work holds the group */
+        CHECK_OK(tc_process_group_destroy(pg)); /* the work holds the group */
         CHECK(fake_count("fake_nccl_finalizes") == 0);
         CHECK_OK(tc_work_destroy(w)); /* the last reference: finalize, destroy */
         CHECK(fake_count("fake_nccl_finalizes") == 1 && fake_count("fake_nccl_destroys") == 1);
@@ -337,7 +339,7 @@ static int rank_main(const char *mode)
 {
     tc_test_init();
     tc_process_group *pg = NULL;
-    if (tc_dist_init_from_env(&pg) != TC_OK) {
+    if (tc_process_group_create_from_env(&pg) != TC_OK) {
         fprintf(stderr, "rank %s: %s\n", getenv("RANK"), tc_last_error());
         return 20;
     }
@@ -345,11 +347,12 @@ static int rank_main(const char *mode)
         run_all(pg);
         bad_arguments(pg);
     } else { /* "die": rank 1 leaves; rank 0's all_reduce must fail cleanly */
-        if (tc_dist_rank(pg) == 1)
+        if (tc_process_group_rank(pg) == 1)
             _exit(0);
         int64_t n = 1 << 20;
         tc_tensor *t = NULL;
-        CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, tc_dist_device(pg)}, &t));
+        CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32,
+                                (tc_device){TC_CUDA, tc_process_group_device(pg)}, &t));
         tc_work *w = NULL;
         CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
         double t0 = tc_test_now_ms();
@@ -361,7 +364,7 @@ static int rank_main(const char *mode)
         tc_work_destroy(w);
         _exit(tc_test_failed ? 1 : 0); /* the GPU may be left busy: no orderly teardown */
     }
-    CHECK_OK(tc_dist_destroy(pg));
+    CHECK_OK(tc_process_group_destroy(pg));
     return TC_TEST_DONE();
 }
 
@@ -414,7 +417,7 @@ int main(int argc, char **argv)
     o.master_port = 29517;
     o.timeout_s = 60;
     tc_process_group *pg = NULL;
-    tc_status st = tc_dist_init(&o, &pg);
+    tc_status st = tc_process_group_create(&o, &pg);
     if (st == TC_ERROR_NOT_SUPPORTED) {
         printf("skipped: NCCL was not found: %s\n", tc_last_error());
         return 77;
@@ -422,11 +425,12 @@ int main(int argc, char **argv)
     CHECK_OK(st);
     if (st != TC_OK)
         return TC_TEST_DONE();
-    CHECK(tc_dist_rank(pg) == 0 && tc_dist_world_size(pg) == 1 && tc_dist_device(pg) == 0);
+    CHECK(tc_process_group_rank(pg) == 0 && tc_process_group_size(pg) == 1 &&
+          tc_process_group_device(pg) == 0);
     run_all(pg);
     bad_arguments(pg);
-    CHECK_OK(tc_dist_destroy(pg));
-    CHECK_STATUS(tc_dist_destroy(pg), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc_process_group_destroy(pg));
+    CHECK_STATUS(tc_process_group_destroy(pg), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_HANDLE);
 #ifdef TC_TEST_FAKE_NCCL
     CHECK(spawn_fake("ok") == 0);

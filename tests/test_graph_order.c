@@ -176,7 +176,7 @@ static tc_graph *capture(tc_graph_order order, tc_graph_fn fn, void *ctx)
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
     CHECK_OK(tc_graph_set_order(g, order));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(fn(ctx));
@@ -700,7 +700,7 @@ static void test_bad_inputs(void)
     CHECK_STATUS(tc_graph_set_order(g, (tc_graph_order)2), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_graph_set_order", "order 2"));
     CHECK_OK(tc_graph_set_order(g, TC_GRAPH_ORDER_DATA));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_STATUS(tc_graph_set_order(g, TC_GRAPH_ORDER_STREAM), TC_ERROR_INVALID_STATE);

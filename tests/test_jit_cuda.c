@@ -35,7 +35,7 @@ static int child_main(void)
 {
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "beta=3"};
-    if (tc_jit_create_fn(child_code, &o, &fn) != TC_OK)
+    if (tc_jit_fn_create(child_code, &o, &fn) != TC_OK)
         return 2;
     enum { N = 1000 };
     int64_t s[1] = {N};
@@ -127,8 +127,8 @@ static bool nan16(tc_dtype dt, uint16_t h)
 static void test_16bit_every_pattern(void)
 {
     tc_jit_fn *id = NULL, *mul = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T ident(T x) { return x; }", NULL, &id));
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &mul));
+    CHECK_OK(tc_jit_fn_create("template <typename T> T ident(T x) { return x; }", NULL, &id));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &mul));
     enum { N = 65536 };
     static uint16_t bits[N + 1], ys[N + 1], got[N], want[N];
     tc_dtype dts[2] = {TC_FLOAT16, TC_BFLOAT16};
@@ -193,7 +193,7 @@ static void test_cpu_gpu_agree(void)
                                "/ (y + a) + x * y; }";
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "a=1.5"};
-    CHECK_OK(tc_jit_create_fn(code, &o, &fn));
+    CHECK_OK(tc_jit_fn_create(code, &o, &fn));
     if (tc__jit_host_compiler(NULL, NULL) != TC_OK) {
         printf("CPU/GPU agreement not checked: %s\n", tc_last_error());
         tc_jit_fn_destroy(fn);
@@ -223,7 +223,7 @@ static void test_cpu_gpu_agree(void)
 static void test_compile_error(void)
 {
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T broken(T x) { return x + undefined_y; }",
+    CHECK_OK(tc_jit_fn_create("template <typename T> T broken(T x) { return x + undefined_y; }",
                               NULL, &fn));
     int64_t s[1] = {16};
     tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
@@ -234,7 +234,7 @@ static void test_compile_error(void)
     CHECK(out[0] == NULL);
     /* the device is fine afterwards */
     tc_jit_fn *ok = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &ok));
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &ok));
     const tc_tensor *in2[2] = {x, x};
     CHECK_OK(tc_jit_fn_call(ok, in2, 2, NULL, out));
     tc_tensor *ref = NULL;
@@ -254,7 +254,7 @@ static void test_current_stream(void)
     tc_stream *s = NULL;
     CHECK_OK(tc_stream_create(0, 0, &s));
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &fn));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &fn));
     int64_t n[1] = {1 << 20};
     tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, n), *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {x, x};

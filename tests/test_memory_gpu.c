@@ -111,7 +111,7 @@ static void test_fraction_snapshot(void)
                            snap->segments[i].blocks[j].state == TC_BLOCK_ACTIVE_ALLOCATED;
     CHECK(small_alloc == 1);
     CHECK_OK(tc_memory_snapshot_write_json(snap, "tc_alloc_snapshot.json"));
-    tc_memory_snapshot_free(snap);
+    CHECK_OK(tc_memory_snapshot_destroy(snap));
     CHECK(system("python3 -c \"import json; d=json.load(open('tc_alloc_snapshot.json')); "
                  "assert len(d['segments'])>=2; "
                  "assert {s['segment_type'] for s in d['segments']} <= {'small', 'large'}; "
@@ -126,7 +126,7 @@ static void test_fraction_snapshot(void)
     CHECK_OK(tc_caching_allocator_delete(q));
     CHECK_STATUS(tc_caching_allocator_delete(q), TC_ERROR_INVALID_ARGUMENT);
     tc_allocator *u;
-    CHECK_OK(tc_allocator_from_functions((tc_alloc_fn)1, (tc_free_fn)1, &u));
+    CHECK_OK(tc_allocator_create((tc_alloc_fn)1, (tc_free_fn)1, &u));
     CHECK_STATUS(tc_change_current_allocator(u), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_allocator_destroy(u)); /* not current: it can go */
 }

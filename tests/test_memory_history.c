@@ -6,7 +6,7 @@
  * python3), out-of-memory observers fire once per failure with what was
  * asked, TCUDA_NO_CACHING's allocator keeps nothing cached and its parser is
  * strict, concurrent recording stays consistent, and user memory pools
- * isolate their memory (per thread, nested, in snapshots, released), also
+ * isolate their memory (per thread, nested, in snapshots, destroyed), also
  * with an allocator of their own. The test functions
  * that allocate are extern and noinline so that their names are in the
  * stacks. */
@@ -404,7 +404,7 @@ static void test_user_pools(void)
     CHECK_OK(tc__alloc_malloc(a, 3000, 0, &w));
     CHECK_STATUS(tc_mempool_use_end(outer), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_mempool_use_end(inner));
-    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_STATE); /* in use */
+    CHECK_STATUS(tc_mempool_destroy(outer), TC_ERROR_INVALID_STATE); /* in use */
     CHECK_OK(tc_mempool_use_end(outer));
     CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
@@ -427,16 +427,16 @@ static void test_user_pools(void)
     CHECK(in_pool == 1);
     tc__snapshot_free(&snap);
     size_t before = hctx.in_use;
-    CHECK_OK(tc_mempool_release(outer)); /* z still live: its segment stays */
+    CHECK_OK(tc_mempool_destroy(outer)); /* z still live: its segment stays */
     CHECK(hctx.in_use == before);
-    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_destroy(outer), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_mempool_use_begin(outer), TC_ERROR_INVALID_HANDLE);
     CHECK_OK(tc__alloc_free(a, z));
     tc__alloc_empty_cache(a); /* now its segment goes */
     CHECK(hctx.in_use == before - 2 * MiB);
     CHECK_OK(tc__alloc_free(a, w));
     before = hctx.in_use;
-    CHECK_OK(tc_mempool_release(inner)); /* wholly free: back at once */
+    CHECK_OK(tc_mempool_destroy(inner)); /* wholly free: back at once */
     CHECK(hctx.in_use == before - 2 * MiB);
     CHECK_OK(tc__alloc_free(a, y));
     CHECK_OK(tc__alloc_free(a, other_ptr));
@@ -499,7 +499,7 @@ static void test_own_pool(void)
     CHECK_OK(tc__mempool_create_own(own, ctx, &own_user, 0, &mp));
     /* tc_allocator_destroy's check: refused while the pool uses the allocator */
     CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
-    CHECK(strstr(tc_last_error(), "in use by 1 memory pool (0 released") != NULL);
+    CHECK(strstr(tc_last_error(), "in use by 1 memory pool (0 destroyed") != NULL);
     CHECK(tc__mempool_route(0, a) == a);
     CHECK_OK(tc_mempool_use_begin(mp));
     CHECK(tc__mempool_route(0, a) == own && tc__mempool_route(1, a) == a);
@@ -513,10 +513,10 @@ static void test_own_pool(void)
     struct tc_mempool_stats st;
     CHECK_OK(tc_mempool_stats(mp, &st));
     CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
-    CHECK_OK(tc_mempool_release(mp)); /* x is live: its allocator stays */
+    CHECK_OK(tc_mempool_destroy(mp)); /* x is live: its allocator stays */
     CHECK(own_frees == 0);
     CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
-    CHECK(strstr(tc_last_error(), "(1 released with blocks still live)") != NULL);
+    CHECK(strstr(tc_last_error(), "(1 destroyed with blocks still live)") != NULL);
     CHECK(!tc__mempool_free_own(y));
     CHECK(tc__mempool_free_own(x)); /* the last block: the allocator goes */
     CHECK(own_frees == 1);
@@ -721,7 +721,7 @@ static void test_no_global_lock(void)
 }
 
 /* A dump racing pools whose own allocators come and go (the last free of a
- * released pool destroys its allocator): the dump holds the registry, so no
+ * destroyed pool destroys its allocator): the dump holds the registry, so no
  * allocator it reads goes away under it (ThreadSanitizer in CI). */
 static atomic_int race_stop, race_bad; /* CHECK only on the main thread */
 static void *pool_churn(void *arg)
@@ -739,7 +739,7 @@ static void *pool_churn(void *arg)
         if (tc__alloc_create(&p, &cfg, 0, &own) != TC_OK ||
             tc__mempool_create_own(own, ctx, &race_stop, 0, &mp) != TC_OK ||
             tc__alloc_malloc(own, 3000 + (size_t)i, 0, &x) != TC_OK ||
-            tc_mempool_release(mp) != TC_OK || !tc__mempool_free_own(x)) /* own goes here */
+            tc_mempool_destroy(mp) != TC_OK || !tc__mempool_free_own(x)) /* own goes here */
             atomic_fetch_add(&race_bad, 1);
     }
     atomic_store(&race_stop, 1);

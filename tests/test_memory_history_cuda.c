@@ -171,8 +171,8 @@ static void user_pool(void)
     CHECK_OK(tc_synchronize(0));
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.blocks == 0);
-    CHECK_OK(tc_mempool_release(pool));
-    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc_mempool_destroy(pool));
+    CHECK_STATUS(tc_mempool_destroy(pool), TC_ERROR_INVALID_HANDLE);
 }
 
 static int user_allocs, user_frees;
@@ -194,7 +194,7 @@ static void user_free_fn(void *ptr, size_t size, int device, void *stream)
 static void user_pool_pluggable(void)
 {
     tc_allocator *ua = NULL;
-    CHECK_OK(tc_allocator_from_functions(user_alloc_fn, user_free_fn, &ua));
+    CHECK_OK(tc_allocator_create(user_alloc_fn, user_free_fn, &ua));
     tc_mempool *pool = NULL;
     CHECK_OK(tc_mempool_create(0, ua, &pool));
     int64_t n = 1 << 20;
@@ -216,7 +216,7 @@ static void user_pool_pluggable(void)
     tc_tensor_release(s);
     tc_tensor_release(t);
     tc_tensor_release(u);
-    CHECK_OK(tc_mempool_release(pool)); /* its allocator goes: the user's free is called */
+    CHECK_OK(tc_mempool_destroy(pool)); /* its allocator goes: the user's free is called */
     CHECK(user_frees == 1);
     CHECK_OK(tc_allocator_destroy(ua));
     printf("pluggable pool: %d user allocations, %d user frees\n", user_allocs, user_frees);

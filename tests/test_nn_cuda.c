@@ -33,7 +33,7 @@ static void test_linear_graph(void)
         CHECK_OK(tc_graph_create(&g));
         uint64_t f0, u0;
         tc__nn_linear_counts(&f0, &u0);
-        tc_mempool_id none = {0};
+        tc_graph_pool_id none = {0};
         tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
         CHECK_OK(gd.status);
@@ -100,7 +100,7 @@ static void test_cross_entropy_async(void)
     CHECK_OK(tc_synchronize(-1));
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &y));

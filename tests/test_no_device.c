@@ -161,6 +161,12 @@ int main(void)
     CHECK(tc_event_device(NULL) == -1);
     check_bad_handles();
 
+    struct tc_memory_snapshot *snap = (struct tc_memory_snapshot *)0x1;
+    CHECK_STATUS(tc_memory_snapshot(&snap), TC_ERROR_NO_DEVICE);
+    CHECK(snap == (struct tc_memory_snapshot *)0x1);
+    CHECK_STATUS(tc_memory_snapshot_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_memory_snapshot_destroy", "snap is NULL"));
+
     /* Still CPU-only features work. */
     CHECK(tc_nvtx_range_push("cpu") == 0 && tc_nvtx_range_pop() == 0);
     CHECK(!tc_launch_blocking() || getenv("CUDA_LAUNCH_BLOCKING"));

@@ -242,7 +242,7 @@ static void test_user_kernel(tc_stream *side)
 static void test_jiterator(tc_stream *side)
 {
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T twice(T x) { return x + x; }", NULL, &fn));
+    CHECK_OK(tc_jit_fn_create("template <typename T> T twice(T x) { return x + x; }", NULL, &fn));
     int64_t n = 4096;
     tc_tensor *x = NULL, *y = NULL, *s = NULL;
     CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, GPU, &x));
@@ -300,7 +300,7 @@ static void test_graph_replay(tc_stream *side)
     CHECK_OK(tc_synchronize(-1));
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(tc_tensor_mul(x, x, &y)); /* y from the graph's pool */

@@ -362,7 +362,8 @@ static void test_handles(void)
     /* accessors answer as for NULL */
     CHECK(tc_tensor_ndim(t) == 0 && tc_tensor_numel(t) == 0 && tc_tensor_size(t, 0) == 0);
     CHECK(tc_tensor_sizes(t) == NULL && tc_tensor_data_ptr(t) == NULL && !tc_tensor_is_cuda(t));
-    CHECK(tc_tensor_retain(t) == NULL);
+    CHECK_STATUS(tc_tensor_retain(t), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_retain(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_tensor_ndim(NULL) == 0 && tc_tensor_dtype(NULL) == TC_FLOAT32);
     CHECK(tc_tensor_device(NULL).type == TC_CPU && tc_tensor_release(NULL) == TC_OK);
     tc_device_guard g = tc_device_guard_enter_of(t);
@@ -375,7 +376,7 @@ static void test_handles(void)
     CHECK(o == NULL);
     /* a retained tensor lives until its last reference goes */
     CHECK_OK(tc_tensor_ones(1, sz, TC_FLOAT32, CPU, &t));
-    CHECK(tc_tensor_retain(t) == t);
+    CHECK_OK(tc_tensor_retain(t));
     CHECK_OK(tc_tensor_release(t));
     CHECK(tc_tensor_numel(t) == 3);
     CHECK_OK(tc_tensor_release(t));

@@ -61,10 +61,12 @@ static void test_fills_match_buffer_draws(void)
             int64_t tsz[2] = {29, 37};
             tc_tensor *base = NULL, *t = NULL;
             CHECK_OK(tc_tensor_zeros(2, strided ? tsz : sz, cases[c].dt, CPU, &base));
-            if (strided)
+            if (strided) {
                 CHECK_OK(tc_tensor_transpose(base, 0, 1, &t));
-            else
-                t = tc_tensor_retain(base);
+            } else {
+                CHECK_OK(tc_tensor_retain(base));
+                t = base;
+            }
             CHECK(tc_tensor_is_contiguous(t) == !strided);
             tc_status st = cases[c].kind == 0   ? tc_tensor_uniform_(t, cases[c].a, cases[c].b, g)
                            : cases[c].kind == 1 ? tc_tensor_normal_(t, cases[c].a, cases[c].b, g)

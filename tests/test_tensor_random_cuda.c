@@ -29,10 +29,12 @@ static tc_tensor *filled(tc_device dev, int strided, int kind, tc_dtype dt, doub
     int64_t sz[2] = {strided ? 301 : 173, strided ? 173 : 301};
     tc_tensor *base = NULL, *t = NULL;
     CHECK_OK(tc_tensor_zeros(2, sz, dt, dev, &base));
-    if (strided)
+    if (strided) {
         CHECK_OK(tc_tensor_transpose(base, 0, 1, &t));
-    else
-        t = tc_tensor_retain(base);
+    } else {
+        CHECK_OK(tc_tensor_retain(base));
+        t = base;
+    }
     tc_tensor_release(base);
     tc_status st = kind == 0   ? tc_tensor_uniform_(t, a, b, g)
                    : kind == 1 ? tc_tensor_normal_(t, a, b, g)

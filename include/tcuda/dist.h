@@ -86,20 +86,22 @@ TCUDA_API tc_status tc_dist_options_from_env(tc_dist_options *out);
  * returns when all have joined, or fails after the timeout: TC_ERROR_IO
  * for the rendezvous or a communicator that was not ready in time,
  * TC_ERROR_CUDA with NCCL's message when NCCL refused). */
-TCUDA_API tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out);
-/* tc_dist_options_from_env, then tc_dist_init. */
-TCUDA_API tc_status tc_dist_init_from_env(tc_process_group **out);
+TCUDA_API tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out);
+/* tc_dist_options_from_env, then tc_process_group_create. */
+TCUDA_API tc_status tc_process_group_create_from_env(tc_process_group **out);
 /* Destroys the group once its last tc_work is destroyed too: lets its
  * queued work finish (ncclCommFinalize) for at most the timeout, then frees
  * the communicator; aborts it when the group failed, or when finishing
  * fails or times out (TC_ERROR_INVALID_STATE: the group's resources are
  * freed all the same). */
-TCUDA_API tc_status tc_dist_destroy(tc_process_group *pg);
+TCUDA_API tc_status tc_process_group_destroy(tc_process_group *pg);
 
-/* This rank, the group's size and GPU; -1 for a bad group. */
-TCUDA_API int tc_dist_rank(const tc_process_group *pg);
-TCUDA_API int tc_dist_world_size(const tc_process_group *pg);
-TCUDA_API int tc_dist_device(const tc_process_group *pg);
+/* This rank, the group's size (world size) and GPU. These cannot fail: for
+ * NULL, a destroyed group or a pointer that is not one they return -1, and
+ * leave tc_last_error() as it was. */
+TCUDA_API int tc_process_group_rank(const tc_process_group *pg);
+TCUDA_API int tc_process_group_size(const tc_process_group *pg);
+TCUDA_API int tc_process_group_device(const tc_process_group *pg);
 
 /* t = op over the ranks' t (avg divides the sum by world_size). */
 TCUDA_API tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op,
@@ -135,7 +137,7 @@ TCUDA_API tc_status tc_work_query(tc_work *work);
  * the work on the GPU, without blocking the host (PyTorch's Work.wait). */
 TCUDA_API tc_status tc_work_wait_stream(tc_work *work, tc_stream *stream);
 /* Frees the work; when it held the last reference of a destroyed group,
- * the group ends here (and this returns what tc_dist_destroy would). */
+ * the group ends here (and this returns what tc_process_group_destroy would). */
 TCUDA_API tc_status tc_work_destroy(tc_work *work);
 
 TCUDA_EXTERN_C_END

@@ -48,7 +48,7 @@ TCUDA_EXTERN_C_BEGIN
 
 typedef struct tc_jit_fn tc_jit_fn;
 
-/* Options of tc_jit_create_fn; NULL means all defaults (a zeroed struct). */
+/* Options of tc_jit_fn_create; NULL means all defaults (a zeroed struct). */
 typedef struct tc_jit_options {
     /* The extra scalar parameters and their default values, in the order the
      * function takes them: "alpha=1.0" or "alpha=1, beta=-0.5" (PyTorch's
@@ -65,12 +65,12 @@ typedef struct tc_jit_options {
  * code or out, code without a function template, a function that returns
  * void, a bad scalars string, scalar names that differ from the code's
  * parameters, or no tensor input left; TC_ERROR_OUT_OF_MEMORY. */
-TCUDA_API tc_status tc_jit_create_fn(const char *code, const tc_jit_options *options,
+TCUDA_API tc_status tc_jit_fn_create(const char *code, const tc_jit_options *options,
                                      tc_jit_fn **out);
 
 /* The same for a function with `num_outputs` (1..7) outputs, returned
  * through its last num_outputs reference parameters. */
-TCUDA_API tc_status tc_jit_create_multi_output_fn(const char *code, int num_outputs,
+TCUDA_API tc_status tc_jit_fn_create_multi_output(const char *code, int num_outputs,
                                                   const tc_jit_options *options, tc_jit_fn **out);
 
 /* Runs fn element-wise over `n_inputs` tensors (all on one device; as many

@@ -56,7 +56,7 @@ struct tc_memory_stats {
     int64_t max_split_size; /* -1: no limit */
     /* Calls that made the host wait for the GPU (a segment's cudaFree, an
      * event synchronize): only on empty_cache, an out-of-memory retry, the
-     * garbage-collection threshold and a pool's release, never in malloc or
+     * garbage-collection threshold and a pool's destroy, never in malloc or
      * free otherwise. */
     int64_t num_device_synchronize;
 };
@@ -79,7 +79,7 @@ typedef enum tc_memory_segment_type {
 TCUDA_API const char *tc_memory_block_state_string(tc_memory_block_state state);
 TCUDA_API const char *tc_memory_segment_type_string(tc_memory_segment_type type);
 
-/* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_free. */
+/* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_destroy. */
 typedef struct tc_memory_block_info {
     uint64_t address;
     size_t size, requested_size;
@@ -149,12 +149,16 @@ TCUDA_API int64_t tc_memory_stats_get(int device, const char *key);
  * error (bad device, no host memory), with tc_last_error saying why. */
 TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
 
-/* Every segment and block of every device. Caller frees with
- * tc_memory_snapshot_free. */
+/* Every segment and block of every device (torch.cuda.memory_snapshot): a
+ * new snapshot in *out, which the caller destroys with
+ * tc_memory_snapshot_destroy. */
 TCUDA_API tc_status tc_memory_snapshot(struct tc_memory_snapshot **out);
+/* Writes a snapshot as JSON to `path`. */
 TCUDA_API tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap,
                                                   const char *path);
-TCUDA_API void tc_memory_snapshot_free(struct tc_memory_snapshot *snap);
+/* Gives back a snapshot and everything in it. TC_ERROR_INVALID_ARGUMENT for
+ * NULL. */
+TCUDA_API tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap);
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
 TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
@@ -167,21 +171,23 @@ TCUDA_API const char *tc_get_allocator_backend(void);
  * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
 typedef void *(*tc_alloc_fn)(size_t size, int device, void *cuda_stream);
 typedef void (*tc_free_fn)(void *ptr, size_t size, int device, void *cuda_stream);
-/* Loads alloc_fn and free_fn from the shared object at so_path (dlopen; an
- * empty path or NULL name is TC_ERROR_INVALID_ARGUMENT). The caller destroys
- * *out with tc_allocator_destroy, which also unloads the object. */
-TCUDA_API tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
-                                                const char *free_fn, tc_allocator **out);
-/* An allocator from two functions; the caller destroys it. */
-TCUDA_API tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
-                                                tc_allocator **out);
+/* An allocator from two functions (torch.cuda.memory.CUDAPluggableAllocator's
+ * functions); the caller destroys *out with tc_allocator_destroy. */
+TCUDA_API tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
+                                        tc_allocator **out);
+/* The same with alloc_fn and free_fn loaded by name from the shared object
+ * at so_path (CUDAPluggableAllocator(path, alloc_fn_name, free_fn_name);
+ * dlopen; an empty path or NULL name is TC_ERROR_INVALID_ARGUMENT).
+ * tc_allocator_destroy also unloads the object. */
+TCUDA_API tc_status tc_allocator_create_from_library(const char *so_path, const char *alloc_fn,
+                                                     const char *free_fn, tc_allocator **out);
 /* Makes `allocator` the device allocator, for the rest of the process;
  * TC_ERROR_INVALID_STATE once any device memory was allocated,
  * TC_ERROR_INVALID_HANDLE for a destroyed or foreign handle. */
 TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
 /* Destroys an allocator (and unloads its shared object). The current
  * allocator serves memory until exit and is refused (TC_ERROR_INVALID_STATE),
- * as is one a memory pool still uses (live, or released with blocks still
+ * as is one a memory pool still uses (live, or destroyed with blocks still
  * live: the message says how many); a destroyed handle gives
  * TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_allocator_destroy(tc_allocator *allocator);
@@ -289,9 +295,9 @@ struct tc_mempool_stats {
     size_t active_bytes;                             /* live + freed awaiting streams */
 };
 
-/* A new pool on device (-1: current); the caller releases it with
- * tc_mempool_release. With `allocator` (tc_allocator_from_functions or
- * tc_pluggable_allocator_load; NULL: none) the pool's segments come from
+/* A new pool on device (-1: current); the caller destroys it with
+ * tc_mempool_destroy. With `allocator` (tc_allocator_create or
+ * tc_allocator_create_from_library; NULL: none) the pool's segments come from
  * its functions instead of cudaMalloc, cached like the device's own; the
  * allocator must outlive the pool's memory. TC_ERROR_NO_DEVICE without
  * CUDA; TC_ERROR_INVALID_HANDLE for a destroyed allocator;
@@ -301,7 +307,7 @@ struct tc_mempool_stats {
 TCUDA_API tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out);
 /* From now on, this thread's allocations on the pool's device come from the
  * pool, until the matching tc_mempool_use_end (uses nest, up to 8 deep; the
- * innermost wins). TC_ERROR_INVALID_HANDLE for a released pool;
+ * innermost wins). TC_ERROR_INVALID_HANDLE for a destroyed pool;
  * TC_ERROR_INVALID_STATE when 8 are active on this thread. */
 TCUDA_API tc_status tc_mempool_use_begin(tc_mempool *pool);
 /* Ends the innermost use of this thread, which must be `pool`
@@ -312,8 +318,8 @@ TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_s
 /* Destroys the handle: the pool's wholly free segments go back to the device
  * now, the others once their blocks are freed (on the next empty_cache).
  * Live blocks stay valid and are freed as usual. TC_ERROR_INVALID_STATE
- * while a thread uses it; TC_ERROR_INVALID_HANDLE when released already. */
-TCUDA_API tc_status tc_mempool_release(tc_mempool *pool);
+ * while a thread uses it; TC_ERROR_INVALID_HANDLE when destroyed already. */
+TCUDA_API tc_status tc_mempool_destroy(tc_mempool *pool);
 
 TCUDA_EXTERN_C_END
 

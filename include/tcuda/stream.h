@@ -78,8 +78,9 @@ TCUDA_API tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event);
  * `other`. */
 TCUDA_API tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other);
 
-/* Records a new event (no timing) on the stream and returns it; the caller
- * destroys it with tc_event_destroy. */
+/* Creates a new event (no timing), records it on the stream and returns it
+ * (torch's Stream.record_event); the caller destroys it with
+ * tc_event_destroy. tc_event_record records an event that exists already. */
 TCUDA_API tc_status tc_stream_record_event(tc_stream *stream, tc_event **out);
 
 /* The stream's device, priority and CUDA handle (a cudaStream_t; NULL for

@@ -99,9 +99,10 @@ TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64
 
 /* ---- lifetime ------------------------------------------------------------ */
 
-/* Adds a reference; returns t. NULL (with a message, as tc_last_error says)
- * for NULL or a released or foreign tensor. */
-TCUDA_API tc_tensor *tc_tensor_retain(tc_tensor *t);
+/* Adds a reference to t: the caller keeps using t and gives the reference
+ * back with tc_tensor_release. TC_ERROR_INVALID_ARGUMENT for NULL,
+ * TC_ERROR_INVALID_HANDLE for a released or foreign tensor. */
+TCUDA_API tc_status tc_tensor_retain(tc_tensor *t);
 /* Drops a reference: TC_OK (NULL is a no-op and TC_OK too). When the last
  * one goes, the tensor is released: its handle is dead from then on. A CUDA
  * storage is given back in the order of the stream that made it, and of

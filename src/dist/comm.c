@@ -98,7 +98,7 @@ static tc_status broadcast_accel(const tc_tensor *t, const int *devs, int n, tc_
     tc_tensor *tmp[TC_MAX_DEVICES] = {0};
     tc_status st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++)
-        st = i == root ? (tmp[i] = tc_tensor_retain((tc_tensor *)t), TC_OK)
+        st = i == root ? (tmp[i] = tc__tensor_ref((tc_tensor *)t), TC_OK)
                        : tc__new_tensor(t->ndim, t->sizes, t->dtype, (tc_device){TC_CUDA, devs[i]},
                                         false, &tmp[i]);
     if (st == TC_OK)
@@ -349,7 +349,7 @@ static tc_status broadcast_bucket(const tc_tensor *const *tensors, int lo, int h
     for (int d = 0; d < nd && st == TC_OK; d++) {
         if (devs[d] == src) {
             for (int i = lo; i < hi; i++)
-                res[d * nt + i] = tc_tensor_retain((tc_tensor *)tensors[i]);
+                res[d * nt + i] = tc__tensor_ref((tc_tensor *)tensors[i]);
         } else {
             st = unpack(got[d], tensors, lo, hi, &res[d * nt + lo]);
         }
@@ -406,7 +406,7 @@ static tc_status reduce_bucket(const tc_tensor *const *inputs, int nd, int nt, i
     for (; made < nd && st == TC_OK; made++) {
         const tc_tensor *const *row = inputs + (size_t)made * (size_t)nt;
         if (hi - lo == 1)
-            flats[made] = tc_tensor_retain((tc_tensor *)row[lo]);
+            flats[made] = tc__tensor_ref((tc_tensor *)row[lo]);
         else
             st = pack(row, lo, hi, &flats[made]);
     }

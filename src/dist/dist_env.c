@@ -107,14 +107,14 @@ tc_status tc_dist_options_from_env(tc_dist_options *out)
     return TC_OK;
 }
 
-/* The same in every build: tc_dist_init (cuda/dist.c, or nocuda/dist.c) does the rest. */
-tc_status tc_dist_init_from_env(tc_process_group **out)
+/* The same in every build: tc_process_group_create (cuda/dist.c, or nocuda/dist.c) does the rest. */
+tc_status tc_process_group_create_from_env(tc_process_group **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out must not be NULL");
     tc_dist_options o;
     TC_TRY(tc_dist_options_from_env(&o));
-    return tc_dist_init(&o, out);
+    return tc_process_group_create(&o, out);
 }
 
 tc_status tc__dist_check_options(const tc_dist_options *o)

@@ -151,8 +151,8 @@ tc_status tc__mempool_check_unused(const void *user)
     if (!pools)
         return TC_OK;
     return tc__fail(TC_ERROR_INVALID_STATE,
-                    "the allocator is in use by %zu memory pool%s (%zu released with blocks still "
-                    "live); release the pools and free their memory first",
+                    "the allocator is in use by %zu memory pool%s (%zu destroyed with blocks still "
+                    "live); destroy the pools and free their memory first",
                     pools, pools == 1 ? "" : "s", gone);
 }
 
@@ -262,7 +262,7 @@ tc_status tc_mempool_stats(const tc_mempool *mp, struct tc_mempool_stats *out)
     return TC_OK;
 }
 
-tc_status tc_mempool_release(tc_mempool *mp)
+tc_status tc_mempool_destroy(tc_mempool *mp)
 {
     TC_API_BEGIN;
     TC_TRY(check(mp));

@@ -88,7 +88,15 @@ tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, c
     (void)snap, (void)path;
     return absent();
 }
-void tc_memory_snapshot_free(struct tc_memory_snapshot *snap) { (void)snap; }
+/* No snapshot can be made here; it checks its argument as with CUDA. */
+tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(snap, "snap is NULL");
+    tc__snapshot_free(snap);
+    free(snap);
+    return TC_OK;
+}
 tc_status tc_set_per_process_memory_fraction(double fraction, int device)
 {
     TC_API_BEGIN;
@@ -104,14 +112,14 @@ const char *tc_get_allocator_backend(void)
         return NULL; /* tc_last_error: the parser's message */
     return c.backend == 1 ? "cudaMallocAsync" : "native";
 }
-tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
-                                      const char *free_fn, tc_allocator **out)
+tc_status tc_allocator_create_from_library(const char *so_path, const char *alloc_fn,
+                                           const char *free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     (void)so_path, (void)alloc_fn, (void)free_fn, (void)out;
     return absent();
 }
-tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
+tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     (void)alloc_fn, (void)free_fn, (void)out;

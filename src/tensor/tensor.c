@@ -357,13 +357,12 @@ tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
 
 /* ---- lifetime and accessors --------------------------------------------- */
 
-tc_tensor *tc_tensor_retain(tc_tensor *t)
+tc_status tc_tensor_retain(tc_tensor *t)
 {
     TC_API_BEGIN;
-    if (!t || tc__tensor_check(t, "tc_tensor") != TC_OK)
-        return NULL;
-    atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
-    return t;
+    TC_TRY(tc__tensor_check(t, "tc_tensor"));
+    tc__tensor_ref(t);
+    return TC_OK;
 }
 
 tc_status tc_tensor_release(tc_tensor *t)
@@ -668,7 +667,7 @@ tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out)
     TC_TRY(tc__tensor_check(src, "tc_tensor src"));
     TC_CHECK_ARG(out, "out is NULL");
     if (tc__is_contiguous(src)) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;

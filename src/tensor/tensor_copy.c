@@ -172,7 +172,7 @@ tc_status tc_tensor_to(const tc_tensor *src, tc_device device, tc_dtype dtype, b
     TC_TRY(tc__device_resolve(device, &device));
     tc_device here = src->storage->device;
     if (here.type == device.type && here.index == device.index && src->dtype == dtype) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     /* As PyTorch: a non-blocking move to the CPU lands in pinned memory. */
@@ -211,7 +211,7 @@ tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out)
                  "only CPU tensors can be pinned; this one is on cuda:%d",
                  src->storage->device.index);
     if (src->storage->pinned) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;

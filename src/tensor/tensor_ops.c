@@ -117,7 +117,7 @@ tc_status tc__broadcast_shapes(const char *fn, int n, const tc_tensor *const *ts
 tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
 {
     if (t->dtype == dtype) {
-        *out = tc_tensor_retain((tc_tensor *)t);
+        *out = tc__tensor_ref((tc_tensor *)t);
         return TC_OK;
     }
     tc_tensor *c;
@@ -391,7 +391,7 @@ tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *m
     if (st == TC_OK)
         st = lo ? tc_tensor_maximum(a, lo, &t) : tc__as_dtype(a, ct, &t);
     if (st == TC_OK)
-        st = hi ? tc_tensor_minimum(t, hi, &res) : (res = tc_tensor_retain(t), TC_OK);
+        st = hi ? tc_tensor_minimum(t, hi, &res) : (res = tc__tensor_ref(t), TC_OK);
     tc_tensor_release(lo), tc_tensor_release(hi), tc_tensor_release(t);
     if (st != TC_OK)
         return st;

@@ -245,7 +245,7 @@ static tc_status var_std(const char *fn, bool is_std, const tc_tensor *a, int di
     if (is_std)
         STEP(tc_tensor_sqrt(*v, r));
     else
-        STEP((*r = tc_tensor_retain(*v), TC_OK));
+        STEP((*r = tc__tensor_ref(*v), TC_OK));
     /* as PyTorch: over nothing it is NaN whatever the correction */
     if (g.r == 0)
         STEP(tc_tensor_fill_(*r, NAN));

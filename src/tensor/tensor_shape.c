@@ -94,7 +94,7 @@ tc_status tc_tensor_flatten(const tc_tensor *t, int start_dim, int end_dim, tc_t
         return tc__make_view(t, 1, &one, &one, t->offset, out);
     }
     if (s == e) {
-        *out = tc_tensor_retain((tc_tensor *)t);
+        *out = tc__tensor_ref((tc_tensor *)t);
         return TC_OK;
     }
     int64_t sz[TC_MAX_DIMS];

@@ -104,7 +104,7 @@ static void *jc_thread_call(void *arg)
     tc_jit_fn *fn = NULL;
     tc_tensor *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {j->x, j->x};
-    j->ok = tc_jit_create_fn(j->code, NULL, &fn) == TC_OK &&
+    j->ok = tc_jit_fn_create(j->code, NULL, &fn) == TC_OK &&
             tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
             tc_tensor_add(j->x, j->x, &ref) == TC_OK && jc_same(out[0], ref);
     if (!j->ok)
@@ -118,11 +118,11 @@ static void *jc_thread_call(void *arg)
 static void jc_parity_suite(tc_device dev)
 {
     tc_jit_fn *add = NULL, *mul = NULL, *axpy = NULL, *sd = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &add));
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &mul));
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &add));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &mul));
     tc_jit_options o = {.scalars = "alpha=1.0"};
-    CHECK_OK(tc_jit_create_fn(jc_axpy, &o, &axpy));
-    CHECK_OK(tc_jit_create_multi_output_fn(jc_sumdiff, 2, NULL, &sd));
+    CHECK_OK(tc_jit_fn_create(jc_axpy, &o, &axpy));
+    CHECK_OK(tc_jit_fn_create_multi_output(jc_sumdiff, 2, NULL, &sd));
     if (!add || !mul || !axpy || !sd)
         return;
 

@@ -267,15 +267,15 @@ static tc_status pg_check(tc_process_group *pg)
     return TC_OK;
 }
 
-int tc_dist_rank(const tc_process_group *pg)
+int tc_process_group_rank(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->rank : -1;
 }
-int tc_dist_world_size(const tc_process_group *pg)
+int tc_process_group_size(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->world_size : -1;
 }
-int tc_dist_device(const tc_process_group *pg)
+int tc_process_group_device(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->device : -1;
 }
@@ -333,7 +333,7 @@ static tc_status init_comm(tc_process_group *pg, const tc_dist_options *o)
     return st;
 }
 
-tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
+tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out must not be NULL");
@@ -362,7 +362,7 @@ tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
     return TC_OK;
 }
 
-tc_status tc_dist_destroy(tc_process_group *pg)
+tc_status tc_process_group_destroy(tc_process_group *pg)
 {
     TC_API_BEGIN;
     TC_TRY(tc__handle_check(pg, TC_PG_MAGIC, "tc_process_group"));

@@ -20,7 +20,7 @@ static tc__handle_pool callable_pool = TC_HANDLE_POOL_INIT(struct tc_graphed_cal
 
 /* Captures fn(ctx) into a new graph on the current stream (a side stream),
  * in pool `pool`; *out on success. fn's own error is returned as it is. */
-static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_mempool_id pool,
+static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_graph_pool_id pool,
                              tc_graph_order order, tc_graph **out)
 {
     tc_graph *g;
@@ -61,7 +61,7 @@ static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ct
             st = fns[i](ctxs ? ctxs[i] : NULL);
     if (st == TC_OK)
         st = tc_stream_synchronize(side);
-    tc_mempool_id pool = {0};
+    tc_graph_pool_id pool = {0};
     for (int i = 0; i < n && st == TC_OK; i++) {
         st = capture_one(fns[i], ctxs ? ctxs[i] : NULL, side, pool, order, &graphs[i]);
         if (st == TC_OK && i == 0)

@@ -17,7 +17,7 @@ tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
         tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
         tc_status st = a ? tc__alloc_snapshot(a, snap) : TC_OK;
         if (st != TC_OK) {
-            tc_memory_snapshot_free(snap);
+            (void)tc_memory_snapshot_destroy(snap);
             return st;
         }
     }
@@ -31,10 +31,11 @@ tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, c
     return tc__snapshot_write_json(snap, path);
 }
 
-void tc_memory_snapshot_free(struct tc_memory_snapshot *snap)
+tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap)
 {
-    if (!snap)
-        return;
+    TC_API_BEGIN;
+    TC_CHECK_ARG(snap, "snap is NULL");
     tc__snapshot_free(snap);
     free(snap);
+    return TC_OK;
 }

@@ -221,7 +221,7 @@ static int dist_main(void)
         TRY(tc_dist_barrier(pg));
         double t0 = bench_now_ns();
         tc_work *w;
-        TRY(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        TRY(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         TRY(tc_work_wait(w));
         TRY(tc_work_destroy(w));
         if (i >= WARMUP)

@@ -31,8 +31,8 @@ static double gpu_time(op_fn fn, void *ctx, int warm, int iters)
     for (int i = 0; i < warm; i++)
         fn(ctx);
     tc_event *a, *b;
-    TRY(tc_event_create(TC_EVENT_TIMING, &a));
-    TRY(tc_event_create(TC_EVENT_TIMING, &b));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &b));
     TRY(tc_event_record(a, NULL));
     for (int i = 0; i < iters; i++)
         fn(ctx);

@@ -46,8 +46,8 @@ static inline double bench_median(double *v, int n)
 static inline double bench_gpu_median_ms(void (*run)(void *), void *ctx, int reps)
 {
     tc_event *a = NULL, *b = NULL;
-    TRY(tc_event_create(TC_EVENT_TIMING, &a));
-    TRY(tc_event_create(TC_EVENT_TIMING, &b));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &b));
     for (int i = 0; i < 3; i++)
         run(ctx);
     double *ts = malloc(sizeof(double) * (size_t)reps);

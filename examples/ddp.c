@@ -1,6 +1,6 @@
 /* DistributedDataParallel's pattern with a process group: one process per
  * GPU, each with its own shard of data, averaging gradients with all_reduce
- * (TC_REDUCE_AVG) every step, so the replicas stay identical. The model is a
+ * (TC_REDUCE_OP_AVG) every step, so the replicas stay identical. The model is a
  * linear regression w (the true weights are 1, 2, ..., D); rank 0 prints the
  * loss, and every rank checks that it found the true weights.
  *
@@ -75,7 +75,7 @@ int main(void)
         TRY(tc_tensor_sub(pred, y, &err));
         TRY(tc_tensor_matmul(xt, err, &grad)); /* X^T (Xw - y) */
         tc_work *work;
-        TRY(tc_dist_all_reduce(pg, grad, TC_REDUCE_AVG, &work)); /* the DDP step */
+        TRY(tc_dist_all_reduce(pg, grad, TC_REDUCE_OP_AVG, &work)); /* the DDP step */
         TRY(tc_work_wait_stream(work, NULL)); /* the update waits on the GPU, not the host */
         TRY(tc_work_destroy(work));
         TRY(tc_tensor_mul(grad, lr, &scaled));

@@ -270,7 +270,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
     DO(s, tc_tensor_add_(x, proj));
     LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln2_w, w->ln2_b, 1e-5, &h));
     LET(s, f, tc_nn_linear(h, w->fc_w, w->fc_b, &f));
-    LET(s, g, tc_tensor_gelu(f, TC_GELU_TANH, &g));
+    LET(s, g, tc_tensor_gelu(f, TC_GELU_APPROXIMATE_TANH, &g));
     LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
     DO(s, tc_tensor_add_(x, down));
 }

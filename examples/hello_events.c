@@ -13,8 +13,8 @@ int main(void)
     tc_event *start, *end;
     float ms;
     tc_stream_create(-1, 0, &s);
-    tc_event_create(TC_EVENT_TIMING, &start);
-    tc_event_create(TC_EVENT_TIMING, &end);
+    tc_event_create(TC_EVENT_FLAG_TIMING, &start);
+    tc_event_create(TC_EVENT_FLAG_TIMING, &end);
     tc_stream_guard g = tc_stream_guard_enter(s); /* like `with torch.cuda.stream(s)` */
     tc_event_record(start, NULL);                 /* ... queue work on the current stream ... */
     tc_event_record(end, NULL);

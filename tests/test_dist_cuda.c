@@ -67,14 +67,14 @@ static double reduced(int64_t i, void *p)
     for (int r = 1; r < c->world; r++) {
         double x = val(i, r);
         switch (c->op) {
-        case TC_REDUCE_SUM:
-        case TC_REDUCE_AVG: acc += x; break;
-        case TC_REDUCE_PROD: acc *= x; break;
-        case TC_REDUCE_MIN: acc = fmin(acc, x); break;
-        case TC_REDUCE_MAX: acc = fmax(acc, x); break;
+        case TC_REDUCE_OP_SUM:
+        case TC_REDUCE_OP_AVG: acc += x; break;
+        case TC_REDUCE_OP_PROD: acc *= x; break;
+        case TC_REDUCE_OP_MIN: acc = fmin(acc, x); break;
+        case TC_REDUCE_OP_MAX: acc = fmax(acc, x); break;
         }
     }
-    return c->op == TC_REDUCE_AVG ? acc / c->world : acc;
+    return c->op == TC_REDUCE_OP_AVG ? acc / c->world : acc;
 }
 static double of_rank(int64_t i, void *p) { return val(i, *(int *)p); }
 typedef struct {
@@ -89,7 +89,7 @@ static double gathered(int64_t i, void *p)
 static double scattered(int64_t i, void *p)
 {
     slice_ctx *c = p;
-    red_ctx sum = {c->world, TC_REDUCE_SUM};
+    red_ctx sum = {c->world, TC_REDUCE_OP_SUM};
     return reduced(c->rank * c->per + i, &sum);
 }
 /* all_to_all: slice s of rank r's input is idx(s * per + k, r) */
@@ -114,8 +114,8 @@ static void run_all(tc_process_group *pg)
     const int64_t n = 1000;
     tc_dtype dts[3] = {TC_FLOAT32, TC_INT32, TC_FLOAT64};
     for (int d = 0; d < 3; d++)
-        for (tc_reduce_op op = TC_REDUCE_SUM; op <= TC_REDUCE_AVG; op++) {
-            if (op == TC_REDUCE_AVG && dts[d] == TC_INT32)
+        for (tc_reduce_op op = TC_REDUCE_OP_SUM; op <= TC_REDUCE_OP_AVG; op++) {
+            if (op == TC_REDUCE_OP_AVG && dts[d] == TC_INT32)
                 continue; /* an integer average truncates: not compared */
             tc_tensor *t = filled(dev, n, dts[d], val, rank);
             tc_work *w = NULL;
@@ -133,9 +133,9 @@ static void run_all(tc_process_group *pg)
     tc_tensor_release(t);
     t = filled(dev, n, TC_FLOAT32, val, rank);
     tc_work *w = NULL;
-    CHECK_OK(tc_dist_reduce(pg, t, root, TC_REDUCE_MAX, &w));
+    CHECK_OK(tc_dist_reduce(pg, t, root, TC_REDUCE_OP_MAX, &w));
     CHECK_OK(tc_work_wait_stream(w, NULL));
-    red_ctx mx = {world, TC_REDUCE_MAX};
+    red_ctx mx = {world, TC_REDUCE_OP_MAX};
     if (rank == root)
         CHECK(all_near(t, reduced, &mx));
     else
@@ -159,7 +159,7 @@ static void run_all(tc_process_group *pg)
 
     in = filled(dev, all, TC_FLOAT32, val, rank);
     CHECK_OK(tc_tensor_zeros(1, &per, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &out));
-    CHECK_OK(tc_dist_reduce_scatter(pg, out, in, TC_REDUCE_SUM, &w));
+    CHECK_OK(tc_dist_reduce_scatter(pg, out, in, TC_REDUCE_OP_SUM, &w));
     wait_destroy(w);
     CHECK(all_near(out, scattered, &sc));
     tc_tensor_release(in);
@@ -207,9 +207,9 @@ static void bad_arguments(tc_process_group *pg)
     CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &wide));
     CHECK_OK(tc_tensor_transpose(wide, 0, 1, &tr));
     tc_work *w = (tc_work *)0x1;
-    CHECK_STATUS(tc_dist_all_reduce(pg, cpu, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_SUM, &w), TC_ERROR_DTYPE);
-    CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, cpu, TC_REDUCE_OP_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_OP_SUM, &w), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_OP_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_all_reduce(pg, g, (tc_reduce_op)9, &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_broadcast(pg, g, tc_process_group_size(pg), &w),
                  TC_ERROR_INVALID_ARGUMENT);
@@ -253,7 +253,7 @@ static void *race(void *p)
     racer *r = p;
     usleep(r->delay_us);
     double t0 = tc_test_now_ms();
-    r->st = tc_dist_all_reduce(r->pg, r->t, TC_REDUCE_SUM, NULL);
+    r->st = tc_dist_all_reduce(r->pg, r->t, TC_REDUCE_OP_SUM, NULL);
     r->took_s = (tc_test_now_ms() - t0) / 1000;
     return NULL;
 }
@@ -301,7 +301,7 @@ static int fake_main(const char *mode)
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_destroys") == 0);
     } else { /* "ok" */
         tc_work *w = NULL;
-        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         CHECK_OK(tc_work_wait(w));
         CHECK_OK(tc_process_group_destroy(pg)); /* the work holds the group */
         CHECK(fake_count("fake_nccl_finalizes") == 0);
@@ -354,7 +354,7 @@ static int rank_main(const char *mode)
         CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32,
                                 (tc_device){TC_CUDA, tc_process_group_device(pg)}, &t));
         tc_work *w = NULL;
-        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         double t0 = tc_test_now_ms();
         tc_status st = tc_work_wait(w);
         printf("rank 0: wait after the peer died: %s (%.1f s): %s\n", tc_status_string(st),

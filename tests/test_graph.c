@@ -360,7 +360,7 @@ static void test_bad_inputs(void)
 /* The snapshot's pool id of the segment holding p (0: default pool, -1: none). */
 static int64_t pool_of(const void *p)
 {
-    struct tc_memory_snapshot *snap;
+    tc_memory_snapshot_info *snap;
     int64_t id = -1;
     CHECK_OK(tc_memory_snapshot(&snap));
     for (size_t i = 0; i < snap->num_segments; i++) {
@@ -810,14 +810,14 @@ static void test_update(void)
     /* same topology, another tensor: updated in place */
     s.k = k2;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));
     check_scaled(&s, x, -0.5);
     /* one more kernel: instantiated again */
     s.twice = true;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_REINSTANTIATED);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_REINSTANTIATED);
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));
     check_scaled(&s, x, -0.5);
@@ -851,7 +851,7 @@ static void test_update(void)
     CHECK_OK(tc_stream_create(-1, 0, &other));
     s.k = k2;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     CHECK(!tc_is_current_stream_capturing());
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));

@@ -663,9 +663,9 @@ static void test_update_and_callables(void)
         w.x[i] = random_tensor(1024, 0, &x[i]);
     CHECK_OK(run_indep(&w));
     tc_graph *g = capture(TC_GRAPH_ORDER_DATA, run_indep, &w);
-    tc_graph_update_result how = TC_GRAPH_REINSTANTIATED;
+    tc_graph_update_result how = TC_GRAPH_UPDATE_RESULT_REINSTANTIATED;
     CHECK_OK(tc_graph_update(g, run_indep, &w, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     CHECK(shape_of(g, "updated, data order").roots ==
           IND); /* the update captured in data order too */
     CHECK_OK(tc_graph_destroy(g));

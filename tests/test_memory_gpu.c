@@ -100,15 +100,16 @@ static void test_fraction_snapshot(void)
     CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     void *q;
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &q));
-    struct tc_memory_snapshot *snap;
+    tc_memory_snapshot_info *snap;
     CHECK_OK(tc_memory_snapshot(&snap));
     CHECK(snap->num_segments >= 2);
     int small_alloc = 0; /* q: 1000 bytes in a small segment, active and allocated */
     for (size_t i = 0; i < snap->num_segments; i++)
         for (size_t j = 0; j < snap->segments[i].num_blocks; j++)
-            small_alloc += snap->segments[i].segment_type == TC_SEGMENT_SMALL &&
+            small_alloc += snap->segments[i].segment_type == TC_MEMORY_SEGMENT_TYPE_SMALL &&
                            snap->segments[i].blocks[j].address == (uint64_t)(uintptr_t)q &&
-                           snap->segments[i].blocks[j].state == TC_BLOCK_ACTIVE_ALLOCATED;
+                           snap->segments[i].blocks[j].state ==
+                               TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED;
     CHECK(small_alloc == 1);
     CHECK_OK(tc_memory_snapshot_write_json(snap, "tc_alloc_snapshot.json"));
     CHECK_OK(tc_memory_snapshot_destroy(snap));
@@ -221,11 +222,11 @@ static int64_t stat(const char *key) { return tc_memory_stats_get(0, key); }
 /* Stats with a peak whose peak is not the current value. */
 static int peaks_not_current(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s));
     const tc_memory_stat *all = &s.allocation[0];
     int bad = 0;
-    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+    for (size_t i = 0; i < 9 * TC_STAT_POOL_COUNT; i++)
         bad += all[i].peak != all[i].current;
     return bad + (s.oversize_allocations.peak != s.oversize_allocations.current) +
            (s.oversize_segments.peak != s.oversize_segments.current);
@@ -234,7 +235,7 @@ static int peaks_not_current(void)
 /* Every key the seed lists (and PyTorch 2.x's) reads its field. */
 static void check_every_key(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s)); /* nothing runs between this and the reads */
     static const char *names[10] = {"allocation",     "allocated",      "segment",
                                     "active",         "inactive_split", "allocated_bytes",
@@ -281,7 +282,7 @@ static void check_every_key(void)
 
 static int child_peaks(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s));
     CHECK(s.allocation[0].peak == 0 && s.reserved_bytes[0].peak == 0); /* before first use */
     void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
@@ -304,7 +305,7 @@ static int child_peaks(void)
     CHECK(stat("allocation.all.peak") == 3 && stat("allocation.all.current") == 2);
     /* reset_max_memory_allocated resets every peak (as torch.cuda's now does)
      * and keeps totals: allocated/freed and the event counters */
-    struct tc_memory_stats before, after;
+    tc_memory_stats_info before, after;
     CHECK_OK(tc_memory_stats(0, &before));
     CHECK(peaks_not_current() > 0);
     CHECK_OK(tc_reset_max_memory_allocated(0));

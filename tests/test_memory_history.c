@@ -53,7 +53,7 @@ static tc__allocator *make(size_t capacity, bool no_caching)
 
 static void record(bool on, tc_history_stacks stacks, size_t max_entries)
 {
-    tc_memory_history_options o = {on, TC_HISTORY_ALL, stacks, max_entries};
+    tc_memory_history_options o = {on, TC_HISTORY_RECORD_ALL, stacks, max_entries};
     CHECK_OK(tc_memory_record_history(&o));
 }
 
@@ -139,7 +139,7 @@ static void test_events_match(void)
 static void test_ring_wraps(void)
 {
     tc__allocator *a = make(0, false);
-    tc_memory_history_options o = {true, TC_HISTORY_ALLOC, TC_HISTORY_STACKS_NONE, 8};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALLOC, TC_HISTORY_STACKS_NONE, 8};
     CHECK_OK(tc_memory_record_history(&o));
     void *p[20];
     for (int i = 0; i < 20; i++)
@@ -305,7 +305,7 @@ static void test_no_caching(void)
         CHECK_OK(tc__alloc_malloc(a, sizes[i], 0, &p[i]));
         total += (sizes[i] + 511) / 512 * 512;
     }
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(a, &st);
     CHECK(st.reserved_bytes[0].current == (int64_t)total); /* one exact segment each */
     CHECK(st.allocated_bytes[0].current == (int64_t)total);
@@ -351,8 +351,8 @@ static void *worker(void *arg)
 static void test_threads(void)
 {
     shared_alloc = make(0, false);
-    tc_memory_history_options o = {true, TC_HISTORY_ALLOC | TC_HISTORY_FREE, TC_HISTORY_STACKS_ALL,
-                                   100000};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALLOC | TC_HISTORY_RECORD_FREE,
+                                   TC_HISTORY_STACKS_ALL, 100000};
     CHECK_OK(tc_memory_record_history(&o));
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -390,7 +390,7 @@ static void test_user_pools(void)
     tc_mempool *outer = NULL, *inner = NULL;
     CHECK_OK(tc__mempool_create_on(a, 0, &outer));
     CHECK_OK(tc__mempool_create_on(a, 0, &inner));
-    struct tc_mempool_stats ps, is;
+    tc_mempool_stats_info ps, is;
     CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
     CHECK(ps.id != 0 && ps.id != is.id && ps.segments == 0 && ps.reserved_bytes == 0);
@@ -419,7 +419,7 @@ static void test_user_pools(void)
     CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the outer again: x's block */
     CHECK_OK(tc_mempool_use_end(outer));
     CHECK(z == x);
-    struct tc_memory_snapshot snap = {0, NULL};
+    tc_memory_snapshot_info snap = {0, NULL};
     CHECK_OK(tc__alloc_snapshot(a, &snap));
     int in_pool = 0;
     for (size_t i = 0; i < snap.num_segments; i++)
@@ -510,7 +510,7 @@ static void test_own_pool(void)
     CHECK_OK(tc__alloc_malloc(a, 5000, 0, &y));
     CHECK(own_allocs == 1 && tc__alloc_owns(own, x) && !tc__alloc_owns(a, x));
     CHECK(tc__mempool_owner(x) == own && tc__mempool_owner(y) == NULL);
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(mp, &st));
     CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
     CHECK_OK(tc_mempool_destroy(mp)); /* x is live: its allocator stays */
@@ -655,7 +655,7 @@ static void test_stack_table_bounded(void)
     CHECK_OK(tc__hist_copy_take(&c));
     size_t before = c.nev;
     tc__hist_copy_free(&c);
-    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALLOC, 16};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALL, TC_HISTORY_STACKS_ALLOC, 16};
     CHECK_STATUS(tc_memory_record_history(&o), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "TCUDA_HISTORY_UNWIND") != NULL);
     CHECK_OK(tc__hist_copy_take(&c));
@@ -828,7 +828,7 @@ static void test_no_caching_one_segment(void)
     CHECK(hctx.frees == 3 && hctx.in_use == 512 && fake_syncs == 0);
     CHECK_OK(tc__alloc_free(a, w));
     CHECK(hctx.in_use == 0);
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(a, &st);
     CHECK(st.reserved_bytes[0].current == 0 && st.segment[0].current == 0);
     char why[256];

@@ -99,7 +99,7 @@ static void recorded_run(const char *dir)
     snprintf(pk, sizeof pk, "%.1100s/memory_history_cuda.pickle", dir);
     snprintf(js, sizeof js, "%s.json", pk);
     snprintf(py, sizeof py, "%s.py", pk);
-    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALL, 100000};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALL, TC_HISTORY_STACKS_ALL, 100000};
     CHECK_OK(tc_memory_record_history(&o));
     const int steps = 20;
     hist_cuda_tensor_work(steps);
@@ -162,7 +162,7 @@ static void user_pool(void)
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &in));
     CHECK_OK(tc_mempool_use_end(pool));
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &out));
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.device == 0 && st.blocks == 1 && st.requested_bytes >= 4 * MiB);
     CHECK(st.segments == 1 && st.reserved_bytes >= 4 * MiB);
@@ -204,7 +204,7 @@ static void user_pool_pluggable(void)
     CHECK_OK(tc_mempool_use_end(pool));
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &u)); /* the device's memory */
     CHECK(user_allocs == 1 && user_frees == 0);
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.blocks == 1 && st.segments == 1);
     double sum = -1;

@@ -40,7 +40,7 @@ static void test_linear_graph(void)
         CHECK_OK(tc_nn_linear(x, w, b, &y));
         CHECK_OK(tc_graph_capture_guard_exit(&gd));
         int got = path_of(f0, u0);
-        printf("linear in a graph (%s): %s path\n", tc_dtype_name(dt),
+        printf("linear in a graph (%s): %s path\n", tc_dtype_string(dt),
                got == 1 ? "cuBLASLt one-step" : "copy + GEMM");
         if (dt != TC_FLOAT64)
             CHECK(got == 1);
@@ -362,7 +362,7 @@ static void test_attention_fused(void)
                 bool want = dt == TC_FLOAT32 || (dt != TC_FLOAT64 && major >= 8);
                 if (fused != want)
                     fprintf(stderr, "attention case %zu (%s): fused %d, expected %d\n", c,
-                            tc_dtype_name(dt), fused, want);
+                            tc_dtype_string(dt), fused, want);
                 CHECK(fused == want);
                 near_ref(causal ? "fused attention, causal" : "fused attention", dt, y, ref,
                          nb * l * e, 3);

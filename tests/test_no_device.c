@@ -149,7 +149,7 @@ int main(void)
     CHECK(tc_stream_device(NULL) == -1 && tc_stream_cuda_handle(NULL) == NULL);
 
     tc_event *e = (tc_event *)0x1;
-    CHECK_STATUS(tc_event_create(TC_EVENT_TIMING, &e), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_event_create(TC_EVENT_FLAG_TIMING, &e), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_event_create", "CUDA is not available"));
     CHECK(e == (tc_event *)0x1);
     CHECK_STATUS(tc_event_create(0, NULL), TC_ERROR_INVALID_ARGUMENT);
@@ -161,9 +161,9 @@ int main(void)
     CHECK(tc_event_device(NULL) == -1);
     check_bad_handles();
 
-    struct tc_memory_snapshot *snap = (struct tc_memory_snapshot *)0x1;
+    tc_memory_snapshot_info *snap = (tc_memory_snapshot_info *)0x1;
     CHECK_STATUS(tc_memory_snapshot(&snap), TC_ERROR_NO_DEVICE);
-    CHECK(snap == (struct tc_memory_snapshot *)0x1);
+    CHECK(snap == (tc_memory_snapshot_info *)0x1);
     CHECK_STATUS(tc_memory_snapshot_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_memory_snapshot_destroy", "snap is NULL"));
 

@@ -277,12 +277,13 @@ static void test_stats(void)
         for (size_t i = 0; i < n; i++)
             mn = fmin(mn, v[i]), mx = fmax(mx, v[i]);
         CHECK(mn >= -1 && mx < 1);
-        check_stats(tc_dtype_name(fl[k]), v, n, 0, 1.0 / 3, 0);
+        check_stats(tc_dtype_string(fl[k]), v, n, 0, 1.0 / 3, 0);
         CHECK_OK(tc_generator_normal(g, buf, n, fl[k], -1, 0.5));
         to_double(buf, fl[k], n, v);
         g_mean = -1, g_std = 0.5;
         double ks = fl[k] == TC_FLOAT64 ? ks_binned(v, n, -4, 2, cdf_normal) : 0;
-        check_stats(tc_dtype_name(fl[k]), v, n, -1, 0.25 * (fl[k] == TC_BFLOAT16 ? 1.0 : 1.0), ks);
+        check_stats(tc_dtype_string(fl[k]), v, n, -1, 0.25 * (fl[k] == TC_BFLOAT16 ? 1.0 : 1.0),
+                    ks);
     }
     /* range 2^31 + 1: almost half the first draws are rejected */
     int64_t r = (1ll << 31) + 1;

@@ -80,7 +80,7 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     }
     if (diff)
         fprintf(stderr, "%s %s: %zu of %zu elements differ (worst %.0f ulp)\n", what,
-                tc_dtype_name(dt), diff, n, worst);
+                tc_dtype_string(dt), diff, n, worst);
     if (kind == NORMAL)
         CHECK(worst <= 2);
     else

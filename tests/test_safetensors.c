@@ -79,7 +79,7 @@ static void test_round_trip_dtypes(void)
         CHECK_OK(tc_tensor_from_data(v, 2, sz, TC_FLOAT64, CPU, &t64));
         CHECK_OK(tc_tensor_to(t64, CPU, (tc_dtype)d, false, &ts[d]));
         tc_tensor_release(t64);
-        snprintf(namebuf[d], sizeof namebuf[d], "t_%s", tc_dtype_name((tc_dtype)d));
+        snprintf(namebuf[d], sizeof namebuf[d], "t_%s", tc_dtype_string((tc_dtype)d));
         names[d] = namebuf[d];
     }
     const char *md[] = {"format", "pt", "note", "quote \" and \\ and \n newline", NULL};

@@ -102,8 +102,8 @@ int main(void)
     CHECK(tc_dtype_size(TC_FLOAT32) == 4 && tc_dtype_size(TC_BFLOAT16) == 2);
     CHECK(tc_dtype_size(TC_INT64) == 8 && tc_dtype_size(TC_BOOL) == 1);
     CHECK(tc_dtype_size((tc_dtype)99) == 0);
-    CHECK(strcmp(tc_dtype_name(TC_FLOAT16), "float16") == 0);
-    CHECK(strcmp(tc_dtype_name((tc_dtype)-1), "invalid") == 0);
+    CHECK(strcmp(tc_dtype_string(TC_FLOAT16), "float16") == 0);
+    CHECK(strcmp(tc_dtype_string((tc_dtype)-1), "invalid") == 0);
     CHECK(tc_dtype_is_floating(TC_BFLOAT16) && !tc_dtype_is_floating(TC_INT32));
 
     /* device parsing */

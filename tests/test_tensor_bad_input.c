@@ -479,9 +479,9 @@ static void test_new_ops(void)
     CHECK_STATUS(tc_tensor_round(b, &o), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_tensor_silu(i, &o), TC_ERROR_DTYPE);
     CHECK(names("tc_tensor_silu") && says("floating"));
-    CHECK_STATUS(tc_tensor_gelu(i, TC_GELU_NONE, &o), TC_ERROR_DTYPE);
-    CHECK_STATUS(tc_tensor_gelu(NULL, TC_GELU_TANH, &o), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_tensor_gelu(dead, TC_GELU_TANH, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_tensor_gelu(i, TC_GELU_APPROXIMATE_NONE, &o), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_tensor_gelu(NULL, TC_GELU_APPROXIMATE_TANH, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_gelu(dead, TC_GELU_APPROXIMATE_TANH, &o), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_tensor_gelu(f, (tc_gelu_approximate)2, &o), TC_ERROR_INVALID_ARGUMENT);
     CHECK(names("tc_tensor_gelu"));
 

@@ -269,7 +269,7 @@ static void test_binary(void)
                         ok &= fabs(g - r) <= tol * fmax(1, fabs(r));
                     }
             if (!ok)
-                fprintf(stderr, "binary op %d dtype %s\n", k, tc_dtype_name(dt));
+                fprintf(stderr, "binary op %d dtype %s\n", k, tc_dtype_string(dt));
             CHECK(ok);
             free(vo);
             tc_tensor_release(o);

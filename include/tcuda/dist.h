@@ -57,11 +57,11 @@ typedef struct tc_process_group tc_process_group;
 typedef struct tc_work tc_work;
 
 typedef enum tc_reduce_op {
-    TC_REDUCE_SUM = 0,
-    TC_REDUCE_PROD,
-    TC_REDUCE_MIN,
-    TC_REDUCE_MAX,
-    TC_REDUCE_AVG
+    TC_REDUCE_OP_SUM = 0,
+    TC_REDUCE_OP_PROD,
+    TC_REDUCE_OP_MIN,
+    TC_REDUCE_OP_MAX,
+    TC_REDUCE_OP_AVG
 } tc_reduce_op;
 
 /* How to form a group. */

@@ -26,7 +26,7 @@ typedef enum tc_dtype {
 /* Bytes per element; 0 for a value that is not a tc_dtype. */
 TCUDA_API size_t tc_dtype_size(tc_dtype dtype);
 /* "float32", "bfloat16", ...; "invalid" for a value that is not a tc_dtype. */
-TCUDA_API const char *tc_dtype_name(tc_dtype dtype);
+TCUDA_API const char *tc_dtype_string(tc_dtype dtype);
 /* True for float16, bfloat16, float32, float64; false for the others and
  * for a value that is not a tc_dtype. */
 TCUDA_API bool tc_dtype_is_floating(tc_dtype dtype);

@@ -169,8 +169,10 @@ TCUDA_API bool tc_is_current_stream_capturing(void);
 
 /* How tc_graph_update applied the new capture. */
 typedef enum tc_graph_update_result {
-    TC_GRAPH_UPDATED_IN_PLACE = 0, /* cudaGraphExecUpdate: same topology, new parameters */
-    TC_GRAPH_REINSTANTIATED = 1    /* topology changed: the graph was instantiated again */
+    /* cudaGraphExecUpdate: same topology, new parameters */
+    TC_GRAPH_UPDATE_RESULT_IN_PLACE = 0,
+    /* topology changed: the graph was instantiated again */
+    TC_GRAPH_UPDATE_RESULT_REINSTANTIATED = 1
 } tc_graph_update_result;
 
 /* Captures `fn(ctx)` again in the graph's pool and mode, on a stream tcuda

@@ -35,21 +35,26 @@ typedef struct tc_memory_stat {
     int64_t current, peak, allocated, freed;
 } tc_memory_stat;
 
-/* Index into each per-pool array below. */
-enum { TC_STAT_ALL = 0, TC_STAT_SMALL_POOL = 1, TC_STAT_LARGE_POOL = 2, TC_STAT_POOLS = 3 };
+/* Index into each per-pool array below (PyTorch's "all", "small_pool",
+ * "large_pool"); TC_STAT_POOL_COUNT is the arrays' length. */
+typedef enum tc_stat_pool {
+    TC_STAT_POOL_ALL = 0,
+    TC_STAT_POOL_SMALL = 1,
+    TC_STAT_POOL_LARGE = 2,
+    TC_STAT_POOL_COUNT = 3
+} tc_stat_pool;
 
-/* torch.cuda.memory_stats as a value struct. */
-/* A struct tag, not a typedef: tc_memory_stats is also the function's name. */
-struct tc_memory_stats {
-    tc_memory_stat allocation[TC_STAT_POOLS];
-    tc_memory_stat segment[TC_STAT_POOLS];
-    tc_memory_stat active[TC_STAT_POOLS];
-    tc_memory_stat inactive_split[TC_STAT_POOLS];
-    tc_memory_stat allocated_bytes[TC_STAT_POOLS];
-    tc_memory_stat reserved_bytes[TC_STAT_POOLS];
-    tc_memory_stat active_bytes[TC_STAT_POOLS];
-    tc_memory_stat inactive_split_bytes[TC_STAT_POOLS];
-    tc_memory_stat requested_bytes[TC_STAT_POOLS];
+/* torch.cuda.memory_stats as a value struct (tc_memory_stats fills it). */
+typedef struct tc_memory_stats_info {
+    tc_memory_stat allocation[TC_STAT_POOL_COUNT];
+    tc_memory_stat segment[TC_STAT_POOL_COUNT];
+    tc_memory_stat active[TC_STAT_POOL_COUNT];
+    tc_memory_stat inactive_split[TC_STAT_POOL_COUNT];
+    tc_memory_stat allocated_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat reserved_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat active_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat inactive_split_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat requested_bytes[TC_STAT_POOL_COUNT];
     int64_t num_alloc_retries, num_ooms, num_sync_all_streams;
     int64_t num_device_alloc, num_device_free;
     tc_memory_stat oversize_allocations, oversize_segments;
@@ -59,19 +64,22 @@ struct tc_memory_stats {
      * garbage-collection threshold and a pool's destroy, never in malloc or
      * free otherwise. */
     int64_t num_device_synchronize;
-};
+} tc_memory_stats_info;
 
 /* A block's state in a snapshot. */
 typedef enum tc_memory_block_state {
-    TC_BLOCK_ACTIVE_ALLOCATED = 0,    /* handed out and not freed */
-    TC_BLOCK_ACTIVE_PENDING_FREE = 1, /* freed, its reuse waits for other streams' work */
-    TC_BLOCK_INACTIVE = 2,            /* free, in the cache */
+    /* handed out and not freed */
+    TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED = 0,
+    /* freed, its reuse waits for other streams' work */
+    TC_MEMORY_BLOCK_STATE_ACTIVE_PENDING_FREE = 1,
+    /* free, in the cache */
+    TC_MEMORY_BLOCK_STATE_INACTIVE = 2,
 } tc_memory_block_state;
 
 /* The pool a segment serves: small (requests up to 1 MiB) or large. */
 typedef enum tc_memory_segment_type {
-    TC_SEGMENT_SMALL = 0,
-    TC_SEGMENT_LARGE = 1,
+    TC_MEMORY_SEGMENT_TYPE_SMALL = 0,
+    TC_MEMORY_SEGMENT_TYPE_LARGE = 1,
 } tc_memory_segment_type;
 
 /* PyTorch's names: "active_allocated", "active_pending_free", "inactive";
@@ -79,7 +87,8 @@ typedef enum tc_memory_segment_type {
 TCUDA_API const char *tc_memory_block_state_string(tc_memory_block_state state);
 TCUDA_API const char *tc_memory_segment_type_string(tc_memory_segment_type type);
 
-/* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_destroy. */
+/* A snapshot (tc_memory_snapshot), plain data the caller walks and gives back
+ * with tc_memory_snapshot_destroy: its segments, each with its blocks. */
 typedef struct tc_memory_block_info {
     uint64_t address;
     size_t size, requested_size;
@@ -98,10 +107,10 @@ typedef struct tc_memory_segment_info {
     tc_memory_block_info *blocks;
 } tc_memory_segment_info;
 
-struct tc_memory_snapshot { /* a tag, like struct tc_memory_stats */
+typedef struct tc_memory_snapshot_info {
     size_t num_segments;
     tc_memory_segment_info *segments;
-};
+} tc_memory_snapshot_info;
 
 typedef struct tc_allocator tc_allocator;
 
@@ -135,7 +144,7 @@ TCUDA_API tc_status tc_reset_max_memory_cached(int device);
 TCUDA_API tc_status tc_reset_peak_memory_stats(int device);
 
 /* Fills *out with the device's statistics (all zero before first use). */
-TCUDA_API tc_status tc_memory_stats(int device, struct tc_memory_stats *out);
+TCUDA_API tc_status tc_memory_stats(int device, tc_memory_stats_info *out);
 /* One statistic by torch's key: "NAME.POOL.METRIC" with NAME allocation (or
  * the seed's older "allocated"), segment, active, inactive_split,
  * allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes or
@@ -152,13 +161,13 @@ TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
 /* Every segment and block of every device (torch.cuda.memory_snapshot): a
  * new snapshot in *out, which the caller destroys with
  * tc_memory_snapshot_destroy. */
-TCUDA_API tc_status tc_memory_snapshot(struct tc_memory_snapshot **out);
+TCUDA_API tc_status tc_memory_snapshot(tc_memory_snapshot_info **out);
 /* Writes a snapshot as JSON to `path`. */
-TCUDA_API tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap,
+TCUDA_API tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap,
                                                   const char *path);
 /* Gives back a snapshot and everything in it. TC_ERROR_INVALID_ARGUMENT for
  * NULL. */
-TCUDA_API tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap);
+TCUDA_API tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap);
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
 TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
@@ -213,16 +222,16 @@ TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
  * (tc_change_current_allocator) does not go through the caching allocator
  * and is not recorded; pinned host memory is not either. */
 
-/* What to record: bits. TC_HISTORY_SEGMENT: "segment_alloc" and
- * "segment_free", and for expandable segments "segment_map" and
- * "segment_unmap". */
-enum {
-    TC_HISTORY_ALLOC = 1,   /* "alloc" */
-    TC_HISTORY_FREE = 2,    /* "free_requested" and "free_completed" */
-    TC_HISTORY_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
-    TC_HISTORY_OOM = 8,     /* "oom" */
-    TC_HISTORY_ALL = 15,
-};
+/* What to record: bits, or'ed into tc_memory_history_options.record.
+ * TC_HISTORY_RECORD_SEGMENT: "segment_alloc" and "segment_free", and for
+ * expandable segments "segment_map" and "segment_unmap". */
+typedef enum tc_history_record {
+    TC_HISTORY_RECORD_ALLOC = 1,   /* "alloc" */
+    TC_HISTORY_RECORD_FREE = 2,    /* "free_requested" and "free_completed" */
+    TC_HISTORY_RECORD_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
+    TC_HISTORY_RECORD_OOM = 8,     /* "oom" */
+    TC_HISTORY_RECORD_ALL = 15,
+} tc_history_record;
 
 /* Which events carry a C stack (PyTorch's stacks/context "alloc", "all"). */
 typedef enum tc_history_stacks {
@@ -233,7 +242,7 @@ typedef enum tc_history_stacks {
 
 typedef struct tc_memory_history_options {
     bool enabled;             /* false: stop recording (what was kept stays for a dump) */
-    unsigned record;          /* TC_HISTORY_* bits; 0 means TC_HISTORY_ALL */
+    unsigned record;          /* tc_history_record bits; 0 means TC_HISTORY_RECORD_ALL */
     tc_history_stacks stacks; /* which events carry a stack */
     size_t max_entries;       /* ring size per allocator (PyTorch: per device): the newest
                                * events are kept; 0: 100000 */
@@ -260,10 +269,10 @@ TCUDA_API tc_status tc_memory_dump_snapshot_json(const char *path);
 
 /* What an out-of-memory observer is told; valid during the call only. */
 typedef struct tc_oom_info {
-    int device;                                /* -1: the pinned host cache */
-    size_t requested;                          /* bytes asked for */
-    size_t free_bytes, total_bytes;            /* the device's, as the driver says */
-    const struct tc_memory_snapshot *snapshot; /* the device's segments at the failure */
+    int device;                              /* -1: the pinned host cache */
+    size_t requested;                        /* bytes asked for */
+    size_t free_bytes, total_bytes;          /* the device's, as the driver says */
+    const tc_memory_snapshot_info *snapshot; /* the device's segments at the failure */
 } tc_oom_info;
 typedef void (*tc_oom_observer_fn)(const tc_oom_info *info, void *ctx);
 
@@ -286,14 +295,14 @@ TCUDA_API tc_status tc_memory_detach_oom_observer(tc_oom_observer_fn fn, void *c
  * private pools are the same mechanism, routed by stream.) */
 typedef struct tc_mempool tc_mempool;
 
-/* What a pool holds (a struct tag: tc_mempool_stats is also the function). */
-struct tc_mempool_stats {
+/* What a pool holds (tc_mempool_stats fills it). */
+typedef struct tc_mempool_stats_info {
     uint64_t id;
     int device;
     size_t segments, reserved_bytes;                 /* its segments */
     size_t blocks, allocated_bytes, requested_bytes; /* its live blocks */
     size_t active_bytes;                             /* live + freed awaiting streams */
-};
+} tc_mempool_stats_info;
 
 /* A new pool on device (-1: current); the caller destroys it with
  * tc_mempool_destroy. With `allocator` (tc_allocator_create or
@@ -314,7 +323,7 @@ TCUDA_API tc_status tc_mempool_use_begin(tc_mempool *pool);
  * (TC_ERROR_INVALID_STATE otherwise). */
 TCUDA_API tc_status tc_mempool_use_end(tc_mempool *pool);
 /* The pool's id (as in snapshots' segment_pool_id) and what it holds. */
-TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out);
+TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, tc_mempool_stats_info *out);
 /* Destroys the handle: the pool's wholly free segments go back to the device
  * now, the others once their blocks are freed (on the next empty_cache).
  * Live blocks stay valid and are freed as usual. TC_ERROR_INVALID_STATE

@@ -114,14 +114,16 @@ TCUDA_API void tc_stream_guard_exit(tc_stream_guard *guard);
 
 /* ---- events ------------------------------------------------------------ */
 
-enum {
-    TC_EVENT_DEFAULT = 0,     /* no timing, the host spins when it waits */
-    TC_EVENT_TIMING = 1,      /* can measure elapsed time */
-    TC_EVENT_BLOCKING = 2,    /* the host sleeps instead of spinning */
-    TC_EVENT_INTERPROCESS = 4 /* can be shared with another process; no timing */
-};
+/* What an event does: bits, or'ed into tc_event_create's `flags`
+ * (torch.cuda.Event's enable_timing, blocking, interprocess). */
+typedef enum tc_event_flag {
+    TC_EVENT_FLAG_DEFAULT = 0,     /* no timing, the host spins when it waits */
+    TC_EVENT_FLAG_TIMING = 1,      /* can measure elapsed time */
+    TC_EVENT_FLAG_BLOCKING = 2,    /* the host sleeps instead of spinning */
+    TC_EVENT_FLAG_INTERPROCESS = 4 /* can be shared with another process; no timing */
+} tc_event_flag;
 
-/* Creates an event with TC_EVENT_* flags and writes it to *out. Its CUDA
+/* Creates an event with tc_event_flag bits and writes it to *out. Its CUDA
  * event is made lazily, on the device of the first stream it is recorded on.
  * The caller destroys it with tc_event_destroy: NULL gives
  * TC_ERROR_INVALID_ARGUMENT, an event already destroyed
@@ -149,7 +151,7 @@ TCUDA_API tc_status tc_event_synchronize(tc_event *event);
 TCUDA_API tc_status tc_event_wait(tc_event *event, tc_stream *stream);
 
 /* Milliseconds between the records of `start` and `end`. Both need
- * TC_EVENT_TIMING and a record (TC_ERROR_INVALID_STATE otherwise);
+ * TC_EVENT_FLAG_TIMING and a record (TC_ERROR_INVALID_STATE otherwise);
  * TC_ERROR_NOT_READY while either has not completed. */
 TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms);
 
@@ -159,7 +161,7 @@ TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float 
 TCUDA_API int tc_event_device(const tc_event *event);
 
 /* An event shared with another process: the handle is plain bytes that can
- * travel through a pipe or file. The event needs TC_EVENT_INTERPROCESS; one
+ * travel through a pipe or file. The event needs TC_EVENT_FLAG_INTERPROCESS; one
  * not yet recorded is created on the current device. */
 typedef struct tc_ipc_event_handle {
     unsigned char bytes[64];

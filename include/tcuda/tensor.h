@@ -273,7 +273,10 @@ TCUDA_API tc_status tc_tensor_round(const tc_tensor *a, tc_tensor **out);
 
 /* torch.nn.functional.gelu's `approximate`: "none" (x * Phi(x) through erf)
  * or "tanh" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
-typedef enum tc_gelu_approximate { TC_GELU_NONE = 0, TC_GELU_TANH = 1 } tc_gelu_approximate;
+typedef enum tc_gelu_approximate {
+    TC_GELU_APPROXIMATE_NONE = 0,
+    TC_GELU_APPROXIMATE_TANH = 1
+} tc_gelu_approximate;
 /* gelu and silu (x * sigmoid(x)) of a floating tensor, same dtype;
  * TC_ERROR_DTYPE for integers and bool, TC_ERROR_INVALID_ARGUMENT for an
  * unknown `approximate`. */

@@ -71,7 +71,7 @@ static tc_status check_like(const tc_tensor *ref, const tc_tensor *t, const char
 {
     if (t->dtype != ref->dtype)
         return tc__fail(TC_ERROR_DTYPE, "%s %d has dtype %s, expected %s", what, i,
-                        tc_dtype_name(t->dtype), tc_dtype_name(ref->dtype));
+                        tc_dtype_string(t->dtype), tc_dtype_string(ref->dtype));
     if (!same_sizes(ref, t))
         return tc__fail(TC_ERROR_SHAPE, "%s %d has a different shape (%d dims) than %s 0", what, i,
                         t->ndim, what);
@@ -589,7 +589,7 @@ tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim, int de
         TC_TRY(check_gpu_tensor(t, "tensor"));
         if (t->dtype != tensors[0]->dtype)
             return tc__fail(TC_ERROR_DTYPE, "tensor %d has dtype %s, tensor 0 %s", i,
-                            tc_dtype_name(t->dtype), tc_dtype_name(tensors[0]->dtype));
+                            tc_dtype_string(t->dtype), tc_dtype_string(tensors[0]->dtype));
         if (t->ndim != tensors[0]->ndim)
             return tc__fail(TC_ERROR_SHAPE, "tensor %d has %d dims, tensor 0 has %d", i, t->ndim,
                             tensors[0]->ndim);

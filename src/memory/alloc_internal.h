@@ -187,7 +187,7 @@ struct tc__allocator {
     size_t limit;       /* reserved cap, SIZE_MAX: none */
     size_t high;        /* the most ever reserved (not reset with the stats' peaks) */
     size_t peak_active; /* the most ever active (idem) */
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     seg *segs;
     scache *caches;
     scache *last_cache[2]; /* the last cache used, by class (small or not) */
@@ -213,7 +213,7 @@ struct tc__allocator {
  * The nine per-pool arrays of a->st (allocation .. requested_bytes) are kept
  * so that an update writes little: each pool's entry holds current, peak and
  * allocated as reported, but in `freed` the reported freed - allocated +
- * current, so a decrease writes current alone; the TC_STAT_ALL entry holds
+ * current, so a decrease writes current alone; the TC_STAT_POOL_ALL entry holds
  * current and peak only (its allocated and freed are the pools' sums).
  * tc__stats_read gives the reported numbers. The other stats are plain. */
 
@@ -239,8 +239,8 @@ static inline void stat_grow(tc_memory_stat *s, int64_t d)
 /* One of the nine arrays grows by d >= 0 in pool `small`, and the total. */
 static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
 {
-    tc_memory_stat *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
-    stat_grow(&arr[TC_STAT_ALL], d);
+    tc_memory_stat *p = &arr[small ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE];
+    stat_grow(&arr[TC_STAT_POOL_ALL], d);
     stat_grow(p, d);
     p->allocated += d;
 }
@@ -248,8 +248,8 @@ static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
 /* One of the nine arrays shrinks by d >= 0. */
 static inline void stat2_sub(tc_memory_stat *arr, int small, int64_t d)
 {
-    arr[TC_STAT_ALL].current -= d;
-    arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL].current -= d;
+    arr[TC_STAT_POOL_ALL].current -= d;
+    arr[small ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE].current -= d;
 }
 
 static inline void stat2(tc_memory_stat *arr, int small, int64_t d)
@@ -519,7 +519,7 @@ static inline void tc__hist_end(tc__allocator *a)
 
 /* alloc.c */
 /* a->st as reported (see "statistics" above). */
-void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
+void tc__stats_read(const tc__allocator *a, tc_memory_stats_info *out);
 
 /* alloc_blocks.c */
 /* Frees a block back into its cache, merging with free neighbours. */
@@ -527,7 +527,7 @@ void tc__free_block(tc__allocator *a, blk *b);
 
 /* alloc_inspect.c */
 /* tc__alloc_snapshot with the mutex held. */
-tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot *snap);
+tc_status tc__alloc_snapshot_locked(tc__allocator *a, tc_memory_snapshot_info *snap);
 
 /* alloc_segments.c */
 size_t tc__segment_size(size_t rounded);

@@ -133,7 +133,7 @@ void tc__process_events(tc__allocator *a, bool wait)
             int small = b->seg->sc->small;
             stat2_sub(a->st.active, small, 1);
             stat2_sub(a->st.active_bytes, small, (int64_t)b->size);
-            if (TC__HIST_ON(TC_HISTORY_FREE))
+            if (TC__HIST_ON(TC_HISTORY_RECORD_FREE))
                 tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested,
                                 b->seg->sc->stream, b->seg->sc->pool_id);
             seg *s = b->seg;

@@ -59,7 +59,7 @@ tc_status tc_reset_peak_memory_stats(int device)
     TC_API_BEGIN;
     return (void)device, absent();
 }
-tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
+tc_status tc_memory_stats(int device, tc_memory_stats_info *out)
 {
     TC_API_BEGIN;
     (void)device, (void)out;
@@ -77,19 +77,19 @@ char *tc_memory_summary(int device, bool abbreviated)
     (void)device, (void)abbreviated, (void)absent();
     return NULL;
 }
-tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
 {
     TC_API_BEGIN;
     return (void)out, absent();
 }
-tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
     TC_API_BEGIN;
     (void)snap, (void)path;
     return absent();
 }
 /* No snapshot can be made here; it checks its argument as with CUDA. */
-tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap)
+tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(snap, "snap is NULL");

@@ -313,7 +313,7 @@ static tc_status need_floating(tc_dtype dtype, const char *what)
 {
     if (!tc_dtype_is_floating(dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s draws need a floating dtype, not %s", what,
-                        tc_dtype_name(dtype));
+                        tc_dtype_string(dtype));
     return TC_OK;
 }
 
@@ -414,8 +414,8 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
     } else {
         float flo = round_to(dtype, lo), fhi = round_to(dtype, hi);
         TC_CHECK_ARG(isfinite(flo) && isfinite(fhi), "lo=%s or hi=%s is out of the range of %s", a,
-                     b, tc_dtype_name(dtype));
-        TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_name(dtype));
+                     b, tc_dtype_string(dtype));
+        TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_string(dtype));
         float range = (float)((double)fhi - (double)flo);
         TC_CHECK_ARG(isfinite(range), "hi - lo overflows float32 (lo=%s, hi=%s)", a, b);
         p.fa = flo;
@@ -523,7 +523,8 @@ tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n, tc_dt
     int_bounds(dtype, &mn, &mx);
     TC_CHECK_ARG(lo >= mn && hi - 1 <= mx,
                  "[%lld, %lld) does not fit %s, which holds the integers %lld to %lld exactly",
-                 (long long)lo, (long long)hi, tc_dtype_name(dtype), (long long)mn, (long long)mx);
+                 (long long)lo, (long long)hi, tc_dtype_string(dtype), (long long)mn,
+                 (long long)mx);
     tc__rng_params p = {.kind = TC__RNG_INT, .dtype = dtype, .per_block = 4};
     uint64_t range = (uint64_t)hi - (uint64_t)lo; /* 1 .. 2^64-1 */
     p.ilo = (uint64_t)lo;

@@ -43,10 +43,10 @@ static void forget_all(void)
 
 static void set_mode(int mode)
 {
-    if (mode != TC_SANITIZER_OFF)
+    if (mode != TC_SANITIZER_MODE_OFF)
         tc__san_install();
     pthread_mutex_lock(&tc__san_mu);
-    if (mode == TC_SANITIZER_OFF)
+    if (mode == TC_SANITIZER_MODE_OFF)
         forget_all();
     atomic_store(&tc__san_mode, mode);
     pthread_mutex_unlock(&tc__san_mu);
@@ -55,8 +55,8 @@ static void set_mode(int mode)
 tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_ABORT,
-                 "%d is not a mode: TC_SANITIZER_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
+    TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_MODE_ABORT,
+                 "%d is not a mode: TC_SANITIZER_MODE_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
     atomic_store(&explicit_mode, true);
     set_mode(mode);
     return TC_OK;
@@ -65,7 +65,7 @@ tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
 void tc__san_from_env(void)
 {
     int mode = tc__sanitizer_env_mode();
-    if (mode != TC_SANITIZER_OFF && !atomic_load(&explicit_mode))
+    if (mode != TC_SANITIZER_MODE_OFF && !atomic_load(&explicit_mode))
         set_mode(mode);
 }
 
@@ -80,18 +80,18 @@ tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
     TC_API_BEGIN;
     unsigned k = (unsigned)kind;
     TC_CHECK_ARG((k & ~7u) == 0 && (k & 3u) != 0,
-                 "%d is not TC_SANITIZER_READ, _WRITE or _READ_WRITE (or'ed with "
-                 "TC_SANITIZER_BY_HOST or not)",
+                 "%d is not TC_SANITIZER_ACCESS_READ, _WRITE or _READ_WRITE (or'ed with "
+                 "TC_SANITIZER_ACCESS_BY_HOST or not)",
                  (int)kind);
     TC_CHECK_ARG(ptr || bytes == 0, "ptr is NULL but bytes is %zu", bytes);
     if (!tc__san_on() || bytes == 0)
         return TC_OK;
     int dev = TC__SAN_HOST_DEV;
     void *handle = NULL;
-    if (!(k & TC_SANITIZER_BY_HOST))
+    if (!(k & TC_SANITIZER_ACCESS_BY_HOST))
         TC_TRY(tc__dev()->stream_of(stream, &dev, &handle));
     tc__san_span sp;
-    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
+    tc__san_span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_ACCESS_WRITE) != 0, &sp);
     sp.ndim = -1; /* shown as bytes */
     tc__san_what w = {"user kernel", label};
     return tc__san_access(dev, handle, &sp, 1, w, true, false, 0, NULL);

@@ -221,11 +221,11 @@ static tc_status check_fill_value(double v, tc_dtype dt)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "value %.17g cannot be converted to %s without overflow (its finite "
                         "values go from %.17g to %.17g)",
-                        v, tc_dtype_name(dt), lo, hi);
+                        v, tc_dtype_string(dt), lo, hi);
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                     "value %.17g cannot be converted to %s without overflow (it holds integers "
                     "from %lld to %lld)",
-                    v, tc_dtype_name(dt), (long long)lo,
+                    v, tc_dtype_string(dt), (long long)lo,
                     dt == TC_INT64 ? (long long)INT64_MAX : (long long)hi);
 }
 

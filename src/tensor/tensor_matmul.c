@@ -37,7 +37,7 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
         return tc__fail(TC_ERROR_DTYPE,
                         "tc_tensor_matmul: needs two tensors of the same floating dtype, got %s "
                         "and %s",
-                        tc_dtype_name(a->dtype), tc_dtype_name(b->dtype));
+                        tc_dtype_string(a->dtype), tc_dtype_string(b->dtype));
     if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
         return tc__fail(TC_ERROR_SHAPE,
                         "tc_tensor_matmul: needs 2-d or 3-d (batched) tensors, "

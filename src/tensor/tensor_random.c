@@ -33,7 +33,7 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     if ((p.k == UNIFORM || p.k == NORMAL) && !tc_dtype_is_floating(t->dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating tensor, not %s", fn,
-                        tc_dtype_name(t->dtype));
+                        tc_dtype_string(t->dtype));
     tc_device td = t->storage->device;
     if (!gen)
         TC_TRY(tc_default_generator(td, &gen));
@@ -97,7 +97,7 @@ static tc_status make(const char *fn, int ndim, const int64_t *sizes, tc_dtype d
     TC_CHECK_ARG(out, "%s: out must not be NULL", fn);
     if (tc_dtype_size(dtype) && !tc_dtype_is_floating(dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating dtype, not %s", fn,
-                        tc_dtype_name(dtype));
+                        tc_dtype_string(dtype));
     tc_tensor *t;
     TC_TRY(tc_tensor_empty(ndim, sizes, dtype, device, &t));
     tc_status st = fill(fn, t, gen, p);

@@ -79,8 +79,8 @@ static void jc_check_binary(tc_jit_fn *fn, jc_builtin builtin, const tc_tensor *
     if (!jc_same(out[0], ref)) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: %s of %s and %s differs from the built-in op", what,
-                 tc_jit_fn_name(fn), tc_dtype_name(tc_tensor_dtype(a)),
-                 tc_dtype_name(tc_tensor_dtype(b)));
+                 tc_jit_fn_name(fn), tc_dtype_string(tc_tensor_dtype(a)),
+                 tc_dtype_string(tc_tensor_dtype(b)));
         tc_test_fail_at(__FILE__, __LINE__, msg);
     } else {
         tc_test_passed++;

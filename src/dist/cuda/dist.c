@@ -51,11 +51,11 @@
 /* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4. */
 static int nccl_op(tc_reduce_op op)
 {
-    static const int map[] = {[TC_REDUCE_SUM] = 0,
-                              [TC_REDUCE_PROD] = 1,
-                              [TC_REDUCE_MIN] = 3,
-                              [TC_REDUCE_MAX] = 2,
-                              [TC_REDUCE_AVG] = 4};
+    static const int map[] = {[TC_REDUCE_OP_SUM] = 0,
+                              [TC_REDUCE_OP_PROD] = 1,
+                              [TC_REDUCE_OP_MIN] = 3,
+                              [TC_REDUCE_OP_MAX] = 2,
+                              [TC_REDUCE_OP_AVG] = 4};
     return map[op];
 }
 
@@ -455,13 +455,13 @@ static tc_status check_tensor(tc_process_group *pg, const tc_tensor *t, const ch
     if (!tc__is_contiguous(t))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s must be contiguous", what);
     if (tc__nccl_dtype(t->dtype) < 0)
-        return tc__fail(TC_ERROR_DTYPE, "NCCL has no %s type", tc_dtype_name(t->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "NCCL has no %s type", tc_dtype_string(t->dtype));
     return TC_OK;
 }
 
 static tc_status check_op(tc_reduce_op op)
 {
-    TC_CHECK_ARG(op >= TC_REDUCE_SUM && op <= TC_REDUCE_AVG, "unknown reduce op %d", (int)op);
+    TC_CHECK_ARG(op >= TC_REDUCE_OP_SUM && op <= TC_REDUCE_OP_AVG, "unknown reduce op %d", (int)op);
     return TC_OK;
 }
 
@@ -555,8 +555,8 @@ static tc_status check_pair(tc_process_group *pg, const tc_tensor *o, const tc_t
     TC_TRY(check_tensor(pg, o, "tc_tensor output"));
     TC_TRY(check_tensor(pg, in, "tc_tensor input"));
     if (o->dtype != in->dtype)
-        return tc__fail(TC_ERROR_DTYPE, "output is %s, input %s", tc_dtype_name(o->dtype),
-                        tc_dtype_name(in->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "output is %s, input %s", tc_dtype_string(o->dtype),
+                        tc_dtype_string(in->dtype));
     return TC_OK;
 }
 
@@ -740,7 +740,7 @@ tc_status tc_dist_barrier(tc_process_group *pg)
     tc_tensor *one = NULL;
     tc_work *w = NULL;
     TC_TRY(tc_tensor_ones(0, NULL, TC_FLOAT32, (tc_device){TC_CUDA, pg->device}, &one));
-    tc_status st = tc_dist_all_reduce(pg, one, TC_REDUCE_SUM, &w);
+    tc_status st = tc_dist_all_reduce(pg, one, TC_REDUCE_OP_SUM, &w);
     if (st == TC_OK) {
         st = tc_work_wait(w);
         tc_work_destroy(w);

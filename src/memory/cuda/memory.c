@@ -41,7 +41,7 @@ typedef struct ext_rec {
 } ext_rec;
 static ext_rec *ext;
 static size_t ext_cap, ext_n;
-struct tc_memory_stats tc__mem_ext_stats[TC_MAX_DEVICES];
+tc_memory_stats_info tc__mem_ext_stats[TC_MAX_DEVICES];
 
 static size_t ext_slot(uintptr_t p) { return (size_t)((p >> 9) * 0x9e3779b97f4a7c15ull); }
 
@@ -96,7 +96,7 @@ static bool ext_take(uintptr_t p, ext_rec *out)
 
 static void ext_upd(tc_memory_stat *arr, int pi, int64_t d)
 {
-    int idx[2] = {TC_STAT_ALL, pi};
+    int idx[2] = {TC_STAT_POOL_ALL, pi};
     for (int q = 0; q < 2; q++) {
         tc_memory_stat *m = &arr[idx[q]];
         m->current += d;
@@ -111,8 +111,8 @@ static void ext_upd(tc_memory_stat *arr, int pi, int64_t d)
  * the pool's attributes instead. */
 static void ext_stat(int d, size_t size, int dir)
 {
-    struct tc_memory_stats *s = &tc__mem_ext_stats[d];
-    int pi = size <= TC__SMALL_SIZE ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL;
+    tc_memory_stats_info *s = &tc__mem_ext_stats[d];
+    int pi = size <= TC__SMALL_SIZE ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE;
     int64_t b = dir * (int64_t)size;
     ext_upd(s->allocation, pi, dir);
     ext_upd(s->active, pi, dir);

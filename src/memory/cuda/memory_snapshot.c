@@ -5,12 +5,12 @@
 #include "runtime/cuda/cuda_internal.h"
 #include "memory_internal.h"
 
-tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__ensure_init());
-    struct tc_memory_snapshot *snap = calloc(1, sizeof *snap);
+    tc_memory_snapshot_info *snap = calloc(1, sizeof *snap);
     if (!snap)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (int d = 0; d < tc__num_devices; d++) {
@@ -25,13 +25,13 @@ tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
     return TC_OK;
 }
 
-tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
     TC_API_BEGIN;
     return tc__snapshot_write_json(snap, path);
 }
 
-tc_status tc_memory_snapshot_destroy(struct tc_memory_snapshot *snap)
+tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(snap, "snap is NULL");

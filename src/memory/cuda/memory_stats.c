@@ -8,14 +8,14 @@
 #include "dist/cuda/ipc_internal.h"
 #include "memory_internal.h"
 
-tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
+tc_status tc_memory_stats(int device, tc_memory_stats_info *out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     memset(&s, 0, sizeof s);
     s.max_split_size = -1;
     if (a && tc__mem_conf.backend == 0 && !tc__mem_user_alloc) {
@@ -41,7 +41,7 @@ tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
 int64_t tc_memory_stats_get(int device, const char *key)
 {
     TC_API_BEGIN;
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     if (!key) {
         tc__fail(TC_ERROR_INVALID_ARGUMENT, "key is NULL");
         return -1;
@@ -114,7 +114,7 @@ tc_status tc_reset_peak_memory_stats(int device)
         tc__alloc_reset_peak(a);
     pthread_mutex_lock(&tc__mem_mu);
     tc_memory_stat *all = (tc_memory_stat *)&tc__mem_ext_stats[d];
-    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+    for (size_t i = 0; i < 9 * TC_STAT_POOL_COUNT; i++)
         all[i].peak = all[i].current;
     pthread_mutex_unlock(&tc__mem_mu);
     if (a && tc__mem_conf.backend == 1) {
@@ -141,7 +141,7 @@ tc_status tc_reset_max_memory_cached(int d)
 char *tc_memory_summary(int device, bool abbreviated)
 {
     TC_API_BEGIN;
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     int d;
     if (tc__resolve_device(device, &d) != TC_OK || tc_memory_stats(d, &s) != TC_OK)
         return NULL;

@@ -101,7 +101,7 @@ struct tc_stream {
 
 struct tc_event {
     uint32_t magic;
-    unsigned flags; /* TC_EVENT_* */
+    unsigned flags; /* tc_event_flag bits */
     int device;     /* -1 until the CUDA event exists */
     bool recorded;
     cudaEvent_t handle;

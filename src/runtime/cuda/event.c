@@ -26,11 +26,11 @@ static tc_status check_event(const tc_event *e)
 static unsigned cuda_flags(unsigned flags)
 {
     unsigned f = cudaEventDefault;
-    if (!(flags & TC_EVENT_TIMING))
+    if (!(flags & TC_EVENT_FLAG_TIMING))
         f |= cudaEventDisableTiming;
-    if (flags & TC_EVENT_BLOCKING)
+    if (flags & TC_EVENT_FLAG_BLOCKING)
         f |= cudaEventBlockingSync;
-    if (flags & TC_EVENT_INTERPROCESS)
+    if (flags & TC_EVENT_FLAG_INTERPROCESS)
         f |= cudaEventInterprocess;
     return f;
 }
@@ -54,14 +54,14 @@ tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out must not be NULL");
-    TC_CHECK_ARG(
-        (flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
-        "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
-        "TC_EVENT_INTERPROCESS)",
-        flags);
-    TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
-                 "an interprocess event cannot time (CUDA forbids TC_EVENT_TIMING with "
-                 "TC_EVENT_INTERPROCESS)");
+    TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_BLOCKING |
+                                      TC_EVENT_FLAG_INTERPROCESS)) == 0,
+                 "unknown flags 0x%x (use TC_EVENT_FLAG_TIMING, TC_EVENT_FLAG_BLOCKING, "
+                 "TC_EVENT_FLAG_INTERPROCESS)",
+                 flags);
+    TC_CHECK_ARG(!((flags & TC_EVENT_FLAG_TIMING) && (flags & TC_EVENT_FLAG_INTERPROCESS)),
+                 "an interprocess event cannot time (CUDA forbids TC_EVENT_FLAG_TIMING with "
+                 "TC_EVENT_FLAG_INTERPROCESS)");
     TC_TRY(tc__ensure_init());
     tc_event *e = tc__handle_get(&event_pool);
     if (!e)
@@ -169,7 +169,7 @@ tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     tc_event *e;
-    TC_TRY(tc_event_create(TC_EVENT_DEFAULT, &e));
+    TC_TRY(tc_event_create(TC_EVENT_FLAG_DEFAULT, &e));
     tc_status st = tc_event_record(e, s);
     if (st != TC_OK) {
         char msg[1024];
@@ -188,8 +188,9 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
     TC_TRY(check_event(start));
     TC_TRY(check_event(end));
     TC_CHECK_ARG(ms, "ms must not be NULL");
-    if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
-        return tc__fail(TC_ERROR_INVALID_STATE, "both events need TC_EVENT_TIMING at creation");
+    if (!(start->flags & TC_EVENT_FLAG_TIMING) || !(end->flags & TC_EVENT_FLAG_TIMING))
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "both events need TC_EVENT_FLAG_TIMING at creation");
     if (!start->recorded || !end->recorded)
         return tc__fail(TC_ERROR_INVALID_STATE, "both events must be recorded first");
     float t = 0;
@@ -215,9 +216,9 @@ tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
     TC_API_BEGIN;
     TC_TRY(check_event(event));
     TC_CHECK_ARG(out, "out must not be NULL");
-    if (!(event->flags & TC_EVENT_INTERPROCESS))
+    if (!(event->flags & TC_EVENT_FLAG_INTERPROCESS))
         return tc__fail(TC_ERROR_INVALID_STATE,
-                        "the event was created without TC_EVENT_INTERPROCESS");
+                        "the event was created without TC_EVENT_FLAG_INTERPROCESS");
     if (event->device < 0)
         TC_TRY(materialize(event, tc__tls_device));
     cudaIpcEventHandle_t h;
@@ -250,7 +251,7 @@ tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle
     }
     /* Another process records it: treat it as recorded so waits are real. */
     *e = (tc_event){.magic = TC_EVENT_MAGIC,
-                    .flags = TC_EVENT_INTERPROCESS,
+                    .flags = TC_EVENT_FLAG_INTERPROCESS,
                     .device = d,
                     .recorded = true,
                     .handle = ev};

@@ -94,7 +94,7 @@ int main(void)
         tc_tensor_release(scaled);
     }
     float got[D];
-    TRY(tc_tensor_to_host(w, got, TC_FLOAT32));
+    TRY(tc_tensor_to_host(w, TC_FLOAT32, got));
     double worst = 0;
     for (int i = 0; i < D; i++)
         worst = maxd(worst, absd(got[i] - truth[i]));

@@ -484,10 +484,10 @@ static int check(gpt *m, const char *ref_path, bool graph)
                 (long long)tc_tensor_numel(logits), (long long)nl);
         rc = 1;
     } else {
-        CHECK(tc_tensor_to_host(logits, got, TC_FLOAT32));
-        CHECK(tc_tensor_to_host(want_logits, want, TC_FLOAT32));
-        CHECK(tc_tensor_to_host(out, gt, TC_INT64));
-        CHECK(tc_tensor_to_host(want_tokens, wt, TC_INT64));
+        CHECK(tc_tensor_to_host(logits, TC_FLOAT32, got));
+        CHECK(tc_tensor_to_host(want_logits, TC_FLOAT32, want));
+        CHECK(tc_tensor_to_host(out, TC_INT64, gt));
+        CHECK(tc_tensor_to_host(want_tokens, TC_INT64, wt));
         double diff = 0, big = 0;
         for (int64_t i = 0; i < nl; i++) {
             diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
@@ -609,7 +609,7 @@ int main(int argc, char **argv)
         double secs;
         gpt_generate(&m, p, n_new, graph, out, NULL, &secs);
         int64_t *gen = malloc((size_t)n_new * sizeof *gen);
-        CHECK(tc_tensor_to_host(out, gen, TC_INT64));
+        CHECK(tc_tensor_to_host(out, TC_INT64, gen));
         for (int64_t i = 0; i < n_new; i++)
             printf("%s%lld", i ? "," : "", (long long)gen[i]);
         printf("\n%.1f tokens/s\n", (double)(n_new - 1) / secs);

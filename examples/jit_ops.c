@@ -25,7 +25,7 @@ static void print(const char *name, const tc_tensor *t)
 {
     double v[12];
     int64_t n = tc_tensor_numel(t);
-    if (n > 12 || tc_tensor_to_host(t, v, TC_FLOAT64) != TC_OK)
+    if (n > 12 || tc_tensor_to_host(t, TC_FLOAT64, v) != TC_OK)
         return;
     printf("%-6s", name);
     for (int64_t i = 0; i < n; i++)

@@ -44,7 +44,7 @@ int main(void)
     const float *yv = tc_tensor_data_ptr(ycpu);
     int64_t cls[4];
     double mean;
-    TRY(tc_tensor_to_host(best, cls, TC_INT64));
+    TRY(tc_tensor_to_host(best, TC_INT64, cls));
     TRY(tc_tensor_item(m, &mean));
     for (int i = 0; i < 4; i++)
         printf("sample %d: p = [%.4f %.4f], class %lld\n", i, yv[2 * i], yv[2 * i + 1],

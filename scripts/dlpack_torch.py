@@ -110,7 +110,7 @@ def load_tcuda():
         "tc_tensor_ndim": (i32, [vp]),
         "tc_tensor_size": (ctypes.c_int64, [vp, i32]),
         "tc_tensor_stride": (ctypes.c_int64, [vp, i32]),
-        "tc_tensor_to_host": (i32, [vp, vp, i32]),
+        "tc_tensor_to_host": (i32, [vp, i32, vp]),
         "tc_stream_from_external": (i32, [vp, i32, ctypes.POINTER(vp)]),
         "tc_stream_destroy": (i32, [vp]),
         "tc_default_stream": (vp, [i32]),
@@ -230,7 +230,7 @@ class TcudaArray:
 # ---- the checks ------------------------------------------------------------------------------
 def tc_values(t, n):
     buf = (ctypes.c_float * n)()
-    ok(tc.tc_tensor_to_host(t, buf, TC_FLOAT32), "tc_tensor_to_host")
+    ok(tc.tc_tensor_to_host(t, TC_FLOAT32, buf), "tc_tensor_to_host")
     return list(buf)
 
 

@@ -50,8 +50,8 @@ static void check_without_gpu(void)
     CHECK_STATUS(tc_make_graphed_callable(NULL, NULL, 3, &c), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_make_graphed_callable(nothing, NULL, -1, &c), TC_ERROR_INVALID_ARGUMENT);
     tc_graph_fn fns[2] = {nothing, nothing};
-    CHECK_STATUS(tc_make_graphed_callables(2, fns, NULL, 1, &c), TC_ERROR_NO_DEVICE);
-    CHECK_STATUS(tc_make_graphed_callables(0, fns, NULL, 1, &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_make_graphed_callables(fns, NULL, 2, 1, &c), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_make_graphed_callables(fns, NULL, 0, 1, &c), TC_ERROR_INVALID_ARGUMENT);
     CHECK(!tc_is_current_stream_capturing());
 
     tc_graph *junk = tc_test_garbage(256);
@@ -543,7 +543,7 @@ static void test_random(void)
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
     tc_graph_pool_id none = {0};
-    uint64_t off0 = tc_generator_offset(gpu);
+    uint64_t off0 = tc_test_gen_offset(gpu);
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(draw(&r));
@@ -552,7 +552,7 @@ static void test_random(void)
     CHECK_OK(tc_generator_create(CUDA0, 5, &other));
     CHECK_STATUS(tc_tensor_uniform_(r.u, 0, 1, other), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_graph_capture_guard_exit(&gd));
-    CHECK(tc_generator_offset(gpu) == off0); /* capture draws nothing */
+    CHECK(tc_test_gen_offset(gpu) == off0); /* capture draws nothing */
     uint64_t blocks = 2 * ((R + 3) / 4);
     tc_tensor *cu, *cn;
     CHECK_OK(tc_tensor_empty(1, (int64_t[]){R}, TC_FLOAT32, CPU, &cu));
@@ -568,9 +568,9 @@ static void test_random(void)
         }
         tc_rng_state st;
         CHECK_OK(tc_generator_get_state(gpu, &st));
-        uint64_t before = tc_generator_offset(gpu);
+        uint64_t before = tc_test_gen_offset(gpu);
         CHECK_OK(tc_graph_replay(g));
-        CHECK(tc_generator_offset(gpu) == before + blocks);
+        CHECK(tc_test_gen_offset(gpu) == before + blocks);
         /* what the same fills draw eagerly from that state (on the CPU) */
         CHECK_OK(tc_generator_set_state(cpu, &st));
         CHECK_OK(tc_tensor_uniform_(cu, -1, 3, cpu));
@@ -907,7 +907,7 @@ static void test_callables(void)
     tc_graph_fn fns[2] = {run_layer, run_second};
     void *ctxs[2] = {&l1, &l2};
     tc_graphed_callable *c[2] = {NULL, NULL};
-    CHECK_OK(tc_make_graphed_callables(2, fns, ctxs, 3, c));
+    CHECK_OK(tc_make_graphed_callables(fns, ctxs, 2, 3, c));
     CHECK(l1.calls == 4 && l2.calls == 4); /* 3 warm-up calls and the captured one */
     tc_graph_pool_id p1, p2;
     CHECK_OK(tc_graph_pool(tc_graphed_callable_graph(c[0]), &p1));

@@ -419,7 +419,7 @@ static int child_main(void)
         return 4;
     }
     double r[64];
-    if (tc_tensor_to_host(out[0], r, TC_FLOAT64) != TC_OK)
+    if (tc_tensor_to_host(out[0], TC_FLOAT64, r) != TC_OK)
         return 5;
     for (int i = 0; i < 64; i++)
         if (r[i] != xs[i] * 3 - ys[i])

@@ -56,7 +56,7 @@ static int child_main(void)
         return 4;
     }
     double ms = tc_test_now_ms() - t0;
-    if (tc_tensor_to_host(out[0], r, TC_FLOAT32) != TC_OK)
+    if (tc_tensor_to_host(out[0], TC_FLOAT32, r) != TC_OK)
         return 5;
     for (int i = 0; i < N; i++)
         if (r[i] != xs[i] * 3.0f - ys[i])
@@ -156,7 +156,7 @@ static void test_16bit_every_pattern(void)
             CHECK_OK(tc_tensor_narrow(yc, 0, off, N, &yh));
             const tc_tensor *in1[1] = {x}, *in2[2] = {x, y};
             CHECK_OK(tc_jit_fn_call(id, in1, 1, NULL, o1));
-            CHECK_OK(tc_tensor_to_host(o1[0], got, dt));
+            CHECK_OK(tc_tensor_to_host(o1[0], dt, got));
             int bad = 0;
             for (int i = 0; i < N; i++) {
                 uint16_t h = (uint16_t)(i - 1 + off), w = h;
@@ -168,8 +168,8 @@ static void test_16bit_every_pattern(void)
             CHECK(bad == 0);
             CHECK_OK(tc_jit_fn_call(mul, in2, 2, NULL, o2));
             CHECK_OK(tc_tensor_mul(xh, yh, &ref));
-            CHECK_OK(tc_tensor_to_host(o2[0], got, dt));
-            CHECK_OK(tc_tensor_to_host(ref, want, dt));
+            CHECK_OK(tc_tensor_to_host(o2[0], dt, got));
+            CHECK_OK(tc_tensor_to_host(ref, dt, want));
             bad = 0;
             for (int i = 0; i < N; i++)
                 bad += nan16(dt, want[i]) ? !nan16(dt, got[i]) : got[i] != want[i];

@@ -86,16 +86,16 @@ static void test_fraction_snapshot(void)
 {
     size_t fr, tot;
     CHECK_OK(tc_mem_get_info(0, &fr, &tot));
-    CHECK_OK(tc_set_per_process_memory_fraction(0.1, 0));
+    CHECK_OK(tc_set_per_process_memory_fraction(0, 0.1));
     void *p = NULL;
     CHECK_STATUS(tc_caching_allocator_alloc(tot / 5, 0, NULL, &p), TC_ERROR_OUT_OF_MEMORY);
     CHECK(strstr(tc_last_error(), "capped") != NULL);
     CHECK_OK(tc_caching_allocator_alloc(tot / 20, 0, NULL, &p));
-    CHECK_OK(tc_set_per_process_memory_fraction(1.0, 0));
-    CHECK_STATUS(tc_set_per_process_memory_fraction(2.0, 0), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_set_per_process_memory_fraction(NAN, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_set_per_process_memory_fraction(0, 1.0));
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, 2.0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, NAN), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "NaN") != NULL);
-    CHECK_STATUS(tc_set_per_process_memory_fraction(1.0000000000000002, 0),
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, 1.0000000000000002),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     void *q;

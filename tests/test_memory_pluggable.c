@@ -122,7 +122,7 @@ static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
     if (!a || !b || !c)
         return TC_TEST_DONE();
     float *h = malloc(N * sizeof *h);
-    CHECK_OK(tc_tensor_to_host(c, h, TC_FLOAT32));
+    CHECK_OK(tc_tensor_to_host(c, TC_FLOAT32, h));
     int wrong = 0;
     for (int i = 0; i < N; i++)
         wrong += h[i] != 2.0f * (float)i;

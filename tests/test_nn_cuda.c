@@ -126,9 +126,9 @@ static void test_cross_entropy_async(void)
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
     double pv[N];
     /* a copy to the host waits: it reports the error (its output is not to be used) */
-    CHECK_STATUS(tc_tensor_to_host(per, pv, TC_FLOAT64), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_to_host(per, TC_FLOAT64, pv), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "target 7") != NULL);
-    CHECK_OK(tc_tensor_to_host(per, pv, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(per, TC_FLOAT64, pv));
     CHECK(isnan(pv[2]) && !isnan(pv[0]) && pv[5] == 0);
     tc_tensor_release(per);
     per = NULL;

@@ -35,7 +35,7 @@ static tc_tensor *rnd(int ndim, const int64_t *sizes, tc_dtype dtype, double lo,
         v[i] = dtype == TC_BOOL ? x > (lo + hi) / 2 : tc_dtype_is_floating(dtype) ? x : floor(x);
     }
     tc_tensor *t = make(v, ndim, sizes, dtype);
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(t, TC_FLOAT64, v));
     *vals = v;
     return t;
 }
@@ -235,7 +235,7 @@ static void test_remainder(void)
     CHECK_OK(tc_tensor_from_data(m1, 1, &two, TC_INT64, CPU, &y));
     CHECK_OK(tc_tensor_remainder(x, y, &o));
     int64_t r[2] = {1, 1};
-    CHECK_OK(tc_tensor_to_host(o, r, TC_INT64));
+    CHECK_OK(tc_tensor_to_host(o, TC_INT64, r));
     CHECK(r[0] == 0 && r[1] == 0);
     tc_tensor_release(o), tc_tensor_release(x), tc_tensor_release(y);
     /* random floats against a - b * floor(a / b) */
@@ -397,9 +397,9 @@ static void test_inplace(void)
     /* int32 self: an int64 other is fine (cast back), a float one is not */
     tc_tensor *i32 = make(v, 2, sz, TC_INT32), *i64 = make(w, 1, rs, TC_INT64);
     double before[20], after[20];
-    CHECK_OK(tc_tensor_to_host(i32, before, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(i32, TC_FLOAT64, before));
     CHECK_OK(tc_tensor_mul_(i32, i64));
-    CHECK_OK(tc_tensor_to_host(i32, after, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(i32, TC_FLOAT64, after));
     bool ok = true;
     for (int i = 0; i < 20; i++)
         ok &= after[i] == before[i] * trunc(w[i % 5]);
@@ -407,7 +407,7 @@ static void test_inplace(void)
     CHECK_STATUS(tc_tensor_add_(i32, row), TC_ERROR_DTYPE);
     CHECK(strstr(tc_last_error(), "can't be cast") != NULL);
     CHECK_STATUS(tc_tensor_div_(i32, i64), TC_ERROR_DTYPE);
-    CHECK_OK(tc_tensor_to_host(i32, before, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(i32, TC_FLOAT64, before));
     ok = true;
     for (int i = 0; i < 20; i++)
         ok &= after[i] == before[i]; /* untouched by the refusals */
@@ -419,7 +419,7 @@ static void test_inplace(void)
     /* a float16 self with a float32 other: computed in float32, rounded once */
     tc_tensor *h = make(v, 2, sz, TC_FLOAT16);
     double hv[20];
-    CHECK_OK(tc_tensor_to_host(h, hv, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(h, TC_FLOAT64, hv));
     CHECK_OK(tc_tensor_add_(h, row));
     for (int i = 0; i < 20; i++)
         want[i] = hv[i] + w[i % 5];

@@ -227,15 +227,14 @@ TCUDA_API tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warm
  * captures them in order (out[i] for fns[i], ctxs[i]). Call them in the same
  * order; destroy each with tc_graphed_callable_destroy. On failure none is
  * returned. */
-TCUDA_API tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+TCUDA_API tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,
                                               int warmup_iters, tc_graphed_callable **out);
 
 /* tc_make_graphed_callables with the graphs' order (tc_graph_order):
  * TC_GRAPH_ORDER_DATA lets the independent operations of each call run side
  * by side. */
-TCUDA_API tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns,
-                                                      void *const *ctxs, int warmup_iters,
-                                                      tc_graph_order order,
+TCUDA_API tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs,
+                                                      int n, int warmup_iters, tc_graph_order order,
                                                       tc_graphed_callable **out);
 
 /* Replays the captured call on the current stream. */

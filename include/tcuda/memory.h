@@ -170,7 +170,7 @@ TCUDA_API tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info 
 TCUDA_API tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap);
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
-TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
+TCUDA_API tc_status tc_set_per_process_memory_fraction(int device, double fraction);
 /* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF); NULL when
  * TCUDA_ALLOC_CONF is invalid, with tc_last_error giving the parser's message
  * (a bad setting is an error, never silently "native"). */

@@ -67,16 +67,15 @@ TCUDA_API tc_status tc_default_generator(tc_device device, tc_generator **out);
 /* Sets the seed and resets the offset to 0. */
 TCUDA_API tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed);
 /* Seeds from the operating system's entropy (getrandom); the seed chosen is
- * written to *seed_out when not NULL. */
-TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out);
-/* Accessors. They fail only for a bad handle: then they return 0 (seed,
- * offset) or {TC_CPU,-1} (device) and tc_last_error says why. */
-/* The seed last set. */
-TCUDA_API uint64_t tc_generator_initial_seed(const tc_generator *gen);
-/* The offset: Philox blocks used so far. */
-TCUDA_API uint64_t tc_generator_offset(const tc_generator *gen);
-/* The generator's device ({TC_CPU,-1} or {TC_CUDA,i}, i resolved). */
-TCUDA_API tc_device tc_generator_device(const tc_generator *gen);
+ * written to *seed when not NULL. */
+TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed);
+/* The generator's seed as last set, its offset (Philox blocks used so far)
+ * and its device ({TC_CPU,-1} or {TC_CUDA,i}, i resolved), into *out.
+ * TC_ERROR_INVALID_ARGUMENT for a NULL gen or out, TC_ERROR_INVALID_HANDLE
+ * for a destroyed generator. */
+TCUDA_API tc_status tc_generator_initial_seed(const tc_generator *gen, uint64_t *out);
+TCUDA_API tc_status tc_generator_offset(const tc_generator *gen, uint64_t *out);
+TCUDA_API tc_status tc_generator_device(const tc_generator *gen, tc_device *out);
 
 /* The state as a blob, and back. A blob with a wrong magic, version,
  * algorithm or checksum is TC_ERROR_INVALID_ARGUMENT naming what is wrong;
@@ -129,7 +128,7 @@ TCUDA_API tc_status tc_initial_seed(uint64_t *seed);
 
 /* The state of `device`'s (-1: current) default generator, and back. */
 TCUDA_API tc_status tc_get_rng_state(int device, tc_rng_state *out);
-TCUDA_API tc_status tc_set_rng_state(const tc_rng_state *state, int device);
+TCUDA_API tc_status tc_set_rng_state(int device, const tc_rng_state *state);
 /* Every GPU's state: n must be at least tc_device_count(); fills the first
  * tc_device_count() entries. */
 TCUDA_API tc_status tc_get_rng_state_all(tc_rng_state *states, int n);

@@ -42,8 +42,8 @@ TCUDA_API tc_status tc_safetensors_close(tc_safetensors *file);
  * order of their data in the file. The names belong to the file (valid until
  * it is closed). These cannot fail: 0 and NULL for a NULL, closed or foreign
  * file and for i out of range. */
-TCUDA_API size_t tc_safetensors_count(const tc_safetensors *file);
-TCUDA_API const char *tc_safetensors_name(const tc_safetensors *file, size_t i);
+TCUDA_API int tc_safetensors_count(const tc_safetensors *file);
+TCUDA_API const char *tc_safetensors_name(const tc_safetensors *file, int i);
 
 /* The dtype, ndim and sizes (TC_MAX_DIMS entries room) of tensor `name`;
  * any of the three may be NULL when not wanted. TC_ERROR_INVALID_ARGUMENT
@@ -66,8 +66,8 @@ TCUDA_API tc_status tc_safetensors_get(const tc_safetensors *file, const char *n
  * i (sorted by key; NULL out of range or for a bad file), and the value of
  * `key` in *value (owned by the file; NULL, with TC_OK, when the file has no
  * such key). */
-TCUDA_API size_t tc_safetensors_metadata_count(const tc_safetensors *file);
-TCUDA_API const char *tc_safetensors_metadata_key(const tc_safetensors *file, size_t i);
+TCUDA_API int tc_safetensors_metadata_count(const tc_safetensors *file);
+TCUDA_API const char *tc_safetensors_metadata_key(const tc_safetensors *file, int i);
 TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const char *key,
                                             const char **value);
 
@@ -78,12 +78,13 @@ TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const ch
  * strings. The tensors are laid out as the reference writer does: by
  * decreasing element size, then name, so each is aligned to its element
  * size; the header is padded with spaces to a multiple of 8 bytes.
- * Errors: TC_ERROR_INVALID_ARGUMENT (NULL path, names or tensors with n > 0,
+ * Errors: TC_ERROR_INVALID_ARGUMENT (NULL path, a negative n, NULL names or
+ * tensors with n > 0,
  * a NULL, duplicate, "__metadata__" or non-UTF-8 name or key, a
  * key without value), TC_ERROR_INVALID_HANDLE (a released tensor),
  * TC_ERROR_IO (the file cannot be written), the devices'. */
-TCUDA_API tc_status tc_safetensors_save(const char *path, size_t n, const char *const *names,
-                                        const tc_tensor *const *tensors,
+TCUDA_API tc_status tc_safetensors_save(const char *path, const char *const *names,
+                                        const tc_tensor *const *tensors, int n,
                                         const char *const *metadata);
 
 TCUDA_EXTERN_C_END

@@ -143,11 +143,11 @@ TCUDA_API bool tc_tensor_is_pinned(const tc_tensor *t);
  * for a NULL buf or n 0. */
 TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
 
-/* Copies all elements to `host` (row-major, `dtype` elements, numel of them),
+/* Copies all elements to `host` as `dtype` (row-major, numel elements),
  * converting; waits for the tensor's device (a sync point). Errors:
  * TC_ERROR_INVALID_ARGUMENT (NULL host with elements, a bad dtype), and the
  * device's (TC_ERROR_SYNC_DISALLOWED in sync debug mode 2, CUDA errors). */
-TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype);
+TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, tc_dtype dtype, void *host);
 /* The single element of a one-element tensor as a double (Tensor.item);
  * TC_ERROR_SHAPE for any other count, TC_ERROR_INVALID_ARGUMENT for a NULL
  * value; *value is written only on success. */

@@ -130,7 +130,7 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
     return absent();
 }
 
-tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs, int n,
                                             int warmup_iters, tc_graph_order order,
                                             tc_graphed_callable **out)
 {
@@ -147,11 +147,11 @@ tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void 
     return absent();
 }
 
-tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,
                                     int warmup_iters, tc_graphed_callable **out)
 {
     TC_API_BEGIN;
-    return tc_make_graphed_callables_ordered(n, fns, ctxs, warmup_iters, TC_GRAPH_ORDER_STREAM,
+    return tc_make_graphed_callables_ordered(fns, ctxs, n, warmup_iters, TC_GRAPH_ORDER_STREAM,
                                              out);
 }
 

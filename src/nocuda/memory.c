@@ -97,10 +97,10 @@ tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
     free(snap);
     return TC_OK;
 }
-tc_status tc_set_per_process_memory_fraction(double fraction, int device)
+tc_status tc_set_per_process_memory_fraction(int device, double fraction)
 {
     TC_API_BEGIN;
-    (void)fraction, (void)device;
+    (void)device, (void)fraction;
     return absent();
 }
 const char *tc_get_allocator_backend(void)

@@ -167,47 +167,48 @@ tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed)
     return TC_OK;
 }
 
-tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out)
+tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed)
 {
     TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     uint64_t s;
     TC_TRY(tc__os_entropy(&s));
     TC_TRY(tc_generator_manual_seed(gen, s));
-    if (seed_out)
-        *seed_out = s;
+    if (seed)
+        *seed = s;
     return TC_OK;
 }
 
-static uint64_t locked_read(const tc_generator *gen, bool want_offset)
+static tc_status locked_read(const tc_generator *gen, bool want_offset, uint64_t *out)
 {
-    if (check_gen(gen) != TC_OK)
-        return 0;
+    TC_TRY(check_gen(gen));
+    TC_CHECK_ARG(out, "out is NULL");
     tc_generator *g = (tc_generator *)gen; /* the lock is not part of the value */
     pthread_mutex_lock(&g->lock);
-    uint64_t v = want_offset ? g->offset : g->seed;
+    *out = want_offset ? g->offset : g->seed;
     pthread_mutex_unlock(&g->lock);
-    return v;
+    return TC_OK;
 }
 
-uint64_t tc_generator_initial_seed(const tc_generator *gen)
+tc_status tc_generator_initial_seed(const tc_generator *gen, uint64_t *out)
 {
     TC_API_BEGIN;
-    return locked_read(gen, false);
+    return locked_read(gen, false, out);
 }
 
-uint64_t tc_generator_offset(const tc_generator *gen)
+tc_status tc_generator_offset(const tc_generator *gen, uint64_t *out)
 {
     TC_API_BEGIN;
-    return locked_read(gen, true);
+    return locked_read(gen, true, out);
 }
 
-tc_device tc_generator_device(const tc_generator *gen)
+tc_status tc_generator_device(const tc_generator *gen, tc_device *out)
 {
     TC_API_BEGIN;
-    if (check_gen(gen) != TC_OK)
-        return (tc_device){TC_CPU, -1};
-    return gen->device;
+    TC_TRY(check_gen(gen));
+    TC_CHECK_ARG(out, "out is NULL");
+    *out = gen->device;
+    return TC_OK;
 }
 
 /* ---- state blobs ---------------------------------------------------------- */
@@ -610,7 +611,7 @@ tc_status tc_get_rng_state(int device, tc_rng_state *out)
     return tc_generator_get_state(g, out);
 }
 
-tc_status tc_set_rng_state(const tc_rng_state *state, int device)
+tc_status tc_set_rng_state(int device, const tc_rng_state *state)
 {
     TC_API_BEGIN;
     uint64_t seed, offset;
@@ -647,6 +648,6 @@ tc_status tc_set_rng_state_all(const tc_rng_state *states, int n)
         TC_TRY(decode_state(&states[d], name, &seed, &offset));
     }
     for (int d = 0; d < n; d++)
-        TC_TRY(tc_set_rng_state(&states[d], d));
+        TC_TRY(tc_set_rng_state(d, &states[d]));
     return TC_OK;
 }

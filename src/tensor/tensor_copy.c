@@ -244,7 +244,7 @@ tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream)
     return tc__storage_record_stream(t->storage, handle);
 }
 
-tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype)
+tc_status tc_tensor_to_host(const tc_tensor *t, tc_dtype dtype, void *host)
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
@@ -265,7 +265,7 @@ tc_status tc_tensor_item(const tc_tensor *t, double *value)
         return tc__fail(TC_ERROR_SHAPE, "the tensor has %lld elements, not one",
                         (long long)tc__numel(t->ndim, t->sizes));
     double v;
-    TC_TRY(tc_tensor_to_host(t, &v, TC_FLOAT64));
+    TC_TRY(tc_tensor_to_host(t, TC_FLOAT64, &v));
     *value = v;
     return TC_OK;
 }

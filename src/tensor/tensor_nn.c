@@ -292,7 +292,7 @@ static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, in
     if (!t)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
                         (long long)n);
-    tc_status st = tc_tensor_to_host(target, t, TC_INT64);
+    tc_status st = tc_tensor_to_host(target, TC_INT64, t);
     for (int64_t i = 0; st == TC_OK && i < n; i++)
         if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
             st = tc__fail(TC_ERROR_INVALID_ARGUMENT,

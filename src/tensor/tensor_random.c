@@ -37,7 +37,8 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
     tc_device td = t->storage->device;
     if (!gen)
         TC_TRY(tc_default_generator(td, &gen));
-    tc_device gd = tc_generator_device(gen);
+    tc_device gd = {TC_CPU, -1}; /* as for a bad gen, which generate() then names */
+    (void)tc_generator_device(gen, &gd);
     if (gd.type != td.type || (td.type == TC_CUDA && gd.index != td.index)) {
         char gs[16], ts[16];
         tc_device_format(gd, gs, sizeof gs);

@@ -59,8 +59,8 @@ static bool jc_same(const tc_tensor *a, const tc_tensor *b)
     int64_t n = tc_tensor_numel(a);
     size_t bytes = (size_t)(n > 0 ? n : 1) * tc_dtype_size(tc_tensor_dtype(a));
     void *x = calloc(1, bytes), *y = calloc(1, bytes);
-    bool ok = tc_tensor_to_host(a, x, tc_tensor_dtype(a)) == TC_OK &&
-              tc_tensor_to_host(b, y, tc_tensor_dtype(b)) == TC_OK && !memcmp(x, y, bytes);
+    bool ok = tc_tensor_to_host(a, tc_tensor_dtype(a), x) == TC_OK &&
+              tc_tensor_to_host(b, tc_tensor_dtype(b), y) == TC_OK && !memcmp(x, y, bytes);
     free(x);
     free(y);
     return ok;

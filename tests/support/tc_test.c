@@ -97,7 +97,21 @@ double *tc_test_values(const tc_tensor *t)
 {
     int64_t n = tc_tensor_numel(t);
     double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(t, TC_FLOAT64, v));
+    return v;
+}
+
+uint64_t tc_test_gen_offset(const tc_generator *g)
+{
+    uint64_t v = 0;
+    CHECK_OK(tc_generator_offset(g, &v));
+    return v;
+}
+
+uint64_t tc_test_gen_seed(const tc_generator *g)
+{
+    uint64_t v = 0;
+    CHECK_OK(tc_generator_initial_seed(g, &v));
     return v;
 }
 

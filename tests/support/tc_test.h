@@ -36,6 +36,10 @@ double tc_test_now_ms(void);       /* monotonic wall clock */
 /* A tensor's elements as doubles, row-major (caller frees); a failed read
  * counts as a failed check. */
 double *tc_test_values(const tc_tensor *t);
+/* A generator's offset and seed as values (tc_generator_offset and
+ * tc_generator_initial_seed); a failed read counts as a failed check. */
+uint64_t tc_test_gen_offset(const tc_generator *g);
+uint64_t tc_test_gen_seed(const tc_generator *g);
 /* Sends stderr to a temporary file until capture_end, which returns what was
  * written (static buffer, NUL-terminated). */
 void tc_test_capture_stderr_begin(void);

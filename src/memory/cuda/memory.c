@@ -404,7 +404,7 @@ tc_status tc_empty_cache(void)
     return TC_OK;
 }
 
-tc_status tc_set_per_process_memory_fraction(double fraction, int device)
+tc_status tc_set_per_process_memory_fraction(int device, double fraction)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");

@@ -122,7 +122,7 @@ int main(void)
         printf("bench_graph: no GPU (%s)\n", tc_last_error());
         return 0;
     }
-    printf("bench_graph on %s: a chain of %d adds of 16 float32 elements\n", tc_get_device_name(0),
+    printf("bench_graph on %s: a chain of %d adds of 16 float32 elements\n", bench_device_name(0),
            OPS);
     eager_ctx c;
     TRY(tc_tensor_ones(1, (int64_t[]){16}, TC_FLOAT32, GPU, &c.x));

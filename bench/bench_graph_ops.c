@@ -193,7 +193,7 @@ int main(void)
     TRY(tc_synchronize(-1));
 
     printf("bench_graph_ops on %s: each op %d times in a row in one graph (stream order)\n",
-           tc_get_device_name(0), COPIES);
+           bench_device_name(0), COPIES);
     printf("%-32s %10s\n", "op", "us/op");
     double sum = 0;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {

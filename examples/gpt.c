@@ -279,7 +279,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
  * first T positions when there is a cache. */
 static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits)
 {
-    tc_nvtx_range_push("prefill"); /* for profilers: scripts/gpt_profile.sh */
+    tc_nvtx_range_push("prefill", NULL); /* for profilers: scripts/gpt_profile.sh */
     scratch s = {.st = TC_OK};
     int64_t T = tc_tensor_size(tokens, 1);
     LET(&s, pos, tc_tensor_arange(0, (double)T, 1, TC_INT64, m->dev, &pos));
@@ -302,7 +302,7 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
     tc_tensor *out = NULL;
     DO(&s, tc_nn_linear(h, m->wte, NULL, &out)); /* not kept: it is the result */
     tc_status st = scratch_end(&s);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK) {
         fprintf(stderr, "gpt: prefill: %s failed: %s\n", s.what, tc_last_error());
         return st;
@@ -318,7 +318,7 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
 static tc_status gpt_step(void *ctx)
 {
     gpt *m = ctx;
-    tc_nvtx_range_push("decode_step");
+    tc_nvtx_range_push("decode_step", NULL);
     scratch s = {.st = TC_OK};
     int64_t B = m->B, H = m->n_head, hd = m->C / m->n_head, S = m->S;
     int64_t one4[4] = {1, 1, 1, 1}, at_sizes[4] = {B, H, 1, hd}, q_sizes[3] = {B * H, 1, hd},
@@ -355,7 +355,7 @@ static tc_status gpt_step(void *ctx)
     DO(&s, tc_tensor_copy_(m->tok, next, false));
     DO(&s, tc_tensor_add_(m->pos, m->one));
     tc_status st = scratch_end(&s);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK)
         fprintf(stderr, "gpt: decode step: %s failed: %s\n", s.what, tc_last_error());
     return st;

@@ -57,7 +57,7 @@ static tc_status step(void *ctx)
     tc_tensor *h, *a, *p, *d, *d2, *loss = NULL, *dp, *at, *dw2, *w2t, *da, *mask, *dh, *xt, *dw1,
                                    *u1, *n1, *u2, *n2;
     /* a range for profilers (scripts/mlp_profile.sh) */
-    tc_nvtx_range_push("mlp_step");
+    tc_nvtx_range_push("mlp_step", NULL);
     OP(h, tc_tensor_matmul(m->x, m->w1, &h)); /* forward */
     OP(a, tc_tensor_relu(h, &a));
     OP(p, tc_tensor_matmul(a, m->w2, &p));
@@ -84,7 +84,7 @@ static tc_status step(void *ctx)
         st = tc_tensor_copy_(m->w2, n2, false);
     for (int i = 0; i < n; i++)
         tc_tensor_release(tmp[i]);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK) {
         if (loss)
             tc_tensor_release(loss);

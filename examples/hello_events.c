@@ -21,7 +21,9 @@ int main(void)
     tc_stream_guard_exit(&g);
     tc_event_synchronize(end);
     tc_event_elapsed_time(start, end, &ms);
-    printf("%s: %.3f ms\n", tc_get_device_name(-1), ms);
+    const char *name = "?";
+    tc_get_device_name(TC_CURRENT_DEVICE, &name);
+    printf("%s: %.3f ms\n", name, ms);
     tc_event_destroy(start);
     tc_event_destroy(end);
     tc_stream_destroy(s);

@@ -52,8 +52,8 @@ int main(void)
     printf("mean probability %.4f\n", mean);
 
     if (dev.type == TC_CUDA) { /* tensors' GPU memory comes from the caching allocator */
-        char *summary = tc_memory_summary(-1, true);
-        if (summary) {
+        char *summary;
+        if (tc_memory_summary(TC_CURRENT_DEVICE, true, &summary) == TC_OK) {
             printf("%s\n", summary);
             tc_free(summary);
         }

@@ -241,14 +241,14 @@ static void test_replay_matches_eager(void)
 
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
-    tc_stream *def = tc_current_stream(-1);
+    tc_stream *def = tc_test_current_stream(-1);
     tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
-    CHECK(tc_current_stream(-1) != def && tc_is_current_stream_capturing());
+    CHECK(tc_test_current_stream(-1) != def && tc_is_current_stream_capturing());
     CHECK_OK(run_work(&w));
     CHECK_OK(tc_graph_capture_guard_exit(&gd));
-    CHECK(tc_current_stream(-1) == def && !tc_is_current_stream_capturing());
+    CHECK(tc_test_current_stream(-1) == def && !tc_is_current_stream_capturing());
     for (int rep = 0; rep < 3; rep++) {
         refill(w.x, x);
         refill(w.a, a);
@@ -379,7 +379,7 @@ static void test_memory(void)
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
     tc_graph_pool_id none = {0}, pool;
-    size_t before = tc_memory_allocated(-1);
+    size_t before = tc_test_bytes(tc_memory_allocated, -1);
     CHECK_OK(tc_graph_capture_begin(g, none, s, TC_CAPTURE_MODE_GLOBAL));
     CHECK_OK(tc_graph_pool(g, &pool));
     void *p1 = NULL, *p2 = NULL, *keep = NULL;
@@ -393,7 +393,7 @@ static void test_memory(void)
     CHECK_OK(tc_tensor_zeros(1, (int64_t[]){1000}, TC_FLOAT32, CUDA0, &t));
     tc_stream_guard_exit(&sg);
     CHECK_OK(tc_graph_capture_end(g));
-    CHECK(tc_memory_allocated(-1) >= before + 4096 + (1 << 20) + 4000);
+    CHECK(tc_test_bytes(tc_memory_allocated, -1) >= before + 4096 + (1 << 20) + 4000);
     CHECK(pool_of(p2) == (int64_t)pool.id && pool_of(keep) == (int64_t)pool.id);
     CHECK(pool_of(tc_tensor_data_ptr(t)) == (int64_t)pool.id);
     /* freed after capture, pool memory is not handed out outside the pool */

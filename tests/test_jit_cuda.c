@@ -273,7 +273,9 @@ static void test_current_stream(void)
     tc_tensor_release(ref);
     tc_tensor_release(out[0]);
     tc_tensor_release(x);
-    CHECK_OK(tc_set_stream(tc_default_stream(0)));
+    tc_stream *def = NULL;
+    CHECK_OK(tc_default_stream(0, &def));
+    CHECK_OK(tc_set_stream(def));
     CHECK_OK(tc_stream_destroy(s));
     tc_jit_fn_destroy(fn);
 }

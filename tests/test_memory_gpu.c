@@ -42,13 +42,14 @@ static void test_oom(void)
     printf("OOM message: %s\n", m);
     CHECK(strstr(m, "tried to allocate") && strstr(m, "total capacity") && strstr(m, "allocated") &&
           strstr(m, "Hint"));
-    CHECK(tc_memory_stats_get(0, "num_ooms") == 1);
-    CHECK(tc_memory_reserved(0) == 64 * MiB + 0 * MiB || tc_memory_reserved(0) <= 66 * MiB);
+    CHECK(tc_test_stat(0, "num_ooms") == 1);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 64 * MiB + 0 * MiB ||
+          tc_test_bytes(tc_memory_reserved, 0) <= 66 * MiB);
     CHECK_OK(tc_caching_allocator_alloc(300 * MiB, 0, NULL, &p)); /* later alloc works */
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(keep));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
 }
 
 static void test_record_stream(void)
@@ -118,11 +119,16 @@ static void test_fraction_snapshot(void)
                  "assert {s['segment_type'] for s in d['segments']} <= {'small', 'large'}; "
                  "assert 'active_allocated' in {b['state'] for s in d['segments'] "
                  "for b in s['blocks']}\"") == 0);
-    char *sum = tc_memory_summary(0, false);
+    char *sum = NULL;
+    CHECK_OK(tc_memory_summary(0, false, &sum));
     CHECK(sum && strstr(sum, "Allocated memory"));
     tc_free(sum);
-    CHECK(tc_memory_stats_get(0, "allocation.all.current") == 2);
-    CHECK(tc_memory_stats_get(0, "no.such.key") == -1);
+    CHECK_STATUS(tc_memory_summary(0, false, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(tc_test_stat(0, "allocation.all.current") == 2);
+    int64_t v = 5;
+    CHECK_STATUS(tc_memory_stats_get(0, "no.such.key", &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_stats_get(0, "allocation.all.current", NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == 5);
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(q));
     CHECK_STATUS(tc_caching_allocator_delete(q), TC_ERROR_INVALID_ARGUMENT);
@@ -140,7 +146,7 @@ static void test_pinned(void)
     CHECK_OK(tc_host_alloc(n * 4, (void **)&h));
     for (size_t i = 0; i < n; i++)
         h[i] = 3.0f;
-    cudaStream_t s = tc_stream_cuda_handle(tc_current_stream(0));
+    cudaStream_t s = tc_stream_cuda_handle(tc_test_current_stream(0));
     float *out;
     CHECK_OK(tc_caching_allocator_alloc(4, 0, NULL, (void **)&out));
     CHECK(cudaMemsetAsync(out, 0, 4, s) == cudaSuccess);
@@ -167,30 +173,31 @@ static int child_expandable(void)
     CHECK_OK(tc_caching_allocator_alloc(30 * MiB, 0, NULL, &p));
     CHECK_OK(tc_caching_allocator_alloc(50 * MiB, 0, NULL, &q));
     CHECK((char *)q == (char *)p + 30 * MiB);
-    CHECK(tc_memory_stats_get(0, "segment.all.current") == 1);
-    CHECK(tc_memory_reserved(0) <= 82 * MiB);
+    CHECK(tc_test_stat(0, "segment.all.current") == 1);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) <= 82 * MiB);
     CHECK(tc_test_fill(q, 50 * MiB / 4, 1.0f, NULL) == 0);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(q));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
     return TC_TEST_DONE();
 }
 
 static int child_async(void)
 {
-    const char *backend = tc_get_allocator_backend();
+    const char *backend = NULL;
+    CHECK_OK(tc_get_allocator_backend(&backend));
     CHECK(backend && strcmp(backend, "cudaMallocAsync") == 0);
     void *p = NULL;
     CHECK_OK(tc_caching_allocator_alloc(10 * MiB, 0, NULL, &p));
     if (!p)
         return TC_TEST_DONE();
-    CHECK(tc_memory_allocated(0) == 10 * MiB);
-    CHECK(tc_memory_reserved(0) >= 10 * MiB);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 10 * MiB);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) >= 10 * MiB);
     CHECK(tc_test_fill(p, 10 * MiB / 4, 1.0f, NULL) == 0);
     CHECK_OK(tc_caching_allocator_delete(p));
-    CHECK(tc_memory_allocated(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
     CHECK_OK(tc_synchronize(0));
     return TC_TEST_DONE();
 }
@@ -199,7 +206,9 @@ static int child_async(void)
  * (not silently "native"), and every allocation fails with the same message. */
 static int child_bad_conf(void)
 {
-    CHECK(tc_get_allocator_backend() == NULL);
+    const char *backend = NULL;
+    CHECK_STATUS(tc_get_allocator_backend(&backend), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(backend == NULL);
     CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: TCUDA_ALLOC_CONF: ", 44) == 0 &&
           strstr(tc_last_error(), "bogus") != NULL);
     CHECK_STATUS(tc_init(), TC_ERROR_INVALID_ARGUMENT);
@@ -217,7 +226,13 @@ static int child_bad_conf(void)
 
 /* ---- peaks, resets and keys through the public API ----------------------------- */
 
-static int64_t stat(const char *key) { return tc_memory_stats_get(0, key); }
+/* One statistic of device 0; -1 (and a message) for a key that fails. */
+static int64_t stat(const char *key)
+{
+    int64_t v = -1;
+    (void)tc_memory_stats_get(0, key, &v);
+    return v;
+}
 
 /* Stats with a peak whose peak is not the current value. */
 static int peaks_not_current(void)
@@ -277,7 +292,9 @@ static void check_every_key(void)
     CHECK(bad == 0);
     CHECK(s.allocation[0].current > 0); /* the comparison saw real numbers */
     CHECK(stat("allocation.all") == -1 && strstr(tc_last_error(), "unknown key"));
-    CHECK(tc_memory_stats_get(0, NULL) == -1);
+    int64_t v = 3;
+    CHECK_STATUS(tc_memory_stats_get(0, NULL, &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == 3);
 }
 
 static int child_peaks(void)
@@ -292,16 +309,18 @@ static int child_peaks(void)
     CHECK(stat("requested_bytes.all.current") == (int64_t)(1000 + 33 * MiB));
     CHECK(stat("requested_bytes.small_pool.current") == 1000);
     CHECK(stat("allocation.small_pool.current") == 1 && stat("allocation.large_pool.current") == 2);
-    size_t top = tc_memory_allocated(0);
+    size_t top = tc_test_bytes(tc_memory_allocated, 0);
     CHECK(top >= 1000 + 33 * MiB && top == (size_t)stat("allocated_bytes.all.current"));
-    CHECK(tc_max_memory_allocated(0) == top);
-    CHECK(tc_memory_reserved(0) >= top && tc_max_memory_reserved(0) >= tc_memory_reserved(0));
-    CHECK(tc_memory_cached(0) == tc_memory_reserved(0));
-    CHECK(tc_max_memory_cached(0) == tc_max_memory_reserved(0));
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == top);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) >= top &&
+          tc_test_bytes(tc_max_memory_reserved, 0) >= tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_memory_cached, 0) == tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_max_memory_cached, 0) == tc_test_bytes(tc_max_memory_reserved, 0));
     check_every_key();
     /* a free lowers current, never the peak */
     CHECK_OK(tc_caching_allocator_delete(c));
-    CHECK(tc_memory_allocated(0) <= top - 30 * MiB && tc_max_memory_allocated(0) == top);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) <= top - 30 * MiB &&
+          tc_test_bytes(tc_max_memory_allocated, 0) == top);
     CHECK(stat("allocation.all.peak") == 3 && stat("allocation.all.current") == 2);
     /* reset_max_memory_allocated resets every peak (as torch.cuda's now does)
      * and keeps totals: allocated/freed and the event counters */
@@ -311,32 +330,32 @@ static int child_peaks(void)
     CHECK_OK(tc_reset_max_memory_allocated(0));
     CHECK(peaks_not_current() == 0);
     CHECK_OK(tc_memory_stats(0, &after));
-    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0));
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == tc_test_bytes(tc_memory_allocated, 0));
     CHECK(after.allocation[0].allocated == 3 && after.allocation[0].freed == 1);
     CHECK(after.allocated_bytes[0].allocated == before.allocated_bytes[0].allocated &&
           after.allocated_bytes[0].freed == before.allocated_bytes[0].freed);
     CHECK(after.num_device_alloc == before.num_device_alloc &&
           after.num_device_free == before.num_device_free && after.num_ooms == before.num_ooms);
     /* the peak rises again from there */
-    size_t base = tc_memory_allocated(0);
+    size_t base = tc_test_bytes(tc_memory_allocated, 0);
     CHECK_OK(tc_caching_allocator_alloc(5 * MiB, 0, NULL, &d));
-    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0) &&
-          tc_memory_allocated(0) >= base + 5 * MiB);
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == tc_test_bytes(tc_memory_allocated, 0) &&
+          tc_test_bytes(tc_memory_allocated, 0) >= base + 5 * MiB);
     CHECK_OK(tc_caching_allocator_delete(d));
-    CHECK(tc_max_memory_allocated(0) >= base + 5 * MiB);
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) >= base + 5 * MiB);
     /* reserved: a new segment raises its peak; released, the peak stays until
      * reset_max_memory_cached brings it down to the current value */
     void *e = NULL, *f = NULL;
     CHECK_OK(tc_empty_cache()); /* no wholly free segment left to release in e's favour */
-    size_t reserved0 = tc_memory_reserved(0);
+    size_t reserved0 = tc_test_bytes(tc_memory_reserved, 0);
     CHECK_OK(tc_caching_allocator_alloc(40 * MiB, 0, NULL, &e)); /* own segment: reserves */
     CHECK_OK(tc_caching_allocator_delete(e));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) <= reserved0);
-    CHECK(tc_max_memory_reserved(0) >= reserved0 + 40 * MiB);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) <= reserved0);
+    CHECK(tc_test_bytes(tc_max_memory_reserved, 0) >= reserved0 + 40 * MiB);
     CHECK_OK(tc_reset_max_memory_cached(0));
-    CHECK(tc_max_memory_reserved(0) == tc_memory_reserved(0));
-    CHECK(tc_max_memory_cached(0) == tc_memory_cached(0));
+    CHECK(tc_test_bytes(tc_max_memory_reserved, 0) == tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_max_memory_cached, 0) == tc_test_bytes(tc_memory_cached, 0));
     CHECK(peaks_not_current() == 0); /* it, too, resets every peak */
     CHECK_OK(tc_caching_allocator_alloc(8 * MiB, 0, NULL, &d));
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &f));
@@ -351,12 +370,13 @@ static int child_peaks(void)
     CHECK_STATUS(tc_reset_peak_memory_stats(4096), TC_ERROR_INVALID_DEVICE);
     CHECK_STATUS(tc_reset_max_memory_allocated(4096), TC_ERROR_INVALID_DEVICE);
     CHECK(strncmp(tc_last_error(), "tc_reset_max_memory_allocated: ", 31) == 0);
-    CHECK(tc_max_memory_allocated(4096) == 0);
-    CHECK(strncmp(tc_last_error(), "tc_max_memory_allocated: ", 25) == 0);
+    size_t bytes = 9;
+    CHECK_STATUS(tc_max_memory_allocated(4096, &bytes), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_max_memory_allocated: ", 25) == 0 && bytes == 9);
     CHECK_OK(tc_caching_allocator_delete(a));
     CHECK_OK(tc_caching_allocator_delete(b));
     CHECK_OK(tc_caching_allocator_delete(d));
-    CHECK(tc_memory_allocated(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
     return TC_TEST_DONE();
 }
 

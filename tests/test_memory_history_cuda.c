@@ -226,7 +226,7 @@ static void user_pool_pluggable(void)
 static int no_caching_child(void)
 {
     CHECK_OK(tc_empty_cache());
-    size_t base = tc_memory_reserved(0);
+    size_t base = tc_test_bytes(tc_memory_reserved, 0);
     CHECK(base == 0);
     tc_tensor *t[4];
     int64_t sizes[4] = {1000, 250000, 3 << 20, 77};
@@ -235,15 +235,15 @@ static int no_caching_child(void)
         CHECK_OK(tc_tensor_empty(1, &sizes[i], TC_FLOAT32, GPU, &t[i]));
         total += ((size_t)sizes[i] * 4 + 511) / 512 * 512;
     }
-    CHECK(tc_memory_reserved(0) == total);
-    CHECK(tc_memory_allocated(0) == total);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == total);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == total);
     for (int i = 0; i < 4; i++)
         tc_tensor_release(t[i]);
     CHECK_OK(tc_synchronize(0));
-    CHECK(tc_memory_reserved(0) == 0);
-    CHECK(tc_memory_allocated(0) == 0);
-    CHECK(tc_memory_stats_get(0, "num_device_alloc") == 4);
-    CHECK(tc_memory_stats_get(0, "num_device_free") == 4);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
+    CHECK(tc_test_stat(0, "num_device_alloc") == 4);
+    CHECK(tc_test_stat(0, "num_device_free") == 4);
     return TC_TEST_DONE();
 }
 

@@ -426,15 +426,18 @@ static void test_conf(void)
 }
 
 /* Through the public API, in a child with the variable set: a bad
- * TCUDA_ALLOC_CONF gives NULL and the parser's message, not "native". */
+ * TCUDA_ALLOC_CONF gives an error and the parser's message, not "native". */
 static int child_backend(const char *want)
 {
-    const char *b = tc_get_allocator_backend();
+    const char *b = NULL;
+    CHECK_STATUS(tc_get_allocator_backend(NULL), TC_ERROR_INVALID_ARGUMENT);
     if (!strcmp(want, "NULL")) {
+        CHECK_STATUS(tc_get_allocator_backend(&b), TC_ERROR_INVALID_ARGUMENT);
         CHECK(b == NULL);
         CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: ", 26) == 0);
         CHECK(strstr(tc_last_error(), "bogus") != NULL);
     } else {
+        CHECK_OK(tc_get_allocator_backend(&b));
         CHECK(b && !strcmp(b, want));
     }
     return TC_TEST_DONE();

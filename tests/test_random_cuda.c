@@ -224,7 +224,9 @@ static void test_graph_hook(void)
     CHECK_OK(tc_generator_set_state(gpu, &top));
     CHECK_STATUS(tc__generator_replay_prologue(gpu, buf, blocks, cs), TC_ERROR_INVALID_STATE);
     CHECK(tc_test_gen_offset(gpu) == UINT64_MAX - blocks + 1);
-    CHECK_OK(tc_set_stream(tc_default_stream(-1)));
+    tc_stream *def = NULL;
+    CHECK_OK(tc_default_stream(-1, &def));
+    CHECK_OK(tc_set_stream(def));
     CHECK_OK(tc_stream_destroy(ts));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

@@ -322,7 +322,7 @@ static void test_graph_replay(tc_stream *side)
     CHECK(strstr(tc_last_error(), "read-after-write") != NULL);
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     reports();
-    CHECK_OK(tc_stream_wait_stream(tc_current_stream(-1), side));
+    CHECK_OK(tc_stream_wait_stream(tc_test_current_stream(-1), side));
     CHECK_OK(tc_graph_replay(g));
     CHECK(host_sum(y) == 9.0 * N);
     CHECK_OK(tc_graph_replay(g));

@@ -101,7 +101,9 @@ static void test_factories(void)
     if (!tc_is_available()) {
         tc_status st = tc_tensor_empty(1, sz, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &t);
         CHECK(st == TC_ERROR_NO_DEVICE && t == NULL);
-        CHECK(tc_current_blas_handle() == NULL);
+        void *blas = NULL;
+        CHECK_STATUS(tc_current_blas_handle(&blas), TC_ERROR_NO_DEVICE);
+        CHECK(blas == NULL);
         tc_tensor *c = NULL;
         CHECK_OK(tc_tensor_zeros(1, sz, TC_FLOAT32, CPU, &c));
         CHECK_STATUS(tc_tensor_pin_memory(c, &t), TC_ERROR_NO_DEVICE);

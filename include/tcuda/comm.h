@@ -48,7 +48,7 @@ TCUDA_EXTERN_C_BEGIN
 #define TC_COMM_DEFAULT_BUFFER_SIZE ((size_t)10485760)
 
 /* comm.broadcast(tensor, devices): out[i] is a copy of the GPU tensor `t` on
- * devices[i] (-1: the current device); where devices[i] is t's own device,
+ * devices[i] (TC_CURRENT_DEVICE: the current device); where devices[i] is t's own device,
  * out[i] is t itself (a new reference), as in PyTorch. */
 TCUDA_API tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n,
                                       tc_tensor **out);
@@ -69,7 +69,7 @@ TCUDA_API tc_status tc_comm_broadcast_coalesced(const tc_tensor *const *tensors,
 
 /* comm.reduce_add(inputs, destination): *out = the element-wise sum of the n
  * GPU tensors (same sizes and dtype, each on a different device), on device
- * `destination` (-1: the current device). */
+ * `destination` (TC_CURRENT_DEVICE: the current device). */
 TCUDA_API tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destination,
                                        tc_tensor **out);
 

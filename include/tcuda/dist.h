@@ -68,7 +68,7 @@ typedef enum tc_reduce_op {
 typedef struct tc_dist_options {
     int rank;              /* 0 .. world_size-1 */
     int world_size;        /* >= 1 */
-    int local_rank;        /* the GPU of this rank; -1: the current device */
+    int local_rank;        /* the GPU of this rank; TC_CURRENT_DEVICE: the current one */
     char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
     int master_port;       /* 1 .. 65535 */
     double timeout_s;      /* rendezvous and tc_work_wait limit; <= 0: 600 s */

@@ -205,8 +205,9 @@ TCUDA_API tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph,
                                                               tc_capture_mode mode);
 
 /* Ends the capture (tc_graph_capture_end) and restores the previous stream;
- * returns the capture's status. A guard whose enter failed returns that
- * status and does nothing else. */
+ * returns the capture's status: unlike the device and stream guards' exits,
+ * this one can fail, because ending a capture can. A guard whose enter
+ * failed returns that status and does nothing else. */
 TCUDA_API tc_status tc_graph_capture_guard_exit(tc_graph_capture_guard *guard);
 
 /* ---- graphed callables (torch.cuda.make_graphed_callables) -------------- */

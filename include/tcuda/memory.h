@@ -114,7 +114,8 @@ typedef struct tc_memory_snapshot_info {
 
 typedef struct tc_allocator tc_allocator;
 
-/* Allocates size bytes on device (-1: current) for stream (NULL: current).
+/* Allocates size bytes on device (TC_CURRENT_DEVICE: current) for stream
+ * (NULL: current).
  * size 0 gives NULL. TC_ERROR_OUT_OF_MEMORY with a message saying what was
  * asked, what the GPU has, what tcuda holds, and which setting may help. */
 TCUDA_API tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream,
@@ -126,17 +127,18 @@ TCUDA_API tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *str
 /* Releases every unused cached segment of every device; nothing in use. */
 TCUDA_API tc_status tc_empty_cache(void);
 
-/* Bytes held by live blocks / by segments, and their maxima (device -1:
- * current). 0 when the device has no allocator, does not exist (then
- * tc_last_error says so) or CUDA is absent. */
-TCUDA_API size_t tc_memory_allocated(int device);
-TCUDA_API size_t tc_max_memory_allocated(int device);
+/* Bytes held by live blocks / by segments, and their maxima, into *out
+ * (device TC_CURRENT_DEVICE: current); 0 before the device's first
+ * allocation. TC_ERROR_INVALID_ARGUMENT for a NULL out,
+ * TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+TCUDA_API tc_status tc_memory_allocated(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_allocated(int device, size_t *out);
 TCUDA_API tc_status tc_reset_max_memory_allocated(int device);
-TCUDA_API size_t tc_memory_reserved(int device);
-TCUDA_API size_t tc_max_memory_reserved(int device);
+TCUDA_API tc_status tc_memory_reserved(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_reserved(int device, size_t *out);
 /* Deprecated names of the reserved functions (as torch.cuda keeps them). */
-TCUDA_API size_t tc_memory_cached(int device);
-TCUDA_API size_t tc_max_memory_cached(int device);
+TCUDA_API tc_status tc_memory_cached(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_cached(int device, size_t *out);
 TCUDA_API tc_status tc_reset_max_memory_cached(int device);
 /* Sets every statistic's peak to its current value (torch.cuda's
  * reset_peak_memory_stats); totals (allocated, freed) and event counters are
@@ -151,12 +153,13 @@ TCUDA_API tc_status tc_memory_stats(int device, tc_memory_stats_info *out);
  * requested_bytes, POOL all, small_pool or large_pool, METRIC current, peak,
  * allocated or freed; "oversize_allocations.METRIC", "oversize_segments.METRIC";
  * num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
- * num_device_free, max_split_size. Unknown key, NULL key or bad device: -1
- * and tc_last_error says why (max_split_size is -1 too when unlimited). */
-TCUDA_API int64_t tc_memory_stats_get(int device, const char *key);
-/* A readable table of the statistics; caller frees with tc_free. NULL on
- * error (bad device, no host memory), with tc_last_error saying why. */
-TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
+ * num_device_free, max_split_size (-1 when unlimited), into *out.
+ * TC_ERROR_INVALID_ARGUMENT for an unknown key or a NULL key or out; the
+ * device's errors as tc_memory_stats. */
+TCUDA_API tc_status tc_memory_stats_get(int device, const char *key, int64_t *out);
+/* A readable table of the statistics into *out; the caller frees it with
+ * tc_free. Errors: the device's, TC_ERROR_OUT_OF_MEMORY. */
+TCUDA_API tc_status tc_memory_summary(int device, bool abbreviated, char **out);
 
 /* Every segment and block of every device (torch.cuda.memory_snapshot): a
  * new snapshot in *out, which the caller destroys with
@@ -171,10 +174,11 @@ TCUDA_API tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap);
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
 TCUDA_API tc_status tc_set_per_process_memory_fraction(int device, double fraction);
-/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF); NULL when
- * TCUDA_ALLOC_CONF is invalid, with tc_last_error giving the parser's message
- * (a bad setting is an error, never silently "native"). */
-TCUDA_API const char *tc_get_allocator_backend(void);
+/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF) into *out; the
+ * string belongs to tcuda. TC_ERROR_INVALID_ARGUMENT with the parser's
+ * message when TCUDA_ALLOC_CONF is invalid (a bad setting is an error, never
+ * silently "native"). Works without a GPU. */
+TCUDA_API tc_status tc_get_allocator_backend(const char **out);
 
 /* A user allocator: alloc(size, device, cuda_stream) and
  * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
@@ -304,8 +308,8 @@ typedef struct tc_mempool_stats_info {
     size_t active_bytes;                             /* live + freed awaiting streams */
 } tc_mempool_stats_info;
 
-/* A new pool on device (-1: current); the caller destroys it with
- * tc_mempool_destroy. With `allocator` (tc_allocator_create or
+/* A new pool on device (TC_CURRENT_DEVICE: current); the caller destroys it
+ * with tc_mempool_destroy. With `allocator` (tc_allocator_create or
  * tc_allocator_create_from_library; NULL: none) the pool's segments come from
  * its functions instead of cudaMalloc, cached like the device's own; the
  * allocator must outlive the pool's memory. TC_ERROR_NO_DEVICE without

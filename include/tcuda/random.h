@@ -51,7 +51,8 @@ typedef struct tc_rng_state {
 
 /* ---- generators ---------------------------------------------------------- */
 
-/* Creates a generator on `device` ({TC_CPU,-1}, or {TC_CUDA,i}, i = -1 for
+/* Creates a generator on `device` ({TC_CPU,-1}, or {TC_CUDA,i}, i =
+ * TC_CURRENT_DEVICE for
  * the current GPU) with `seed` and offset 0, into *out (written only on
  * success). The caller destroys it. TC_ERROR_NO_DEVICE for a CUDA generator
  * without CUDA. */
@@ -61,7 +62,8 @@ TCUDA_API tc_status tc_generator_create(tc_device device, uint64_t seed, tc_gene
  * or destroying it again, gives TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_generator_destroy(tc_generator *gen);
 /* The default generator of `device` (borrowed, lives as long as the process).
- * device.index -1 = the current CUDA device; {TC_CPU,-1} = the CPU one. */
+ * device.index TC_CURRENT_DEVICE = the current CUDA device; {TC_CPU,-1} =
+ * the CPU one. */
 TCUDA_API tc_status tc_default_generator(tc_device device, tc_generator **out);
 
 /* Sets the seed and resets the offset to 0. */
@@ -126,7 +128,8 @@ TCUDA_API tc_status tc_seed_all(void);
  * success). TC_ERROR_NO_DEVICE without CUDA (there is no such generator). */
 TCUDA_API tc_status tc_initial_seed(uint64_t *seed);
 
-/* The state of `device`'s (-1: current) default generator, and back. */
+/* The state of `device`'s (TC_CURRENT_DEVICE: current) default generator,
+ * and back. */
 TCUDA_API tc_status tc_get_rng_state(int device, tc_rng_state *out);
 TCUDA_API tc_status tc_set_rng_state(int device, const tc_rng_state *state);
 /* Every GPU's state: n must be at least tc_device_count(); fills the first

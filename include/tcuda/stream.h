@@ -29,13 +29,13 @@ typedef struct tc_event tc_event;
  * `greatest` (a negative number; lower runs first). */
 TCUDA_API tc_status tc_stream_priority_range(int *least, int *greatest);
 
-/* Creates a stream on `device` (-1: current) with `priority` in the range
+/* Creates a stream on `device` (TC_CURRENT_DEVICE: current) with `priority` in the range
  * above and writes it to *out. The caller owns it and destroys it with
  * tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside the
  * range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
 TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
-/* Wraps a cudaStream_t that the caller created on `device` (-1: current)
+/* Wraps a cudaStream_t that the caller created on `device` (TC_CURRENT_DEVICE)
  * (torch.cuda.ExternalStream). The wrapper is destroyed with
  * tc_stream_destroy; the CUDA stream is not. Destroy the wrapper before the
  * CUDA stream: then tcuda's allocators record one event on the CUDA stream
@@ -92,10 +92,11 @@ TCUDA_API int tc_stream_priority(const tc_stream *stream);
 TCUDA_API void *tc_stream_cuda_handle(const tc_stream *stream);
 
 /* The calling thread's current stream, and the default stream, of `device`
- * (-1: current device). They belong to tcuda (tc_stream_destroy refuses the
- * default streams). NULL on error (no GPU, bad device) with a message. */
-TCUDA_API tc_stream *tc_current_stream(int device);
-TCUDA_API tc_stream *tc_default_stream(int device);
+ * (TC_CURRENT_DEVICE: current device), into *out. They belong to tcuda
+ * (tc_stream_destroy refuses the default streams). TC_ERROR_INVALID_ARGUMENT
+ * for a NULL out, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+TCUDA_API tc_status tc_current_stream(int device, tc_stream **out);
+TCUDA_API tc_status tc_default_stream(int device, tc_stream **out);
 
 /* Makes `stream` the calling thread's current stream on the stream's device.
  * The current device does not change. NULL is a no-op. */
@@ -168,7 +169,8 @@ typedef struct tc_ipc_event_handle {
 } tc_ipc_event_handle;
 TCUDA_API tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out);
 
-/* Opens an event another process shared, on `device` (-1: current), and
+/* Opens an event another process shared, on `device` (TC_CURRENT_DEVICE:
+ * current), and
  * writes it to *out. The caller destroys it with tc_event_destroy. */
 TCUDA_API tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle,
                                              tc_event **out);

@@ -20,7 +20,8 @@
  * a stale pointer is recognized). Messages start with the function called.
  *
  * Devices: {TC_CPU, -1} or {TC_CPU, 0} is the CPU (any other CPU index is
- * TC_ERROR_INVALID_ARGUMENT); {TC_CUDA, -1} is the current GPU, {TC_CUDA, n}
+ * TC_ERROR_INVALID_ARGUMENT); {TC_CUDA, TC_CURRENT_DEVICE} is the current
+ * GPU, {TC_CUDA, n}
  * GPU n (TC_ERROR_INVALID_DEVICE if it does not exist, TC_ERROR_NO_DEVICE
  * without CUDA). Generators (random.h) follow the same rule.
  *
@@ -47,8 +48,8 @@ typedef struct tc_tensor tc_tensor;
 
 /* ---- factories ---------------------------------------------------------- */
 /* `sizes` has `ndim` entries (ndim 0 makes a 0-d tensor; sizes may be NULL
- * then). A device index of -1 with TC_CUDA means the current device.
- * Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
+ * then). A device index of TC_CURRENT_DEVICE with TC_CUDA means the current
+ * device. Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
  * size, a bad dtype or device), TC_ERROR_SHAPE (sizes or bytes overflow, see
  * above), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE,
  * TC_ERROR_OUT_OF_MEMORY. */
@@ -192,10 +193,11 @@ TCUDA_API tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *strea
 TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
 
 /* The cuBLAS handle of the calling thread for the current device, bound to the
- * current stream (torch.cuda.current_blas_handle). NULL with a message when
- * cuBLAS or CUDA is missing. tcuda owns the handle, and sets host pointer
- * mode and the default math mode on it at each of its own GEMMs. */
-TCUDA_API void *tc_current_blas_handle(void);
+ * current stream (torch.cuda.current_blas_handle), into *out (a
+ * cublasHandle_t). tcuda owns the handle, and sets host pointer mode and the
+ * default math mode on it at each of its own GEMMs. TC_ERROR_NO_DEVICE
+ * without CUDA, TC_ERROR_NOT_SUPPORTED when cuBLAS is missing. */
+TCUDA_API tc_status tc_current_blas_handle(void **out);
 
 /* ---- shape and views --------------------------------------------------------- */
 /* Views share the storage of their source. Errors: TC_ERROR_INVALID_ARGUMENT

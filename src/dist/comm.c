@@ -512,8 +512,11 @@ static tc_status scatter_one(const tc_tensor *t, int dim, int64_t off, int64_t l
      * orders itself, tensor_cuda.c). */
     bool local = stream && t->storage->device.type == TC_CUDA && t->storage->device.index == dev;
     tc_status st = TC_OK;
+    tc_stream *cur = NULL;
     if (local)
-        st = tc_stream_wait_stream(stream, tc_current_stream(dev));
+        st = tc_current_stream(dev, &cur);
+    if (local && st == TC_OK)
+        st = tc_stream_wait_stream(stream, cur);
     if (local && st == TC_OK)
         st = tc_tensor_record_stream(t, stream);
     tc_stream_guard g = tc_stream_guard_enter(stream);

@@ -97,8 +97,8 @@ static tc_status handshake(const tc_tensor *t, tc_stream *stream)
     if (sdev != dev)
         return tc__fail(TC_ERROR_DEVICE_MISMATCH,
                         "the consumer's stream is on cuda:%d, the tensor on cuda:%d", sdev, dev);
-    tc_stream *producer = tc_current_stream(dev);
-    if (!producer)
+    tc_stream *producer;
+    if (tc_current_stream(dev, &producer) != TC_OK)
         return tc__fail(TC_ERROR_INTERNAL, "no current stream on cuda:%d", dev);
     TC_TRY(tc_stream_wait_stream(stream, producer));
     /* memory tcuda did not allocate is not its to delay, unless its owner
@@ -177,8 +177,10 @@ static void wait_for_tcuda(int dev)
     tc__saved_message saved;
     tc__message_save(&saved);
     tc_device_guard g = tc_device_guard_enter(dev);
-    if (g.status == TC_OK && !tc_is_current_stream_capturing())
-        (void)tc_stream_synchronize(tc_current_stream(dev));
+    tc_stream *cur;
+    if (g.status == TC_OK && !tc_is_current_stream_capturing() &&
+        tc_current_stream(dev, &cur) == TC_OK)
+        (void)tc_stream_synchronize(cur);
     tc_device_guard_exit(&g);
     tc__message_restore(&saved);
 }

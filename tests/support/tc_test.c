@@ -115,6 +115,34 @@ uint64_t tc_test_gen_seed(const tc_generator *g)
     return v;
 }
 
+size_t tc_test_bytes(tc_status (*getter)(int device, size_t *out), int device)
+{
+    size_t v = 0;
+    CHECK_OK(getter(device, &v));
+    return v;
+}
+
+int64_t tc_test_stat(int device, const char *key)
+{
+    int64_t v = -1;
+    CHECK_OK(tc_memory_stats_get(device, key, &v));
+    return v;
+}
+
+int tc_test_current_device(void)
+{
+    int d = -1;
+    CHECK_OK(tc_current_device(&d));
+    return d;
+}
+
+tc_stream *tc_test_current_stream(int device)
+{
+    tc_stream *s = NULL;
+    CHECK_OK(tc_current_stream(device, &s));
+    return s;
+}
+
 static int saved_stderr = -1;
 static FILE *capture_file;
 

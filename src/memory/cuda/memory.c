@@ -417,10 +417,11 @@ tc_status tc_set_per_process_memory_fraction(int device, double fraction)
     return tc__alloc_set_fraction(a, fraction);
 }
 
-const char *tc_get_allocator_backend(void)
+tc_status tc_get_allocator_backend(const char **out)
 {
     TC_API_BEGIN;
-    if (get_conf() != TC_OK)
-        return NULL; /* tc_last_error: the parser's message */
-    return tc__mem_conf.backend == 1 ? "cudaMallocAsync" : "native";
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(get_conf()); /* the parser's message */
+    *out = tc__mem_conf.backend == 1 ? "cudaMallocAsync" : "native";
+    return TC_OK;
 }

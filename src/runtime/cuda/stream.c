@@ -260,23 +260,25 @@ void *tc_stream_cuda_handle(const tc_stream *stream)
     return tc__handle_live(stream, TC_STREAM_MAGIC) ? (void *)stream->handle : NULL;
 }
 
-tc_stream *tc_current_stream(int device)
+tc_status tc_current_stream(int device, tc_stream **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
-    if (TC_UNLIKELY(tc__resolve_device(device, &d) != TC_OK))
-        return NULL;
+    TC_TRY(tc__resolve_device(device, &d));
     tc_stream *s = tc__tls_stream[d];
-    return s ? s : &tc__default_streams[d];
+    *out = s ? s : &tc__default_streams[d];
+    return TC_OK;
 }
 
-tc_stream *tc_default_stream(int device)
+tc_status tc_default_stream(int device, tc_stream **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
-    if (tc__resolve_device(device, &d) != TC_OK)
-        return NULL;
-    return &tc__default_streams[d];
+    TC_TRY(tc__resolve_device(device, &d));
+    *out = &tc__default_streams[d];
+    return TC_OK;
 }
 
 tc_status tc_set_stream(tc_stream *stream)

@@ -122,14 +122,16 @@ static tc_status ordered_workspace(int device, tc__cublas_handle h)
                    : tc__fail(TC_ERROR_CUDA, "cublasSetWorkspace_v2 failed with status %d", rc);
 }
 
-void *tc_current_blas_handle(void)
+tc_status tc_current_blas_handle(void **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int dev;
     tc__cublas_handle h;
-    if (tc__resolve_device(-1, &dev) != TC_OK || handle_for(dev, &h) != TC_OK)
-        return NULL;
-    return h;
+    TC_TRY(tc__resolve_device(-1, &dev));
+    TC_TRY(handle_for(dev, &h));
+    *out = h;
+    return TC_OK;
 }
 
 /* A small float32 GEMM in one kernel of tcuda's (kernels/gemm_small.cu):

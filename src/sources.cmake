@@ -127,6 +127,7 @@ set(TCUDA_CUDA_SOURCES
   src/dist/cuda/comm_nccl.c
   src/dist/cuda/dist.c
   src/dist/cuda/ipc.c
+  src/dist/cuda/ipc_event.c
   src/dist/cuda/nccl.c)
 # What answers for the cuda/ halves in a build without CUDA.
 set(TCUDA_NOCUDA_SOURCES

@@ -37,6 +37,9 @@ typedef struct tc_device {
 /* Parses "cpu", "cuda", "cuda:N" into *out. TC_ERROR_INVALID_ARGUMENT
  * on anything else. Does not check that the device exists. */
 TCUDA_API tc_status tc_device_parse(const char *text, tc_device *out);
+/* Writes "cuda:0" / "cuda" / "cpu" into buf (NUL-terminated, truncated to
+ * n); nothing for a NULL buf or n 0. Cannot fail. */
+TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
 
 /* ---- initialization ---------------------------------------------------- */
 
@@ -155,11 +158,6 @@ TCUDA_API tc_status tc_synchronize(int device);
 
 /* The device's free and total memory in bytes, as the driver sees them. */
 TCUDA_API tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes);
-
-/* Releases device memory that other processes were given through CUDA IPC and
- * have since closed. tcuda shares no memory through IPC yet, so today this
- * only checks that CUDA is available. */
-TCUDA_API tc_status tc_ipc_collect(void);
 
 /* ---- debugging --------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* tcuda: the neural-network operations a transformer needs, with PyTorch's
- * semantics (torch.nn.functional.X is tc_nn_X; torch.bmm / torch.baddbmm are
- * tc_tensor_bmm / tc_tensor_baddbmm).
+ * semantics (torch.nn.functional.X is tc_nn_X; torch.bmm and torch.baddbmm
+ * are with tc_tensor_matmul in tensor.h).
  *
  * Every function takes floating tensors (float16, bfloat16, float32,
  * float64; TC_ERROR_DTYPE otherwise) of one dtype and one device
@@ -82,18 +82,6 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
  * cuBLAS missing is TC_ERROR_NOT_SUPPORTED. */
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
-
-/* a [B, M, K] @ b [B, K, N] -> [B, M, N], both 3-d with the same B (no
- * broadcasting, as torch.bmm). Errors: the common ones. */
-TCUDA_API tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
-
-/* beta * input + alpha * (b1 @ b2) as torch.baddbmm: b1 [B, M, K], b2
- * [B, K, N], input broadcastable to [B, M, N]; with beta == 0 input is not
- * read (NaN in it does not propagate). Errors: the common ones, non-finite
- * alpha or beta (TC_ERROR_INVALID_ARGUMENT). */
-TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1,
-                                      const tc_tensor *b2, double beta, double alpha,
-                                      tc_tensor **out);
 
 /* softmax(q k^T * scale + mask) v with q [..., L, E], k [..., S, E],
  * v [..., S, Ev] (the same leading dims, at least 2-d) -> [..., L, Ev], as

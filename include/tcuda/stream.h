@@ -1,4 +1,5 @@
-/* tcuda: streams and events (torch.cuda.Stream, ExternalStream, Event).
+/* tcuda: streams and events (torch.cuda.Stream, ExternalStream, Event; an
+ * event's sharing with another process is in ipc.h).
  *
  * Each thread has a current stream per device; it starts as that device's
  * default stream (CUDA's legacy NULL stream). Work tcuda queues goes on the
@@ -160,20 +161,6 @@ TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float 
  * NULL, a destroyed event or a pointer that is not an event, leaving
  * tc_last_error() as it was. */
 TCUDA_API int tc_event_device(const tc_event *event);
-
-/* An event shared with another process: the handle is plain bytes that can
- * travel through a pipe or file. The event needs TC_EVENT_FLAG_INTERPROCESS; one
- * not yet recorded is created on the current device. */
-typedef struct tc_ipc_event_handle {
-    unsigned char bytes[64];
-} tc_ipc_event_handle;
-TCUDA_API tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out);
-
-/* Opens an event another process shared, on `device` (TC_CURRENT_DEVICE:
- * current), and
- * writes it to *out. The caller destroys it with tc_event_destroy. */
-TCUDA_API tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle,
-                                             tc_event **out);
 
 TCUDA_EXTERN_C_END
 

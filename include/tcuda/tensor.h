@@ -140,9 +140,6 @@ TCUDA_API bool tc_tensor_is_contiguous(const tc_tensor *t);
 TCUDA_API void *tc_tensor_data_ptr(const tc_tensor *t);
 /* True when t's storage is page-locked host memory. */
 TCUDA_API bool tc_tensor_is_pinned(const tc_tensor *t);
-/* Writes "cuda:0" / "cpu" into buf (NUL-terminated, truncated to n); nothing
- * for a NULL buf or n 0. */
-TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
 
 /* Copies all elements to `host` as `dtype` (row-major, numel elements),
  * converting; waits for the tensor's device (a sync point). Errors:
@@ -187,6 +184,10 @@ TCUDA_API tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out);
  * done. A CPU tensor is TC_ERROR_INVALID_ARGUMENT; a stream of another device
  * TC_ERROR_DEVICE_MISMATCH; a destroyed stream TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream);
+/* ---- device and BLAS ------------------------------------------------------ */
+/* Two torch.cuda calls live here rather than in device.h: one takes a tensor,
+ * the other is the tensor backend's own cuBLAS handle. */
+
 /* torch.cuda.device_of: enters the tensor's device (a no-op guard for a CPU
  * tensor or NULL; status TC_ERROR_INVALID_HANDLE, entering nothing, for a
  * released tensor). */
@@ -381,6 +382,19 @@ TCUDA_API tc_status tc_tensor_norm(const tc_tensor *a, double p, int dim, bool k
  * computed in full fp32 (no TF32) and 16-bit inputs accumulated in fp32.
  * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
 TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* a [B, M, K] @ b [B, K, N] -> [B, M, N], both 3-d with the same B (no
+ * broadcasting, as torch.bmm), of one floating dtype, computed as matmul.
+ * Errors: as tc_tensor_matmul. */
+TCUDA_API tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* beta * input + alpha * (b1 @ b2) as torch.baddbmm: b1 [B, M, K], b2
+ * [B, K, N], input broadcastable to [B, M, N]; with beta == 0 input is not
+ * read (NaN in it does not propagate). Errors: as tc_tensor_matmul, and
+ * non-finite alpha or beta (TC_ERROR_INVALID_ARGUMENT). */
+TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1,
+                                      const tc_tensor *b2, double beta, double alpha,
+                                      tc_tensor **out);
 
 /* ---- random fills --------------------------------------------------------------------- */
 /* Through the generators of random.h: the same state gives the same numbers

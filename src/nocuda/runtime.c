@@ -111,7 +111,6 @@ tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
     TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
     return absent();
 }
-TC_ABSENT_STATUS(tc_ipc_collect, (void))
 
 TC_ABSENT_GETTER(tc_utilization, int)
 TC_ABSENT_GETTER(tc_memory_usage, int)
@@ -228,14 +227,3 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
     return no_handle(start, "tc_event");
 }
 int tc_event_device(const tc_event *event) { return -1; }
-tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
-{
-    TC_API_BEGIN;
-    return no_handle(event, "tc_event");
-}
-tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle, tc_event **out)
-{
-    TC_API_BEGIN;
-    TC_CHECK_ARG(out && handle, "out and handle must not be NULL");
-    return absent();
-}

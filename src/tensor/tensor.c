@@ -25,18 +25,6 @@ tc_status tc__no_backend(void)
                                         "(TCUDA_CUDA=OFF or no nvcc at configure time)");
 }
 
-void tc_device_format(tc_device d, char *buf, size_t n)
-{
-    if (!buf || !n)
-        return;
-    if (d.type == TC_CPU)
-        snprintf(buf, n, "cpu");
-    else if (d.index < 0)
-        snprintf(buf, n, "cuda");
-    else
-        snprintf(buf, n, "cuda:%d", d.index);
-}
-
 int64_t tc__numel(int ndim, const int64_t *sizes)
 {
     int64_t n = 1;

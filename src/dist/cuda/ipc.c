@@ -352,7 +352,8 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
 
 /* ---- producer's collection --------------------------------------------------------- */
 
-void tc__ipc_collect(void)
+/* Drops the storage of every handle whose consumers are all gone. */
+static void collect_done(void)
 {
     sent *done = NULL;
     pthread_mutex_lock(&lock);
@@ -373,6 +374,14 @@ void tc__ipc_collect(void)
         tc__storage_release(s->storage);
         free(s);
     }
+}
+
+tc_status tc_ipc_collect(void)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__ensure_init());
+    collect_done();
+    return TC_OK;
 }
 
 void tc__ipc_shared_stats(int device, int64_t *blocks, int64_t *bytes)

@@ -116,6 +116,14 @@ extern tc_stream tc__default_streams[TC_MAX_DEVICES];
  * device (initializing CUDA); anything else goes through tc__handle_check. */
 tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out);
 
+/* Events (event.c), for the IPC events of dist/cuda/ipc_event.c: the handle
+ * check, a header from the events' handle pool (NULL without host memory;
+ * the caller fills every field), and the lazy creation of the CUDA event on
+ * device d. */
+tc_status tc__event_check(const tc_event *e);
+tc_event *tc__event_new(void);
+tc_status tc__event_materialize(tc_event *e, int d);
+
 /* The CUDA stream that work for `device` goes on now. `device` must be an
  * index tc__resolve_device returned (never -1). */
 static inline cudaStream_t tc__current_cuda_stream(int device)

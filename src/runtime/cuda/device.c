@@ -11,7 +11,6 @@
 
 #include "base/env.h"
 #include "cuda_internal.h"
-#include "dist/cuda/ipc_internal.h"
 #include "kernel_errors.h"
 #include "sanitizer/sanitizer_internal.h"
 
@@ -261,13 +260,5 @@ tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
         return tc__cuda_fail(err, "cudaMemGetInfo", __FILE__, __LINE__);
     *free_bytes = f;
     *total_bytes = t;
-    return TC_OK;
-}
-
-tc_status tc_ipc_collect(void)
-{
-    TC_API_BEGIN;
-    TC_TRY(tc__ensure_init());
-    tc__ipc_collect();
     return TC_OK;
 }

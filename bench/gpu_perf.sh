@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lent-GPU session for the performance work of issue 10: build, the
+# One lent-GPU session for the random and allocator performance work: build, the
 # conversion check, the random and allocator tests, the random benchmark,
 # (optionally) a fresh PyTorch trace, the trace replay and the synthetic
 # allocator benchmark. Short summary on stdout, logs under $OUT.

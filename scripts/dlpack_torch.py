@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DLPack between tcuda and PyTorch, both ways, on a GPU (issue 16).
+"""DLPack between tcuda and PyTorch, both ways, on a GPU.
 
 Runs on the GPU machine against a CUDA build's libtcuda.so (ctypes; no
 compiled glue):

@@ -40,7 +40,7 @@ grep -v "rc=0 " "$L/cs_summary.txt" && fail=1
 for e in ${EXAMPLES:-}; do
   timeout 120 $B/examples/$e > "$L/example_$e.txt" 2>&1; echo "example $e rc=$?" >> "$L/examples.txt"
 done
-# DLPack with PyTorch both ways (issue 16)
+# DLPack with PyTorch both ways
 [ "${DLPACK:-1}" = 1 ] && { timeout 120 python3 scripts/dlpack_torch.py $B/libtcuda.so > "$L/dlpack.txt" 2>&1 || fail=1; }
 for b in ${BENCHES:-}; do
   OUT=$L timeout ${BENCH_TIMEOUT:-150} bash bench/run_$b.sh $B > "$L/bench_$b.txt" 2>&1 || echo "bench $b rc=$?" >> "$L/examples.txt"

@@ -247,7 +247,7 @@ static int peaks_not_current(void)
            (s.oversize_segments.peak != s.oversize_segments.current);
 }
 
-/* Every key the seed lists (and PyTorch 2.x's) reads its field. */
+/* Every key memory.h lists for tc_memory_stats_get reads its field. */
 static void check_every_key(void)
 {
     tc_memory_stats_info s;

@@ -26,8 +26,9 @@ typedef struct model {
     model_stat count[3], req[3]; /* allocation.*, requested_bytes.*; [all, small, large] */
 } model;
 
-/* The model's rule, written from the seed's definitions (current, its
- * maximum, total increase, total decrease), for the "all" pool and one other. */
+/* The model's rule, written from the statistics' definitions in memory.h
+ * (current, its peak, total increase, total decrease), for the "all" pool
+ * and one other. */
 static void model_add(model_stat *m, int pool, int64_t d)
 {
     int idx[2] = {0, pool};
@@ -59,7 +60,7 @@ static int64_t metric_of(const model_stat *s, int k)
     return k == 0 ? s->current : k == 1 ? s->peak : k == 2 ? s->allocated : s->freed;
 }
 
-/* Every allocation.* (also by the seed's name allocated.*) and
+/* Every allocation.* (also by its older name allocated.*) and
  * requested_bytes.* key equals the model. */
 static int model_mismatches(tc__allocator *a, const model *m)
 {
@@ -248,7 +249,7 @@ static void test_keys(void)
     } arrays[] = {
 #define A(key, field) {key, offsetof(tc_memory_stats_info, field)}
         A("allocation", allocation),
-        A("allocated", allocation), /* the seed's (torch 1.x) name */
+        A("allocated", allocation), /* the older name */
         A("segment", segment),
         A("active", active),
         A("inactive_split", inactive_split),

@@ -188,7 +188,7 @@ int main(void)
     CHECK(says("tc_stream_create", "CUDA is not available"));
     CHECK(s == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(says("tc_stream_create", "out must not be NULL"));
+    CHECK(says("tc_stream_create", "out is NULL"));
     CHECK_STATUS(tc_stream_from_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
     CHECK(s == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_from_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);

@@ -620,7 +620,7 @@ static void test_threads(void)
     CHECK_OK(tc_generator_destroy(g));
 }
 
-/* ---- issue 10 findings --------------------------------------------------------- */
+/* ---- inputs that once went wrong ----------------------------------------------- */
 
 /* A destroyed generator was freed at once, and the next one created reused
  * its memory: a stale handle then drove the new generator. */

@@ -1,6 +1,6 @@
-/* Bad input to the tensor API, on the CPU: each case is one of the probe's
- * findings of issue 10 (crash, overflow, silent wrong result, PyTorch
- * difference, misleading message) and failed before its fix. Every call must
+/* Bad input to the tensor API, on the CPU: each case is an input that once
+ * went wrong (a crash, an overflow, a silent wrong result, a difference from
+ * PyTorch, a misleading message). Every call must
  * fail cleanly with the documented status, leave *out alone, and say in its
  * message what the user called and what was wrong; the cases that succeed
  * are checked for their values. */
@@ -442,8 +442,9 @@ static void test_messages(void)
     tc_tensor_release(t);
 }
 
-/* The ops of issue 16: NULL and released tensors, NULL outs, wrong dtypes
- * and bad dimensions, each refused with its status, named, nothing written. */
+/* The element-wise, in-place and reduction ops: NULL and released tensors,
+ * NULL outs, wrong dtypes and bad dimensions, each refused with its status,
+ * named, nothing written. */
 typedef tc_status (*unary_op)(const tc_tensor *, tc_tensor **);
 typedef tc_status (*binary_op)(const tc_tensor *, const tc_tensor *, tc_tensor **);
 typedef tc_status (*reduce_op)(const tc_tensor *, int, bool, tc_tensor **);

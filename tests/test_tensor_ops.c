@@ -1,4 +1,4 @@
-/* The ops of issue 16 on the CPU: element-wise math, clamp, remainder, the
+/* Tensor ops on the CPU: element-wise math, clamp, remainder, the
  * logical ops, masked_fill, the in-place forms and fill_, and the
  * reductions prod, var/std, logsumexp, max/min with indices, any/all,
  * cumsum and norm. Values are checked against plain double-precision loops

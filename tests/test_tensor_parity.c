@@ -2,11 +2,12 @@
  * double precision) and on the GPU over the same random inputs, for several
  * shapes (broadcasting, non-contiguous, empty, 0-d) and dtypes; integer and
  * bool results must match exactly, floating ones within the dtype's
- * tolerance; refusals must match too. The ops of issue 16 are in the same
- * tables (element-wise, in-place, reductions with indices, cumsum). Also: factories, copies in every direction with conversion and
- * strides, non_blocking copies into pinned memory, record_stream, device
- * mismatch, *_like and new_* on a GPU, copy_'s overlap rules, and GPU-to-GPU
- * copies when there are two GPUs. Needs a GPU. */
+ * tolerance; refusals must match too. The tables hold the element-wise ops
+ * (math, clamp, remainder, logical), the in-place forms, reductions with
+ * indices and cumsum. Also: factories, copies in every direction with
+ * conversion and strides, non_blocking copies into pinned memory,
+ * record_stream, device mismatch, *_like and new_* on a GPU, copy_'s overlap
+ * rules, and GPU-to-GPU copies when there are two GPUs. Needs a GPU. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -542,7 +543,7 @@ static bool made_like(const tc_tensor *t, int device, tc_dtype dtype, double val
     return ok;
 }
 
-/* *_like and new_* keep the device and dtype of a GPU tensor (issue 10, 7):
+/* *_like and new_* keep the device and dtype of a GPU tensor:
  * on the current GPU and, when there are two, on cuda:1 while cuda:0 is
  * current. */
 static void test_like_and_new(void)

@@ -156,7 +156,7 @@ static void test_bad_input(void)
     CHECK_STATUS(tc_tensor_uniform_(f, 2, 1, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_normal_(f, 0, -1, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_bernoulli_(f, 1.5, g), TC_ERROR_INVALID_ARGUMENT);
-    /* NaN is named as such, not "negative" or "above hi" (issue 10) */
+    /* NaN is named as such, not "negative" or "above hi" */
     CHECK_STATUS(tc_tensor_normal_(f, 0, NAN, g), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "NaN") && !strstr(tc_last_error(), "negative"));
     CHECK_STATUS(tc_tensor_uniform_(f, NAN, 1, g), TC_ERROR_INVALID_ARGUMENT);
@@ -173,7 +173,7 @@ static void test_bad_input(void)
     CHECK_STATUS(tc_tensor_rand(1, &sz, TC_INT64, CPU, g, &out), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_tensor_randn(1, &sz, TC_FLOAT32, CPU, g, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(out == NULL);
-    /* a destroyed generator is refused, not used (issue 10) */
+    /* a destroyed generator is refused, not used */
     tc_generator *dead = NULL;
     CHECK_OK(tc_generator_create(CPU, 9, &dead));
     CHECK_OK(tc_generator_destroy(dead));

@@ -1,4 +1,6 @@
-/* tcuda dist: process groups on NCCL, torch.distributed's core for C.
+/* tcuda: process groups on NCCL (torch.distributed's init_process_group,
+ * get_rank, get_world_size, destroy_process_group, its collectives and
+ * Work).
  *
  * One process per GPU. A group is made from the launcher's environment
  * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
@@ -53,9 +55,11 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* This process's member of a group, and an operation queued on one. */
 typedef struct tc_process_group tc_process_group;
 typedef struct tc_work tc_work;
 
+/* The reduction of all_reduce, reduce and reduce_scatter (torch's ReduceOp). */
 typedef enum tc_reduce_op {
     TC_REDUCE_OP_SUM = 0,
     TC_REDUCE_OP_PROD,
@@ -63,6 +67,8 @@ typedef enum tc_reduce_op {
     TC_REDUCE_OP_MAX,
     TC_REDUCE_OP_AVG
 } tc_reduce_op;
+
+/* ---- process groups ------------------------------------------------------ */
 
 /* How to form a group. */
 typedef struct tc_dist_options {
@@ -103,6 +109,8 @@ TCUDA_API int tc_process_group_rank(const tc_process_group *pg);
 TCUDA_API int tc_process_group_size(const tc_process_group *pg);
 TCUDA_API int tc_process_group_device(const tc_process_group *pg);
 
+/* ---- collectives (torch.distributed's) ----------------------------------- */
+
 /* t = op over the ranks' t (avg divides the sum by world_size). */
 TCUDA_API tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op,
                                        tc_work **out);
@@ -128,6 +136,8 @@ TCUDA_API tc_status tc_dist_send(tc_process_group *pg, const tc_tensor *t, int p
 TCUDA_API tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, tc_work **out);
 /* Returns when every rank reached it (an all_reduce of one element, waited). */
 TCUDA_API tc_status tc_dist_barrier(tc_process_group *pg);
+
+/* ---- work (torch.distributed's Work) -------------------------------------- */
 
 /* Blocks until the work is done: TC_OK, or the group's error (see above). */
 TCUDA_API tc_status tc_work_wait(tc_work *work);

@@ -215,9 +215,9 @@ TCUDA_API tc_status tc_graph_capture_guard_exit(tc_graph_capture_guard *guard);
 /* Runs `fn(ctx)` `warmup_iters` times (>= 0; PyTorch uses 3) on a side
  * stream, synchronizes, captures one more call into a graph with its own
  * pool, and returns a callable that replays it in *out (torch's name for a
- * create: the caller destroys it with tc_graphed_callable_destroy). Static inputs and outputs
- * are the tensors fn uses: fn must reach the same tensors on every call
- * (through ctx), the caller copies new inputs into them before
+ * create: the caller destroys it with tc_graphed_callable_destroy). Static
+ * inputs and outputs are the tensors fn uses: fn must reach the same tensors
+ * on every call (through ctx), the caller copies new inputs into them before
  * tc_graphed_callable_call and reads outputs from them after it. Tensors fn
  * creates while captured come from the graph's pool. Errors of fn are
  * returned as they are. */
@@ -241,8 +241,9 @@ TCUDA_API tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, vo
 /* Replays the captured call on the current stream. */
 TCUDA_API tc_status tc_graphed_callable_call(tc_graphed_callable *callable);
 
-/* The graph inside (for tc_graph_pool, tc_graph_debug_dump); NULL for a
- * handle that is not a live callable. Owned by the callable. */
+/* The graph inside (for tc_graph_pool, tc_graph_debug_dump), owned by the
+ * callable. Cannot fail: NULL for a handle that is not a live callable,
+ * leaving tc_last_error() as it was. */
 TCUDA_API tc_graph *tc_graphed_callable_graph(const tc_graphed_callable *callable);
 
 /* Destroys a callable made by tc_make_graphed_callable(s), and its graph. */

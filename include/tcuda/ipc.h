@@ -59,9 +59,10 @@ TCUDA_API tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *
  * producer, once the device's current stream and every stream named by
  * tc_tensor_record_stream on it have finished the work queued so far (the
  * last release waits for them, on the host). In the producer's own process
- * the result is a view of the producer's storage. Errors: TC_ERROR_INVALID_ARGUMENT (NULL),
- * TC_ERROR_INVALID_HANDLE (bad check value, unknown version, stale: the
- * producer collected it or exited), TC_ERROR_NO_DEVICE, CUDA's. */
+ * the result is a view of the producer's storage. Errors:
+ * TC_ERROR_INVALID_ARGUMENT (NULL), TC_ERROR_INVALID_HANDLE (bad check
+ * value, unknown version, stale: the producer collected it or exited),
+ * TC_ERROR_NO_DEVICE, CUDA's. */
 TCUDA_API tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor **out);
 
 /* Copies `n` received bytes into *out after checking that they are a whole,

@@ -30,6 +30,8 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- what statistics and snapshots hold -------------------------------------- */
+
 /* One statistic: current value, peak since reset, and the running totals. */
 typedef struct tc_memory_stat {
     int64_t current, peak, allocated, freed;
@@ -83,7 +85,7 @@ typedef enum tc_memory_segment_type {
 } tc_memory_segment_type;
 
 /* PyTorch's names: "active_allocated", "active_pending_free", "inactive";
- * "small", "large". "unknown" for a value outside the enum. */
+ * "small", "large". "unknown" for a value outside the enum; never NULL. */
 TCUDA_API const char *tc_memory_block_state_string(tc_memory_block_state state);
 TCUDA_API const char *tc_memory_segment_type_string(tc_memory_segment_type type);
 
@@ -112,7 +114,7 @@ typedef struct tc_memory_snapshot_info {
     tc_memory_segment_info *segments;
 } tc_memory_snapshot_info;
 
-typedef struct tc_allocator tc_allocator;
+/* ---- the caching allocator ---------------------------------------------------- */
 
 /* Allocates size bytes on device (TC_CURRENT_DEVICE: current) for stream
  * (NULL: current).
@@ -126,6 +128,8 @@ TCUDA_API tc_status tc_caching_allocator_delete(void *ptr);
 TCUDA_API tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *stream);
 /* Releases every unused cached segment of every device; nothing in use. */
 TCUDA_API tc_status tc_empty_cache(void);
+
+/* ---- statistics ---------------------------------------------------------------- */
 
 /* Bytes held by live blocks / by segments, and their maxima, into *out
  * (device TC_CURRENT_DEVICE: current); 0 before the device's first
@@ -148,7 +152,7 @@ TCUDA_API tc_status tc_reset_peak_memory_stats(int device);
 /* Fills *out with the device's statistics (all zero before first use). */
 TCUDA_API tc_status tc_memory_stats(int device, tc_memory_stats_info *out);
 /* One statistic by torch's key: "NAME.POOL.METRIC" with NAME allocation (or
- * the seed's older "allocated"), segment, active, inactive_split,
+ * its older name "allocated"), segment, active, inactive_split,
  * allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes or
  * requested_bytes, POOL all, small_pool or large_pool, METRIC current, peak,
  * allocated or freed; "oversize_allocations.METRIC", "oversize_segments.METRIC";
@@ -161,6 +165,8 @@ TCUDA_API tc_status tc_memory_stats_get(int device, const char *key, int64_t *ou
  * tc_free. Errors: the device's, TC_ERROR_OUT_OF_MEMORY. */
 TCUDA_API tc_status tc_memory_summary(int device, bool abbreviated, char **out);
 
+/* ---- snapshots ----------------------------------------------------------------- */
+
 /* Every segment and block of every device (torch.cuda.memory_snapshot): a
  * new snapshot in *out, which the caller destroys with
  * tc_memory_snapshot_destroy. */
@@ -172,6 +178,8 @@ TCUDA_API tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info 
  * NULL. */
 TCUDA_API tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap);
 
+/* ---- settings ------------------------------------------------------------------ */
+
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
 TCUDA_API tc_status tc_set_per_process_memory_fraction(int device, double fraction);
 /* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF) into *out; the
@@ -180,8 +188,14 @@ TCUDA_API tc_status tc_set_per_process_memory_fraction(int device, double fracti
  * silently "native"). Works without a GPU. */
 TCUDA_API tc_status tc_get_allocator_backend(const char **out);
 
-/* A user allocator: alloc(size, device, cuda_stream) and
- * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
+/* ---- user allocators (torch.cuda.memory.CUDAPluggableAllocator) --------------- */
+
+/* A user allocator, made from two functions. */
+typedef struct tc_allocator tc_allocator;
+
+/* The two functions: alloc(size, device, cuda_stream) and
+ * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator
+ * ABI (so no ctx: they are loaded by name from a shared object). */
 typedef void *(*tc_alloc_fn)(size_t size, int device, void *cuda_stream);
 typedef void (*tc_free_fn)(void *ptr, size_t size, int device, void *cuda_stream);
 /* An allocator from two functions (torch.cuda.memory.CUDAPluggableAllocator's
@@ -204,6 +218,8 @@ TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
  * live: the message says how many); a destroyed handle gives
  * TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_allocator_destroy(tc_allocator *allocator);
+
+/* ---- pinned host memory ------------------------------------------------------- */
 
 /* Pinned host memory through a caching allocator; a freed block is reused
  * only after the work on the current stream at free time has completed. */

@@ -66,9 +66,9 @@ TCUDA_API tc_status tc_generator_destroy(tc_generator *gen);
  * the CPU one. */
 TCUDA_API tc_status tc_default_generator(tc_device device, tc_generator **out);
 
-/* Sets the seed and resets the offset to 0. */
+/* Sets gen's seed and resets its offset to 0. */
 TCUDA_API tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed);
-/* Seeds from the operating system's entropy (getrandom); the seed chosen is
+/* Seeds from the operating system's entropy (getrandom); the chosen seed is
  * written to *seed when not NULL. */
 TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed);
 /* The generator's seed as last set, its offset (Philox blocks used so far)

@@ -19,6 +19,9 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- reading ----------------------------------------------------------------- */
+
+/* An open file. */
 typedef struct tc_safetensors tc_safetensors;
 
 /* Opens the file at `path` (mapped read-only from the file, copy-on-write in
@@ -62,14 +65,16 @@ TCUDA_API tc_status tc_safetensors_info(const tc_safetensors *file, const char *
 TCUDA_API tc_status tc_safetensors_get(const tc_safetensors *file, const char *name,
                                        tc_device device, tc_tensor **out);
 
-/* The header's "__metadata__" (string to string): the number of entries, key
- * i (sorted by key; NULL out of range or for a bad file), and the value of
- * `key` in *value (owned by the file; NULL, with TC_OK, when the file has no
- * such key). */
+/* The header's "__metadata__" (string to string): the number of entries and
+ * key i (sorted by key), which cannot fail (0 and NULL for a bad file or i
+ * out of range); and the value of `key` in *value (owned by the file; NULL,
+ * with TC_OK, when the file has no such key). */
 TCUDA_API int tc_safetensors_metadata_count(const tc_safetensors *file);
 TCUDA_API const char *tc_safetensors_metadata_key(const tc_safetensors *file, int i);
 TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const char *key,
                                             const char **value);
+
+/* ---- writing ----------------------------------------------------------------- */
 
 /* Writes n tensors (any device, dtype and strides: their values are copied to
  * the host, row-major) under names[i] to `path`, replacing the file only once

@@ -90,6 +90,9 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- modes and reports ----------------------------------------------------- */
+
+/* What the sanitizer does (TCUDA_SANITIZER's 0, report, error, abort). */
 typedef enum tc_sanitizer_mode {
     /* nothing is watched */
     TC_SANITIZER_MODE_OFF = 0,
@@ -104,6 +107,7 @@ typedef enum tc_sanitizer_mode {
     TC_SANITIZER_MODE_ABORT
 } tc_sanitizer_mode;
 
+/* The kind of a race. */
 typedef enum tc_sanitizer_race {
     TC_SANITIZER_RACE_WRITE_AFTER_READ,  /* a write not ordered after an earlier read */
     TC_SANITIZER_RACE_READ_AFTER_WRITE,  /* a read not ordered after an earlier write */
@@ -113,16 +117,9 @@ typedef enum tc_sanitizer_race {
     TC_SANITIZER_RACE_REUSE_AFTER_FREE
 } tc_sanitizer_race;
 
-/* What a user kernel does to the memory it names in tc_sanitizer_access.
- * TC_SANITIZER_ACCESS_BY_HOST may be or'ed in: the host itself touches the
- * memory (e.g. pinned memory read through tc_tensor_data_ptr), not a
- * stream. */
-typedef enum tc_sanitizer_access_kind {
-    TC_SANITIZER_ACCESS_READ = 1,
-    TC_SANITIZER_ACCESS_WRITE = 2,
-    TC_SANITIZER_ACCESS_READ_WRITE = 3,
-    TC_SANITIZER_ACCESS_BY_HOST = 4
-} tc_sanitizer_access_kind;
+/* "write-after-read", "read-after-write", "write-after-write",
+ * "reuse-after-free"; "unknown" otherwise. Never NULL. */
+TCUDA_API const char *tc_sanitizer_race_string(tc_sanitizer_race kind);
 
 /* One race, as a report fn sees it. Strings belong to tcuda and live until
  * the fn returns. */
@@ -146,10 +143,11 @@ typedef void (*tc_sanitizer_report_fn)(const tc_sanitizer_report *report, void *
 TCUDA_API tc_status tc_sanitizer_enable(tc_sanitizer_mode mode);
 
 /* The mode in use (TC_SANITIZER_MODE_OFF until enabled or read from
- * TCUDA_SANITIZER at CUDA initialization). */
+ * TCUDA_SANITIZER at CUDA initialization). Cannot fail. */
 TCUDA_API tc_sanitizer_mode tc_sanitizer_get_mode(void);
 
-/* Races found since the process started (every mode counts them). */
+/* Races found since the process started (every mode counts them). Cannot
+ * fail. */
 TCUDA_API uint64_t tc_sanitizer_report_count(void);
 
 /* Sends each report to fn(report, ctx) (called on the thread that made the
@@ -158,23 +156,32 @@ TCUDA_API uint64_t tc_sanitizer_report_count(void);
  * abort(). */
 TCUDA_API tc_status tc_sanitizer_set_report_fn(tc_sanitizer_report_fn fn, void *ctx);
 
+/* ---- user kernels ------------------------------------------------------------ */
+
+/* What a user kernel does to the memory it names in tc_sanitizer_access.
+ * TC_SANITIZER_ACCESS_BY_HOST may be or'ed in: the host itself touches the
+ * memory (e.g. pinned memory read through tc_tensor_data_ptr), not a
+ * stream. */
+typedef enum tc_sanitizer_access_kind {
+    TC_SANITIZER_ACCESS_READ = 1,
+    TC_SANITIZER_ACCESS_WRITE = 2,
+    TC_SANITIZER_ACCESS_READ_WRITE = 3,
+    TC_SANITIZER_ACCESS_BY_HOST = 4
+} tc_sanitizer_access_kind;
+
 /* Declares that a user kernel queued (or about to be queued) on `stream`
  * (NULL: the current stream of the current device) reads and/or writes the
  * `bytes` at ptr, device memory from tcuda's allocator (tensor data or
  * tc_caching_allocator_alloc) or pinned host memory; other memory is watched
- * from its first declared access on. With TC_SANITIZER_ACCESS_BY_HOST in `kind` the
- * host does it now, and `stream` is ignored. `label` names the kernel in reports (copied; NULL
- * allowed). Call it before the launch: in error mode a race gives
- * TC_ERROR_RACE and the access is not recorded. TC_OK without doing anything
- * while the sanitizer is off. TC_ERROR_INVALID_ARGUMENT for a NULL ptr with
- * bytes > 0 or a kind without READ or WRITE; TC_ERROR_INVALID_HANDLE for a
- * destroyed stream. */
+ * from its first declared access on. With TC_SANITIZER_ACCESS_BY_HOST in
+ * `kind` the host does it now, and `stream` is ignored. `label` names the
+ * kernel in reports (copied; NULL allowed). Call it before the launch: in
+ * error mode a race gives TC_ERROR_RACE and the access is not recorded.
+ * TC_OK without doing anything while the sanitizer is off.
+ * TC_ERROR_INVALID_ARGUMENT for a NULL ptr with bytes > 0 or a kind without
+ * READ or WRITE; TC_ERROR_INVALID_HANDLE for a destroyed stream. */
 TCUDA_API tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
                                         tc_sanitizer_access_kind kind, const char *label);
-
-/* "write-after-read", "read-after-write", "write-after-write",
- * "reuse-after-free"; "unknown" otherwise. Never NULL. */
-TCUDA_API const char *tc_sanitizer_race_string(tc_sanitizer_race kind);
 
 TCUDA_EXTERN_C_END
 

@@ -30,10 +30,10 @@ typedef struct tc_event tc_event;
  * `greatest` (a negative number; lower runs first). */
 TCUDA_API tc_status tc_stream_priority_range(int *least, int *greatest);
 
-/* Creates a stream on `device` (TC_CURRENT_DEVICE: current) with `priority` in the range
- * above and writes it to *out. The caller owns it and destroys it with
- * tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside the
- * range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+/* Creates a stream on `device` (TC_CURRENT_DEVICE: current) with `priority`
+ * in the range above and writes it to *out. The caller owns it and destroys
+ * it with tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside
+ * the range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
 TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
 /* Wraps a cudaStream_t that the caller created on `device` (TC_CURRENT_DEVICE)

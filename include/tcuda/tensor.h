@@ -109,7 +109,7 @@ TCUDA_API tc_status tc_tensor_retain(tc_tensor *t);
  * storage is given back in the order of the stream that made it, and of
  * streams given to record_stream. Releasing a released (or foreign) tensor
  * changes nothing and gives TC_ERROR_INVALID_HANDLE, so a double release is
- * reported, not a crash. (0.1 returned void; ignoring the status is fine.) */
+ * reported, not a crash. Ignoring the status is fine. */
 TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
 
 /* ---- accessors ------------------------------------------------------------ */
@@ -117,7 +117,6 @@ TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
  * foreign tensor, they answer as for "no tensor": 0 for ndim, size, stride,
  * offset and numel; NULL for sizes, strides and data_ptr; false for the
  * predicates; TC_FLOAT32 for dtype; {TC_CPU, -1} for device. */
-
 TCUDA_API int tc_tensor_ndim(const tc_tensor *t);
 /* Size / stride of dimension `dim` (negative counts from the end); 0 when
  * out of range. */
@@ -233,7 +232,6 @@ TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t star
  * TC_ERROR_SHAPE (no broadcast), TC_ERROR_DTYPE (as PyTorch: sub with a bool
  * operand, neg/abs/pow/relu of bool), TC_ERROR_DEVICE_MISMATCH,
  * TC_ERROR_INVALID_ARGUMENT (NULL out). */
-
 TCUDA_API tc_status tc_tensor_add(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_sub(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_mul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
@@ -248,7 +246,7 @@ TCUDA_API tc_status tc_tensor_lt(const tc_tensor *a, const tc_tensor *b, tc_tens
 TCUDA_API tc_status tc_tensor_le(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_gt(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_ge(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
-
+/* -a, |a|, e^a, ln a, the square root, max(a, 0), 1 / (1 + e^-a), tanh a. */
 TCUDA_API tc_status tc_tensor_neg(const tc_tensor *a, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_abs(const tc_tensor *a, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_exp(const tc_tensor *a, tc_tensor **out);

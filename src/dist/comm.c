@@ -44,7 +44,7 @@ static tc_status check_gpu_tensor(const tc_tensor *t, const char *what)
 /* devices[0..n) resolved into res (-1: the current device), none twice. */
 static tc_status resolve_devices(const int *devices, int n, int *res)
 {
-    TC_CHECK_ARG(devices, "devices must not be NULL");
+    TC_CHECK_ARG(devices, "devices is NULL");
     TC_CHECK_ARG(n >= 1, "the device list must not be empty (n = %d)", n);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
@@ -130,7 +130,7 @@ tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n, tc_te
 {
     TC_API_BEGIN;
     TC_TRY(check_gpu_tensor(t, "tc_tensor t"));
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int devs[TC_MAX_DEVICES];
     TC_CHECK_ARG(n <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES, n);
     TC_TRY(resolve_devices(devices, n, devs));
@@ -169,7 +169,7 @@ tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, i
 {
     TC_API_BEGIN;
     TC_TRY(check_gpu_tensor(t, "tc_tensor t"));
-    TC_CHECK_ARG(outputs, "outputs must not be NULL");
+    TC_CHECK_ARG(outputs, "outputs is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(outputs[i], "output"));
@@ -192,8 +192,8 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
                              tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(inputs, "inputs must not be NULL");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(inputs, "inputs is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(inputs[i], "input"));
@@ -364,7 +364,7 @@ tc_status tc_comm_broadcast_coalesced(const tc_tensor *const *tensors, int n_ten
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(tensors && n_tensors >= 1, "tensors must be a non-empty array");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(buffer_size > 0, "buffer_size must be positive");
     TC_CHECK_ARG(n_devices <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES,
                  n_devices);
@@ -429,8 +429,8 @@ tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_dev
                                        int destination, size_t buffer_size, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(inputs, "inputs must not be NULL");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(inputs, "inputs is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(buffer_size > 0, "buffer_size must be positive");
     TC_CHECK_ARG(n_devices >= 1 && n_devices <= TC_MAX_DEVICES, "n_devices must be in 1..%d",
                  TC_MAX_DEVICES);
@@ -540,7 +540,7 @@ tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n, const i
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
-    TC_CHECK_ARG(out && n_out, "out and n_out must not be NULL");
+    TC_CHECK_ARG(out && n_out, "out or n_out is NULL");
     TC_CHECK_ARG(n <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES, n);
     int d;
     TC_TRY(wrap_dim(t, dim, &d));
@@ -577,7 +577,7 @@ tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim, int de
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(tensors && n >= 1, "tensors must be a non-empty array");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(destination >= TC_COMM_CURRENT_DEVICE,
                  "destination %d: use a GPU index, -1 for the CPU or TC_COMM_CURRENT_DEVICE",
                  destination);

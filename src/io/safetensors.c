@@ -88,7 +88,7 @@ static tc_status map_file(const char *path, mapping **out)
 tc_status tc_safetensors_open(const char *path, tc_safetensors **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(path && out, "path and out must not be NULL");
+    TC_CHECK_ARG(path && out, "path or out is NULL");
     mapping *m = NULL;
     TC_TRY(map_file(path, &m));
     tc__st_header h;
@@ -225,7 +225,7 @@ tc_status tc_safetensors_metadata(const tc_safetensors *file, const char *key, c
 {
     TC_API_BEGIN;
     TC_TRY(check_file(file));
-    TC_CHECK_ARG(key && value, "key and value must not be NULL");
+    TC_CHECK_ARG(key && value, "key or value is NULL");
     *value = tc__st_meta_find(&file->h, key);
     return TC_OK;
 }

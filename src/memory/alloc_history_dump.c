@@ -451,6 +451,6 @@ tc_status tc_memory_dump_snapshot_json(const char *path)
 
 tc_status tc__snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
-    TC_CHECK_ARG(snap && path && *path, "snapshot and path must not be NULL or empty");
+    TC_CHECK_ARG(snap && path && *path, "snapshot or path is NULL, or path is empty");
     return write_file(path, true, NULL, snap);
 }

@@ -97,7 +97,7 @@ bool tc__stats_get(const tc_memory_stats_info *s, const char *key, int64_t *out)
     if (!dot)
         return false;
     size_t nl = (size_t)(dot - key);
-    if (nl == 9 && !strncmp(key, "allocated", nl)) /* the seed's name of "allocation" */
+    if (nl == 9 && !strncmp(key, "allocated", nl)) /* the older name of "allocation" */
         key = "allocation", nl = 10;
     if (nl == 20 && !strncmp(key, "oversize_allocations", nl))
         return field(&s->oversize_allocations, dot + 1, out);

@@ -24,7 +24,7 @@ static tc_status work_arg(const tc_work *w) { return tc__handle_fail(w, 0, "tc_w
 tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
     return absent();
 }

@@ -87,13 +87,13 @@ TC_ABSENT_GETTER(tc_get_device_name, const char *)
 tc_status tc_get_device_capability(int device, int *major, int *minor)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(major && minor, "major and minor must not be NULL");
+    TC_CHECK_ARG(major && minor, "major or minor is NULL");
     return absent();
 }
 tc_status tc_get_device_properties(int device, tc_device_properties *props)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(props, "props must not be NULL");
+    TC_CHECK_ARG(props, "props is NULL");
     return absent();
 }
 tc_status tc_can_device_access_peer(int device, int peer, bool *out)
@@ -108,7 +108,7 @@ TC_ABSENT_STATUS(tc_synchronize, (int device))
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
+    TC_CHECK_ARG(free_bytes && total_bytes, "free or total is NULL");
     return absent();
 }
 
@@ -122,19 +122,19 @@ TC_ABSENT_GETTER(tc_list_gpu_processes, char *)
 tc_status tc_stream_priority_range(int *least, int *greatest)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(least && greatest, "least and greatest must not be NULL");
+    TC_CHECK_ARG(least && greatest, "least or greatest is NULL");
     return absent();
 }
 tc_status tc_stream_create(int device, int priority, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
 tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
 tc_status tc_stream_destroy(tc_stream *stream)
@@ -166,7 +166,7 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
 tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return stream_arg(stream);
 }
 int tc_stream_device(const tc_stream *stream) { return -1; }
@@ -193,7 +193,7 @@ void tc_stream_guard_exit(tc_stream_guard *guard) { (void)guard; }
 tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
 tc_status tc_event_destroy(tc_event *event)

@@ -13,7 +13,7 @@
 tc_status tc_device_parse(const char *text, tc_device *out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(text && out, "text and out must not be NULL");
+    TC_CHECK_ARG(text && out, "text or out is NULL");
     if (strcmp(text, "cpu") == 0 || strcmp(text, "cpu:0") == 0) {
         *out = (tc_device){TC_CPU, -1};
         return TC_OK;

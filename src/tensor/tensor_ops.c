@@ -373,7 +373,7 @@ tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *m
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(a, "tc_tensor a"));
     TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG(min || max, "at least one of min and max must not be NULL");
+    TC_CHECK_ARG(min || max, "min and max are both NULL");
     /* torch.result_type(a, bound) with the bounds as Python numbers */
     tc_dtype ct = a->dtype;
     if (!tc_dtype_is_floating(ct)) {

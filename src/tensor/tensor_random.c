@@ -95,7 +95,7 @@ tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *
 static tc_status make(const char *fn, int ndim, const int64_t *sizes, tc_dtype dtype,
                       tc_device device, tc_generator *gen, params p, tc_tensor **out)
 {
-    TC_CHECK_ARG(out, "%s: out must not be NULL", fn);
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
     if (tc_dtype_size(dtype) && !tc_dtype_is_floating(dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating dtype, not %s", fn,
                         tc_dtype_string(dtype));

@@ -336,7 +336,7 @@ static tc_status init_comm(tc_process_group *pg, const tc_dist_options *o)
 tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
     int dev;
     TC_TRY(tc__resolve_device(opts->local_rank, &dev));

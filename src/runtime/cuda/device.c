@@ -189,7 +189,7 @@ tc_status tc_get_device_name(int device, const char **out)
 tc_status tc_get_device_capability(int device, int *major, int *minor)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(major && minor, "major and minor must not be NULL");
+    TC_CHECK_ARG(major && minor, "major or minor is NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -202,7 +202,7 @@ tc_status tc_get_device_capability(int device, int *major, int *minor)
 tc_status tc_get_device_properties(int device, tc_device_properties *props)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(props, "props must not be NULL");
+    TC_CHECK_ARG(props, "props is NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -248,7 +248,7 @@ tc_status tc_synchronize(int device)
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
+    TC_CHECK_ARG(free_bytes && total_bytes, "free or total is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc_device_guard g = tc_device_guard_enter(d);

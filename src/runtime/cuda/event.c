@@ -55,7 +55,7 @@ tc_status tc__event_materialize(tc_event *e, int d)
 tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_BLOCKING |
                                       TC_EVENT_FLAG_INTERPROCESS)) == 0,
                  "unknown flags 0x%x (use TC_EVENT_FLAG_TIMING, TC_EVENT_FLAG_BLOCKING, "
@@ -167,7 +167,7 @@ tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event)
 tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     tc_event *e;
@@ -189,7 +189,7 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
     TC_API_BEGIN;
     TC_TRY(tc__event_check(start));
     TC_TRY(tc__event_check(end));
-    TC_CHECK_ARG(ms, "ms must not be NULL");
+    TC_CHECK_ARG(ms, "ms is NULL");
     if (!(start->flags & TC_EVENT_FLAG_TIMING) || !(end->flags & TC_EVENT_FLAG_TIMING))
         return tc__fail(TC_ERROR_INVALID_STATE,
                         "both events need TC_EVENT_FLAG_TIMING at creation");

@@ -52,7 +52,7 @@ tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out)
 tc_status tc_stream_priority_range(int *least, int *greatest)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(least && greatest, "least and greatest must not be NULL");
+    TC_CHECK_ARG(least && greatest, "least or greatest is NULL");
     TC_TRY(tc__ensure_init());
     int lo, hi;
     TC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -116,7 +116,7 @@ static tc_stream *new_stream(int device, int priority, bool owned, cudaStream_t 
 tc_status tc_stream_create(int device, int priority, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int d, least, greatest;
     TC_TRY(tc__resolve_device(device, &d));
     TC_TRY(tc_stream_priority_range(&least, &greatest));
@@ -150,7 +150,7 @@ tc_status tc_stream_create(int device, int priority, tc_stream **out)
 tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     int priority = 0;

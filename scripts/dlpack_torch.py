@@ -111,7 +111,7 @@ def load_tcuda():
         "tc_tensor_size": (ctypes.c_int64, [vp, i32]),
         "tc_tensor_stride": (ctypes.c_int64, [vp, i32]),
         "tc_tensor_to_host": (i32, [vp, i32, vp]),
-        "tc_stream_from_external": (i32, [vp, i32, ctypes.POINTER(vp)]),
+        "tc_stream_create_external": (i32, [vp, i32, ctypes.POINTER(vp)]),
         "tc_stream_destroy": (i32, [vp]),
         "tc_default_stream": (i32, [i32, ctypes.POINTER(vp)]),
         "tc_current_stream": (i32, [i32, ctypes.POINTER(vp)]),
@@ -204,8 +204,8 @@ def tc_stream_for(stream, device):
     if stream is None or stream == 1:
         return stream_of(tc.tc_default_stream, device), False
     s = ctypes.c_void_p()
-    ok(tc.tc_stream_from_external(ctypes.c_void_p(stream), device, ctypes.byref(s)),
-       "tc_stream_from_external")
+    ok(tc.tc_stream_create_external(ctypes.c_void_p(stream), device, ctypes.byref(s)),
+       "tc_stream_create_external")
     return s, True
 
 

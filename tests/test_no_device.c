@@ -189,9 +189,9 @@ int main(void)
     CHECK(s == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_stream_create", "out is NULL"));
-    CHECK_STATUS(tc_stream_from_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_stream_create_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
     CHECK(s == (tc_stream *)0x1);
-    CHECK_STATUS(tc_stream_from_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_stream_create_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
     tc_stream *cs = (tc_stream *)0x1;
     CHECK_STATUS(tc_current_stream(TC_CURRENT_DEVICE, &cs), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_current_stream", "CUDA is not available"));

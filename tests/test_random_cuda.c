@@ -184,7 +184,7 @@ static void test_graph_hook(void)
     cudaStream_t cs;
     CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess);
     tc_stream *ts = NULL;
-    CHECK_OK(tc_stream_from_external(cs, -1, &ts));
+    CHECK_OK(tc_stream_create_external(cs, -1, &ts));
     CHECK_OK(tc_set_stream(ts));
 
     CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess);

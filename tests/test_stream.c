@@ -157,7 +157,7 @@ static void test_external_gone(void)
     cudaStream_t raw;
     CHECK(cudaStreamCreate(&raw) == cudaSuccess);
     tc_stream *ext = NULL;
-    CHECK_OK(tc_stream_from_external(raw, -1, &ext));
+    CHECK_OK(tc_stream_create_external(raw, -1, &ext));
     int64_t n = 1 << 20;
     tc_tensor *on = NULL, *rec = NULL;
     tc_stream_guard g = tc_stream_guard_enter(ext);
@@ -184,7 +184,7 @@ static void test_external_gone(void)
     CHECK_OK(tc_empty_cache());
     cudaStream_t again; /* may get raw's handle value: it starts afresh */
     CHECK(cudaStreamCreate(&again) == cudaSuccess);
-    CHECK_OK(tc_stream_from_external(again, -1, &ext));
+    CHECK_OK(tc_stream_create_external(again, -1, &ext));
     g = tc_stream_guard_enter(ext);
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &u));
     tc_stream_guard_exit(&g);
@@ -220,10 +220,10 @@ int main(void)
     CHECK_STATUS(tc_stream_create(-1, least + 1, &bad), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_stream_create(99, 0, &bad), TC_ERROR_INVALID_DEVICE);
     CHECK(strncmp(tc_last_error(), "tc_stream_create: device 99 does not exist", 42) == 0);
-    CHECK_STATUS(tc_stream_from_external(NULL, 99, &bad), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_stream_create_external(NULL, 99, &bad), TC_ERROR_INVALID_DEVICE);
     CHECK(bad == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_stream_from_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_stream_create_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
     test_free_after_destroy();
     test_external_gone();
 
@@ -309,7 +309,7 @@ int main(void)
     cudaStream_t raw;
     CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) == cudaSuccess);
     tc_stream *ext;
-    CHECK_OK(tc_stream_from_external(raw, -1, &ext));
+    CHECK_OK(tc_stream_create_external(raw, -1, &ext));
     CHECK(tc_stream_cuda_handle(ext) == (void *)raw && tc_stream_device(ext) == 0);
     check_ordering(ext, lo, 0, a, b);
     CHECK_OK(tc_stream_destroy(ext));

@@ -106,7 +106,7 @@ typedef struct tc_DLManagedTensorVersioned {
  * managed tensor holds; t itself may be released before or after.
  * Streams, for a GPU tensor (DLPack's __dlpack__(stream=)): `stream` is the
  * stream the consumer will use the memory on (wrap a foreign cudaStream_t
- * with tc_stream_from_external, the legacy stream is tc_default_stream). It
+ * with tc_stream_create_external, the legacy stream is tc_default_stream). It
  * is made to wait for the work queued so far on the current stream of t's
  * device, and t's memory is not reused before the consumer's work queued
  * there until the deleter runs has finished (tc_tensor_record_stream), so

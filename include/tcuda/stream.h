@@ -44,9 +44,9 @@ TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
  * ran there) and never name the stream again, so the CUDA stream may be
  * destroyed at once, even while such memory is still live. Work queued on
  * the CUDA stream after the wrapper is gone is not tracked. */
-TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out);
+TCUDA_API tc_status tc_stream_create_external(void *cuda_stream, int device, tc_stream **out);
 
-/* Destroys a stream made by tc_stream_create or tc_stream_from_external.
+/* Destroys a stream made by tc_stream_create or tc_stream_create_external.
  * Work already queued still runs. NULL and default streams cannot be
  * destroyed (TC_ERROR_INVALID_ARGUMENT); a stream already destroyed gives
  * TC_ERROR_INVALID_HANDLE. If the stream is the calling thread's current

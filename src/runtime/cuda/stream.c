@@ -147,7 +147,7 @@ tc_status tc_stream_create(int device, int priority, tc_stream **out)
     return TC_OK;
 }
 
-tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
+tc_status tc_stream_create_external(void *cuda_stream, int device, tc_stream **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");

@@ -112,7 +112,9 @@ int main(int argc, char **argv)
         return 1;
     double reserved = (double)peak_live;
     if (mode == 0) {
-        reserved = (double)tc_max_memory_reserved(0);
+        size_t bytes = 0;
+        (void)tc_max_memory_reserved(0, &bytes); /* 0 if it cannot say */
+        reserved = (double)bytes;
     } else if (mode == 2) {
         cudaMemPool_t pool;
         uint64_t high = 0;

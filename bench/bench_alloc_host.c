@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     }
     if (cold < 0)
         return 1;
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(a, &st);
     double ratio = (double)st.reserved_bytes[0].peak / (double)peak_live;
     char name[96];

@@ -210,8 +210,8 @@ static int comm_main(void)
 static int dist_main(void)
 {
     tc_process_group *pg;
-    TRY(tc_dist_init_from_env(&pg));
-    int world = tc_dist_world_size(pg), dev = tc_dist_device(pg);
+    TRY(tc_process_group_create_from_env(&pg));
+    int world = tc_process_group_size(pg), dev = tc_process_group_device(pg);
     int64_t n = NUMEL;
     tc_tensor *t;
     TRY(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &t));
@@ -220,14 +220,14 @@ static int dist_main(void)
         TRY(tc_dist_barrier(pg));
         double t0 = bench_now_ns();
         tc_work *w;
-        TRY(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        TRY(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         TRY(tc_work_wait(w));
         TRY(tc_work_destroy(w));
         if (i >= WARMUP)
             times[i - WARMUP] = bench_now_ns() - t0;
     }
     double gbs = (double)BYTES / bench_median(times, RUNS);
-    if (tc_dist_rank(pg) == 0) {
+    if (tc_process_group_rank(pg) == 0) {
         char name[64];
         snprintf(name, sizeof name, "dist all_reduce x%d", world);
         row(name, gbs);
@@ -235,7 +235,7 @@ static int dist_main(void)
         row(name, gbs * 2.0 * (world - 1) / world);
     }
     tc_tensor_release(t);
-    TRY(tc_dist_destroy(pg));
+    TRY(tc_process_group_destroy(pg));
     return 0;
 }
 

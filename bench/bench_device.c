@@ -35,8 +35,11 @@ static void bare_device_loop(int n)
 }
 static void current_stream_loop(int n)
 {
-    for (int i = 0; i < n; i++)
-        sink = tc_current_stream(-1);
+    for (int i = 0; i < n; i++) {
+        tc_stream *s;
+        tc_current_stream(-1, &s);
+        sink = s;
+    }
 }
 static void record_loop(int n)
 {

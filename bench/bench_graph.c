@@ -121,7 +121,7 @@ int main(void)
         printf("bench_graph: no GPU (%s)\n", tc_last_error());
         return 0;
     }
-    printf("bench_graph on %s: a chain of %d adds of 16 float32 elements\n", tc_get_device_name(0),
+    printf("bench_graph on %s: a chain of %d adds of 16 float32 elements\n", bench_device_name(0),
            OPS);
     eager_ctx c;
     TRY(tc_tensor_ones(1, (int64_t[]){16}, TC_FLOAT32, GPU, &c.x));
@@ -130,7 +130,7 @@ int main(void)
 
     tc_graph *g;
     TRY(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     TRY(gd.status);
     chain(&c.x, c.y);

@@ -120,7 +120,7 @@ static tc_graph *capture(state *s, op_fn fn, int copies, tc_graph_order order)
     tc_graph *g;
     TRY(tc_graph_create(&g));
     TRY(tc_graph_set_order(g, order));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     TRY(gd.status);
     for (int i = 0; i < copies; i++) {
@@ -191,7 +191,7 @@ int main(void)
     TRY(tc_synchronize(-1));
 
     printf("bench_graph_ops on %s: each op %d times in a row in one graph (stream order)\n",
-           tc_get_device_name(0), COPIES);
+           bench_device_name(0), COPIES);
     printf("%-32s %10s\n", "op", "us/op");
     double sum = 0;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {

@@ -89,7 +89,8 @@ static void rows(const char *where, const op *t)
                  {"on_all_stacks", true, TC_HISTORY_STACKS_ALL},
                  {"off_again", false, TC_HISTORY_STACKS_NONE}};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-        tc_memory_history_options o = {modes[m].on, TC_HISTORY_ALL, modes[m].stacks, 1000000};
+        tc_memory_history_options o = {modes[m].on, TC_HISTORY_RECORD_ALL, modes[m].stacks,
+                                       1000000};
         if (tc_memory_record_history(&o) != TC_OK) {
             fprintf(stderr, "bench_history: %s\n", tc_last_error());
             return;

@@ -44,7 +44,7 @@ static double first_call_ms(const char *code)
     tc_jit_options o = {.scalars = "alpha=2.0"};
     tc_jit_fn *fn = NULL;
     double t0 = bench_now_ns();
-    TRY(tc_jit_create_fn(code, &o, &fn));
+    TRY(tc_jit_fn_create(code, &o, &fn));
     TRY(tc_jit_fn_call(fn, in, 2, NULL, out));
     TRY(tc_synchronize(0));
     double ms = (bench_now_ns() - t0) / 1e6;
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     /* host time per warm call, tiny tensors */
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "alpha=2.0"};
-    TRY(tc_jit_create_fn(axpy_code, &o, &fn));
+    TRY(tc_jit_fn_create(axpy_code, &o, &fn));
     {
         tc_tensor *x = filled(1024, 1), *y = filled(1024, 2);
         job j = {fn, {x, y}, 2.0};

@@ -88,8 +88,8 @@ int main(void)
     queue_work(&j);
     TRY(tc_synchronize(-1));
 
-    printf("bench_loss on %s: cross_entropy mean of [%d, %d] float32\n", tc_get_device_name(0),
-           ROWS, CLASSES);
+    printf("bench_loss on %s: cross_entropy mean of [%d, %d] float32\n", bench_device_name(0), ROWS,
+           CLASSES);
     double call = behind_queue_us(&j, loss), wait = behind_queue_us(&j, sync_all);
     double gpu = bench_gpu_median_ms(loss, &j, REPS);
     printf("%-34s %12.3f  %s\n", "cross_entropy host, work queued", call, "us (the call)");

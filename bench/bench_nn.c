@@ -33,7 +33,7 @@ static tc_status copy_floor(const tc_tensor *x, tc_tensor **y)
 {
     TRY(tc_tensor_empty_like(x, y));
     size_t bytes = (size_t)tc_tensor_numel(x) * tc_dtype_size(tc_tensor_dtype(x));
-    cudaStream_t s = (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1));
+    cudaStream_t s = (cudaStream_t)bench_cuda_stream();
     if (cudaMemcpyAsync(tc_tensor_data_ptr(*y), tc_tensor_data_ptr(x), bytes,
                         cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
         fprintf(stderr, "bench_nn: cudaMemcpyAsync failed\n");
@@ -66,7 +66,7 @@ static double time_job(const job *j, int reps)
     for (int i = 0; i < 3; i++)
         if (run(j))
             return -1;
-    cudaStream_t s = (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1));
+    cudaStream_t s = (cudaStream_t)bench_cuda_stream();
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);

@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         printf("op,ms,GB/s written,Gsamples/s\n");
     else
         printf("tcuda random fills, n = 2^%d, median of %d on %s\n%-26s %10s %12s %14s\n", lg, reps,
-               tc_get_device_name(-1), "op", "ms", "GB/s written", "Gsamples/s");
+               bench_device_name(-1), "op", "ms", "GB/s written", "Gsamples/s");
     row("memset f32 (write floor)", op_memset, &c, n, reps);
     row("memcpy d2d f32 (n/2)", op_copy, &c, n / 2, reps);
     row("uniform f32", op_uniform, &c, n, reps);

@@ -46,7 +46,7 @@ static double run(int iters, int blocks)
     tc_event *ev = NULL;
     TRY(tc_tensor_rand(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, -1}, NULL, &a));
     TRY(tc_stream_create(-1, 0, &side));
-    TRY(tc_event_create(TC_EVENT_DEFAULT, &ev));
+    TRY(tc_event_create(TC_EVENT_FLAG_DEFAULT, &ev));
     TRY(tc_stream_wait_stream(side, NULL)); /* a is ready for the side stream */
     for (int i = 0; i < 1000; i++)
         iteration(a, side, ev);
@@ -79,16 +79,16 @@ int main(int argc, char **argv)
         printf("skipped: no GPU: %s\n", tc_last_error());
         return 0;
     }
-    if (tc_sanitizer_get_mode() != TC_SANITIZER_OFF) {
+    if (tc_sanitizer_get_mode() != TC_SANITIZER_MODE_OFF) {
         fprintf(stderr, "run without TCUDA_SANITIZER: this program turns it on itself\n");
         return 2;
     }
     double off = run(iters, blocks);
-    TRY(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    TRY(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     uint64_t before = tc_sanitizer_report_count();
     double on = run(iters, blocks);
     uint64_t reports = tc_sanitizer_report_count() - before;
-    TRY(tc_sanitizer_enable(TC_SANITIZER_OFF));
+    TRY(tc_sanitizer_enable(TC_SANITIZER_MODE_OFF));
     double installed = run(iters, blocks);
     printf("mode,us_per_iter,us_per_op,reports\n");
     printf("off,%.3f,%.3f,0\n", off, off / 3);

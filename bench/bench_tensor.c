@@ -30,8 +30,8 @@ static double gpu_time(op_fn fn, void *ctx, int warm, int iters)
     for (int i = 0; i < warm; i++)
         fn(ctx);
     tc_event *a, *b;
-    TRY(tc_event_create(TC_EVENT_TIMING, &a));
-    TRY(tc_event_create(TC_EVENT_TIMING, &b));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &b));
     TRY(tc_event_record(a, NULL));
     for (int i = 0; i < iters; i++)
         fn(ctx);
@@ -95,7 +95,7 @@ static void raw_copy(void *p)
 {
     ctx *c = p;
     cudaMemcpyAsync(c->rb, c->ra, c->bytes, cudaMemcpyDeviceToDevice,
-                    (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)));
+                    (cudaStream_t)bench_cuda_stream());
 }
 static void op_h2d(void *p)
 {
@@ -106,7 +106,7 @@ static void raw_h2d(void *p)
 {
     ctx *c = p;
     cudaMemcpyAsync(c->rb, c->rh, c->bytes, cudaMemcpyHostToDevice,
-                    (cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)));
+                    (cudaStream_t)bench_cuda_stream());
 }
 static void op_matmul(void *p)
 {
@@ -120,8 +120,7 @@ static void bare_launch(void *p)
 {
     ctx *c = p;
     tc__fill f = {1, 0, 1};
-    tc__k_fill((cudaStream_t)tc_stream_cuda_handle(tc_current_stream(-1)), 132, TC_FLOAT32, c->rb,
-               16, f);
+    tc__k_fill((cudaStream_t)bench_cuda_stream(), 132, TC_FLOAT32, c->rb, 16, f);
 }
 
 /* Host seconds per call of fn: 100 batches of 200 calls, only the calls timed. */

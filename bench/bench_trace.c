@@ -25,7 +25,9 @@ static void tc_f(void *ctx, void *p)
 static double tc_reserved(void *ctx)
 {
     (void)ctx;
-    return (double)tc_max_memory_reserved(0);
+    size_t bytes = 0;
+    (void)tc_max_memory_reserved(0, &bytes); /* 0 if it cannot say */
+    return (double)bytes;
 }
 
 static int cm_a(void *ctx, size_t n, void **p)
@@ -62,9 +64,10 @@ static double as_reserved(void *ctx)
 /* The calls of the whole run (all passes) that made the host wait. */
 static void tc_waits(char *buf, size_t n)
 {
-    snprintf(buf, n, "%lld waits, %lld segments freed",
-             (long long)tc_memory_stats_get(0, "num_device_synchronize"),
-             (long long)tc_memory_stats_get(0, "num_device_free"));
+    int64_t waits = -1, frees = -1;
+    (void)tc_memory_stats_get(0, "num_device_synchronize", &waits); /* -1 if unknown */
+    (void)tc_memory_stats_get(0, "num_device_free", &frees);
+    snprintf(buf, n, "%lld waits, %lld segments freed", (long long)waits, (long long)frees);
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,22 @@
         }                                                                                          \
     } while (0)
 
+/* The name of `device`, for the line a benchmark prints first. */
+static inline const char *bench_device_name(int device)
+{
+    const char *name = NULL;
+    TRY(tc_get_device_name(device, &name));
+    return name;
+}
+
+/* The current stream of the current device, as CUDA's handle. */
+static inline void *bench_cuda_stream(void)
+{
+    tc_stream *s = NULL;
+    TRY(tc_current_stream(TC_CURRENT_DEVICE, &s));
+    return tc_stream_cuda_handle(s);
+}
+
 static inline double bench_now_ns(void)
 {
     struct timespec ts;
@@ -46,8 +62,8 @@ static inline double bench_median(double *v, int n)
 static inline double bench_gpu_median_ms(void (*run)(void *), void *ctx, int reps)
 {
     tc_event *a = NULL, *b = NULL;
-    TRY(tc_event_create(TC_EVENT_TIMING, &a));
-    TRY(tc_event_create(TC_EVENT_TIMING, &b));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &a));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &b));
     for (int i = 0; i < 3; i++)
         run(ctx);
     double *ts = malloc(sizeof(double) * (size_t)reps);

@@ -69,8 +69,8 @@ int main(void)
     for (int k = 0; k < 2; k++) {
         int64_t m = tc_tensor_numel(pair[k][1]);
         float *a = malloc(sizeof(float) * (size_t)m), *b = malloc(sizeof(float) * (size_t)m);
-        TRY(tc_tensor_to_host(pair[k][0], a, TC_FLOAT32));
-        TRY(tc_tensor_to_host(pair[k][1], b, TC_FLOAT32));
+        TRY(tc_tensor_to_host(pair[k][0], TC_FLOAT32, a));
+        TRY(tc_tensor_to_host(pair[k][1], TC_FLOAT32, b));
         for (int64_t i = 0; i < m; i++)
             max_err = maxd(max_err, absd(a[i] - b[i]) / (1 + absd(b[i])));
         free(a), free(b);

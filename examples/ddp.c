@@ -1,6 +1,6 @@
 /* DistributedDataParallel's pattern with a process group: one process per
  * GPU, each with its own shard of data, averaging gradients with all_reduce
- * (TC_REDUCE_AVG) every step, so the replicas stay identical. The model is a
+ * (TC_REDUCE_OP_AVG) every step, so the replicas stay identical. The model is a
  * linear regression w (the true weights are 1, 2, ..., D); rank 0 prints the
  * loss, and every rank checks that it found the true weights.
  *
@@ -37,7 +37,7 @@ int main(void)
     }
     tc_process_group *pg;
     if (getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("SLURM_PROCID")) {
-        TRY(tc_dist_init_from_env(&pg));
+        TRY(tc_process_group_create_from_env(&pg));
     } else { /* started alone: a group of one */
         tc_dist_options o;
         memset(&o, 0, sizeof o);
@@ -45,10 +45,10 @@ int main(void)
         o.local_rank = 0;
         strcpy(o.master_addr, "127.0.0.1");
         o.master_port = 29500;
-        TRY(tc_dist_init(&o, &pg));
+        TRY(tc_process_group_create(&o, &pg));
     }
-    int rank = tc_dist_rank(pg), world = tc_dist_world_size(pg);
-    tc_device dev = {TC_CUDA, tc_dist_device(pg)};
+    int rank = tc_process_group_rank(pg), world = tc_process_group_size(pg);
+    tc_device dev = {TC_CUDA, tc_process_group_device(pg)};
     TRY(tc_set_device(dev.index));
 
     /* this rank's shard: x random (seeded by rank), y = x @ w_true */
@@ -75,7 +75,7 @@ int main(void)
         TRY(tc_tensor_sub(pred, y, &err));
         TRY(tc_tensor_matmul(xt, err, &grad)); /* X^T (Xw - y) */
         tc_work *work;
-        TRY(tc_dist_all_reduce(pg, grad, TC_REDUCE_AVG, &work)); /* the DDP step */
+        TRY(tc_dist_all_reduce(pg, grad, TC_REDUCE_OP_AVG, &work)); /* the DDP step */
         TRY(tc_work_wait_stream(work, NULL)); /* the update waits on the GPU, not the host */
         TRY(tc_work_destroy(work));
         TRY(tc_tensor_mul(grad, lr, &scaled));
@@ -94,7 +94,7 @@ int main(void)
         tc_tensor_release(scaled);
     }
     float got[D];
-    TRY(tc_tensor_to_host(w, got, TC_FLOAT32));
+    TRY(tc_tensor_to_host(w, TC_FLOAT32, got));
     double worst = 0;
     for (int i = 0; i < D; i++)
         worst = maxd(worst, absd(got[i] - truth[i]));
@@ -104,6 +104,6 @@ int main(void)
     tc_tensor_release(x), tc_tensor_release(xt), tc_tensor_release(w_true);
     tc_tensor_release(y), tc_tensor_release(w), tc_tensor_release(lr);
     tc_generator_destroy(g);
-    TRY(tc_dist_destroy(pg));
+    TRY(tc_process_group_destroy(pg));
     return worst < 1e-2 ? 0 : 1;
 }

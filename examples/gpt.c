@@ -270,7 +270,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
     DO(s, tc_tensor_add_(x, proj));
     LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln2_w, w->ln2_b, 1e-5, &h));
     LET(s, f, tc_nn_linear(h, w->fc_w, w->fc_b, &f));
-    LET(s, g, tc_tensor_gelu(f, TC_GELU_TANH, &g));
+    LET(s, g, tc_tensor_gelu(f, TC_GELU_APPROXIMATE_TANH, &g));
     LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
     DO(s, tc_tensor_add_(x, down));
 }
@@ -279,7 +279,7 @@ static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, t
  * first T positions when there is a cache. */
 static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits)
 {
-    tc_nvtx_range_push("prefill"); /* for profilers: scripts/profile.sh gpt */
+    tc_nvtx_range_push("prefill", NULL); /* for profilers: scripts/profile.sh gpt */
     scratch s = {.st = TC_OK};
     int64_t T = tc_tensor_size(tokens, 1);
     LET(&s, pos, tc_tensor_arange(0, (double)T, 1, TC_INT64, m->dev, &pos));
@@ -302,7 +302,7 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
     tc_tensor *out = NULL;
     DO(&s, tc_nn_linear(h, m->wte, NULL, &out)); /* not kept: it is the result */
     tc_status st = scratch_end(&s);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK) {
         fprintf(stderr, "gpt: prefill: %s failed: %s\n", s.what, tc_last_error());
         return st;
@@ -318,7 +318,7 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
 static tc_status gpt_step(void *ctx)
 {
     gpt *m = ctx;
-    tc_nvtx_range_push("decode_step");
+    tc_nvtx_range_push("decode_step", NULL);
     scratch s = {.st = TC_OK};
     int64_t B = m->B, H = m->n_head, hd = m->C / m->n_head, S = m->S;
     int64_t one4[4] = {1, 1, 1, 1}, at_sizes[4] = {B, H, 1, hd}, q_sizes[3] = {B * H, 1, hd},
@@ -355,7 +355,7 @@ static tc_status gpt_step(void *ctx)
     DO(&s, tc_tensor_copy_(m->tok, next, false));
     DO(&s, tc_tensor_add_(m->pos, m->one));
     tc_status st = scratch_end(&s);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK)
         fprintf(stderr, "gpt: decode step: %s failed: %s\n", s.what, tc_last_error());
     return st;
@@ -417,7 +417,7 @@ static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph,
         tc_tensor_release(tok0);
         tc_tensor_release(pos0);
         TRY(tc_graph_create(&g));
-        tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_mempool_id){0}, NULL,
+        tc_graph_capture_guard cg = tc_graph_capture_guard_enter(g, (tc_graph_pool_id){0}, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
         TRY(cg.status);
         tc_status st = gpt_step(m);
@@ -484,10 +484,10 @@ static int check(gpt *m, const char *ref_path, bool graph)
                 (long long)tc_tensor_numel(logits), (long long)nl);
         rc = 1;
     } else {
-        TRY(tc_tensor_to_host(logits, got, TC_FLOAT32));
-        TRY(tc_tensor_to_host(want_logits, want, TC_FLOAT32));
-        TRY(tc_tensor_to_host(out, gt, TC_INT64));
-        TRY(tc_tensor_to_host(want_tokens, wt, TC_INT64));
+        TRY(tc_tensor_to_host(logits, TC_FLOAT32, got));
+        TRY(tc_tensor_to_host(want_logits, TC_FLOAT32, want));
+        TRY(tc_tensor_to_host(out, TC_INT64, gt));
+        TRY(tc_tensor_to_host(want_tokens, TC_INT64, wt));
         double diff = 0, big = 0;
         for (int64_t i = 0; i < nl; i++) {
             diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
@@ -609,7 +609,7 @@ int main(int argc, char **argv)
         double secs;
         gpt_generate(&m, p, n_new, graph, out, NULL, &secs);
         int64_t *gen = malloc((size_t)n_new * sizeof *gen);
-        TRY(tc_tensor_to_host(out, gen, TC_INT64));
+        TRY(tc_tensor_to_host(out, TC_INT64, gen));
         for (int64_t i = 0; i < n_new; i++)
             printf("%s%lld", i ? "," : "", (long long)gen[i]);
         printf("\n%.1f tokens/s\n", (double)(n_new - 1) / secs);

@@ -57,7 +57,7 @@ static tc_status step(void *ctx)
     tc_tensor *h, *a, *p, *d, *d2, *loss = NULL, *dp, *at, *dw2, *w2t, *da, *mask, *dh, *xt, *dw1,
                                    *u1, *n1, *u2, *n2;
     /* a range for profilers (scripts/profile.sh mlp) */
-    tc_nvtx_range_push("mlp_step");
+    tc_nvtx_range_push("mlp_step", NULL);
     OP(h, tc_tensor_matmul(m->x, m->w1, &h)); /* forward */
     OP(a, tc_tensor_relu(h, &a));
     OP(p, tc_tensor_matmul(a, m->w2, &p));
@@ -84,7 +84,7 @@ static tc_status step(void *ctx)
         st = tc_tensor_copy_(m->w2, n2, false);
     for (int i = 0; i < n; i++)
         tc_tensor_release(tmp[i]);
-    tc_nvtx_range_pop();
+    tc_nvtx_range_pop(NULL);
     if (st != TC_OK) {
         if (loss)
             tc_tensor_release(loss);
@@ -152,7 +152,7 @@ static double graph_run(mlp *m, tc_graph_order order, int steps, tc_tensor *w1_0
     tc_graphed_callable *c;
     tc_graph_fn fn = step;
     void *ctx = m;
-    TRY(tc_make_graphed_callables_ordered(1, &fn, &ctx, 3, order, &c));
+    TRY(tc_make_graphed_callables_ordered(&fn, &ctx, 1, 3, order, &c));
     reset_weights(m, w1_0, w2_0); /* the warm-up trained: start over */
     TRY(tc_synchronize(-1));
     double t0 = now_s();
@@ -212,7 +212,7 @@ int main(void)
         TRY(tc_synchronize(-1));
     double eager_s = now_s() - t0;
     float *el = malloc(sizeof(float) * steps), *gl = malloc(sizeof(float) * steps);
-    TRY(tc_tensor_to_host(eager_losses, el, TC_FLOAT32));
+    TRY(tc_tensor_to_host(eager_losses, TC_FLOAT32, el));
     printf("%s, %d steps of a %d-%d-%d MLP on a batch of %d\n", gpu ? "cuda:0" : "cpu", steps, DIN,
            HID, DOUT, B);
     printf("eager: loss %.6f -> %.6f, %.2f us per step\n", el[0], el[steps - 1],
@@ -228,7 +228,7 @@ int main(void)
         tc_graph_order orders[2] = {TC_GRAPH_ORDER_STREAM, TC_GRAPH_ORDER_DATA};
         for (int k = 0; k < 2; k++) {
             double graph_s = graph_run(&m, orders[k], steps, w1_0, w2_0, graph_losses);
-            TRY(tc_tensor_to_host(graph_losses, gl, TC_FLOAT32));
+            TRY(tc_tensor_to_host(graph_losses, TC_FLOAT32, gl));
             double worst = 0;
             for (int i = 0; i < steps; i++) {
                 double d = (double)gl[i] - el[i],

@@ -25,7 +25,7 @@ static void print(const char *name, const tc_tensor *t)
 {
     double v[12];
     int64_t n = tc_tensor_numel(t);
-    if (n > 12 || tc_tensor_to_host(t, v, TC_FLOAT64) != TC_OK)
+    if (n > 12 || tc_tensor_to_host(t, TC_FLOAT64, v) != TC_OK)
         return;
     printf("%-6s", name);
     for (int64_t i = 0; i < n; i++)
@@ -43,7 +43,7 @@ int main(void)
     /* 1. one output, two extra scalars with defaults */
     tc_jit_fn *axpby = NULL;
     tc_jit_options opts = {.scalars = "alpha=1.0, beta=1.0"};
-    TRY(tc_jit_create_fn(
+    TRY(tc_jit_fn_create(
         "template <typename T>\n"
         "T fused_axpby(T x, T y, T alpha, T beta) { return alpha * x + beta * y; }",
         &opts, &axpby));
@@ -66,7 +66,7 @@ int main(void)
 
     /* 2. two outputs, returned through reference parameters */
     tc_jit_fn *polar = NULL;
-    TRY(tc_jit_create_multi_output_fn("template <typename T>\n"
+    TRY(tc_jit_fn_create_multi_output("template <typename T>\n"
                                       "void polar(T x, T y, T &r, T &theta) {\n"
                                       "    r = sqrt(x * x + y * y);\n"
                                       "    theta = atan2(y, x);\n"

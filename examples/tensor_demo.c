@@ -44,7 +44,7 @@ int main(void)
     const float *yv = tc_tensor_data_ptr(ycpu);
     int64_t cls[4];
     double mean;
-    TRY(tc_tensor_to_host(best, cls, TC_INT64));
+    TRY(tc_tensor_to_host(best, TC_INT64, cls));
     TRY(tc_tensor_item(m, &mean));
     for (int i = 0; i < 4; i++)
         printf("sample %d: p = [%.4f %.4f], class %lld\n", i, yv[2 * i], yv[2 * i + 1],
@@ -52,8 +52,8 @@ int main(void)
     printf("mean probability %.4f\n", mean);
 
     if (dev.type == TC_CUDA) { /* tensors' GPU memory comes from the caching allocator */
-        char *summary = tc_memory_summary(-1, true);
-        if (summary) {
+        char *summary;
+        if (tc_memory_summary(TC_CURRENT_DEVICE, true, &summary) == TC_OK) {
             printf("%s\n", summary);
             tc_free(summary);
         }

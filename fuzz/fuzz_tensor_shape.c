@@ -95,7 +95,7 @@ static bool read_values(const tc_tensor *t, double *buf)
     FZ_CHECK(n >= 0);
     if (n > MAX_READ)
         return false;
-    tc_status st = tc_tensor_to_host(t, buf, TC_FLOAT64);
+    tc_status st = tc_tensor_to_host(t, TC_FLOAT64, buf);
     if (st != TC_OK)
         fprintf(stderr, "to_host: %s\n", tc_last_error());
     FZ_CHECK(st == TC_OK);

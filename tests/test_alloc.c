@@ -120,7 +120,7 @@ static tc__allocator *mk(const char *conf, size_t capacity, size_t gran)
 
 static int64_t S(tc__allocator *a, const char *key)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     tc__alloc_stats(a, &s);
     int64_t v = -1;
     CHECK(tc__stats_get(&s, key, &v));
@@ -464,7 +464,7 @@ static void test_private_pool(void)
     CHECK_OK(tc__alloc_malloc(a, 1000, 1, &r)); /* the pool's memory is not reused */
     CHECK(r != p);
     CHECK(S(a, "segment.all.current") == 3);
-    struct tc_memory_snapshot snap = {0};
+    tc_memory_snapshot_info snap = {0};
     CHECK_OK(tc__alloc_snapshot(a, &snap));
     int in_pool = 0;
     for (size_t i = 0; i < snap.num_segments; i++)

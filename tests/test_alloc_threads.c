@@ -50,7 +50,7 @@ static void *watcher(void *arg)
     (void)arg;
     unsigned it = 0;
     while (atomic_load(&running) > 0) {
-        struct tc_memory_stats s;
+        tc_memory_stats_info s;
         tc__alloc_stats(a, &s);
         if (s.allocated_bytes[0].current > s.reserved_bytes[0].current)
             atomic_fetch_add(&errors, 1);
@@ -81,7 +81,7 @@ int main(void)
     CHECK(atomic_load(&errors) == 0);
     char why[256];
     CHECK(tc__alloc_check(a, why, sizeof why) == 0);
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     tc__alloc_stats(a, &s);
     CHECK(s.allocated_bytes[0].current == 0 && s.allocation[0].allocated == s.allocation[0].freed);
     tc__alloc_empty_cache(a);

@@ -167,7 +167,9 @@ static void test_many_devices(int n)
     int devs[8];
     for (int i = 0; i < n; i++)
         devs[i] = n - 1 - i; /* the source (0) last */
-    printf("%d GPUs; peer access 0->1: %s\n", n, tc_can_device_access_peer(0, 1) ? "yes" : "no");
+    bool peer = false;
+    CHECK_OK(tc_can_device_access_peer(0, 1, &peer));
+    printf("%d GPUs; peer access 0->1: %s\n", n, peer ? "yes" : "no");
 
     int64_t sz[2] = {64, 33};
     int64_t numel = 64 * 33;

@@ -20,7 +20,8 @@ extern char **environ;
 /* Child exit codes: 0 as expected, 1.. the first check that failed. */
 static int child_valid(int want_mode, int want_blocking)
 {
-    if (tc_get_sync_debug_mode() != want_mode)
+    tc_sync_debug_mode mode;
+    if (tc_get_sync_debug_mode(&mode) != TC_OK || (int)mode != want_mode)
         return 1;
     if (tc_launch_blocking() != (want_blocking != 0))
         return 2;
@@ -38,7 +39,9 @@ static int child_invalid(const char *var, const char *value)
     bool sync_var = strcmp(var, "TCUDA_SYNC_DEBUG_MODE") == 0;
     if (sync_var) {
         /* the getter does not pretend the mode is 0 */
-        if (tc_get_sync_debug_mode() != -1 || !strstr(tc_last_error(), want) ||
+        tc_sync_debug_mode mode = TC_SYNC_DEBUG_MODE_WARN;
+        if (tc_get_sync_debug_mode(&mode) != TC_ERROR_INVALID_ARGUMENT ||
+            mode != TC_SYNC_DEBUG_MODE_WARN || !strstr(tc_last_error(), want) ||
             strncmp(tc_last_error(), "tc_get_sync_debug_mode: ", 24) != 0)
             return 10;
     } else if (tc_launch_blocking()) {
@@ -59,7 +62,9 @@ static int child_invalid(const char *var, const char *value)
         return 15;
     if (sync_var) {
         /* setting a mode replaces the bad value: initialization goes on */
-        if (tc_set_sync_debug_mode(1) != TC_OK || tc_get_sync_debug_mode() != 1)
+        tc_sync_debug_mode mode;
+        if (tc_set_sync_debug_mode(TC_SYNC_DEBUG_MODE_WARN) != TC_OK ||
+            tc_get_sync_debug_mode(&mode) != TC_OK || mode != TC_SYNC_DEBUG_MODE_WARN)
             return 16;
         if (tc_init() != TC_ERROR_NO_DEVICE)
             return 17;

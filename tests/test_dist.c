@@ -78,11 +78,11 @@ static void test_env(void)
     CHECK_STATUS(tc_dist_options_from_env(NULL), TC_ERROR_INVALID_ARGUMENT);
     tc_process_group *pg = (tc_process_group *)0x1;
     o.rank = 8;
-    CHECK_STATUS(tc_dist_init(&o, &pg), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(strstr(tc_last_error(), "tc_dist_init: rank 8") == tc_last_error());
+    CHECK_STATUS(tc_process_group_create(&o, &pg), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_process_group_create: rank 8") == tc_last_error());
     CHECK(pg == (tc_process_group *)0x1);
-    CHECK_STATUS(tc_dist_init(NULL, &pg), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_dist_all_reduce(NULL, NULL, TC_REDUCE_SUM, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_process_group_create(NULL, &pg), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(NULL, NULL, TC_REDUCE_OP_SUM, NULL), TC_ERROR_INVALID_ARGUMENT);
     void *junk = tc_test_garbage(256);
     CHECK_STATUS(tc_dist_barrier(junk), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_work_wait(junk), TC_ERROR_INVALID_HANDLE);

@@ -10,7 +10,7 @@
  * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY).
  *
  * On one GPU, with a fake NCCL (support/fake_nccl.c) in a child process:
- * a communicator whose setup never ends fails tc_dist_init with
+ * a communicator whose setup never ends fails tc_process_group_create with
  * TC_ERROR_IO after the timeout (and is aborted once); an operation that is
  * never queued times out in one thread while another thread is inside an
  * operation of the same group: both fail with TC_ERROR_INVALID_STATE, the
@@ -67,14 +67,14 @@ static double reduced(int64_t i, void *p)
     for (int r = 1; r < c->world; r++) {
         double x = val(i, r);
         switch (c->op) {
-        case TC_REDUCE_SUM:
-        case TC_REDUCE_AVG: acc += x; break;
-        case TC_REDUCE_PROD: acc *= x; break;
-        case TC_REDUCE_MIN: acc = fmin(acc, x); break;
-        case TC_REDUCE_MAX: acc = fmax(acc, x); break;
+        case TC_REDUCE_OP_SUM:
+        case TC_REDUCE_OP_AVG: acc += x; break;
+        case TC_REDUCE_OP_PROD: acc *= x; break;
+        case TC_REDUCE_OP_MIN: acc = fmin(acc, x); break;
+        case TC_REDUCE_OP_MAX: acc = fmax(acc, x); break;
         }
     }
-    return c->op == TC_REDUCE_AVG ? acc / c->world : acc;
+    return c->op == TC_REDUCE_OP_AVG ? acc / c->world : acc;
 }
 static double of_rank(int64_t i, void *p) { return val(i, *(int *)p); }
 typedef struct {
@@ -89,7 +89,7 @@ static double gathered(int64_t i, void *p)
 static double scattered(int64_t i, void *p)
 {
     slice_ctx *c = p;
-    red_ctx sum = {c->world, TC_REDUCE_SUM};
+    red_ctx sum = {c->world, TC_REDUCE_OP_SUM};
     return reduced(c->rank * c->per + i, &sum);
 }
 /* all_to_all: slice s of rank r's input is idx(s * per + k, r) */
@@ -109,12 +109,13 @@ static void wait_destroy(tc_work *w)
 /* Every operation on a group; values checked for any world size. */
 static void run_all(tc_process_group *pg)
 {
-    int rank = tc_dist_rank(pg), world = tc_dist_world_size(pg), dev = tc_dist_device(pg);
+    int rank = tc_process_group_rank(pg), world = tc_process_group_size(pg),
+        dev = tc_process_group_device(pg);
     const int64_t n = 1000;
     tc_dtype dts[3] = {TC_FLOAT32, TC_INT32, TC_FLOAT64};
     for (int d = 0; d < 3; d++)
-        for (tc_reduce_op op = TC_REDUCE_SUM; op <= TC_REDUCE_AVG; op++) {
-            if (op == TC_REDUCE_AVG && dts[d] == TC_INT32)
+        for (tc_reduce_op op = TC_REDUCE_OP_SUM; op <= TC_REDUCE_OP_AVG; op++) {
+            if (op == TC_REDUCE_OP_AVG && dts[d] == TC_INT32)
                 continue; /* an integer average truncates: not compared */
             tc_tensor *t = filled(dev, n, dts[d], val, rank);
             tc_work *w = NULL;
@@ -132,9 +133,9 @@ static void run_all(tc_process_group *pg)
     tc_tensor_release(t);
     t = filled(dev, n, TC_FLOAT32, val, rank);
     tc_work *w = NULL;
-    CHECK_OK(tc_dist_reduce(pg, t, root, TC_REDUCE_MAX, &w));
+    CHECK_OK(tc_dist_reduce(pg, t, root, TC_REDUCE_OP_MAX, &w));
     CHECK_OK(tc_work_wait_stream(w, NULL));
-    red_ctx mx = {world, TC_REDUCE_MAX};
+    red_ctx mx = {world, TC_REDUCE_OP_MAX};
     if (rank == root)
         CHECK(all_near(t, reduced, &mx));
     else
@@ -158,7 +159,7 @@ static void run_all(tc_process_group *pg)
 
     in = filled(dev, all, TC_FLOAT32, val, rank);
     CHECK_OK(tc_tensor_zeros(1, &per, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &out));
-    CHECK_OK(tc_dist_reduce_scatter(pg, out, in, TC_REDUCE_SUM, &w));
+    CHECK_OK(tc_dist_reduce_scatter(pg, out, in, TC_REDUCE_OP_SUM, &w));
     wait_destroy(w);
     CHECK(all_near(out, scattered, &sc));
     tc_tensor_release(in);
@@ -196,7 +197,7 @@ static void run_all(tc_process_group *pg)
 
 static void bad_arguments(tc_process_group *pg)
 {
-    int dev = tc_dist_device(pg);
+    int dev = tc_process_group_device(pg);
     int64_t n = 8;
     tc_tensor *cpu = NULL, *b = NULL, *g = NULL, *wide = NULL, *tr = NULL;
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CPU, -1}, &cpu));
@@ -206,13 +207,14 @@ static void bad_arguments(tc_process_group *pg)
     CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &wide));
     CHECK_OK(tc_tensor_transpose(wide, 0, 1, &tr));
     tc_work *w = (tc_work *)0x1;
-    CHECK_STATUS(tc_dist_all_reduce(pg, cpu, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_SUM, &w), TC_ERROR_DTYPE);
-    CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, cpu, TC_REDUCE_OP_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_all_reduce(pg, b, TC_REDUCE_OP_SUM, &w), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_dist_all_reduce(pg, tr, TC_REDUCE_OP_SUM, &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_all_reduce(pg, g, (tc_reduce_op)9, &w), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_dist_broadcast(pg, g, tc_dist_world_size(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_broadcast(pg, g, tc_process_group_size(pg), &w),
+                 TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_dist_all_gather(pg, g, wide, &w), TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_dist_send(pg, g, tc_dist_rank(pg), &w), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_dist_send(pg, g, tc_process_group_rank(pg), &w), TC_ERROR_INVALID_ARGUMENT);
     CHECK(w == (tc_work *)0x1);
     tc_tensor_release(cpu);
     tc_tensor_release(b);
@@ -251,7 +253,7 @@ static void *race(void *p)
     racer *r = p;
     usleep(r->delay_us);
     double t0 = tc_test_now_ms();
-    r->st = tc_dist_all_reduce(r->pg, r->t, TC_REDUCE_SUM, NULL);
+    r->st = tc_dist_all_reduce(r->pg, r->t, TC_REDUCE_OP_SUM, NULL);
     r->took_s = (tc_test_now_ms() - t0) / 1000;
     return NULL;
 }
@@ -268,7 +270,7 @@ static int fake_main(const char *mode)
     o.timeout_s = 1;
     tc_process_group *pg = NULL;
     double t0 = tc_test_now_ms();
-    tc_status st = tc_dist_init(&o, &pg);
+    tc_status st = tc_process_group_create(&o, &pg);
     double took = (tc_test_now_ms() - t0) / 1000;
     if (!strcmp(mode, "init_hangs")) {
         CHECK(st == TC_ERROR_IO && took >= 0.9 && took < 10);
@@ -295,13 +297,13 @@ static int fake_main(const char *mode)
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
         CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
         CHECK(strstr(tc_last_error(), "aborted") != NULL);
-        CHECK_OK(tc_dist_destroy(pg));
+        CHECK_OK(tc_process_group_destroy(pg));
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_destroys") == 0);
     } else { /* "ok" */
         tc_work *w = NULL;
-        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         CHECK_OK(tc_work_wait(w));
-        CHECK_OK(tc_dist_destroy(pg)); /* the work holds the group */
+        CHECK_OK(tc_process_group_destroy(pg)); /* the work holds the group */
         CHECK(fake_count("fake_nccl_finalizes") == 0);
         CHECK_OK(tc_work_destroy(w)); /* the last reference: finalize, destroy */
         CHECK(fake_count("fake_nccl_finalizes") == 1 && fake_count("fake_nccl_destroys") == 1);
@@ -337,7 +339,7 @@ static int rank_main(const char *mode)
 {
     tc_test_init();
     tc_process_group *pg = NULL;
-    if (tc_dist_init_from_env(&pg) != TC_OK) {
+    if (tc_process_group_create_from_env(&pg) != TC_OK) {
         fprintf(stderr, "rank %s: %s\n", getenv("RANK"), tc_last_error());
         return 20;
     }
@@ -345,13 +347,14 @@ static int rank_main(const char *mode)
         run_all(pg);
         bad_arguments(pg);
     } else { /* "die": rank 1 leaves; rank 0's all_reduce must fail cleanly */
-        if (tc_dist_rank(pg) == 1)
+        if (tc_process_group_rank(pg) == 1)
             _exit(0);
         int64_t n = 1 << 20;
         tc_tensor *t = NULL;
-        CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, tc_dist_device(pg)}, &t));
+        CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32,
+                                (tc_device){TC_CUDA, tc_process_group_device(pg)}, &t));
         tc_work *w = NULL;
-        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_SUM, &w));
+        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         double t0 = tc_test_now_ms();
         tc_status st = tc_work_wait(w);
         printf("rank 0: wait after the peer died: %s (%.1f s): %s\n", tc_status_string(st),
@@ -361,7 +364,7 @@ static int rank_main(const char *mode)
         tc_work_destroy(w);
         _exit(tc_test_failed ? 1 : 0); /* the GPU may be left busy: no orderly teardown */
     }
-    CHECK_OK(tc_dist_destroy(pg));
+    CHECK_OK(tc_process_group_destroy(pg));
     return TC_TEST_DONE();
 }
 
@@ -414,7 +417,7 @@ int main(int argc, char **argv)
     o.master_port = 29517;
     o.timeout_s = 60;
     tc_process_group *pg = NULL;
-    tc_status st = tc_dist_init(&o, &pg);
+    tc_status st = tc_process_group_create(&o, &pg);
     if (st == TC_ERROR_NOT_SUPPORTED) {
         printf("skipped: NCCL was not found: %s\n", tc_last_error());
         return 77;
@@ -422,11 +425,12 @@ int main(int argc, char **argv)
     CHECK_OK(st);
     if (st != TC_OK)
         return TC_TEST_DONE();
-    CHECK(tc_dist_rank(pg) == 0 && tc_dist_world_size(pg) == 1 && tc_dist_device(pg) == 0);
+    CHECK(tc_process_group_rank(pg) == 0 && tc_process_group_size(pg) == 1 &&
+          tc_process_group_device(pg) == 0);
     run_all(pg);
     bad_arguments(pg);
-    CHECK_OK(tc_dist_destroy(pg));
-    CHECK_STATUS(tc_dist_destroy(pg), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc_process_group_destroy(pg));
+    CHECK_STATUS(tc_process_group_destroy(pg), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_HANDLE);
 #ifdef TC_TEST_FAKE_NCCL
     CHECK(spawn_fake("ok") == 0);

@@ -75,7 +75,7 @@ static int ipc_child(const char *hex, double launched)
 static void check_ipc(char *self)
 {
     tc_event *e;
-    CHECK_OK(tc_event_create(TC_EVENT_INTERPROCESS | TC_EVENT_BLOCKING, &e));
+    CHECK_OK(tc_event_create(TC_EVENT_FLAG_INTERPROCESS | TC_EVENT_FLAG_BLOCKING, &e));
     tc_stream *s;
     CHECK_OK(tc_stream_create(0, 0, &s));
     double launched = tc_test_now_ms();
@@ -155,13 +155,13 @@ int main(int argc, char **argv)
     TC_TEST_REQUIRE_GPU();
 
     tc_event *start, *end, *plain;
-    CHECK_OK(tc_event_create(TC_EVENT_TIMING, &start));
-    CHECK_OK(tc_event_create(TC_EVENT_TIMING | TC_EVENT_BLOCKING, &end));
-    CHECK_OK(tc_event_create(TC_EVENT_DEFAULT, &plain));
+    CHECK_OK(tc_event_create(TC_EVENT_FLAG_TIMING, &start));
+    CHECK_OK(tc_event_create(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_BLOCKING, &end));
+    CHECK_OK(tc_event_create(TC_EVENT_FLAG_DEFAULT, &plain));
     tc_event *bad = (tc_event *)0x1;
     CHECK_STATUS(tc_event_create(0x80, &bad), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strncmp(tc_last_error(), "tc_event_create: unknown flags 0x80", 35) == 0);
-    CHECK_STATUS(tc_event_create(TC_EVENT_TIMING | TC_EVENT_INTERPROCESS, &bad),
+    CHECK_STATUS(tc_event_create(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_INTERPROCESS, &bad),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(bad == (tc_event *)0x1);
 
@@ -206,7 +206,7 @@ int main(int argc, char **argv)
     /* an event without timing */
     CHECK_OK(tc_event_record(plain, s));
     CHECK_STATUS(tc_event_elapsed_time(start, plain, &ms), TC_ERROR_INVALID_STATE);
-    CHECK(strstr(tc_last_error(), "TC_EVENT_TIMING") != NULL);
+    CHECK(strstr(tc_last_error(), "TC_EVENT_FLAG_TIMING") != NULL);
     CHECK_STATUS(tc_event_elapsed_time(start, end, NULL), TC_ERROR_INVALID_ARGUMENT);
 
     /* recorded on the current stream (NULL) */

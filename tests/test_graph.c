@@ -40,7 +40,7 @@ static void check_without_gpu(void)
     CHECK_STATUS(tc_graph_create(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_graph_create(&g), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_graph_create", "") && g == (tc_graph *)0x1);
-    tc_mempool_id id = {42};
+    tc_graph_pool_id id = {42};
     CHECK_STATUS(tc_graph_pool_handle(&id), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_graph_pool_handle", "") && id.id == 42);
     CHECK_STATUS(tc_graph_pool_handle(NULL), TC_ERROR_INVALID_ARGUMENT);
@@ -50,12 +50,12 @@ static void check_without_gpu(void)
     CHECK_STATUS(tc_make_graphed_callable(NULL, NULL, 3, &c), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_make_graphed_callable(nothing, NULL, -1, &c), TC_ERROR_INVALID_ARGUMENT);
     tc_graph_fn fns[2] = {nothing, nothing};
-    CHECK_STATUS(tc_make_graphed_callables(2, fns, NULL, 1, &c), TC_ERROR_NO_DEVICE);
-    CHECK_STATUS(tc_make_graphed_callables(0, fns, NULL, 1, &c), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_make_graphed_callables(fns, NULL, 2, 1, &c), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_make_graphed_callables(fns, NULL, 0, 1, &c), TC_ERROR_INVALID_ARGUMENT);
     CHECK(!tc_is_current_stream_capturing());
 
     tc_graph *junk = tc_test_garbage(256);
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph *hs[2] = {NULL, junk};
     for (int i = 0; i < 2; i++) {
         tc_status want = i == 0 ? TC_ERROR_INVALID_ARGUMENT : TC_ERROR_INVALID_HANDLE;
@@ -241,14 +241,14 @@ static void test_replay_matches_eager(void)
 
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
-    tc_stream *def = tc_current_stream(-1);
-    tc_mempool_id none = {0};
+    tc_stream *def = tc_test_current_stream(-1);
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
-    CHECK(tc_current_stream(-1) != def && tc_is_current_stream_capturing());
+    CHECK(tc_test_current_stream(-1) != def && tc_is_current_stream_capturing());
     CHECK_OK(run_work(&w));
     CHECK_OK(tc_graph_capture_guard_exit(&gd));
-    CHECK(tc_current_stream(-1) == def && !tc_is_current_stream_capturing());
+    CHECK(tc_test_current_stream(-1) == def && !tc_is_current_stream_capturing());
     for (int rep = 0; rep < 3; rep++) {
         refill(w.x, x);
         refill(w.a, a);
@@ -290,7 +290,7 @@ static void test_replay_matches_eager(void)
 static void test_bad_inputs(void)
 {
     tc_graph *g;
-    tc_mempool_id none = {0}, id = {7};
+    tc_graph_pool_id none = {0}, id = {7};
     CHECK_OK(tc_graph_create(&g));
     CHECK_STATUS(tc_graph_replay(g), TC_ERROR_INVALID_STATE);
     CHECK(says("tc_graph_replay", "nothing was captured"));
@@ -307,7 +307,7 @@ static void test_bad_inputs(void)
     tc_stream *s;
     CHECK_OK(tc_stream_create(-1, 0, &s));
     CHECK_STATUS(tc_graph_capture_begin(g, none, s, (tc_capture_mode)7), TC_ERROR_INVALID_ARGUMENT);
-    tc_mempool_id future = {UINT64_MAX};
+    tc_graph_pool_id future = {UINT64_MAX};
     CHECK_STATUS(tc_graph_capture_begin(g, future, s, TC_CAPTURE_MODE_GLOBAL),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(!tc_is_current_stream_capturing());
@@ -328,7 +328,7 @@ static void test_bad_inputs(void)
     CHECK_STATUS(tc_graph_replay(g), TC_ERROR_INVALID_STATE);
     CHECK(says("tc_graph_replay", "still underway"));
     CHECK_STATUS(tc_graph_reset(g), TC_ERROR_INVALID_STATE);
-    tc_mempool_id pool = {0};
+    tc_graph_pool_id pool = {0};
     CHECK_OK(tc_graph_pool(g, &pool));
     CHECK(pool.id != 0);
     CHECK_OK(tc_graph_capture_end(g)); /* an empty capture is fine */
@@ -360,7 +360,7 @@ static void test_bad_inputs(void)
 /* The snapshot's pool id of the segment holding p (0: default pool, -1: none). */
 static int64_t pool_of(const void *p)
 {
-    struct tc_memory_snapshot *snap;
+    tc_memory_snapshot_info *snap;
     int64_t id = -1;
     CHECK_OK(tc_memory_snapshot(&snap));
     for (size_t i = 0; i < snap->num_segments; i++) {
@@ -368,7 +368,7 @@ static int64_t pool_of(const void *p)
         if ((uintptr_t)p >= s->address && (uintptr_t)p < s->address + s->total_size)
             id = (int64_t)s->segment_pool_id;
     }
-    tc_memory_snapshot_free(snap);
+    CHECK_OK(tc_memory_snapshot_destroy(snap));
     return id;
 }
 
@@ -378,8 +378,8 @@ static void test_memory(void)
     CHECK_OK(tc_stream_create(-1, 0, &s));
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0}, pool;
-    size_t before = tc_memory_allocated(-1);
+    tc_graph_pool_id none = {0}, pool;
+    size_t before = tc_test_bytes(tc_memory_allocated, -1);
     CHECK_OK(tc_graph_capture_begin(g, none, s, TC_CAPTURE_MODE_GLOBAL));
     CHECK_OK(tc_graph_pool(g, &pool));
     void *p1 = NULL, *p2 = NULL, *keep = NULL;
@@ -393,7 +393,7 @@ static void test_memory(void)
     CHECK_OK(tc_tensor_zeros(1, (int64_t[]){1000}, TC_FLOAT32, CUDA0, &t));
     tc_stream_guard_exit(&sg);
     CHECK_OK(tc_graph_capture_end(g));
-    CHECK(tc_memory_allocated(-1) >= before + 4096 + (1 << 20) + 4000);
+    CHECK(tc_test_bytes(tc_memory_allocated, -1) >= before + 4096 + (1 << 20) + 4000);
     CHECK(pool_of(p2) == (int64_t)pool.id && pool_of(keep) == (int64_t)pool.id);
     CHECK(pool_of(tc_tensor_data_ptr(t)) == (int64_t)pool.id);
     /* freed after capture, pool memory is not handed out outside the pool */
@@ -470,7 +470,7 @@ static void test_shared_pool(void)
     chain c = {0};
     c.x = random_tensor(1, (int64_t[]){N}, CUDA0, &x);
     CHECK_OK(tc_tensor_ones(0, NULL, TC_FLOAT32, CUDA0, &c.one));
-    tc_mempool_id pool = {0}, p1, p2;
+    tc_graph_pool_id pool = {0}, p1, p2;
     CHECK_OK(tc_graph_pool_handle(&pool));
     tc_graph *g1, *g2;
     CHECK_OK(tc_graph_create(&g1));
@@ -542,8 +542,8 @@ static void test_random(void)
     CHECK_OK(draw(&r)); /* eager, before capture */
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
-    uint64_t off0 = tc_generator_offset(gpu);
+    tc_graph_pool_id none = {0};
+    uint64_t off0 = tc_test_gen_offset(gpu);
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(draw(&r));
@@ -552,7 +552,7 @@ static void test_random(void)
     CHECK_OK(tc_generator_create(CUDA0, 5, &other));
     CHECK_STATUS(tc_tensor_uniform_(r.u, 0, 1, other), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_graph_capture_guard_exit(&gd));
-    CHECK(tc_generator_offset(gpu) == off0); /* capture draws nothing */
+    CHECK(tc_test_gen_offset(gpu) == off0); /* capture draws nothing */
     uint64_t blocks = 2 * ((R + 3) / 4);
     tc_tensor *cu, *cn;
     CHECK_OK(tc_tensor_empty(1, (int64_t[]){R}, TC_FLOAT32, CPU, &cu));
@@ -568,9 +568,9 @@ static void test_random(void)
         }
         tc_rng_state st;
         CHECK_OK(tc_generator_get_state(gpu, &st));
-        uint64_t before = tc_generator_offset(gpu);
+        uint64_t before = tc_test_gen_offset(gpu);
         CHECK_OK(tc_graph_replay(g));
-        CHECK(tc_generator_offset(gpu) == before + blocks);
+        CHECK(tc_test_gen_offset(gpu) == before + blocks);
         /* what the same fills draw eagerly from that state (on the CPU) */
         CHECK_OK(tc_generator_set_state(cpu, &st));
         CHECK_OK(tc_tensor_uniform_(cu, -1, 3, cpu));
@@ -644,7 +644,7 @@ static void test_sync_calls(void)
     CHECK_OK(tc_stream_record_event(e.other, &e.ev));
     CHECK_OK(tc_tensor_full(0, NULL, 2.5, TC_FLOAT32, CUDA0, &e.dev1));
     CHECK_OK(tc_tensor_full(0, NULL, 4.5, TC_FLOAT32, CPU, &e.host));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     for (int kind = 0; kind < 10; kind++) {
         tc_graph *g;
         CHECK_OK(tc_graph_create(&g));
@@ -708,7 +708,7 @@ static void check_mode(tc_capture_mode mode, bool other_ok, bool own_ok)
     CHECK_OK(tc_tensor_ones(1, (int64_t[]){64}, TC_FLOAT32, CUDA0, &x));
     tc_graph *g;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, cap, mode);
     CHECK_OK(gd.status);
     tc_tensor *y;
@@ -800,7 +800,7 @@ static void test_update(void)
     CHECK_OK(tc_graph_create(&g));
     tc_graph_update_result how = (tc_graph_update_result)9;
     CHECK_STATUS(tc_graph_update(g, run_scaled, &s, &how), TC_ERROR_INVALID_STATE);
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(run_scaled(&s));
@@ -810,14 +810,14 @@ static void test_update(void)
     /* same topology, another tensor: updated in place */
     s.k = k2;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));
     check_scaled(&s, x, -0.5);
     /* one more kernel: instantiated again */
     s.twice = true;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_REINSTANTIATED);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_REINSTANTIATED);
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));
     check_scaled(&s, x, -0.5);
@@ -851,7 +851,7 @@ static void test_update(void)
     CHECK_OK(tc_stream_create(-1, 0, &other));
     s.k = k2;
     CHECK_OK(tc_graph_update(g, run_scaled, &s, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     CHECK(!tc_is_current_stream_capturing());
     refill(s.x, x);
     CHECK_OK(tc_graph_replay(g));
@@ -907,9 +907,9 @@ static void test_callables(void)
     tc_graph_fn fns[2] = {run_layer, run_second};
     void *ctxs[2] = {&l1, &l2};
     tc_graphed_callable *c[2] = {NULL, NULL};
-    CHECK_OK(tc_make_graphed_callables(2, fns, ctxs, 3, c));
+    CHECK_OK(tc_make_graphed_callables(fns, ctxs, 2, 3, c));
     CHECK(l1.calls == 4 && l2.calls == 4); /* 3 warm-up calls and the captured one */
-    tc_mempool_id p1, p2;
+    tc_graph_pool_id p1, p2;
     CHECK_OK(tc_graph_pool(tc_graphed_callable_graph(c[0]), &p1));
     CHECK_OK(tc_graph_pool(tc_graphed_callable_graph(c[1]), &p2));
     CHECK(p1.id == p2.id);

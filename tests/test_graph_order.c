@@ -33,22 +33,22 @@ static void check_arguments(void)
     tc_graph_fn fns[2] = {nothing, NULL};
     tc_graphed_callable *c[2] = {(tc_graphed_callable *)0x1, NULL};
     const tc_graph_order data = TC_GRAPH_ORDER_DATA;
-    CHECK_STATUS(tc_make_graphed_callables_ordered(1, NULL, NULL, 3, data, c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(NULL, NULL, 1, 3, data, c),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_make_graphed_callables_ordered", "fns is NULL"));
-    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, 3, data, NULL),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, 1, 3, data, NULL),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_make_graphed_callables_ordered", "out is NULL"));
-    CHECK_STATUS(tc_make_graphed_callables_ordered(2, fns, NULL, 3, data, c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, 2, 3, data, c),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_make_graphed_callables_ordered", "fns[1] is NULL"));
     int counts[3] = {0, -1, 1 << 30}; /* none, negative, past the 1024 callables */
     for (int i = 0; i < 3; i++) {
-        CHECK_STATUS(tc_make_graphed_callables_ordered(counts[i], fns, NULL, 3, data, c),
+        CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, counts[i], 3, data, c),
                      TC_ERROR_INVALID_ARGUMENT);
         CHECK(says("tc_make_graphed_callables_ordered", "give 1 to 1024 callables"));
     }
-    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, -1, data, c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, 1, -1, data, c),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_make_graphed_callables_ordered", "warmup_iters is -1"));
     CHECK(c[0] == (tc_graphed_callable *)0x1); /* untouched on failure */
@@ -64,10 +64,10 @@ static void check_without_gpu(void)
     free(junk);
     tc_graph_fn fns[1] = {nothing};
     tc_graphed_callable *c = (tc_graphed_callable *)0x1;
-    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, 3, TC_GRAPH_ORDER_DATA, &c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, 1, 3, TC_GRAPH_ORDER_DATA, &c),
                  TC_ERROR_NO_DEVICE);
     CHECK(says("tc_make_graphed_callables_ordered", "") && c == (tc_graphed_callable *)0x1);
-    CHECK_STATUS(tc_make_graphed_callables_ordered(1, fns, NULL, 3, (tc_graph_order)7, &c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, NULL, 1, 3, (tc_graph_order)7, &c),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_make_graphed_callables_ordered", "order 7"));
 }
@@ -176,7 +176,7 @@ static tc_graph *capture(tc_graph_order order, tc_graph_fn fn, void *ctx)
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
     CHECK_OK(tc_graph_set_order(g, order));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(fn(ctx));
@@ -663,9 +663,9 @@ static void test_update_and_callables(void)
         w.x[i] = random_tensor(1024, 0, &x[i]);
     CHECK_OK(run_indep(&w));
     tc_graph *g = capture(TC_GRAPH_ORDER_DATA, run_indep, &w);
-    tc_graph_update_result how = TC_GRAPH_REINSTANTIATED;
+    tc_graph_update_result how = TC_GRAPH_UPDATE_RESULT_REINSTANTIATED;
     CHECK_OK(tc_graph_update(g, run_indep, &w, &how));
-    CHECK(how == TC_GRAPH_UPDATED_IN_PLACE);
+    CHECK(how == TC_GRAPH_UPDATE_RESULT_IN_PLACE);
     CHECK(shape_of(g, "updated, data order").roots ==
           IND); /* the update captured in data order too */
     CHECK_OK(tc_graph_destroy(g));
@@ -673,7 +673,7 @@ static void test_update_and_callables(void)
     tc_graph_fn fns[2] = {run_indep, run_indep};
     void *ctxs[2] = {&w, &w};
     tc_graphed_callable *c[2];
-    CHECK_OK(tc_make_graphed_callables_ordered(2, fns, ctxs, 1, TC_GRAPH_ORDER_DATA, c));
+    CHECK_OK(tc_make_graphed_callables_ordered(fns, ctxs, 2, 1, TC_GRAPH_ORDER_DATA, c));
     CHECK(shape_of(tc_graphed_callable_graph(c[0]), "callable, data order").roots == IND);
     double want[1024];
     refill(w.x[2], x[2]);
@@ -684,7 +684,7 @@ static void test_update_and_callables(void)
     CHECK(worst_rel(w.y[2], want, 1024) == 0);
     CHECK_OK(tc_graphed_callable_destroy(c[0]));
     CHECK_OK(tc_graphed_callable_destroy(c[1]));
-    CHECK_STATUS(tc_make_graphed_callables_ordered(2, fns, ctxs, 1, (tc_graph_order)-1, c),
+    CHECK_STATUS(tc_make_graphed_callables_ordered(fns, ctxs, 2, 1, (tc_graph_order)-1, c),
                  TC_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < IND; i++) {
         tc_tensor_release(w.x[i]);
@@ -700,7 +700,7 @@ static void test_bad_inputs(void)
     CHECK_STATUS(tc_graph_set_order(g, (tc_graph_order)2), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("tc_graph_set_order", "order 2"));
     CHECK_OK(tc_graph_set_order(g, TC_GRAPH_ORDER_DATA));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_STATUS(tc_graph_set_order(g, TC_GRAPH_ORDER_STREAM), TC_ERROR_INVALID_STATE);

@@ -188,7 +188,7 @@ static tc_tensor *make_shared(void)
     return t;
 }
 
-static int64_t shared_blocks(void) { return tc_memory_stats_get(0, "ipc_shared_blocks"); }
+static int64_t shared_blocks(void) { return tc_test_stat(0, "ipc_shared_blocks"); }
 
 int main(int argc, char **argv)
 {
@@ -210,7 +210,7 @@ int main(int argc, char **argv)
         return TC_TEST_DONE();
     }
     CHECK(shared_blocks() == 1);
-    CHECK(tc_memory_stats_get(0, "ipc_shared_bytes") >= (int64_t)N * 4);
+    CHECK(tc_test_stat(0, "ipc_shared_bytes") >= (int64_t)N * 4);
     tc_tensor *own = NULL;
     CHECK_OK(tc_tensor_from_ipc_handle(&h, &own)); /* this process: a view */
     CHECK(own && tc_tensor_data_ptr(own) == tc_tensor_data_ptr(t) && intact(own));
@@ -237,10 +237,10 @@ int main(int argc, char **argv)
         printf("consumer exited with %d\n", rc);
 
     /* 2. collected after the consumer left: the memory comes back */
-    size_t before = tc_memory_allocated(0);
+    size_t before = tc_test_bytes(tc_memory_allocated, 0);
     CHECK_OK(tc_ipc_collect());
     CHECK(shared_blocks() == 0);
-    CHECK(tc_memory_allocated(0) + (size_t)N * 4 <= before);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) + (size_t)N * 4 <= before);
     pid = start("stale", &h, &to_child, &from_child);
     CHECK(finish(pid, to_child, from_child) == 0);
     CHECK_STATUS(tc_tensor_from_ipc_handle(&h, &own), TC_ERROR_INVALID_HANDLE);

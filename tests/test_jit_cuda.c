@@ -34,7 +34,7 @@ static int child_main(void)
 {
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "beta=3"};
-    if (tc_jit_create_fn(child_code, &o, &fn) != TC_OK)
+    if (tc_jit_fn_create(child_code, &o, &fn) != TC_OK)
         return 2;
     enum { N = 1000 };
     int64_t s[1] = {N};
@@ -55,7 +55,7 @@ static int child_main(void)
         return 4;
     }
     double ms = tc_test_now_ms() - t0;
-    if (tc_tensor_to_host(out[0], r, TC_FLOAT32) != TC_OK)
+    if (tc_tensor_to_host(out[0], TC_FLOAT32, r) != TC_OK)
         return 5;
     for (int i = 0; i < N; i++)
         if (r[i] != xs[i] * 3.0f - ys[i])
@@ -126,8 +126,8 @@ static bool nan16(tc_dtype dt, uint16_t h)
 static void test_16bit_every_pattern(void)
 {
     tc_jit_fn *id = NULL, *mul = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T ident(T x) { return x; }", NULL, &id));
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &mul));
+    CHECK_OK(tc_jit_fn_create("template <typename T> T ident(T x) { return x; }", NULL, &id));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &mul));
     enum { N = 65536 };
     static uint16_t bits[N + 1], ys[N + 1], got[N], want[N];
     tc_dtype dts[2] = {TC_FLOAT16, TC_BFLOAT16};
@@ -155,7 +155,7 @@ static void test_16bit_every_pattern(void)
             CHECK_OK(tc_tensor_narrow(yc, 0, off, N, &yh));
             const tc_tensor *in1[1] = {x}, *in2[2] = {x, y};
             CHECK_OK(tc_jit_fn_call(id, in1, 1, NULL, o1));
-            CHECK_OK(tc_tensor_to_host(o1[0], got, dt));
+            CHECK_OK(tc_tensor_to_host(o1[0], dt, got));
             int bad = 0;
             for (int i = 0; i < N; i++) {
                 uint16_t h = (uint16_t)(i - 1 + off), w = h;
@@ -167,8 +167,8 @@ static void test_16bit_every_pattern(void)
             CHECK(bad == 0);
             CHECK_OK(tc_jit_fn_call(mul, in2, 2, NULL, o2));
             CHECK_OK(tc_tensor_mul(xh, yh, &ref));
-            CHECK_OK(tc_tensor_to_host(o2[0], got, dt));
-            CHECK_OK(tc_tensor_to_host(ref, want, dt));
+            CHECK_OK(tc_tensor_to_host(o2[0], dt, got));
+            CHECK_OK(tc_tensor_to_host(ref, dt, want));
             bad = 0;
             for (int i = 0; i < N; i++)
                 bad += nan16(dt, want[i]) ? !nan16(dt, got[i]) : got[i] != want[i];
@@ -192,7 +192,7 @@ static void test_cpu_gpu_agree(void)
                                "/ (y + a) + x * y; }";
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "a=1.5"};
-    CHECK_OK(tc_jit_create_fn(code, &o, &fn));
+    CHECK_OK(tc_jit_fn_create(code, &o, &fn));
     if (tc__jit_host_compiler(NULL, NULL) != TC_OK) {
         printf("CPU/GPU agreement not checked: %s\n", tc_last_error());
         tc_jit_fn_destroy(fn);
@@ -222,7 +222,7 @@ static void test_cpu_gpu_agree(void)
 static void test_compile_error(void)
 {
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T broken(T x) { return x + undefined_y; }",
+    CHECK_OK(tc_jit_fn_create("template <typename T> T broken(T x) { return x + undefined_y; }",
                               NULL, &fn));
     int64_t s[1] = {16};
     tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
@@ -233,7 +233,7 @@ static void test_compile_error(void)
     CHECK(out[0] == NULL);
     /* the device is fine afterwards */
     tc_jit_fn *ok = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &ok));
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &ok));
     const tc_tensor *in2[2] = {x, x};
     CHECK_OK(tc_jit_fn_call(ok, in2, 2, NULL, out));
     tc_tensor *ref = NULL;
@@ -253,7 +253,7 @@ static void test_current_stream(void)
     tc_stream *s = NULL;
     CHECK_OK(tc_stream_create(0, 0, &s));
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &fn));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &fn));
     int64_t n[1] = {1 << 20};
     tc_tensor *x = jc_rand(gpu, TC_FLOAT32, 1, n), *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {x, x};
@@ -272,7 +272,9 @@ static void test_current_stream(void)
     tc_tensor_release(ref);
     tc_tensor_release(out[0]);
     tc_tensor_release(x);
-    CHECK_OK(tc_set_stream(tc_default_stream(0)));
+    tc_stream *def = NULL;
+    CHECK_OK(tc_default_stream(0, &def));
+    CHECK_OK(tc_set_stream(def));
     CHECK_OK(tc_stream_destroy(s));
     tc_jit_fn_destroy(fn);
 }

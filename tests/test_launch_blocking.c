@@ -57,7 +57,7 @@ static int child(const char *want)
         return 24;
     if (strcmp(want, "p0") == 0)
         return tc_init() == TC_OK ? 0 : 25;
-    tc_stream *s = tc_current_stream(-1);
+    tc_stream *s = tc_test_current_stream(-1);
     if (!s)
         return 20;
     tc_status st = tc_test_fault(tc_stream_cuda_handle(s));

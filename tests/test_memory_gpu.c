@@ -34,13 +34,14 @@ static void test_oom(void)
     printf("OOM message: %s\n", m);
     CHECK(strstr(m, "tried to allocate") && strstr(m, "total capacity") && strstr(m, "allocated") &&
           strstr(m, "Hint"));
-    CHECK(tc_memory_stats_get(0, "num_ooms") == 1);
-    CHECK(tc_memory_reserved(0) == 64 * MiB + 0 * MiB || tc_memory_reserved(0) <= 66 * MiB);
+    CHECK(tc_test_stat(0, "num_ooms") == 1);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 64 * MiB + 0 * MiB ||
+          tc_test_bytes(tc_memory_reserved, 0) <= 66 * MiB);
     CHECK_OK(tc_caching_allocator_alloc(300 * MiB, 0, NULL, &p)); /* later alloc works */
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(keep));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
 }
 
 static void test_record_stream(void)
@@ -78,47 +79,53 @@ static void test_fraction_snapshot(void)
 {
     size_t fr, tot;
     CHECK_OK(tc_mem_get_info(0, &fr, &tot));
-    CHECK_OK(tc_set_per_process_memory_fraction(0.1, 0));
+    CHECK_OK(tc_set_per_process_memory_fraction(0, 0.1));
     void *p = NULL;
     CHECK_STATUS(tc_caching_allocator_alloc(tot / 5, 0, NULL, &p), TC_ERROR_OUT_OF_MEMORY);
     CHECK(strstr(tc_last_error(), "capped") != NULL);
     CHECK_OK(tc_caching_allocator_alloc(tot / 20, 0, NULL, &p));
-    CHECK_OK(tc_set_per_process_memory_fraction(1.0, 0));
-    CHECK_STATUS(tc_set_per_process_memory_fraction(2.0, 0), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_set_per_process_memory_fraction(NAN, 0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_set_per_process_memory_fraction(0, 1.0));
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, 2.0), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, NAN), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "NaN") != NULL);
-    CHECK_STATUS(tc_set_per_process_memory_fraction(1.0000000000000002, 0),
+    CHECK_STATUS(tc_set_per_process_memory_fraction(0, 1.0000000000000002),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "1.0000000000000002") != NULL);
     void *q;
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &q));
-    struct tc_memory_snapshot *snap;
+    tc_memory_snapshot_info *snap;
     CHECK_OK(tc_memory_snapshot(&snap));
     CHECK(snap->num_segments >= 2);
     int small_alloc = 0; /* q: 1000 bytes in a small segment, active and allocated */
     for (size_t i = 0; i < snap->num_segments; i++)
         for (size_t j = 0; j < snap->segments[i].num_blocks; j++)
-            small_alloc += snap->segments[i].segment_type == TC_SEGMENT_SMALL &&
+            small_alloc += snap->segments[i].segment_type == TC_MEMORY_SEGMENT_TYPE_SMALL &&
                            snap->segments[i].blocks[j].address == (uint64_t)(uintptr_t)q &&
-                           snap->segments[i].blocks[j].state == TC_BLOCK_ACTIVE_ALLOCATED;
+                           snap->segments[i].blocks[j].state ==
+                               TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED;
     CHECK(small_alloc == 1);
     CHECK_OK(tc_memory_snapshot_write_json(snap, "tc_alloc_snapshot.json"));
-    tc_memory_snapshot_free(snap);
+    CHECK_OK(tc_memory_snapshot_destroy(snap));
     CHECK(system("python3 -c \"import json; d=json.load(open('tc_alloc_snapshot.json')); "
                  "assert len(d['segments'])>=2; "
                  "assert {s['segment_type'] for s in d['segments']} <= {'small', 'large'}; "
                  "assert 'active_allocated' in {b['state'] for s in d['segments'] "
                  "for b in s['blocks']}\"") == 0);
-    char *sum = tc_memory_summary(0, false);
+    char *sum = NULL;
+    CHECK_OK(tc_memory_summary(0, false, &sum));
     CHECK(sum && strstr(sum, "Allocated memory"));
     tc_free(sum);
-    CHECK(tc_memory_stats_get(0, "allocation.all.current") == 2);
-    CHECK(tc_memory_stats_get(0, "no.such.key") == -1);
+    CHECK_STATUS(tc_memory_summary(0, false, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(tc_test_stat(0, "allocation.all.current") == 2);
+    int64_t v = 5;
+    CHECK_STATUS(tc_memory_stats_get(0, "no.such.key", &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_stats_get(0, "allocation.all.current", NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == 5);
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(q));
     CHECK_STATUS(tc_caching_allocator_delete(q), TC_ERROR_INVALID_ARGUMENT);
     tc_allocator *u;
-    CHECK_OK(tc_allocator_from_functions((tc_alloc_fn)1, (tc_free_fn)1, &u));
+    CHECK_OK(tc_allocator_create((tc_alloc_fn)1, (tc_free_fn)1, &u));
     CHECK_STATUS(tc_change_current_allocator(u), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_allocator_destroy(u)); /* not current: it can go */
 }
@@ -131,7 +138,7 @@ static void test_pinned(void)
     CHECK_OK(tc_host_alloc(n * 4, (void **)&h));
     for (size_t i = 0; i < n; i++)
         h[i] = 3.0f;
-    cudaStream_t s = tc_stream_cuda_handle(tc_current_stream(0));
+    cudaStream_t s = tc_stream_cuda_handle(tc_test_current_stream(0));
     float *out;
     CHECK_OK(tc_caching_allocator_alloc(4, 0, NULL, (void **)&out));
     CHECK(cudaMemsetAsync(out, 0, 4, s) == cudaSuccess);
@@ -158,30 +165,31 @@ static int child_expandable(void)
     CHECK_OK(tc_caching_allocator_alloc(30 * MiB, 0, NULL, &p));
     CHECK_OK(tc_caching_allocator_alloc(50 * MiB, 0, NULL, &q));
     CHECK((char *)q == (char *)p + 30 * MiB);
-    CHECK(tc_memory_stats_get(0, "segment.all.current") == 1);
-    CHECK(tc_memory_reserved(0) <= 82 * MiB);
+    CHECK(tc_test_stat(0, "segment.all.current") == 1);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) <= 82 * MiB);
     CHECK(tc_test_fill(q, 50 * MiB / 4, 1.0f, NULL) == 0);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK_OK(tc_caching_allocator_delete(q));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
     return TC_TEST_DONE();
 }
 
 static int child_async(void)
 {
-    const char *backend = tc_get_allocator_backend();
+    const char *backend = NULL;
+    CHECK_OK(tc_get_allocator_backend(&backend));
     CHECK(backend && strcmp(backend, "cudaMallocAsync") == 0);
     void *p = NULL;
     CHECK_OK(tc_caching_allocator_alloc(10 * MiB, 0, NULL, &p));
     if (!p)
         return TC_TEST_DONE();
-    CHECK(tc_memory_allocated(0) == 10 * MiB);
-    CHECK(tc_memory_reserved(0) >= 10 * MiB);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 10 * MiB);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) >= 10 * MiB);
     CHECK(tc_test_fill(p, 10 * MiB / 4, 1.0f, NULL) == 0);
     CHECK_OK(tc_caching_allocator_delete(p));
-    CHECK(tc_memory_allocated(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
     CHECK_OK(tc_synchronize(0));
     return TC_TEST_DONE();
 }
@@ -190,7 +198,9 @@ static int child_async(void)
  * (not silently "native"), and every allocation fails with the same message. */
 static int child_bad_conf(void)
 {
-    CHECK(tc_get_allocator_backend() == NULL);
+    const char *backend = NULL;
+    CHECK_STATUS(tc_get_allocator_backend(&backend), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(backend == NULL);
     CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: TCUDA_ALLOC_CONF: ", 44) == 0 &&
           strstr(tc_last_error(), "bogus") != NULL);
     CHECK_STATUS(tc_init(), TC_ERROR_INVALID_ARGUMENT);
@@ -208,25 +218,31 @@ static int child_bad_conf(void)
 
 /* ---- peaks, resets and keys through the public API ----------------------------- */
 
-static int64_t stat(const char *key) { return tc_memory_stats_get(0, key); }
+/* One statistic of device 0; -1 (and a message) for a key that fails. */
+static int64_t stat(const char *key)
+{
+    int64_t v = -1;
+    (void)tc_memory_stats_get(0, key, &v);
+    return v;
+}
 
 /* Stats with a peak whose peak is not the current value. */
 static int peaks_not_current(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s));
     const tc_memory_stat *all = &s.allocation[0];
     int bad = 0;
-    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+    for (size_t i = 0; i < 9 * TC_STAT_POOL_COUNT; i++)
         bad += all[i].peak != all[i].current;
     return bad + (s.oversize_allocations.peak != s.oversize_allocations.current) +
            (s.oversize_segments.peak != s.oversize_segments.current);
 }
 
-/* Every key the seed lists (and PyTorch 2.x's) reads its field. */
+/* Every key memory.h lists for tc_memory_stats_get reads its field. */
 static void check_every_key(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s)); /* nothing runs between this and the reads */
     static const char *names[10] = {"allocation",     "allocated",      "segment",
                                     "active",         "inactive_split", "allocated_bytes",
@@ -268,12 +284,14 @@ static void check_every_key(void)
     CHECK(bad == 0);
     CHECK(s.allocation[0].current > 0); /* the comparison saw real numbers */
     CHECK(stat("allocation.all") == -1 && strstr(tc_last_error(), "unknown key"));
-    CHECK(tc_memory_stats_get(0, NULL) == -1);
+    int64_t v = 3;
+    CHECK_STATUS(tc_memory_stats_get(0, NULL, &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == 3);
 }
 
 static int child_peaks(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     CHECK_OK(tc_memory_stats(0, &s));
     CHECK(s.allocation[0].peak == 0 && s.reserved_bytes[0].peak == 0); /* before first use */
     void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
@@ -283,51 +301,53 @@ static int child_peaks(void)
     CHECK(stat("requested_bytes.all.current") == (int64_t)(1000 + 33 * MiB));
     CHECK(stat("requested_bytes.small_pool.current") == 1000);
     CHECK(stat("allocation.small_pool.current") == 1 && stat("allocation.large_pool.current") == 2);
-    size_t top = tc_memory_allocated(0);
+    size_t top = tc_test_bytes(tc_memory_allocated, 0);
     CHECK(top >= 1000 + 33 * MiB && top == (size_t)stat("allocated_bytes.all.current"));
-    CHECK(tc_max_memory_allocated(0) == top);
-    CHECK(tc_memory_reserved(0) >= top && tc_max_memory_reserved(0) >= tc_memory_reserved(0));
-    CHECK(tc_memory_cached(0) == tc_memory_reserved(0));
-    CHECK(tc_max_memory_cached(0) == tc_max_memory_reserved(0));
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == top);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) >= top &&
+          tc_test_bytes(tc_max_memory_reserved, 0) >= tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_memory_cached, 0) == tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_max_memory_cached, 0) == tc_test_bytes(tc_max_memory_reserved, 0));
     check_every_key();
     /* a free lowers current, never the peak */
     CHECK_OK(tc_caching_allocator_delete(c));
-    CHECK(tc_memory_allocated(0) <= top - 30 * MiB && tc_max_memory_allocated(0) == top);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) <= top - 30 * MiB &&
+          tc_test_bytes(tc_max_memory_allocated, 0) == top);
     CHECK(stat("allocation.all.peak") == 3 && stat("allocation.all.current") == 2);
     /* reset_max_memory_allocated resets every peak (as torch.cuda's now does)
      * and keeps totals: allocated/freed and the event counters */
-    struct tc_memory_stats before, after;
+    tc_memory_stats_info before, after;
     CHECK_OK(tc_memory_stats(0, &before));
     CHECK(peaks_not_current() > 0);
     CHECK_OK(tc_reset_max_memory_allocated(0));
     CHECK(peaks_not_current() == 0);
     CHECK_OK(tc_memory_stats(0, &after));
-    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0));
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == tc_test_bytes(tc_memory_allocated, 0));
     CHECK(after.allocation[0].allocated == 3 && after.allocation[0].freed == 1);
     CHECK(after.allocated_bytes[0].allocated == before.allocated_bytes[0].allocated &&
           after.allocated_bytes[0].freed == before.allocated_bytes[0].freed);
     CHECK(after.num_device_alloc == before.num_device_alloc &&
           after.num_device_free == before.num_device_free && after.num_ooms == before.num_ooms);
     /* the peak rises again from there */
-    size_t base = tc_memory_allocated(0);
+    size_t base = tc_test_bytes(tc_memory_allocated, 0);
     CHECK_OK(tc_caching_allocator_alloc(5 * MiB, 0, NULL, &d));
-    CHECK(tc_max_memory_allocated(0) == tc_memory_allocated(0) &&
-          tc_memory_allocated(0) >= base + 5 * MiB);
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) == tc_test_bytes(tc_memory_allocated, 0) &&
+          tc_test_bytes(tc_memory_allocated, 0) >= base + 5 * MiB);
     CHECK_OK(tc_caching_allocator_delete(d));
-    CHECK(tc_max_memory_allocated(0) >= base + 5 * MiB);
+    CHECK(tc_test_bytes(tc_max_memory_allocated, 0) >= base + 5 * MiB);
     /* reserved: a new segment raises its peak; released, the peak stays until
      * reset_max_memory_cached brings it down to the current value */
     void *e = NULL, *f = NULL;
     CHECK_OK(tc_empty_cache()); /* no wholly free segment left to release in e's favour */
-    size_t reserved0 = tc_memory_reserved(0);
+    size_t reserved0 = tc_test_bytes(tc_memory_reserved, 0);
     CHECK_OK(tc_caching_allocator_alloc(40 * MiB, 0, NULL, &e)); /* own segment: reserves */
     CHECK_OK(tc_caching_allocator_delete(e));
     CHECK_OK(tc_empty_cache());
-    CHECK(tc_memory_reserved(0) <= reserved0);
-    CHECK(tc_max_memory_reserved(0) >= reserved0 + 40 * MiB);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) <= reserved0);
+    CHECK(tc_test_bytes(tc_max_memory_reserved, 0) >= reserved0 + 40 * MiB);
     CHECK_OK(tc_reset_max_memory_cached(0));
-    CHECK(tc_max_memory_reserved(0) == tc_memory_reserved(0));
-    CHECK(tc_max_memory_cached(0) == tc_memory_cached(0));
+    CHECK(tc_test_bytes(tc_max_memory_reserved, 0) == tc_test_bytes(tc_memory_reserved, 0));
+    CHECK(tc_test_bytes(tc_max_memory_cached, 0) == tc_test_bytes(tc_memory_cached, 0));
     CHECK(peaks_not_current() == 0); /* it, too, resets every peak */
     CHECK_OK(tc_caching_allocator_alloc(8 * MiB, 0, NULL, &d));
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &f));
@@ -342,12 +362,13 @@ static int child_peaks(void)
     CHECK_STATUS(tc_reset_peak_memory_stats(4096), TC_ERROR_INVALID_DEVICE);
     CHECK_STATUS(tc_reset_max_memory_allocated(4096), TC_ERROR_INVALID_DEVICE);
     CHECK(strncmp(tc_last_error(), "tc_reset_max_memory_allocated: ", 31) == 0);
-    CHECK(tc_max_memory_allocated(4096) == 0);
-    CHECK(strncmp(tc_last_error(), "tc_max_memory_allocated: ", 25) == 0);
+    size_t bytes = 9;
+    CHECK_STATUS(tc_max_memory_allocated(4096, &bytes), TC_ERROR_INVALID_DEVICE);
+    CHECK(strncmp(tc_last_error(), "tc_max_memory_allocated: ", 25) == 0 && bytes == 9);
     CHECK_OK(tc_caching_allocator_delete(a));
     CHECK_OK(tc_caching_allocator_delete(b));
     CHECK_OK(tc_caching_allocator_delete(d));
-    CHECK(tc_memory_allocated(0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
     return TC_TEST_DONE();
 }
 

@@ -6,7 +6,7 @@
  * python3), out-of-memory observers fire once per failure with what was
  * asked, TCUDA_NO_CACHING's allocator keeps nothing cached and its parser is
  * strict, concurrent recording stays consistent, and user memory pools
- * isolate their memory (per thread, nested, in snapshots, released), also
+ * isolate their memory (per thread, nested, in snapshots, destroyed), also
  * with an allocator of their own. The test functions
  * that allocate are extern and noinline so that their names are in the
  * stacks. */
@@ -53,7 +53,7 @@ static tc__allocator *make(size_t capacity, bool no_caching)
 
 static void record(bool on, tc_history_stacks stacks, size_t max_entries)
 {
-    tc_memory_history_options o = {on, TC_HISTORY_ALL, stacks, max_entries};
+    tc_memory_history_options o = {on, TC_HISTORY_RECORD_ALL, stacks, max_entries};
     CHECK_OK(tc_memory_record_history(&o));
 }
 
@@ -139,7 +139,7 @@ static void test_events_match(void)
 static void test_ring_wraps(void)
 {
     tc__allocator *a = make(0, false);
-    tc_memory_history_options o = {true, TC_HISTORY_ALLOC, TC_HISTORY_STACKS_NONE, 8};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALLOC, TC_HISTORY_STACKS_NONE, 8};
     CHECK_OK(tc_memory_record_history(&o));
     void *p[20];
     for (int i = 0; i < 20; i++)
@@ -259,8 +259,9 @@ static void on_oom(const tc_oom_info *info, void *ctx)
     oom_seen = *info;
     oom_segments = info->snapshot ? info->snapshot->num_segments : 0;
     CHECK(ctx == &oom_calls);
-    tc_last_error();                        /* the observer may call tcuda */
-    tc_memory_stats_get(0, "nonsense.key"); /* even one that fails: the message is kept */
+    tc_last_error(); /* the observer may call tcuda */
+    int64_t v;
+    (void)tc_memory_stats_get(0, "nonsense.key", &v); /* one that fails: the message is kept */
 }
 
 static void test_oom_observer(void)
@@ -305,7 +306,7 @@ static void test_no_caching(void)
         CHECK_OK(tc__alloc_malloc(a, sizes[i], 0, &p[i]));
         total += (sizes[i] + 511) / 512 * 512;
     }
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(a, &st);
     CHECK(st.reserved_bytes[0].current == (int64_t)total); /* one exact segment each */
     CHECK(st.allocated_bytes[0].current == (int64_t)total);
@@ -351,8 +352,8 @@ static void *worker(void *arg)
 static void test_threads(void)
 {
     shared_alloc = make(0, false);
-    tc_memory_history_options o = {true, TC_HISTORY_ALLOC | TC_HISTORY_FREE, TC_HISTORY_STACKS_ALL,
-                                   100000};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALLOC | TC_HISTORY_RECORD_FREE,
+                                   TC_HISTORY_STACKS_ALL, 100000};
     CHECK_OK(tc_memory_record_history(&o));
     pthread_t t[4];
     for (int i = 0; i < 4; i++)
@@ -390,7 +391,7 @@ static void test_user_pools(void)
     tc_mempool *outer = NULL, *inner = NULL;
     CHECK_OK(tc__mempool_create_on(a, 0, &outer));
     CHECK_OK(tc__mempool_create_on(a, 0, &inner));
-    struct tc_mempool_stats ps, is;
+    tc_mempool_stats_info ps, is;
     CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
     CHECK(ps.id != 0 && ps.id != is.id && ps.segments == 0 && ps.reserved_bytes == 0);
@@ -404,7 +405,7 @@ static void test_user_pools(void)
     CHECK_OK(tc__alloc_malloc(a, 3000, 0, &w));
     CHECK_STATUS(tc_mempool_use_end(outer), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_mempool_use_end(inner));
-    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_STATE); /* in use */
+    CHECK_STATUS(tc_mempool_destroy(outer), TC_ERROR_INVALID_STATE); /* in use */
     CHECK_OK(tc_mempool_use_end(outer));
     CHECK_OK(tc_mempool_stats(outer, &ps));
     CHECK_OK(tc_mempool_stats(inner, &is));
@@ -419,7 +420,7 @@ static void test_user_pools(void)
     CHECK_OK(tc__alloc_malloc(a, 1000, 0, &z)); /* the outer again: x's block */
     CHECK_OK(tc_mempool_use_end(outer));
     CHECK(z == x);
-    struct tc_memory_snapshot snap = {0, NULL};
+    tc_memory_snapshot_info snap = {0, NULL};
     CHECK_OK(tc__alloc_snapshot(a, &snap));
     int in_pool = 0;
     for (size_t i = 0; i < snap.num_segments; i++)
@@ -427,16 +428,16 @@ static void test_user_pools(void)
     CHECK(in_pool == 1);
     tc__snapshot_free(&snap);
     size_t before = hctx.in_use;
-    CHECK_OK(tc_mempool_release(outer)); /* z still live: its segment stays */
+    CHECK_OK(tc_mempool_destroy(outer)); /* z still live: its segment stays */
     CHECK(hctx.in_use == before);
-    CHECK_STATUS(tc_mempool_release(outer), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_mempool_destroy(outer), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_mempool_use_begin(outer), TC_ERROR_INVALID_HANDLE);
     CHECK_OK(tc__alloc_free(a, z));
     tc__alloc_empty_cache(a); /* now its segment goes */
     CHECK(hctx.in_use == before - 2 * MiB);
     CHECK_OK(tc__alloc_free(a, w));
     before = hctx.in_use;
-    CHECK_OK(tc_mempool_release(inner)); /* wholly free: back at once */
+    CHECK_OK(tc_mempool_destroy(inner)); /* wholly free: back at once */
     CHECK(hctx.in_use == before - 2 * MiB);
     CHECK_OK(tc__alloc_free(a, y));
     CHECK_OK(tc__alloc_free(a, other_ptr));
@@ -499,7 +500,7 @@ static void test_own_pool(void)
     CHECK_OK(tc__mempool_create_own(own, ctx, &own_user, 0, &mp));
     /* tc_allocator_destroy's check: refused while the pool uses the allocator */
     CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
-    CHECK(strstr(tc_last_error(), "in use by 1 memory pool (0 released") != NULL);
+    CHECK(strstr(tc_last_error(), "in use by 1 memory pool (0 destroyed") != NULL);
     CHECK(tc__mempool_route(0, a) == a);
     CHECK_OK(tc_mempool_use_begin(mp));
     CHECK(tc__mempool_route(0, a) == own && tc__mempool_route(1, a) == a);
@@ -510,13 +511,13 @@ static void test_own_pool(void)
     CHECK_OK(tc__alloc_malloc(a, 5000, 0, &y));
     CHECK(own_allocs == 1 && tc__alloc_owns(own, x) && !tc__alloc_owns(a, x));
     CHECK(tc__mempool_owner(x) == own && tc__mempool_owner(y) == NULL);
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(mp, &st));
     CHECK(st.blocks == 1 && st.requested_bytes == 5000 && st.reserved_bytes == 2 * MiB);
-    CHECK_OK(tc_mempool_release(mp)); /* x is live: its allocator stays */
+    CHECK_OK(tc_mempool_destroy(mp)); /* x is live: its allocator stays */
     CHECK(own_frees == 0);
     CHECK_STATUS(tc__mempool_check_unused(&own_user), TC_ERROR_INVALID_STATE);
-    CHECK(strstr(tc_last_error(), "(1 released with blocks still live)") != NULL);
+    CHECK(strstr(tc_last_error(), "(1 destroyed with blocks still live)") != NULL);
     CHECK(!tc__mempool_free_own(y));
     CHECK(tc__mempool_free_own(x)); /* the last block: the allocator goes */
     CHECK(own_frees == 1);
@@ -655,7 +656,7 @@ static void test_stack_table_bounded(void)
     CHECK_OK(tc__hist_copy_take(&c));
     size_t before = c.nev;
     tc__hist_copy_free(&c);
-    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALLOC, 16};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALL, TC_HISTORY_STACKS_ALLOC, 16};
     CHECK_STATUS(tc_memory_record_history(&o), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "TCUDA_HISTORY_UNWIND") != NULL);
     CHECK_OK(tc__hist_copy_take(&c));
@@ -721,7 +722,7 @@ static void test_no_global_lock(void)
 }
 
 /* A dump racing pools whose own allocators come and go (the last free of a
- * released pool destroys its allocator): the dump holds the registry, so no
+ * destroyed pool destroys its allocator): the dump holds the registry, so no
  * allocator it reads goes away under it (ThreadSanitizer in CI). */
 static atomic_int race_stop, race_bad; /* CHECK only on the main thread */
 static void *pool_churn(void *arg)
@@ -739,7 +740,7 @@ static void *pool_churn(void *arg)
         if (tc__alloc_create(&p, &cfg, 0, &own) != TC_OK ||
             tc__mempool_create_own(own, ctx, &race_stop, 0, &mp) != TC_OK ||
             tc__alloc_malloc(own, 3000 + (size_t)i, 0, &x) != TC_OK ||
-            tc_mempool_release(mp) != TC_OK || !tc__mempool_free_own(x)) /* own goes here */
+            tc_mempool_destroy(mp) != TC_OK || !tc__mempool_free_own(x)) /* own goes here */
             atomic_fetch_add(&race_bad, 1);
     }
     atomic_store(&race_stop, 1);
@@ -828,7 +829,7 @@ static void test_no_caching_one_segment(void)
     CHECK(hctx.frees == 3 && hctx.in_use == 512 && fake_syncs == 0);
     CHECK_OK(tc__alloc_free(a, w));
     CHECK(hctx.in_use == 0);
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(a, &st);
     CHECK(st.reserved_bytes[0].current == 0 && st.segment[0].current == 0);
     char why[256];

@@ -91,7 +91,7 @@ static void recorded_run(const char *dir)
     snprintf(pk, sizeof pk, "%.1100s/memory_history_cuda.pickle", dir);
     snprintf(js, sizeof js, "%s.json", pk);
     snprintf(py, sizeof py, "%s.py", pk);
-    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALL, 100000};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALL, TC_HISTORY_STACKS_ALL, 100000};
     CHECK_OK(tc_memory_record_history(&o));
     const int steps = 20;
     hist_cuda_tensor_work(steps);
@@ -154,7 +154,7 @@ static void user_pool(void)
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &in));
     CHECK_OK(tc_mempool_use_end(pool));
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &out));
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.device == 0 && st.blocks == 1 && st.requested_bytes >= 4 * MiB);
     CHECK(st.segments == 1 && st.reserved_bytes >= 4 * MiB);
@@ -163,8 +163,8 @@ static void user_pool(void)
     CHECK_OK(tc_synchronize(0));
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.blocks == 0);
-    CHECK_OK(tc_mempool_release(pool));
-    CHECK_STATUS(tc_mempool_release(pool), TC_ERROR_INVALID_HANDLE);
+    CHECK_OK(tc_mempool_destroy(pool));
+    CHECK_STATUS(tc_mempool_destroy(pool), TC_ERROR_INVALID_HANDLE);
 }
 
 static int user_allocs, user_frees;
@@ -186,7 +186,7 @@ static void user_free_fn(void *ptr, size_t size, int device, void *stream)
 static void user_pool_pluggable(void)
 {
     tc_allocator *ua = NULL;
-    CHECK_OK(tc_allocator_from_functions(user_alloc_fn, user_free_fn, &ua));
+    CHECK_OK(tc_allocator_create(user_alloc_fn, user_free_fn, &ua));
     tc_mempool *pool = NULL;
     CHECK_OK(tc_mempool_create(0, ua, &pool));
     int64_t n = 1 << 20;
@@ -196,7 +196,7 @@ static void user_pool_pluggable(void)
     CHECK_OK(tc_mempool_use_end(pool));
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &u)); /* the device's memory */
     CHECK(user_allocs == 1 && user_frees == 0);
-    struct tc_mempool_stats st;
+    tc_mempool_stats_info st;
     CHECK_OK(tc_mempool_stats(pool, &st));
     CHECK(st.blocks == 1 && st.segments == 1);
     double sum = -1;
@@ -208,7 +208,7 @@ static void user_pool_pluggable(void)
     tc_tensor_release(s);
     tc_tensor_release(t);
     tc_tensor_release(u);
-    CHECK_OK(tc_mempool_release(pool)); /* its allocator goes: the user's free is called */
+    CHECK_OK(tc_mempool_destroy(pool)); /* its allocator goes: the user's free is called */
     CHECK(user_frees == 1);
     CHECK_OK(tc_allocator_destroy(ua));
     printf("pluggable pool: %d user allocations, %d user frees\n", user_allocs, user_frees);
@@ -218,7 +218,7 @@ static void user_pool_pluggable(void)
 static int no_caching_child(void)
 {
     CHECK_OK(tc_empty_cache());
-    size_t base = tc_memory_reserved(0);
+    size_t base = tc_test_bytes(tc_memory_reserved, 0);
     CHECK(base == 0);
     tc_tensor *t[4];
     int64_t sizes[4] = {1000, 250000, 3 << 20, 77};
@@ -227,15 +227,15 @@ static int no_caching_child(void)
         CHECK_OK(tc_tensor_empty(1, &sizes[i], TC_FLOAT32, GPU, &t[i]));
         total += ((size_t)sizes[i] * 4 + 511) / 512 * 512;
     }
-    CHECK(tc_memory_reserved(0) == total);
-    CHECK(tc_memory_allocated(0) == total);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == total);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == total);
     for (int i = 0; i < 4; i++)
         tc_tensor_release(t[i]);
     CHECK_OK(tc_synchronize(0));
-    CHECK(tc_memory_reserved(0) == 0);
-    CHECK(tc_memory_allocated(0) == 0);
-    CHECK(tc_memory_stats_get(0, "num_device_alloc") == 4);
-    CHECK(tc_memory_stats_get(0, "num_device_free") == 4);
+    CHECK(tc_test_bytes(tc_memory_reserved, 0) == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0);
+    CHECK(tc_test_stat(0, "num_device_alloc") == 4);
+    CHECK(tc_test_stat(0, "num_device_free") == 4);
     return TC_TEST_DONE();
 }
 

@@ -19,8 +19,8 @@ int main(void)
 {
     tc_test_init();
     tc_allocator *u = NULL;
-    CHECK_STATUS(tc_allocator_from_functions(NULL, NULL, &u), TC_ERROR_NO_DEVICE);
-    CHECK_STATUS(tc_pluggable_allocator_load("x.so", "a", "f", &u), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_allocator_create(NULL, NULL, &u), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_allocator_create_from_library("x.so", "a", "f", &u), TC_ERROR_NO_DEVICE);
     CHECK(u == NULL);
     CHECK_STATUS(tc_change_current_allocator(NULL), TC_ERROR_NO_DEVICE);
     CHECK_STATUS(tc_allocator_destroy(NULL), TC_ERROR_NO_DEVICE);
@@ -107,7 +107,13 @@ static bool fn_owns(const void *ptr)
 
 /* ---- tensors served by the current user allocator --------------------------------- */
 
-static int64_t stat(const char *key) { return tc_memory_stats_get(0, key); }
+/* One statistic of device 0; -1 (and a message) for a key that fails. */
+static int64_t stat(const char *key)
+{
+    int64_t v = -1;
+    (void)tc_memory_stats_get(0, key, &v);
+    return v;
+}
 
 static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
 {
@@ -122,7 +128,7 @@ static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
     if (!a || !b || !c)
         return TC_TEST_DONE();
     float *h = malloc(N * sizeof *h);
-    CHECK_OK(tc_tensor_to_host(c, h, TC_FLOAT32));
+    CHECK_OK(tc_tensor_to_host(c, TC_FLOAT32, h));
     int wrong = 0;
     for (int i = 0; i < N; i++)
         wrong += h[i] != 2.0f * (float)i;
@@ -137,7 +143,7 @@ static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
     CHECK(stat("allocation.all.allocated") == allocs);
     CHECK(stat("segment.all.current") == allocs - frees); /* each allocation is a segment */
     CHECK(stat("allocated_bytes.all.current") == bytes);
-    CHECK(tc_memory_allocated(0) == (size_t)bytes && bytes >= 3 * N * 4);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == (size_t)bytes && bytes >= 3 * N * 4);
     /* the allocator API goes through it too */
     void *p = NULL;
     CHECK_OK(tc_caching_allocator_alloc(1000, 0, NULL, &p));
@@ -158,7 +164,7 @@ static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
     CHECK_OK(tc_synchronize(0));
     counts(&allocs, &frees, &bad, &bytes);
     CHECK(allocs == frees && bytes == 0 && bad == 0);
-    CHECK(tc_memory_allocated(0) == 0 && stat("allocation.all.current") == 0);
+    CHECK(tc_test_bytes(tc_memory_allocated, 0) == 0 && stat("allocation.all.current") == 0);
     CHECK(stat("allocation.all.freed") == frees && stat("allocation.all.peak") >= 3);
     return TC_TEST_DONE();
 }
@@ -166,7 +172,7 @@ static int serve_tensors(tc_allocator *u, counts_fn counts, owns_fn owns)
 static int child_functions(void)
 {
     tc_allocator *u = NULL;
-    CHECK_OK(tc_allocator_from_functions(fn_alloc, fn_free, &u));
+    CHECK_OK(tc_allocator_create(fn_alloc, fn_free, &u));
     return u ? serve_tensors(u, fn_counts, fn_owns) : TC_TEST_DONE();
 }
 
@@ -174,8 +180,8 @@ static int child_functions(void)
 static int child_shared_object(void)
 {
     tc_allocator *u = NULL;
-    CHECK_OK(tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
-                                         "tc_test_pa_free", &u));
+    CHECK_OK(tc_allocator_create_from_library(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
+                                              "tc_test_pa_free", &u));
     /* the same object again (already loaded: the same copy) for its counters */
     void *h = dlopen(TC_TEST_PLUGGABLE_SO, RTLD_NOW | RTLD_LOCAL);
     void *c = h ? dlsym(h, "tc_test_pa_counts") : NULL, *o = h ? dlsym(h, "tc_test_pa_owns") : NULL;
@@ -195,12 +201,12 @@ static int child_shared_object(void)
 static int child_handles(void)
 {
     tc_allocator *u = NULL, *v = NULL;
-    CHECK_STATUS(tc_allocator_from_functions(NULL, fn_free, &u), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_allocator_from_functions(fn_alloc, NULL, &u), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_allocator_from_functions(fn_alloc, fn_free, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create(NULL, fn_free, &u), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create(fn_alloc, NULL, &u), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create(fn_alloc, fn_free, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(u == NULL);
-    CHECK_OK(tc_allocator_from_functions(fn_alloc, fn_free, &u));
-    CHECK_OK(tc_allocator_from_functions(fn_alloc, fn_free, &v));
+    CHECK_OK(tc_allocator_create(fn_alloc, fn_free, &u));
+    CHECK_OK(tc_allocator_create(fn_alloc, fn_free, &v));
     uint64_t junk[8] = {42, 43};
     CHECK_STATUS(tc_change_current_allocator((tc_allocator *)junk), TC_ERROR_INVALID_HANDLE);
     CHECK(strncmp(tc_last_error(), "tc_change_current_allocator: ", 29) == 0 &&
@@ -213,30 +219,32 @@ static int child_handles(void)
     CHECK(strstr(tc_last_error(), "already destroyed") != NULL);
     CHECK_STATUS(tc_change_current_allocator(v), TC_ERROR_INVALID_HANDLE);
     /* the current allocator cannot be destroyed; a replaced one can */
-    CHECK_OK(tc_allocator_from_functions(fn_alloc, fn_free, &v));
+    CHECK_OK(tc_allocator_create(fn_alloc, fn_free, &v));
     CHECK_OK(tc_change_current_allocator(v));
     CHECK_OK(tc_change_current_allocator(u));
     CHECK_STATUS(tc_allocator_destroy(u), TC_ERROR_INVALID_STATE);
     CHECK_OK(tc_allocator_destroy(v));
     /* loading: an empty path would dlopen the program itself */
     tc_allocator *l = NULL;
-    CHECK_STATUS(tc_pluggable_allocator_load("", "malloc", "free", &l), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create_from_library("", "malloc", "free", &l),
+                 TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "empty") != NULL);
-    CHECK_STATUS(tc_pluggable_allocator_load(NULL, "a", "f", &l), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_pluggable_allocator_load("x.so", NULL, "f", &l), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_pluggable_allocator_load("x.so", "a", "", &l), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_pluggable_allocator_load("/nonexistent/tc_alloc.so", "a", "f", &l),
+    CHECK_STATUS(tc_allocator_create_from_library(NULL, "a", "f", &l), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create_from_library("x.so", NULL, "f", &l),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create_from_library("x.so", "a", "", &l), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create_from_library("/nonexistent/tc_alloc.so", "a", "f", &l),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "/nonexistent/tc_alloc.so") != NULL);
     CHECK(l == NULL);
 #ifdef TC_TEST_PLUGGABLE_SO
-    CHECK_STATUS(
-        tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc", "no_such_free", &l),
-        TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create_from_library(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
+                                                  "no_such_free", &l),
+                 TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "no_such_free") != NULL && l == NULL);
     for (int round = 0; round < 2; round++) { /* load, destroy (dlclose), load again */
-        CHECK_OK(tc_pluggable_allocator_load(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
-                                             "tc_test_pa_free", &l));
+        CHECK_OK(tc_allocator_create_from_library(TC_TEST_PLUGGABLE_SO, "tc_test_pa_alloc",
+                                                  "tc_test_pa_free", &l));
         CHECK_OK(tc_allocator_destroy(l));
         CHECK_STATUS(tc_change_current_allocator(l), TC_ERROR_INVALID_HANDLE);
     }

@@ -26,8 +26,9 @@ typedef struct model {
     model_stat count[3], req[3]; /* allocation.*, requested_bytes.*; [all, small, large] */
 } model;
 
-/* The model's rule, written from the seed's definitions (current, its
- * maximum, total increase, total decrease), for the "all" pool and one other. */
+/* The model's rule, written from the statistics' definitions in memory.h
+ * (current, its peak, total increase, total decrease), for the "all" pool
+ * and one other. */
 static void model_add(model_stat *m, int pool, int64_t d)
 {
     int idx[2] = {0, pool};
@@ -59,11 +60,11 @@ static int64_t metric_of(const model_stat *s, int k)
     return k == 0 ? s->current : k == 1 ? s->peak : k == 2 ? s->allocated : s->freed;
 }
 
-/* Every allocation.* (also by the seed's name allocated.*) and
+/* Every allocation.* (also by its older name allocated.*) and
  * requested_bytes.* key equals the model. */
 static int model_mismatches(tc__allocator *a, const model *m)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     tc__alloc_stats(a, &s);
     int bad = 0;
     for (int p = 0; p < 3; p++)
@@ -81,11 +82,11 @@ static int model_mismatches(tc__allocator *a, const model *m)
 }
 
 /* peak == current for every statistic with a peak. */
-static int peaks_not_current(const struct tc_memory_stats *s)
+static int peaks_not_current(const tc_memory_stats_info *s)
 {
     const tc_memory_stat *all = &s->allocation[0];
     int bad = 0;
-    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+    for (size_t i = 0; i < 9 * TC_STAT_POOL_COUNT; i++)
         bad += all[i].peak != all[i].current;
     bad += s->oversize_allocations.peak != s->oversize_allocations.current;
     bad += s->oversize_segments.peak != s->oversize_segments.current;
@@ -93,10 +94,10 @@ static int peaks_not_current(const struct tc_memory_stats *s)
 }
 
 /* Everything but the peaks is the same in a and b. */
-static bool same_but_peaks(struct tc_memory_stats a, struct tc_memory_stats b)
+static bool same_but_peaks(tc_memory_stats_info a, tc_memory_stats_info b)
 {
     tc_memory_stat *x = &a.allocation[0], *y = &b.allocation[0];
-    for (size_t i = 0; i < 9 * TC_STAT_POOLS; i++)
+    for (size_t i = 0; i < 9 * TC_STAT_POOL_COUNT; i++)
         x[i].peak = y[i].peak = 0;
     a.oversize_allocations.peak = b.oversize_allocations.peak = 0;
     a.oversize_segments.peak = b.oversize_segments.peak = 0;
@@ -153,7 +154,7 @@ static void test_peaks_and_resets(void)
         }
         bad_model += model_mismatches(a, &m);
         if (step % 97 == 0) {
-            struct tc_memory_stats before, after;
+            tc_memory_stats_info before, after;
             tc__alloc_stats(a, &before);
             tc__alloc_reset_peak(a);
             model_reset_peak(&m);
@@ -162,7 +163,7 @@ static void test_peaks_and_resets(void)
             bad_kept += !same_but_peaks(before, after);
             resets++;
         }
-        struct tc_memory_stats s;
+        tc_memory_stats_info s;
         tc__alloc_stats(a, &s);
         bad_dev += s.num_device_alloc != ctx.allocs || s.num_device_free != ctx.frees ||
                    s.segment[0].current != ctx.allocs - ctx.frees ||
@@ -180,7 +181,7 @@ static void test_peaks_and_resets(void)
         if (live[i])
             CHECK_OK(tc__alloc_free(a, live[i]));
     tc__alloc_reset_peak(a);
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     tc__alloc_stats(a, &s);
     CHECK(s.allocation[0].current == 0 && s.allocation[0].peak == 0);
     CHECK(s.reserved_bytes[0].peak == s.reserved_bytes[0].current); /* cached, not released */
@@ -190,9 +191,9 @@ static void test_peaks_and_resets(void)
     CHECK_OK(tc__alloc_free(a, p));
     tc__alloc_stats(a, &s);
     CHECK(s.allocation[0].peak == 2 && s.allocation[0].current == 1);
-    CHECK(s.allocation[TC_STAT_SMALL_POOL].peak == 1 && s.allocation[TC_STAT_LARGE_POOL].peak == 1);
+    CHECK(s.allocation[TC_STAT_POOL_SMALL].peak == 1 && s.allocation[TC_STAT_POOL_LARGE].peak == 1);
     CHECK(s.requested_bytes[0].peak == (int64_t)(1000 + 3 * MiB));
-    CHECK(s.requested_bytes[TC_STAT_LARGE_POOL].current == (int64_t)(3 * MiB));
+    CHECK(s.requested_bytes[TC_STAT_POOL_LARGE].current == (int64_t)(3 * MiB));
     CHECK(s.allocated_bytes[0].peak >= s.requested_bytes[0].peak);
     CHECK_OK(tc__alloc_free(a, q));
     /* releasing the cache: reserved drops, its peak stays until a reset */
@@ -218,7 +219,7 @@ static void test_event_counters(void)
     CHECK_OK(tc__alloc_malloc(a, 40 * MiB, 0, &p));
     CHECK_STATUS(tc__alloc_malloc(a, 40 * MiB, 0, &q), TC_ERROR_OUT_OF_MEMORY);
     CHECK(q == NULL);
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     tc__alloc_stats(a, &s);
     CHECK(s.num_ooms == 1 && s.num_alloc_retries == 1);
     tc__alloc_reset_peak(a);
@@ -238,7 +239,7 @@ static void test_event_counters(void)
  * and each key must read the one at its field's offset. */
 static void test_keys(void)
 {
-    struct tc_memory_stats s;
+    tc_memory_stats_info s;
     int64_t *w = (int64_t *)&s;
     for (size_t i = 0; i < sizeof s / sizeof *w; i++)
         w[i] = 1000 + (int64_t)i * 7;
@@ -246,9 +247,9 @@ static void test_keys(void)
         const char *name;
         size_t off;
     } arrays[] = {
-#define A(key, field) {key, offsetof(struct tc_memory_stats, field)}
+#define A(key, field) {key, offsetof(tc_memory_stats_info, field)}
         A("allocation", allocation),
-        A("allocated", allocation), /* the seed's (torch 1.x) name */
+        A("allocated", allocation), /* the older name */
         A("segment", segment),
         A("active", active),
         A("inactive_split", inactive_split),
@@ -336,13 +337,14 @@ static void test_keys(void)
 
 static void test_names(void)
 {
-    CHECK(!strcmp(tc_memory_block_state_string(TC_BLOCK_ACTIVE_ALLOCATED), "active_allocated"));
-    CHECK(
-        !strcmp(tc_memory_block_state_string(TC_BLOCK_ACTIVE_PENDING_FREE), "active_pending_free"));
-    CHECK(!strcmp(tc_memory_block_state_string(TC_BLOCK_INACTIVE), "inactive"));
+    CHECK(!strcmp(tc_memory_block_state_string(TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED),
+                  "active_allocated"));
+    CHECK(!strcmp(tc_memory_block_state_string(TC_MEMORY_BLOCK_STATE_ACTIVE_PENDING_FREE),
+                  "active_pending_free"));
+    CHECK(!strcmp(tc_memory_block_state_string(TC_MEMORY_BLOCK_STATE_INACTIVE), "inactive"));
     CHECK(!strcmp(tc_memory_block_state_string((tc_memory_block_state)9), "unknown"));
-    CHECK(!strcmp(tc_memory_segment_type_string(TC_SEGMENT_SMALL), "small"));
-    CHECK(!strcmp(tc_memory_segment_type_string(TC_SEGMENT_LARGE), "large"));
+    CHECK(!strcmp(tc_memory_segment_type_string(TC_MEMORY_SEGMENT_TYPE_SMALL), "small"));
+    CHECK(!strcmp(tc_memory_segment_type_string(TC_MEMORY_SEGMENT_TYPE_LARGE), "large"));
     CHECK(!strcmp(tc_memory_segment_type_string((tc_memory_segment_type)-1), "unknown"));
 
     /* a snapshot of a host allocator says which block is which, and the JSON
@@ -354,16 +356,16 @@ static void test_names(void)
     void *p, *q;
     CHECK_OK(tc__alloc_malloc(a, 1000, 0, &p));
     CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 0, &q));
-    struct tc_memory_snapshot snap = {0};
+    tc_memory_snapshot_info snap = {0};
     CHECK_OK(tc__alloc_snapshot(a, &snap));
     int small = 0, large = 0, alloc_blocks = 0, inactive = 0;
     for (size_t i = 0; i < snap.num_segments; i++) {
         const tc_memory_segment_info *sg = &snap.segments[i];
-        small += sg->segment_type == TC_SEGMENT_SMALL;
-        large += sg->segment_type == TC_SEGMENT_LARGE;
+        small += sg->segment_type == TC_MEMORY_SEGMENT_TYPE_SMALL;
+        large += sg->segment_type == TC_MEMORY_SEGMENT_TYPE_LARGE;
         for (size_t j = 0; j < sg->num_blocks; j++) {
-            alloc_blocks += sg->blocks[j].state == TC_BLOCK_ACTIVE_ALLOCATED;
-            inactive += sg->blocks[j].state == TC_BLOCK_INACTIVE;
+            alloc_blocks += sg->blocks[j].state == TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED;
+            inactive += sg->blocks[j].state == TC_MEMORY_BLOCK_STATE_INACTIVE;
         }
     }
     CHECK(small == 1 && large == 1);
@@ -425,15 +427,18 @@ static void test_conf(void)
 }
 
 /* Through the public API, in a child with the variable set: a bad
- * TCUDA_ALLOC_CONF gives NULL and the parser's message, not "native". */
+ * TCUDA_ALLOC_CONF gives an error and the parser's message, not "native". */
 static int child_backend(const char *want)
 {
-    const char *b = tc_get_allocator_backend();
+    const char *b = NULL;
+    CHECK_STATUS(tc_get_allocator_backend(NULL), TC_ERROR_INVALID_ARGUMENT);
     if (!strcmp(want, "NULL")) {
+        CHECK_STATUS(tc_get_allocator_backend(&b), TC_ERROR_INVALID_ARGUMENT);
         CHECK(b == NULL);
         CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: ", 26) == 0);
         CHECK(strstr(tc_last_error(), "bogus") != NULL);
     } else {
+        CHECK_OK(tc_get_allocator_backend(&b));
         CHECK(b && !strcmp(b, want));
     }
     return TC_TEST_DONE();

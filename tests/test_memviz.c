@@ -82,7 +82,7 @@ static void record_run(const char *pk, const char *js)
     tc__alloc_config cfg;
     tc__alloc_config_default(&cfg);
     CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &A));
-    tc_memory_history_options o = {true, TC_HISTORY_ALL, TC_HISTORY_STACKS_ALLOC, 0};
+    tc_memory_history_options o = {true, TC_HISTORY_RECORD_ALL, TC_HISTORY_STACKS_ALLOC, 0};
     CHECK_OK(tc_memory_record_history(&o));
     void *weights = memviz_activation(3 * MiB); /* lives throughout */
     nallocs++;

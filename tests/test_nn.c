@@ -400,7 +400,7 @@ static void check_linear(const char *what, const tc_tensor *x, const tc_tensor *
     near_ref(what, dt, y, ref, m * n, 4);
     if (want >= 0 && got != want)
         fprintf(stderr, "%s (%s, %s): took the %s path, expected the %s one\n", what,
-                tc_dtype_name(dt), tc_tensor_device(x).type == TC_CPU ? "cpu" : "cuda",
+                tc_dtype_string(dt), tc_tensor_device(x).type == TC_CPU ? "cpu" : "cuda",
                 got == 1   ? "one-step"
                 : got == 0 ? "copy + GEMM"
                            : "no-bias",
@@ -408,7 +408,7 @@ static void check_linear(const char *what, const tc_tensor *x, const tc_tensor *
     if (want >= 0)
         CHECK(got == want);
     if (want < 0 && tc_tensor_device(x).type != TC_CPU)
-        printf("%s (%s): %s path\n", what, tc_dtype_name(dt),
+        printf("%s (%s): %s path\n", what, tc_dtype_string(dt),
                got == 1   ? "cuBLASLt one-step"
                : got == 0 ? "copy + GEMM"
                           : "no-bias");

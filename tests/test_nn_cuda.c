@@ -32,14 +32,14 @@ static void test_linear_graph(void)
         CHECK_OK(tc_graph_create(&g));
         uint64_t f0, u0;
         tc__nn_linear_counts(&f0, &u0);
-        tc_mempool_id none = {0};
+        tc_graph_pool_id none = {0};
         tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
         CHECK_OK(gd.status);
         CHECK_OK(tc_nn_linear(x, w, b, &y));
         CHECK_OK(tc_graph_capture_guard_exit(&gd));
         int got = path_of(f0, u0);
-        printf("linear in a graph (%s): %s path\n", tc_dtype_name(dt),
+        printf("linear in a graph (%s): %s path\n", tc_dtype_string(dt),
                got == 1 ? "cuBLASLt one-step" : "copy + GEMM");
         if (dt != TC_FLOAT64)
             CHECK(got == 1);
@@ -99,7 +99,7 @@ static void test_cross_entropy_async(void)
     CHECK_OK(tc_synchronize(-1));
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_MEAN, &y));
@@ -125,9 +125,9 @@ static void test_cross_entropy_async(void)
     CHECK_OK(tc_nn_cross_entropy(x, tg, -100, TC_REDUCTION_NONE, &per));
     double pv[N];
     /* a copy to the host waits: it reports the error (its output is not to be used) */
-    CHECK_STATUS(tc_tensor_to_host(per, pv, TC_FLOAT64), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_to_host(per, TC_FLOAT64, pv), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "target 7") != NULL);
-    CHECK_OK(tc_tensor_to_host(per, pv, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(per, TC_FLOAT64, pv));
     CHECK(isnan(pv[2]) && !isnan(pv[0]) && pv[5] == 0);
     tc_tensor_release(per);
     per = NULL;
@@ -361,7 +361,7 @@ static void test_attention_fused(void)
                 bool want = dt == TC_FLOAT32 || (dt != TC_FLOAT64 && major >= 8);
                 if (fused != want)
                     fprintf(stderr, "attention case %zu (%s): fused %d, expected %d\n", c,
-                            tc_dtype_name(dt), fused, want);
+                            tc_dtype_string(dt), fused, want);
                 CHECK(fused == want);
                 near_ref(causal ? "fused attention, causal" : "fused attention", dt, y, ref,
                          nb * l * e, 3);

@@ -74,6 +74,54 @@ static void check_bad_handles(void)
     free(ge);
 }
 
+/* The NVML readers, the memory getters and the BLAS handle: a NULL out is
+ * an argument error, anything else has no device; nothing is written. */
+static void check_getters(void)
+{
+    int v = -7;
+    int64_t v64 = -7;
+    size_t bytes = 7;
+    char *text = (char *)0x1;
+    void *handle = (void *)0x1;
+    CHECK_STATUS(tc_utilization(0, &v), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_utilization", "CUDA is not available"));
+    CHECK_STATUS(tc_memory_usage(0, &v), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_temperature(TC_CURRENT_DEVICE, &v), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_power_draw(0, &v), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_clock_rate(0, &v64), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_clock_rate", "CUDA is not available"));
+    CHECK_STATUS(tc_list_gpu_processes(0, &text), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_utilization(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_utilization", "out is NULL"));
+    CHECK_STATUS(tc_memory_usage(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_temperature(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_power_draw(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_clock_rate(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_list_gpu_processes(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == -7 && v64 == -7 && text == (char *)0x1);
+
+    tc_status (*const byte_getters[])(int, size_t *) = {
+        tc_memory_allocated,    tc_max_memory_allocated, tc_memory_reserved,
+        tc_max_memory_reserved, tc_memory_cached,        tc_max_memory_cached};
+    for (size_t i = 0; i < sizeof byte_getters / sizeof byte_getters[0]; i++) {
+        CHECK_STATUS(byte_getters[i](0, &bytes), TC_ERROR_NO_DEVICE);
+        CHECK_STATUS(byte_getters[i](TC_CURRENT_DEVICE, NULL), TC_ERROR_INVALID_ARGUMENT);
+    }
+    CHECK(says("tc_max_memory_cached", "out is NULL") && bytes == 7);
+    CHECK_STATUS(tc_memory_stats_get(0, "num_ooms", &v64), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_memory_stats_get(0, NULL, &v64), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_memory_stats_get", "key is NULL"));
+    CHECK_STATUS(tc_memory_stats_get(0, "num_ooms", NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_summary(0, true, &text), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_memory_summary(0, true, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v64 == -7 && text == (char *)0x1);
+
+    CHECK_STATUS(tc_current_blas_handle(&handle), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_current_blas_handle", "CUDA is not available"));
+    CHECK_STATUS(tc_current_blas_handle(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(handle == (void *)0x1);
+}
+
 int main(void)
 {
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
@@ -86,7 +134,11 @@ int main(void)
     CHECK(tc_device_count() == 0);
     CHECK_STATUS(tc_init(), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_init", "CUDA is not available"));
-    CHECK(tc_current_device() == -1);
+    int cur = 5;
+    CHECK_STATUS(tc_current_device(&cur), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_current_device", "CUDA is not available") && cur == 5);
+    CHECK_STATUS(tc_current_device(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_current_device", "out is NULL"));
     CHECK_OK(tc_set_device(-1));
     CHECK_STATUS(tc_set_device(0), TC_ERROR_NO_DEVICE);
 
@@ -98,8 +150,12 @@ int main(void)
     tc_device_guard_exit(&g); /* no-op */
     tc_device_guard_exit(NULL);
 
-    CHECK(tc_get_device_name(0) == NULL);
+    const char *name = "unchanged";
+    CHECK_STATUS(tc_get_device_name(0, &name), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_get_device_name", "CUDA is not available"));
+    CHECK_STATUS(tc_get_device_name(TC_CURRENT_DEVICE, &name), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_get_device_name(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strcmp(name, "unchanged") == 0);
     int major = -7, minor = -7;
     CHECK_STATUS(tc_get_device_capability(0, &major, &minor), TC_ERROR_NO_DEVICE);
     CHECK(major == -7 && minor == -7);
@@ -109,7 +165,10 @@ int main(void)
     CHECK_STATUS(tc_get_device_properties(0, &props), TC_ERROR_NO_DEVICE);
     CHECK(props.major == 0x5c5c5c5c && (unsigned char)props.name[0] == 0x5c);
     CHECK_STATUS(tc_get_device_properties(0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(!tc_can_device_access_peer(0, 1));
+    bool can = true;
+    CHECK_STATUS(tc_can_device_access_peer(0, 1, &can), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_can_device_access_peer(0, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(can);
     CHECK_STATUS(tc_synchronize(-1), TC_ERROR_NO_DEVICE);
     size_t f = 1, t = 1;
     CHECK_STATUS(tc_mem_get_info(-1, &f, &t), TC_ERROR_NO_DEVICE);
@@ -118,11 +177,7 @@ int main(void)
     CHECK_STATUS(tc_ipc_collect(), TC_ERROR_NO_DEVICE);
     CHECK(tc_get_arch_list() != NULL && tc_get_gencode_flags() != NULL);
 
-    CHECK(tc_utilization(0) == -1 && tc_last_error()[0]);
-    CHECK(tc_memory_usage(0) == -1 && tc_temperature(0) == -1);
-    CHECK(tc_power_draw(0) == -1 && tc_clock_rate(0) == -1);
-    CHECK(says("tc_clock_rate", "CUDA is not available"));
-    CHECK(tc_list_gpu_processes(0) == NULL);
+    check_getters();
 
     int least = 5, greatest = 5;
     CHECK_STATUS(tc_stream_priority_range(&least, &greatest), TC_ERROR_NO_DEVICE);
@@ -133,12 +188,18 @@ int main(void)
     CHECK(says("tc_stream_create", "CUDA is not available"));
     CHECK(s == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(says("tc_stream_create", "out must not be NULL"));
-    CHECK_STATUS(tc_stream_from_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_stream_create", "out is NULL"));
+    CHECK_STATUS(tc_stream_create_external(NULL, 0, &s), TC_ERROR_NO_DEVICE);
     CHECK(s == (tc_stream *)0x1);
-    CHECK_STATUS(tc_stream_from_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_current_stream(-1) == NULL && tc_last_error()[0]);
-    CHECK(tc_default_stream(0) == NULL);
+    CHECK_STATUS(tc_stream_create_external(NULL, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    tc_stream *cs = (tc_stream *)0x1;
+    CHECK_STATUS(tc_current_stream(TC_CURRENT_DEVICE, &cs), TC_ERROR_NO_DEVICE);
+    CHECK(says("tc_current_stream", "CUDA is not available"));
+    CHECK_STATUS(tc_default_stream(0, &cs), TC_ERROR_NO_DEVICE);
+    CHECK(cs == (tc_stream *)0x1);
+    CHECK_STATUS(tc_current_stream(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_current_stream", "out is NULL"));
+    CHECK_STATUS(tc_default_stream(0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_OK(tc_set_stream(NULL));
     CHECK_STATUS(tc_stream_query(NULL), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_stream_query", "CUDA is not available"));
@@ -149,7 +210,7 @@ int main(void)
     CHECK(tc_stream_device(NULL) == -1 && tc_stream_cuda_handle(NULL) == NULL);
 
     tc_event *e = (tc_event *)0x1;
-    CHECK_STATUS(tc_event_create(TC_EVENT_TIMING, &e), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_event_create(TC_EVENT_FLAG_TIMING, &e), TC_ERROR_NO_DEVICE);
     CHECK(says("tc_event_create", "CUDA is not available"));
     CHECK(e == (tc_event *)0x1);
     CHECK_STATUS(tc_event_create(0, NULL), TC_ERROR_INVALID_ARGUMENT);
@@ -161,8 +222,18 @@ int main(void)
     CHECK(tc_event_device(NULL) == -1);
     check_bad_handles();
 
+    tc_memory_snapshot_info *snap = (tc_memory_snapshot_info *)0x1;
+    CHECK_STATUS(tc_memory_snapshot(&snap), TC_ERROR_NO_DEVICE);
+    CHECK(snap == (tc_memory_snapshot_info *)0x1);
+    CHECK_STATUS(tc_memory_snapshot_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("tc_memory_snapshot_destroy", "snap is NULL"));
+
     /* Still CPU-only features work. */
-    CHECK(tc_nvtx_range_push("cpu") == 0 && tc_nvtx_range_pop() == 0);
+    int depth = -1;
+    CHECK_OK(tc_nvtx_range_push("cpu", &depth));
+    CHECK(depth == 0);
+    CHECK_OK(tc_nvtx_range_pop(&depth));
+    CHECK(depth == 0);
     CHECK(!tc_launch_blocking() || getenv("CUDA_LAUNCH_BLOCKING"));
     return TC_TEST_DONE();
 }

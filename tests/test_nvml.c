@@ -1,6 +1,6 @@
 /* GPU: monitoring through NVML gives values in plausible ranges; the SM
- * clock is in Hz (the seed's unit), at most the device's peak clock as CUDA
- * reports it, and needs an int64_t. */
+ * clock is in Hz (torch.cuda.clock_rate's unit), at most the device's peak
+ * clock as CUDA reports it, and needs an int64_t. */
 #include <stdlib.h>
 
 #include "tc_test.h"
@@ -10,11 +10,14 @@ int main(void)
     tc_test_init();
     TC_TEST_REQUIRE_GPU();
     for (int d = 0; d < tc_device_count(); d++) {
-        int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
-        int power = tc_power_draw(d);
-        int64_t clock = tc_clock_rate(d);
-        if (util < 0)
+        int util = -1, mem = -1, temp = -1, power = -1;
+        int64_t clock = -1;
+        if (tc_utilization(d, &util) != TC_OK)
             fprintf(stderr, "NVML: %s\n", tc_last_error());
+        CHECK_OK(tc_memory_usage(d, &mem));
+        CHECK_OK(tc_temperature(d, &temp));
+        CHECK_OK(tc_power_draw(d, &power));
+        CHECK_OK(tc_clock_rate(d, &clock));
         printf("cuda:%d utilization %d%%, memory %d%%, %d C, %d mW, %lld Hz\n", d, util, mem, temp,
                power, (long long)clock);
         tc_device_properties p;
@@ -27,7 +30,8 @@ int main(void)
         CHECK(clock % 1000000 == 0);                        /* NVML reads whole MHz */
         /* the current clock does not exceed CUDA's peak (kHz) beyond rounding */
         CHECK(clock <= (int64_t)p.clock_rate_khz * 1050 + 1000000);
-        char *procs = tc_list_gpu_processes(d);
+        char *procs = NULL;
+        CHECK_OK(tc_list_gpu_processes(d, &procs));
         CHECK(procs != NULL);
         if (procs) {
             char head[16];
@@ -38,11 +42,16 @@ int main(void)
             tc_free(procs);
         }
     }
-    CHECK(tc_utilization(99) == -1);
+    int v = -7;
+    int64_t v64 = -7;
+    char *text = NULL;
+    CHECK_STATUS(tc_utilization(99, &v), TC_ERROR_INVALID_DEVICE);
     CHECK(strstr(tc_last_error(), "device 99") != NULL);
     CHECK(strncmp(tc_last_error(), "tc_utilization: ", 16) == 0);
-    CHECK(tc_clock_rate(99) == -1);
+    CHECK_STATUS(tc_clock_rate(99, &v64), TC_ERROR_INVALID_DEVICE);
     CHECK(strncmp(tc_last_error(), "tc_clock_rate: device 99", 24) == 0);
-    CHECK(tc_list_gpu_processes(99) == NULL);
+    CHECK_STATUS(tc_list_gpu_processes(99, &text), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_temperature(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == -7 && v64 == -7 && text == NULL);
     return TC_TEST_DONE();
 }

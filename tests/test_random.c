@@ -50,7 +50,7 @@ static void test_layout(void)
     int64_t *iv = malloc(N * sizeof *iv);
     uint8_t *bv = malloc(N);
     CHECK_OK(tc_generator_uniform(g, f, N, TC_FLOAT32, 0.0, 1.0));
-    CHECK(tc_generator_offset(g) == (N + 3) / 4);
+    CHECK(tc_test_gen_offset(g) == (N + 3) / 4);
     CHECK_OK(tc_generator_random_int(g, iv, N, TC_INT64, 0, 1ll << 32));
     CHECK_OK(tc_generator_bernoulli(g, bv, N, TC_BOOL, 0.25));
     int bad_u = 0, bad_i = 0, bad_b = 0;
@@ -67,7 +67,7 @@ static void test_layout(void)
     CHECK(bad_u == 0);
     CHECK(bad_i == 0);
     CHECK(bad_b == 0);
-    CHECK(tc_generator_offset(g) == 3 * base_i);
+    CHECK(tc_test_gen_offset(g) == 3 * base_i);
     free(f);
     free(iv);
     free(bv);
@@ -83,7 +83,7 @@ static void test_offsets(void)
     double x[10], y[8], z[40];
     CHECK_OK(tc_generator_normal(a, x, 10, TC_FLOAT64, 0, 1)); /* 5 blocks of 2 */
     CHECK_OK(tc_generator_normal(a, y, 8, TC_FLOAT64, 0, 1));
-    CHECK(tc_generator_offset(a) == 9);
+    CHECK(tc_test_gen_offset(a) == 9);
     CHECK_OK(tc_generator_normal(b, z, 40, TC_FLOAT64, 0, 1));
     CHECK(memcmp(x, z, sizeof x) == 0);
     CHECK(memcmp(y, z + 10, sizeof y) == 0);
@@ -277,12 +277,13 @@ static void test_stats(void)
         for (size_t i = 0; i < n; i++)
             mn = fmin(mn, v[i]), mx = fmax(mx, v[i]);
         CHECK(mn >= -1 && mx < 1);
-        check_stats(tc_dtype_name(fl[k]), v, n, 0, 1.0 / 3, 0);
+        check_stats(tc_dtype_string(fl[k]), v, n, 0, 1.0 / 3, 0);
         CHECK_OK(tc_generator_normal(g, buf, n, fl[k], -1, 0.5));
         to_double(buf, fl[k], n, v);
         g_mean = -1, g_std = 0.5;
         double ks = fl[k] == TC_FLOAT64 ? ks_binned(v, n, -4, 2, cdf_normal) : 0;
-        check_stats(tc_dtype_name(fl[k]), v, n, -1, 0.25 * (fl[k] == TC_BFLOAT16 ? 1.0 : 1.0), ks);
+        check_stats(tc_dtype_string(fl[k]), v, n, -1, 0.25 * (fl[k] == TC_BFLOAT16 ? 1.0 : 1.0),
+                    ks);
     }
     /* range 2^31 + 1: almost half the first draws are rejected */
     int64_t r = (1ll << 31) + 1;
@@ -433,7 +434,7 @@ static void test_state(void)
     CHECK_OK(tc_generator_normal(h, b, 100, TC_FLOAT32, 0, 1));
     CHECK(memcmp(a, b, sizeof a) == 0);
     /* bad blobs are refused and change nothing */
-    uint64_t off = tc_generator_offset(h), seed = tc_generator_initial_seed(h);
+    uint64_t off = tc_test_gen_offset(h), seed = tc_test_gen_seed(h);
     tc_rng_state bad = s;
     bad.bytes[0] = 'X';
     CHECK_STATUS(tc_generator_set_state(h, &bad), TC_ERROR_INVALID_ARGUMENT);
@@ -453,11 +454,11 @@ static void test_state(void)
     CHECK_STATUS(tc_generator_set_state(h, &bad), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_set_state(h, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_get_state(h, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_generator_offset(h) == off && tc_generator_initial_seed(h) == seed);
+    CHECK(tc_test_gen_offset(h) == off && tc_test_gen_seed(h) == seed);
     /* different seeds differ; the same seed repeats */
     CHECK_OK(tc_generator_manual_seed(g, 1));
     CHECK_OK(tc_generator_manual_seed(h, 2));
-    CHECK(tc_generator_offset(g) == 0 && tc_generator_initial_seed(g) == 1);
+    CHECK(tc_test_gen_offset(g) == 0 && tc_test_gen_seed(g) == 1);
     CHECK_OK(tc_generator_uniform(g, a, 100, TC_FLOAT32, 0, 1));
     CHECK_OK(tc_generator_uniform(h, b, 100, TC_FLOAT32, 0, 1));
     int same = 0;
@@ -471,7 +472,7 @@ static void test_state(void)
     uint64_t s1 = 0, s2 = 0;
     CHECK_OK(tc_generator_seed(g, &s1));
     CHECK_OK(tc_generator_seed(h, &s2));
-    CHECK(s1 != s2 && tc_generator_initial_seed(g) == s1);
+    CHECK(s1 != s2 && tc_test_gen_seed(g) == s1);
     CHECK_OK(tc_generator_destroy(g));
     CHECK_OK(tc_generator_destroy(h));
 }
@@ -482,8 +483,10 @@ static void test_defaults(void)
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, -1}, &cpu));
     CHECK_OK(tc_default_generator((tc_device){TC_CPU, 0}, &again));
     CHECK(cpu && cpu == again);
-    CHECK(tc_generator_initial_seed(cpu) == TC_DEFAULT_SEED);
-    CHECK(tc_generator_device(cpu).type == TC_CPU);
+    CHECK(tc_test_gen_seed(cpu) == TC_DEFAULT_SEED);
+    tc_device where = {TC_CUDA, 3};
+    CHECK_OK(tc_generator_device(cpu, &where));
+    CHECK(where.type == TC_CPU && where.index == -1);
     CHECK_STATUS(tc_generator_destroy(cpu), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_default_generator((tc_device){TC_CPU, 3}, &again), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_default_generator((tc_device){(tc_device_type)7, 0}, &again),
@@ -516,7 +519,7 @@ static void test_bad_args(void)
     tc_generator *g = make(9);
     float f[8];
     CHECK_OK(tc_generator_uniform(g, f, 5, TC_FLOAT32, 0, 1));
-    uint64_t off = tc_generator_offset(g);
+    uint64_t off = tc_test_gen_offset(g);
     CHECK_STATUS(tc_generator_uniform(NULL, f, 8, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_uniform(g, NULL, 8, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_uniform(g, f, 8, TC_NUM_DTYPES, 0, 1), TC_ERROR_INVALID_ARGUMENT);
@@ -541,15 +544,29 @@ static void test_bad_args(void)
     CHECK_STATUS(tc_generator_random_int(g, f, 8, TC_UINT8, -1, 2), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_random_int(g, f, 8, TC_BOOL, 0, 3), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_random_int(g, f, 8, TC_FLOAT16, 0, 5000), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_generator_offset(g) == off);
+    CHECK(tc_test_gen_offset(g) == off);
     CHECK(memcmp(f, f, sizeof f) == 0);
     /* n == 0 is a no-op, even with NULL data */
     CHECK_OK(tc_generator_normal(g, NULL, 0, TC_FLOAT32, 0, 1));
-    CHECK(tc_generator_offset(g) == off);
+    CHECK(tc_test_gen_offset(g) == off);
     CHECK_STATUS(tc_generator_create((tc_device){TC_CPU, -1}, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_generator_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_generator_initial_seed(NULL) == 0);
+    /* the getters check their arguments and write nothing on failure */
+    uint64_t v = 12345;
+    tc_device dv = {TC_CUDA, 9};
+    CHECK_STATUS(tc_generator_initial_seed(NULL, &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_generator_offset(NULL, &v), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_generator_device(NULL, &dv), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_generator_initial_seed(g, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_generator_initial_seed: out is NULL") != NULL);
+    CHECK_STATUS(tc_generator_offset(g, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_generator_device(g, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(v == 12345 && dv.type == TC_CUDA && dv.index == 9);
     CHECK_OK(tc_generator_destroy(g));
+    CHECK_STATUS(tc_generator_initial_seed(g, &v), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_generator_offset(g, &v), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_generator_device(g, &dv), TC_ERROR_INVALID_HANDLE);
+    CHECK(v == 12345 && dv.type == TC_CUDA && dv.index == 9);
 }
 
 /* Every dtype of every distribution lands in its range. */
@@ -599,11 +616,11 @@ static void test_threads(void)
         pthread_join(t[i], &r);
         CHECK(r == NULL);
     }
-    CHECK(tc_generator_offset(g) == 4 * 200 * 10);
+    CHECK(tc_test_gen_offset(g) == 4 * 200 * 10);
     CHECK_OK(tc_generator_destroy(g));
 }
 
-/* ---- issue 10 findings --------------------------------------------------------- */
+/* ---- inputs that once went wrong ----------------------------------------------- */
 
 /* A destroyed generator was freed at once, and the next one created reused
  * its memory: a stale handle then drove the new generator. */
@@ -619,8 +636,11 @@ static void test_stale_handle(void)
           strstr(tc_last_error(), "destroyed") != NULL);
     CHECK_STATUS(tc_generator_manual_seed(g, 9), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_generator_destroy(g), TC_ERROR_INVALID_HANDLE); /* double destroy */
-    CHECK(tc_generator_offset(g) == 0 && tc_generator_initial_seed(g) == 0);
-    CHECK(tc_generator_offset(h) == 0 && tc_generator_initial_seed(h) == 2);
+    uint64_t v = 7;
+    CHECK_STATUS(tc_generator_offset(g, &v), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_generator_initial_seed(g, &v), TC_ERROR_INVALID_HANDLE);
+    CHECK(v == 7);
+    CHECK(tc_test_gen_offset(h) == 0 && tc_test_gen_seed(h) == 2);
     /* garbage is not a generator either */
     uint64_t junk[16] = {0x1234};
     CHECK_STATUS(tc_generator_normal((tc_generator *)junk, f, 8, TC_FLOAT32, 0, 1),
@@ -649,7 +669,7 @@ static void test_offset_wrap(void)
     tc_rng_state s;
     tc_test_forge_state(seed, top, &s);
     CHECK_OK(tc_generator_set_state(g, &s)); /* any offset is a valid state */
-    CHECK(tc_generator_offset(g) == top);
+    CHECK(tc_test_gen_offset(g) == top);
     float f[12];
     double d[5];
     memset(f, 0, sizeof f);
@@ -657,10 +677,10 @@ static void test_offset_wrap(void)
     CHECK(strstr(tc_last_error(), "wrap") != NULL);
     CHECK_STATUS(tc_generator_uniform(g, d, 5, TC_FLOAT64, 0, 1), TC_ERROR_INVALID_STATE);
     CHECK_STATUS(tc_generator_random_int(g, d, 5, TC_INT64, 0, 1ll << 40), TC_ERROR_INVALID_STATE);
-    CHECK(tc_generator_offset(g) == top && f[0] == 0.0f); /* unchanged, nothing written */
+    CHECK(tc_test_gen_offset(g) == top && f[0] == 0.0f); /* unchanged, nothing written */
     /* two blocks still fit: counters 2^64-3 and 2^64-2, as raw Philox gives them */
     CHECK_OK(tc_generator_uniform(g, f, 8, TC_FLOAT32, 0, 1));
-    CHECK(tc_generator_offset(g) == UINT64_MAX);
+    CHECK(tc_test_gen_offset(g) == UINT64_MAX);
     int bad = 0;
     for (int i = 0; i < 8; i++) {
         uint32_t w[4];
@@ -669,7 +689,7 @@ static void test_offset_wrap(void)
     }
     CHECK(bad == 0);
     CHECK_STATUS(tc_generator_bernoulli(g, f, 1, TC_FLOAT32, 0.5), TC_ERROR_INVALID_STATE);
-    CHECK(tc_generator_offset(g) == UINT64_MAX);
+    CHECK(tc_test_gen_offset(g) == UINT64_MAX);
     CHECK_OK(tc_generator_manual_seed(g, 3)); /* reseeding is the way out */
     CHECK_OK(tc_generator_bernoulli(g, f, 1, TC_FLOAT32, 0.5));
     CHECK_OK(tc_generator_destroy(g));
@@ -699,7 +719,7 @@ static void test_messages(void)
     CHECK(strstr(tc_last_error(), "lo=0.30000000000000004, hi=0.3)") != NULL);
     CHECK_STATUS(tc_generator_normal(g, f, 4, TC_FLOAT32, 0, -1e-300), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "std=-1e-300 is negative") != NULL);
-    CHECK(tc_generator_offset(g) == 0);
+    CHECK(tc_test_gen_offset(g) == 0);
     CHECK_OK(tc_generator_destroy(g));
 }
 

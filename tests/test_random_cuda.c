@@ -67,7 +67,7 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     CHECK_OK(draw(cpu, kind, host, n, dt, a, b, ia, ib));
     CHECK_OK(draw(gpu, kind, d, n, dt, a, b, ia, ib));
     CHECK(cudaMemcpy(back, d, n * es, cudaMemcpyDeviceToHost) == cudaSuccess);
-    CHECK(tc_generator_offset(cpu) == tc_generator_offset(gpu));
+    CHECK(tc_test_gen_offset(cpu) == tc_test_gen_offset(gpu));
     size_t diff = 0;
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
@@ -79,7 +79,7 @@ static void parity(const char *what, int kind, tc_dtype dt, double a, double b, 
     }
     if (diff)
         fprintf(stderr, "%s %s: %zu of %zu elements differ (worst %.0f ulp)\n", what,
-                tc_dtype_name(dt), diff, n, worst);
+                tc_dtype_string(dt), diff, n, worst);
     if (kind == NORMAL)
         CHECK(worst <= 2);
     else
@@ -129,14 +129,14 @@ static void test_torch_functions(void)
     CHECK_OK(tc_get_rng_state(-1, &s));
     tc_generator *g = NULL;
     CHECK_OK(tc_default_generator((tc_device){TC_CUDA, -1}, &g));
-    CHECK(tc_generator_offset(g) == 0);
+    CHECK(tc_test_gen_offset(g) == 0);
     float *d = NULL;
     CHECK(cudaMalloc((void **)&d, 4096 * sizeof(float)) == cudaSuccess);
     float a[4096], b[4096];
     CHECK_OK(tc_generator_normal(g, d, 4096, TC_FLOAT32, 0, 1));
     CHECK(cudaMemcpy(a, d, sizeof a, cudaMemcpyDeviceToHost) == cudaSuccess);
-    CHECK(tc_generator_offset(g) == 1024);
-    CHECK_OK(tc_set_rng_state(&s, -1));
+    CHECK(tc_test_gen_offset(g) == 1024);
+    CHECK_OK(tc_set_rng_state(-1, &s));
     CHECK_OK(tc_generator_normal(g, d, 4096, TC_FLOAT32, 0, 1));
     CHECK(cudaMemcpy(b, d, sizeof b, cudaMemcpyDeviceToHost) == cudaSuccess);
     CHECK(memcmp(a, b, sizeof a) == 0);
@@ -149,11 +149,11 @@ static void test_torch_functions(void)
     CHECK(memcmp(&t, &all[count - 1], sizeof t) == 0);
     CHECK_OK(tc_generator_normal(g, d, 8, TC_FLOAT32, 0, 1));
     CHECK_OK(tc_set_rng_state_all(all, count));
-    CHECK(tc_generator_offset(g) == 0 && tc_generator_initial_seed(g) == 77);
+    CHECK(tc_test_gen_offset(g) == 0 && tc_test_gen_seed(g) == 77);
     all[0].bytes[20] ^= 4;
     CHECK_OK(tc_generator_normal(g, d, 8, TC_FLOAT32, 0, 1));
     CHECK_STATUS(tc_set_rng_state_all(all, count), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_generator_offset(g) == 2);
+    CHECK(tc_test_gen_offset(g) == 2);
     CHECK_STATUS(tc_set_rng_state_all(all, count + 1), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_get_rng_state(count, &t), TC_ERROR_INVALID_DEVICE);
     CHECK_OK(tc_seed());
@@ -183,7 +183,7 @@ static void test_graph_hook(void)
     cudaStream_t cs;
     CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess);
     tc_stream *ts = NULL;
-    CHECK_OK(tc_stream_from_external(cs, -1, &ts));
+    CHECK_OK(tc_stream_create_external(cs, -1, &ts));
     CHECK_OK(tc_set_stream(ts));
 
     CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
@@ -198,7 +198,7 @@ static void test_graph_hook(void)
     cudaGraphExec_t exec;
     CHECK(cudaStreamEndCapture(cs, &graph) == cudaSuccess);
     CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-    CHECK(tc_generator_offset(gpu) == 0);
+    CHECK(tc_test_gen_offset(gpu) == 0);
 
     float *want = malloc((n + m) * sizeof(float)), *got = malloc((n + m) * sizeof(float));
     float *first = malloc((n + m) * sizeof(float));
@@ -206,7 +206,7 @@ static void test_graph_hook(void)
         CHECK_OK(tc__generator_replay_prologue(gpu, buf, blocks, cs));
         CHECK(cudaGraphLaunch(exec, cs) == cudaSuccess);
         CHECK(cudaStreamSynchronize(cs) == cudaSuccess);
-        CHECK(tc_generator_offset(gpu) == (uint64_t)(rep + 1) * blocks);
+        CHECK(tc_test_gen_offset(gpu) == (uint64_t)(rep + 1) * blocks);
         CHECK(cudaMemcpy(got, d, (n + m) * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
         CHECK_OK(tc_generator_uniform(cpu, want, n, TC_FLOAT32, 0, 1));
         CHECK_OK(tc_generator_normal(cpu, want + n, m, TC_FLOAT32, 0, 1));
@@ -222,8 +222,10 @@ static void test_graph_hook(void)
     tc_test_forge_state(seed, UINT64_MAX - blocks + 1, &top);
     CHECK_OK(tc_generator_set_state(gpu, &top));
     CHECK_STATUS(tc__generator_replay_prologue(gpu, buf, blocks, cs), TC_ERROR_INVALID_STATE);
-    CHECK(tc_generator_offset(gpu) == UINT64_MAX - blocks + 1);
-    CHECK_OK(tc_set_stream(tc_default_stream(-1)));
+    CHECK(tc_test_gen_offset(gpu) == UINT64_MAX - blocks + 1);
+    tc_stream *def = NULL;
+    CHECK_OK(tc_default_stream(-1, &def));
+    CHECK_OK(tc_set_stream(def));
     CHECK_OK(tc_stream_destroy(ts));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -254,12 +256,12 @@ static void test_offset_wrap(void)
     float *d = NULL;
     CHECK(cudaMalloc((void **)&d, sizeof got) == cudaSuccess);
     CHECK_STATUS(tc_generator_uniform(gpu, d, N + 1, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
-    CHECK(tc_generator_offset(gpu) == top);
+    CHECK(tc_test_gen_offset(gpu) == top);
     CHECK_OK(tc_generator_uniform(cpu, want, N, TC_FLOAT32, 0, 1));
     CHECK_OK(tc_generator_uniform(gpu, d, N, TC_FLOAT32, 0, 1));
     CHECK(cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
     CHECK(memcmp(want, got, sizeof got) == 0);
-    CHECK(tc_generator_offset(gpu) == UINT64_MAX && tc_generator_offset(cpu) == UINT64_MAX);
+    CHECK(tc_test_gen_offset(gpu) == UINT64_MAX && tc_test_gen_offset(cpu) == UINT64_MAX);
     CHECK_STATUS(tc_generator_normal(gpu, d, 1, TC_FLOAT32, 0, 1), TC_ERROR_INVALID_STATE);
     cudaFree(d);
     CHECK_OK(tc_generator_destroy(cpu));

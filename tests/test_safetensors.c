@@ -79,12 +79,12 @@ static void test_round_trip_dtypes(void)
         CHECK_OK(tc_tensor_from_data(v, 2, sz, TC_FLOAT64, CPU, &t64));
         CHECK_OK(tc_tensor_to(t64, CPU, (tc_dtype)d, false, &ts[d]));
         tc_tensor_release(t64);
-        snprintf(namebuf[d], sizeof namebuf[d], "t_%s", tc_dtype_name((tc_dtype)d));
+        snprintf(namebuf[d], sizeof namebuf[d], "t_%s", tc_dtype_string((tc_dtype)d));
         names[d] = namebuf[d];
     }
     const char *md[] = {"format", "pt", "note", "quote \" and \\ and \n newline", NULL};
-    CHECK_OK(tc_safetensors_save(file_named("all.safetensors"), TC_NUM_DTYPES, names,
-                                 (const tc_tensor *const *)ts, md));
+    CHECK_OK(tc_safetensors_save(file_named("all.safetensors"), names, (const tc_tensor *const *)ts,
+                                 TC_NUM_DTYPES, md));
     /* The header length makes the data start at a multiple of 8. */
     size_t n = 0;
     unsigned char *raw = read_all(path, &n);
@@ -123,7 +123,7 @@ static void test_round_trip_dtypes(void)
     CHECK_OK(tc_safetensors_open(file_named("all.safetensors"), &f));
     CHECK(tc_safetensors_count(f) == TC_NUM_DTYPES);
     CHECK(tc_safetensors_name(f, 0) && !strcmp(tc_safetensors_name(f, 0), "t_float64"));
-    CHECK(tc_safetensors_name(f, TC_NUM_DTYPES) == NULL);
+    CHECK(tc_safetensors_name(f, TC_NUM_DTYPES) == NULL && tc_safetensors_name(f, -1) == NULL);
     for (int d = 0; d < TC_NUM_DTYPES; d++) {
         tc_dtype dt = TC_NUM_DTYPES;
         int nd = -1;
@@ -143,6 +143,7 @@ static void test_round_trip_dtypes(void)
     CHECK(tc_safetensors_metadata_count(f) == 2);
     CHECK(!strcmp(tc_safetensors_metadata_key(f, 0), "format")); /* sorted by key */
     CHECK(!strcmp(tc_safetensors_metadata_key(f, 1), "note"));
+    CHECK(tc_safetensors_metadata_key(f, 2) == NULL && tc_safetensors_metadata_key(f, -1) == NULL);
     CHECK_OK(tc_safetensors_metadata(f, "note", &val));
     CHECK(val && !strcmp(val, "quote \" and \\ and \n newline"));
     CHECK_OK(tc_safetensors_metadata(f, "absent", &val));
@@ -163,7 +164,7 @@ static void test_round_trip_shapes(void)
     CHECK_OK(tc_tensor_empty(3, ez, TC_INT16, CPU, &e));
     const char *names[] = {"transposed", "scalar", "empty"};
     const tc_tensor *ts[] = {tr, s, e};
-    CHECK_OK(tc_safetensors_save(file_named("shapes.safetensors"), 3, names, ts, NULL));
+    CHECK_OK(tc_safetensors_save(file_named("shapes.safetensors"), names, ts, 3, NULL));
     tc_safetensors *f = NULL;
     CHECK_OK(tc_safetensors_open(path, &f));
     tc_tensor *t = NULL;
@@ -187,7 +188,7 @@ static void test_round_trip_shapes(void)
     CHECK(tc_safetensors_metadata_count(f) == 0);
     CHECK_OK(tc_safetensors_close(f));
     /* No tensors at all: "{}" padded, and an empty buffer. */
-    CHECK_OK(tc_safetensors_save(file_named("none.safetensors"), 0, NULL, NULL, NULL));
+    CHECK_OK(tc_safetensors_save(file_named("none.safetensors"), NULL, NULL, 0, NULL));
     CHECK_OK(tc_safetensors_open(path, &f));
     CHECK(tc_safetensors_count(f) == 0);
     CHECK_OK(tc_safetensors_close(f));
@@ -427,28 +428,29 @@ static void test_bad_arguments(void)
     const char *nm[] = {"x"}, *dup[] = {"x", "x"}, *md_key[] = {"__metadata__"},
                *bad_utf8[] = {"\xff"}, *nonm[] = {NULL};
     const char *p = file_named("out.safetensors");
-    CHECK_STATUS(tc_safetensors_save(NULL, 1, nm, one, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_safetensors_save(p, 1, NULL, one, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_safetensors_save(p, 1, nm, NULL, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_safetensors_save(p, 2, dup, two_t, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(NULL, nm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, NULL, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, NULL, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, one, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, dup, two_t, 2, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("name 'x' is given twice"));
-    CHECK_STATUS(tc_safetensors_save(p, 1, md_key, one, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_safetensors_save(p, 1, bad_utf8, one, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, md_key, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, bad_utf8, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("UTF-8"));
-    CHECK_STATUS(tc_safetensors_save(p, 1, nonm, one, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_safetensors_save(p, 1, nm, bad, NULL), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_safetensors_save(p, nonm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, bad, 1, NULL), TC_ERROR_INVALID_HANDLE);
     CHECK(says("tensors[0]"));
-    CHECK_STATUS(tc_safetensors_save(p, 1, nm, nul, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, nul, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     const char *md_odd[] = {"k", NULL, NULL}, *md_dup[] = {"k", "1", "k", "2", NULL};
-    CHECK_STATUS(tc_safetensors_save(p, 1, nm, one, md_odd), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, one, 1, md_odd), TC_ERROR_INVALID_ARGUMENT);
     CHECK(says("metadata key 'k' has no value"));
-    CHECK_STATUS(tc_safetensors_save(p, 1, nm, one, md_dup), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save(p, nm, one, 1, md_dup), TC_ERROR_INVALID_ARGUMENT);
     CHECK(access(p, F_OK) != 0); /* nothing was written */
-    CHECK_STATUS(tc_safetensors_save("/nonexistent-dir/x.safetensors", 1, nm, one, NULL),
+    CHECK_STATUS(tc_safetensors_save("/nonexistent-dir/x.safetensors", nm, one, 1, NULL),
                  TC_ERROR_IO);
     CHECK(says("temporary"));
 
-    CHECK_OK(tc_safetensors_save(p, 1, nm, one, NULL));
+    CHECK_OK(tc_safetensors_save(p, nm, one, 1, NULL));
     CHECK_OK(tc_safetensors_open(p, &f));
     tc_tensor *const SENT = (tc_tensor *)(uintptr_t)0x5e5e5e5e;
     tc_tensor *o = SENT;
@@ -490,7 +492,7 @@ static void test_gpu(void)
     CHECK_OK(tc_tensor_transpose(m, 0, 1, &tr));
     const char *names[] = {"gpu_t"};
     const tc_tensor *ts[] = {tr};
-    CHECK_OK(tc_safetensors_save(file_named("gpu.safetensors"), 1, names, ts, NULL));
+    CHECK_OK(tc_safetensors_save(file_named("gpu.safetensors"), names, ts, 1, NULL));
     tc_safetensors *f = NULL;
     CHECK_OK(tc_safetensors_open(path, &f));
     CHECK_OK(tc_safetensors_get(f, "gpu_t", GPU, &g));

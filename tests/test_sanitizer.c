@@ -76,7 +76,7 @@ static void test_read_after_write(void)
     void *m = region(DEF);
     CHECK_OK(wr(S1, m, BYTES));
     CHECK_OK(rd(S2, m, BYTES));
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE);
     CHECK(strcmp(last_cur, "reader") == 0 && strcmp(last_earlier, "writer") == 0);
     CHECK(strstr(last_text, "read-after-write") && strstr(last_text, "current access: read") &&
           strstr(last_text, "earlier access: write"));
@@ -112,10 +112,11 @@ static void test_graph_capture(void)
     CHECK_OK(rd(DEF, m, BYTES)); /* still nothing wrote m */
     CHECK(reports() == 0);
     CHECK_OK(tc__san_replay(rec, 0, S1)); /* the replay writes m on S1 ... */
-    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_READ); /* ... racing DEF's reads */
+    CHECK(reports() == 1 &&
+          last_kind == TC_SANITIZER_RACE_WRITE_AFTER_READ); /* ... racing DEF's reads */
     CHECK(strcmp(last_cur, "writer") == 0 && strcmp(last_earlier, "reader") == 0);
     CHECK_OK(rd(DEF, m, BYTES)); /* and DEF reads without waiting for S1 */
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE);
     tc__san_stream_wait_stream(0, S1, 0, DEF); /* ordered: silent */
     CHECK_OK(tc__san_replay(rec, 0, S1));
     tc__san_stream_wait_stream(0, DEF, 0, S1);
@@ -148,7 +149,7 @@ static void test_graph_pool_free(void)
     m = region(S3);
     CHECK_OK(wr(S1, m, BYTES));
     drop(m);
-    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE);
     tc__san_recording_free(rec);
     tc__san_device_sync(0);
 }
@@ -158,7 +159,7 @@ static void test_graph_pool_free(void)
  * state is as if the replay had not been asked for. */
 static void test_replay_refused_whole(void)
 {
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     void *a = region(DEF), *b = region(DEF);
     tc__san_capture_begin(0, S3);
     CHECK_OK(wr(S3, a, BYTES)); /* op 1: writes a */
@@ -180,7 +181,7 @@ static void test_replay_refused_whole(void)
     tc__san_device_sync(0);
     drop(a);
     drop(b);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
 }
 
 static void test_write_after_read(void)
@@ -191,8 +192,8 @@ static void test_write_after_read(void)
     CHECK_OK(rd(S1, m, BYTES)); /* ordered after the write */
     CHECK(reports() == 0);
     CHECK_OK(wr(S2, m, BYTES)); /* not after S1's read (nor DEF's write) */
-    CHECK(reports() == 1 &&
-          (last_kind == TC_RACE_WRITE_AFTER_READ || last_kind == TC_RACE_WRITE_AFTER_WRITE));
+    CHECK(reports() == 1 && (last_kind == TC_SANITIZER_RACE_WRITE_AFTER_READ ||
+                             last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE));
     tc__san_device_sync(0);
     /* fixed by wait_stream */
     CHECK_OK(rd(S1, m, BYTES));
@@ -203,7 +204,7 @@ static void test_write_after_read(void)
     /* a read by S1 then a write by S2: exactly write-after-read */
     CHECK_OK(rd(S1, m, BYTES));
     CHECK_OK(wr(S2, m, BYTES));
-    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_READ);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_READ);
     tc__san_device_sync(0);
     drop(m);
 }
@@ -213,7 +214,7 @@ static void test_write_after_write(void)
     void *m = region(DEF);
     CHECK_OK(wr(S1, m, BYTES));
     CHECK_OK(wr(S2, m, BYTES));
-    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_WRITE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE);
     tc__san_device_sync(0); /* the racing write was recorded too: start over */
     /* fixed by a stream synchronize: work queued afterwards is ordered */
     CHECK_OK(wr(S1, m, BYTES));
@@ -235,7 +236,7 @@ static void test_write_after_write(void)
     CHECK_OK(wr(S1, m, BYTES));
     tc__san_event_wait(&ev, 0, S2);
     CHECK_OK(wr(S2, m, BYTES));
-    CHECK(reports() == 1 && last_kind == TC_RACE_WRITE_AFTER_WRITE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE);
     tc__san_event_destroy(&ev);
     tc__san_device_sync(0);
     drop(m);
@@ -261,7 +262,7 @@ static void test_transitive_and_ranges(void)
     CHECK_OK(wr(S2, c + BYTES / 2, BYTES / 2));
     CHECK(reports() == 0);
     CHECK_OK(rd(S3, c + BYTES / 2, 16));
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE &&
           strstr(last_text, "on stream 0x1002"));
     tc__san_device_sync(0);
     drop(m);
@@ -275,7 +276,7 @@ static void test_reuse_after_free(void)
     tc__san_stream_wait_stream(0, S1, 0, DEF);
     CHECK_OK(rd(S1, m, BYTES));
     drop(m);
-    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE &&
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE &&
           strstr(last_text, "record_stream") && strcmp(last_earlier, "reader") == 0);
     CHECK(tc__san_watched() == 0);
     /* fixed by record_stream */
@@ -307,7 +308,7 @@ static void test_host_read(void)
     tc__san_alloc(h, BYTES, -1, NULL, true);
     CHECK_OK(wr(S1, h, BYTES));
     CHECK_OK(touch_at(HOST, NULL, h, BYTES, false, "host read"));
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE &&
           strstr(last_text, "on the host") && strstr(last_text, "synchronize the stream"));
     CHECK_OK(wr(S1, h, BYTES));
     tc__san_stream_sync(0, S1);
@@ -323,7 +324,7 @@ static void test_host_read(void)
 
 static void test_error_mode(void)
 {
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     void *m = region(DEF);
     CHECK_OK(wr(S1, m, BYTES));
     CHECK_STATUS(wr(S2, m, BYTES), TC_ERROR_RACE);
@@ -338,11 +339,11 @@ static void test_error_mode(void)
     static char ext[256];
     CHECK_STATUS(tc_sanitizer_access(ext, 0, NULL, (tc_sanitizer_access_kind)9, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_sanitizer_access(NULL, 4, NULL, TC_SANITIZER_READ, "k"),
+    CHECK_STATUS(tc_sanitizer_access(NULL, 4, NULL, TC_SANITIZER_ACCESS_READ, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_sanitizer_enable((tc_sanitizer_mode)9), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
-    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_REPORT);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
+    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_MODE_REPORT);
 }
 
 /* 10^6 random accesses, syncs and reallocations over 64 allocations and 8
@@ -442,21 +443,22 @@ static void test_threads(void)
 static void test_user_access(void)
 {
     static char buf[1024];
-    CHECK_OK(tc_sanitizer_access(buf, sizeof buf, (tc_stream *)S1, TC_SANITIZER_WRITE, "k1"));
     CHECK_OK(
-        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE &&
+        tc_sanitizer_access(buf, sizeof buf, (tc_stream *)S1, TC_SANITIZER_ACCESS_WRITE, "k1"));
+    CHECK_OK(tc_sanitizer_access(
+        buf, 16, NULL, TC_SANITIZER_ACCESS_READ | TC_SANITIZER_ACCESS_BY_HOST, "host read"));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE &&
           strcmp(last_cur, "host read") == 0 && strcmp(last_earlier, "k1") == 0 &&
           strstr(last_text, "not from tcuda's allocator"));
     tc__san_stream_sync(0, S1);
-    CHECK_OK(
-        tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_READ | TC_SANITIZER_BY_HOST, "host read"));
+    CHECK_OK(tc_sanitizer_access(
+        buf, 16, NULL, TC_SANITIZER_ACCESS_READ | TC_SANITIZER_ACCESS_BY_HOST, "host read"));
     CHECK(reports() == 0);
-    CHECK_STATUS(tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_BY_HOST, "k"),
+    CHECK_STATUS(tc_sanitizer_access(buf, 16, NULL, TC_SANITIZER_ACCESS_BY_HOST, "k"),
                  TC_ERROR_INVALID_ARGUMENT);
     /* stale state inside memory being allocated is dropped */
     static char big[4096];
-    CHECK_OK(tc_sanitizer_access(big + 100, 10, (tc_stream *)S1, TC_SANITIZER_WRITE, "k2"));
+    CHECK_OK(tc_sanitizer_access(big + 100, 10, (tc_stream *)S1, TC_SANITIZER_ACCESS_WRITE, "k2"));
     size_t before = tc__san_watched();
     tc__san_alloc(big, sizeof big, 0, DEF, false);
     CHECK(tc__san_watched() == before);
@@ -544,7 +546,7 @@ static void test_tensor_classic_bug(void)
     CHECK_OK(tc_tensor_copy_(x, y, false));
     fake_stream = DEF; /* ... and the default stream reads it */
     CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
-    CHECK(reports() == 1 && last_kind == TC_RACE_READ_AFTER_WRITE);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE);
     CHECK(strcmp(last_cur, "tc_tensor_sum") == 0 && strcmp(last_earlier, "tc_tensor_copy_") == 0);
     CHECK(strstr(last_text, "float32 [256]") && strstr(last_text, "made on the default stream") &&
           strstr(last_text, "by tc_tensor_full") && strstr(last_text, "#0 "));
@@ -564,7 +566,7 @@ static void test_tensor_classic_bug(void)
     tc__san_stream_wait_stream(0, S1, 0, DEF);
     tc_tensor_release(s);
     /* error mode: the reading call fails and does nothing */
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     fake_stream = S1;
     CHECK_OK(tc_tensor_copy_(x, y, false));
     fake_stream = DEF;
@@ -575,7 +577,7 @@ static void test_tensor_classic_bug(void)
     CHECK(strstr(tc_last_error(), "tc_tensor_copy_") != NULL);
     tc__san_stream_wait_stream(0, DEF, 0, S1);
     CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     reports();
     tc_tensor_release(s);
     /* reuse: y read on S1, released without record_stream */
@@ -585,7 +587,7 @@ static void test_tensor_classic_bug(void)
     CHECK_OK(tc_tensor_neg(y, &n));
     fake_stream = DEF;
     tc_tensor_release(y);
-    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE &&
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE &&
           strcmp(last_earlier, "tc_tensor_neg") == 0);
     /* with record_stream: silent */
     fake_stream = S1;
@@ -599,7 +601,7 @@ static void test_tensor_classic_bug(void)
     tc_tensor_release(s);
     CHECK(reports() == 0);
     /* error mode: a release cannot fail; the sanitizer records the stream */
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     tc_tensor *z = gpu_filled(3);
     tc__san_stream_wait_stream(0, S2, 0, DEF);
     fake_stream = S2;
@@ -607,8 +609,8 @@ static void test_tensor_classic_bug(void)
     fake_stream = DEF;
     fake_recorded = NULL;
     CHECK_OK(tc_tensor_release(z));
-    CHECK(reports() == 1 && last_kind == TC_RACE_REUSE_AFTER_FREE && fake_recorded == S2);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE && fake_recorded == S2);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     tc__san_device_sync(0);
     tc_tensor_release(n);
     CHECK(reports() == 0);
@@ -678,10 +680,10 @@ static void test_env(char *self)
 {
     CHECK(run_child(self, "junk", -1) == 0);
     CHECK(run_child(self, "2", -1) == 0);
-    CHECK(run_child(self, "Report", TC_SANITIZER_REPORT) == 0);
-    CHECK(run_child(self, "1", TC_SANITIZER_REPORT) == 0);
-    CHECK(run_child(self, "ERROR", TC_SANITIZER_ERROR) == 0);
-    CHECK(run_child(self, "off", TC_SANITIZER_OFF) == 0);
+    CHECK(run_child(self, "Report", TC_SANITIZER_MODE_REPORT) == 0);
+    CHECK(run_child(self, "1", TC_SANITIZER_MODE_REPORT) == 0);
+    CHECK(run_child(self, "ERROR", TC_SANITIZER_MODE_ERROR) == 0);
+    CHECK(run_child(self, "off", TC_SANITIZER_MODE_OFF) == 0);
 }
 
 int main(int argc, char **argv)
@@ -690,14 +692,15 @@ int main(int argc, char **argv)
         return child(argv[2], atoi(argv[3]));
     tc_test_init();
     test_env(argv[0]);
-    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_OFF);
-    CHECK(strcmp(tc_sanitizer_race_string(TC_RACE_REUSE_AFTER_FREE), "reuse-after-free") == 0);
+    CHECK(tc_sanitizer_get_mode() == TC_SANITIZER_MODE_OFF);
+    CHECK(strcmp(tc_sanitizer_race_string(TC_SANITIZER_RACE_REUSE_AFTER_FREE),
+                 "reuse-after-free") == 0);
     CHECK(strcmp(tc_status_string(TC_ERROR_RACE), "TC_ERROR_RACE") == 0);
     int mode = -1;
     CHECK_OK(tc__parse_sanitizer("Error", &mode));
-    CHECK(mode == TC_SANITIZER_ERROR);
+    CHECK(mode == TC_SANITIZER_MODE_ERROR);
     CHECK_STATUS(tc__parse_sanitizer("yes", &mode), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(mode == TC_SANITIZER_ERROR && strstr(tc_last_error(), "TCUDA_SANITIZER='yes'"));
+    CHECK(mode == TC_SANITIZER_MODE_ERROR && strstr(tc_last_error(), "TCUDA_SANITIZER='yes'"));
     /* off: hooks do nothing */
     void *m = calloc(1, 16);
     tc__san_alloc(m, 16, 0, S1, false);
@@ -706,8 +709,8 @@ int main(int argc, char **argv)
 
     fake_install();
     tc__access_set_stream_resolver(fake_stream_of);
-    CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_set_report_fn(on_report, NULL));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     test_read_after_write();
     test_write_after_read();
     test_graph_capture();
@@ -724,7 +727,7 @@ int main(int argc, char **argv)
     test_tensor_classic_bug();
     test_cpu_tensors_silent();
     CHECK(tc_sanitizer_report_count() > 0);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_OFF));
-    CHECK(tc__san_watched() == 0 && tc_sanitizer_get_mode() == TC_SANITIZER_OFF);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_OFF));
+    CHECK(tc__san_watched() == 0 && tc_sanitizer_get_mode() == TC_SANITIZER_MODE_OFF);
     return TC_TEST_DONE();
 }

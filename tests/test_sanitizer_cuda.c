@@ -64,7 +64,7 @@ static void test_side_stream_write(tc_stream *side)
     tc_stream_guard_exit(&g);
     CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s)); /* the bug: no wait */
     CHECK(reports() == 1);
-    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_uniform_");
+    check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_uniform_");
     tc_tensor_release(s);
     CHECK_OK(tc_synchronize(-1));
 
@@ -83,7 +83,7 @@ static void test_side_stream_write(tc_stream *side)
 
     /* fixed with an event */
     tc_event *done = NULL;
-    CHECK_OK(tc_event_create(TC_EVENT_DEFAULT, &done));
+    CHECK_OK(tc_event_create(TC_EVENT_FLAG_DEFAULT, &done));
     CHECK_OK(tc_stream_wait_stream(side, NULL));
     g = tc_stream_guard_enter(side);
     CHECK_OK(tc_tensor_normal_(x, 0, 1, NULL));
@@ -97,7 +97,7 @@ static void test_side_stream_write(tc_stream *side)
     CHECK(reports() == 0);
 
     /* error mode: the reading call fails, writes nothing, carries the report */
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     CHECK_OK(tc_stream_wait_stream(side, NULL));
     g = tc_stream_guard_enter(side);
     CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
@@ -111,7 +111,7 @@ static void test_side_stream_write(tc_stream *side)
     CHECK_OK(tc_event_record(done, side));
     CHECK_OK(tc_event_synchronize(done));
     CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s)); /* the host waited: fine now */
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     reports();
     tc_tensor_release(s);
     CHECK_OK(tc_event_destroy(done));
@@ -133,7 +133,7 @@ static void test_reuse(tc_stream *side)
     tc_stream_guard_exit(&g);
     CHECK_OK(tc_tensor_release(y)); /* the bug: no record_stream */
     CHECK(reports() == 1);
-    check_report(TC_RACE_REUSE_AFTER_FREE, "tc_tensor_release", "tc_tensor_mul");
+    check_report(TC_SANITIZER_RACE_REUSE_AFTER_FREE, "tc_tensor_release", "tc_tensor_mul");
     CHECK(strstr(last_text, "record_stream") != NULL);
     CHECK_OK(tc_tensor_full(1, &n, 7, TC_FLOAT32, GPU, &w)); /* may reuse y's block */
     printf("reuse: the new tensor %s the freed block\n",
@@ -171,7 +171,7 @@ static void test_pinned_read(void)
     CHECK(tc_tensor_is_pinned(h));
     CHECK_OK(tc_tensor_sum(h, TC_ALL_DIMS, false, &s)); /* the bug: the copy may not be done */
     CHECK(reports() == 1);
-    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_to");
+    check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_to");
     CHECK(strstr(last_text, "pinned host allocation") != NULL);
     tc_tensor_release(s), tc_tensor_release(h);
     CHECK_OK(tc_synchronize(-1));
@@ -202,12 +202,12 @@ static void test_user_kernel(tc_stream *side)
     void *p = NULL;
     CHECK_OK(tc_caching_allocator_alloc(4096, -1, NULL, &p));
     CHECK_OK(tc_stream_wait_stream(side, NULL));
-    CHECK_OK(tc_sanitizer_access(p, 4096, side, TC_SANITIZER_WRITE, "my_producer"));
-    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_READ, "my_consumer"));
+    CHECK_OK(tc_sanitizer_access(p, 4096, side, TC_SANITIZER_ACCESS_WRITE, "my_producer"));
+    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_ACCESS_READ, "my_consumer"));
     CHECK(reports() == 1);
-    check_report(TC_RACE_READ_AFTER_WRITE, "my_consumer", "my_producer");
+    check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, "my_consumer", "my_producer");
     CHECK_OK(tc_stream_synchronize(side));
-    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_READ, "my_consumer"));
+    CHECK_OK(tc_sanitizer_access(p, 1024, NULL, TC_SANITIZER_ACCESS_READ, "my_consumer"));
     CHECK_OK(tc_stream_synchronize(NULL));
     CHECK_OK(tc_caching_allocator_delete(p));
     CHECK(reports() == 0);
@@ -218,7 +218,7 @@ static void test_user_kernel(tc_stream *side)
 static void test_jiterator(tc_stream *side)
 {
     tc_jit_fn *fn = NULL;
-    CHECK_OK(tc_jit_create_fn("template <typename T> T twice(T x) { return x + x; }", NULL, &fn));
+    CHECK_OK(tc_jit_fn_create("template <typename T> T twice(T x) { return x + x; }", NULL, &fn));
     int64_t n = 4096;
     tc_tensor *x = NULL, *y = NULL, *s = NULL;
     CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, GPU, &x));
@@ -231,7 +231,7 @@ static void test_jiterator(tc_stream *side)
     tc_stream_guard_exit(&g);
     CHECK_OK(tc_tensor_sum(y, TC_ALL_DIMS, false, &s)); /* the bug: no wait */
     CHECK(reports() == 1);
-    check_report(TC_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "twice"); /* its label */
+    check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "twice"); /* its label */
     tc_tensor_release(s);
     CHECK_OK(tc_stream_wait_stream(NULL, side));
     CHECK_OK(tc_tensor_sum(y, TC_ALL_DIMS, false, &s));
@@ -276,7 +276,7 @@ static void test_graph_replay(tc_stream *side)
     CHECK_OK(tc_synchronize(-1));
     tc_graph *g = NULL;
     CHECK_OK(tc_graph_create(&g));
-    tc_mempool_id none = {0};
+    tc_graph_pool_id none = {0};
     tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL, TC_CAPTURE_MODE_GLOBAL);
     CHECK_OK(gd.status);
     CHECK_OK(tc_tensor_mul(x, x, &y)); /* y from the graph's pool */
@@ -293,12 +293,12 @@ static void test_graph_replay(tc_stream *side)
     CHECK_OK(tc_tensor_copy_(x, three, false));
     tc_stream_guard_exit(&sg);
     CHECK(reports() == 0);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_ERROR));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
     CHECK_STATUS(tc_graph_replay(g), TC_ERROR_RACE);
     CHECK(strstr(tc_last_error(), "read-after-write") != NULL);
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     reports();
-    CHECK_OK(tc_stream_wait_stream(tc_current_stream(-1), side));
+    CHECK_OK(tc_stream_wait_stream(tc_test_current_stream(-1), side));
     CHECK_OK(tc_graph_replay(g));
     CHECK(host_sum(y) == 9.0 * N);
     CHECK_OK(tc_graph_replay(g));
@@ -335,7 +335,7 @@ static void test_nn_and_indexing(tc_stream *side)
         else
             CHECK_OK(tc_nn_linear(w, x, bias, &y)); /* one cuBLASLt call where it can */
         CHECK(reports() == 1);
-        check_report(TC_RACE_READ_AFTER_WRITE, name, "tc_tensor_uniform_");
+        check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, name, "tc_tensor_uniform_");
         tc_tensor_release(y);
         CHECK_OK(tc_synchronize(-1));
         /* fixed with wait_stream: silent */
@@ -359,8 +359,8 @@ int main(void)
 {
     tc_test_init();
     TC_TEST_REQUIRE_GPU();
-    CHECK_OK(tc_sanitizer_set_callback(on_report, NULL));
-    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_REPORT));
+    CHECK_OK(tc_sanitizer_set_report_fn(on_report, NULL));
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
     tc_stream *side = NULL;
     CHECK_OK(tc_stream_create(-1, 0, &side));
     uint64_t before = tc_sanitizer_report_count();

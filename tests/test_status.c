@@ -77,8 +77,8 @@ static void *other_thread(void *arg)
     (void)tc_device_parse("gpu", &d);
     *(int *)arg = strstr(tc_last_error(), "\"gpu\"") != NULL;
     /* Ranges are per thread too. */
-    *((int *)arg + 1) = tc_nvtx_range_push("thread range");
-    (void)tc_nvtx_range_pop();
+    (void)tc_nvtx_range_push("thread range", (int *)arg + 1);
+    (void)tc_nvtx_range_pop(NULL);
     return NULL;
 }
 
@@ -93,14 +93,17 @@ int main(void)
         CHECK(strncmp(tc_status_string((tc_status)s), "TC_", 3) == 0);
 
     CHECK(tc_version_code() == TCUDA_VERSION_CODE);
-    CHECK(strcmp(tc_version(), "0.1.0") == 0 || tc_version()[0] != '\0');
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", TCUDA_VERSION_MAJOR, TCUDA_VERSION_MINOR,
+             TCUDA_VERSION_PATCH);
+    CHECK(strcmp(tc_version(), version) == 0);
 
     /* dtypes */
     CHECK(tc_dtype_size(TC_FLOAT32) == 4 && tc_dtype_size(TC_BFLOAT16) == 2);
     CHECK(tc_dtype_size(TC_INT64) == 8 && tc_dtype_size(TC_BOOL) == 1);
     CHECK(tc_dtype_size((tc_dtype)99) == 0);
-    CHECK(strcmp(tc_dtype_name(TC_FLOAT16), "float16") == 0);
-    CHECK(strcmp(tc_dtype_name((tc_dtype)-1), "invalid") == 0);
+    CHECK(strcmp(tc_dtype_string(TC_FLOAT16), "float16") == 0);
+    CHECK(strcmp(tc_dtype_string((tc_dtype)-1), "invalid") == 0);
     CHECK(tc_dtype_is_floating(TC_BFLOAT16) && !tc_dtype_is_floating(TC_INT32));
 
     /* device parsing */
@@ -123,38 +126,53 @@ int main(void)
     CHECK(d.type == before.type && d.index == before.index); /* failures write nothing */
 
     /* sync debug mode */
-    CHECK(tc_get_sync_debug_mode() == 0);
-    CHECK_OK(tc_set_sync_debug_mode(1));
-    CHECK(tc_get_sync_debug_mode() == 1);
-    CHECK_STATUS(tc_set_sync_debug_mode(3), TC_ERROR_INVALID_ARGUMENT);
+    tc_sync_debug_mode mode = TC_SYNC_DEBUG_MODE_ERROR;
+    CHECK_OK(tc_get_sync_debug_mode(&mode));
+    CHECK(mode == TC_SYNC_DEBUG_MODE_DEFAULT);
+    CHECK_STATUS(tc_get_sync_debug_mode(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_set_sync_debug_mode(TC_SYNC_DEBUG_MODE_WARN));
+    CHECK_OK(tc_get_sync_debug_mode(&mode));
+    CHECK(mode == TC_SYNC_DEBUG_MODE_WARN);
+    CHECK_STATUS(tc_set_sync_debug_mode((tc_sync_debug_mode)3), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strncmp(tc_last_error(), "tc_set_sync_debug_mode: mode 3", 30) == 0);
-    CHECK_STATUS(tc_set_sync_debug_mode(-1), TC_ERROR_INVALID_ARGUMENT);
-    CHECK(tc_get_sync_debug_mode() == 1); /* unchanged by the failures */
-    CHECK_OK(tc_set_sync_debug_mode(0));
+    CHECK_STATUS(tc_set_sync_debug_mode((tc_sync_debug_mode)-1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_get_sync_debug_mode(&mode));
+    CHECK(mode == TC_SYNC_DEBUG_MODE_WARN); /* unchanged by the failures */
+    CHECK_OK(tc_set_sync_debug_mode(TC_SYNC_DEBUG_MODE_DEFAULT));
     check_launch_blocking_parser();
     check_sync_debug_mode_parser();
 
     /* NVTX depths, independent of any attached tool */
-    CHECK(tc_nvtx_range_push("outer") == 0);
-    CHECK(tc_nvtx_range_push("inner") == 1);
+    int depth = -1;
+    CHECK_OK(tc_nvtx_range_push("outer", &depth));
+    CHECK(depth == 0);
+    CHECK_OK(tc_nvtx_range_push("inner", &depth));
+    CHECK(depth == 1);
     tc_nvtx_mark("a mark");
     tc_nvtx_mark(NULL);
-    CHECK(tc_nvtx_range_push(NULL) == -1);
-    CHECK(tc_nvtx_range_pop() == 1);
-    CHECK(tc_nvtx_range_pop() == 0);
-    CHECK(tc_nvtx_range_pop() == -1);
-    CHECK(strstr(tc_last_error(), "no range is open") != NULL);
+    CHECK_STATUS(tc_nvtx_range_push(NULL, &depth), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(depth == 1 && strstr(tc_last_error(), "tc_nvtx_range_push: message is NULL"));
+    CHECK_OK(tc_nvtx_range_pop(&depth));
+    CHECK(depth == 1);
+    CHECK_OK(tc_nvtx_range_pop(&depth));
+    CHECK(depth == 0);
+    CHECK_STATUS(tc_nvtx_range_pop(&depth), TC_ERROR_INVALID_STATE);
+    CHECK(depth == 0 && strstr(tc_last_error(), "no range is open") != NULL);
+    CHECK_OK(tc_nvtx_range_push("depth not wanted", NULL));
+    CHECK_OK(tc_nvtx_range_pop(NULL));
 
     /* per-thread message and ranges */
     (void)tc_device_parse("cuda:x", &d);
     int results[2] = {0, -5};
     pthread_t t;
-    CHECK(tc_nvtx_range_push("main range") == 0);
+    CHECK_OK(tc_nvtx_range_push("main range", &depth));
+    CHECK(depth == 0);
     pthread_create(&t, NULL, other_thread, results);
     pthread_join(t, NULL);
     CHECK(results[0] == 1);
     CHECK(results[1] == 0);
-    CHECK(tc_nvtx_range_pop() == 0);
+    CHECK_OK(tc_nvtx_range_pop(&depth));
+    CHECK(depth == 0);
     CHECK(strstr(tc_last_error(), "\"cuda:x\"") != NULL);
 
     tc_free(NULL);

@@ -19,10 +19,11 @@ static tc_stream *thread_stream;
 
 static void *thread_current(void *arg)
 {
-    tc_stream **out = arg;
-    out[0] = tc_current_stream(-1); /* a new thread starts on the default stream */
+    tc_stream **out = arg; /* no CHECK on this thread: main checks what it wrote */
+    out[0] = out[1] = NULL;
+    (void)tc_current_stream(-1, &out[0]); /* a new thread starts on the default stream */
     (void)tc_set_stream(thread_stream);
-    out[1] = tc_current_stream(-1);
+    (void)tc_current_stream(-1, &out[1]);
     return NULL;
 }
 
@@ -88,7 +89,7 @@ static void check_bad_handles(tc_stream *dead, tc_stream *live, tc_stream *def)
         CHECK(tc_stream_cuda_handle(s) == NULL);
         CHECK(strcmp(before, tc_last_error()) == 0);
     }
-    CHECK(tc_current_stream(-1) == def); /* nothing above changed it */
+    CHECK(tc_test_current_stream(-1) == def); /* nothing above changed it */
     CHECK(tc_stream_device(NULL) == -1 && tc_stream_priority(NULL) == 0);
     CHECK(tc_stream_cuda_handle(NULL) == NULL);
     CHECK_STATUS(tc_stream_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
@@ -105,10 +106,10 @@ static void check_bad_handles(tc_stream *dead, tc_stream *live, tc_stream *def)
     CHECK_OK(tc_stream_create(-1, 0, &b));
     CHECK_OK(tc_set_stream(a));
     tc_stream_guard g = tc_stream_guard_enter(b);
-    CHECK(g.status == TC_OK && tc_current_stream(-1) == b);
+    CHECK(g.status == TC_OK && tc_test_current_stream(-1) == b);
     CHECK_OK(tc_stream_destroy(a));
     tc_stream_guard_exit(&g);
-    CHECK(tc_current_stream(-1) == def);
+    CHECK(tc_test_current_stream(-1) == def);
     CHECK_OK(tc_stream_destroy(b));
 }
 
@@ -155,7 +156,7 @@ static void test_external_gone(void)
     cudaStream_t raw;
     CHECK(cudaStreamCreate(&raw) == cudaSuccess);
     tc_stream *ext = NULL;
-    CHECK_OK(tc_stream_from_external(raw, -1, &ext));
+    CHECK_OK(tc_stream_create_external(raw, -1, &ext));
     int64_t n = 1 << 20;
     tc_tensor *on = NULL, *rec = NULL;
     tc_stream_guard g = tc_stream_guard_enter(ext);
@@ -182,7 +183,7 @@ static void test_external_gone(void)
     CHECK_OK(tc_empty_cache());
     cudaStream_t again; /* may get raw's handle value: it starts afresh */
     CHECK(cudaStreamCreate(&again) == cudaSuccess);
-    CHECK_OK(tc_stream_from_external(again, -1, &ext));
+    CHECK_OK(tc_stream_create_external(again, -1, &ext));
     g = tc_stream_guard_enter(ext);
     CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, -1}, &u));
     tc_stream_guard_exit(&g);
@@ -218,44 +219,50 @@ int main(void)
     CHECK_STATUS(tc_stream_create(-1, least + 1, &bad), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_stream_create(99, 0, &bad), TC_ERROR_INVALID_DEVICE);
     CHECK(strncmp(tc_last_error(), "tc_stream_create: device 99 does not exist", 42) == 0);
-    CHECK_STATUS(tc_stream_from_external(NULL, 99, &bad), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_stream_create_external(NULL, 99, &bad), TC_ERROR_INVALID_DEVICE);
     CHECK(bad == (tc_stream *)0x1);
     CHECK_STATUS(tc_stream_create(-1, 0, NULL), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_stream_from_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_stream_create_external(NULL, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
     test_free_after_destroy();
     test_external_gone();
 
     /* current and default streams */
-    tc_stream *def = tc_default_stream(-1);
-    CHECK(def != NULL && tc_current_stream(-1) == def && tc_current_stream(0) == def);
+    tc_stream *def = NULL;
+    CHECK_OK(tc_default_stream(-1, &def));
+    CHECK(def != NULL && tc_test_current_stream(-1) == def && tc_test_current_stream(0) == def);
     CHECK(tc_stream_cuda_handle(def) == NULL); /* CUDA's legacy default stream */
-    CHECK(tc_current_stream(99) == NULL && strstr(tc_last_error(), "99"));
+    tc_stream *wrong = def;
+    CHECK_STATUS(tc_current_stream(99, &wrong), TC_ERROR_INVALID_DEVICE);
+    CHECK(wrong == def && strstr(tc_last_error(), "99"));
+    CHECK_STATUS(tc_default_stream(99, &wrong), TC_ERROR_INVALID_DEVICE);
+    CHECK_STATUS(tc_current_stream(0, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_default_stream(0, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_OK(tc_set_stream(lo));
-    CHECK(tc_current_stream(-1) == lo);
+    CHECK(tc_test_current_stream(-1) == lo);
     thread_stream = hi;
     tc_stream *seen[2] = {NULL, NULL};
     pthread_t t;
     pthread_create(&t, NULL, thread_current, seen);
     pthread_join(t, NULL);
     CHECK(seen[0] == def && seen[1] == hi);
-    CHECK(tc_current_stream(-1) == lo); /* the thread did not change ours */
+    CHECK(tc_test_current_stream(-1) == lo); /* the thread did not change ours */
     CHECK_OK(tc_set_stream(def));
-    CHECK(tc_current_stream(-1) == def);
+    CHECK(tc_test_current_stream(-1) == def);
     CHECK_OK(tc_set_stream(NULL)); /* no-op */
-    CHECK(tc_current_stream(-1) == def);
+    CHECK(tc_test_current_stream(-1) == def);
 
     /* stream guards */
     tc_stream_guard g = tc_stream_guard_enter(hi);
-    CHECK(g.status == TC_OK && tc_current_stream(-1) == hi);
+    CHECK(g.status == TC_OK && tc_test_current_stream(-1) == hi);
     tc_stream_guard g2 = tc_stream_guard_enter(lo);
-    CHECK(tc_current_stream(-1) == lo);
+    CHECK(tc_test_current_stream(-1) == lo);
     tc_stream_guard_exit(&g2);
-    CHECK(tc_current_stream(-1) == hi);
+    CHECK(tc_test_current_stream(-1) == hi);
     tc_stream_guard g3 = tc_stream_guard_enter(NULL);
-    CHECK(g3.status == TC_OK && tc_current_stream(-1) == hi);
+    CHECK(g3.status == TC_OK && tc_test_current_stream(-1) == hi);
     tc_stream_guard_exit(&g3);
     tc_stream_guard_exit(&g);
-    CHECK(tc_current_stream(-1) == def && tc_current_device() == 0);
+    CHECK(tc_test_current_stream(-1) == def && tc_test_current_device() == 0);
 
     /* ordering between streams */
     int *a, *b;
@@ -301,7 +308,7 @@ int main(void)
     cudaStream_t raw;
     CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) == cudaSuccess);
     tc_stream *ext;
-    CHECK_OK(tc_stream_from_external(raw, -1, &ext));
+    CHECK_OK(tc_stream_create_external(raw, -1, &ext));
     CHECK(tc_stream_cuda_handle(ext) == (void *)raw && tc_stream_device(ext) == 0);
     check_ordering(ext, lo, 0, a, b);
     CHECK_OK(tc_stream_destroy(ext));
@@ -313,7 +320,7 @@ int main(void)
     CHECK_STATUS(tc_stream_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_OK(tc_set_stream(hi));
     CHECK_OK(tc_stream_destroy(hi));
-    CHECK(tc_current_stream(-1) == def); /* destroying the current stream resets it */
+    CHECK(tc_test_current_stream(-1) == def); /* destroying the current stream resets it */
     CHECK_STATUS(tc_stream_synchronize(hi), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_stream_destroy(hi), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_set_stream(hi), TC_ERROR_INVALID_HANDLE);
@@ -323,7 +330,7 @@ int main(void)
     tc_stream_guard dead = tc_stream_guard_enter(hi);
     CHECK(dead.status == TC_ERROR_INVALID_HANDLE);
     tc_stream_guard_exit(&dead);
-    CHECK(tc_current_stream(-1) == def);
+    CHECK(tc_test_current_stream(-1) == def);
     check_bad_handles(hi, lo, def);
 
     CHECK_OK(tc_stream_destroy(lo));

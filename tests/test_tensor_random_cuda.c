@@ -29,10 +29,12 @@ static tc_tensor *filled(tc_device dev, int strided, int kind, tc_dtype dt, doub
     int64_t sz[2] = {strided ? 301 : 173, strided ? 173 : 301};
     tc_tensor *base = NULL, *t = NULL;
     CHECK_OK(tc_tensor_zeros(2, sz, dt, dev, &base));
-    if (strided)
+    if (strided) {
         CHECK_OK(tc_tensor_transpose(base, 0, 1, &t));
-    else
-        t = tc_tensor_retain(base);
+    } else {
+        CHECK_OK(tc_tensor_retain(base));
+        t = base;
+    }
     tc_tensor_release(base);
     tc_status st = kind == 0   ? tc_tensor_uniform_(t, a, b, g)
                    : kind == 1 ? tc_tensor_normal_(t, a, b, g)
@@ -83,14 +85,14 @@ static void test_generators_and_factories(void)
     tc_generator *cpu = NULL, *gpu = NULL;
     CHECK_OK(tc_default_generator(CPU, &cpu));
     CHECK_OK(tc_default_generator(GPU, &gpu));
-    uint64_t oc = tc_generator_offset(cpu), og = tc_generator_offset(gpu);
+    uint64_t oc = tc_test_gen_offset(cpu), og = tc_test_gen_offset(gpu);
     CHECK_STATUS(tc_tensor_uniform_(g, 0, 1, cpu), TC_ERROR_DEVICE_MISMATCH);
     CHECK_STATUS(tc_tensor_normal_(c, 0, 1, gpu), TC_ERROR_DEVICE_MISMATCH);
-    CHECK(tc_generator_offset(cpu) == oc && tc_generator_offset(gpu) == og);
+    CHECK(tc_test_gen_offset(cpu) == oc && tc_test_gen_offset(gpu) == og);
     /* NULL: the tensor's device's default generator (torch.cuda.manual_seed's) */
     CHECK_OK(tc_manual_seed(11));
     CHECK_OK(tc_tensor_uniform_(g, 0, 1, NULL));
-    CHECK(tc_generator_offset(gpu) == 64 * 64 / 4);
+    CHECK(tc_test_gen_offset(gpu) == 64 * 64 / 4);
     CHECK_OK(tc_manual_seed(11));
     CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, GPU, NULL, &r));
     double *a = tc_test_values(g), *b = tc_test_values(r);

@@ -29,13 +29,16 @@ static void print_versions(void)
 
 static void print_monitor(int d)
 {
-    int util = tc_utilization(d), mem = tc_memory_usage(d), temp = tc_temperature(d);
-    int power = tc_power_draw(d);
-    int64_t clock_hz = tc_clock_rate(d);
-    if (util < 0) {
+    int util = -1, mem = -1, temp = -1, power = -1;
+    int64_t clock_hz = -1;
+    if (tc_utilization(d, &util) != TC_OK) {
         printf("    monitoring: %s\n", tc_last_error());
         return;
     }
+    (void)tc_memory_usage(d, &mem); /* -1 where NVML cannot read a value */
+    (void)tc_temperature(d, &temp);
+    (void)tc_power_draw(d, &power);
+    (void)tc_clock_rate(d, &clock_hz);
     printf("    utilization %d%%, memory busy %d%%, %d C, %.1f W, SM clock %.0f MHz\n", util, mem,
            temp, power / 1000.0, clock_hz / 1e6);
 }
@@ -77,8 +80,11 @@ static int info(void)
         printf("\n");
         for (int d = 0; d < n; d++) {
             printf("  %4d", d);
-            for (int q = 0; q < n; q++)
-                printf(" %4s", d == q ? "-" : tc_can_device_access_peer(d, q) ? "yes" : "no");
+            for (int q = 0; q < n; q++) {
+                bool can = false;
+                (void)tc_can_device_access_peer(d, q, &can);
+                printf(" %4s", d == q ? "-" : can ? "yes" : "no");
+            }
             printf("\n");
         }
     }

@@ -1,5 +1,6 @@
-/* tcuda comm: torch.cuda.comm for C, collectives between the GPUs of one
- * process.
+/* tcuda: collectives between the GPUs of one process (torch.cuda.comm:
+ * broadcast, broadcast_coalesced, reduce_add, reduce_add_coalesced, scatter,
+ * gather).
  *
  * Every collective queues its work on the current streams of the devices it
  * touches and returns before the GPUs finish; the streams are ordered with
@@ -41,15 +42,18 @@
 
 TCUDA_EXTERN_C_BEGIN
 
-/* gather's destination meaning "the current device" (PyTorch's None); -1
- * there means the CPU, as in torch.cuda.comm.gather. */
+/* gather's destination meaning "the current device" (PyTorch's None): -1,
+ * TC_CURRENT_DEVICE elsewhere, means the CPU there, as in
+ * torch.cuda.comm.gather. */
 #define TC_COMM_CURRENT_DEVICE (-2)
 /* broadcast_coalesced / reduce_add_coalesced: PyTorch's default bucket. */
 #define TC_COMM_DEFAULT_BUFFER_SIZE ((size_t)10485760)
 
+/* ---- broadcast ---------------------------------------------------------- */
+
 /* comm.broadcast(tensor, devices): out[i] is a copy of the GPU tensor `t` on
- * devices[i] (-1: the current device); where devices[i] is t's own device,
- * out[i] is t itself (a new reference), as in PyTorch. */
+ * devices[i] (TC_CURRENT_DEVICE: the current device); where devices[i] is
+ * t's own device, out[i] is t itself (a new reference), as in PyTorch. */
 TCUDA_API tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n,
                                       tc_tensor **out);
 /* comm.broadcast(tensor, out=outputs): copies `t` into the n given GPU
@@ -67,9 +71,11 @@ TCUDA_API tc_status tc_comm_broadcast_coalesced(const tc_tensor *const *tensors,
                                                 const int *devices, int n_devices,
                                                 size_t buffer_size, tc_tensor **out);
 
+/* ---- reduce -------------------------------------------------------------- */
+
 /* comm.reduce_add(inputs, destination): *out = the element-wise sum of the n
  * GPU tensors (same sizes and dtype, each on a different device), on device
- * `destination` (-1: the current device). */
+ * `destination` (TC_CURRENT_DEVICE: the current device). */
 TCUDA_API tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destination,
                                        tc_tensor **out);
 
@@ -81,6 +87,8 @@ TCUDA_API tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, in
 TCUDA_API tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_devices,
                                                  int n_tensors, int destination, size_t buffer_size,
                                                  tc_tensor **out);
+
+/* ---- scatter and gather -------------------------------------------------- */
 
 /* comm.scatter(tensor, devices, chunk_sizes, dim, streams): splits `t` (CPU
  * or GPU) along `dim` (negative counts from the end) and copies chunk i to

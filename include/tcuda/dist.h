@@ -1,4 +1,6 @@
-/* tcuda dist: process groups on NCCL, torch.distributed's core for C.
+/* tcuda: process groups on NCCL (torch.distributed's init_process_group,
+ * get_rank, get_world_size, destroy_process_group, its collectives and
+ * Work).
  *
  * One process per GPU. A group is made from the launcher's environment
  * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
@@ -53,22 +55,26 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* This process's member of a group, and an operation queued on one. */
 typedef struct tc_process_group tc_process_group;
 typedef struct tc_work tc_work;
 
+/* The reduction of all_reduce, reduce and reduce_scatter (torch's ReduceOp). */
 typedef enum tc_reduce_op {
-    TC_REDUCE_SUM = 0,
-    TC_REDUCE_PROD,
-    TC_REDUCE_MIN,
-    TC_REDUCE_MAX,
-    TC_REDUCE_AVG
+    TC_REDUCE_OP_SUM = 0,
+    TC_REDUCE_OP_PROD,
+    TC_REDUCE_OP_MIN,
+    TC_REDUCE_OP_MAX,
+    TC_REDUCE_OP_AVG
 } tc_reduce_op;
+
+/* ---- process groups ------------------------------------------------------ */
 
 /* How to form a group. */
 typedef struct tc_dist_options {
     int rank;              /* 0 .. world_size-1 */
     int world_size;        /* >= 1 */
-    int local_rank;        /* the GPU of this rank; -1: the current device */
+    int local_rank;        /* the GPU of this rank; TC_CURRENT_DEVICE: the current one */
     char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
     int master_port;       /* 1 .. 65535 */
     double timeout_s;      /* rendezvous and tc_work_wait limit; <= 0: 600 s */
@@ -86,20 +92,24 @@ TCUDA_API tc_status tc_dist_options_from_env(tc_dist_options *out);
  * returns when all have joined, or fails after the timeout: TC_ERROR_IO
  * for the rendezvous or a communicator that was not ready in time,
  * TC_ERROR_CUDA with NCCL's message when NCCL refused). */
-TCUDA_API tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out);
-/* tc_dist_options_from_env, then tc_dist_init. */
-TCUDA_API tc_status tc_dist_init_from_env(tc_process_group **out);
+TCUDA_API tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out);
+/* tc_dist_options_from_env, then tc_process_group_create. */
+TCUDA_API tc_status tc_process_group_create_from_env(tc_process_group **out);
 /* Destroys the group once its last tc_work is destroyed too: lets its
  * queued work finish (ncclCommFinalize) for at most the timeout, then frees
  * the communicator; aborts it when the group failed, or when finishing
  * fails or times out (TC_ERROR_INVALID_STATE: the group's resources are
  * freed all the same). */
-TCUDA_API tc_status tc_dist_destroy(tc_process_group *pg);
+TCUDA_API tc_status tc_process_group_destroy(tc_process_group *pg);
 
-/* This rank, the group's size and GPU; -1 for a bad group. */
-TCUDA_API int tc_dist_rank(const tc_process_group *pg);
-TCUDA_API int tc_dist_world_size(const tc_process_group *pg);
-TCUDA_API int tc_dist_device(const tc_process_group *pg);
+/* This rank, the group's size (world size) and GPU. These cannot fail: for
+ * NULL, a destroyed group or a pointer that is not one they return -1, and
+ * leave tc_last_error() as it was. */
+TCUDA_API int tc_process_group_rank(const tc_process_group *pg);
+TCUDA_API int tc_process_group_size(const tc_process_group *pg);
+TCUDA_API int tc_process_group_device(const tc_process_group *pg);
+
+/* ---- collectives (torch.distributed's) ----------------------------------- */
 
 /* t = op over the ranks' t (avg divides the sum by world_size). */
 TCUDA_API tc_status tc_dist_all_reduce(tc_process_group *pg, tc_tensor *t, tc_reduce_op op,
@@ -127,6 +137,8 @@ TCUDA_API tc_status tc_dist_recv(tc_process_group *pg, tc_tensor *t, int peer, t
 /* Returns when every rank reached it (an all_reduce of one element, waited). */
 TCUDA_API tc_status tc_dist_barrier(tc_process_group *pg);
 
+/* ---- work (torch.distributed's Work) -------------------------------------- */
+
 /* Blocks until the work is done: TC_OK, or the group's error (see above). */
 TCUDA_API tc_status tc_work_wait(tc_work *work);
 /* TC_OK when done, TC_ERROR_NOT_READY while running, or the error. */
@@ -135,7 +147,7 @@ TCUDA_API tc_status tc_work_query(tc_work *work);
  * the work on the GPU, without blocking the host (PyTorch's Work.wait). */
 TCUDA_API tc_status tc_work_wait_stream(tc_work *work, tc_stream *stream);
 /* Frees the work; when it held the last reference of a destroyed group,
- * the group ends here (and this returns what tc_dist_destroy would). */
+ * the group ends here (and this returns what tc_process_group_destroy would). */
 TCUDA_API tc_status tc_work_destroy(tc_work *work);
 
 TCUDA_EXTERN_C_END

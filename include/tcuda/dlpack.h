@@ -31,19 +31,19 @@ TCUDA_EXTERN_C_BEGIN
 
 /* DLDeviceType: the codes tcuda reads or writes (the others exist in the
  * specification but are refused on import). */
-enum {
+typedef enum tc_DLDeviceType {
     TC_DL_CPU = 1,      /* kDLCPU */
     TC_DL_CUDA = 2,     /* kDLCUDA */
     TC_DL_CUDA_HOST = 3 /* kDLCUDAHost: pinned host memory (cudaMallocHost) */
-};
+} tc_DLDeviceType;
 /* DLDataTypeCode: the codes tcuda reads or writes. */
-enum {
+typedef enum tc_DLDataTypeCode {
     TC_DL_INT = 0,    /* kDLInt */
     TC_DL_UINT = 1,   /* kDLUInt */
     TC_DL_FLOAT = 2,  /* kDLFloat */
     TC_DL_BFLOAT = 4, /* kDLBfloat */
     TC_DL_BOOL = 6    /* kDLBool */
-};
+} tc_DLDataTypeCode;
 /* DLPACK_FLAG_BITMASK_READ_ONLY and DLPACK_FLAG_BITMASK_IS_COPIED. */
 #define TC_DLPACK_FLAG_BITMASK_READ_ONLY (UINT64_C(1) << 0)
 #define TC_DLPACK_FLAG_BITMASK_IS_COPIED (UINT64_C(1) << 1)
@@ -106,7 +106,7 @@ typedef struct tc_DLManagedTensorVersioned {
  * managed tensor holds; t itself may be released before or after.
  * Streams, for a GPU tensor (DLPack's __dlpack__(stream=)): `stream` is the
  * stream the consumer will use the memory on (wrap a foreign cudaStream_t
- * with tc_stream_from_external, the legacy stream is tc_default_stream). It
+ * with tc_stream_create_external, the legacy stream is tc_default_stream). It
  * is made to wait for the work queued so far on the current stream of t's
  * device, and t's memory is not reused before the consumer's work queued
  * there until the deleter runs has finished (tc_tensor_record_stream), so

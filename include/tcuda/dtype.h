@@ -1,4 +1,4 @@
-/* tcuda: element types of buffers and tensors. */
+/* tcuda: element types of buffers and tensors (torch.dtype). */
 #ifndef TCUDA_DTYPE_H
 #define TCUDA_DTYPE_H
 
@@ -23,12 +23,13 @@ typedef enum tc_dtype {
     TC_NUM_DTYPES
 } tc_dtype;
 
-/* Bytes per element; 0 for a value that is not a tc_dtype. */
+/* Bytes per element; 0 for a value that is not a tc_dtype. Cannot fail. */
 TCUDA_API size_t tc_dtype_size(tc_dtype dtype);
-/* "float32", "bfloat16", ...; "invalid" for a value that is not a tc_dtype. */
-TCUDA_API const char *tc_dtype_name(tc_dtype dtype);
+/* "float32", "bfloat16", ... (torch's names); "invalid" for a value that is
+ * not a tc_dtype. Never NULL. */
+TCUDA_API const char *tc_dtype_string(tc_dtype dtype);
 /* True for float16, bfloat16, float32, float64; false for the others and
- * for a value that is not a tc_dtype. */
+ * for a value that is not a tc_dtype. Cannot fail. */
 TCUDA_API bool tc_dtype_is_floating(tc_dtype dtype);
 
 TCUDA_EXTERN_C_END

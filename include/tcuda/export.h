@@ -1,9 +1,13 @@
-/* tcuda: export macro and version numbers shared by every public header. */
+/* tcuda: export macro and version numbers shared by every public header.
+ *
+ * The version numbers below are the only place the version is written: the
+ * top-level CMakeLists.txt reads them for project(VERSION) (the shared
+ * library's version and tcuda.pc), and tc_version() formats them. */
 #ifndef TCUDA_EXPORT_H
 #define TCUDA_EXPORT_H
 
 #define TCUDA_VERSION_MAJOR 0
-#define TCUDA_VERSION_MINOR 1
+#define TCUDA_VERSION_MINOR 3
 #define TCUDA_VERSION_PATCH 0
 /* One number that grows with every release: 100 * (100 * major + minor) + patch. */
 #define TCUDA_VERSION_CODE                                                                         \

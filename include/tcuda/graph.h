@@ -68,9 +68,9 @@ typedef struct tc_graphed_callable tc_graphed_callable;
 
 /* A graph memory pool's id (PyTorch's graph_pool_handle()). {0} means "a new
  * private pool for this graph". */
-typedef struct tc_mempool_id {
+typedef struct tc_graph_pool_id {
     uint64_t id;
-} tc_mempool_id;
+} tc_graph_pool_id;
 
 /* cudaStreamCaptureMode: which synchronizing or unsafe calls a capture
  * refuses (see the top of this file). */
@@ -121,8 +121,8 @@ TCUDA_API tc_status tc_graph_destroy(tc_graph *graph);
  * made by tc_stream_create), a stream already capturing, a bad mode or pool
  * id; TC_ERROR_INVALID_STATE when the graph is not empty (capturing, or
  * captured: tc_graph_reset first). */
-TCUDA_API tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream *stream,
-                                           tc_capture_mode mode);
+TCUDA_API tc_status tc_graph_capture_begin(tc_graph *graph, tc_graph_pool_id pool,
+                                           tc_stream *stream, tc_capture_mode mode);
 
 /* Sets how the graph's next captures link their work (tc_graph_order; a new
  * graph has TC_GRAPH_ORDER_STREAM). Kept across tc_graph_reset and used by
@@ -149,7 +149,7 @@ TCUDA_API tc_status tc_graph_reset(tc_graph *graph);
 
 /* The id of the graph's memory pool (from its capture on), to pass to
  * another graph's capture. TC_ERROR_INVALID_STATE before a capture began. */
-TCUDA_API tc_status tc_graph_pool(const tc_graph *graph, tc_mempool_id *out);
+TCUDA_API tc_status tc_graph_pool(const tc_graph *graph, tc_graph_pool_id *out);
 
 /* Writes the captured graph to `path` as a Graphviz DOT file
  * (cudaGraphDebugDotPrint, verbose). TC_ERROR_INVALID_STATE before a
@@ -158,7 +158,7 @@ TCUDA_API tc_status tc_graph_debug_dump(const tc_graph *graph, const char *path)
 
 /* A new pool id for graphs that will share one pool
  * (torch.cuda.graph_pool_handle). */
-TCUDA_API tc_status tc_graph_pool_handle(tc_mempool_id *out);
+TCUDA_API tc_status tc_graph_pool_handle(tc_graph_pool_id *out);
 
 /* True when a graph capture is underway on the current stream of the
  * current device (torch.cuda.is_current_stream_capturing). False without a
@@ -169,8 +169,10 @@ TCUDA_API bool tc_is_current_stream_capturing(void);
 
 /* How tc_graph_update applied the new capture. */
 typedef enum tc_graph_update_result {
-    TC_GRAPH_UPDATED_IN_PLACE = 0, /* cudaGraphExecUpdate: same topology, new parameters */
-    TC_GRAPH_REINSTANTIATED = 1    /* topology changed: the graph was instantiated again */
+    /* cudaGraphExecUpdate: same topology, new parameters */
+    TC_GRAPH_UPDATE_RESULT_IN_PLACE = 0,
+    /* topology changed: the graph was instantiated again */
+    TC_GRAPH_UPDATE_RESULT_REINSTANTIATED = 1
 } tc_graph_update_result;
 
 /* Captures `fn(ctx)` again in the graph's pool and mode, on a stream tcuda
@@ -197,22 +199,25 @@ typedef struct tc_graph_capture_guard {
 /* Synchronizes the device, makes `stream` (NULL: a side stream tcuda keeps
  * per device for captures) current, and begins capturing on it. Check
  * .status: on failure nothing is captured and the stream is unchanged. */
-TCUDA_API tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_mempool_id pool,
+TCUDA_API tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph,
+                                                              tc_graph_pool_id pool,
                                                               tc_stream *stream,
                                                               tc_capture_mode mode);
 
 /* Ends the capture (tc_graph_capture_end) and restores the previous stream;
- * returns the capture's status. A guard whose enter failed returns that
- * status and does nothing else. */
+ * returns the capture's status: unlike the device and stream guards' exits,
+ * this one can fail, because ending a capture can. A guard whose enter
+ * failed returns that status and does nothing else. */
 TCUDA_API tc_status tc_graph_capture_guard_exit(tc_graph_capture_guard *guard);
 
 /* ---- graphed callables (torch.cuda.make_graphed_callables) -------------- */
 
 /* Runs `fn(ctx)` `warmup_iters` times (>= 0; PyTorch uses 3) on a side
  * stream, synchronizes, captures one more call into a graph with its own
- * pool, and returns a callable that replays it. Static inputs and outputs
- * are the tensors fn uses: fn must reach the same tensors on every call
- * (through ctx), the caller copies new inputs into them before
+ * pool, and returns a callable that replays it in *out (torch's name for a
+ * create: the caller destroys it with tc_graphed_callable_destroy). Static
+ * inputs and outputs are the tensors fn uses: fn must reach the same tensors
+ * on every call (through ctx), the caller copies new inputs into them before
  * tc_graphed_callable_call and reads outputs from them after it. Tensors fn
  * creates while captured come from the graph's pool. Errors of fn are
  * returned as they are. */
@@ -221,26 +226,27 @@ TCUDA_API tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warm
 
 /* The same for n callables sharing one memory pool: warms up each, then
  * captures them in order (out[i] for fns[i], ctxs[i]). Call them in the same
- * order. On failure none is returned. */
-TCUDA_API tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+ * order; destroy each with tc_graphed_callable_destroy. On failure none is
+ * returned. */
+TCUDA_API tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,
                                               int warmup_iters, tc_graphed_callable **out);
 
 /* tc_make_graphed_callables with the graphs' order (tc_graph_order):
  * TC_GRAPH_ORDER_DATA lets the independent operations of each call run side
  * by side. */
-TCUDA_API tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns,
-                                                      void *const *ctxs, int warmup_iters,
-                                                      tc_graph_order order,
+TCUDA_API tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs,
+                                                      int n, int warmup_iters, tc_graph_order order,
                                                       tc_graphed_callable **out);
 
 /* Replays the captured call on the current stream. */
 TCUDA_API tc_status tc_graphed_callable_call(tc_graphed_callable *callable);
 
-/* The graph inside (for tc_graph_pool, tc_graph_debug_dump); NULL for a
- * handle that is not a live callable. Owned by the callable. */
+/* The graph inside (for tc_graph_pool, tc_graph_debug_dump), owned by the
+ * callable. Cannot fail: NULL for a handle that is not a live callable,
+ * leaving tc_last_error() as it was. */
 TCUDA_API tc_graph *tc_graphed_callable_graph(const tc_graphed_callable *callable);
 
-/* Destroys the callable and its graph. */
+/* Destroys a callable made by tc_make_graphed_callable(s), and its graph. */
 TCUDA_API tc_status tc_graphed_callable_destroy(tc_graphed_callable *callable);
 
 TCUDA_EXTERN_C_END

@@ -24,6 +24,8 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- gathering -------------------------------------------------------------- */
+
 /* Rows of weight [V, D] picked by `indices` (int32 or int64, any shape):
  * out has indices' shape plus D (F.embedding). Errors: TC_ERROR_SHAPE (weight
  * not 2-d, a result above TC_MAX_DIMS dims), TC_ERROR_DTYPE (indices). */
@@ -39,6 +41,8 @@ TCUDA_API tc_status tc_tensor_index_select(const tc_tensor *t, int dim, const tc
  * d != dim; out has index's shape. Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE. */
 TCUDA_API tc_status tc_tensor_gather(const tc_tensor *t, int dim, const tc_tensor *index,
                                      tc_tensor **out);
+/* ---- scattering ------------------------------------------------------------- */
+
 /* A copy of self with self[index[i][j][k]][j][k] += src[i][j][k] (dim 0;
  * torch.scatter_add): index int64 with self's number of dims, index.size(d)
  * <= src.size(d) for all d and <= self.size(d) for d != dim; src of self's
@@ -50,6 +54,8 @@ TCUDA_API tc_status tc_tensor_scatter_add(const tc_tensor *self, int dim, const 
  * expanded self (several elements in one place) is TC_ERROR_INVALID_ARGUMENT. */
 TCUDA_API tc_status tc_tensor_scatter_add_(tc_tensor *self, int dim, const tc_tensor *index,
                                            const tc_tensor *src);
+/* ---- triangles and top k ----------------------------------------------------- */
+
 /* The upper (triu: column - row >= diagonal) or lower (tril: column - row <=
  * diagonal) triangle of each matrix of the last two dims, zeros elsewhere;
  * any diagonal is fine. TC_ERROR_SHAPE: t has fewer than 2 dims. */

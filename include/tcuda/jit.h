@@ -46,9 +46,12 @@ TCUDA_EXTERN_C_BEGIN
 #define TC_JIT_MAX_OPERANDS 8
 #define TC_JIT_MAX_SCALARS 8
 
+/* ---- making a function ---------------------------------------------------- */
+
+/* A function made from a string of code. */
 typedef struct tc_jit_fn tc_jit_fn;
 
-/* Options of tc_jit_create_fn; NULL means all defaults (a zeroed struct). */
+/* Options of tc_jit_fn_create; NULL means all defaults (a zeroed struct). */
 typedef struct tc_jit_options {
     /* The extra scalar parameters and their default values, in the order the
      * function takes them: "alpha=1.0" or "alpha=1, beta=-0.5" (PyTorch's
@@ -65,13 +68,15 @@ typedef struct tc_jit_options {
  * code or out, code without a function template, a function that returns
  * void, a bad scalars string, scalar names that differ from the code's
  * parameters, or no tensor input left; TC_ERROR_OUT_OF_MEMORY. */
-TCUDA_API tc_status tc_jit_create_fn(const char *code, const tc_jit_options *options,
+TCUDA_API tc_status tc_jit_fn_create(const char *code, const tc_jit_options *options,
                                      tc_jit_fn **out);
 
 /* The same for a function with `num_outputs` (1..7) outputs, returned
  * through its last num_outputs reference parameters. */
-TCUDA_API tc_status tc_jit_create_multi_output_fn(const char *code, int num_outputs,
+TCUDA_API tc_status tc_jit_fn_create_multi_output(const char *code, int num_outputs,
                                                   const tc_jit_options *options, tc_jit_fn **out);
+
+/* ---- calling it and ending it --------------------------------------------- */
 
 /* Runs fn element-wise over `n_inputs` tensors (all on one device; as many
  * as the function has tensor parameters). `scalars` holds the values of the
@@ -96,7 +101,8 @@ TCUDA_API tc_status tc_jit_fn_call(tc_jit_fn *fn, const tc_tensor *const *inputs
 TCUDA_API tc_status tc_jit_fn_destroy(tc_jit_fn *fn);
 
 /* What the code says: the entry function's name, the number of tensor
- * inputs, of extra scalars and of outputs. NULL / -1 for a bad fn. */
+ * inputs, of extra scalars and of outputs. These cannot fail: NULL / -1 for
+ * a NULL, destroyed or foreign fn, leaving tc_last_error() as it was. */
 TCUDA_API const char *tc_jit_fn_name(const tc_jit_fn *fn);
 TCUDA_API int tc_jit_fn_num_inputs(const tc_jit_fn *fn);
 TCUDA_API int tc_jit_fn_num_scalars(const tc_jit_fn *fn);

@@ -30,56 +30,67 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- what statistics and snapshots hold -------------------------------------- */
+
 /* One statistic: current value, peak since reset, and the running totals. */
 typedef struct tc_memory_stat {
     int64_t current, peak, allocated, freed;
 } tc_memory_stat;
 
-/* Index into each per-pool array below. */
-enum { TC_STAT_ALL = 0, TC_STAT_SMALL_POOL = 1, TC_STAT_LARGE_POOL = 2, TC_STAT_POOLS = 3 };
+/* Index into each per-pool array below (PyTorch's "all", "small_pool",
+ * "large_pool"); TC_STAT_POOL_COUNT is the arrays' length. */
+typedef enum tc_stat_pool {
+    TC_STAT_POOL_ALL = 0,
+    TC_STAT_POOL_SMALL = 1,
+    TC_STAT_POOL_LARGE = 2,
+    TC_STAT_POOL_COUNT = 3
+} tc_stat_pool;
 
-/* torch.cuda.memory_stats as a value struct. */
-/* A struct tag, not a typedef: tc_memory_stats is also the function's name. */
-struct tc_memory_stats {
-    tc_memory_stat allocation[TC_STAT_POOLS];
-    tc_memory_stat segment[TC_STAT_POOLS];
-    tc_memory_stat active[TC_STAT_POOLS];
-    tc_memory_stat inactive_split[TC_STAT_POOLS];
-    tc_memory_stat allocated_bytes[TC_STAT_POOLS];
-    tc_memory_stat reserved_bytes[TC_STAT_POOLS];
-    tc_memory_stat active_bytes[TC_STAT_POOLS];
-    tc_memory_stat inactive_split_bytes[TC_STAT_POOLS];
-    tc_memory_stat requested_bytes[TC_STAT_POOLS];
+/* torch.cuda.memory_stats as a value struct (tc_memory_stats fills it). */
+typedef struct tc_memory_stats_info {
+    tc_memory_stat allocation[TC_STAT_POOL_COUNT];
+    tc_memory_stat segment[TC_STAT_POOL_COUNT];
+    tc_memory_stat active[TC_STAT_POOL_COUNT];
+    tc_memory_stat inactive_split[TC_STAT_POOL_COUNT];
+    tc_memory_stat allocated_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat reserved_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat active_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat inactive_split_bytes[TC_STAT_POOL_COUNT];
+    tc_memory_stat requested_bytes[TC_STAT_POOL_COUNT];
     int64_t num_alloc_retries, num_ooms, num_sync_all_streams;
     int64_t num_device_alloc, num_device_free;
     tc_memory_stat oversize_allocations, oversize_segments;
     int64_t max_split_size; /* -1: no limit */
     /* Calls that made the host wait for the GPU (a segment's cudaFree, an
      * event synchronize): only on empty_cache, an out-of-memory retry, the
-     * garbage-collection threshold and a pool's release, never in malloc or
+     * garbage-collection threshold and a pool's destroy, never in malloc or
      * free otherwise. */
     int64_t num_device_synchronize;
-};
+} tc_memory_stats_info;
 
 /* A block's state in a snapshot. */
 typedef enum tc_memory_block_state {
-    TC_BLOCK_ACTIVE_ALLOCATED = 0,    /* handed out and not freed */
-    TC_BLOCK_ACTIVE_PENDING_FREE = 1, /* freed, its reuse waits for other streams' work */
-    TC_BLOCK_INACTIVE = 2,            /* free, in the cache */
+    /* handed out and not freed */
+    TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED = 0,
+    /* freed, its reuse waits for other streams' work */
+    TC_MEMORY_BLOCK_STATE_ACTIVE_PENDING_FREE = 1,
+    /* free, in the cache */
+    TC_MEMORY_BLOCK_STATE_INACTIVE = 2,
 } tc_memory_block_state;
 
 /* The pool a segment serves: small (requests up to 1 MiB) or large. */
 typedef enum tc_memory_segment_type {
-    TC_SEGMENT_SMALL = 0,
-    TC_SEGMENT_LARGE = 1,
+    TC_MEMORY_SEGMENT_TYPE_SMALL = 0,
+    TC_MEMORY_SEGMENT_TYPE_LARGE = 1,
 } tc_memory_segment_type;
 
 /* PyTorch's names: "active_allocated", "active_pending_free", "inactive";
- * "small", "large". "unknown" for a value outside the enum. */
+ * "small", "large". "unknown" for a value outside the enum; never NULL. */
 TCUDA_API const char *tc_memory_block_state_string(tc_memory_block_state state);
 TCUDA_API const char *tc_memory_segment_type_string(tc_memory_segment_type type);
 
-/* A snapshot, plain data the caller walks. Free with tc_memory_snapshot_free. */
+/* A snapshot (tc_memory_snapshot), plain data the caller walks and gives back
+ * with tc_memory_snapshot_destroy: its segments, each with its blocks. */
 typedef struct tc_memory_block_info {
     uint64_t address;
     size_t size, requested_size;
@@ -98,14 +109,15 @@ typedef struct tc_memory_segment_info {
     tc_memory_block_info *blocks;
 } tc_memory_segment_info;
 
-struct tc_memory_snapshot { /* a tag, like struct tc_memory_stats */
+typedef struct tc_memory_snapshot_info {
     size_t num_segments;
     tc_memory_segment_info *segments;
-};
+} tc_memory_snapshot_info;
 
-typedef struct tc_allocator tc_allocator;
+/* ---- the caching allocator ---------------------------------------------------- */
 
-/* Allocates size bytes on device (-1: current) for stream (NULL: current).
+/* Allocates size bytes on device (TC_CURRENT_DEVICE: current) for stream
+ * (NULL: current).
  * size 0 gives NULL. TC_ERROR_OUT_OF_MEMORY with a message saying what was
  * asked, what the GPU has, what tcuda holds, and which setting may help. */
 TCUDA_API tc_status tc_caching_allocator_alloc(size_t size, int device, tc_stream *stream,
@@ -117,17 +129,20 @@ TCUDA_API tc_status tc_caching_allocator_record_stream(void *ptr, tc_stream *str
 /* Releases every unused cached segment of every device; nothing in use. */
 TCUDA_API tc_status tc_empty_cache(void);
 
-/* Bytes held by live blocks / by segments, and their maxima (device -1:
- * current). 0 when the device has no allocator, does not exist (then
- * tc_last_error says so) or CUDA is absent. */
-TCUDA_API size_t tc_memory_allocated(int device);
-TCUDA_API size_t tc_max_memory_allocated(int device);
+/* ---- statistics ---------------------------------------------------------------- */
+
+/* Bytes held by live blocks / by segments, and their maxima, into *out
+ * (device TC_CURRENT_DEVICE: current); 0 before the device's first
+ * allocation. TC_ERROR_INVALID_ARGUMENT for a NULL out,
+ * TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+TCUDA_API tc_status tc_memory_allocated(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_allocated(int device, size_t *out);
 TCUDA_API tc_status tc_reset_max_memory_allocated(int device);
-TCUDA_API size_t tc_memory_reserved(int device);
-TCUDA_API size_t tc_max_memory_reserved(int device);
+TCUDA_API tc_status tc_memory_reserved(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_reserved(int device, size_t *out);
 /* Deprecated names of the reserved functions (as torch.cuda keeps them). */
-TCUDA_API size_t tc_memory_cached(int device);
-TCUDA_API size_t tc_max_memory_cached(int device);
+TCUDA_API tc_status tc_memory_cached(int device, size_t *out);
+TCUDA_API tc_status tc_max_memory_cached(int device, size_t *out);
 TCUDA_API tc_status tc_reset_max_memory_cached(int device);
 /* Sets every statistic's peak to its current value (torch.cuda's
  * reset_peak_memory_stats); totals (allocated, freed) and event counters are
@@ -135,56 +150,76 @@ TCUDA_API tc_status tc_reset_max_memory_cached(int device);
 TCUDA_API tc_status tc_reset_peak_memory_stats(int device);
 
 /* Fills *out with the device's statistics (all zero before first use). */
-TCUDA_API tc_status tc_memory_stats(int device, struct tc_memory_stats *out);
+TCUDA_API tc_status tc_memory_stats(int device, tc_memory_stats_info *out);
 /* One statistic by torch's key: "NAME.POOL.METRIC" with NAME allocation (or
- * the seed's older "allocated"), segment, active, inactive_split,
+ * its older name "allocated"), segment, active, inactive_split,
  * allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes or
  * requested_bytes, POOL all, small_pool or large_pool, METRIC current, peak,
  * allocated or freed; "oversize_allocations.METRIC", "oversize_segments.METRIC";
  * num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
- * num_device_free, max_split_size. Unknown key, NULL key or bad device: -1
- * and tc_last_error says why (max_split_size is -1 too when unlimited). */
-TCUDA_API int64_t tc_memory_stats_get(int device, const char *key);
-/* A readable table of the statistics; caller frees with tc_free. NULL on
- * error (bad device, no host memory), with tc_last_error saying why. */
-TCUDA_API char *tc_memory_summary(int device, bool abbreviated);
+ * num_device_free, max_split_size (-1 when unlimited), into *out.
+ * TC_ERROR_INVALID_ARGUMENT for an unknown key or a NULL key or out; the
+ * device's errors as tc_memory_stats. */
+TCUDA_API tc_status tc_memory_stats_get(int device, const char *key, int64_t *out);
+/* A readable table of the statistics into *out; the caller frees it with
+ * tc_free. Errors: the device's, TC_ERROR_OUT_OF_MEMORY. */
+TCUDA_API tc_status tc_memory_summary(int device, bool abbreviated, char **out);
 
-/* Every segment and block of every device. Caller frees with
- * tc_memory_snapshot_free. */
-TCUDA_API tc_status tc_memory_snapshot(struct tc_memory_snapshot **out);
-TCUDA_API tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap,
+/* ---- snapshots ----------------------------------------------------------------- */
+
+/* Every segment and block of every device (torch.cuda.memory_snapshot): a
+ * new snapshot in *out, which the caller destroys with
+ * tc_memory_snapshot_destroy. */
+TCUDA_API tc_status tc_memory_snapshot(tc_memory_snapshot_info **out);
+/* Writes a snapshot as JSON to `path`. */
+TCUDA_API tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap,
                                                   const char *path);
-TCUDA_API void tc_memory_snapshot_free(struct tc_memory_snapshot *snap);
+/* Gives back a snapshot and everything in it. TC_ERROR_INVALID_ARGUMENT for
+ * NULL. */
+TCUDA_API tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap);
+
+/* ---- settings ------------------------------------------------------------------ */
 
 /* Caps this process's reserved memory on device at fraction * total, 0..1. */
-TCUDA_API tc_status tc_set_per_process_memory_fraction(double fraction, int device);
-/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF); NULL when
- * TCUDA_ALLOC_CONF is invalid, with tc_last_error giving the parser's message
- * (a bad setting is an error, never silently "native"). */
-TCUDA_API const char *tc_get_allocator_backend(void);
+TCUDA_API tc_status tc_set_per_process_memory_fraction(int device, double fraction);
+/* "native" or "cudaMallocAsync" (from TCUDA_ALLOC_CONF) into *out; the
+ * string belongs to tcuda. TC_ERROR_INVALID_ARGUMENT with the parser's
+ * message when TCUDA_ALLOC_CONF is invalid (a bad setting is an error, never
+ * silently "native"). Works without a GPU. */
+TCUDA_API tc_status tc_get_allocator_backend(const char **out);
 
-/* A user allocator: alloc(size, device, cuda_stream) and
- * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator shape. */
+/* ---- user allocators (torch.cuda.memory.CUDAPluggableAllocator) --------------- */
+
+/* A user allocator, made from two functions. */
+typedef struct tc_allocator tc_allocator;
+
+/* The two functions: alloc(size, device, cuda_stream) and
+ * free(ptr, size, device, cuda_stream), PyTorch's CUDAPluggableAllocator
+ * ABI (so no ctx: they are loaded by name from a shared object). */
 typedef void *(*tc_alloc_fn)(size_t size, int device, void *cuda_stream);
 typedef void (*tc_free_fn)(void *ptr, size_t size, int device, void *cuda_stream);
-/* Loads alloc_fn and free_fn from the shared object at so_path (dlopen; an
- * empty path or NULL name is TC_ERROR_INVALID_ARGUMENT). The caller destroys
- * *out with tc_allocator_destroy, which also unloads the object. */
-TCUDA_API tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
-                                                const char *free_fn, tc_allocator **out);
-/* An allocator from two functions; the caller destroys it. */
-TCUDA_API tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
-                                                tc_allocator **out);
+/* An allocator from two functions (torch.cuda.memory.CUDAPluggableAllocator's
+ * functions); the caller destroys *out with tc_allocator_destroy. */
+TCUDA_API tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn,
+                                        tc_allocator **out);
+/* The same with alloc_fn and free_fn loaded by name from the shared object
+ * at so_path (CUDAPluggableAllocator(path, alloc_fn_name, free_fn_name);
+ * dlopen; an empty path or NULL name is TC_ERROR_INVALID_ARGUMENT).
+ * tc_allocator_destroy also unloads the object. */
+TCUDA_API tc_status tc_allocator_create_from_library(const char *so_path, const char *alloc_fn,
+                                                     const char *free_fn, tc_allocator **out);
 /* Makes `allocator` the device allocator, for the rest of the process;
  * TC_ERROR_INVALID_STATE once any device memory was allocated,
  * TC_ERROR_INVALID_HANDLE for a destroyed or foreign handle. */
 TCUDA_API tc_status tc_change_current_allocator(tc_allocator *allocator);
 /* Destroys an allocator (and unloads its shared object). The current
  * allocator serves memory until exit and is refused (TC_ERROR_INVALID_STATE),
- * as is one a memory pool still uses (live, or released with blocks still
+ * as is one a memory pool still uses (live, or destroyed with blocks still
  * live: the message says how many); a destroyed handle gives
  * TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_allocator_destroy(tc_allocator *allocator);
+
+/* ---- pinned host memory ------------------------------------------------------- */
 
 /* Pinned host memory through a caching allocator; a freed block is reused
  * only after the work on the current stream at free time has completed. */
@@ -207,16 +242,16 @@ TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
  * (tc_change_current_allocator) does not go through the caching allocator
  * and is not recorded; pinned host memory is not either. */
 
-/* What to record: bits. TC_HISTORY_SEGMENT: "segment_alloc" and
- * "segment_free", and for expandable segments "segment_map" and
- * "segment_unmap". */
-enum {
-    TC_HISTORY_ALLOC = 1,   /* "alloc" */
-    TC_HISTORY_FREE = 2,    /* "free_requested" and "free_completed" */
-    TC_HISTORY_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
-    TC_HISTORY_OOM = 8,     /* "oom" */
-    TC_HISTORY_ALL = 15,
-};
+/* What to record: bits, or'ed into tc_memory_history_options.record.
+ * TC_HISTORY_RECORD_SEGMENT: "segment_alloc" and "segment_free", and for
+ * expandable segments "segment_map" and "segment_unmap". */
+typedef enum tc_history_record {
+    TC_HISTORY_RECORD_ALLOC = 1,   /* "alloc" */
+    TC_HISTORY_RECORD_FREE = 2,    /* "free_requested" and "free_completed" */
+    TC_HISTORY_RECORD_SEGMENT = 4, /* segments taken, given back, mapped, unmapped */
+    TC_HISTORY_RECORD_OOM = 8,     /* "oom" */
+    TC_HISTORY_RECORD_ALL = 15,
+} tc_history_record;
 
 /* Which events carry a C stack (PyTorch's stacks/context "alloc", "all"). */
 typedef enum tc_history_stacks {
@@ -227,7 +262,7 @@ typedef enum tc_history_stacks {
 
 typedef struct tc_memory_history_options {
     bool enabled;             /* false: stop recording (what was kept stays for a dump) */
-    unsigned record;          /* TC_HISTORY_* bits; 0 means TC_HISTORY_ALL */
+    unsigned record;          /* tc_history_record bits; 0 means TC_HISTORY_RECORD_ALL */
     tc_history_stacks stacks; /* which events carry a stack */
     size_t max_entries;       /* ring size per allocator (PyTorch: per device): the newest
                                * events are kept; 0: 100000 */
@@ -254,10 +289,10 @@ TCUDA_API tc_status tc_memory_dump_snapshot_json(const char *path);
 
 /* What an out-of-memory observer is told; valid during the call only. */
 typedef struct tc_oom_info {
-    int device;                                /* -1: the pinned host cache */
-    size_t requested;                          /* bytes asked for */
-    size_t free_bytes, total_bytes;            /* the device's, as the driver says */
-    const struct tc_memory_snapshot *snapshot; /* the device's segments at the failure */
+    int device;                              /* -1: the pinned host cache */
+    size_t requested;                        /* bytes asked for */
+    size_t free_bytes, total_bytes;          /* the device's, as the driver says */
+    const tc_memory_snapshot_info *snapshot; /* the device's segments at the failure */
 } tc_oom_info;
 typedef void (*tc_oom_observer_fn)(const tc_oom_info *info, void *ctx);
 
@@ -280,18 +315,18 @@ TCUDA_API tc_status tc_memory_detach_oom_observer(tc_oom_observer_fn fn, void *c
  * private pools are the same mechanism, routed by stream.) */
 typedef struct tc_mempool tc_mempool;
 
-/* What a pool holds (a struct tag: tc_mempool_stats is also the function). */
-struct tc_mempool_stats {
+/* What a pool holds (tc_mempool_stats fills it). */
+typedef struct tc_mempool_stats_info {
     uint64_t id;
     int device;
     size_t segments, reserved_bytes;                 /* its segments */
     size_t blocks, allocated_bytes, requested_bytes; /* its live blocks */
     size_t active_bytes;                             /* live + freed awaiting streams */
-};
+} tc_mempool_stats_info;
 
-/* A new pool on device (-1: current); the caller releases it with
- * tc_mempool_release. With `allocator` (tc_allocator_from_functions or
- * tc_pluggable_allocator_load; NULL: none) the pool's segments come from
+/* A new pool on device (TC_CURRENT_DEVICE: current); the caller destroys it
+ * with tc_mempool_destroy. With `allocator` (tc_allocator_create or
+ * tc_allocator_create_from_library; NULL: none) the pool's segments come from
  * its functions instead of cudaMalloc, cached like the device's own; the
  * allocator must outlive the pool's memory. TC_ERROR_NO_DEVICE without
  * CUDA; TC_ERROR_INVALID_HANDLE for a destroyed allocator;
@@ -301,19 +336,19 @@ struct tc_mempool_stats {
 TCUDA_API tc_status tc_mempool_create(int device, tc_allocator *allocator, tc_mempool **out);
 /* From now on, this thread's allocations on the pool's device come from the
  * pool, until the matching tc_mempool_use_end (uses nest, up to 8 deep; the
- * innermost wins). TC_ERROR_INVALID_HANDLE for a released pool;
+ * innermost wins). TC_ERROR_INVALID_HANDLE for a destroyed pool;
  * TC_ERROR_INVALID_STATE when 8 are active on this thread. */
 TCUDA_API tc_status tc_mempool_use_begin(tc_mempool *pool);
 /* Ends the innermost use of this thread, which must be `pool`
  * (TC_ERROR_INVALID_STATE otherwise). */
 TCUDA_API tc_status tc_mempool_use_end(tc_mempool *pool);
 /* The pool's id (as in snapshots' segment_pool_id) and what it holds. */
-TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, struct tc_mempool_stats *out);
+TCUDA_API tc_status tc_mempool_stats(const tc_mempool *pool, tc_mempool_stats_info *out);
 /* Destroys the handle: the pool's wholly free segments go back to the device
  * now, the others once their blocks are freed (on the next empty_cache).
  * Live blocks stay valid and are freed as usual. TC_ERROR_INVALID_STATE
- * while a thread uses it; TC_ERROR_INVALID_HANDLE when released already. */
-TCUDA_API tc_status tc_mempool_release(tc_mempool *pool);
+ * while a thread uses it; TC_ERROR_INVALID_HANDLE when destroyed already. */
+TCUDA_API tc_status tc_mempool_destroy(tc_mempool *pool);
 
 TCUDA_EXTERN_C_END
 

@@ -1,6 +1,6 @@
 /* tcuda: the neural-network operations a transformer needs, with PyTorch's
- * semantics (torch.nn.functional.X is tc_nn_X; torch.bmm / torch.baddbmm are
- * tc_tensor_bmm / tc_tensor_baddbmm).
+ * semantics (torch.nn.functional.X is tc_nn_X; torch.bmm and torch.baddbmm
+ * are with tc_tensor_matmul in tensor.h).
  *
  * Every function takes floating tensors (float16, bfloat16, float32,
  * float64; TC_ERROR_DTYPE otherwise) of one dtype and one device
@@ -22,11 +22,15 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- softmax --------------------------------------------------------------- */
+
 /* softmax / log_softmax of x along `dim` (negative counts from the end), in
  * one numerically stable pass (the maximum is subtracted first): a row of
  * large values stays finite. Errors: the common ones above. */
 TCUDA_API tc_status tc_nn_softmax(const tc_tensor *x, int dim, tc_tensor **out);
 TCUDA_API tc_status tc_nn_log_softmax(const tc_tensor *x, int dim, tc_tensor **out);
+
+/* ---- normalization --------------------------------------------------------- */
 
 /* (x - mean) / sqrt(var + eps) * weight + bias over the last `nshape` dims of
  * x, which must equal normalized_shape (nshape >= 1); weight and bias, each
@@ -43,6 +47,9 @@ TCUDA_API tc_status tc_nn_layer_norm(const tc_tensor *x, int nshape,
 TCUDA_API tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
                                    const tc_tensor *weight, const double *eps, tc_tensor **out);
 
+/* ---- losses ------------------------------------------------------------------ */
+
+/* How a loss reduces its rows (torch's reduction="none" | "mean" | "sum"). */
 typedef enum tc_reduction {
     TC_REDUCTION_NONE = 0,
     TC_REDUCTION_MEAN,
@@ -69,6 +76,8 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
                                         int64_t ignore_index, tc_reduction reduction,
                                         tc_tensor **out);
 
+/* ---- layers ------------------------------------------------------------------ */
+
 /* x @ weight^T + bias: x [..., in] (at least 1-d), weight [out, in], bias
  * [out] optional; the result is [..., out]. On a GPU, with a bias, one
  * cuBLASLt matmul that adds the bias in its epilogue (as PyTorch's addmm),
@@ -83,17 +92,7 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
 
-/* a [B, M, K] @ b [B, K, N] -> [B, M, N], both 3-d with the same B (no
- * broadcasting, as torch.bmm). Errors: the common ones. */
-TCUDA_API tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
-
-/* beta * input + alpha * (b1 @ b2) as torch.baddbmm: b1 [B, M, K], b2
- * [B, K, N], input broadcastable to [B, M, N]; with beta == 0 input is not
- * read (NaN in it does not propagate). Errors: the common ones, non-finite
- * alpha or beta (TC_ERROR_INVALID_ARGUMENT). */
-TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1,
-                                      const tc_tensor *b2, double beta, double alpha,
-                                      tc_tensor **out);
+/* ---- attention --------------------------------------------------------------- */
 
 /* softmax(q k^T * scale + mask) v with q [..., L, E], k [..., S, E],
  * v [..., S, Ev] (the same leading dims, at least 2-d) -> [..., L, Ev], as

@@ -8,17 +8,18 @@
 
 TCUDA_EXTERN_C_BEGIN
 
-/* An instantaneous event named `message` (NULL is ignored). */
+/* An instantaneous event named `message` (NULL is ignored). Cannot fail. */
 TCUDA_API void tc_nvtx_mark(const char *message);
 
-/* Opens a nested range on the calling thread; returns its zero-based depth,
- * or -1 if `message` is NULL. */
-TCUDA_API int tc_nvtx_range_push(const char *message);
+/* Opens a nested range on the calling thread and writes its zero-based
+ * depth to *depth (NULL: not wanted). TC_ERROR_INVALID_ARGUMENT for a NULL
+ * message. */
+TCUDA_API tc_status tc_nvtx_range_push(const char *message, int *depth);
 
-/* Closes the innermost open range of the calling thread; returns the
- * zero-based depth of the range that ended, or -1 (with a message) when no
- * range is open. */
-TCUDA_API int tc_nvtx_range_pop(void);
+/* Closes the innermost open range of the calling thread and writes the
+ * zero-based depth of the range that ended to *depth (NULL: not wanted).
+ * TC_ERROR_INVALID_STATE when no range is open. */
+TCUDA_API tc_status tc_nvtx_range_pop(int *depth);
 
 TCUDA_EXTERN_C_END
 

@@ -51,7 +51,8 @@ typedef struct tc_rng_state {
 
 /* ---- generators ---------------------------------------------------------- */
 
-/* Creates a generator on `device` ({TC_CPU,-1}, or {TC_CUDA,i}, i = -1 for
+/* Creates a generator on `device` ({TC_CPU,-1}, or {TC_CUDA,i}, i =
+ * TC_CURRENT_DEVICE for
  * the current GPU) with `seed` and offset 0, into *out (written only on
  * success). The caller destroys it. TC_ERROR_NO_DEVICE for a CUDA generator
  * without CUDA. */
@@ -61,22 +62,22 @@ TCUDA_API tc_status tc_generator_create(tc_device device, uint64_t seed, tc_gene
  * or destroying it again, gives TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_generator_destroy(tc_generator *gen);
 /* The default generator of `device` (borrowed, lives as long as the process).
- * device.index -1 = the current CUDA device; {TC_CPU,-1} = the CPU one. */
+ * device.index TC_CURRENT_DEVICE = the current CUDA device; {TC_CPU,-1} =
+ * the CPU one. */
 TCUDA_API tc_status tc_default_generator(tc_device device, tc_generator **out);
 
-/* Sets the seed and resets the offset to 0. */
+/* Sets gen's seed and resets its offset to 0. */
 TCUDA_API tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed);
-/* Seeds from the operating system's entropy (getrandom); the seed chosen is
- * written to *seed_out when not NULL. */
-TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out);
-/* Accessors. They fail only for a bad handle: then they return 0 (seed,
- * offset) or {TC_CPU,-1} (device) and tc_last_error says why. */
-/* The seed last set. */
-TCUDA_API uint64_t tc_generator_initial_seed(const tc_generator *gen);
-/* The offset: Philox blocks used so far. */
-TCUDA_API uint64_t tc_generator_offset(const tc_generator *gen);
-/* The generator's device ({TC_CPU,-1} or {TC_CUDA,i}, i resolved). */
-TCUDA_API tc_device tc_generator_device(const tc_generator *gen);
+/* Seeds from the operating system's entropy (getrandom); the chosen seed is
+ * written to *seed when not NULL. */
+TCUDA_API tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed);
+/* The generator's seed as last set, its offset (Philox blocks used so far)
+ * and its device ({TC_CPU,-1} or {TC_CUDA,i}, i resolved), into *out.
+ * TC_ERROR_INVALID_ARGUMENT for a NULL gen or out, TC_ERROR_INVALID_HANDLE
+ * for a destroyed generator. */
+TCUDA_API tc_status tc_generator_initial_seed(const tc_generator *gen, uint64_t *out);
+TCUDA_API tc_status tc_generator_offset(const tc_generator *gen, uint64_t *out);
+TCUDA_API tc_status tc_generator_device(const tc_generator *gen, tc_device *out);
 
 /* The state as a blob, and back. A blob with a wrong magic, version,
  * algorithm or checksum is TC_ERROR_INVALID_ARGUMENT naming what is wrong;
@@ -127,9 +128,10 @@ TCUDA_API tc_status tc_seed_all(void);
  * success). TC_ERROR_NO_DEVICE without CUDA (there is no such generator). */
 TCUDA_API tc_status tc_initial_seed(uint64_t *seed);
 
-/* The state of `device`'s (-1: current) default generator, and back. */
+/* The state of `device`'s (TC_CURRENT_DEVICE: current) default generator,
+ * and back. */
 TCUDA_API tc_status tc_get_rng_state(int device, tc_rng_state *out);
-TCUDA_API tc_status tc_set_rng_state(const tc_rng_state *state, int device);
+TCUDA_API tc_status tc_set_rng_state(int device, const tc_rng_state *state);
 /* Every GPU's state: n must be at least tc_device_count(); fills the first
  * tc_device_count() entries. */
 TCUDA_API tc_status tc_get_rng_state_all(tc_rng_state *states, int n);

@@ -19,6 +19,9 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- reading ----------------------------------------------------------------- */
+
+/* An open file. */
 typedef struct tc_safetensors tc_safetensors;
 
 /* Opens the file at `path` (mapped read-only from the file, copy-on-write in
@@ -42,8 +45,8 @@ TCUDA_API tc_status tc_safetensors_close(tc_safetensors *file);
  * order of their data in the file. The names belong to the file (valid until
  * it is closed). These cannot fail: 0 and NULL for a NULL, closed or foreign
  * file and for i out of range. */
-TCUDA_API size_t tc_safetensors_count(const tc_safetensors *file);
-TCUDA_API const char *tc_safetensors_name(const tc_safetensors *file, size_t i);
+TCUDA_API int tc_safetensors_count(const tc_safetensors *file);
+TCUDA_API const char *tc_safetensors_name(const tc_safetensors *file, int i);
 
 /* The dtype, ndim and sizes (TC_MAX_DIMS entries room) of tensor `name`;
  * any of the three may be NULL when not wanted. TC_ERROR_INVALID_ARGUMENT
@@ -62,14 +65,16 @@ TCUDA_API tc_status tc_safetensors_info(const tc_safetensors *file, const char *
 TCUDA_API tc_status tc_safetensors_get(const tc_safetensors *file, const char *name,
                                        tc_device device, tc_tensor **out);
 
-/* The header's "__metadata__" (string to string): the number of entries, key
- * i (sorted by key; NULL out of range or for a bad file), and the value of
- * `key` in *value (owned by the file; NULL, with TC_OK, when the file has no
- * such key). */
-TCUDA_API size_t tc_safetensors_metadata_count(const tc_safetensors *file);
-TCUDA_API const char *tc_safetensors_metadata_key(const tc_safetensors *file, size_t i);
+/* The header's "__metadata__" (string to string): the number of entries and
+ * key i (sorted by key), which cannot fail (0 and NULL for a bad file or i
+ * out of range); and the value of `key` in *value (owned by the file; NULL,
+ * with TC_OK, when the file has no such key). */
+TCUDA_API int tc_safetensors_metadata_count(const tc_safetensors *file);
+TCUDA_API const char *tc_safetensors_metadata_key(const tc_safetensors *file, int i);
 TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const char *key,
                                             const char **value);
+
+/* ---- writing ----------------------------------------------------------------- */
 
 /* Writes n tensors (any device, dtype and strides: their values are copied to
  * the host, row-major) under names[i] to `path`, replacing the file only once
@@ -78,12 +83,13 @@ TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const ch
  * strings. The tensors are laid out as the reference writer does: by
  * decreasing element size, then name, so each is aligned to its element
  * size; the header is padded with spaces to a multiple of 8 bytes.
- * Errors: TC_ERROR_INVALID_ARGUMENT (NULL path, names or tensors with n > 0,
+ * Errors: TC_ERROR_INVALID_ARGUMENT (NULL path, a negative n, NULL names or
+ * tensors with n > 0,
  * a NULL, duplicate, "__metadata__" or non-UTF-8 name or key, a
  * key without value), TC_ERROR_INVALID_HANDLE (a released tensor),
  * TC_ERROR_IO (the file cannot be written), the devices'. */
-TCUDA_API tc_status tc_safetensors_save(const char *path, size_t n, const char *const *names,
-                                        const tc_tensor *const *tensors,
+TCUDA_API tc_status tc_safetensors_save(const char *path, const char *const *names,
+                                        const tc_tensor *const *tensors, int n,
                                         const char *const *metadata);
 
 TCUDA_EXTERN_C_END

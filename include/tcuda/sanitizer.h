@@ -90,37 +90,39 @@
 
 TCUDA_EXTERN_C_BEGIN
 
+/* ---- modes and reports ----------------------------------------------------- */
+
+/* What the sanitizer does (TCUDA_SANITIZER's 0, report, error, abort). */
 typedef enum tc_sanitizer_mode {
-    TC_SANITIZER_OFF = 0, /* nothing is watched */
-    TC_SANITIZER_REPORT,  /* a race is reported (stderr or the callback); the call goes on */
-    TC_SANITIZER_ERROR,   /* the offending call does nothing and returns TC_ERROR_RACE,
-                             with the report as tc_last_error(); a release cannot fail, so
-                             a reuse-after-free is reported as in REPORT mode and the
-                             memory is kept from reuse until the other streams' work
-                             queued so far is done (as record_stream would) */
-    TC_SANITIZER_ABORT    /* the report is printed to stderr, then abort() */
+    /* nothing is watched */
+    TC_SANITIZER_MODE_OFF = 0,
+    /* a race is reported (stderr or the report fn); the call goes on */
+    TC_SANITIZER_MODE_REPORT,
+    /* the offending call does nothing and returns TC_ERROR_RACE, with the
+     * report as tc_last_error(); a release cannot fail, so a reuse-after-free
+     * is reported as in REPORT mode and the memory is kept from reuse until
+     * the other streams' work queued so far is done (as record_stream would) */
+    TC_SANITIZER_MODE_ERROR,
+    /* the report is printed to stderr, then abort() */
+    TC_SANITIZER_MODE_ABORT
 } tc_sanitizer_mode;
 
+/* The kind of a race. */
 typedef enum tc_sanitizer_race {
-    TC_RACE_WRITE_AFTER_READ,  /* a write not ordered after an earlier read */
-    TC_RACE_READ_AFTER_WRITE,  /* a read not ordered after an earlier write */
-    TC_RACE_WRITE_AFTER_WRITE, /* a write not ordered after an earlier write */
-    TC_RACE_REUSE_AFTER_FREE   /* memory freed while another stream may still use it (no
-                                  record_stream): the allocator may hand it out again */
+    TC_SANITIZER_RACE_WRITE_AFTER_READ,  /* a write not ordered after an earlier read */
+    TC_SANITIZER_RACE_READ_AFTER_WRITE,  /* a read not ordered after an earlier write */
+    TC_SANITIZER_RACE_WRITE_AFTER_WRITE, /* a write not ordered after an earlier write */
+    /* memory freed while another stream may still use it (no record_stream):
+     * the allocator may hand it out again */
+    TC_SANITIZER_RACE_REUSE_AFTER_FREE
 } tc_sanitizer_race;
 
-/* What a user kernel does to the memory it names in tc_sanitizer_access.
- * TC_SANITIZER_BY_HOST may be or'ed in: the host itself touches the memory
- * (e.g. pinned memory read through tc_tensor_data_ptr), not a stream. */
-typedef enum tc_sanitizer_access_kind {
-    TC_SANITIZER_READ = 1,
-    TC_SANITIZER_WRITE = 2,
-    TC_SANITIZER_READ_WRITE = 3,
-    TC_SANITIZER_BY_HOST = 4
-} tc_sanitizer_access_kind;
+/* "write-after-read", "read-after-write", "write-after-write",
+ * "reuse-after-free"; "unknown" otherwise. Never NULL. */
+TCUDA_API const char *tc_sanitizer_race_string(tc_sanitizer_race kind);
 
-/* One race, as a callback sees it. Strings belong to tcuda and live until the
- * callback returns. */
+/* One race, as a report fn sees it. Strings belong to tcuda and live until
+ * the fn returns. */
 typedef struct tc_sanitizer_report {
     tc_sanitizer_race kind;
     const void *address;    /* start of the bytes both accesses touch */
@@ -131,7 +133,8 @@ typedef struct tc_sanitizer_report {
     const char *text;       /* the whole report, as printed */
 } tc_sanitizer_report;
 
-typedef void (*tc_sanitizer_callback)(const tc_sanitizer_report *report, void *user_data);
+/* Receives each report in place of stderr (tc_sanitizer_set_report_fn). */
+typedef void (*tc_sanitizer_report_fn)(const tc_sanitizer_report *report, void *ctx);
 
 /* Sets the mode. Turning it on installs the hooks (once per process; they
  * stay, and cost nothing but a branch while the mode is OFF); memory
@@ -139,35 +142,46 @@ typedef void (*tc_sanitizer_callback)(const tc_sanitizer_report *report, void *u
  * state. TC_ERROR_INVALID_ARGUMENT for a value that is not a mode. */
 TCUDA_API tc_status tc_sanitizer_enable(tc_sanitizer_mode mode);
 
-/* The mode in use (TC_SANITIZER_OFF until enabled or read from
- * TCUDA_SANITIZER at CUDA initialization). */
+/* The mode in use (TC_SANITIZER_MODE_OFF until enabled or read from
+ * TCUDA_SANITIZER at CUDA initialization). Cannot fail. */
 TCUDA_API tc_sanitizer_mode tc_sanitizer_get_mode(void);
 
-/* Races found since the process started (every mode counts them). */
+/* Races found since the process started (every mode counts them). Cannot
+ * fail. */
 TCUDA_API uint64_t tc_sanitizer_report_count(void);
 
-/* Sends each report to fn (called on the thread that made the racing call,
- * outside tcuda's locks; it may call tcuda) instead of stderr. NULL restores
- * stderr. In abort mode the report also goes to stderr before abort(). */
-TCUDA_API tc_status tc_sanitizer_set_callback(tc_sanitizer_callback fn, void *user_data);
+/* Sends each report to fn(report, ctx) (called on the thread that made the
+ * racing call, outside tcuda's locks; it may call tcuda) instead of stderr.
+ * NULL restores stderr. In abort mode the report also goes to stderr before
+ * abort(). */
+TCUDA_API tc_status tc_sanitizer_set_report_fn(tc_sanitizer_report_fn fn, void *ctx);
+
+/* ---- user kernels ------------------------------------------------------------ */
+
+/* What a user kernel does to the memory it names in tc_sanitizer_access.
+ * TC_SANITIZER_ACCESS_BY_HOST may be or'ed in: the host itself touches the
+ * memory (e.g. pinned memory read through tc_tensor_data_ptr), not a
+ * stream. */
+typedef enum tc_sanitizer_access_kind {
+    TC_SANITIZER_ACCESS_READ = 1,
+    TC_SANITIZER_ACCESS_WRITE = 2,
+    TC_SANITIZER_ACCESS_READ_WRITE = 3,
+    TC_SANITIZER_ACCESS_BY_HOST = 4
+} tc_sanitizer_access_kind;
 
 /* Declares that a user kernel queued (or about to be queued) on `stream`
  * (NULL: the current stream of the current device) reads and/or writes the
  * `bytes` at ptr, device memory from tcuda's allocator (tensor data or
  * tc_caching_allocator_alloc) or pinned host memory; other memory is watched
- * from its first declared access on. With TC_SANITIZER_BY_HOST in `kind` the
- * host does it now, and `stream` is ignored. `label` names the kernel in reports (copied; NULL
- * allowed). Call it before the launch: in error mode a race gives
- * TC_ERROR_RACE and the access is not recorded. TC_OK without doing anything
- * while the sanitizer is off. TC_ERROR_INVALID_ARGUMENT for a NULL ptr with
- * bytes > 0 or a kind without READ or WRITE; TC_ERROR_INVALID_HANDLE for a
- * destroyed stream. */
+ * from its first declared access on. With TC_SANITIZER_ACCESS_BY_HOST in
+ * `kind` the host does it now, and `stream` is ignored. `label` names the
+ * kernel in reports (copied; NULL allowed). Call it before the launch: in
+ * error mode a race gives TC_ERROR_RACE and the access is not recorded.
+ * TC_OK without doing anything while the sanitizer is off.
+ * TC_ERROR_INVALID_ARGUMENT for a NULL ptr with bytes > 0 or a kind without
+ * READ or WRITE; TC_ERROR_INVALID_HANDLE for a destroyed stream. */
 TCUDA_API tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
                                         tc_sanitizer_access_kind kind, const char *label);
-
-/* "write-after-read", "read-after-write", "write-after-write",
- * "reuse-after-free"; "unknown" otherwise. Never NULL. */
-TCUDA_API const char *tc_sanitizer_race_string(tc_sanitizer_race kind);
 
 TCUDA_EXTERN_C_END
 

@@ -45,22 +45,23 @@ TCUDA_API tc_status tc_tensor_expand(const tc_tensor *t, int ndim, const int64_t
                                      tc_tensor **out);
 
 /* ---- splitting into views --------------------------------------------------- */
-/* Both write *count, the number of pieces, and, when `pieces` is not NULL,
- * the pieces (new references the caller releases) into pieces[0..*count-1].
- * With pieces NULL only *count is written (ask for the size first), and a
- * capacity below *count is TC_ERROR_INVALID_ARGUMENT, writing nothing. */
+/* Both write *n_out, the number of pieces, and, when `pieces` is not NULL,
+ * the pieces (new references the caller releases) into pieces[0..*n_out-1].
+ * With pieces NULL only *n_out is written (ask for the size first), and a
+ * capacity below *n_out is TC_ERROR_INVALID_ARGUMENT, writing nothing. A
+ * count of pieces that does not fit an int is TC_ERROR_INVALID_ARGUMENT. */
 
 /* Pieces of `split_size` along dim, the last one smaller when the size does
  * not divide (torch.split); a dimension of size 0 gives one empty piece.
  * TC_ERROR_INVALID_ARGUMENT: split_size negative, or 0 for a non-empty dim;
- * a 0-d tensor (TC_ERROR_SHAPE); NULL count. */
+ * a 0-d tensor (TC_ERROR_SHAPE); NULL n_out. */
 TCUDA_API tc_status tc_tensor_split(const tc_tensor *t, int64_t split_size, int dim,
-                                    int64_t capacity, tc_tensor **pieces, int64_t *count);
+                                    tc_tensor **pieces, int capacity, int *n_out);
 /* torch.chunk: pieces of ceil(size / chunks) along dim, so possibly fewer than
  * `chunks`; a dimension of size 0 gives `chunks` empty pieces. Errors: as
  * tc_tensor_split, and chunks < 1 (TC_ERROR_INVALID_ARGUMENT). */
-TCUDA_API tc_status tc_tensor_chunk(const tc_tensor *t, int64_t chunks, int dim, int64_t capacity,
-                                    tc_tensor **pieces, int64_t *count);
+TCUDA_API tc_status tc_tensor_chunk(const tc_tensor *t, int64_t chunks, int dim, tc_tensor **pieces,
+                                    int capacity, int *n_out);
 
 /* ---- joining (new tensors) ---------------------------------------------------- */
 
@@ -70,11 +71,11 @@ TCUDA_API tc_status tc_tensor_chunk(const tc_tensor *t, int64_t chunks, int dim,
  * skipped whatever their shape (all skipped: a 1-d empty result). Errors:
  * TC_ERROR_INVALID_ARGUMENT (n < 1, a NULL array or entry, dim out of range),
  * TC_ERROR_SHAPE (a 0-d input, sizes that differ), TC_ERROR_DEVICE_MISMATCH. */
-TCUDA_API tc_status tc_tensor_cat(int n, const tc_tensor *const *tensors, int dim, tc_tensor **out);
+TCUDA_API tc_status tc_tensor_cat(const tc_tensor *const *tensors, int n, int dim, tc_tensor **out);
 /* The n tensors, all of one shape, stacked along a new dimension dim
  * (-ndim-1 <= dim <= ndim), dtype promoted as cat. Errors: as tc_tensor_cat,
  * TC_ERROR_SHAPE for shapes that differ or more than TC_MAX_DIMS dims. */
-TCUDA_API tc_status tc_tensor_stack(int n, const tc_tensor *const *tensors, int dim,
+TCUDA_API tc_status tc_tensor_stack(const tc_tensor *const *tensors, int n, int dim,
                                     tc_tensor **out);
 
 TCUDA_EXTERN_C_END

@@ -2,7 +2,9 @@
  *
  * Every call that can fail returns a tc_status (TC_OK == 0). The reason, in
  * words, is tc_last_error(): the message of the most recent failed call on
- * this thread. A failed call changes nothing and writes no out-parameter. */
+ * this thread. A failed call changes nothing and writes no out-parameter.
+ * Calls that cannot fail (pure functions, accessors of a handle) return
+ * their value directly and say so. */
 #ifndef TCUDA_STATUS_H
 #define TCUDA_STATUS_H
 
@@ -35,16 +37,18 @@ typedef enum tc_status {
 /* The name of a status code, e.g. "TC_ERROR_NO_DEVICE". Never NULL. */
 TCUDA_API const char *tc_status_string(tc_status status);
 
-/* The message of the most recent failed call on this thread ("" if none).
- * The string belongs to tcuda and stays valid until the next failing call on
- * this thread. */
+/* The message of the most recent failed call on this thread ("" if none;
+ * never NULL). The string belongs to tcuda and stays valid until the next
+ * failing call on this thread. */
 TCUDA_API const char *tc_last_error(void);
 
-/* Frees a string or buffer that a tcuda call documents as "caller frees". */
+/* Frees a string or buffer that a tcuda call documents as "caller frees"
+ * (NULL does nothing). */
 TCUDA_API void tc_free(void *p);
 
 /* The library's version as "major.minor.patch", and TCUDA_VERSION_CODE of the
- * library actually loaded (compare with the header's to detect a mismatch). */
+ * library actually loaded (compare with the header's to detect a mismatch).
+ * These cannot fail. */
 TCUDA_API const char *tc_version(void);
 TCUDA_API int tc_version_code(void);
 

@@ -1,4 +1,5 @@
-/* tcuda: streams and events (torch.cuda.Stream, ExternalStream, Event).
+/* tcuda: streams and events (torch.cuda.Stream, ExternalStream, Event; an
+ * event's sharing with another process is in ipc.h).
  *
  * Each thread has a current stream per device; it starts as that device's
  * default stream (CUDA's legacy NULL stream). Work tcuda queues goes on the
@@ -29,13 +30,13 @@ typedef struct tc_event tc_event;
  * `greatest` (a negative number; lower runs first). */
 TCUDA_API tc_status tc_stream_priority_range(int *least, int *greatest);
 
-/* Creates a stream on `device` (-1: current) with `priority` in the range
- * above and writes it to *out. The caller owns it and destroys it with
- * tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside the
- * range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+/* Creates a stream on `device` (TC_CURRENT_DEVICE: current) with `priority`
+ * in the range above and writes it to *out. The caller owns it and destroys
+ * it with tc_stream_destroy. TC_ERROR_INVALID_ARGUMENT for a priority outside
+ * the range, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
 TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
 
-/* Wraps a cudaStream_t that the caller created on `device` (-1: current)
+/* Wraps a cudaStream_t that the caller created on `device` (TC_CURRENT_DEVICE)
  * (torch.cuda.ExternalStream). The wrapper is destroyed with
  * tc_stream_destroy; the CUDA stream is not. Destroy the wrapper before the
  * CUDA stream: then tcuda's allocators record one event on the CUDA stream
@@ -43,9 +44,9 @@ TCUDA_API tc_status tc_stream_create(int device, int priority, tc_stream **out);
  * ran there) and never name the stream again, so the CUDA stream may be
  * destroyed at once, even while such memory is still live. Work queued on
  * the CUDA stream after the wrapper is gone is not tracked. */
-TCUDA_API tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out);
+TCUDA_API tc_status tc_stream_create_external(void *cuda_stream, int device, tc_stream **out);
 
-/* Destroys a stream made by tc_stream_create or tc_stream_from_external.
+/* Destroys a stream made by tc_stream_create or tc_stream_create_external.
  * Work already queued still runs. NULL and default streams cannot be
  * destroyed (TC_ERROR_INVALID_ARGUMENT); a stream already destroyed gives
  * TC_ERROR_INVALID_HANDLE. If the stream is the calling thread's current
@@ -78,8 +79,9 @@ TCUDA_API tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event);
  * `other`. */
 TCUDA_API tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other);
 
-/* Records a new event (no timing) on the stream and returns it; the caller
- * destroys it with tc_event_destroy. */
+/* Creates a new event (no timing), records it on the stream and returns it
+ * (torch's Stream.record_event); the caller destroys it with
+ * tc_event_destroy. tc_event_record records an event that exists already. */
 TCUDA_API tc_status tc_stream_record_event(tc_stream *stream, tc_event **out);
 
 /* The stream's device, priority and CUDA handle (a cudaStream_t; NULL for
@@ -91,10 +93,11 @@ TCUDA_API int tc_stream_priority(const tc_stream *stream);
 TCUDA_API void *tc_stream_cuda_handle(const tc_stream *stream);
 
 /* The calling thread's current stream, and the default stream, of `device`
- * (-1: current device). They belong to tcuda (tc_stream_destroy refuses the
- * default streams). NULL on error (no GPU, bad device) with a message. */
-TCUDA_API tc_stream *tc_current_stream(int device);
-TCUDA_API tc_stream *tc_default_stream(int device);
+ * (TC_CURRENT_DEVICE: current device), into *out. They belong to tcuda
+ * (tc_stream_destroy refuses the default streams). TC_ERROR_INVALID_ARGUMENT
+ * for a NULL out, TC_ERROR_INVALID_DEVICE, TC_ERROR_NO_DEVICE. */
+TCUDA_API tc_status tc_current_stream(int device, tc_stream **out);
+TCUDA_API tc_status tc_default_stream(int device, tc_stream **out);
 
 /* Makes `stream` the calling thread's current stream on the stream's device.
  * The current device does not change. NULL is a no-op. */
@@ -113,14 +116,16 @@ TCUDA_API void tc_stream_guard_exit(tc_stream_guard *guard);
 
 /* ---- events ------------------------------------------------------------ */
 
-enum {
-    TC_EVENT_DEFAULT = 0,     /* no timing, the host spins when it waits */
-    TC_EVENT_TIMING = 1,      /* can measure elapsed time */
-    TC_EVENT_BLOCKING = 2,    /* the host sleeps instead of spinning */
-    TC_EVENT_INTERPROCESS = 4 /* can be shared with another process; no timing */
-};
+/* What an event does: bits, or'ed into tc_event_create's `flags`
+ * (torch.cuda.Event's enable_timing, blocking, interprocess). */
+typedef enum tc_event_flag {
+    TC_EVENT_FLAG_DEFAULT = 0,     /* no timing, the host spins when it waits */
+    TC_EVENT_FLAG_TIMING = 1,      /* can measure elapsed time */
+    TC_EVENT_FLAG_BLOCKING = 2,    /* the host sleeps instead of spinning */
+    TC_EVENT_FLAG_INTERPROCESS = 4 /* can be shared with another process; no timing */
+} tc_event_flag;
 
-/* Creates an event with TC_EVENT_* flags and writes it to *out. Its CUDA
+/* Creates an event with tc_event_flag bits and writes it to *out. Its CUDA
  * event is made lazily, on the device of the first stream it is recorded on.
  * The caller destroys it with tc_event_destroy: NULL gives
  * TC_ERROR_INVALID_ARGUMENT, an event already destroyed
@@ -148,7 +153,7 @@ TCUDA_API tc_status tc_event_synchronize(tc_event *event);
 TCUDA_API tc_status tc_event_wait(tc_event *event, tc_stream *stream);
 
 /* Milliseconds between the records of `start` and `end`. Both need
- * TC_EVENT_TIMING and a record (TC_ERROR_INVALID_STATE otherwise);
+ * TC_EVENT_FLAG_TIMING and a record (TC_ERROR_INVALID_STATE otherwise);
  * TC_ERROR_NOT_READY while either has not completed. */
 TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms);
 
@@ -156,19 +161,6 @@ TCUDA_API tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float 
  * NULL, a destroyed event or a pointer that is not an event, leaving
  * tc_last_error() as it was. */
 TCUDA_API int tc_event_device(const tc_event *event);
-
-/* An event shared with another process: the handle is plain bytes that can
- * travel through a pipe or file. The event needs TC_EVENT_INTERPROCESS; one
- * not yet recorded is created on the current device. */
-typedef struct tc_ipc_event_handle {
-    unsigned char bytes[64];
-} tc_ipc_event_handle;
-TCUDA_API tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out);
-
-/* Opens an event another process shared, on `device` (-1: current), and
- * writes it to *out. The caller destroys it with tc_event_destroy. */
-TCUDA_API tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle,
-                                             tc_event **out);
 
 TCUDA_EXTERN_C_END
 

@@ -20,7 +20,8 @@
  * a stale pointer is recognized). Messages start with the function called.
  *
  * Devices: {TC_CPU, -1} or {TC_CPU, 0} is the CPU (any other CPU index is
- * TC_ERROR_INVALID_ARGUMENT); {TC_CUDA, -1} is the current GPU, {TC_CUDA, n}
+ * TC_ERROR_INVALID_ARGUMENT); {TC_CUDA, TC_CURRENT_DEVICE} is the current
+ * GPU, {TC_CUDA, n}
  * GPU n (TC_ERROR_INVALID_DEVICE if it does not exist, TC_ERROR_NO_DEVICE
  * without CUDA). Generators (random.h) follow the same rule.
  *
@@ -47,8 +48,8 @@ typedef struct tc_tensor tc_tensor;
 
 /* ---- factories ---------------------------------------------------------- */
 /* `sizes` has `ndim` entries (ndim 0 makes a 0-d tensor; sizes may be NULL
- * then). A device index of -1 with TC_CUDA means the current device.
- * Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
+ * then). A device index of TC_CURRENT_DEVICE with TC_CUDA means the current
+ * device. Errors: TC_ERROR_INVALID_ARGUMENT (NULL out, ndim out of 0..8, a negative
  * size, a bad dtype or device), TC_ERROR_SHAPE (sizes or bytes overflow, see
  * above), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE,
  * TC_ERROR_OUT_OF_MEMORY. */
@@ -99,15 +100,16 @@ TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64
 
 /* ---- lifetime ------------------------------------------------------------ */
 
-/* Adds a reference; returns t. NULL (with a message, as tc_last_error says)
- * for NULL or a released or foreign tensor. */
-TCUDA_API tc_tensor *tc_tensor_retain(tc_tensor *t);
+/* Adds a reference to t: the caller keeps using t and gives the reference
+ * back with tc_tensor_release. TC_ERROR_INVALID_ARGUMENT for NULL,
+ * TC_ERROR_INVALID_HANDLE for a released or foreign tensor. */
+TCUDA_API tc_status tc_tensor_retain(tc_tensor *t);
 /* Drops a reference: TC_OK (NULL is a no-op and TC_OK too). When the last
  * one goes, the tensor is released: its handle is dead from then on. A CUDA
  * storage is given back in the order of the stream that made it, and of
  * streams given to record_stream. Releasing a released (or foreign) tensor
  * changes nothing and gives TC_ERROR_INVALID_HANDLE, so a double release is
- * reported, not a crash. (0.1 returned void; ignoring the status is fine.) */
+ * reported, not a crash. Ignoring the status is fine. */
 TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
 
 /* ---- accessors ------------------------------------------------------------ */
@@ -115,7 +117,6 @@ TCUDA_API tc_status tc_tensor_release(tc_tensor *t);
  * foreign tensor, they answer as for "no tensor": 0 for ndim, size, stride,
  * offset and numel; NULL for sizes, strides and data_ptr; false for the
  * predicates; TC_FLOAT32 for dtype; {TC_CPU, -1} for device. */
-
 TCUDA_API int tc_tensor_ndim(const tc_tensor *t);
 /* Size / stride of dimension `dim` (negative counts from the end); 0 when
  * out of range. */
@@ -138,15 +139,12 @@ TCUDA_API bool tc_tensor_is_contiguous(const tc_tensor *t);
 TCUDA_API void *tc_tensor_data_ptr(const tc_tensor *t);
 /* True when t's storage is page-locked host memory. */
 TCUDA_API bool tc_tensor_is_pinned(const tc_tensor *t);
-/* Writes "cuda:0" / "cpu" into buf (NUL-terminated, truncated to n); nothing
- * for a NULL buf or n 0. */
-TCUDA_API void tc_device_format(tc_device device, char *buf, size_t n);
 
-/* Copies all elements to `host` (row-major, `dtype` elements, numel of them),
+/* Copies all elements to `host` as `dtype` (row-major, numel elements),
  * converting; waits for the tensor's device (a sync point). Errors:
  * TC_ERROR_INVALID_ARGUMENT (NULL host with elements, a bad dtype), and the
  * device's (TC_ERROR_SYNC_DISALLOWED in sync debug mode 2, CUDA errors). */
-TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype);
+TCUDA_API tc_status tc_tensor_to_host(const tc_tensor *t, tc_dtype dtype, void *host);
 /* The single element of a one-element tensor as a double (Tensor.item);
  * TC_ERROR_SHAPE for any other count, TC_ERROR_INVALID_ARGUMENT for a NULL
  * value; *value is written only on success. */
@@ -185,16 +183,21 @@ TCUDA_API tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out);
  * done. A CPU tensor is TC_ERROR_INVALID_ARGUMENT; a stream of another device
  * TC_ERROR_DEVICE_MISMATCH; a destroyed stream TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream);
+/* ---- device and BLAS ------------------------------------------------------ */
+/* Two torch.cuda calls live here rather than in device.h: one takes a tensor,
+ * the other is the tensor backend's own cuBLAS handle. */
+
 /* torch.cuda.device_of: enters the tensor's device (a no-op guard for a CPU
  * tensor or NULL; status TC_ERROR_INVALID_HANDLE, entering nothing, for a
  * released tensor). */
 TCUDA_API tc_device_guard tc_device_guard_enter_of(const tc_tensor *t);
 
 /* The cuBLAS handle of the calling thread for the current device, bound to the
- * current stream (torch.cuda.current_blas_handle). NULL with a message when
- * cuBLAS or CUDA is missing. tcuda owns the handle, and sets host pointer
- * mode and the default math mode on it at each of its own GEMMs. */
-TCUDA_API void *tc_current_blas_handle(void);
+ * current stream (torch.cuda.current_blas_handle), into *out (a
+ * cublasHandle_t). tcuda owns the handle, and sets host pointer mode and the
+ * default math mode on it at each of its own GEMMs. TC_ERROR_NO_DEVICE
+ * without CUDA, TC_ERROR_NOT_SUPPORTED when cuBLAS is missing. */
+TCUDA_API tc_status tc_current_blas_handle(void **out);
 
 /* ---- shape and views --------------------------------------------------------- */
 /* Views share the storage of their source. Errors: TC_ERROR_INVALID_ARGUMENT
@@ -229,7 +232,6 @@ TCUDA_API tc_status tc_tensor_narrow(const tc_tensor *src, int dim, int64_t star
  * TC_ERROR_SHAPE (no broadcast), TC_ERROR_DTYPE (as PyTorch: sub with a bool
  * operand, neg/abs/pow/relu of bool), TC_ERROR_DEVICE_MISMATCH,
  * TC_ERROR_INVALID_ARGUMENT (NULL out). */
-
 TCUDA_API tc_status tc_tensor_add(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_sub(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_mul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
@@ -244,7 +246,7 @@ TCUDA_API tc_status tc_tensor_lt(const tc_tensor *a, const tc_tensor *b, tc_tens
 TCUDA_API tc_status tc_tensor_le(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_gt(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_ge(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
-
+/* -a, |a|, e^a, ln a, the square root, max(a, 0), 1 / (1 + e^-a), tanh a. */
 TCUDA_API tc_status tc_tensor_neg(const tc_tensor *a, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_abs(const tc_tensor *a, tc_tensor **out);
 TCUDA_API tc_status tc_tensor_exp(const tc_tensor *a, tc_tensor **out);
@@ -272,7 +274,10 @@ TCUDA_API tc_status tc_tensor_round(const tc_tensor *a, tc_tensor **out);
 
 /* torch.nn.functional.gelu's `approximate`: "none" (x * Phi(x) through erf)
  * or "tanh" (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
-typedef enum tc_gelu_approximate { TC_GELU_NONE = 0, TC_GELU_TANH = 1 } tc_gelu_approximate;
+typedef enum tc_gelu_approximate {
+    TC_GELU_APPROXIMATE_NONE = 0,
+    TC_GELU_APPROXIMATE_TANH = 1
+} tc_gelu_approximate;
 /* gelu and silu (x * sigmoid(x)) of a floating tensor, same dtype;
  * TC_ERROR_DTYPE for integers and bool, TC_ERROR_INVALID_ARGUMENT for an
  * unknown `approximate`. */
@@ -375,6 +380,19 @@ TCUDA_API tc_status tc_tensor_norm(const tc_tensor *a, double p, int dim, bool k
  * computed in full fp32 (no TF32) and 16-bit inputs accumulated in fp32.
  * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
 TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* a [B, M, K] @ b [B, K, N] -> [B, M, N], both 3-d with the same B (no
+ * broadcasting, as torch.bmm), of one floating dtype, computed as matmul.
+ * Errors: as tc_tensor_matmul. */
+TCUDA_API tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
+
+/* beta * input + alpha * (b1 @ b2) as torch.baddbmm: b1 [B, M, K], b2
+ * [B, K, N], input broadcastable to [B, M, N]; with beta == 0 input is not
+ * read (NaN in it does not propagate). Errors: as tc_tensor_matmul, and
+ * non-finite alpha or beta (TC_ERROR_INVALID_ARGUMENT). */
+TCUDA_API tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1,
+                                      const tc_tensor *b2, double beta, double alpha,
+                                      tc_tensor **out);
 
 /* ---- random fills --------------------------------------------------------------------- */
 /* Through the generators of random.h: the same state gives the same numbers

@@ -16,5 +16,5 @@ static const struct {
 static bool valid(tc_dtype d) { return (unsigned)d < TC_NUM_DTYPES; }
 
 size_t tc_dtype_size(tc_dtype d) { return valid(d) ? info[d].size : 0; }
-const char *tc_dtype_name(tc_dtype d) { return valid(d) ? info[d].name : "invalid"; }
+const char *tc_dtype_string(tc_dtype d) { return valid(d) ? info[d].name : "invalid"; }
 bool tc_dtype_is_floating(tc_dtype d) { return valid(d) && info[d].floating; }

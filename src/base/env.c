@@ -170,23 +170,25 @@ void tc__warn(const char *fmt, ...)
     fprintf(stderr, "tcuda warning: %s\n", line);
 }
 
-int tc_get_sync_debug_mode(void)
+tc_status tc_get_sync_debug_mode(tc_sync_debug_mode *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     pthread_once(&env_once, read_env);
-    if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed))) {
-        (void)tc__debug_env_check();
-        return -1;
-    }
-    return atomic_load_explicit(&sync_debug_mode, memory_order_relaxed);
+    if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed)))
+        return tc__debug_env_check();
+    *out = (tc_sync_debug_mode)atomic_load_explicit(&sync_debug_mode, memory_order_relaxed);
+    return TC_OK;
 }
 
-tc_status tc_set_sync_debug_mode(int mode)
+tc_status tc_set_sync_debug_mode(tc_sync_debug_mode mode)
 {
     TC_API_BEGIN;
     pthread_once(&env_once, read_env);
-    TC_CHECK_ARG(mode >= 0 && mode <= 2, "mode %d is not 0 (off), 1 (warn) or 2 (error)", mode);
-    atomic_store(&sync_debug_mode, mode);
+    int m = (int)mode; /* any int may arrive */
+    TC_CHECK_ARG(m >= TC_SYNC_DEBUG_MODE_DEFAULT && m <= TC_SYNC_DEBUG_MODE_ERROR,
+                 "mode %d is not 0 (off), 1 (warn) or 2 (error)", m);
+    atomic_store(&sync_debug_mode, m);
     atomic_store(&sync_env_bad, false);
     return TC_OK;
 }

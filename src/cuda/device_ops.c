@@ -46,12 +46,6 @@ static tc_status cuda_stream_of(tc_stream *stream, int *device, void **handle)
     return TC_OK;
 }
 
-static tc_status cuda_stream_current(int device, tc_stream **out)
-{
-    *out = tc_current_stream(device);
-    return *out ? TC_OK : TC_ERROR_NO_DEVICE;
-}
-
 const tc__device_ops tc__device_ops_builtin = {
     .name = "CUDA",
     .device_count = tc_device_count,
@@ -60,7 +54,7 @@ const tc__device_ops tc__device_ops_builtin = {
     .device_guard_exit = tc_device_guard_exit,
     .current_stream = cuda_current_stream,
     .stream_of = cuda_stream_of,
-    .stream_current = cuda_stream_current,
+    .stream_current = tc_current_stream,
     .stream_device = tc_stream_device,
     .stream_wait_stream = tc_stream_wait_stream,
     .stream_synchronize = tc_stream_synchronize,

@@ -45,7 +45,7 @@ static tc_status check_gpu_tensor(const tc_tensor *t, const char *what)
 /* devices[0..n) resolved into res (-1: the current device), none twice. */
 static tc_status resolve_devices(const int *devices, int n, int *res)
 {
-    TC_CHECK_ARG(devices, "devices must not be NULL");
+    TC_CHECK_ARG(devices, "devices is NULL");
     TC_CHECK_ARG(n >= 1, "the device list must not be empty (n = %d)", n);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
@@ -72,7 +72,7 @@ static tc_status check_like(const tc_tensor *ref, const tc_tensor *t, const char
 {
     if (t->dtype != ref->dtype)
         return tc__fail(TC_ERROR_DTYPE, "%s %d has dtype %s, expected %s", what, i,
-                        tc_dtype_name(t->dtype), tc_dtype_name(ref->dtype));
+                        tc_dtype_string(t->dtype), tc_dtype_string(ref->dtype));
     if (!same_sizes(ref, t))
         return tc__fail(TC_ERROR_SHAPE, "%s %d has a different shape (%d dims) than %s 0", what, i,
                         t->ndim, what);
@@ -99,7 +99,7 @@ static tc_status broadcast_accel(const tc_tensor *t, const int *devs, int n, tc_
     tc_tensor *tmp[TC_MAX_DEVICES] = {0};
     tc_status st = TC_OK;
     for (int i = 0; i < n && st == TC_OK; i++)
-        st = i == root ? (tmp[i] = tc_tensor_retain((tc_tensor *)t), TC_OK)
+        st = i == root ? (tmp[i] = tc__tensor_ref((tc_tensor *)t), TC_OK)
                        : tc__new_tensor(t->ndim, t->sizes, t->dtype, (tc_device){TC_CUDA, devs[i]},
                                         false, &tmp[i]);
     if (st == TC_OK)
@@ -131,7 +131,7 @@ tc_status tc_comm_broadcast(const tc_tensor *t, const int *devices, int n, tc_te
 {
     TC_API_BEGIN;
     TC_TRY(check_gpu_tensor(t, "tc_tensor t"));
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int devs[TC_MAX_DEVICES];
     TC_CHECK_ARG(n <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES, n);
     TC_TRY(resolve_devices(devices, n, devs));
@@ -170,7 +170,7 @@ tc_status tc_comm_broadcast_out(const tc_tensor *t, tc_tensor *const *outputs, i
 {
     TC_API_BEGIN;
     TC_TRY(check_gpu_tensor(t, "tc_tensor t"));
-    TC_CHECK_ARG(outputs, "outputs must not be NULL");
+    TC_CHECK_ARG(outputs, "outputs is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(outputs[i], "output"));
@@ -193,8 +193,8 @@ tc_status tc_comm_reduce_add(const tc_tensor *const *inputs, int n, int destinat
                              tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(inputs, "inputs must not be NULL");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(inputs, "inputs is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
     for (int i = 0; i < n; i++) {
         TC_TRY(check_gpu_tensor(inputs[i], "input"));
@@ -352,7 +352,7 @@ static tc_status broadcast_bucket(const tc_tensor *const *tensors, int lo, int h
     for (int d = 0; d < nd && st == TC_OK; d++) {
         if (devs[d] == src) {
             for (int i = lo; i < hi; i++)
-                res[d * nt + i] = tc_tensor_retain((tc_tensor *)tensors[i]);
+                res[d * nt + i] = tc__tensor_ref((tc_tensor *)tensors[i]);
         } else {
             st = unpack(got[d], tensors, lo, hi, &res[d * nt + lo]);
         }
@@ -367,7 +367,7 @@ tc_status tc_comm_broadcast_coalesced(const tc_tensor *const *tensors, int n_ten
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(tensors && n_tensors >= 1, "tensors must be a non-empty array");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(buffer_size > 0, "buffer_size must be positive");
     TC_CHECK_ARG(n_devices <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES,
                  n_devices);
@@ -409,7 +409,7 @@ static tc_status reduce_bucket(const tc_tensor *const *inputs, int nd, int nt, i
     for (; made < nd && st == TC_OK; made++) {
         const tc_tensor *const *row = inputs + (size_t)made * (size_t)nt;
         if (hi - lo == 1)
-            flats[made] = tc_tensor_retain((tc_tensor *)row[lo]);
+            flats[made] = tc__tensor_ref((tc_tensor *)row[lo]);
         else
             st = pack(row, lo, hi, &flats[made]);
     }
@@ -432,8 +432,8 @@ tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs, int n_dev
                                        int destination, size_t buffer_size, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(inputs, "inputs must not be NULL");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(inputs, "inputs is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(buffer_size > 0, "buffer_size must be positive");
     TC_CHECK_ARG(n_devices >= 1 && n_devices <= TC_MAX_DEVICES, "n_devices must be in 1..%d",
                  TC_MAX_DEVICES);
@@ -544,7 +544,7 @@ tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n, const i
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
-    TC_CHECK_ARG(out && n_out, "out and n_out must not be NULL");
+    TC_CHECK_ARG(out && n_out, "out or n_out is NULL");
     TC_CHECK_ARG(n <= TC_MAX_DEVICES, "at most %d devices, not %d", TC_MAX_DEVICES, n);
     int d;
     TC_TRY(wrap_dim(t, dim, &d));
@@ -581,7 +581,7 @@ tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim, int de
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(tensors && n >= 1, "tensors must be a non-empty array");
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(destination >= TC_COMM_CURRENT_DEVICE,
                  "destination %d: use a GPU index, -1 for the CPU or TC_COMM_CURRENT_DEVICE",
                  destination);
@@ -596,7 +596,7 @@ tc_status tc_comm_gather(const tc_tensor *const *tensors, int n, int dim, int de
         TC_TRY(check_gpu_tensor(t, "tensor"));
         if (t->dtype != tensors[0]->dtype)
             return tc__fail(TC_ERROR_DTYPE, "tensor %d has dtype %s, tensor 0 %s", i,
-                            tc_dtype_name(t->dtype), tc_dtype_name(tensors[0]->dtype));
+                            tc_dtype_string(t->dtype), tc_dtype_string(tensors[0]->dtype));
         if (t->ndim != tensors[0]->ndim)
             return tc__fail(TC_ERROR_SHAPE, "tensor %d has %d dims, tensor 0 has %d", i, t->ndim,
                             tensors[0]->ndim);

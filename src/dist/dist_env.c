@@ -75,7 +75,7 @@ static int env_triple(const char *r, const char *w, const char *l, tc_dist_optio
 tc_status tc_dist_options_from_env(tc_dist_options *out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     tc_dist_options o;
     memset(&o, 0, sizeof o);
     int got = env_triple("RANK", "WORLD_SIZE", "LOCAL_RANK", &o);
@@ -109,7 +109,7 @@ tc_status tc_dist_options_from_env(tc_dist_options *out)
 
 tc_status tc__dist_check_options(const tc_dist_options *o)
 {
-    TC_CHECK_ARG(o, "options must not be NULL");
+    TC_CHECK_ARG(o, "options is NULL");
     TC_CHECK_ARG(o->world_size >= 1, "world_size must be at least 1, not %d", o->world_size);
     TC_CHECK_ARG(o->rank >= 0 && o->rank < o->world_size, "rank %d is not in 0..%d", o->rank,
                  o->world_size - 1);

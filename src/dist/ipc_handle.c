@@ -92,7 +92,7 @@ tc_status tc__ipc_decode(const tc_ipc_mem_handle *h, tc__ipc_info *out, uint64_t
 tc_status tc_ipc_mem_handle_parse(const void *bytes, size_t n, tc_ipc_mem_handle *out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(bytes && out, "bytes and out must not be NULL");
+    TC_CHECK_ARG(bytes && out, "bytes or out is NULL");
     if (n != TC_IPC_MEM_HANDLE_SIZE)
         return tc__fail(TC_ERROR_INVALID_HANDLE,
                         "an IPC memory handle has %d bytes, not %zu (truncated?)",

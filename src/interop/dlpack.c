@@ -305,7 +305,7 @@ static tc_status import(const tc_DLTensor *dl, void *managed, bool versioned, tc
 tc_status tc_tensor_from_dlpack(tc_DLManagedTensorVersioned *m, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(m && out, "m and out must not be NULL");
+    TC_CHECK_ARG(m && out, "m or out is NULL");
     if (m->version.major != TC_DLPACK_MAJOR_VERSION)
         return tc__fail(TC_ERROR_NOT_SUPPORTED,
                         "the managed tensor has DLPack version %u.%u; tcuda reads major "
@@ -318,6 +318,6 @@ tc_status tc_tensor_from_dlpack(tc_DLManagedTensorVersioned *m, tc_tensor **out)
 tc_status tc_tensor_from_dlpack_unversioned(tc_DLManagedTensor *m, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(m && out, "m and out must not be NULL");
+    TC_CHECK_ARG(m && out, "m or out is NULL");
     return import(&m->dl_tensor, m, false, out);
 }

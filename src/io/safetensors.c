@@ -88,7 +88,7 @@ static tc_status map_file(const char *path, mapping **out)
 tc_status tc_safetensors_open(const char *path, tc_safetensors **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(path && out, "path and out must not be NULL");
+    TC_CHECK_ARG(path && out, "path or out is NULL");
     mapping *m = NULL;
     TC_TRY(map_file(path, &m));
     tc__st_header h;
@@ -120,14 +120,16 @@ tc_status tc_safetensors_close(tc_safetensors *file)
     return TC_OK;
 }
 
-size_t tc_safetensors_count(const tc_safetensors *file)
+/* Counts fit an int: a header is at most 100 MB and an entry takes more than
+ * 20 bytes of it (safetensors_parse.c). */
+int tc_safetensors_count(const tc_safetensors *file)
 {
-    return tc__handle_live(file, TC_SAFETENSORS_MAGIC) ? file->h.n : 0;
+    return tc__handle_live(file, TC_SAFETENSORS_MAGIC) ? (int)file->h.n : 0;
 }
 
-const char *tc_safetensors_name(const tc_safetensors *file, size_t i)
+const char *tc_safetensors_name(const tc_safetensors *file, int i)
 {
-    if (!tc__handle_live(file, TC_SAFETENSORS_MAGIC) || i >= file->h.n)
+    if (!tc__handle_live(file, TC_SAFETENSORS_MAGIC) || i < 0 || (size_t)i >= file->h.n)
         return NULL;
     return file->h.entries[i].name;
 }
@@ -207,23 +209,23 @@ tc_status tc_safetensors_get(const tc_safetensors *file, const char *name, tc_de
     return st;
 }
 
-size_t tc_safetensors_metadata_count(const tc_safetensors *file)
+int tc_safetensors_metadata_count(const tc_safetensors *file)
 {
-    return tc__handle_live(file, TC_SAFETENSORS_MAGIC) ? file->h.n_meta : 0;
+    return tc__handle_live(file, TC_SAFETENSORS_MAGIC) ? (int)file->h.n_meta : 0;
 }
 
-const char *tc_safetensors_metadata_key(const tc_safetensors *file, size_t i)
+const char *tc_safetensors_metadata_key(const tc_safetensors *file, int i)
 {
-    if (!tc__handle_live(file, TC_SAFETENSORS_MAGIC) || i >= file->h.n_meta)
+    if (!tc__handle_live(file, TC_SAFETENSORS_MAGIC) || i < 0 || (size_t)i >= file->h.n_meta)
         return NULL;
-    return file->h.meta[2 * i];
+    return file->h.meta[2 * (size_t)i];
 }
 
 tc_status tc_safetensors_metadata(const tc_safetensors *file, const char *key, const char **value)
 {
     TC_API_BEGIN;
     TC_TRY(check_file(file));
-    TC_CHECK_ARG(key && value, "key and value must not be NULL");
+    TC_CHECK_ARG(key && value, "key or value is NULL");
     *value = tc__st_meta_find(&file->h, key);
     return TC_OK;
 }

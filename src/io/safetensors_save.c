@@ -167,7 +167,7 @@ static tc_status write_tensor(FILE *fp, const char *path, const item *it)
         if (!buf)
             return tc__fail(TC_ERROR_OUT_OF_MEMORY, "could not allocate %llu bytes to copy '%s'",
                             (unsigned long long)it->bytes, it->name);
-        tc_status st = tc_tensor_to_host(t, buf, t->dtype);
+        tc_status st = tc_tensor_to_host(t, t->dtype, buf);
         if (st != TC_OK) {
             free(buf);
             return st;
@@ -228,24 +228,25 @@ static tc_status write_file(const char *path, const tc__strbuf *hdr, const item 
     return st;
 }
 
-tc_status tc_safetensors_save(const char *path, size_t n, const char *const *names,
-                              const tc_tensor *const *tensors, const char *const *metadata)
+tc_status tc_safetensors_save(const char *path, const char *const *names,
+                              const tc_tensor *const *tensors, int n, const char *const *metadata)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(path, "path is NULL");
-    TC_CHECK_ARG(n == 0 || (names && tensors), "names and tensors must not be NULL (n is %zu)", n);
-    TC_CHECK_ARG(n <= SIZE_MAX / sizeof(item), "n is %zu, too many tensors", n);
+    TC_CHECK_ARG(n >= 0, "n is %d, below 0", n);
+    TC_CHECK_ARG(n == 0 || (names && tensors), "names or tensors is NULL (n is %d)", n);
+    size_t count = (size_t)n;
     size_t n_md = 0;
     TC_TRY(check_metadata(metadata, &n_md));
-    item *items = malloc((n ? n : 1) * sizeof *items);
+    item *items = malloc((count ? count : 1) * sizeof *items);
     if (!items)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     tc__strbuf hdr = {0};
-    tc_status st = check_items(n, names, tensors, items);
+    tc_status st = check_items(count, names, tensors, items);
     if (st == TC_OK)
-        st = header_json(items, n, metadata, n_md, &hdr);
+        st = header_json(items, count, metadata, n_md, &hdr);
     if (st == TC_OK)
-        st = write_file(path, &hdr, items, n);
+        st = write_file(path, &hdr, items, count);
     free(hdr.p);
     free(items);
     return st;

@@ -96,7 +96,7 @@ static tc_status create(const char *code, int num_outputs, bool by_ref,
     if (!by_ref && sig.returns_void)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "%s returns void; a single-output function returns its value (or use "
-                        "tc_jit_create_multi_output_fn with reference parameters)",
+                        "tc_jit_fn_create_multi_output with reference parameters)",
                         sig.name);
     if (by_ref && !sig.returns_void)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
@@ -152,13 +152,13 @@ static tc_status create(const char *code, int num_outputs, bool by_ref,
     return TC_OK;
 }
 
-tc_status tc_jit_create_fn(const char *code, const tc_jit_options *options, tc_jit_fn **out)
+tc_status tc_jit_fn_create(const char *code, const tc_jit_options *options, tc_jit_fn **out)
 {
     TC_API_BEGIN;
     return create(code, 1, false, options, out);
 }
 
-tc_status tc_jit_create_multi_output_fn(const char *code, int num_outputs,
+tc_status tc_jit_fn_create_multi_output(const char *code, int num_outputs,
                                         const tc_jit_options *options, tc_jit_fn **out)
 {
     TC_API_BEGIN;
@@ -472,7 +472,7 @@ tc_status tc_jit_fn_call(tc_jit_fn *fn, const tc_tensor *const *inputs, int n_in
     /* results: a given output of dtype ct directly, else a new tensor */
     for (int k = 0; k < fn->n_out && st == TC_OK; k++) {
         if (outputs[k] && outputs[k]->dtype == ct)
-            res[k] = tc_tensor_retain(outputs[k]);
+            res[k] = tc__tensor_ref(outputs[k]);
         else
             st = tc__new_tensor(ndim, sizes, ct, device, false, &res[k]);
     }

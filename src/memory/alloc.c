@@ -263,7 +263,7 @@ static tc_status malloc_locked(tc__allocator *a, size_t size, uintptr_t stream, 
     stat2_add(a->st.requested_bytes, small, (int64_t)size);
     if (a->cfg.max_split_size != SIZE_MAX && b->size >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_allocations, 1);
-    if (TC__HIST_ON(TC_HISTORY_ALLOC))
+    if (TC__HIST_ON(TC_HISTORY_RECORD_ALLOC))
         tc__hist_record(a, TC__H_ALLOC, b->addr, b->size, size, stream, pid);
     *out = (void *)b->addr;
     return TC_OK;
@@ -323,7 +323,7 @@ void tc__alloc_free_if_owned(tc__allocator *a, void *ptr, bool *owned)
     blk *b = a->map[j].b;
     tc__map_remove_at(a, j);
     int small = b->small;
-    if (TC__HIST_FREE_SEEN(a, TC_HISTORY_FREE))
+    if (TC__HIST_FREE_SEEN(a, TC_HISTORY_RECORD_FREE))
         tc__hist_record(a, TC__H_FREE_REQUESTED, b->addr, b->size, b->requested, b->seg->sc->stream,
                         b->seg->sc->pool_id);
     stat2_sub(a->st.allocation, small, 1);
@@ -366,23 +366,23 @@ void tc__alloc_empty_cache(tc__allocator *a)
     tc__hist_stack_put(stack);
 }
 
-/* The nine per-pool arrays at the start of struct tc_memory_stats, as one
+/* The nine per-pool arrays at the start of tc_memory_stats_info, as one
  * run of tc_memory_stat. */
-#define NARRAY_STATS (offsetof(struct tc_memory_stats, num_alloc_retries) / sizeof(tc_memory_stat))
+#define NARRAY_STATS (offsetof(tc_memory_stats_info, num_alloc_retries) / sizeof(tc_memory_stat))
 
-void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out)
+void tc__stats_read(const tc__allocator *a, tc_memory_stats_info *out)
 {
     *out = a->st;
     tc_memory_stat *s = (tc_memory_stat *)out;
-    for (size_t k = 0; k < NARRAY_STATS; k += TC_STAT_POOLS) {
-        for (int p = TC_STAT_SMALL_POOL; p <= TC_STAT_LARGE_POOL; p++)
+    for (size_t k = 0; k < NARRAY_STATS; k += TC_STAT_POOL_COUNT) {
+        for (int p = TC_STAT_POOL_SMALL; p <= TC_STAT_POOL_LARGE; p++)
             s[k + p].freed += s[k + p].allocated - s[k + p].current;
         s[k].allocated = s[k + 1].allocated + s[k + 2].allocated;
         s[k].freed = s[k + 1].freed + s[k + 2].freed;
     }
 }
 
-void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out)
+void tc__alloc_stats(tc__allocator *a, tc_memory_stats_info *out)
 {
     tc__mutex_lock(&a->mu);
     tc__stats_read(a, out);

@@ -109,7 +109,7 @@ void tc__alloc_stream_gone_all(uintptr_t stream);
 /* Waits for pending events and for the last use of cached memory, then
  * releases every wholly free segment and every free expandable chunk. */
 void tc__alloc_empty_cache(tc__allocator *a);
-void tc__alloc_stats(tc__allocator *a, struct tc_memory_stats *out);
+void tc__alloc_stats(tc__allocator *a, tc_memory_stats_info *out);
 void tc__alloc_reset_peak(tc__allocator *a);
 void tc__alloc_reset_accumulated(tc__allocator *a);
 /* Caps reserved memory at fraction * total (provider's total). */
@@ -125,7 +125,7 @@ tc_status tc__alloc_end_pool(tc__allocator *a, uintptr_t stream);
 tc_status tc__alloc_release_pool(tc__allocator *a, uint64_t id);
 
 /* Appends this allocator's segments to a snapshot (tc_memory_snapshot). */
-tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap);
+tc_status tc__alloc_snapshot(tc__allocator *a, tc_memory_snapshot_info *snap);
 
 /* Walks every segment and recounts: blocks tile segments, free lists and the
  * pointer map agree, stats equal the recount. 0 if sound, else writes why. */
@@ -135,12 +135,12 @@ int tc__alloc_check(tc__allocator *a, char *why, size_t why_len);
 const char *tc__fmt_bytes(char *buf, size_t n, uint64_t bytes);
 
 /* Stat keys: "allocated_bytes.all.current" ... Returns false if unknown. */
-bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *out);
+bool tc__stats_get(const tc_memory_stats_info *s, const char *key, int64_t *out);
 /* Readable table of the stats (caller frees). */
-char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbreviated);
+char *tc__stats_summary(const tc_memory_stats_info *s, int device, bool abbreviated);
 /* Frees a snapshot's arrays. */
-void tc__snapshot_free(struct tc_memory_snapshot *snap);
-tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path);
+void tc__snapshot_free(tc_memory_snapshot_info *snap);
+tc_status tc__snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path);
 
 /* The plain host provider (malloc); `capacity` bytes total (0: unlimited),
  * so tests can make it refuse. Event hooks are fakes the tests can drive.

@@ -182,7 +182,7 @@ size_t tc__exp_unmapped_bytes(const tc__allocator *a, const blk *b)
 static void unmap_chunk(tc__allocator *a, seg *s, size_t from, size_t to)
 {
     size_t g = gran(a), bytes = (to - from) * g;
-    if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+    if (TC__HIST_ON(TC_HISTORY_RECORD_SEGMENT))
         tc__hist_record(a, TC__H_SEGMENT_UNMAP, s->addr + from * g, bytes, 0, s->sc->stream,
                         s->sc->pool_id);
     a->p.unmap(a->p.ctx, (void *)(s->addr + from * g), bytes);
@@ -228,7 +228,7 @@ tc_status tc__exp_map_block(tc__allocator *a, blk *b, size_t need)
         s->starts[k / 64] |= 1ull << (k % 64);
         s->mapped += (e - k) * g;
         reserved_upd(a, s->sc->small, (int64_t)((e - k) * g));
-        if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+        if (TC__HIST_ON(TC_HISTORY_RECORD_SEGMENT))
             tc__hist_record(a, TC__H_SEGMENT_MAP, s->addr + k * g, (e - k) * g, 0, s->sc->stream,
                             s->sc->pool_id);
     }

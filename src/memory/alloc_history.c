@@ -30,8 +30,8 @@ tc_status tc_memory_record_history(const tc_memory_history_options *opts)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(opts != NULL, "options are NULL");
-    unsigned what = opts->record ? opts->record : TC_HISTORY_ALL;
-    TC_CHECK_ARG(!(what & ~(unsigned)TC_HISTORY_ALL), "record bits %#x include unknown ones",
+    unsigned what = opts->record ? opts->record : TC_HISTORY_RECORD_ALL;
+    TC_CHECK_ARG(!(what & ~(unsigned)TC_HISTORY_RECORD_ALL), "record bits %#x include unknown ones",
                  opts->record);
     TC_CHECK_ARG(opts->stacks >= TC_HISTORY_STACKS_NONE && opts->stacks <= TC_HISTORY_STACKS_ALL,
                  "stacks mode %d is not NONE, ALLOC or ALL", (int)opts->stacks);
@@ -276,7 +276,7 @@ void tc__hist_oom(tc__allocator *a, size_t size, uintptr_t stream, uint32_t stac
     size_t fr = 0, tot = 0;
     if (a->p.mem_info)
         a->p.mem_info(a->p.ctx, &fr, &tot);
-    if (TC__HIST_ON(TC_HISTORY_OOM)) {
+    if (TC__HIST_ON(TC_HISTORY_RECORD_OOM)) {
         tc__mutex_lock(&a->mu);
         tc__hist_begin(a, stack);
         tc__hist_record(a, TC__H_OOM, fr, size, size, stream, 0);
@@ -292,7 +292,7 @@ void tc__hist_oom(tc__allocator *a, size_t size, uintptr_t stream, uint32_t stac
         return;
     tc__saved_message saved; /* the OOM message the caller returns */
     tc__message_save(&saved);
-    struct tc_memory_snapshot snap = {0, NULL};
+    tc_memory_snapshot_info snap = {0, NULL};
     (void)tc__alloc_snapshot(a, &snap);
     tc_oom_info info = {a->device, size, fr, tot, &snap};
     for (int i = 0; i < k; i++)

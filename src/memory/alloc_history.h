@@ -1,7 +1,7 @@
 /* Memory history: the hooks the allocator calls, and what the history's
  * files (alloc_history*.c) share (internal).
  *
- * tc__hist_mask holds what is being recorded (TC_HISTORY_* bits, and the
+ * tc__hist_mask holds what is being recorded (TC_HISTORY_RECORD_* bits, and the
  * stack mode from TC__HIST_STACKS_SHIFT up); when it is 0, each hook costs
  * the allocator one relaxed load and one predictable branch (TC__HIST_ON).
  *
@@ -116,7 +116,7 @@ typedef struct tc__hist_copy {
     struct tc__hist_live *live; /* sorted by (device, kind, addr) */
     size_t nlive;
     int ndevices; /* 1 + the highest device seen */
-    struct tc_memory_snapshot snap;
+    tc_memory_snapshot_info snap;
     tc__alloc_config cfg; /* the first allocator's settings */
 } tc__hist_copy;
 /* Holds the registry (no allocator can go meanwhile) and the stack table. */

@@ -285,7 +285,7 @@ static void block(em *e, int device, const tc_memory_block_info *b)
     key(e, "state");
     str(e, tc_memory_block_state_string(b->state));
     key(e, "frames");
-    frames(e, b->state == TC_BLOCK_INACTIVE || !e->c
+    frames(e, b->state == TC_MEMORY_BLOCK_STATE_INACTIVE || !e->c
                   ? 0
                   : tc__hist_copy_live(e->c, device, 0, b->address));
     close_(e);
@@ -368,7 +368,7 @@ static void settings(em *e, const tc__alloc_config *cfg)
     close_(e);
 }
 
-static void segments(em *e, const struct tc_memory_snapshot *snap)
+static void segments(em *e, const tc_memory_snapshot_info *snap)
 {
     key(e, "segments");
     open_(e, false);
@@ -399,7 +399,7 @@ static void content(em *e, const tc__hist_copy *c)
 /* Opens path, writes the header, the content (the history's when c, else
  * the plain snapshot's segments) and the trailer. */
 static tc_status write_file(const char *path, bool json, const tc__hist_copy *c,
-                            const struct tc_memory_snapshot *snap)
+                            const tc_memory_snapshot_info *snap)
 {
     em e = {.json = json, .c = c};
     if (c)
@@ -449,8 +449,8 @@ tc_status tc_memory_dump_snapshot_json(const char *path)
     return dump(path, true);
 }
 
-tc_status tc__snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+tc_status tc__snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
-    TC_CHECK_ARG(snap && path && *path, "snapshot and path must not be NULL or empty");
+    TC_CHECK_ARG(snap && path && *path, "snapshot or path is NULL, or path is empty");
     return write_file(path, true, NULL, snap);
 }

@@ -167,15 +167,15 @@ static bool wants_stack(unsigned mask, int action)
             (action == TC__H_ALLOC || action == TC__H_SEGMENT_ALLOC));
 }
 
-/* The TC_HISTORY_* bit that records an action. */
+/* The TC_HISTORY_RECORD_* bit that records an action. */
 static unsigned action_bit(int action)
 {
     switch (action) {
-    case TC__H_ALLOC: return TC_HISTORY_ALLOC;
+    case TC__H_ALLOC: return TC_HISTORY_RECORD_ALLOC;
     case TC__H_FREE_REQUESTED:
-    case TC__H_FREE_COMPLETED: return TC_HISTORY_FREE;
-    case TC__H_OOM: return TC_HISTORY_OOM;
-    default: return TC_HISTORY_SEGMENT;
+    case TC__H_FREE_COMPLETED: return TC_HISTORY_RECORD_FREE;
+    case TC__H_OOM: return TC_HISTORY_RECORD_OOM;
+    default: return TC_HISTORY_RECORD_SEGMENT;
     }
 }
 

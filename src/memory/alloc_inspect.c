@@ -10,7 +10,7 @@
 #include "base/internal.h"
 #include "alloc_internal.h"
 
-tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
+tc_status tc__alloc_snapshot(tc__allocator *a, tc_memory_snapshot_info *snap)
 {
     tc__mutex_lock(&a->mu);
     tc_status st = tc__alloc_snapshot_locked(a, snap);
@@ -18,7 +18,7 @@ tc_status tc__alloc_snapshot(tc__allocator *a, struct tc_memory_snapshot *snap)
     return st;
 }
 
-tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot *snap)
+tc_status tc__alloc_snapshot_locked(tc__allocator *a, tc_memory_snapshot_info *snap)
 {
     size_t n = 0;
     for (seg *s = a->segs; s; s = s->next)
@@ -40,7 +40,8 @@ tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot 
         si->address = s->addr;
         si->total_size = s->size;
         si->stream = s->sc->stream;
-        si->segment_type = s->sc->small ? TC_SEGMENT_SMALL : TC_SEGMENT_LARGE;
+        si->segment_type = s->sc->small ? TC_MEMORY_SEGMENT_TYPE_SMALL
+                                        : TC_MEMORY_SEGMENT_TYPE_LARGE;
         si->segment_pool_id = s->sc->pool_id;
         si->is_expandable = s->expandable;
         for (blk *b = s->head; b; b = b->next) {
@@ -48,9 +49,9 @@ tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot 
             bi->address = b->addr;
             bi->size = b->size;
             bi->requested_size = b->state == B_ALLOC ? b->requested : 0;
-            bi->state = b->state == B_ALLOC     ? TC_BLOCK_ACTIVE_ALLOCATED
-                        : b->state == B_PENDING ? TC_BLOCK_ACTIVE_PENDING_FREE
-                                                : TC_BLOCK_INACTIVE;
+            bi->state = b->state == B_ALLOC     ? TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED
+                        : b->state == B_PENDING ? TC_MEMORY_BLOCK_STATE_ACTIVE_PENDING_FREE
+                                                : TC_MEMORY_BLOCK_STATE_INACTIVE;
             if (b->state == B_ALLOC) {
                 si->allocated_size += b->size;
                 si->requested_size += b->requested;
@@ -205,7 +206,7 @@ static void check_lists(checker *c)
  * allocated - freed is current. */
 static void check_stats(checker *c)
 {
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__stats_read(c->a, &st);
     const tc_memory_stat *arrs[9] = {
         st.allocation,      st.segment,        st.active,       st.inactive_split,

@@ -199,7 +199,7 @@ struct tc__allocator {
     size_t limit;       /* reserved cap, SIZE_MAX: none */
     size_t high;        /* the most ever reserved (not reset with the stats' peaks) */
     size_t peak_active; /* the most ever active (idem) */
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     seg *segs;
     scache *caches;
     scache *last_cache[2]; /* the last cache used, by class (small or not) */
@@ -225,7 +225,7 @@ struct tc__allocator {
  * The nine per-pool arrays of a->st (allocation .. requested_bytes) are kept
  * so that an update writes little: each pool's entry holds current, peak and
  * allocated as reported, but in `freed` the reported freed - allocated +
- * current, so a decrease writes current alone; the TC_STAT_ALL entry holds
+ * current, so a decrease writes current alone; the TC_STAT_POOL_ALL entry holds
  * current and peak only (its allocated and freed are the pools' sums).
  * tc__stats_read gives the reported numbers. The other stats are plain. */
 
@@ -251,8 +251,8 @@ static inline void stat_grow(tc_memory_stat *s, int64_t d)
 /* One of the nine arrays grows by d >= 0 in pool `small`, and the total. */
 static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
 {
-    tc_memory_stat *p = &arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL];
-    stat_grow(&arr[TC_STAT_ALL], d);
+    tc_memory_stat *p = &arr[small ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE];
+    stat_grow(&arr[TC_STAT_POOL_ALL], d);
     stat_grow(p, d);
     p->allocated += d;
 }
@@ -260,8 +260,8 @@ static inline void stat2_add(tc_memory_stat *arr, int small, int64_t d)
 /* One of the nine arrays shrinks by d >= 0. */
 static inline void stat2_sub(tc_memory_stat *arr, int small, int64_t d)
 {
-    arr[TC_STAT_ALL].current -= d;
-    arr[small ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL].current -= d;
+    arr[TC_STAT_POOL_ALL].current -= d;
+    arr[small ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE].current -= d;
 }
 
 static inline void stat2(tc_memory_stat *arr, int small, int64_t d)
@@ -531,7 +531,7 @@ static inline void tc__hist_end(tc__allocator *a)
 
 /* alloc.c */
 /* a->st as reported (see "statistics" above). */
-void tc__stats_read(const tc__allocator *a, struct tc_memory_stats *out);
+void tc__stats_read(const tc__allocator *a, tc_memory_stats_info *out);
 
 /* alloc_blocks.c */
 /* Frees a block back into its cache, merging with free neighbours. */
@@ -539,7 +539,7 @@ void tc__free_block(tc__allocator *a, blk *b);
 
 /* alloc_inspect.c */
 /* tc__alloc_snapshot with the mutex held. */
-tc_status tc__alloc_snapshot_locked(tc__allocator *a, struct tc_memory_snapshot *snap);
+tc_status tc__alloc_snapshot_locked(tc__allocator *a, tc_memory_snapshot_info *snap);
 
 /* alloc_segments.c */
 size_t tc__segment_size(size_t rounded);
@@ -599,7 +599,7 @@ static inline void tc__complete_free(tc__allocator *a, blk *b)
 {
     stat2_sub(a->st.active, b->small, 1);
     stat2_sub(a->st.active_bytes, b->small, (int64_t)b->size);
-    if (TC__HIST_ON(TC_HISTORY_FREE))
+    if (TC__HIST_ON(TC_HISTORY_RECORD_FREE))
         tc__hist_record(a, TC__H_FREE_COMPLETED, b->addr, b->size, b->requested, b->seg->sc->stream,
                         b->seg->sc->pool_id);
     seg *s = b->seg;

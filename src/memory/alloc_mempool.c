@@ -113,10 +113,10 @@ static tc_status add_own(tc__allocator *a, void *ctx, const void *user)
 /* Destroys own allocator i if released and holding no live block (own_mu held). */
 static void own_reap(size_t i)
 {
-    struct tc_memory_stats st;
+    tc_memory_stats_info st;
     tc__alloc_stats(owns[i].a, &st);
-    if (!owns[i].released || st.allocation[TC_STAT_ALL].current != 0 ||
-        st.active[TC_STAT_ALL].current != 0)
+    if (!owns[i].released || st.allocation[TC_STAT_POOL_ALL].current != 0 ||
+        st.active[TC_STAT_POOL_ALL].current != 0)
         return;
     tc__alloc_destroy(owns[i].a);
     free(owns[i].ctx);
@@ -151,8 +151,8 @@ tc_status tc__mempool_check_unused(const void *user)
     if (!pools)
         return TC_OK;
     return tc__fail(TC_ERROR_INVALID_STATE,
-                    "the allocator is in use by %zu memory pool%s (%zu released with blocks still "
-                    "live); release the pools and free their memory first",
+                    "the allocator is in use by %zu memory pool%s (%zu destroyed with blocks still "
+                    "live); destroy the pools and free their memory first",
                     pools, pools == 1 ? "" : "s", gone);
 }
 
@@ -233,12 +233,12 @@ tc_status tc_mempool_use_end(tc_mempool *mp)
     return TC_OK;
 }
 
-tc_status tc_mempool_stats(const tc_mempool *mp, struct tc_mempool_stats *out)
+tc_status tc_mempool_stats(const tc_mempool *mp, tc_mempool_stats_info *out)
 {
     TC_API_BEGIN;
     TC_TRY(check(mp));
     TC_CHECK_ARG(out != NULL, "out is NULL");
-    struct tc_mempool_stats s = {mp->id, mp->device, 0, 0, 0, 0, 0, 0};
+    tc_mempool_stats_info s = {mp->id, mp->device, 0, 0, 0, 0, 0, 0};
     tc__allocator *a = mp->a;
     tc__mutex_lock(&a->mu);
     for (seg *g = a->segs; g; g = g->next) {
@@ -262,7 +262,7 @@ tc_status tc_mempool_stats(const tc_mempool *mp, struct tc_mempool_stats *out)
     return TC_OK;
 }
 
-tc_status tc_mempool_release(tc_mempool *mp)
+tc_status tc_mempool_destroy(tc_mempool *mp)
 {
     TC_API_BEGIN;
     TC_TRY(check(mp));

@@ -77,7 +77,7 @@ void tc__seg_release(tc__allocator *a, seg *s)
     if (s->expandable) {
         tc__exp_release(a, s);
     } else {
-        if (TC__HIST_FREE_SEEN(a, TC_HISTORY_SEGMENT))
+        if (TC__HIST_FREE_SEEN(a, TC_HISTORY_RECORD_SEGMENT))
             tc__hist_record(a, TC__H_SEGMENT_FREE, s->addr, s->size, 0, s->sc->stream,
                             s->sc->pool_id);
         a->p.free(a->p.ctx, (void *)s->addr, s->size);
@@ -177,7 +177,7 @@ tc_status tc__new_segment(tc__allocator *a, size_t rounded, scache *c, blk **out
     a->st.num_device_alloc++;
     if (a->cfg.max_split_size != SIZE_MAX && ss >= a->cfg.max_split_size)
         stat_upd(&a->st.oversize_segments, +1);
-    if (TC__HIST_ON(TC_HISTORY_SEGMENT))
+    if (TC__HIST_ON(TC_HISTORY_RECORD_SEGMENT))
         tc__hist_record(a, TC__H_SEGMENT_ALLOC, s->addr, ss, rounded, c->stream, c->pool_id);
     *out = h;
     return TC_OK;

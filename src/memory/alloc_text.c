@@ -34,7 +34,7 @@ static const struct {
 } arrays[] = {
 #define A(x)                                                                                       \
     {                                                                                              \
-#x, offsetof(struct tc_memory_stats, x)                                                    \
+#x, offsetof(tc_memory_stats_info, x)                                                      \
     }
     A(allocation),      A(segment),        A(active),       A(inactive_split),
     A(allocated_bytes), A(reserved_bytes), A(active_bytes), A(inactive_split_bytes),
@@ -46,9 +46,9 @@ static const char *pool_names[3] = {"all", "small_pool", "large_pool"};
 const char *tc_memory_block_state_string(tc_memory_block_state state)
 {
     switch (state) {
-    case TC_BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
-    case TC_BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
-    case TC_BLOCK_INACTIVE: return "inactive";
+    case TC_MEMORY_BLOCK_STATE_ACTIVE_ALLOCATED: return "active_allocated";
+    case TC_MEMORY_BLOCK_STATE_ACTIVE_PENDING_FREE: return "active_pending_free";
+    case TC_MEMORY_BLOCK_STATE_INACTIVE: return "inactive";
     }
     return "unknown";
 }
@@ -56,8 +56,8 @@ const char *tc_memory_block_state_string(tc_memory_block_state state)
 const char *tc_memory_segment_type_string(tc_memory_segment_type type)
 {
     switch (type) {
-    case TC_SEGMENT_SMALL: return "small";
-    case TC_SEGMENT_LARGE: return "large";
+    case TC_MEMORY_SEGMENT_TYPE_SMALL: return "small";
+    case TC_MEMORY_SEGMENT_TYPE_LARGE: return "large";
     }
     return "unknown";
 }
@@ -77,13 +77,13 @@ static bool field(const tc_memory_stat *m, const char *f, int64_t *out)
     return true;
 }
 
-bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *out)
+bool tc__stats_get(const tc_memory_stats_info *s, const char *key, int64_t *out)
 {
     static const struct {
         const char *n;
         size_t off;
     } scalars[] = {
-#define S(x) {#x, offsetof(struct tc_memory_stats, x)}
+#define S(x) {#x, offsetof(tc_memory_stats_info, x)}
         S(num_alloc_retries), S(num_ooms),       S(num_sync_all_streams),   S(num_device_alloc),
         S(num_device_free),   S(max_split_size), S(num_device_synchronize),
 #undef S
@@ -97,7 +97,7 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
     if (!dot)
         return false;
     size_t nl = (size_t)(dot - key);
-    if (nl == 9 && !strncmp(key, "allocated", nl)) /* the seed's name of "allocation" */
+    if (nl == 9 && !strncmp(key, "allocated", nl)) /* the older name of "allocation" */
         key = "allocation", nl = 10;
     if (nl == 20 && !strncmp(key, "oversize_allocations", nl))
         return field(&s->oversize_allocations, dot + 1, out);
@@ -119,7 +119,7 @@ bool tc__stats_get(const struct tc_memory_stats *s, const char *key, int64_t *ou
     return false;
 }
 
-char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbreviated)
+char *tc__stats_summary(const tc_memory_stats_info *s, int device, bool abbreviated)
 {
     tc__strbuf b = {0};
     const char *line =
@@ -177,7 +177,7 @@ char *tc__stats_summary(const struct tc_memory_stats *s, int device, bool abbrev
     return b.p;
 }
 
-void tc__snapshot_free(struct tc_memory_snapshot *snap)
+void tc__snapshot_free(tc_memory_snapshot_info *snap)
 {
     if (!snap)
         return;

@@ -40,11 +40,6 @@ static tc_status no_stream_of(tc_stream *stream, int *device, void **handle)
     (void)stream, (void)device, (void)handle;
     return tc__nocuda("streams");
 }
-static tc_status no_stream_current(int device, tc_stream **out)
-{
-    *out = tc_current_stream(device);
-    return *out ? TC_OK : TC_ERROR_NO_DEVICE;
-}
 static tc_status no_transfer(struct tc_tensor *d, const struct tc_tensor *s, bool wait)
 {
     (void)d, (void)s, (void)wait;
@@ -130,7 +125,7 @@ const tc__device_ops tc__device_ops_builtin = {
     .device_guard_exit = tc_device_guard_exit,
     .current_stream = no_current_stream,
     .stream_of = no_stream_of,
-    .stream_current = no_stream_current,
+    .stream_current = tc_current_stream,
     .stream_device = tc_stream_device,
     .stream_wait_stream = tc_stream_wait_stream,
     .stream_synchronize = tc_stream_synchronize,

@@ -21,26 +21,26 @@ static tc_status pg_arg(const tc_process_group *pg)
 }
 static tc_status work_arg(const tc_work *w) { return tc__handle_fail(w, 0, "tc_work"); }
 
-tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
+tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
     return absent();
 }
 
-tc_status tc_dist_init_from_env(tc_process_group **out)
+tc_status tc_process_group_create_from_env(tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     tc_dist_options o;
     TC_TRY(tc_dist_options_from_env(&o));
     return absent();
 }
 
-int tc_dist_rank(const tc_process_group *pg) { return (void)pg, -1; }
-int tc_dist_world_size(const tc_process_group *pg) { return (void)pg, -1; }
-int tc_dist_device(const tc_process_group *pg) { return (void)pg, -1; }
+int tc_process_group_rank(const tc_process_group *pg) { return (void)pg, -1; }
+int tc_process_group_size(const tc_process_group *pg) { return (void)pg, -1; }
+int tc_process_group_device(const tc_process_group *pg) { return (void)pg, -1; }
 
 #define PG_OP(name, params)                                                                        \
     tc_status name params                                                                          \
@@ -48,7 +48,7 @@ int tc_dist_device(const tc_process_group *pg) { return (void)pg, -1; }
         TC_API_BEGIN;                                                                              \
         return pg_arg(pg);                                                                         \
     }
-PG_OP(tc_dist_destroy, (tc_process_group * pg))
+PG_OP(tc_process_group_destroy, (tc_process_group * pg))
 PG_OP(tc_dist_all_reduce, (tc_process_group * pg, tc_tensor *t, tc_reduce_op op, tc_work **out))
 PG_OP(tc_dist_broadcast, (tc_process_group * pg, tc_tensor *t, int root, tc_work **out))
 PG_OP(tc_dist_reduce,

@@ -38,7 +38,7 @@ tc_status tc_graph_destroy(tc_graph *graph)
     return graph_arg(graph);
 }
 
-tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream *stream,
+tc_status tc_graph_capture_begin(tc_graph *graph, tc_graph_pool_id pool, tc_stream *stream,
                                  tc_capture_mode mode)
 {
     TC_API_BEGIN;
@@ -71,7 +71,7 @@ tc_status tc_graph_reset(tc_graph *graph)
     return graph_arg(graph);
 }
 
-tc_status tc_graph_pool(const tc_graph *graph, tc_mempool_id *out)
+tc_status tc_graph_pool(const tc_graph *graph, tc_graph_pool_id *out)
 {
     TC_API_BEGIN;
     (void)out;
@@ -85,7 +85,7 @@ tc_status tc_graph_debug_dump(const tc_graph *graph, const char *path)
     return graph_arg(graph);
 }
 
-tc_status tc_graph_pool_handle(tc_mempool_id *out)
+tc_status tc_graph_pool_handle(tc_graph_pool_id *out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
@@ -101,7 +101,7 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     return graph_arg(graph);
 }
 
-tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_mempool_id pool,
+tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_graph_pool_id pool,
                                                     tc_stream *stream, tc_capture_mode mode)
 {
     TC_API_BEGIN;
@@ -130,7 +130,7 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
     return absent();
 }
 
-tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs, int n,
                                             int warmup_iters, tc_graph_order order,
                                             tc_graphed_callable **out)
 {
@@ -147,11 +147,11 @@ tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void 
     return absent();
 }
 
-tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,
                                     int warmup_iters, tc_graphed_callable **out)
 {
     TC_API_BEGIN;
-    return tc_make_graphed_callables_ordered(n, fns, ctxs, warmup_iters, TC_GRAPH_ORDER_STREAM,
+    return tc_make_graphed_callables_ordered(fns, ctxs, n, warmup_iters, TC_GRAPH_ORDER_STREAM,
                                              out);
 }
 

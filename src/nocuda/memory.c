@@ -1,7 +1,7 @@
 /* The memory API in a build without CUDA: every call links and answers that
- * there is no device (stats are zero). TCUDA_ALLOC_CONF is still checked:
- * tc_get_allocator_backend gives the backend it names, or NULL with the
- * parser's message when it is invalid, as with CUDA. The caching algorithm
+ * there is no device. TCUDA_ALLOC_CONF is still checked:
+ * tc_get_allocator_backend gives the backend it names, or the parser's
+ * error when it is invalid, as with CUDA. The caching algorithm
  * itself is in src/memory and is built either way. */
 #include <stdlib.h>
 
@@ -38,12 +38,21 @@ tc_status tc_empty_cache(void)
     TC_API_BEGIN;
     return absent();
 }
-size_t tc_memory_allocated(int device) { return (void)device, 0; }
-size_t tc_max_memory_allocated(int device) { return (void)device, 0; }
-size_t tc_memory_reserved(int device) { return (void)device, 0; }
-size_t tc_max_memory_reserved(int device) { return (void)device, 0; }
-size_t tc_memory_cached(int device) { return (void)device, 0; }
-size_t tc_max_memory_cached(int device) { return (void)device, 0; }
+/* A getter checks its out-parameter, then answers that there is no device. */
+#define TC_ABSENT_GETTER(name, type)                                                               \
+    tc_status name(int device, type *out)                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        (void)device;                                                                              \
+        TC_CHECK_ARG(out, "out is NULL");                                                          \
+        return absent();                                                                           \
+    }
+TC_ABSENT_GETTER(tc_memory_allocated, size_t)
+TC_ABSENT_GETTER(tc_max_memory_allocated, size_t)
+TC_ABSENT_GETTER(tc_memory_reserved, size_t)
+TC_ABSENT_GETTER(tc_max_memory_reserved, size_t)
+TC_ABSENT_GETTER(tc_memory_cached, size_t)
+TC_ABSENT_GETTER(tc_max_memory_cached, size_t)
 tc_status tc_reset_max_memory_allocated(int device)
 {
     TC_API_BEGIN;
@@ -59,59 +68,71 @@ tc_status tc_reset_peak_memory_stats(int device)
     TC_API_BEGIN;
     return (void)device, absent();
 }
-tc_status tc_memory_stats(int device, struct tc_memory_stats *out)
+tc_status tc_memory_stats(int device, tc_memory_stats_info *out)
 {
     TC_API_BEGIN;
     (void)device, (void)out;
     return absent();
 }
-int64_t tc_memory_stats_get(int device, const char *key)
+tc_status tc_memory_stats_get(int device, const char *key, int64_t *out)
 {
     TC_API_BEGIN;
-    (void)device, (void)key, (void)absent();
-    return -1;
+    (void)device;
+    TC_CHECK_ARG(key, "key is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
+    return absent();
 }
-char *tc_memory_summary(int device, bool abbreviated)
+tc_status tc_memory_summary(int device, bool abbreviated, char **out)
 {
     TC_API_BEGIN;
-    (void)device, (void)abbreviated, (void)absent();
-    return NULL;
+    (void)device, (void)abbreviated;
+    TC_CHECK_ARG(out, "out is NULL");
+    return absent();
 }
-tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
 {
     TC_API_BEGIN;
     return (void)out, absent();
 }
-tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
     TC_API_BEGIN;
     (void)snap, (void)path;
     return absent();
 }
-void tc_memory_snapshot_free(struct tc_memory_snapshot *snap) { (void)snap; }
-tc_status tc_set_per_process_memory_fraction(double fraction, int device)
+/* No snapshot can be made here; it checks its argument as with CUDA. */
+tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
 {
     TC_API_BEGIN;
-    (void)fraction, (void)device;
+    TC_CHECK_ARG(snap, "snap is NULL");
+    tc__snapshot_free(snap);
+    free(snap);
+    return TC_OK;
+}
+tc_status tc_set_per_process_memory_fraction(int device, double fraction)
+{
+    TC_API_BEGIN;
+    (void)device, (void)fraction;
     return absent();
 }
-const char *tc_get_allocator_backend(void)
+tc_status tc_get_allocator_backend(const char **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     tc__alloc_config c;
     tc__alloc_config_default(&c);
-    if (tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &c) != TC_OK)
-        return NULL; /* tc_last_error: the parser's message */
-    return c.backend == 1 ? "cudaMallocAsync" : "native";
+    TC_TRY(tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &c)); /* the parser's message */
+    *out = c.backend == 1 ? "cudaMallocAsync" : "native";
+    return TC_OK;
 }
-tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
-                                      const char *free_fn, tc_allocator **out)
+tc_status tc_allocator_create_from_library(const char *so_path, const char *alloc_fn,
+                                           const char *free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     (void)so_path, (void)alloc_fn, (void)free_fn, (void)out;
     return absent();
 }
-tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
+tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     (void)alloc_fn, (void)free_fn, (void)out;

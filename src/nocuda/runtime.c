@@ -40,6 +40,15 @@ static tc_status stream_arg(const tc_stream *s) { return s ? no_handle(s, "tc_st
         (void)absent();                                                                            \
         return value;                                                                              \
     }
+/* A getter of `device`: its out-parameter is checked, then there is no device. */
+#define TC_ABSENT_GETTER(name, type)                                                               \
+    tc_status name(int device, type *out)                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        (void)device;                                                                              \
+        TC_CHECK_ARG(out, "out is NULL");                                                          \
+        return absent();                                                                           \
+    }
 
 bool tc_is_available(void)
 {
@@ -52,7 +61,12 @@ TC_ABSENT_STATUS(tc_init, (void))
 int tc_cuda_driver_version(void) { return 0; }
 int tc_cuda_runtime_version(void) { return 0; }
 TC_ABSENT_VALUE(int, tc_device_count, (void), 0)
-TC_ABSENT_VALUE(int, tc_current_device, (void), -1)
+tc_status tc_current_device(int *out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    return absent();
+}
 tc_status tc_set_device(int device)
 {
     TC_API_BEGIN;
@@ -69,54 +83,58 @@ tc_device_guard tc_device_guard_enter(int device)
 }
 void tc_device_guard_exit(tc_device_guard *guard) { (void)guard; }
 
-TC_ABSENT_VALUE(const char *, tc_get_device_name, (int device), NULL)
+TC_ABSENT_GETTER(tc_get_device_name, const char *)
 tc_status tc_get_device_capability(int device, int *major, int *minor)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(major && minor, "major and minor must not be NULL");
+    TC_CHECK_ARG(major && minor, "major or minor is NULL");
     return absent();
 }
 tc_status tc_get_device_properties(int device, tc_device_properties *props)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(props, "props must not be NULL");
+    TC_CHECK_ARG(props, "props is NULL");
     return absent();
 }
-TC_ABSENT_VALUE(bool, tc_can_device_access_peer, (int device, int peer), false)
+tc_status tc_can_device_access_peer(int device, int peer, bool *out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    return absent();
+}
 const char *tc_get_arch_list(void) { return ""; }
 const char *tc_get_gencode_flags(void) { return ""; }
 TC_ABSENT_STATUS(tc_synchronize, (int device))
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
+    TC_CHECK_ARG(free_bytes && total_bytes, "free or total is NULL");
     return absent();
 }
-TC_ABSENT_STATUS(tc_ipc_collect, (void))
 
-TC_ABSENT_VALUE(int, tc_utilization, (int device), -1)
-TC_ABSENT_VALUE(int, tc_memory_usage, (int device), -1)
-TC_ABSENT_VALUE(int, tc_temperature, (int device), -1)
-TC_ABSENT_VALUE(int, tc_power_draw, (int device), -1)
-TC_ABSENT_VALUE(int64_t, tc_clock_rate, (int device), -1)
-TC_ABSENT_VALUE(char *, tc_list_gpu_processes, (int device), NULL)
+TC_ABSENT_GETTER(tc_utilization, int)
+TC_ABSENT_GETTER(tc_memory_usage, int)
+TC_ABSENT_GETTER(tc_temperature, int)
+TC_ABSENT_GETTER(tc_power_draw, int)
+TC_ABSENT_GETTER(tc_clock_rate, int64_t)
+TC_ABSENT_GETTER(tc_list_gpu_processes, char *)
 
 tc_status tc_stream_priority_range(int *least, int *greatest)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(least && greatest, "least and greatest must not be NULL");
+    TC_CHECK_ARG(least && greatest, "least or greatest is NULL");
     return absent();
 }
 tc_status tc_stream_create(int device, int priority, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
-tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
+tc_status tc_stream_create_external(void *cuda_stream, int device, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
 tc_status tc_stream_destroy(tc_stream *stream)
@@ -148,14 +166,14 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
 tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return stream_arg(stream);
 }
 int tc_stream_device(const tc_stream *stream) { return -1; }
 int tc_stream_priority(const tc_stream *stream) { return 0; }
 void *tc_stream_cuda_handle(const tc_stream *stream) { return NULL; }
-TC_ABSENT_VALUE(tc_stream *, tc_current_stream, (int device), NULL)
-TC_ABSENT_VALUE(tc_stream *, tc_default_stream, (int device), NULL)
+TC_ABSENT_GETTER(tc_current_stream, tc_stream *)
+TC_ABSENT_GETTER(tc_default_stream, tc_stream *)
 tc_status tc_set_stream(tc_stream *stream)
 {
     TC_API_BEGIN;
@@ -175,7 +193,7 @@ void tc_stream_guard_exit(tc_stream_guard *guard) { (void)guard; }
 tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     return absent();
 }
 tc_status tc_event_destroy(tc_event *event)
@@ -209,14 +227,3 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
     return no_handle(start, "tc_event");
 }
 int tc_event_device(const tc_event *event) { return -1; }
-tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
-{
-    TC_API_BEGIN;
-    return no_handle(event, "tc_event");
-}
-tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle, tc_event **out)
-{
-    TC_API_BEGIN;
-    TC_CHECK_ARG(out && handle, "out and handle must not be NULL");
-    return absent();
-}

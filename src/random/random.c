@@ -138,47 +138,48 @@ tc_status tc_generator_manual_seed(tc_generator *gen, uint64_t seed)
     return TC_OK;
 }
 
-tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed_out)
+tc_status tc_generator_seed(tc_generator *gen, uint64_t *seed)
 {
     TC_API_BEGIN;
     TC_TRY(check_gen(gen));
     uint64_t s;
     TC_TRY(tc__os_entropy(&s));
     TC_TRY(tc_generator_manual_seed(gen, s));
-    if (seed_out)
-        *seed_out = s;
+    if (seed)
+        *seed = s;
     return TC_OK;
 }
 
-static uint64_t locked_read(const tc_generator *gen, bool want_offset)
+static tc_status locked_read(const tc_generator *gen, bool want_offset, uint64_t *out)
 {
-    if (check_gen(gen) != TC_OK)
-        return 0;
+    TC_TRY(check_gen(gen));
+    TC_CHECK_ARG(out, "out is NULL");
     tc_generator *g = (tc_generator *)gen; /* the lock is not part of the value */
     pthread_mutex_lock(&g->lock);
-    uint64_t v = want_offset ? g->offset : g->seed;
+    *out = want_offset ? g->offset : g->seed;
     pthread_mutex_unlock(&g->lock);
-    return v;
+    return TC_OK;
 }
 
-uint64_t tc_generator_initial_seed(const tc_generator *gen)
+tc_status tc_generator_initial_seed(const tc_generator *gen, uint64_t *out)
 {
     TC_API_BEGIN;
-    return locked_read(gen, false);
+    return locked_read(gen, false, out);
 }
 
-uint64_t tc_generator_offset(const tc_generator *gen)
+tc_status tc_generator_offset(const tc_generator *gen, uint64_t *out)
 {
     TC_API_BEGIN;
-    return locked_read(gen, true);
+    return locked_read(gen, true, out);
 }
 
-tc_device tc_generator_device(const tc_generator *gen)
+tc_status tc_generator_device(const tc_generator *gen, tc_device *out)
 {
     TC_API_BEGIN;
-    if (check_gen(gen) != TC_OK)
-        return (tc_device){TC_CPU, -1};
-    return gen->device;
+    TC_TRY(check_gen(gen));
+    TC_CHECK_ARG(out, "out is NULL");
+    *out = gen->device;
+    return TC_OK;
 }
 
 /* ---- state blobs ---------------------------------------------------------- */
@@ -284,7 +285,7 @@ static tc_status need_floating(tc_dtype dtype, const char *what)
 {
     if (!tc_dtype_is_floating(dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s draws need a floating dtype, not %s", what,
-                        tc_dtype_name(dtype));
+                        tc_dtype_string(dtype));
     return TC_OK;
 }
 
@@ -385,8 +386,8 @@ tc_status tc_generator_uniform(tc_generator *gen, void *data, size_t n, tc_dtype
     } else {
         float flo = round_to(dtype, lo), fhi = round_to(dtype, hi);
         TC_CHECK_ARG(isfinite(flo) && isfinite(fhi), "lo=%s or hi=%s is out of the range of %s", a,
-                     b, tc_dtype_name(dtype));
-        TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_name(dtype));
+                     b, tc_dtype_string(dtype));
+        TC_CHECK_ARG(flo < fhi, "[%s, %s) holds no %s value", a, b, tc_dtype_string(dtype));
         float range = (float)((double)fhi - (double)flo);
         TC_CHECK_ARG(isfinite(range), "hi - lo overflows float32 (lo=%s, hi=%s)", a, b);
         p.fa = flo;
@@ -494,7 +495,8 @@ tc_status tc_generator_random_int(tc_generator *gen, void *data, size_t n, tc_dt
     int_bounds(dtype, &mn, &mx);
     TC_CHECK_ARG(lo >= mn && hi - 1 <= mx,
                  "[%lld, %lld) does not fit %s, which holds the integers %lld to %lld exactly",
-                 (long long)lo, (long long)hi, tc_dtype_name(dtype), (long long)mn, (long long)mx);
+                 (long long)lo, (long long)hi, tc_dtype_string(dtype), (long long)mn,
+                 (long long)mx);
     tc__rng_params p = {.kind = TC__RNG_INT, .dtype = dtype, .per_block = 4};
     uint64_t range = (uint64_t)hi - (uint64_t)lo; /* 1 .. 2^64-1 */
     p.ilo = (uint64_t)lo;
@@ -580,7 +582,7 @@ tc_status tc_get_rng_state(int device, tc_rng_state *out)
     return tc_generator_get_state(g, out);
 }
 
-tc_status tc_set_rng_state(const tc_rng_state *state, int device)
+tc_status tc_set_rng_state(int device, const tc_rng_state *state)
 {
     TC_API_BEGIN;
     uint64_t seed, offset;
@@ -617,6 +619,6 @@ tc_status tc_set_rng_state_all(const tc_rng_state *states, int n)
         TC_TRY(decode_state(&states[d], name, &seed, &offset));
     }
     for (int d = 0; d < n; d++)
-        TC_TRY(tc_set_rng_state(&states[d], d));
+        TC_TRY(tc_set_rng_state(d, &states[d]));
     return TC_OK;
 }

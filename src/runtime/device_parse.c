@@ -1,7 +1,9 @@
 /* tc_device_parse: "cpu" (or "cpu:0", as torch.device takes it), "cuda",
  * "cuda:N" to a tc_device; the index is checked against devices later, by
- * the one device rule (device_ops.h), when the device is used. */
+ * the one device rule (device_ops.h), when the device is used. And back:
+ * tc_device_format writes a device as tc_device_parse reads it. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,7 @@
 tc_status tc_device_parse(const char *text, tc_device *out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(text && out, "text and out must not be NULL");
+    TC_CHECK_ARG(text && out, "text or out is NULL");
     if (strcmp(text, "cpu") == 0 || strcmp(text, "cpu:0") == 0) {
         *out = (tc_device){TC_CPU, -1};
         return TC_OK;
@@ -32,4 +34,16 @@ tc_status tc_device_parse(const char *text, tc_device *out)
                     "\"%s\" is not a device; use \"cpu\", \"cuda\" or \"cuda:N\" "
                     "with N below %d",
                     text, TC_MAX_DEVICES);
+}
+
+void tc_device_format(tc_device d, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return;
+    if (d.type == TC_CPU)
+        snprintf(buf, n, "cpu");
+    else if (d.index < 0)
+        snprintf(buf, n, "cuda");
+    else
+        snprintf(buf, n, "cuda:%d", d.index);
 }

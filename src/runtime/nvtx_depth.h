@@ -8,25 +8,29 @@
 
 static _Thread_local int tc__nvtx_depth;
 
-/* The depth before a push of `message` (-1 and a message for NULL). */
-static inline int tc__nvtx_depth_push(const char *message)
+/* Counts a push of `message`; the depth before it into *depth (if not NULL).
+ * TC_ERROR_INVALID_ARGUMENT for a NULL message. */
+static inline tc_status tc__nvtx_depth_push(const char *message, int *depth)
 {
-    if (!message) {
-        (void)tc__fail(TC_ERROR_INVALID_ARGUMENT, "tc_nvtx_range_push: message must not be NULL");
-        return -1;
-    }
-    return tc__nvtx_depth++;
+    if (!message)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "tc_nvtx_range_push: message is NULL");
+    int d = tc__nvtx_depth++;
+    if (depth)
+        *depth = d;
+    return TC_OK;
 }
 
-/* The depth after a pop (-1 and a message when no range is open). */
-static inline int tc__nvtx_depth_pop(void)
+/* Counts a pop; the depth after it into *depth (if not NULL).
+ * TC_ERROR_INVALID_STATE when no range is open. */
+static inline tc_status tc__nvtx_depth_pop(int *depth)
 {
-    if (tc__nvtx_depth == 0) {
-        (void)tc__fail(TC_ERROR_INVALID_STATE,
-                       "tc_nvtx_range_pop: no range is open on this thread");
-        return -1;
-    }
-    return --tc__nvtx_depth;
+    if (tc__nvtx_depth == 0)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "tc_nvtx_range_pop: no range is open on this thread");
+    int d = --tc__nvtx_depth;
+    if (depth)
+        *depth = d;
+    return TC_OK;
 }
 
 #endif

@@ -82,7 +82,8 @@ static void set_mode(int mode)
 {
     static pthread_mutex_t mode_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mode_mu);
-    bool was_on = atomic_load(&tc__san_mode) != TC_SANITIZER_OFF, on = mode != TC_SANITIZER_OFF;
+    bool was_on = atomic_load(&tc__san_mode) != TC_SANITIZER_MODE_OFF,
+         on = mode != TC_SANITIZER_MODE_OFF;
     if (on && !was_on && tc__access_watch(&watcher) == TC_OK)
         tc__access_activate();
     pthread_mutex_lock(&tc__san_mu);
@@ -98,8 +99,8 @@ static void set_mode(int mode)
 tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_ABORT,
-                 "%d is not a mode: TC_SANITIZER_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
+    TC_CHECK_ARG((unsigned)mode <= TC_SANITIZER_MODE_ABORT,
+                 "%d is not a mode: TC_SANITIZER_MODE_OFF, _REPORT, _ERROR or _ABORT", (int)mode);
     atomic_store(&explicit_mode, true);
     set_mode(mode);
     return TC_OK;
@@ -108,7 +109,7 @@ tc_status tc_sanitizer_enable(tc_sanitizer_mode mode)
 void tc__san_from_env(void)
 {
     int mode = tc__sanitizer_env_mode();
-    if (mode != TC_SANITIZER_OFF && !atomic_load(&explicit_mode))
+    if (mode != TC_SANITIZER_MODE_OFF && !atomic_load(&explicit_mode))
         set_mode(mode);
 }
 
@@ -123,18 +124,18 @@ tc_status tc_sanitizer_access(const void *ptr, size_t bytes, tc_stream *stream,
     TC_API_BEGIN;
     unsigned k = (unsigned)kind;
     TC_CHECK_ARG((k & ~7u) == 0 && (k & 3u) != 0,
-                 "%d is not TC_SANITIZER_READ, _WRITE or _READ_WRITE (or'ed with "
-                 "TC_SANITIZER_BY_HOST or not)",
+                 "%d is not TC_SANITIZER_ACCESS_READ, _WRITE or _READ_WRITE (or'ed with "
+                 "TC_SANITIZER_ACCESS_BY_HOST or not)",
                  (int)kind);
     TC_CHECK_ARG(ptr || bytes == 0, "ptr is NULL but bytes is %zu", bytes);
     if (!tc__san_on() || bytes == 0)
         return TC_OK;
     int dev = TC__ACCESS_HOST;
     void *handle = NULL;
-    if (!(k & TC_SANITIZER_BY_HOST))
+    if (!(k & TC_SANITIZER_ACCESS_BY_HOST))
         TC_TRY(tc__access_resolve_stream(stream, &dev, &handle));
     tc__span sp;
-    tc__span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_WRITE) != 0, &sp);
+    tc__span_dense(ptr, bytes, TC_UINT8, 0, NULL, (k & TC_SANITIZER_ACCESS_WRITE) != 0, &sp);
     sp.ndim = -1; /* shown as bytes */
     tc__access_op op = {.dev = dev,
                         .stream = handle,

@@ -13,8 +13,8 @@
 static tc_sanitizer_race kind_of(bool write, const access *e)
 {
     if (!write)
-        return TC_RACE_READ_AFTER_WRITE;
-    return e->write ? TC_RACE_WRITE_AFTER_WRITE : TC_RACE_WRITE_AFTER_READ;
+        return TC_SANITIZER_RACE_READ_AFTER_WRITE;
+    return e->write ? TC_SANITIZER_RACE_WRITE_AFTER_WRITE : TC_SANITIZER_RACE_WRITE_AFTER_READ;
 }
 
 /* The region a span lies in (adopting unwatched memory when asked), with the
@@ -109,7 +109,7 @@ tc_status tc__san_access(const tc__access_op *op)
         clock = tc__san_scratch_vc;
     }
     pending reps[MAX_REPORTS_PER_OP];
-    bool error = mode == TC_SANITIZER_ERROR;
+    bool error = mode == TC_SANITIZER_MODE_ERROR;
     int nrep = tc__san_check_op(x, clock, op->spans, op->n, op->adopt, &cur, reps,
                                 MAX_REPORTS_PER_OP, error);
     if (nrep && error) {

@@ -174,7 +174,7 @@ tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream)
     tc__san_sync_host(x);
     pending reps[MAX_REPORTS_PER_OP];
     int nrep = 0;
-    if (mode == TC_SANITIZER_ERROR) {
+    if (mode == TC_SANITIZER_MODE_ERROR) {
         for (int i = 0; i < rec->n && nrep == 0; i++) {
             site s = replay_site(&call, &rec->e[i]);
             nrep = tc__san_check_op(x, tc__san_actors[x].vc, rec->e[i].spans, rec->e[i].n, false,

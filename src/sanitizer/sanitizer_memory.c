@@ -261,8 +261,10 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
             if (e->actor == r->actor || recorded(r, e->actor) || known >= e->epoch)
                 continue;
             if (!raced) {
-                char *txt = tc__san_race_text(TC_RACE_REUSE_AFTER_FREE, r, NULL, r->actor, &cur, e);
-                tc__san_fill_pending(&p, TC_RACE_REUSE_AFTER_FREE, r, e->lo, &cur, &e->site, txt);
+                char *txt = tc__san_race_text(TC_SANITIZER_RACE_REUSE_AFTER_FREE, r, NULL, r->actor,
+                                              &cur, e);
+                tc__san_fill_pending(&p, TC_SANITIZER_RACE_REUSE_AFTER_FREE, r, e->lo, &cur,
+                                     &e->site, txt);
                 raced = true;
             }
             bool seen = false;
@@ -279,10 +281,10 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
     if (!raced)
         return;
     /* A free cannot fail: in error mode the memory is kept from early reuse. */
-    if (mode == TC_SANITIZER_ERROR && record_fn)
+    if (mode == TC_SANITIZER_MODE_ERROR && record_fn)
         for (int k = 0; k < nprotect; k++)
             record_fn((void *)ptr, protect[k].dev, protect[k].handle);
-    tc__san_deliver(&p, mode == TC_SANITIZER_ERROR ? TC_SANITIZER_REPORT : mode);
+    tc__san_deliver(&p, mode == TC_SANITIZER_MODE_ERROR ? TC_SANITIZER_MODE_REPORT : mode);
     free(p.text);
 }
 

@@ -10,7 +10,7 @@
 #include "sanitizer_engine.h"
 
 static atomic_uint_fast64_t report_count;
-static tc_sanitizer_callback callback;
+static tc_sanitizer_report_fn callback;
 static void *callback_data;
 
 /* ---- reports ---------------------------------------------------------------- */
@@ -47,7 +47,7 @@ static void put_site(tc__strbuf *t, const site *s)
 static void put_span(tc__strbuf *t, const tc__span *sp)
 {
     if (sp->ndim >= 0) {
-        tc__strbuf_printf(t, "%s [", tc_dtype_name(sp->dtype));
+        tc__strbuf_printf(t, "%s [", tc_dtype_string(sp->dtype));
         for (int d = 0; d < sp->ndim; d++)
             tc__strbuf_printf(t, "%s%lld", d ? ", " : "", (long long)sp->sizes[d]);
         tc__strbuf_printf(t, "] ");
@@ -114,7 +114,7 @@ static void put_memory(tc__strbuf *t, const region *r, const tc__span *sp)
 
 static const char *fix_for(tc_sanitizer_race kind, bool host_current, bool host_earlier)
 {
-    if (kind == TC_RACE_REUSE_AFTER_FREE)
+    if (kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE)
         return "  the allocator may give this memory to new work on its own stream while the "
                "other\n  stream still uses it: call tc_tensor_record_stream (or "
                "tc_caching_allocator_record_stream)\n  with that stream before the release, or "
@@ -141,9 +141,9 @@ char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__span 
     tc__strbuf_printf(&t, "\n");
     put_memory(&t, r, sp);
     tc__strbuf_printf(&t, "  current access: %s by ",
-                      kind == TC_RACE_REUSE_AFTER_FREE ? "free"
-                      : sp && sp->write                ? "write"
-                                                       : "read");
+                      kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE ? "free"
+                      : sp && sp->write                          ? "write"
+                                                                 : "read");
     put_site(&t, cur);
     tc__strbuf_printf(&t, " on ");
     put_actor(&t, x);
@@ -168,18 +168,18 @@ void tc__san_deliver(pending *p, int mode)
 {
     atomic_fetch_add(&report_count, 1);
     pthread_mutex_lock(&tc__san_mu);
-    tc_sanitizer_callback cb = callback;
+    tc_sanitizer_report_fn cb = callback;
     void *ud = callback_data;
     pthread_mutex_unlock(&tc__san_mu);
     const char *txt = p->text ? p->text : "tcuda sanitizer: a race (no memory for the report)\n";
-    if (mode == TC_SANITIZER_ABORT) {
+    if (mode == TC_SANITIZER_MODE_ABORT) {
         fputs(txt, stderr);
         fflush(stderr);
         abort();
     }
     if (cb)
         cb(&p->rep, ud);
-    else if (mode == TC_SANITIZER_REPORT) {
+    else if (mode == TC_SANITIZER_MODE_REPORT) {
         fputs(txt, stderr);
         fflush(stderr);
     }
@@ -197,7 +197,7 @@ void tc__san_deliver_all(pending *reps, int n, int mode)
 /* Error mode: the first report becomes the refusing call's error. */
 tc_status tc__san_refuse(pending *rep)
 {
-    tc__san_deliver(rep, TC_SANITIZER_ERROR);
+    tc__san_deliver(rep, TC_SANITIZER_MODE_ERROR);
     tc_status st = tc__fail(TC_ERROR_RACE, "%s", rep->text ? rep->text : "tcuda sanitizer: a race");
     free(rep->text);
     return st;
@@ -205,12 +205,12 @@ tc_status tc__san_refuse(pending *rep)
 
 uint64_t tc_sanitizer_report_count(void) { return atomic_load(&report_count); }
 
-tc_status tc_sanitizer_set_callback(tc_sanitizer_callback fn, void *user_data)
+tc_status tc_sanitizer_set_report_fn(tc_sanitizer_report_fn fn, void *ctx)
 {
     TC_API_BEGIN;
     pthread_mutex_lock(&tc__san_mu);
     callback = fn;
-    callback_data = fn ? user_data : NULL;
+    callback_data = fn ? ctx : NULL;
     pthread_mutex_unlock(&tc__san_mu);
     return TC_OK;
 }

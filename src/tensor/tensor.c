@@ -36,18 +36,6 @@ tc_status tc__no_backend(void)
                                         "(TCUDA_CUDA=OFF or no nvcc at configure time)");
 }
 
-void tc_device_format(tc_device d, char *buf, size_t n)
-{
-    if (!buf || !n)
-        return;
-    if (d.type == TC_CPU)
-        snprintf(buf, n, "cpu");
-    else if (d.index < 0)
-        snprintf(buf, n, "cuda");
-    else
-        snprintf(buf, n, "cuda:%d", d.index);
-}
-
 /* PyTorch refuses a shape whose running product of sizes overflows
  * (computeStorageNbytes), and its contiguous strides multiply the sizes
  * after a 0 too; tcuda asks that the product of the sizes, a 0 counted as 1,
@@ -211,11 +199,11 @@ static tc_status check_fill_value(double v, tc_dtype dt)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "value %.17g cannot be converted to %s without overflow (its finite "
                         "values go from %.17g to %.17g)",
-                        v, tc_dtype_name(dt), lo, hi);
+                        v, tc_dtype_string(dt), lo, hi);
     return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                     "value %.17g cannot be converted to %s without overflow (it holds integers "
                     "from %lld to %lld)",
-                    v, tc_dtype_name(dt), (long long)lo,
+                    v, tc_dtype_string(dt), (long long)lo,
                     dt == TC_INT64 ? (long long)INT64_MAX : (long long)hi);
 }
 
@@ -347,13 +335,12 @@ tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
 
 /* ---- lifetime and accessors --------------------------------------------- */
 
-tc_tensor *tc_tensor_retain(tc_tensor *t)
+tc_status tc_tensor_retain(tc_tensor *t)
 {
     TC_API_BEGIN;
-    if (!t || tc__tensor_check(t, "tc_tensor") != TC_OK)
-        return NULL;
-    atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
-    return t;
+    TC_TRY(tc__tensor_check(t, "tc_tensor"));
+    tc__tensor_ref(t);
+    return TC_OK;
 }
 
 tc_status tc_tensor_release(tc_tensor *t)
@@ -658,7 +645,7 @@ tc_status tc_tensor_contiguous(const tc_tensor *src, tc_tensor **out)
     TC_TRY(tc__tensor_check(src, "tc_tensor src"));
     TC_CHECK_ARG(out, "out is NULL");
     if (tc__is_contiguous(src)) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;

@@ -170,7 +170,7 @@ tc_status tc_tensor_to(const tc_tensor *src, tc_device device, tc_dtype dtype, b
     TC_TRY(tc__device_resolve(device, &device));
     tc_device here = src->storage->device;
     if (here.type == device.type && here.index == device.index && src->dtype == dtype) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     /* As PyTorch: a non-blocking move to the CPU lands in pinned memory. */
@@ -209,7 +209,7 @@ tc_status tc_tensor_pin_memory(const tc_tensor *src, tc_tensor **out)
                  "only CPU tensors can be pinned; this one is on cuda:%d",
                  src->storage->device.index);
     if (src->storage->pinned) {
-        *out = tc_tensor_retain((tc_tensor *)src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;
@@ -242,7 +242,7 @@ tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream)
     return tc__storage_record_stream(t->storage, handle);
 }
 
-tc_status tc_tensor_to_host(const tc_tensor *t, void *host, tc_dtype dtype)
+tc_status tc_tensor_to_host(const tc_tensor *t, tc_dtype dtype, void *host)
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
@@ -263,7 +263,7 @@ tc_status tc_tensor_item(const tc_tensor *t, double *value)
         return tc__fail(TC_ERROR_SHAPE, "the tensor has %lld elements, not one",
                         (long long)tc__numel(t->ndim, t->sizes));
     double v;
-    TC_TRY(tc_tensor_to_host(t, &v, TC_FLOAT64));
+    TC_TRY(tc_tensor_to_host(t, TC_FLOAT64, &v));
     *value = v;
     return TC_OK;
 }

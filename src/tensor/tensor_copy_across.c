@@ -37,7 +37,7 @@ static bool dense_as(const tc_tensor *src, const tc_tensor *dst)
 static tc_status dense_source(const tc_tensor *src, const tc_tensor *dst, tc_tensor **out)
 {
     if (dense_as(src, dst)) {
-        *out = tc__retain(src);
+        *out = tc__tensor_ref((tc_tensor *)src);
         return TC_OK;
     }
     tc_tensor *t;
@@ -55,7 +55,7 @@ static tc_status dense_source(const tc_tensor *src, const tc_tensor *dst, tc_ten
 static tc_status dense_target(tc_tensor *dst, tc_tensor **out)
 {
     if (tc__is_contiguous(dst)) {
-        *out = tc__retain(dst);
+        *out = tc__tensor_ref(dst);
         return TC_OK;
     }
     return tc__new_tensor(dst->ndim, dst->sizes, dst->dtype, dst->storage->device, false, out);

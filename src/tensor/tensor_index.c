@@ -18,7 +18,7 @@ static tc_status check_index_dtype(const tc_tensor *index, bool int32_ok)
     if (index->dtype == TC_INT64 || (int32_ok && index->dtype == TC_INT32))
         return TC_OK;
     return tc__fail(TC_ERROR_DTYPE, "expected dtype %s for the indices, got %s",
-                    int32_ok ? "int32 or int64" : "int64", tc_dtype_name(index->dtype));
+                    int32_ok ? "int32 or int64" : "int64", tc_dtype_string(index->dtype));
 }
 
 /* Operand i of the iter: data at p with the given strides (per iter dim). */
@@ -185,7 +185,7 @@ static tc_status scatter_check(const tc_tensor *self, int dim, const tc_tensor *
     TC_TRY(check_index_dtype(index, false));
     if (src->dtype != self->dtype)
         return tc__fail(TC_ERROR_DTYPE, "expected self.dtype to be equal to src.dtype (%s and %s)",
-                        tc_dtype_name(self->dtype), tc_dtype_name(src->dtype));
+                        tc_dtype_string(self->dtype), tc_dtype_string(src->dtype));
     TC_TRY(tc__wrap_dim(dim, self->ndim, d));
     TC_TRY(check_index_shape("self", index, self, *d));
     return check_index_shape("src", index, src, -1);

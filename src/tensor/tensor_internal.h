@@ -100,11 +100,12 @@ static inline tc_status tc__tensor_check(const tc_tensor *t, const char *what)
 }
 /* True for a live tensor, without a message (for accessors). */
 static inline bool tc__tensor_live(const tc_tensor *t) { return t && t->magic == TC_TENSOR_MAGIC; }
-/* A new reference to a live tensor (tc_tensor_retain without the checks). */
-static inline tc_tensor *tc__retain(const tc_tensor *t)
+/* Adds a reference to a tensor already checked live and returns it: the
+ * library's own tc_tensor_retain, for results that are an input itself. */
+static inline tc_tensor *tc__tensor_ref(tc_tensor *t)
 {
-    atomic_fetch_add_explicit(&((tc_tensor *)t)->refcount, 1, memory_order_relaxed);
-    return (tc_tensor *)t;
+    atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    return t;
 }
 
 /* Metadata helpers: plain functions of the header, so that backends use

@@ -38,7 +38,7 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
         return tc__fail(TC_ERROR_DTYPE,
                         "tc_tensor_matmul: needs two tensors of the same floating dtype, got %s "
                         "and %s",
-                        tc_dtype_name(a->dtype), tc_dtype_name(b->dtype));
+                        tc_dtype_string(a->dtype), tc_dtype_string(b->dtype));
     if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
         return tc__fail(TC_ERROR_SHAPE,
                         "tc_tensor_matmul: needs 2-d or 3-d (batched) tensors, "
@@ -93,11 +93,9 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
     return TC_OK;
 }
 
-void *tc_current_blas_handle(void)
+tc_status tc_current_blas_handle(void **out)
 {
     TC_API_BEGIN;
-    void *h = NULL;
-    if (tc__dev()->blas_handle(&h) != TC_OK)
-        return NULL;
-    return h;
+    TC_CHECK_ARG(out, "out is NULL");
+    return tc__dev()->blas_handle(out);
 }

@@ -38,7 +38,7 @@ static tc_status check_float(const char *fn, const tc_tensor *t, const char *wha
     if (!tc_dtype_is_floating(t->dtype))
         return tc__fail(TC_ERROR_DTYPE,
                         "%s: %s must be float16, bfloat16, float32 or float64, got %s", fn, what,
-                        tc_dtype_name(t->dtype));
+                        tc_dtype_string(t->dtype));
     return TC_OK;
 }
 
@@ -50,7 +50,7 @@ static tc_status check_like(const char *fn, const tc_tensor *x, const tc_tensor 
     TC_TRY(tc__check_same_device(fn, x, t));
     if (t->dtype != x->dtype)
         return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but the input is %s; they must match", fn,
-                        what, tc_dtype_name(t->dtype), tc_dtype_name(x->dtype));
+                        what, tc_dtype_string(t->dtype), tc_dtype_string(x->dtype));
     return TC_OK;
 }
 
@@ -296,7 +296,7 @@ static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, in
     if (!t)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
                         (long long)n);
-    tc_status st = tc_tensor_to_host(target, t, TC_INT64);
+    tc_status st = tc_tensor_to_host(target, TC_INT64, t);
     for (int64_t i = 0; st == TC_OK && i < n; i++)
         if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
             st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
@@ -318,7 +318,7 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
     TC_TRY(tc__check_same_device(fn, logits, target));
     if (target->dtype != TC_INT64)
         return tc__fail(TC_ERROR_DTYPE, "%s: target must hold int64 class indices, got %s", fn,
-                        tc_dtype_name(target->dtype));
+                        tc_dtype_string(target->dtype));
     TC_CHECK_ARG(reduction == TC_REDUCTION_NONE || reduction == TC_REDUCTION_MEAN ||
                      reduction == TC_REDUCTION_SUM,
                  "%s: reduction %d is not TC_REDUCTION_NONE, _MEAN or _SUM", fn, (int)reduction);

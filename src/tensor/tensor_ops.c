@@ -117,7 +117,7 @@ tc_status tc__broadcast_shapes(const char *fn, int n, const tc_tensor *const *ts
 tc_status tc__as_dtype(const tc_tensor *t, tc_dtype dtype, tc_tensor **out)
 {
     if (t->dtype == dtype) {
-        *out = tc_tensor_retain((tc_tensor *)t);
+        *out = tc__tensor_ref((tc_tensor *)t);
         return TC_OK;
     }
     tc_tensor *c;
@@ -183,7 +183,7 @@ static tc_status compute_dtype(const char *fn, tc__op op, bool is_where, int n,
     const tc_tensor *const *vals = is_where ? in + 1 : in;
     if (is_where && in[0]->dtype != TC_BOOL)
         return tc__fail(TC_ERROR_DTYPE, "%s: the condition must be bool, not %s", fn,
-                        tc_dtype_name(in[0]->dtype));
+                        tc_dtype_string(in[0]->dtype));
     tc_dtype ct = tc__result_type(is_where ? 2 : n, vals);
     *ct_out = ct;
     if (is_where)
@@ -210,7 +210,7 @@ static tc_status compute_dtype(const char *fn, tc__op op, bool is_where, int n,
     if (!fl && (op == TC__OP_GELU || op == TC__OP_GELU_TANH || op == TC__OP_SILU))
         return tc__fail(TC_ERROR_DTYPE,
                         "%s: needs a floating tensor, not %s (convert with tc_tensor_to first)", fn,
-                        tc_dtype_name(ct));
+                        tc_dtype_string(ct));
     if (!fl && float_math(op))
         *ct_out = TC_FLOAT32; /* integer inputs give the default float dtype */
     return TC_OK;
@@ -340,11 +340,12 @@ UNARY(silu, TC__OP_SILU)
 tc_status tc_tensor_gelu(const tc_tensor *a, tc_gelu_approximate approximate, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(approximate == TC_GELU_NONE || approximate == TC_GELU_TANH,
-                 "approximate %d is neither TC_GELU_NONE nor TC_GELU_TANH", (int)approximate);
+    TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
+                 "approximate %d is neither TC_GELU_APPROXIMATE_NONE nor TC_GELU_APPROXIMATE_TANH",
+                 (int)approximate);
     const tc_tensor *in[1] = {a};
-    return elementwise(approximate == TC_GELU_TANH ? TC__OP_GELU_TANH : TC__OP_GELU, false, 1, in,
-                       out);
+    return elementwise(approximate == TC_GELU_APPROXIMATE_TANH ? TC__OP_GELU_TANH : TC__OP_GELU,
+                       false, 1, in, out);
 }
 
 tc_status tc_tensor_where(const tc_tensor *cond, const tc_tensor *a, const tc_tensor *b,
@@ -372,7 +373,7 @@ tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *m
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(a, "tc_tensor a"));
     TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG(min || max, "at least one of min and max must not be NULL");
+    TC_CHECK_ARG(min || max, "min and max are both NULL");
     /* torch.result_type(a, bound) with the bounds as Python numbers */
     tc_dtype ct = a->dtype;
     if (!tc_dtype_is_floating(ct)) {
@@ -391,7 +392,7 @@ tc_status tc_tensor_clamp(const tc_tensor *a, const double *min, const double *m
     if (st == TC_OK)
         st = lo ? tc_tensor_maximum(a, lo, &t) : tc__as_dtype(a, ct, &t);
     if (st == TC_OK)
-        st = hi ? tc_tensor_minimum(t, hi, &res) : (res = tc_tensor_retain(t), TC_OK);
+        st = hi ? tc_tensor_minimum(t, hi, &res) : (res = tc__tensor_ref(t), TC_OK);
     tc_tensor_release(lo), tc_tensor_release(hi), tc_tensor_release(t);
     if (st != TC_OK)
         return st;
@@ -454,7 +455,7 @@ tc_status tc_tensor_masked_fill(const tc_tensor *a, const tc_tensor *mask, doubl
         return tc__fail(TC_ERROR_DTYPE,
                         "masked_fill only supports boolean masks, but got mask "
                         "with dtype %s",
-                        tc_dtype_name(mask->dtype));
+                        tc_dtype_string(mask->dtype));
     tc_tensor *v;
     TC_TRY(scalar_like(a, value, a->dtype, &v));
     tc_status st = tc_tensor_where(mask, v, a, out); /* a 0-d v of a's dtype: a's dtype */
@@ -496,7 +497,7 @@ static tc_status inplace(const char *fn, tc__op op, tc_tensor *self, const tc_te
     if (category(ct) > category(self->dtype))
         return tc__fail(TC_ERROR_DTYPE,
                         "result type %s can't be cast to the desired output type %s",
-                        tc_dtype_name(ct), tc_dtype_name(self->dtype));
+                        tc_dtype_string(ct), tc_dtype_string(self->dtype));
     if (!tc__backend_of(self->storage->device))
         return TC_ERROR_NO_DEVICE;
     if (ct == self->dtype && !may_alias(self, other))

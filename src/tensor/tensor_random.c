@@ -33,11 +33,12 @@ static tc_status fill(const char *fn, tc_tensor *t, tc_generator *gen, params p)
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     if ((p.k == UNIFORM || p.k == NORMAL) && !tc_dtype_is_floating(t->dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating tensor, not %s", fn,
-                        tc_dtype_name(t->dtype));
+                        tc_dtype_string(t->dtype));
     tc_device td = t->storage->device;
     if (!gen)
         TC_TRY(tc_default_generator(td, &gen));
-    tc_device gd = tc_generator_device(gen);
+    tc_device gd = {TC_CPU, -1}; /* as for a bad gen, which generate() then names */
+    (void)tc_generator_device(gen, &gd);
     if (gd.type != td.type || (td.type == TC_CUDA && gd.index != td.index)) {
         char gs[16], ts[16];
         tc_device_format(gd, gs, sizeof gs);
@@ -94,10 +95,10 @@ tc_status tc_tensor_random_(tc_tensor *t, int64_t lo, int64_t hi, tc_generator *
 static tc_status make(const char *fn, int ndim, const int64_t *sizes, tc_dtype dtype,
                       tc_device device, tc_generator *gen, params p, tc_tensor **out)
 {
-    TC_CHECK_ARG(out, "%s: out must not be NULL", fn);
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
     if (tc_dtype_size(dtype) && !tc_dtype_is_floating(dtype))
         return tc__fail(TC_ERROR_DTYPE, "%s: needs a floating dtype, not %s", fn,
-                        tc_dtype_name(dtype));
+                        tc_dtype_string(dtype));
     tc_tensor *t;
     TC_TRY(tc_tensor_empty(ndim, sizes, dtype, device, &t));
     tc_status st = fill(fn, t, gen, p);

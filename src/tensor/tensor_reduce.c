@@ -101,7 +101,7 @@ static tc_status reduce(const char *fn, tc__op op, const tc_tensor *a, int dim, 
         return tc__fail(TC_ERROR_DTYPE,
                         "%s: needs a floating dtype, not %s (convert with "
                         "tc_tensor_to first)",
-                        fn, tc_dtype_name(a->dtype));
+                        fn, tc_dtype_string(a->dtype));
     if (op == TC__RED_ARGMAX || op == TC__RED_ARGMIN ||
         ((op == TC__RED_SUM || op == TC__RED_PROD) && !fl))
         out_t = TC_INT64;
@@ -218,7 +218,7 @@ static tc_status check_composed(const char *fn, const tc_tensor *a, bool floatin
     if (floating && !tc_dtype_is_floating(a->dtype))
         return tc__fail(TC_ERROR_DTYPE,
                         "%s: needs a floating dtype, not %s (convert with tc_tensor_to first)", fn,
-                        tc_dtype_name(a->dtype));
+                        tc_dtype_string(a->dtype));
     if (!tc__backend_of(a->storage->device))
         return TC_ERROR_NO_DEVICE;
     return TC_OK;
@@ -245,7 +245,7 @@ static tc_status var_std(const char *fn, bool is_std, const tc_tensor *a, int di
     if (is_std)
         STEP(tc_tensor_sqrt(*v, r));
     else
-        STEP((*r = tc_tensor_retain(*v), TC_OK));
+        STEP((*r = tc__tensor_ref(*v), TC_OK));
     /* as PyTorch: over nothing it is NaN whatever the correction */
     if (g.r == 0)
         STEP(tc_tensor_fill_(*r, NAN));

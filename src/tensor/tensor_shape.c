@@ -9,6 +9,7 @@
  * per input into a narrowed view of the result: no kernel of their own. No
  * arithmetic here can overflow: sizes come from tensors that passed
  * tc__check_shape, and the cat total is added with an overflow check. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ tc_status tc_tensor_flatten(const tc_tensor *t, int start_dim, int end_dim, tc_t
         return tc__make_view(t, 1, &one, &one, t->offset, out);
     }
     if (s == e) {
-        *out = tc_tensor_retain((tc_tensor *)t);
+        *out = tc__tensor_ref((tc_tensor *)t);
         return TC_OK;
     }
     int64_t sz[TC_MAX_DIMS];
@@ -162,16 +163,18 @@ tc_status tc_tensor_expand(const tc_tensor *t, int ndim, const int64_t *sizes, t
 /* Pieces of split_size along d (count pieces, the last one `size - (count-1) *
  * split_size` long; count >= 1, split_size 0 only for an empty dimension). */
 static tc_status make_pieces(const tc_tensor *t, int d, int64_t split_size, int64_t count,
-                             int64_t capacity, tc_tensor **pieces, int64_t *out_count)
+                             tc_tensor **pieces, int capacity, int *n_out)
 {
+    TC_CHECK_ARG(count <= INT_MAX, "the tensor splits into %lld pieces, more than an int counts",
+                 (long long)count);
     if (!pieces) {
-        *out_count = count;
+        *n_out = (int)count;
         return TC_OK;
     }
     TC_CHECK_ARG(capacity >= count,
-                 "the tensor splits into %lld pieces but pieces has room for %lld (call with "
+                 "the tensor splits into %lld pieces but pieces has room for %d (call with "
                  "pieces NULL to get the count)",
-                 (long long)count, (long long)capacity);
+                 (long long)count, capacity);
     tc_tensor **tmp = malloc(sizeof *tmp * (size_t)count);
     if (!tmp)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for %lld pieces", (long long)count);
@@ -194,27 +197,26 @@ static tc_status make_pieces(const tc_tensor *t, int d, int64_t split_size, int6
     }
     memcpy(pieces, tmp, sizeof *tmp * (size_t)count);
     free(tmp);
-    *out_count = count;
+    *n_out = (int)count;
     return TC_OK;
 }
 
-static tc_status check_split_args(const tc_tensor *t, int dim, int64_t capacity, int64_t *count,
-                                  int *d)
+static tc_status check_split_args(const tc_tensor *t, int dim, int capacity, int *n_out, int *d)
 {
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
-    TC_CHECK_ARG(count, "count is NULL");
-    TC_CHECK_ARG(capacity >= 0, "capacity %lld is negative", (long long)capacity);
+    TC_CHECK_ARG(n_out, "n_out is NULL");
+    TC_CHECK_ARG(capacity >= 0, "capacity %d is negative", capacity);
     if (t->ndim == 0)
         return tc__fail(TC_ERROR_SHAPE, "a 0-d tensor has no dimension to split");
     return tc__wrap_dim(dim, t->ndim, d);
 }
 
-tc_status tc_tensor_split(const tc_tensor *t, int64_t split_size, int dim, int64_t capacity,
-                          tc_tensor **pieces, int64_t *count)
+tc_status tc_tensor_split(const tc_tensor *t, int64_t split_size, int dim, tc_tensor **pieces,
+                          int capacity, int *n_out)
 {
     TC_API_BEGIN;
     int d;
-    TC_TRY(check_split_args(t, dim, capacity, count, &d));
+    TC_TRY(check_split_args(t, dim, capacity, n_out, &d));
     int64_t size = t->sizes[d];
     TC_CHECK_ARG(split_size >= 0, "split_size %lld is negative", (long long)split_size);
     TC_CHECK_ARG(split_size > 0 || size == 0,
@@ -222,24 +224,24 @@ tc_status tc_tensor_split(const tc_tensor *t, int64_t split_size, int dim, int64
                  "%lld",
                  (long long)size);
     int64_t n = size == 0 ? 1 : size / split_size + (size % split_size != 0);
-    return make_pieces(t, d, split_size, n, capacity, pieces, count);
+    return make_pieces(t, d, split_size, n, pieces, capacity, n_out);
 }
 
-tc_status tc_tensor_chunk(const tc_tensor *t, int64_t chunks, int dim, int64_t capacity,
-                          tc_tensor **pieces, int64_t *count)
+tc_status tc_tensor_chunk(const tc_tensor *t, int64_t chunks, int dim, tc_tensor **pieces,
+                          int capacity, int *n_out)
 {
     TC_API_BEGIN;
     int d;
-    TC_TRY(check_split_args(t, dim, capacity, count, &d));
+    TC_TRY(check_split_args(t, dim, capacity, n_out, &d));
     TC_CHECK_ARG(chunks > 0, "chunk expects `chunks` to be greater than 0, got: %lld",
                  (long long)chunks);
     int64_t size = t->sizes[d];
     /* as torch.chunk: an empty dimension still gives `chunks` (empty) pieces */
     if (size == 0)
-        return make_pieces(t, d, 0, chunks, capacity, pieces, count);
+        return make_pieces(t, d, 0, chunks, pieces, capacity, n_out);
     int64_t split_size = size / chunks + (size % chunks != 0);
     int64_t n = size / split_size + (size % split_size != 0);
-    return make_pieces(t, d, split_size, n, capacity, pieces, count);
+    return make_pieces(t, d, split_size, n, pieces, capacity, n_out);
 }
 
 /* ---- cat and stack ----------------------------------------------------------------- */
@@ -331,14 +333,14 @@ static tc_status cat(int n, const tc_tensor *const *ts, int dim, tc_tensor **out
     return TC_OK;
 }
 
-tc_status tc_tensor_cat(int n, const tc_tensor *const *tensors, int dim, tc_tensor **out)
+tc_status tc_tensor_cat(const tc_tensor *const *tensors, int n, int dim, tc_tensor **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     return cat(n, tensors, dim, out);
 }
 
-tc_status tc_tensor_stack(int n, const tc_tensor *const *tensors, int dim, tc_tensor **out)
+tc_status tc_tensor_stack(const tc_tensor *const *tensors, int n, int dim, tc_tensor **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");

@@ -11,7 +11,7 @@ int main(void)
     tc_status st = tc_tensor_full(2, sizes, 1.5, TC_FLOAT32, (tc_device){TC_CPU, -1}, &t);
     double v[6] = {0};
     if (st == TC_OK)
-        st = tc_tensor_to_host(t, v, TC_FLOAT64);
+        st = tc_tensor_to_host(t, TC_FLOAT64, v);
     tc_tensor_release(t);
     if (st != TC_OK || v[5] != 1.5) {
         fprintf(stderr, "consumer: %s: %s\n", tc_status_string(st), tc_last_error());

@@ -64,12 +64,12 @@ static inline bool near_ref(const char *what, tc_dtype dt, const tc_tensor *got,
                     fabs(g[i] - ref[i]) <= tol * (1 + fabs(ref[i]));
         if (!same) {
             fprintf(stderr, "%s (%s): element %lld is %.9g, expected %.9g\n", what,
-                    tc_dtype_name(dt), (long long)i, g[i], ref[i]);
+                    tc_dtype_string(dt), (long long)i, g[i], ref[i]);
             ok = false;
         }
     }
     if (!got || tc_tensor_numel(got) != n)
-        fprintf(stderr, "%s (%s): wrong element count\n", what, tc_dtype_name(dt));
+        fprintf(stderr, "%s (%s): wrong element count\n", what, tc_dtype_string(dt));
     free(g);
     CHECK(ok);
     return ok;

@@ -1,5 +1,5 @@
 /* A pluggable device allocator, written as a user would write one for
- * tc_pluggable_allocator_load (PyTorch's CUDAPluggableAllocator shape:
+ * tc_allocator_create_from_library (PyTorch's CUDAPluggableAllocator shape:
  * alloc(size, device, stream), free(ptr, size, device, stream)). Built as a
  * shared object (CMake target tc_test_pluggable_alloc) for
  * tests/test_memory_pluggable.c, which reads its counters through

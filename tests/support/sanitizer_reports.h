@@ -1,7 +1,7 @@
 /* Stream sanitizer reports caught by a callback, for the sanitizer tests
  * (test_sanitizer.c, test_sanitizer_cuda.c).
  *
- * Install on_report with tc_sanitizer_set_callback(on_report, NULL). It
+ * Install on_report with tc_sanitizer_set_report_fn(on_report, NULL). It
  * counts each report and keeps the last one's kind, text and the names of
  * its two operations; reports() answers how many came since it was last
  * called. A test that defines TC_TEST_PRINT_REPORTS before including this

@@ -59,8 +59,8 @@ static bool jc_same(const tc_tensor *a, const tc_tensor *b)
     int64_t n = tc_tensor_numel(a);
     size_t bytes = (size_t)(n > 0 ? n : 1) * tc_dtype_size(tc_tensor_dtype(a));
     void *x = calloc(1, bytes), *y = calloc(1, bytes);
-    bool ok = tc_tensor_to_host(a, x, tc_tensor_dtype(a)) == TC_OK &&
-              tc_tensor_to_host(b, y, tc_tensor_dtype(b)) == TC_OK && !memcmp(x, y, bytes);
+    bool ok = tc_tensor_to_host(a, tc_tensor_dtype(a), x) == TC_OK &&
+              tc_tensor_to_host(b, tc_tensor_dtype(b), y) == TC_OK && !memcmp(x, y, bytes);
     free(x);
     free(y);
     return ok;
@@ -79,8 +79,8 @@ static void jc_check_binary(tc_jit_fn *fn, jc_builtin builtin, const tc_tensor *
     if (!jc_same(out[0], ref)) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: %s of %s and %s differs from the built-in op", what,
-                 tc_jit_fn_name(fn), tc_dtype_name(tc_tensor_dtype(a)),
-                 tc_dtype_name(tc_tensor_dtype(b)));
+                 tc_jit_fn_name(fn), tc_dtype_string(tc_tensor_dtype(a)),
+                 tc_dtype_string(tc_tensor_dtype(b)));
         tc_test_fail_at(__FILE__, __LINE__, msg);
     } else {
         tc_test_passed++;
@@ -104,7 +104,7 @@ static void *jc_thread_call(void *arg)
     tc_jit_fn *fn = NULL;
     tc_tensor *out[1] = {NULL}, *ref = NULL;
     const tc_tensor *in[2] = {j->x, j->x};
-    j->ok = tc_jit_create_fn(j->code, NULL, &fn) == TC_OK &&
+    j->ok = tc_jit_fn_create(j->code, NULL, &fn) == TC_OK &&
             tc_jit_fn_call(fn, in, 2, NULL, out) == TC_OK &&
             tc_tensor_add(j->x, j->x, &ref) == TC_OK && jc_same(out[0], ref);
     if (!j->ok)
@@ -118,11 +118,11 @@ static void *jc_thread_call(void *arg)
 static void jc_parity_suite(tc_device dev)
 {
     tc_jit_fn *add = NULL, *mul = NULL, *axpy = NULL, *sd = NULL;
-    CHECK_OK(tc_jit_create_fn(jc_add, NULL, &add));
-    CHECK_OK(tc_jit_create_fn(jc_mul, NULL, &mul));
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &add));
+    CHECK_OK(tc_jit_fn_create(jc_mul, NULL, &mul));
     tc_jit_options o = {.scalars = "alpha=1.0"};
-    CHECK_OK(tc_jit_create_fn(jc_axpy, &o, &axpy));
-    CHECK_OK(tc_jit_create_multi_output_fn(jc_sumdiff, 2, NULL, &sd));
+    CHECK_OK(tc_jit_fn_create(jc_axpy, &o, &axpy));
+    CHECK_OK(tc_jit_fn_create_multi_output(jc_sumdiff, 2, NULL, &sd));
     if (!add || !mul || !axpy || !sd)
         return;
 

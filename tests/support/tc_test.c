@@ -97,8 +97,50 @@ double *tc_test_values(const tc_tensor *t)
 {
     int64_t n = tc_tensor_numel(t);
     double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    CHECK_OK(tc_tensor_to_host(t, v, TC_FLOAT64));
+    CHECK_OK(tc_tensor_to_host(t, TC_FLOAT64, v));
     return v;
+}
+
+uint64_t tc_test_gen_offset(const tc_generator *g)
+{
+    uint64_t v = 0;
+    CHECK_OK(tc_generator_offset(g, &v));
+    return v;
+}
+
+uint64_t tc_test_gen_seed(const tc_generator *g)
+{
+    uint64_t v = 0;
+    CHECK_OK(tc_generator_initial_seed(g, &v));
+    return v;
+}
+
+size_t tc_test_bytes(tc_status (*getter)(int device, size_t *out), int device)
+{
+    size_t v = 0;
+    CHECK_OK(getter(device, &v));
+    return v;
+}
+
+int64_t tc_test_stat(int device, const char *key)
+{
+    int64_t v = -1;
+    CHECK_OK(tc_memory_stats_get(device, key, &v));
+    return v;
+}
+
+int tc_test_current_device(void)
+{
+    int d = -1;
+    CHECK_OK(tc_current_device(&d));
+    return d;
+}
+
+tc_stream *tc_test_current_stream(int device)
+{
+    tc_stream *s = NULL;
+    CHECK_OK(tc_current_stream(device, &s));
+    return s;
 }
 
 static int saved_stderr = -1;

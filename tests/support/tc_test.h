@@ -45,6 +45,18 @@ double tc_test_now_ms(void);       /* monotonic wall clock */
 /* A tensor's elements as doubles, row-major (caller frees); a failed read
  * counts as a failed check. */
 double *tc_test_values(const tc_tensor *t);
+/* A generator's offset and seed as values (tc_generator_offset and
+ * tc_generator_initial_seed); a failed read counts as a failed check. */
+uint64_t tc_test_gen_offset(const tc_generator *g);
+uint64_t tc_test_gen_seed(const tc_generator *g);
+/* The status getters as values, for expressions: a byte count such as
+ * tc_test_bytes(tc_memory_reserved, 0), one statistic (tc_memory_stats_get),
+ * the current device and the current stream of a device. A failed read
+ * counts as a failed check (and gives 0, -1, -1 or NULL). */
+size_t tc_test_bytes(tc_status (*getter)(int device, size_t *out), int device);
+int64_t tc_test_stat(int device, const char *key);
+int tc_test_current_device(void);
+tc_stream *tc_test_current_stream(int device);
 /* Sends stderr to a temporary file until capture_end, which returns what was
  * written (static buffer, NUL-terminated). */
 void tc_test_capture_stderr_begin(void);

@@ -102,7 +102,7 @@ def load_tcuda():
         "tc_last_error": (ctypes.c_char_p, []),
         "tc_is_available": (ctypes.c_bool, []),
         "tc_synchronize": (i32, [i32]),
-        "tc_memory_allocated": (ctypes.c_size_t, [i32]),
+        "tc_memory_allocated": (i32, [i32, ctypes.POINTER(ctypes.c_size_t)]),
         "tc_empty_cache": (i32, []),
         "tc_tensor_from_data": (i32, [vp, i32, i64p, i32, Device, ctypes.POINTER(vp)]),
         "tc_tensor_ones": (i32, [i32, i64p, i32, Device, ctypes.POINTER(vp)]),
@@ -112,11 +112,11 @@ def load_tcuda():
         "tc_tensor_ndim": (i32, [vp]),
         "tc_tensor_size": (ctypes.c_int64, [vp, i32]),
         "tc_tensor_stride": (ctypes.c_int64, [vp, i32]),
-        "tc_tensor_to_host": (i32, [vp, vp, i32]),
-        "tc_stream_from_external": (i32, [vp, i32, ctypes.POINTER(vp)]),
+        "tc_tensor_to_host": (i32, [vp, i32, vp]),
+        "tc_stream_create_external": (i32, [vp, i32, ctypes.POINTER(vp)]),
         "tc_stream_destroy": (i32, [vp]),
-        "tc_default_stream": (vp, [i32]),
-        "tc_current_stream": (vp, [i32]),
+        "tc_default_stream": (i32, [i32, ctypes.POINTER(vp)]),
+        "tc_current_stream": (i32, [i32, ctypes.POINTER(vp)]),
         "tc_stream_cuda_handle": (vp, [vp]),
         "tc_tensor_to_dlpack": (i32, [vp, vp, ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned))]),
         "tc_tensor_to_dlpack_unversioned": (i32, [vp, vp, ctypes.POINTER(ctypes.POINTER(DLManagedTensor))]),
@@ -136,6 +136,20 @@ failures = []
 def ok(status, what):
     if status != 0:
         raise RuntimeError(f"{what}: status {status}: {tc.tc_last_error().decode()}")
+
+
+def allocated(dev):
+    """tc_memory_allocated's bytes of device dev."""
+    n = ctypes.c_size_t()
+    ok(tc.tc_memory_allocated(dev, ctypes.byref(n)), "tc_memory_allocated")
+    return n.value
+
+
+def stream_of(getter, dev):
+    """The stream tc_default_stream or tc_current_stream gives for dev."""
+    s = ctypes.c_void_p()
+    ok(getter(dev, ctypes.byref(s)), getter.__name__)
+    return s
 
 
 def check(cond, what):
@@ -190,10 +204,10 @@ def tc_stream_for(stream, device):
     if stream == -1:
         return None, False
     if stream is None or stream == 1:
-        return tc.tc_default_stream(device), False
+        return stream_of(tc.tc_default_stream, device), False
     s = ctypes.c_void_p()
-    ok(tc.tc_stream_from_external(ctypes.c_void_p(stream), device, ctypes.byref(s)),
-       "tc_stream_from_external")
+    ok(tc.tc_stream_create_external(ctypes.c_void_p(stream), device, ctypes.byref(s)),
+       "tc_stream_create_external")
     return s, True
 
 
@@ -232,7 +246,7 @@ class TcudaArray:
 # ---- the checks ------------------------------------------------------------------------------
 def tc_values(t, n):
     buf = (ctypes.c_float * n)()
-    ok(tc.tc_tensor_to_host(t, buf, TC_FLOAT32), "tc_tensor_to_host")
+    ok(tc.tc_tensor_to_host(t, TC_FLOAT32, buf), "tc_tensor_to_host")
     return list(buf)
 
 
@@ -246,7 +260,7 @@ def tcuda_tensor(values, shape, device):
 
 
 def tcuda_to_torch(dev):
-    base = tc.tc_memory_allocated(dev)
+    base = allocated(dev)
     vals = [0.5 * i for i in range(12)]
     want = torch.arange(12, dtype=torch.float32, device=f"cuda:{dev}").reshape(3, 4) * 0.5
     t = tcuda_tensor(vals, (3, 4), dev)
@@ -283,14 +297,14 @@ def tcuda_to_torch(dev):
     gc.collect()
     torch.cuda.synchronize(dev)
     ok(tc.tc_empty_cache(), "tc_empty_cache")  # blocks freed with stream uses settle here
-    check(tc.tc_memory_allocated(dev) == base,
-          f"tcuda still holds {tc.tc_memory_allocated(dev) - base} bytes: a deleter did not run")
+    check(allocated(dev) == base,
+          f"tcuda still holds {allocated(dev) - base} bytes: a deleter did not run")
 
 
 def torch_to_tcuda(dev):
     full = torch.arange(20, dtype=torch.float32, device=f"cuda:{dev}").reshape(4, 5)
     y = full[:, 1:4]  # strided: strides (5, 1), offset 1
-    handle = tc.tc_stream_cuda_handle(tc.tc_current_stream(dev))
+    handle = tc.tc_stream_cuda_handle(stream_of(tc.tc_current_stream, dev))
     stream = handle if handle else 1  # tcuda's current stream; the legacy one is 1
     try:
         cap = y.__dlpack__(stream=stream, max_version=(1, 1))

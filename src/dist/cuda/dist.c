@@ -51,11 +51,11 @@
 /* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4. */
 static int nccl_op(tc_reduce_op op)
 {
-    static const int map[] = {[TC_REDUCE_SUM] = 0,
-                              [TC_REDUCE_PROD] = 1,
-                              [TC_REDUCE_MIN] = 3,
-                              [TC_REDUCE_MAX] = 2,
-                              [TC_REDUCE_AVG] = 4};
+    static const int map[] = {[TC_REDUCE_OP_SUM] = 0,
+                              [TC_REDUCE_OP_PROD] = 1,
+                              [TC_REDUCE_OP_MIN] = 3,
+                              [TC_REDUCE_OP_MAX] = 2,
+                              [TC_REDUCE_OP_AVG] = 4};
     return map[op];
 }
 
@@ -267,15 +267,15 @@ static tc_status pg_check(tc_process_group *pg)
     return TC_OK;
 }
 
-int tc_dist_rank(const tc_process_group *pg)
+int tc_process_group_rank(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->rank : -1;
 }
-int tc_dist_world_size(const tc_process_group *pg)
+int tc_process_group_size(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->world_size : -1;
 }
-int tc_dist_device(const tc_process_group *pg)
+int tc_process_group_device(const tc_process_group *pg)
 {
     return tc__handle_live(pg, TC_PG_MAGIC) ? pg->device : -1;
 }
@@ -333,10 +333,10 @@ static tc_status init_comm(tc_process_group *pg, const tc_dist_options *o)
     return st;
 }
 
-tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
+tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
     int dev;
     TC_TRY(tc__resolve_device(opts->local_rank, &dev));
@@ -362,16 +362,16 @@ tc_status tc_dist_init(const tc_dist_options *opts, tc_process_group **out)
     return TC_OK;
 }
 
-tc_status tc_dist_init_from_env(tc_process_group **out)
+tc_status tc_process_group_create_from_env(tc_process_group **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     tc_dist_options o;
     TC_TRY(tc_dist_options_from_env(&o));
-    return tc_dist_init(&o, out);
+    return tc_process_group_create(&o, out);
 }
 
-tc_status tc_dist_destroy(tc_process_group *pg)
+tc_status tc_process_group_destroy(tc_process_group *pg)
 {
     TC_API_BEGIN;
     TC_TRY(tc__handle_check(pg, TC_PG_MAGIC, "tc_process_group"));
@@ -464,13 +464,13 @@ static tc_status check_tensor(tc_process_group *pg, const tc_tensor *t, const ch
     if (!tc__is_contiguous(t))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s must be contiguous", what);
     if (tc__nccl_dtype(t->dtype) < 0)
-        return tc__fail(TC_ERROR_DTYPE, "NCCL has no %s type", tc_dtype_name(t->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "NCCL has no %s type", tc_dtype_string(t->dtype));
     return TC_OK;
 }
 
 static tc_status check_op(tc_reduce_op op)
 {
-    TC_CHECK_ARG(op >= TC_REDUCE_SUM && op <= TC_REDUCE_AVG, "unknown reduce op %d", (int)op);
+    TC_CHECK_ARG(op >= TC_REDUCE_OP_SUM && op <= TC_REDUCE_OP_AVG, "unknown reduce op %d", (int)op);
     return TC_OK;
 }
 
@@ -568,8 +568,8 @@ static tc_status check_pair(tc_process_group *pg, const tc_tensor *o, const tc_t
     TC_TRY(check_tensor(pg, o, "tc_tensor output"));
     TC_TRY(check_tensor(pg, in, "tc_tensor input"));
     if (o->dtype != in->dtype)
-        return tc__fail(TC_ERROR_DTYPE, "output is %s, input %s", tc_dtype_name(o->dtype),
-                        tc_dtype_name(in->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "output is %s, input %s", tc_dtype_string(o->dtype),
+                        tc_dtype_string(in->dtype));
     return TC_OK;
 }
 
@@ -753,7 +753,7 @@ tc_status tc_dist_barrier(tc_process_group *pg)
     tc_tensor *one = NULL;
     tc_work *w = NULL;
     TC_TRY(tc_tensor_ones(0, NULL, TC_FLOAT32, (tc_device){TC_CUDA, pg->device}, &one));
-    tc_status st = tc_dist_all_reduce(pg, one, TC_REDUCE_SUM, &w);
+    tc_status st = tc_dist_all_reduce(pg, one, TC_REDUCE_OP_SUM, &w);
     if (st == TC_OK) {
         st = tc_work_wait(w);
         tc_work_destroy(w);

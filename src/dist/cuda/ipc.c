@@ -112,7 +112,7 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
 {
     TC_API_BEGIN;
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(t->storage->device.type == TC_CUDA, "only GPU tensors can be shared this way");
     TC_CHECK_ARG(t->storage->data, "an empty storage cannot be shared");
     int dev = t->storage->device.index;
@@ -307,7 +307,7 @@ static tc_status open_own(const tc__ipc_info *info, uint64_t key, tc_tensor **ou
 tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(handle && out, "handle and out must not be NULL");
+    TC_CHECK_ARG(handle && out, "handle or out is NULL");
     tc__ipc_info info;
     uint64_t key;
     TC_TRY(tc__ipc_decode(handle, &info, &key));

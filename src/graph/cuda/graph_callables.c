@@ -20,7 +20,7 @@ static tc__handle_pool callable_pool = TC_HANDLE_POOL_INIT(struct tc_graphed_cal
 
 /* Captures fn(ctx) into a new graph on the current stream (a side stream),
  * in pool `pool`; *out on success. fn's own error is returned as it is. */
-static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_mempool_id pool,
+static tc_status capture_one(tc_graph_fn fn, void *ctx, tc_stream *side, tc_graph_pool_id pool,
                              tc_graph_order order, tc_graph **out)
 {
     tc_graph *g;
@@ -61,7 +61,7 @@ static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ct
             st = fns[i](ctxs ? ctxs[i] : NULL);
     if (st == TC_OK)
         st = tc_stream_synchronize(side);
-    tc_mempool_id pool = {0};
+    tc_graph_pool_id pool = {0};
     for (int i = 0; i < n && st == TC_OK; i++) {
         st = capture_one(fns[i], ctxs ? ctxs[i] : NULL, side, pool, order, &graphs[i]);
         if (st == TC_OK && i == 0)
@@ -79,7 +79,7 @@ static tc_status warm_and_capture(int n, const tc_graph_fn *fns, void *const *ct
     return TC_OK;
 }
 
-tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs, int n,
                                             int warmup_iters, tc_graph_order order,
                                             tc_graphed_callable **out)
 {
@@ -119,11 +119,11 @@ tc_status tc_make_graphed_callables_ordered(int n, const tc_graph_fn *fns, void 
     return st;
 }
 
-tc_status tc_make_graphed_callables(int n, const tc_graph_fn *fns, void *const *ctxs,
+tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,
                                     int warmup_iters, tc_graphed_callable **out)
 {
     TC_API_BEGIN;
-    return tc_make_graphed_callables_ordered(n, fns, ctxs, warmup_iters, TC_GRAPH_ORDER_STREAM,
+    return tc_make_graphed_callables_ordered(fns, ctxs, n, warmup_iters, TC_GRAPH_ORDER_STREAM,
                                              out);
 }
 
@@ -133,7 +133,7 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
     TC_API_BEGIN;
     TC_CHECK_ARG(fn, "fn is NULL");
     void *ctxs[1] = {ctx};
-    return tc_make_graphed_callables(1, &fn, ctxs, warmup_iters, out);
+    return tc_make_graphed_callables(&fn, ctxs, 1, warmup_iters, out);
 }
 
 static tc_status check_callable(const tc_graphed_callable *c)

@@ -254,7 +254,7 @@ tc_status tc__graph_capture_finish(tc_graph *g, cudaGraph_t *out, uint64_t *bloc
     return TC_OK;
 }
 
-tc_status tc_graph_capture_begin(tc_graph *graph, tc_mempool_id pool, tc_stream *stream,
+tc_status tc_graph_capture_begin(tc_graph *graph, tc_graph_pool_id pool, tc_stream *stream,
                                  tc_capture_mode mode)
 {
     TC_API_BEGIN;
@@ -345,7 +345,7 @@ tc_status tc_graph_capture_end(tc_graph *graph)
 
 /* ---- the guard ---------------------------------------------------------- */
 
-tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_mempool_id pool,
+tc_graph_capture_guard tc_graph_capture_guard_enter(tc_graph *graph, tc_graph_pool_id pool,
                                                     tc_stream *stream, tc_capture_mode mode)
 {
     TC_API_BEGIN;

@@ -84,7 +84,7 @@ void tc__graph_pool_leave(uint64_t user, int device)
     pthread_mutex_unlock(&pool_mu);
 }
 
-tc_status tc_graph_pool(const tc_graph *graph, tc_mempool_id *out)
+tc_status tc_graph_pool(const tc_graph *graph, tc_graph_pool_id *out)
 {
     TC_API_BEGIN;
     TC_TRY(tc__graph_check(graph));
@@ -95,7 +95,7 @@ tc_status tc_graph_pool(const tc_graph *graph, tc_mempool_id *out)
     return TC_OK;
 }
 
-tc_status tc_graph_pool_handle(tc_mempool_id *out)
+tc_status tc_graph_pool_handle(tc_graph_pool_id *out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");

@@ -78,7 +78,7 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
     tc_device_guard dg = tc_device_guard_enter(graph->device);
     cudaError_t err = cudaGraphExecUpdate(graph->exec, cg, &info);
     tc_device_guard_exit(&dg);
-    tc_graph_update_result r = TC_GRAPH_UPDATED_IN_PLACE;
+    tc_graph_update_result r = TC_GRAPH_UPDATE_RESULT_IN_PLACE;
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: the topology differs */
         cudaGraphExec_t exec;
@@ -90,7 +90,7 @@ tc_status tc_graph_update(tc_graph *graph, tc_graph_fn fn, void *ctx, tc_graph_u
         }
         (void)cudaGraphExecDestroy(graph->exec);
         graph->exec = exec;
-        r = TC_GRAPH_REINSTANTIATED;
+        r = TC_GRAPH_UPDATE_RESULT_REINSTANTIATED;
     }
     (void)cudaGraphDestroy(graph->graph);
     graph->graph = cg;

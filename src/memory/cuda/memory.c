@@ -40,7 +40,7 @@ typedef struct ext_rec {
 } ext_rec;
 static ext_rec *ext;
 static size_t ext_cap, ext_n;
-struct tc_memory_stats tc__mem_ext_stats[TC_MAX_DEVICES];
+tc_memory_stats_info tc__mem_ext_stats[TC_MAX_DEVICES];
 
 static size_t ext_slot(uintptr_t p) { return (size_t)((p >> 9) * 0x9e3779b97f4a7c15ull); }
 
@@ -95,7 +95,7 @@ static bool ext_take(uintptr_t p, ext_rec *out)
 
 static void ext_upd(tc_memory_stat *arr, int pi, int64_t d)
 {
-    int idx[2] = {TC_STAT_ALL, pi};
+    int idx[2] = {TC_STAT_POOL_ALL, pi};
     for (int q = 0; q < 2; q++) {
         tc_memory_stat *m = &arr[idx[q]];
         m->current += d;
@@ -110,8 +110,8 @@ static void ext_upd(tc_memory_stat *arr, int pi, int64_t d)
  * the pool's attributes instead. */
 static void ext_stat(int d, size_t size, int dir)
 {
-    struct tc_memory_stats *s = &tc__mem_ext_stats[d];
-    int pi = size <= TC__SMALL_SIZE ? TC_STAT_SMALL_POOL : TC_STAT_LARGE_POOL;
+    tc_memory_stats_info *s = &tc__mem_ext_stats[d];
+    int pi = size <= TC__SMALL_SIZE ? TC_STAT_POOL_SMALL : TC_STAT_POOL_LARGE;
     int64_t b = dir * (int64_t)size;
     ext_upd(s->allocation, pi, dir);
     ext_upd(s->active, pi, dir);
@@ -401,7 +401,7 @@ tc_status tc_empty_cache(void)
     return TC_OK;
 }
 
-tc_status tc_set_per_process_memory_fraction(double fraction, int device)
+tc_status tc_set_per_process_memory_fraction(int device, double fraction)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");
@@ -414,10 +414,11 @@ tc_status tc_set_per_process_memory_fraction(double fraction, int device)
     return tc__alloc_set_fraction(a, fraction);
 }
 
-const char *tc_get_allocator_backend(void)
+tc_status tc_get_allocator_backend(const char **out)
 {
     TC_API_BEGIN;
-    if (get_conf() != TC_OK)
-        return NULL; /* tc_last_error: the parser's message */
-    return tc__mem_conf.backend == 1 ? "cudaMallocAsync" : "native";
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(get_conf()); /* the parser's message */
+    *out = tc__mem_conf.backend == 1 ? "cudaMallocAsync" : "native";
+    return TC_OK;
 }

@@ -35,7 +35,7 @@ static tc_status new_allocator(tc_alloc_fn alloc_fn, tc_free_fn free_fn, void *d
     return TC_OK;
 }
 
-tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
+tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(alloc_fn, "alloc_fn is NULL");
@@ -44,8 +44,8 @@ tc_status tc_allocator_from_functions(tc_alloc_fn alloc_fn, tc_free_fn free_fn, 
     return new_allocator(alloc_fn, free_fn, NULL, out);
 }
 
-tc_status tc_pluggable_allocator_load(const char *so_path, const char *alloc_fn,
-                                      const char *free_fn, tc_allocator **out)
+tc_status tc_allocator_create_from_library(const char *so_path, const char *alloc_fn,
+                                           const char *free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
     /* dlopen("") would give the main program, not a library */

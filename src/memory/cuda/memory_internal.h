@@ -37,7 +37,7 @@ extern tc_allocator *tc__mem_user_alloc;
 /* Set by the first device allocation: the user allocator cannot change after it. */
 extern atomic_bool tc__mem_any_alloc;
 /* Statistics of the async backend and user allocators (under tc__mem_mu). */
-extern struct tc_memory_stats tc__mem_ext_stats[TC_MAX_DEVICES];
+extern tc_memory_stats_info tc__mem_ext_stats[TC_MAX_DEVICES];
 /* Device d's caching allocator, made on first use (TCUDA_ALLOC_CONF's error if bad). */
 tc_status tc__mem_get_allocator(int d, tc__allocator **out);
 /* Resolves (device, stream) arguments to a device index and a CUDA stream. */

@@ -5,19 +5,19 @@
 #include "runtime/cuda/cuda_internal.h"
 #include "memory_internal.h"
 
-tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
+tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__ensure_init());
-    struct tc_memory_snapshot *snap = calloc(1, sizeof *snap);
+    tc_memory_snapshot_info *snap = calloc(1, sizeof *snap);
     if (!snap)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (int d = 0; d < tc__num_devices; d++) {
         tc__allocator *a = atomic_load_explicit(&tc__mem_allocs[d], memory_order_acquire);
         tc_status st = a ? tc__alloc_snapshot(a, snap) : TC_OK;
         if (st != TC_OK) {
-            tc_memory_snapshot_free(snap);
+            (void)tc_memory_snapshot_destroy(snap);
             return st;
         }
     }
@@ -25,16 +25,17 @@ tc_status tc_memory_snapshot(struct tc_memory_snapshot **out)
     return TC_OK;
 }
 
-tc_status tc_memory_snapshot_write_json(const struct tc_memory_snapshot *snap, const char *path)
+tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
     TC_API_BEGIN;
     return tc__snapshot_write_json(snap, path);
 }
 
-void tc_memory_snapshot_free(struct tc_memory_snapshot *snap)
+tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
 {
-    if (!snap)
-        return;
+    TC_API_BEGIN;
+    TC_CHECK_ARG(snap, "snap is NULL");
     tc__snapshot_free(snap);
     free(snap);
+    return TC_OK;
 }

@@ -106,7 +106,7 @@ struct tc_stream {
 
 struct tc_event {
     uint32_t magic;
-    unsigned flags; /* TC_EVENT_* */
+    unsigned flags; /* tc_event_flag bits */
     int device;     /* -1 until the CUDA event exists */
     bool recorded;
     cudaEvent_t handle;
@@ -120,6 +120,14 @@ extern tc_stream tc__default_streams[TC_MAX_DEVICES];
 /* Resolves a stream argument: NULL gives the current stream of the current
  * device (initializing CUDA); anything else goes through tc__handle_check. */
 tc_status tc__resolve_stream(tc_stream *stream, tc_stream **out);
+
+/* Events (event.c), for the IPC events of dist/cuda/ipc_event.c: the handle
+ * check, a header from the events' handle pool (NULL without host memory;
+ * the caller fills every field), and the lazy creation of the CUDA event on
+ * device d. */
+tc_status tc__event_check(const tc_event *e);
+tc_event *tc__event_new(void);
+tc_status tc__event_materialize(tc_event *e, int d);
 
 /* The CUDA stream that work for `device` goes on now. `device` must be an
  * index tc__resolve_device returned (never -1). */

@@ -26,12 +26,13 @@ tc_status tc__switch_device(int device)
     return TC_OK;
 }
 
-int tc_current_device(void)
+tc_status tc_current_device(int *out)
 {
     TC_API_BEGIN;
-    if (tc__ensure_init() != TC_OK)
-        return -1;
-    return tc__tls_device;
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(tc__ensure_init());
+    *out = tc__tls_device;
+    return TC_OK;
 }
 
 tc_status tc_set_device(int device)
@@ -173,20 +174,22 @@ static tc_status props_of(int d, const tc_device_properties **out)
     return TC_OK;
 }
 
-const char *tc_get_device_name(int device)
+tc_status tc_get_device_name(int device, const char **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
     const tc_device_properties *p;
-    if (tc__resolve_device(device, &d) != TC_OK || props_of(d, &p) != TC_OK)
-        return NULL;
-    return p->name;
+    TC_TRY(tc__resolve_device(device, &d));
+    TC_TRY(props_of(d, &p));
+    *out = p->name;
+    return TC_OK;
 }
 
 tc_status tc_get_device_capability(int device, int *major, int *minor)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(major && minor, "major and minor must not be NULL");
+    TC_CHECK_ARG(major && minor, "major or minor is NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -199,7 +202,7 @@ tc_status tc_get_device_capability(int device, int *major, int *minor)
 tc_status tc_get_device_properties(int device, tc_device_properties *props)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(props, "props must not be NULL");
+    TC_CHECK_ARG(props, "props is NULL");
     int d;
     const tc_device_properties *p;
     TC_TRY(tc__resolve_device(device, &d));
@@ -208,20 +211,18 @@ tc_status tc_get_device_properties(int device, tc_device_properties *props)
     return TC_OK;
 }
 
-bool tc_can_device_access_peer(int device, int peer)
+tc_status tc_can_device_access_peer(int device, int peer, bool *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d, q;
-    if (tc__resolve_device(device, &d) != TC_OK || tc__resolve_device(peer, &q) != TC_OK)
-        return false;
-    if (d == q)
-        return false;
+    TC_TRY(tc__resolve_device(device, &d));
+    TC_TRY(tc__resolve_device(peer, &q));
     int can = 0;
-    if (cudaDeviceCanAccessPeer(&can, d, q) != cudaSuccess) {
-        (void)tc__cuda_fail(cudaGetLastError(), "cudaDeviceCanAccessPeer", __FILE__, __LINE__);
-        return false;
-    }
-    return can != 0;
+    if (d != q && cudaDeviceCanAccessPeer(&can, d, q) != cudaSuccess)
+        return tc__cuda_fail(cudaGetLastError(), "cudaDeviceCanAccessPeer", __FILE__, __LINE__);
+    *out = can != 0;
+    return TC_OK;
 }
 
 const char *tc_get_arch_list(void) { return TCUDA_ARCH_LIST_STR; }
@@ -247,7 +248,7 @@ tc_status tc_synchronize(int device)
 tc_status tc_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(free_bytes && total_bytes, "free and total must not be NULL");
+    TC_CHECK_ARG(free_bytes && total_bytes, "free or total is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc_device_guard g = tc_device_guard_enter(d);

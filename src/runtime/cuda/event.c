@@ -1,5 +1,5 @@
-/* Events: markers in a stream's work, for ordering between streams, waiting,
- * timing, and sharing with another process.
+/* Events: markers in a stream's work, for ordering between streams, waiting
+ * and timing (their sharing with another process is dist/cuda/ipc_event.c).
  *
  * As in PyTorch, a tc_event's CUDA event is created lazily, on the device of
  * the first stream it is recorded on; from then on it belongs to that device.
@@ -18,25 +18,27 @@
 
 static tc__handle_pool event_pool = TC_HANDLE_POOL_INIT(tc_event);
 
-static tc_status check_event(const tc_event *e)
+tc_status tc__event_check(const tc_event *e)
 {
     return tc__handle_check(e, TC_EVENT_MAGIC, "tc_event");
 }
 
+tc_event *tc__event_new(void) { return tc__handle_get(&event_pool); }
+
 static unsigned cuda_flags(unsigned flags)
 {
     unsigned f = cudaEventDefault;
-    if (!(flags & TC_EVENT_TIMING))
+    if (!(flags & TC_EVENT_FLAG_TIMING))
         f |= cudaEventDisableTiming;
-    if (flags & TC_EVENT_BLOCKING)
+    if (flags & TC_EVENT_FLAG_BLOCKING)
         f |= cudaEventBlockingSync;
-    if (flags & TC_EVENT_INTERPROCESS)
+    if (flags & TC_EVENT_FLAG_INTERPROCESS)
         f |= cudaEventInterprocess;
     return f;
 }
 
 /* Creates the CUDA event on device d (the caller resolved d). */
-static tc_status materialize(tc_event *e, int d)
+tc_status tc__event_materialize(tc_event *e, int d)
 {
     tc_device_guard g = tc_device_guard_enter(d);
     TC_TRY(g.status);
@@ -53,15 +55,15 @@ static tc_status materialize(tc_event *e, int d)
 tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
-    TC_CHECK_ARG(
-        (flags & ~(unsigned)(TC_EVENT_TIMING | TC_EVENT_BLOCKING | TC_EVENT_INTERPROCESS)) == 0,
-        "unknown flags 0x%x (use TC_EVENT_TIMING, TC_EVENT_BLOCKING, "
-        "TC_EVENT_INTERPROCESS)",
-        flags);
-    TC_CHECK_ARG(!((flags & TC_EVENT_TIMING) && (flags & TC_EVENT_INTERPROCESS)),
-                 "an interprocess event cannot time (CUDA forbids TC_EVENT_TIMING with "
-                 "TC_EVENT_INTERPROCESS)");
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_BLOCKING |
+                                      TC_EVENT_FLAG_INTERPROCESS)) == 0,
+                 "unknown flags 0x%x (use TC_EVENT_FLAG_TIMING, TC_EVENT_FLAG_BLOCKING, "
+                 "TC_EVENT_FLAG_INTERPROCESS)",
+                 flags);
+    TC_CHECK_ARG(!((flags & TC_EVENT_FLAG_TIMING) && (flags & TC_EVENT_FLAG_INTERPROCESS)),
+                 "an interprocess event cannot time (CUDA forbids TC_EVENT_FLAG_TIMING with "
+                 "TC_EVENT_FLAG_INTERPROCESS)");
     TC_TRY(tc__ensure_init());
     tc_event *e = tc__handle_get(&event_pool);
     if (!e)
@@ -74,7 +76,7 @@ tc_status tc_event_create(unsigned flags, tc_event **out)
 tc_status tc_event_destroy(tc_event *event)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(event));
+    TC_TRY(tc__event_check(event));
     if (event->device >= 0) {
         tc_device_guard g = tc_device_guard_enter(event->device);
         TC_TRY(g.status);
@@ -92,11 +94,11 @@ tc_status tc_event_destroy(tc_event *event)
 tc_status tc_event_record(tc_event *event, tc_stream *stream)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(event));
+    TC_TRY(tc__event_check(event));
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     if (TC_UNLIKELY(event->device < 0))
-        TC_TRY(materialize(event, s->device));
+        TC_TRY(tc__event_materialize(event, s->device));
     else if (TC_UNLIKELY(event->device != s->device))
         return tc__fail(TC_ERROR_DEVICE_MISMATCH,
                         "the event belongs to cuda:%d but the stream to cuda:%d; "
@@ -112,7 +114,7 @@ tc_status tc_event_record(tc_event *event, tc_stream *stream)
 tc_status tc_event_query(tc_event *event)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(event));
+    TC_TRY(tc__event_check(event));
     if (!event->recorded)
         return TC_OK;
     TC_TRY(tc__sync_check("querying an event", NULL));
@@ -125,7 +127,7 @@ tc_status tc_event_query(tc_event *event)
 tc_status tc_event_synchronize(tc_event *event)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(event));
+    TC_TRY(tc__event_check(event));
     if (!event->recorded)
         return TC_OK;
     TC_TRY(tc__sync_check("waiting for an event", NULL));
@@ -138,7 +140,7 @@ tc_status tc_event_synchronize(tc_event *event)
 tc_status tc_event_wait(tc_event *event, tc_stream *stream)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(event));
+    TC_TRY(tc__event_check(event));
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     if (!event->recorded)
@@ -158,11 +160,11 @@ tc_status tc_stream_wait_event(tc_stream *stream, tc_event *event)
 tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     tc_event *e;
-    TC_TRY(tc_event_create(TC_EVENT_DEFAULT, &e));
+    TC_TRY(tc_event_create(TC_EVENT_FLAG_DEFAULT, &e));
     tc_status st = tc_event_record(e, s);
     if (st != TC_OK) {
         char msg[1024];
@@ -178,11 +180,12 @@ tc_status tc_stream_record_event(tc_stream *stream, tc_event **out)
 tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
 {
     TC_API_BEGIN;
-    TC_TRY(check_event(start));
-    TC_TRY(check_event(end));
-    TC_CHECK_ARG(ms, "ms must not be NULL");
-    if (!(start->flags & TC_EVENT_TIMING) || !(end->flags & TC_EVENT_TIMING))
-        return tc__fail(TC_ERROR_INVALID_STATE, "both events need TC_EVENT_TIMING at creation");
+    TC_TRY(tc__event_check(start));
+    TC_TRY(tc__event_check(end));
+    TC_CHECK_ARG(ms, "ms is NULL");
+    if (!(start->flags & TC_EVENT_FLAG_TIMING) || !(end->flags & TC_EVENT_FLAG_TIMING))
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "both events need TC_EVENT_FLAG_TIMING at creation");
     if (!start->recorded || !end->recorded)
         return tc__fail(TC_ERROR_INVALID_STATE, "both events must be recorded first");
     float t = 0;
@@ -201,52 +204,4 @@ tc_status tc_event_elapsed_time(tc_event *start, tc_event *end, float *ms)
 int tc_event_device(const tc_event *event)
 {
     return tc__handle_live(event, TC_EVENT_MAGIC) ? event->device : -1;
-}
-
-tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
-{
-    TC_API_BEGIN;
-    TC_TRY(check_event(event));
-    TC_CHECK_ARG(out, "out must not be NULL");
-    if (!(event->flags & TC_EVENT_INTERPROCESS))
-        return tc__fail(TC_ERROR_INVALID_STATE,
-                        "the event was created without TC_EVENT_INTERPROCESS");
-    if (event->device < 0)
-        TC_TRY(materialize(event, tc__tls_device));
-    cudaIpcEventHandle_t h;
-    TC_CUDA_CHECK(cudaIpcGetEventHandle(&h, event->handle));
-    _Static_assert(sizeof h <= sizeof out->bytes, "IPC handle size");
-    memset(out, 0, sizeof *out);
-    memcpy(out->bytes, &h, sizeof h);
-    return TC_OK;
-}
-
-tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle, tc_event **out)
-{
-    TC_API_BEGIN;
-    TC_CHECK_ARG(out && handle, "out and handle must not be NULL");
-    int d;
-    TC_TRY(tc__resolve_device(device, &d));
-    cudaIpcEventHandle_t h;
-    memcpy(&h, handle->bytes, sizeof h);
-    tc_device_guard g = tc_device_guard_enter(d);
-    TC_TRY(g.status);
-    cudaEvent_t ev;
-    cudaError_t err = cudaIpcOpenEventHandle(&ev, h);
-    tc_device_guard_exit(&g);
-    if (err != cudaSuccess)
-        return tc__cuda_fail(err, "cudaIpcOpenEventHandle", __FILE__, __LINE__);
-    tc_event *e = tc__handle_get(&event_pool);
-    if (!e) {
-        cudaEventDestroy(ev);
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    }
-    /* Another process records it: treat it as recorded so waits are real. */
-    *e = (tc_event){.magic = TC_EVENT_MAGIC,
-                    .flags = TC_EVENT_INTERPROCESS,
-                    .device = d,
-                    .recorded = true,
-                    .handle = ev};
-    *out = e;
-    return TC_OK;
 }

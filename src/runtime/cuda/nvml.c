@@ -91,99 +91,120 @@ static tc_status nvml_device_of(int device, nvml_device *out)
     return TC_OK;
 }
 
-static int nvml_fail(const char *what, nvml_ret r)
+static tc_status nvml_fail(const char *what, nvml_ret r)
 {
-    (void)tc__fail(TC_ERROR_NOT_SUPPORTED, "NVML could not read the %s: %s", what,
-                   nvml.error_string(r));
-    return -1;
+    return tc__fail(TC_ERROR_NOT_SUPPORTED, "NVML could not read the %s: %s", what,
+                    nvml.error_string(r));
 }
 
-int tc_utilization(int device)
+/* The readers check `out` first, then find the device; each writes *out only
+ * when NVML answers. */
+tc_status tc_utilization(int device, int *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     nvml_device h;
     nvml_utilization u;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return -1;
+    TC_TRY(nvml_device_of(device, &h));
     nvml_ret r = nvml.utilization(h, &u);
-    return r == 0 ? (int)u.gpu : nvml_fail("utilization", r);
+    if (r != 0)
+        return nvml_fail("utilization", r);
+    *out = (int)u.gpu;
+    return TC_OK;
 }
 
-int tc_memory_usage(int device)
+tc_status tc_memory_usage(int device, int *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     nvml_device h;
     nvml_utilization u;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return -1;
+    TC_TRY(nvml_device_of(device, &h));
     nvml_ret r = nvml.utilization(h, &u);
-    return r == 0 ? (int)u.memory : nvml_fail("memory utilization", r);
+    if (r != 0)
+        return nvml_fail("memory utilization", r);
+    *out = (int)u.memory;
+    return TC_OK;
 }
 
-int tc_temperature(int device)
+tc_status tc_temperature(int device, int *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     nvml_device h;
     unsigned int t;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return -1;
+    TC_TRY(nvml_device_of(device, &h));
     nvml_ret r = nvml.temperature(h, NVML_TEMPERATURE_GPU, &t);
-    return r == 0 ? (int)t : nvml_fail("temperature", r);
+    if (r != 0)
+        return nvml_fail("temperature", r);
+    *out = (int)t;
+    return TC_OK;
 }
 
-int tc_power_draw(int device)
+tc_status tc_power_draw(int device, int *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     nvml_device h;
     unsigned int mw;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return -1;
+    TC_TRY(nvml_device_of(device, &h));
     nvml_ret r = nvml.power(h, &mw);
-    return r == 0 ? (int)mw : nvml_fail("power draw", r);
+    if (r != 0)
+        return nvml_fail("power draw", r);
+    *out = (int)mw;
+    return TC_OK;
 }
 
-int64_t tc_clock_rate(int device)
+tc_status tc_clock_rate(int device, int64_t *out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     nvml_device h;
     unsigned int mhz;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return -1;
+    TC_TRY(nvml_device_of(device, &h));
     nvml_ret r = nvml.clock(h, NVML_CLOCK_SM, &mhz);
-    /* NVML reads MHz; the seed's clock_rate is in Hz (see device.h). */
-    return r == 0 ? (int64_t)mhz * 1000000 : nvml_fail("SM clock", r);
+    if (r != 0)
+        return nvml_fail("SM clock", r);
+    *out = (int64_t)mhz * 1000000; /* NVML reads MHz; tc_clock_rate answers in Hz */
+    return TC_OK;
 }
 
-char *tc_list_gpu_processes(int device)
+/* The processes on device h, into *procs (caller frees) and *n. */
+static tc_status read_processes(nvml_device h, nvml_process_info **procs, unsigned int *n)
 {
-    TC_API_BEGIN;
-    nvml_device h;
-    if (nvml_device_of(device, &h) != TC_OK)
-        return NULL;
-    unsigned int n = 0;
-    nvml_process_info *procs = NULL;
-    nvml_ret r = nvml.processes(h, &n, NULL);
+    *procs = NULL;
+    *n = 0;
+    nvml_ret r = nvml.processes(h, n, NULL);
     while (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-        n += 8; /* processes may start between the two calls */
-        free(procs);
-        procs = calloc(n, sizeof *procs);
-        if (!procs) {
-            (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-            return NULL;
-        }
-        r = nvml.processes(h, &n, procs);
+        *n += 8; /* processes may start between the two calls */
+        free(*procs);
+        *procs = calloc(*n, sizeof **procs);
+        if (!*procs)
+            return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+        r = nvml.processes(h, n, *procs);
     }
     if (r != 0) {
-        free(procs);
-        (void)nvml_fail("process list", r);
-        return NULL;
+        free(*procs);
+        *procs = NULL;
+        return nvml_fail("process list", r);
     }
+    return TC_OK;
+}
+
+tc_status tc_list_gpu_processes(int device, char **out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    nvml_device h;
+    TC_TRY(nvml_device_of(device, &h));
+    unsigned int n;
+    nvml_process_info *procs;
+    TC_TRY(read_processes(h, &procs, &n));
     size_t cap = 64 + (size_t)n * 64;
     char *text = malloc(cap);
     if (!text) {
         free(procs);
-        (void)tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-        return NULL;
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     int d = device < 0 ? tc__tls_device : device;
     size_t len = (size_t)snprintf(text, cap, "GPU:%d\n", d);
@@ -193,5 +214,6 @@ char *tc_list_gpu_processes(int device)
         len += (size_t)snprintf(text + len, cap - len, "process %10u uses %12.3f MB GPU memory\n",
                                 procs[i].pid, procs[i].used_gpu_memory / (1024.0 * 1024.0));
     free(procs);
-    return text;
+    *out = text;
+    return TC_OK;
 }

@@ -14,18 +14,16 @@ void tc_nvtx_mark(const char *message)
         nvtxMarkA(message);
 }
 
-int tc_nvtx_range_push(const char *message)
+tc_status tc_nvtx_range_push(const char *message, int *depth)
 {
-    int depth = tc__nvtx_depth_push(message);
-    if (depth >= 0)
-        (void)nvtxRangePushA(message);
-    return depth;
+    TC_TRY(tc__nvtx_depth_push(message, depth));
+    (void)nvtxRangePushA(message);
+    return TC_OK;
 }
 
-int tc_nvtx_range_pop(void)
+tc_status tc_nvtx_range_pop(int *depth)
 {
-    int depth = tc__nvtx_depth_pop();
-    if (depth >= 0)
-        (void)nvtxRangePop();
-    return depth;
+    TC_TRY(tc__nvtx_depth_pop(depth));
+    (void)nvtxRangePop();
+    return TC_OK;
 }

@@ -70,7 +70,7 @@ __attribute__((constructor)) static void access_register(void)
 tc_status tc_stream_priority_range(int *least, int *greatest)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(least && greatest, "least and greatest must not be NULL");
+    TC_CHECK_ARG(least && greatest, "least or greatest is NULL");
     TC_TRY(tc__ensure_init());
     int lo, hi;
     TC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -134,7 +134,7 @@ static tc_stream *new_stream(int device, int priority, bool owned, cudaStream_t 
 tc_status tc_stream_create(int device, int priority, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int d, least, greatest;
     TC_TRY(tc__resolve_device(device, &d));
     TC_TRY(tc_stream_priority_range(&least, &greatest));
@@ -165,10 +165,10 @@ tc_status tc_stream_create(int device, int priority, tc_stream **out)
     return TC_OK;
 }
 
-tc_status tc_stream_from_external(void *cuda_stream, int device, tc_stream **out)
+tc_status tc_stream_create_external(void *cuda_stream, int device, tc_stream **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out must not be NULL");
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     int priority = 0;
@@ -272,23 +272,25 @@ void *tc_stream_cuda_handle(const tc_stream *stream)
     return tc__handle_live(stream, TC_STREAM_MAGIC) ? (void *)stream->handle : NULL;
 }
 
-tc_stream *tc_current_stream(int device)
+tc_status tc_current_stream(int device, tc_stream **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
-    if (TC_UNLIKELY(tc__resolve_device(device, &d) != TC_OK))
-        return NULL;
+    TC_TRY(tc__resolve_device(device, &d));
     tc_stream *s = tc__tls_stream[d];
-    return s ? s : &tc__default_streams[d];
+    *out = s ? s : &tc__default_streams[d];
+    return TC_OK;
 }
 
-tc_stream *tc_default_stream(int device)
+tc_status tc_default_stream(int device, tc_stream **out)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
     int d;
-    if (tc__resolve_device(device, &d) != TC_OK)
-        return NULL;
-    return &tc__default_streams[d];
+    TC_TRY(tc__resolve_device(device, &d));
+    *out = &tc__default_streams[d];
+    return TC_OK;
 }
 
 tc_status tc_set_stream(tc_stream *stream)

@@ -182,7 +182,7 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
         return tc__fail(TC_ERROR_CUDA,
                         "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
                         "k=%lld batch=%lld)",
-                        rc, tc_dtype_name(g->dtype), (long long)g->m, (long long)g->n,
+                        rc, tc_dtype_string(g->dtype), (long long)g->m, (long long)g->n,
                         (long long)g->k, (long long)g->batch);
     return TC_OK;
 }

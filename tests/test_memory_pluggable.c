@@ -14,16 +14,28 @@
 #include "tc_test.h"
 
 #ifndef TCUDA_HAVE_CUDA
-/* Without CUDA, every allocator call links and says there is no device. */
+/* Without CUDA, every allocator call links, checks its arguments as with
+ * CUDA, and then says there is no device. */
+static void *no_alloc(size_t size, int device, void *stream)
+{
+    (void)size, (void)device, (void)stream;
+    return NULL;
+}
+static void no_free(void *ptr, size_t size, int device, void *stream)
+{
+    (void)ptr, (void)size, (void)device, (void)stream;
+}
+
 int main(void)
 {
     tc_test_init();
     tc_allocator *u = NULL;
-    CHECK_STATUS(tc_allocator_create(NULL, NULL, &u), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_allocator_create(NULL, NULL, &u), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_create(no_alloc, no_free, &u), TC_ERROR_NO_DEVICE);
     CHECK_STATUS(tc_allocator_create_from_library("x.so", "a", "f", &u), TC_ERROR_NO_DEVICE);
     CHECK(u == NULL);
-    CHECK_STATUS(tc_change_current_allocator(NULL), TC_ERROR_NO_DEVICE);
-    CHECK_STATUS(tc_allocator_destroy(NULL), TC_ERROR_NO_DEVICE);
+    CHECK_STATUS(tc_change_current_allocator(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_allocator_destroy(NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strncmp(tc_last_error(), "tc_allocator_destroy: ", 22) == 0);
     return TC_TEST_DONE();
 }

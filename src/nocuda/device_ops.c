@@ -17,18 +17,18 @@ static tc_status no_resolve(int index, int *out)
 {
     (void)index;
     *out = 0;
-    return tc__nocuda("CUDA tensors and generators");
+    return tc__nocuda();
 }
 static tc_status no_alloc(int device, size_t bytes, void **out)
 {
     (void)device, (void)bytes, (void)out;
-    return tc__nocuda("device memory");
+    return tc__nocuda();
 }
 static void no_free(void *ptr) { (void)ptr; }
 static tc_status no_record_stream(void *ptr, bool host, void *stream)
 {
     (void)ptr, (void)host, (void)stream;
-    return tc__nocuda("streams");
+    return tc__nocuda();
 }
 static void *no_current_stream(int device)
 {
@@ -38,22 +38,22 @@ static void *no_current_stream(int device)
 static tc_status no_stream_of(tc_stream *stream, int *device, void **handle)
 {
     (void)stream, (void)device, (void)handle;
-    return tc__nocuda("streams");
+    return tc__nocuda();
 }
 static tc_status no_transfer(struct tc_tensor *d, const struct tc_tensor *s, bool wait)
 {
     (void)d, (void)s, (void)wait;
-    return tc__nocuda("copies to and from a GPU");
+    return tc__nocuda();
 }
 static tc_status no_blas_handle(void **out)
 {
     (void)out;
-    return tc__nocuda("cuBLAS");
+    return tc__nocuda();
 }
 static tc_status no_rng_fill(tc_generator *gen, const tc__rng_params *p, void *data, size_t n)
 {
     (void)gen, (void)p, (void)data, (void)n;
-    return tc__nocuda("CUDA generators");
+    return tc__nocuda();
 }
 
 /* ---- collectives: no fast path ---------------------------------------------------- */
@@ -78,35 +78,34 @@ static const tc__comm_accel no_comm = {no_broadcast, no_reduce};
 
 /* ---- jiterator: CPU tensors only ----------------------------------------------------- */
 
-static tc_status no_jit(void) { return tc__nocuda("jiterator's GPU kernels (CPU tensors work)"); }
 static tc_status jit_device(int device, int *arch, int *sms)
 {
     (void)device, (void)arch, (void)sms;
-    return no_jit();
+    return tc__nocuda();
 }
 static const char *jit_key_id(void) { return "no-cuda"; }
 static tc_status jit_nvrtc_version(const char **out)
 {
     (void)out;
-    return no_jit();
+    return tc__nocuda();
 }
 static tc_status jit_compile(const char *source, int arch, void **cubin, size_t *size)
 {
     (void)source, (void)arch, (void)cubin, (void)size;
-    return no_jit();
+    return tc__nocuda();
 }
 static void jit_compile_phases(double ms[3]) { ms[0] = ms[1] = ms[2] = 0; }
 static tc_status jit_load(int device, const void *cubin, size_t size, void **module,
                           void **function)
 {
     (void)device, (void)cubin, (void)size, (void)module, (void)function;
-    return no_jit();
+    return tc__nocuda();
 }
 static void jit_unload(int device, void *module) { (void)device, (void)module; }
 static tc_status jit_launch(int device, void *function, const tc__jit_args *args, unsigned grid)
 {
     (void)device, (void)function, (void)args, (void)grid;
-    return no_jit();
+    return tc__nocuda();
 }
 static const tc__jit_ops no_jit_ops = {.device = jit_device,
                                        .key_id = jit_key_id,

@@ -2,18 +2,10 @@
  * rules): options are checked first; no group or work can exist here, so any
  * non-NULL handle is TC_ERROR_INVALID_HANDLE; then TC_ERROR_NO_DEVICE. The
  * environment parsing and the rendezvous (src/dist/dist_env.c) work. */
-#include "base/env.h"
+#include "nocuda.h"
 #include "dist/dist_internal.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
-
-static tc_status absent(void)
-{
-    TC_TRY(tc__debug_env_check());
-    return tc__fail(TC_ERROR_NO_DEVICE,
-                    "process groups need CUDA and NCCL: tcuda was built without CUDA "
-                    "(TCUDA_CUDA=OFF or no nvcc at configure time)");
-}
 
 static tc_status pg_arg(const tc_process_group *pg)
 {
@@ -26,7 +18,7 @@ tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group 
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_process_group_create_from_env(tc_process_group **out)
@@ -35,7 +27,7 @@ tc_status tc_process_group_create_from_env(tc_process_group **out)
     TC_CHECK_ARG(out, "out is NULL");
     tc_dist_options o;
     TC_TRY(tc_dist_options_from_env(&o));
-    return absent();
+    return tc__nocuda();
 }
 
 int tc_process_group_rank(const tc_process_group *pg) { return (void)pg, -1; }

@@ -5,18 +5,10 @@
  * TC_ERROR_NO_DEVICE with a message that starts with the call's name. */
 #include <string.h>
 
-#include "base/env.h"
+#include "nocuda.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
 #include "tcuda/graph.h"
-
-static tc_status absent(void)
-{
-    TC_TRY(tc__debug_env_check());
-    return tc__fail(TC_ERROR_NO_DEVICE,
-                    "CUDA graphs need CUDA: tcuda was built without CUDA (TCUDA_CUDA=OFF or no "
-                    "nvcc at configure time)");
-}
 
 static tc_status graph_arg(const tc_graph *g) { return tc__handle_fail(g, 0, "tc_graph"); }
 
@@ -29,7 +21,7 @@ tc_status tc_graph_create(tc_graph **out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_graph_destroy(tc_graph *graph)
@@ -89,7 +81,7 @@ tc_status tc_graph_pool_handle(tc_graph_pool_id *out)
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
-    return absent();
+    return tc__nocuda();
 }
 
 bool tc_is_current_stream_capturing(void) { return false; }
@@ -127,7 +119,7 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
     TC_CHECK_ARG(fn, "fn is NULL");
     TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs, int n,
@@ -144,7 +136,7 @@ tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const 
                  "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
     for (int i = 0; i < n; i++)
         TC_CHECK_ARG(fns[i], "fns[%d] is NULL", i);
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_make_graphed_callables(const tc_graph_fn *fns, void *const *ctxs, int n,

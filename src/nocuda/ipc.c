@@ -2,25 +2,12 @@
  * arguments are checked first, a memory handle is decoded (so a forged one
  * is still TC_ERROR_INVALID_HANDLE), no event can exist (any non-NULL one is
  * TC_ERROR_INVALID_HANDLE), then every call answers TC_ERROR_NO_DEVICE. */
-#include "base/env.h"
+#include "nocuda.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
 #include "dist/ipc_handle.h"
 #include "tcuda/ipc.h"
 #include "tensor/tensor_internal.h"
-
-/* TC_ERROR_NO_DEVICE, after a bad debugging variable; `what` leads the
- * reason. */
-static tc_status absent_for(const char *what)
-{
-    TC_TRY(tc__debug_env_check());
-    return tc__fail(TC_ERROR_NO_DEVICE,
-                    "%s: tcuda was built without CUDA (TCUDA_CUDA=OFF or no nvcc at configure "
-                    "time)",
-                    what);
-}
-
-static tc_status absent(void) { return absent_for("memory IPC needs CUDA"); }
 
 tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
 {
@@ -28,7 +15,7 @@ tc_status tc_tensor_ipc_handle(const tc_tensor *t, tc_ipc_mem_handle *out)
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     TC_CHECK_ARG(out, "out is NULL");
     TC_CHECK_ARG(t->storage->device.type == TC_CUDA, "only GPU tensors can be shared this way");
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor **out)
@@ -37,13 +24,13 @@ tc_status tc_tensor_from_ipc_handle(const tc_ipc_mem_handle *handle, tc_tensor *
     TC_CHECK_ARG(handle && out, "handle or out is NULL");
     tc__ipc_info info;
     TC_TRY(tc__ipc_decode(handle, &info, NULL));
-    return absent();
+    return tc__nocuda();
 }
 
 tc_status tc_ipc_collect(void)
 {
     TC_API_BEGIN;
-    return absent_for("CUDA is not available");
+    return tc__nocuda();
 }
 
 tc_status tc_event_ipc_handle(tc_event *event, tc_ipc_event_handle *out)
@@ -58,5 +45,5 @@ tc_status tc_event_from_ipc_handle(int device, const tc_ipc_event_handle *handle
     TC_API_BEGIN;
     (void)device;
     TC_CHECK_ARG(handle && out, "handle or out is NULL");
-    return absent_for("CUDA is not available");
+    return tc__nocuda();
 }

@@ -2,11 +2,10 @@
 #include "base/env.h"
 #include "nocuda.h"
 
-tc_status tc__nocuda(const char *what)
+tc_status tc__nocuda(void)
 {
     TC_TRY(tc__debug_env_check());
     return tc__fail(TC_ERROR_NO_DEVICE,
                     "CUDA is not available: tcuda was built without CUDA (TCUDA_CUDA=OFF or no "
-                    "nvcc at configure time), so there are no %s",
-                    what);
+                    "nvcc at configure time)");
 }

@@ -595,9 +595,9 @@ tc_status tc_set_rng_state(int device, const tc_rng_state *state)
 tc_status tc_get_rng_state_all(tc_rng_state *states, int n)
 {
     TC_API_BEGIN;
+    TC_CHECK_ARG(states || n == 0, "states is NULL");
     int count = tc__dev()->device_count();
     TC_CHECK_ARG(n >= count, "n=%d is less than the %d GPUs this process sees", n, count);
-    TC_CHECK_ARG(states || count == 0, "states is NULL");
     for (int d = 0; d < count; d++) {
         tc_generator *g;
         TC_TRY(current_default(d, &g));

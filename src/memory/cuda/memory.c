@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "memory/memory_args.h"
 #include "alloc_providers.h"
 #include "base/env.h"
 #include "runtime/cuda/cuda_internal.h"
@@ -404,9 +405,7 @@ tc_status tc_empty_cache(void)
 tc_status tc_set_per_process_memory_fraction(int device, double fraction)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(!isnan(fraction), "fraction is NaN; it must be a number in [0, 1]");
-    TC_CHECK_ARG(fraction >= 0.0 && fraction <= 1.0, "memory fraction %.17g is outside [0, 1]",
-                 fraction);
+    TC_TRY(tc__memory_fraction_check(fraction));
     int d;
     TC_TRY(tc__resolve_device(device, &d));
     tc__allocator *a;

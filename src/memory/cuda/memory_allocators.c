@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "memory/memory_args.h"
 #include "base/handle_pool.h"
 #include "memory/alloc_mempool.h"
 #include "memory_internal.h"
@@ -38,9 +39,7 @@ static tc_status new_allocator(tc_alloc_fn alloc_fn, tc_free_fn free_fn, void *d
 tc_status tc_allocator_create(tc_alloc_fn alloc_fn, tc_free_fn free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(alloc_fn, "alloc_fn is NULL");
-    TC_CHECK_ARG(free_fn, "free_fn is NULL");
-    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(tc__allocator_create_check(alloc_fn, free_fn, out));
     return new_allocator(alloc_fn, free_fn, NULL, out);
 }
 
@@ -48,14 +47,7 @@ tc_status tc_allocator_create_from_library(const char *so_path, const char *allo
                                            const char *free_fn, tc_allocator **out)
 {
     TC_API_BEGIN;
-    /* dlopen("") would give the main program, not a library */
-    TC_CHECK_ARG(so_path && *so_path, "so_path is %s; give the path of a shared object",
-                 so_path ? "empty" : "NULL");
-    TC_CHECK_ARG(alloc_fn && *alloc_fn, "alloc_fn is %s; give the allocation function's name",
-                 alloc_fn ? "empty" : "NULL");
-    TC_CHECK_ARG(free_fn && *free_fn, "free_fn is %s; give the free function's name",
-                 free_fn ? "empty" : "NULL");
-    TC_CHECK_ARG(out, "out is NULL");
+    TC_TRY(tc__allocator_library_check(so_path, alloc_fn, free_fn, out));
     void *h = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "cannot load allocator '%s': %s", so_path,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "runtime/runtime_args.h"
 #include "kernel_errors.h"
 #include "base/env.h"
 #include "base/handle_pool.h"
@@ -55,15 +56,7 @@ tc_status tc__event_materialize(tc_event *e, int d)
 tc_status tc_event_create(unsigned flags, tc_event **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG((flags & ~(unsigned)(TC_EVENT_FLAG_TIMING | TC_EVENT_FLAG_BLOCKING |
-                                      TC_EVENT_FLAG_INTERPROCESS)) == 0,
-                 "unknown flags 0x%x (use TC_EVENT_FLAG_TIMING, TC_EVENT_FLAG_BLOCKING, "
-                 "TC_EVENT_FLAG_INTERPROCESS)",
-                 flags);
-    TC_CHECK_ARG(!((flags & TC_EVENT_FLAG_TIMING) && (flags & TC_EVENT_FLAG_INTERPROCESS)),
-                 "an interprocess event cannot time (CUDA forbids TC_EVENT_FLAG_TIMING with "
-                 "TC_EVENT_FLAG_INTERPROCESS)");
+    TC_TRY(tc__event_create_check(flags, out));
     TC_TRY(tc__ensure_init());
     tc_event *e = tc__handle_get(&event_pool);
     if (!e)

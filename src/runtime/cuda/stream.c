@@ -229,6 +229,10 @@ tc_status tc_stream_synchronize(tc_stream *stream)
 tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
 {
     TC_API_BEGIN;
+    if (stream) /* both handles before a NULL (current stream) initializes CUDA */
+        TC_TRY(tc__handle_check(stream, TC_STREAM_MAGIC, "tc_stream"));
+    if (other)
+        TC_TRY(tc__handle_check(other, TC_STREAM_MAGIC, "tc_stream"));
     tc_stream *s, *o;
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__resolve_stream(other, &o));

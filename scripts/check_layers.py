@@ -35,6 +35,7 @@ LAYERS = [
     ['random/cuda'],
     ['tensor', 'tensor/cpu'],
     ['tensor/cuda', 'tensor/cuda/kernels'],
+    ['graph'],
     ['graph/cuda'],
     ['jit'],
     ['jit/cuda'],

@@ -371,7 +371,7 @@ static void test_names(void)
     CHECK(small == 1 && large == 1);
     CHECK(alloc_blocks == 2 && inactive >= 1); /* the small segment's remainder is free */
     const char *path = "tc_memory_stats_snapshot.json";
-    CHECK_OK(tc__snapshot_write_json(&snap, path));
+    CHECK_OK(tc_memory_snapshot_write_json(&snap, path));
     FILE *f = fopen(path, "r");
     char text[8192] = {0};
     if (f) {

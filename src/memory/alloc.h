@@ -140,7 +140,6 @@ bool tc__stats_get(const tc_memory_stats_info *s, const char *key, int64_t *out)
 char *tc__stats_summary(const tc_memory_stats_info *s, int device, bool abbreviated);
 /* Frees a snapshot's arrays. */
 void tc__snapshot_free(tc_memory_snapshot_info *snap);
-tc_status tc__snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path);
 
 /* The plain host provider (malloc); `capacity` bytes total (0: unlimited),
  * so tests can make it refuse. Event hooks are fakes the tests can drive.

@@ -449,8 +449,10 @@ tc_status tc_memory_dump_snapshot_json(const char *path)
     return dump(path, true);
 }
 
-tc_status tc__snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
+/* A snapshot is plain data: writing one needs no GPU (either build). */
+tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
 {
+    TC_API_BEGIN;
     TC_CHECK_ARG(snap && path && *path, "snapshot or path is NULL, or path is empty");
     return write_file(path, true, NULL, snap);
 }

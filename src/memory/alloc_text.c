@@ -1,6 +1,6 @@
 /* The allocator's words: byte formatting, stat keys, the summary table,
- * PyTorch's names of block states and segment types (snapshots' JSON is
- * written by alloc_history_dump.c). */
+ * PyTorch's names of block states and segment types, and snapshots freed
+ * (their JSON is written by alloc_history_dump.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -186,4 +186,14 @@ void tc__snapshot_free(tc_memory_snapshot_info *snap)
     free(snap->segments);
     snap->segments = NULL;
     snap->num_segments = 0;
+}
+
+/* Plain data: destroying a snapshot needs no GPU (either build). */
+tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(snap, "snap is NULL");
+    tc__snapshot_free(snap);
+    free(snap);
+    return TC_OK;
 }

@@ -5,6 +5,7 @@
  * TC_ERROR_NO_DEVICE with a message that starts with the call's name. */
 #include <string.h>
 
+#include "graph/graph_args.h"
 #include "nocuda.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
@@ -115,11 +116,9 @@ tc_status tc_make_graphed_callable(tc_graph_fn fn, void *ctx, int warmup_iters,
                                    tc_graphed_callable **out)
 {
     TC_API_BEGIN;
-    (void)ctx;
-    TC_CHECK_ARG(fn, "fn is NULL");
-    TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
-    return tc__nocuda();
+    TC_CHECK_ARG(fn, "fn is NULL"); /* then as the list of one, as with CUDA */
+    void *ctxs[1] = {ctx};
+    return tc_make_graphed_callables(&fn, ctxs, 1, warmup_iters, out);
 }
 
 tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const *ctxs, int n,
@@ -128,14 +127,7 @@ tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const 
 {
     TC_API_BEGIN;
     (void)ctxs;
-    TC_CHECK_ARG(n > 0 && n <= 1024, "n is %d; give 1 to 1024 callables", n);
-    TC_CHECK_ARG(fns, "fns is NULL");
-    TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
-    TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
-                 "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
-    for (int i = 0; i < n; i++)
-        TC_CHECK_ARG(fns[i], "fns[%d] is NULL", i);
+    TC_TRY(tc__graphed_callables_check(fns, n, warmup_iters, order, out));
     return tc__nocuda();
 }
 

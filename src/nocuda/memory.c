@@ -2,9 +2,9 @@
  * as the CUDA build does (memory/memory_args.h holds the checks they share),
  * then answers that there is no device. What needs no GPU works as with
  * CUDA: TCUDA_ALLOC_CONF is checked (tc_get_allocator_backend gives the
- * backend it names, or the parser's error), snapshots are written and
- * destroyed. The caching algorithm itself is in src/memory and is built
- * either way. */
+ * backend it names, or the parser's error). The caching algorithm itself,
+ * and what needs no GPU (writing and destroying snapshots), is in
+ * src/memory and is built either way. */
 #include <stdlib.h>
 
 #include "memory/alloc.h"
@@ -97,22 +97,6 @@ tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     return tc__nocuda();
-}
-
-/* A snapshot is plain data: writing and destroying one needs no GPU. */
-tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
-{
-    TC_API_BEGIN;
-    return tc__snapshot_write_json(snap, path);
-}
-
-tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
-{
-    TC_API_BEGIN;
-    TC_CHECK_ARG(snap, "snap is NULL");
-    tc__snapshot_free(snap);
-    free(snap);
-    return TC_OK;
 }
 
 tc_status tc_set_per_process_memory_fraction(int device, double fraction)

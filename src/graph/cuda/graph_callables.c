@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "graph/graph_args.h"
 #include "base/handle_pool.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "graph_object.h"
@@ -84,14 +85,7 @@ tc_status tc_make_graphed_callables_ordered(const tc_graph_fn *fns, void *const 
                                             tc_graphed_callable **out)
 {
     TC_API_BEGIN;
-    TC_CHECK_ARG(n > 0 && n <= 1024, "n is %d; give 1 to 1024 callables", n);
-    TC_CHECK_ARG(fns, "fns is NULL");
-    TC_CHECK_ARG(out, "out is NULL");
-    TC_CHECK_ARG(warmup_iters >= 0, "warmup_iters is %d; it must be >= 0", warmup_iters);
-    TC_CHECK_ARG(order == TC_GRAPH_ORDER_STREAM || order == TC_GRAPH_ORDER_DATA,
-                 "order %d is not TC_GRAPH_ORDER_STREAM or TC_GRAPH_ORDER_DATA", (int)order);
-    for (int i = 0; i < n; i++)
-        TC_CHECK_ARG(fns[i], "fns[%d] is NULL", i);
+    TC_TRY(tc__graphed_callables_check(fns, n, warmup_iters, order, out));
     TC_TRY(tc__ensure_init());
     tc_graph **graphs = calloc((size_t)n, sizeof *graphs);
     tc_graphed_callable **cs = calloc((size_t)n, sizeof *cs);

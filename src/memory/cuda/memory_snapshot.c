@@ -1,5 +1,6 @@
 /* Memory snapshots of the public API: every device allocator's segments
- * and blocks at one time (tc_memory_snapshot), written as JSON or freed. */
+ * and blocks at one time (tc_memory_snapshot; writing and destroying one
+ * needs no GPU: src/memory). */
 #include <stdlib.h>
 
 #include "runtime/cuda/cuda_internal.h"
@@ -22,20 +23,5 @@ tc_status tc_memory_snapshot(tc_memory_snapshot_info **out)
         }
     }
     *out = snap;
-    return TC_OK;
-}
-
-tc_status tc_memory_snapshot_write_json(const tc_memory_snapshot_info *snap, const char *path)
-{
-    TC_API_BEGIN;
-    return tc__snapshot_write_json(snap, path);
-}
-
-tc_status tc_memory_snapshot_destroy(tc_memory_snapshot_info *snap)
-{
-    TC_API_BEGIN;
-    TC_CHECK_ARG(snap, "snap is NULL");
-    tc__snapshot_free(snap);
-    free(snap);
     return TC_OK;
 }

@@ -15,7 +15,7 @@
  * free chunks go back to the driver when reserved memory would otherwise
  * grow past 1/16 over the most ever in use (and on empty_cache), so
  * reserved stays close to live memory at the cost
- * of driver calls (bench/run_alloc.sh: peak reserved about 1.06x peak live
+ * of driver calls (bench/run.sh alloc: peak reserved about 1.06x peak live
  * against 1.24x, and about twice the time per allocation). */
 #ifndef TCUDA_MEMORY_H
 #define TCUDA_MEMORY_H

@@ -1,7 +1,7 @@
 /* The CUDA indexing backend (tensor/index_internal.h): launches the kernels of
  * kernels/index.cu on the current stream of the tensor's device, under a
  * device guard, and checks each launch (tc__launch_check). Installed in the
- * device seam by device_ops_cuda.c. Out-of-range indices are caught by a
+ * device seam by src/cuda/device_ops.c. Out-of-range indices are caught by a
  * device-side assert in the kernels (see include/tcuda/indexing.h). */
 #include "tensor/index_internal.h"
 #include "runtime/cuda/cuda_internal.h"

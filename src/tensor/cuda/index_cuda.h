@@ -1,4 +1,4 @@
-/* The CUDA indexing backend as the device seam (device_ops_cuda.c) sees it.
+/* The CUDA indexing backend as the device seam (src/cuda/device_ops.c) sees it.
  * Not installed. */
 #ifndef TCUDA_INDEX_CUDA_H
 #define TCUDA_INDEX_CUDA_H

@@ -1,4 +1,4 @@
-/* The CUDA nn backend as the device seam (device_ops_cuda.c) sees it: the
+/* The CUDA nn backend as the device seam (src/cuda/device_ops.c) sees it: the
  * table (nn_cuda.c), cuBLAS's strided-batched GEMM (blas.c) and cuBLASLt's
  * GEMM with a bias (blas_lt.c). Not installed. */
 #ifndef TCUDA_NN_CUDA_H

@@ -79,6 +79,16 @@ void tc__access_deactivate(void) { atomic_fetch_sub(&tc__access_active, 1); }
 
 /* ---- producers -------------------------------------------------------------- */
 
+/* Hands an event to every watcher that has a handler for it. */
+#define TELL(handler, ...)                                                                         \
+    do {                                                                                           \
+        int n_;                                                                                    \
+        const tc__access_watcher *const *w_ = all(&n_);                                            \
+        for (int i_ = 0; i_ < n_; i_++)                                                            \
+            if (w_[i_]->handler)                                                                   \
+                w_[i_]->handler(__VA_ARGS__);                                                      \
+    } while (0)
+
 tc_status tc__access_op_publish(const tc__access_op *op)
 {
     int n;
@@ -104,11 +114,7 @@ void tc__access_op_end(void)
 
 void tc__access_scratch(void *stream, const void *ptr, size_t bytes)
 {
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->scratch)
-            w[i]->scratch(stream, ptr, bytes);
+    TELL(scratch, stream, ptr, bytes);
 }
 
 bool tc__access_workspace(int dev, void *stream, size_t want, void **ws)
@@ -123,39 +129,14 @@ bool tc__access_workspace(int dev, void *stream, size_t want, void **ws)
 
 void tc__access_alloc(const void *ptr, size_t bytes, int dev, void *stream, bool host)
 {
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->alloc)
-            w[i]->alloc(ptr, bytes, dev, stream, host);
+    TELL(alloc, ptr, bytes, dev, stream, host);
 }
 
-void tc__access_free(const void *ptr, tc__protect_fn protect)
-{
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->free)
-            w[i]->free(ptr, protect);
-}
+void tc__access_free(const void *ptr, tc__protect_fn protect) { TELL(free, ptr, protect); }
 
-void tc__access_record_stream(const void *ptr, void *stream)
-{
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->record_stream)
-            w[i]->record_stream(ptr, stream);
-}
+void tc__access_record_stream(const void *ptr, void *stream) { TELL(record_stream, ptr, stream); }
 
-void tc__access_sync(const tc__sync *s)
-{
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->sync)
-            w[i]->sync(s);
-}
+void tc__access_sync(const tc__sync *s) { TELL(sync, s); }
 
 /* ---- captures ------------------------------------------------------------------- */
 
@@ -163,14 +144,7 @@ struct tc__access_recording {
     void *rec[TC__ACCESS_MAX_WATCHERS]; /* each watcher's, by registration slot */
 };
 
-void tc__access_capture_begin(int dev, void *stream)
-{
-    int n;
-    const tc__access_watcher *const *w = all(&n);
-    for (int i = 0; i < n; i++)
-        if (w[i]->capture_begin)
-            w[i]->capture_begin(dev, stream);
-}
+void tc__access_capture_begin(int dev, void *stream) { TELL(capture_begin, dev, stream); }
 
 tc__access_recording *tc__access_capture_end(int dev, void *stream)
 {

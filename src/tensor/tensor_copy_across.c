@@ -72,8 +72,8 @@ static void span_of_tensor(const tc_tensor *t, bool write, tc__span *out)
     tc__span_of_iter(&it, 0, t->dtype, write, out);
 }
 
-/* The copy as one operation on (dev, stream); between GPUs after `after`
- * of after_dev. spans: dst's, then src's (first + n of them). */
+/* The copy as one operation on (dev, stream), touching the n spans at sp;
+ * between GPUs (after_dev >= 0) queued after `after` of after_dev. */
 static tc_status declare(int dev, void *stream, const tc__span *sp, int n, bool non_blocking,
                          int after_dev, void *after)
 {
@@ -82,26 +82,20 @@ static tc_status declare(int dev, void *stream, const tc__span *sp, int n, bool 
                         .spans = sp,
                         .n = n,
                         .what = non_blocking ? "non_blocking copy" : "copy",
-                        .after_set = after != NULL || after_dev >= 0,
+                        .after_set = after_dev >= 0,
                         .after_dev = after_dev,
                         .after_stream = after};
     return tc__access_op_publish(&op);
 }
 
-/* Before the copy: its operation. *sync_dev >= 0 when, after it, the host
- * has synchronized with that device's stream *sync_stream; between GPUs
- * *order_dev >= 0 when the source's stream then waits for the copy. */
-typedef struct copy_watch {
-    int sync_dev;
-    void *sync_stream;
-    int order_dev;
-    void *order_stream, *from_stream;
-    int from_dev;
-} copy_watch;
-
-static tc_status watch_before(tc_tensor *dst, const tc_tensor *src, bool nb, copy_watch *w)
+/* Before the copy: its operation; *then (when *pending) is the
+ * synchronization the copy makes, to publish once it was queued: the host
+ * waiting for the stream, or the source's stream waiting for the copy
+ * between GPUs. */
+static tc_status watch_before(tc_tensor *dst, const tc_tensor *src, bool nb, tc__sync *then,
+                              bool *pending)
 {
-    *w = (copy_watch){.sync_dev = -1, .order_dev = -1};
+    *pending = false;
     tc_device dd = dst->storage->device, sd = src->storage->device;
     const tc__device_ops *ops = tc__dev();
     tc__span sp[2];
@@ -111,36 +105,27 @@ static tc_status watch_before(tc_tensor *dst, const tc_tensor *src, bool nb, cop
         void *s = ops->current_stream(dd.index);
         bool async_src = src->storage->pinned && dense_as(src, dst);
         TC_TRY(declare(dd.index, s, sp, async_src ? 2 : 1, nb, -1, NULL));
-        if (async_src && !nb)
-            *w = (copy_watch){.sync_dev = dd.index, .sync_stream = s, .order_dev = -1};
+        *then = (tc__sync){.kind = TC__SYNC_STREAM_SYNC, .dev = dd.index, .stream = s};
+        *pending = async_src && !nb;
         return TC_OK;
     }
     if (dd.type == TC_CPU) { /* device to host: waits unless pinned, dense and non_blocking */
         void *s = ops->current_stream(sd.index);
         bool direct = dst->storage->pinned && tc__is_contiguous(dst);
         TC_TRY(declare(sd.index, s, direct ? sp : sp + 1, direct ? 2 : 1, nb, -1, NULL));
-        if (!(nb && direct))
-            *w = (copy_watch){.sync_dev = sd.index, .sync_stream = s, .order_dev = -1};
+        *then = (tc__sync){.kind = TC__SYNC_STREAM_SYNC, .dev = sd.index, .stream = s};
+        *pending = !(nb && direct);
         return TC_OK;
     }
     void *ss = ops->current_stream(sd.index), *ds = ops->current_stream(dd.index);
     TC_TRY(declare(dd.index, ds, sp, 2, nb, sd.index, ss));
-    *w = (copy_watch){.sync_dev = -1,
-                      .order_dev = dd.index,
-                      .order_stream = ds,
-                      .from_dev = sd.index,
-                      .from_stream = ss};
+    *then = (tc__sync){.kind = TC__SYNC_STREAM_WAIT_STREAM,
+                       .dev = sd.index,
+                       .stream = ss,
+                       .other_dev = dd.index,
+                       .other = ds};
+    *pending = true;
     return TC_OK;
-}
-
-/* After a copy that was queued: the synchronization it made. */
-static void watch_after(const copy_watch *w)
-{
-    if (w->sync_dev >= 0)
-        tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, w->sync_dev, w->sync_stream, 0, NULL);
-    if (w->order_dev >= 0)
-        tc__access_sync_of(TC__SYNC_STREAM_WAIT_STREAM, NULL, w->from_dev, w->from_stream,
-                           w->order_dev, w->order_stream);
 }
 
 /* ---- the copy ------------------------------------------------------------------ */
@@ -181,10 +166,10 @@ tc_status tc__copy_across(tc_tensor *dst, const tc_tensor *src, bool non_blockin
 {
     if (tc__numel(dst->ndim, dst->sizes) == 0)
         return TC_OK;
-    bool watched = tc__access_on();
-    copy_watch w;
+    bool watched = tc__access_on(), pending = false;
+    tc__sync then;
     if (watched)
-        TC_TRY(watch_before(dst, src, non_blocking, &w));
+        TC_TRY(watch_before(dst, src, non_blocking, &then, &pending));
     bool wait;
     TC_TRY(sync_rules(dst, src, non_blocking, &wait));
     tc_tensor *s = NULL, *d = NULL;
@@ -199,7 +184,7 @@ tc_status tc__copy_across(tc_tensor *dst, const tc_tensor *src, bool non_blockin
         st = tc__copy_local(dst, d); /* on the destination device (the CPU after a wait) */
     tc_tensor_release(s);
     tc_tensor_release(d);
-    if (st == TC_OK && watched)
-        watch_after(&w);
+    if (st == TC_OK && pending)
+        tc__access_sync(&then);
     return st;
 }

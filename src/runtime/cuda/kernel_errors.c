@@ -5,6 +5,7 @@
 #include "cuda_internal.h"
 #include "runtime/cuda/capture.h"
 #include "kernel_errors.h"
+#include "base/device_fault.h"
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 /* host addresses of the slots, made on first use and kept for the process */
@@ -40,6 +41,8 @@ tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot)
 
 tc_status tc__kernel_errors_check(int device)
 {
+    const char *api = tc__api_name;
+    TC_TRY(tc__device_fault_check(device, api ? api : "waiting for the GPU"));
     tc__kernel_error *s = atomic_load_explicit(&slots[device], memory_order_acquire);
     if (TC_LIKELY(!s))
         return TC_OK;

@@ -38,10 +38,11 @@ typedef struct tc__kernel_error {
 /* `device`'s slot as the GPU addresses it, made on first use. */
 tc_status tc__kernel_error_slot(int device, tc__kernel_error **slot);
 
-/* After a wait for `device` (or a query that found its work done): the
- * error a kernel left in its slot, if any, as TC_ERROR_INVALID_ARGUMENT
- * with its message, and the slot cleared; else TC_OK. Cheap: one read of
- * host memory. */
+/* After a wait for `device` (or a query that found its work done): a
+ * device fault (base/device_fault.h: a process group cut its collectives
+ * short) as TC_ERROR_INVALID_STATE; else the error a kernel left in its
+ * slot, if any, as TC_ERROR_INVALID_ARGUMENT with its message, and the slot
+ * cleared; else TC_OK. Cheap: two reads of host memory. */
 tc_status tc__kernel_errors_check(int device);
 #endif
 

@@ -6,6 +6,7 @@
 # without it.
 set(TCUDA_SOURCES
   # base: status, messages, handles, strings, environment switches
+  src/base/device_fault.c
   src/base/dtype.c
   src/base/entropy.c
   src/base/env.c
@@ -16,10 +17,6 @@ set(TCUDA_SOURCES
   src/access/access.c
   # sanitizer: the stream sanitizer (a watcher of access)
   src/sanitizer/sanitizer.c
-  src/sanitizer/sanitizer.c
-  src/sanitizer/sanitizer.c
-  src/sanitizer/sanitizer_access.c
-  src/sanitizer/sanitizer_access.c
   src/sanitizer/sanitizer_access.c
   src/sanitizer/sanitizer_capture.c
   src/sanitizer/sanitizer_clocks.c
@@ -27,8 +24,6 @@ set(TCUDA_SOURCES
   src/sanitizer/sanitizer_report.c
   src/sanitizer/sanitizer_stacks.c
   # memory: the caching allocator's algorithm
-  src/memory/alloc.c
-  src/memory/alloc.c
   src/memory/alloc.c
   src/memory/alloc_blocks.c
   src/memory/alloc_config.c
@@ -39,13 +34,9 @@ set(TCUDA_SOURCES
   src/memory/alloc_history_stacks.c
   src/memory/alloc_host.c
   src/memory/alloc_inspect.c
-  src/memory/alloc_inspect.c
-  src/memory/alloc_inspect.c
   src/memory/alloc_mempool.c
   src/memory/alloc_pools.c
   src/memory/alloc_segments.c
-  src/memory/alloc_streams.c
-  src/memory/alloc_streams.c
   src/memory/alloc_streams.c
   src/memory/alloc_text.c
   # runtime: devices, streams, events, NVTX, NVML; the device seam
@@ -61,8 +52,6 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_ops.c
   src/tensor/iter.c
   src/tensor/storage.c
-  src/tensor/tensor.c
-  src/tensor/tensor.c
   src/tensor/tensor.c
   src/tensor/tensor_copy.c
   src/tensor/tensor_copy_across.c
@@ -82,10 +71,6 @@ set(TCUDA_SOURCES
   src/jit/jit_parse.c
   # dist: comm, dist and IPC
   src/dist/comm.c
-  src/dist/comm.c
-  src/dist/comm.c
-  src/dist/dist_env.c
-  src/dist/dist_env.c
   src/dist/dist_env.c
   src/dist/ipc_handle.c
   # io: safetensors
@@ -94,8 +79,6 @@ set(TCUDA_SOURCES
   src/io/safetensors_parse.c
   src/io/safetensors_save.c
   # interop: DLPack
-  src/interop/dlpack.c
-  src/interop/dlpack.c
   src/interop/dlpack.c)
 # The cuda/ halves: host code and kernels.
 set(TCUDA_CUDA_SOURCES
@@ -106,8 +89,6 @@ set(TCUDA_CUDA_SOURCES
   src/memory/cuda/memory_host.c
   src/memory/cuda/memory_mempool.c
   src/memory/cuda/memory_snapshot.c
-  src/memory/cuda/memory_stats.c
-  src/memory/cuda/memory_stats.c
   src/memory/cuda/memory_stats.c
   # runtime
   src/runtime/cuda/capture.c
@@ -127,8 +108,6 @@ set(TCUDA_CUDA_SOURCES
   src/random/cuda/random_cuda.c
   # tensor
   src/tensor/cuda/blas.c
-  src/tensor/cuda/blas.c
-  src/tensor/cuda/blas.c
   src/tensor/cuda/blas_lt.c
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
@@ -143,8 +122,6 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
   src/tensor/cuda/tensor_cuda.c
-  src/tensor/cuda/tensor_cuda.c
-  src/tensor/cuda/tensor_cuda.c
   # graph
   src/graph/cuda/graph.c
   src/graph/cuda/graph_callables.c
@@ -158,20 +135,16 @@ set(TCUDA_CUDA_SOURCES
   # dist
   src/dist/cuda/comm_nccl.c
   src/dist/cuda/dist.c
-  src/dist/cuda/dist.c
-  src/dist/cuda/dist.c
-  src/dist/cuda/ipc.c
-  src/dist/cuda/ipc.c
   src/dist/cuda/ipc.c
   src/dist/cuda/ipc_event.c
   src/dist/cuda/nccl.c
+  src/dist/cuda/pg_join.c
+  src/dist/cuda/pg_watch.c
   # cuda: the device seam's table of a CUDA build
   src/cuda/device_ops.c)
 # What answers for the cuda/ halves in a build without CUDA.
 set(TCUDA_NOCUDA_SOURCES
   src/nocuda/device_ops.c
-  src/nocuda/dist.c
-  src/nocuda/dist.c
   src/nocuda/dist.c
   src/nocuda/graph.c
   src/nocuda/ipc.c

@@ -10,33 +10,50 @@
  * (rank 0 listens on MASTER_PORT on every interface, the others connect to
  * MASTER_ADDR:MASTER_PORT, each connect bounded by the timeout), then every
  * rank joins the NCCL communicator on its GPU (LOCAL_RANK, or the current
- * device). NCCL (libnccl.so.2, or $TCUDA_NCCL_LIBRARY) is loaded at run
- * time; without it the group calls are TC_ERROR_NOT_SUPPORTED. tcuda sets
- * NCCL_NVLS_ENABLE=0 unless it is set.
+ * device). NCCL is loaded at run time (include/tcuda/nccl.h says which
+ * library and how to choose it); without it the group calls are
+ * TC_ERROR_NOT_SUPPORTED.
  *
- * With NCCL 2.14 or later the communicator is non-blocking: no call waits
- * inside NCCL for a peer. Joining the communicator, queuing an operation
- * and destroying the group each give up after the group's timeout (the
- * communicator is then aborted) instead of hanging on a rank that died. An
- * older NCCL gets blocking calls, which a dead peer can still hang.
+ * The communicator is a blocking one, as PyTorch's by default: a collective
+ * queues NCCL's kernels on the current stream of the group's device and
+ * returns. tc_process_group_create sets up every connection the
+ * collectives use (a round of small collectives and a send and receive
+ * with every peer) before it returns, so that no later call waits inside
+ * NCCL for a peer; the rendezvous and that setup together end within the
+ * group's timeout, TC_ERROR_IO otherwise.
  *
- * Collectives act on tensors in place (contiguous GPU tensors on the group's
- * device), are queued on that device's current stream and return at once.
- * When `out` is not NULL it receives a tc_work: tc_work_wait blocks until
- * the operation is done, polling NCCL's asynchronous error state, and gives
- * up after the group's timeout (the communicator is then aborted and every
- * later call on the group is TC_ERROR_INVALID_STATE): a peer that died or
- * hangs gives a clean error, never a silent hang.
+ * Never a hang: each group has a watchdog thread, as PyTorch's NCCL
+ * watchdog. It polls NCCL's asynchronous error and the age of the
+ * collectives still running; when NCCL reports an error, or a collective
+ * has not finished within the group's timeout (a peer died, exited or
+ * stopped), it aborts the group: the collectives still running are marked
+ * failed, and ncclCommAbort ends their kernels. Every way of waiting then
+ * returns within the timeout and a few seconds, with a status naming this
+ * rank and the collective: tc_work_wait, tc_work_query and
+ * tc_work_wait_stream give TC_ERROR_INVALID_STATE; so do the host waits
+ * that ordered themselves after a failed collective (tc_stream_synchronize,
+ * tc_synchronize, tc_event_synchronize, a blocking copy of its tensor to
+ * the CPU: any wait for the group's device, or for a device whose stream
+ * waited for the work), because the tensors it wrote hold garbage; until
+ * the group is destroyed. A group that was aborted refuses every later
+ * operation (TC_ERROR_INVALID_STATE with the reason); destroying it gives
+ * TC_OK. Destroying a healthy group waits, at most the timeout, for its
+ * collectives to finish; if they do not, it aborts the communicator and
+ * returns TC_ERROR_INVALID_STATE.
  *
- * Threads: a group may be used from several threads. When it is aborted
- * (a timeout or an NCCL error seen by any thread), calls that start later
- * fail with TC_ERROR_INVALID_STATE and the reason; calls already inside
- * see the abort at their next poll and fail the same way; the communicator
- * is aborted (ncclCommAbort) by the last of them to leave, never under a
- * thread still using it. Works stay valid handles: waiting on one gives
- * TC_OK if it had finished, else the abort error. Destroying a group
- * while another thread is still calling it is, as for every handle, the
- * caller's bug.
+ * Two limits, both PyTorch's too: a create that gives up while NCCL's
+ * setup waits for a stopped peer leaves that setup to a thread, which
+ * cleans up when NCCL lets it go (a process that exits meanwhile may crash
+ * on the way out); and a call that still waits inside NCCL for a peer
+ * (a connection the setup did not foresee) is aborted under it by the
+ * watchdog after the timeout and 2 s.
+ *
+ * Threads: a group may be used from several threads; NCCL calls on it are
+ * made one thread at a time (a communicator is not thread-safe), in the
+ * order the threads arrive. Works stay valid handles after an abort:
+ * waiting on one gives TC_OK if it had finished, else the abort error.
+ * Destroying a group while another thread is still calling it is, as for
+ * every handle, the caller's bug.
  *
  * Common errors: TC_ERROR_INVALID_ARGUMENT (NULL, a CPU or non-contiguous
  * tensor, a rank out of range), TC_ERROR_INVALID_HANDLE (a destroyed group
@@ -77,7 +94,7 @@ typedef struct tc_dist_options {
     int local_rank;        /* the GPU of this rank; TC_CURRENT_DEVICE: the current one */
     char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
     int master_port;       /* 1 .. 65535 */
-    double timeout_s;      /* rendezvous and tc_work_wait limit; <= 0: 600 s */
+    double timeout_s;      /* create, a collective, destroy: their limit; <= 0: 600 s */
 } tc_dist_options;
 
 /* Reads the options from the environment: RANK/WORLD_SIZE/LOCAL_RANK, else
@@ -96,10 +113,10 @@ TCUDA_API tc_status tc_process_group_create(const tc_dist_options *opts, tc_proc
 /* tc_dist_options_from_env, then tc_process_group_create. */
 TCUDA_API tc_status tc_process_group_create_from_env(tc_process_group **out);
 /* Destroys the group once its last tc_work is destroyed too: lets its
- * queued work finish (ncclCommFinalize) for at most the timeout, then frees
- * the communicator; aborts it when the group failed, or when finishing
- * fails or times out (TC_ERROR_INVALID_STATE: the group's resources are
- * freed all the same). */
+ * queued collectives finish for at most the timeout, then frees the
+ * communicator (ncclCommDestroy); aborts it when the group failed (TC_OK),
+ * or when they do not finish in time (TC_ERROR_INVALID_STATE: the group's
+ * resources are freed all the same). */
 TCUDA_API tc_status tc_process_group_destroy(tc_process_group *pg);
 
 /* This rank, the group's size (world size) and GPU. These cannot fail: for
@@ -139,7 +156,9 @@ TCUDA_API tc_status tc_dist_barrier(tc_process_group *pg);
 
 /* ---- work (torch.distributed's Work) -------------------------------------- */
 
-/* Blocks until the work is done: TC_OK, or the group's error (see above). */
+/* Blocks until the work is done: TC_OK, or TC_ERROR_INVALID_STATE when an
+ * abort cut it short (see above). The host polls (yielding the core first,
+ * then sleeping longer), so a short collective costs a few microseconds. */
 TCUDA_API tc_status tc_work_wait(tc_work *work);
 /* TC_OK when done, TC_ERROR_NOT_READY while running, or the error. */
 TCUDA_API tc_status tc_work_query(tc_work *work);

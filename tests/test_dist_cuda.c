@@ -5,18 +5,19 @@
  * GPUs: the test runs itself again (fork + exec) as one rank per GPU, formed
  * from the environment as torchrun sets it, and checks every operation and a
  * send/recv ring against values computed on the host; then a group whose
- * rank 1 exits without taking part: rank 0's wait ends with
- * TC_ERROR_INVALID_STATE after the timeout, not a hang. Exits 77 without a
+ * rank 1 exits without taking part: rank 0's all_reduce (at the
+ * call or at the wait) ends with TC_ERROR_INVALID_STATE after the timeout,
+ * not a hang. Exits 77 without a
  * GPU or without NCCL (say where it is with TCUDA_NCCL_LIBRARY).
  *
  * On one GPU, with a fake NCCL (support/fake_nccl.c) in a child process:
- * a communicator whose setup never ends fails tc_process_group_create with
- * TC_ERROR_IO after the timeout (and is aborted once); an operation that is
- * never queued times out in one thread while another thread is inside an
- * operation of the same group: both fail with TC_ERROR_INVALID_STATE, the
- * communicator is aborted once and never used after; a healthy group's
- * init, operation and destroy (ncclCommFinalize, then ncclCommDestroy) each
- * wait through ncclInProgress. */
+ * a communicator whose setup never returns fails tc_process_group_create
+ * with TC_ERROR_IO after the timeout (the setup is left to its thread); an
+ * operation that stays inside NCCL is aborted under it by the watchdog
+ * (after the timeout and 2 s) while another thread waits to queue on the
+ * same group: both fail with TC_ERROR_INVALID_STATE, the communicator is
+ * aborted once and never used after; a healthy group's init, operation and
+ * destroy (its ops drained, then ncclCommDestroy) work. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -272,10 +273,10 @@ static int fake_main(const char *mode)
     double t0 = tc_test_now_ms();
     tc_status st = tc_process_group_create(&o, &pg);
     double took = (tc_test_now_ms() - t0) / 1000;
-    if (!strcmp(mode, "init_hangs")) {
+    if (!strcmp(mode, "init_hangs")) { /* NCCL never returns: the caller does, after 1 s */
         CHECK(st == TC_ERROR_IO && took >= 0.9 && took < 10);
         CHECK(strstr(tc_last_error(), "not ready within") != NULL);
-        CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
+        CHECK(fake_count("fake_nccl_misuse") == 0);
         return TC_TEST_DONE();
     }
     CHECK_OK(st);
@@ -285,6 +286,8 @@ static int fake_main(const char *mode)
     tc_tensor *t = NULL;
     CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &t));
     if (!strcmp(mode, "op_hangs")) { /* the second thread is inside when the first aborts */
+        /* A stays inside NCCL; the watchdog aborts under it after the
+         * timeout and 2 s; B waits for A's launch lock meanwhile */
         racer a = {pg, t, 0, TC_OK, 0}, b = {pg, t, 300000, TC_OK, 0};
         pthread_t ta, tb;
         CHECK(pthread_create(&ta, NULL, race, &a) == 0 && pthread_create(&tb, NULL, race, &b) == 0);
@@ -293,7 +296,7 @@ static int fake_main(const char *mode)
         printf("fake op_hangs: %s after %.2f s, %s after %.2f s\n", tc_status_string(a.st),
                a.took_s, tc_status_string(b.st), b.took_s);
         CHECK(a.st == TC_ERROR_INVALID_STATE && b.st == TC_ERROR_INVALID_STATE);
-        CHECK(a.took_s >= 0.9 && a.took_s < 10 && b.took_s < 10);
+        CHECK(a.took_s >= 2.9 && a.took_s < 10 && b.took_s < 10);
         CHECK(fake_count("fake_nccl_aborts") == 1 && fake_count("fake_nccl_misuse") == 0);
         CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
         CHECK(strstr(tc_last_error(), "aborted") != NULL);
@@ -305,8 +308,8 @@ static int fake_main(const char *mode)
         CHECK_OK(tc_work_wait(w));
         CHECK_OK(tc_process_group_destroy(pg)); /* the work holds the group */
         CHECK(fake_count("fake_nccl_finalizes") == 0);
-        CHECK_OK(tc_work_destroy(w)); /* the last reference: finalize, destroy */
-        CHECK(fake_count("fake_nccl_finalizes") == 1 && fake_count("fake_nccl_destroys") == 1);
+        CHECK_OK(tc_work_destroy(w)); /* the last reference: drain, destroy */
+        CHECK(fake_count("fake_nccl_destroys") == 1);
         CHECK(fake_count("fake_nccl_aborts") == 0);
     }
     CHECK(fake_count("fake_nccl_misuse") == 0);
@@ -354,14 +357,19 @@ static int rank_main(const char *mode)
         CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32,
                                 (tc_device){TC_CUDA, tc_process_group_device(pg)}, &t));
         tc_work *w = NULL;
-        CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
         double t0 = tc_test_now_ms();
-        tc_status st = tc_work_wait(w);
-        printf("rank 0: wait after the peer died: %s (%.1f s): %s\n", tc_status_string(st),
+        /* The first collective sets up NCCL's connections, which needs the
+         * peer: it may fail at the call already, or later at the wait. */
+        tc_status st = tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w);
+        if (st == TC_OK)
+            st = tc_work_wait(w);
+        printf("rank 0: all_reduce after the peer left: %s (%.1f s): %s\n", tc_status_string(st),
                (tc_test_now_ms() - t0) / 1000, tc_last_error());
         CHECK(st == TC_ERROR_INVALID_STATE || st == TC_ERROR_CUDA);
+        CHECK((tc_test_now_ms() - t0) / 1000 < 20 + 10);
         CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_STATE);
-        tc_work_destroy(w);
+        if (w)
+            tc_work_destroy(w);
         _exit(tc_test_failed ? 1 : 0); /* the GPU may be left busy: no orderly teardown */
     }
     CHECK_OK(tc_process_group_destroy(pg));

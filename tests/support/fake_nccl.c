@@ -3,20 +3,25 @@
  * communicator whose setup never ends, an operation that never gets
  * queued, an ncclCommInitAll that fails. It moves no data.
  *
- * $FAKE_NCCL picks the behaviour: "ok" (init, operations and finalize
- * answer ncclInProgress and are done two polls later), "init_hangs" (init
- * stays in progress), "op_hangs" (operations stay in progress),
+ * $FAKE_NCCL picks the behaviour: "ok" (on a non-blocking communicator,
+ * init, operations and finalize answer ncclInProgress and are done two
+ * polls later; on a blocking one they return done), "init_hangs" (init
+ * stays in progress, or never returns when blocking), "op_hangs"
+ * (operations stay in progress, or do not return until the communicator is
+ * aborted, then fail with ncclInternalError, as NCCL's abort flag makes them),
  * "initall_fails" (ncclCommInitAll fails with a message). Communicators are
  * never freed, so a use after ncclCommAbort or ncclCommDestroy is seen and
  * counted in fake_nccl_misuse; the other counters say what was called. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct fake_comm {
     atomic_int state; /* ncclResult_t of the pending work: 0 done, 7 in progress */
     atomic_int polls_left;
     atomic_int dead;
+    int blocking; /* calls return when done (tcuda's process groups ask for this) */
 } fake_comm;
 
 typedef struct {
@@ -95,13 +100,22 @@ int ncclCommInitRank(void **c, int n, fake_id id, int r)
 {
     (void)n, (void)id, (void)r;
     int st = new_comm(c, 0);
-    if (st == 7)
+    if (st == 7) {
         atomic_store(&((fake_comm *)*c)->state, 0); /* blocking: done */
+        ((fake_comm *)*c)->blocking = 1;
+    }
     return st == 7 ? 0 : st;
 }
 int ncclCommInitRankConfig(void **c, int n, fake_id id, int r, void *cfg)
 {
-    (void)n, (void)id, (void)r, (void)cfg;
+    (void)n, (void)id, (void)r;
+    /* ncclConfig_t: size_t size, unsigned magic, unsigned version, int blocking */
+    int blocking = *(const int *)((const char *)cfg + sizeof(size_t) + 2 * sizeof(unsigned));
+    if (blocking == 1) {
+        while (mode_is("init_hangs"))
+            sleep(1000); /* a peer that never comes: NCCL waits for it */
+        return ncclCommInitRank(c, n, id, r);
+    }
     return new_comm(c, mode_is("init_hangs"));
 }
 int ncclCommInitAll(void **c, int n, const int *devs)
@@ -149,42 +163,55 @@ const char *ncclGetLastError(void *c)
     return last;
 }
 
-static int op(void *c) { return pending(use(c), mode_is("op_hangs")); }
+/* In "op_hangs" only the test's own operations (64 elements) hang, not
+ * those tcuda queues while it sets up a group. */
+static int op(void *c, size_t n)
+{
+    fake_comm *f = use(c);
+    int hangs = mode_is("op_hangs") && n == 64;
+    if (!f->blocking)
+        return pending(f, hangs);
+    if (!hangs)
+        return 0;
+    while (!atomic_load(&f->dead))
+        usleep(1000);
+    return 3; /* ncclInternalError: the abort flag ended the wait */
+}
 
 int ncclAllReduce(const void *s, void *d, size_t n, int t, int o, void *c, void *st)
 {
-    (void)s, (void)d, (void)n, (void)t, (void)o, (void)st;
-    return op(c);
+    (void)s, (void)d, (void)t, (void)o, (void)st;
+    return op(c, n);
 }
 int ncclBroadcast(const void *s, void *d, size_t n, int t, int root, void *c, void *st)
 {
-    (void)s, (void)d, (void)n, (void)t, (void)root, (void)st;
-    return op(c);
+    (void)s, (void)d, (void)t, (void)root, (void)st;
+    return op(c, n);
 }
 int ncclReduce(const void *s, void *d, size_t n, int t, int o, int root, void *c, void *st)
 {
-    (void)s, (void)d, (void)n, (void)t, (void)o, (void)root, (void)st;
-    return op(c);
+    (void)s, (void)d, (void)t, (void)o, (void)root, (void)st;
+    return op(c, n);
 }
 int ncclAllGather(const void *s, void *d, size_t n, int t, void *c, void *st)
 {
-    (void)s, (void)d, (void)n, (void)t, (void)st;
-    return op(c);
+    (void)s, (void)d, (void)t, (void)st;
+    return op(c, n);
 }
 int ncclReduceScatter(const void *s, void *d, size_t n, int t, int o, void *c, void *st)
 {
-    (void)s, (void)d, (void)n, (void)t, (void)o, (void)st;
-    return op(c);
+    (void)s, (void)d, (void)t, (void)o, (void)st;
+    return op(c, n);
 }
 int ncclSend(const void *s, size_t n, int t, int peer, void *c, void *st)
 {
-    (void)s, (void)n, (void)t, (void)peer, (void)st;
-    return op(c);
+    (void)s, (void)t, (void)peer, (void)st;
+    return op(c, n);
 }
 int ncclRecv(void *d, size_t n, int t, int peer, void *c, void *st)
 {
-    (void)d, (void)n, (void)t, (void)peer, (void)st;
-    return op(c);
+    (void)d, (void)t, (void)peer, (void)st;
+    return op(c, n);
 }
 int ncclGroupStart(void) { return 0; }
 int ncclGroupEnd(void) { return 0; }

@@ -88,6 +88,7 @@ set(TCUDA_SOURCES
   src/dist/dist_env.c
   src/dist/dist_env.c
   src/dist/ipc_handle.c
+  src/dist/nccl_version.c
   # io: safetensors
   src/io/json.c
   src/io/safetensors.c
@@ -176,6 +177,7 @@ set(TCUDA_NOCUDA_SOURCES
   src/nocuda/graph.c
   src/nocuda/ipc.c
   src/nocuda/memory.c
+  src/nocuda/nccl.c
   src/nocuda/nocuda.c
   src/nocuda/nvtx.c
   src/nocuda/runtime.c)

@@ -73,6 +73,7 @@ set(TCUDA_SOURCES
   src/dist/comm.c
   src/dist/dist_env.c
   src/dist/ipc_handle.c
+  src/dist/nccl_version.c
   # io: safetensors
   src/io/json.c
   src/io/safetensors.c
@@ -149,6 +150,7 @@ set(TCUDA_NOCUDA_SOURCES
   src/nocuda/graph.c
   src/nocuda/ipc.c
   src/nocuda/memory.c
+  src/nocuda/nccl.c
   src/nocuda/nocuda.c
   src/nocuda/nvtx.c
   src/nocuda/runtime.c)

@@ -4,7 +4,8 @@
  * handle refused once collected, and a consumer that dies without releasing
  * (fork + _exit) counted as released; a consumer that opened the count file
  * just before the producer unlinked it (and a new file took the name) is
- * refused, never counting on the orphan or the newcomer. */
+ * refused, never counting on the orphan or the newcomer; and the removal at
+ * the producer's exit waits for a consumer that holds the lock. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -249,6 +250,44 @@ static void test_unlinked_under_the_consumer(void)
     tc__ipc_ref_remove(me, 6);
 }
 
+static void *remove_main(void *p)
+{
+    acquirer *a = p;
+    tc__ipc_ref_remove(a->pid, a->seq);
+    return NULL;
+}
+
+/* The producer's removal at exit unlinks under the lock, as a collection
+ * does: a consumer that holds the lock (it checked that the file is live
+ * and is about to count) keeps the file until it is done, and is never left
+ * counting on an orphan. Then the file goes, and the handle is stale. */
+static void test_remove_waits_for_the_lock(void)
+{
+    uint32_t me = (uint32_t)getpid();
+    uint64_t key = 0x5eedull;
+    char path[256];
+    tc__ipc_ref_path(me, 8, path, sizeof path);
+    CHECK_OK(tc__ipc_ref_create(me, 8, key));
+    int held = open(path, O_RDWR); /* the consumer, inside tc__ipc_ref_acquire */
+    struct stat st;
+    CHECK(held >= 0 && flock(held, LOCK_EX) == 0 && fstat(held, &st) == 0);
+    acquirer a = {.pid = me, .seq = 8, .key = key};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, remove_main, &a) == 0);
+    if (!lock_waiter_seen(st.st_ino)) /* an unlink without the lock is done by now */
+        printf("test_ipc: could not see the removal wait for the lock\n");
+    struct stat now;
+    CHECK(fstat(held, &now) == 0 && now.st_nlink == 1); /* still the live file */
+    CHECK(access(path, F_OK) == 0);
+    CHECK(flock(held, LOCK_UN) == 0);
+    close(held);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_STATUS(tc__ipc_ref_acquire(me, 8, key), TC_ERROR_INVALID_HANDLE);
+    CHECK(strstr(tc_last_error(), "stale") != NULL);
+    tc__ipc_ref_remove(me, 8); /* gone already: nothing to do */
+}
+
 int main(void)
 {
     tc_test_init();
@@ -258,6 +297,7 @@ int main(void)
     test_encoding();
     test_count_files();
     test_unlinked_under_the_consumer();
+    test_remove_waits_for_the_lock();
     rmdir(dir);
     return TC_TEST_DONE();
 }

@@ -293,6 +293,27 @@ static void dist_calls(void)
     tc_tensor_release(t);
 }
 
+/* NCCL needs no GPU: a build with CUDA answers from the library (or says
+ * why none loads), one without CUDA has none; bad input is the same in both. */
+static void nccl_calls(void)
+{
+    int v = 0, a = 0, b = 0, c = 0;
+    const char *path = NULL;
+    BAD(tc_nccl_version(NULL));
+    BAD(tc_nccl_get_library_path(NULL));
+    BAD(tc_nccl_version_split(22703, NULL, &b, &c));
+    BAD(tc_nccl_version_split(999, &a, &b, &c));
+    EXPECT(tc_nccl_version_split(22703, &a, &b, &c), TC_OK);
+    if (!tc_get_arch_list()[0]) { /* built without CUDA */
+        NODEV(tc_nccl_version(&v));
+        NODEV(tc_nccl_get_library_path(&path));
+    } else {
+        tc_status st = tc_nccl_version(&v);
+        CHECK(st == TC_OK || st == TC_ERROR_NOT_SUPPORTED);
+        CHECK(tc_nccl_get_library_path(&path) == st);
+    }
+}
+
 static void ipc_and_tensor_calls(void)
 {
     tc_tensor *cpu = NULL, *t = NULL;
@@ -347,6 +368,7 @@ int main(void)
     memory_calls();
     graph_calls();
     dist_calls();
+    nccl_calls();
     ipc_and_tensor_calls();
     free(garbage);
     return TC_TEST_DONE();

@@ -3,7 +3,10 @@
  * beside this test's build directory is tried, and the test is skipped (77)
  * when neither exists. `tcuda info` prints and exits 0; with its output on
  * /dev/full it must fail (0.1 exited 0 having written nothing); an unknown
- * command is named in the error, with the list of commands. */
+ * command is named in the error, with the list of commands. Its NCCL line
+ * gives the version and file of the library TCUDA_NCCL_LIBRARY names (the
+ * fake of tests/support, where built), or why there is none: a wrong
+ * TCUDA_NCCL_LIBRARY is named, with the loader's words. */
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -60,6 +63,61 @@ static void run(const char *tool, char *const args[], const char *out_path, run_
     unlink(err_tmp);
 }
 
+/* The text of the "  NCCL: " line of r->out (without the newline), or "". */
+static const char *nccl_text(const run_result *r, char *buf, size_t size)
+{
+    const char *line = strstr(r->out, "\n  NCCL: ");
+    buf[0] = '\0';
+    if (line)
+        snprintf(buf, size, "%.*s", (int)strcspn(line + 1, "\n"), line + 1);
+    return buf;
+}
+
+/* `tcuda info`'s NCCL line with TCUDA_NCCL_LIBRARY unset, wrong, and (where
+ * the fake NCCL is built) pointing at the fake; the program exits 0 in every
+ * case: no NCCL is an answer, not a failure. */
+static void nccl_line(const char *tool, run_result *r)
+{
+    char *info[] = {"info", NULL};
+    char line[1024];
+    const char *saved = getenv("TCUDA_NCCL_LIBRARY");
+    char *keep = saved ? strdup(saved) : NULL;
+
+    unsetenv("TCUDA_NCCL_LIBRARY");
+    run(tool, info, NULL, r);
+    printf("unset: %s\n", nccl_text(r, line, sizeof line));
+    CHECK(r->code == 0 && strncmp(line, "  NCCL: ", 8) == 0);
+    CHECK(strstr(line, "tc_nccl") == NULL); /* the call's name is not repeated */
+
+    setenv("TCUDA_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    run(tool, info, NULL, r);
+    printf("wrong: %s\n", nccl_text(r, line, sizeof line));
+    CHECK(r->code == 0 && r->err[0] == '\0');
+    CHECK(strncmp(line, "  NCCL: not available: ", 23) == 0);
+#ifdef TCUDA_HAVE_CUDA
+    CHECK(strstr(line, "TCUDA_NCCL_LIBRARY=/nonexistent/libnccl.so.2 does not load: ") != NULL);
+    CHECK(strstr(line, "/nonexistent/libnccl.so.2: cannot open shared object file") != NULL);
+#else
+    CHECK(strstr(line, "CUDA is not available: tcuda was built without CUDA") != NULL);
+#endif
+
+#ifdef TC_TEST_FAKE_NCCL
+    setenv("TCUDA_NCCL_LIBRARY", TC_TEST_FAKE_NCCL, 1);
+    run(tool, info, NULL, r);
+    printf("fake: %s\n", nccl_text(r, line, sizeof line));
+    char real[4096], want[4200];
+    CHECK(realpath(TC_TEST_FAKE_NCCL, real) != NULL);
+    snprintf(want, sizeof want, "  NCCL: 2.20.0 (%s)", real); /* fake_nccl.c's 22000 */
+    CHECK(r->code == 0 && strcmp(line, want) == 0);
+#endif
+
+    if (keep)
+        setenv("TCUDA_NCCL_LIBRARY", keep, 1);
+    else
+        unsetenv("TCUDA_NCCL_LIBRARY");
+    free(keep);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -79,6 +137,8 @@ int main(int argc, char **argv)
     CHECK(strncmp(r.out, "tcuda ", 6) == 0 && strstr(r.out, "CUDA available: ") != NULL);
     CHECK(strstr(r.out, tc_version()) != NULL); /* the library it runs on is this one */
     CHECK(r.err[0] == '\0');
+
+    nccl_line(tool, &r);
 
     /* a full disk: the output is lost, so the tool must fail and say so */
     if (access("/dev/full", W_OK) == 0) {

@@ -1,6 +1,7 @@
 /* The `tcuda` program. `tcuda info` answers what a user asks first: is CUDA
- * here, which driver and runtime, which GPUs with what memory and clocks, how
- * they reach each other, and what this build of tcuda carries.
+ * here, which driver and runtime, which NCCL (version and file, or why
+ * none), which GPUs with what memory and clocks, how they reach each other,
+ * and what this build of tcuda carries.
  *
  * Like any Unix tool it fails when its output cannot be written (a full disk,
  * `tcuda info > /dev/full`, a closed pipe): main checks stdout once at the
@@ -27,6 +28,27 @@ static void print_versions(void)
     printf("  runtime: CUDA %d.%d (linked statically)\n", rt / 1000, (rt % 1000) / 10);
 }
 
+/* One line: NCCL's version and file, or why there is none (the message of
+ * tc_nccl_version without the call's name and the "NCCL is not available"
+ * that this line already says). */
+static void print_nccl(void)
+{
+    int code = 0, major = 0, minor = 0, patch = 0;
+    const char *path = NULL;
+    if (tc_nccl_version(&code) == TC_OK && tc_nccl_get_library_path(&path) == TC_OK &&
+        tc_nccl_version_split(code, &major, &minor, &patch) == TC_OK) {
+        printf("  NCCL: %d.%d.%d (%s)\n", major, minor, patch, path);
+        return;
+    }
+    const char *why = tc_last_error();
+    static const char *const skip[] = {
+        "tc_nccl_version: ", "tc_nccl_get_library_path: ", "NCCL is not available: "};
+    for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
+        if (strncmp(why, skip[i], strlen(skip[i])) == 0)
+            why += strlen(skip[i]);
+    printf("  NCCL: not available: %s\n", why);
+}
+
 static void print_monitor(int d)
 {
     int util = -1, mem = -1, temp = -1, power = -1;
@@ -49,6 +71,7 @@ static int info(void)
     const char *archs = tc_get_arch_list();
     printf("  kernels built for: %s\n", archs[0] ? archs : "(built without CUDA)");
     print_versions();
+    print_nccl();
     if (!tc_is_available()) {
         printf("CUDA available: no\n  %s\n", tc_last_error());
         printf("tcuda runs on the CPU here; GPU calls answer TC_ERROR_NO_DEVICE.\n");
@@ -95,7 +118,7 @@ static const char commands[] = "info, memviz, help";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tcuda info    what CUDA, GPUs and this tcuda build offer\n"
+    fprintf(f, "usage: tcuda info    what CUDA, NCCL, GPUs and this tcuda build offer\n"
                "       tcuda memviz [--summary] [--device N] SNAPSHOT > report.html\n"
                "                     a memory snapshot (tc_memory_dump_snapshot) as one HTML\n"
                "                     page, or with --summary as a text table\n"

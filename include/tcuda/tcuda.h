@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "ipc.h"
 #include "dist.h"
+#include "nccl.h"
 #include "dlpack.h"
 #include "safetensors.h"
 

@@ -13,7 +13,10 @@
  * consumer processes. Every access holds flock(LOCK_EX) on it, and checks
  * under the lock that the open file is still the one of that name (not
  * unlinked by a collection that held the lock first, nor replaced): a
- * count is only ever taken on the live file. The block is
+ * count is only ever taken on the live file. That check holds only because
+ * every unlink is made under the lock too (a collection, the removal at the
+ * producer's exit, a create that failed): an unlink between a consumer's
+ * check and its write would leave its count in an orphan. The block is
  * done when nothing is pending and no live process holds a count: a slot
  * whose pid no longer exists (kill(pid, 0) == ESRCH) is cleared, so a
  * crashed consumer does not pin the memory forever. */
@@ -179,11 +182,11 @@ tc_status tc__ipc_ref_create(uint32_t pid, uint64_t seq, uint64_t key)
     r.magic = REF_MAGIC;
     r.pending = 1;
     bool ok = ref_write(fd, &r);
+    if (!ok)
+        unlink(path); /* under the lock, as every unlink */
     ref_close(fd);
-    if (!ok) {
-        unlink(path);
+    if (!ok)
         return tc__fail(TC_ERROR_IO, "could not write the IPC count file %s", path);
-    }
     return TC_OK;
 }
 
@@ -281,7 +284,11 @@ bool tc__ipc_ref_done(uint32_t pid, uint64_t seq)
 
 void tc__ipc_ref_remove(uint32_t pid, uint64_t seq)
 {
+    int fd = ref_open(pid, seq, O_RDWR);
+    if (fd < 0)
+        return; /* gone already, or the name is another file's now */
     char path[256];
     tc__ipc_ref_path(pid, seq, path, sizeof path);
     unlink(path);
+    ref_close(fd);
 }

@@ -57,7 +57,9 @@ void tc__ipc_ref_release(uint32_t pid, uint64_t seq);
  * references are cleared); then the file is removed and the block may go.
  * A file that cannot be read counts as done. */
 bool tc__ipc_ref_done(uint32_t pid, uint64_t seq);
-/* Producer: removes the count file (at exit). */
+/* Producer: removes the count file (at exit). It takes the file's lock
+ * first, as every unlink does, so that no consumer is between its check
+ * that the file is live and its count. */
 void tc__ipc_ref_remove(uint32_t pid, uint64_t seq);
 
 #ifdef __cplusplus

@@ -67,9 +67,11 @@ typedef struct tc__nccl_api {
  * succeeded, the optional ones may be. */
 extern tc__nccl_api tc__nccl;
 
-/* Loads NCCL once ($TCUDA_NCCL_LIBRARY first, then libnccl.so.2) and sets
- * NCCL_NVLS_ENABLE=0 unless the user set it. TC_ERROR_NOT_SUPPORTED naming
- * what is missing. */
+/* Loads NCCL once: $TCUDA_NCCL_LIBRARY alone when it is set and not empty,
+ * else libnccl.so.2, then libnccl.so. TC_ERROR_NOT_SUPPORTED saying why it is
+ * not there (the variable and its value with dlerror's words, the names
+ * tried, or the symbol an older NCCL lacks), the same on every call. Sets no
+ * environment variable (NCCL's are the user's). */
 tc_status tc__nccl_ready(void);
 /* TC_ERROR_CUDA: "`what` failed: NCCL error N (NCCL's words): NCCL's last
  * error message" (the last part where this NCCL has ncclGetLastError). */

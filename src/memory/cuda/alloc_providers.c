@@ -71,6 +71,18 @@ static void *ev_record(void *ctx, uintptr_t stream)
     return (void *)e;
 }
 
+/* A device provider's event is made and recorded on its own device: a block
+ * of cuda:1 may be freed while cuda:0 is current, and a default stream's
+ * handle, 0, names the current device's legacy stream, so the event would
+ * otherwise mark cuda:0's work and the block be reused too early. */
+static void *dev_ev_record(void *ctx, uintptr_t stream)
+{
+    tc_device_guard g = tc_device_guard_enter(dev_of(ctx));
+    void *e = ev_record(ctx, stream); /* a switch fails only when CUDA is broken */
+    tc_device_guard_exit(&g);
+    return e;
+}
+
 static int ev_query(void *ctx, void *e)
 {
     (void)ctx;
@@ -201,7 +213,7 @@ tc_status tc__device_provider(int device, bool expandable, tc__seg_provider *p)
     p->alloc = dm_alloc;
     p->free = dm_free;
     p->mem_info = dm_info;
-    p->event_record = ev_record;
+    p->event_record = dev_ev_record;
     p->event_query = ev_query;
     p->event_sync = ev_sync;
     p->event_destroy = ev_destroy;

@@ -7,7 +7,15 @@
  * wait do nothing. An event is not meant to be recorded from two threads at
  * once. Every handle goes through tc__handle_check (base/handle_pool.h):
  * destroyed events are parked, so a stale handle or a second destroy is
- * TC_ERROR_INVALID_HANDLE, never a use after free. */
+ * TC_ERROR_INVALID_HANDLE, never a use after free.
+ *
+ * Record and wait run with the stream's device current: a default stream's
+ * handle is 0, CUDA's legacy stream, which names the current device's, so
+ * recording on the default stream of cuda:1 while cuda:0 is current would
+ * otherwise reach cuda:0's stream (and fail there: the event is cuda:1's),
+ * and a wait would hold back the wrong device's work. An event recorded on
+ * one device may be waited for on another's stream (cudaStreamWaitEvent
+ * takes events of any device). */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -97,7 +105,11 @@ tc_status tc_event_record(tc_event *event, tc_stream *stream)
                         "the event belongs to cuda:%d but the stream to cuda:%d; "
                         "record it on a stream of cuda:%d or use another event",
                         event->device, s->device, event->device);
-    TC_CUDA_CHECK(cudaEventRecord(event->handle, s->handle));
+    tc_device_guard g = tc_device_guard_enter(s->device); /* handle 0: see the top */
+    TC_TRY(g.status);
+    cudaError_t err = cudaEventRecord(event->handle, s->handle);
+    tc_device_guard_exit(&g);
+    TC_CUDA_CHECK(err);
     event->recorded = true;
     if (tc__access_on())
         tc__access_sync_of(TC__SYNC_EVENT_RECORD, event, s->device, (void *)s->handle, 0, NULL);
@@ -138,7 +150,11 @@ tc_status tc_event_wait(tc_event *event, tc_stream *stream)
     TC_TRY(tc__resolve_stream(stream, &s));
     if (!event->recorded)
         return TC_OK;
-    TC_CUDA_CHECK(cudaStreamWaitEvent(s->handle, event->handle, 0));
+    tc_device_guard g = tc_device_guard_enter(s->device); /* handle 0: see the top */
+    TC_TRY(g.status);
+    cudaError_t err = cudaStreamWaitEvent(s->handle, event->handle, 0);
+    tc_device_guard_exit(&g);
+    TC_CUDA_CHECK(err);
     if (tc__access_on())
         tc__access_sync_of(TC__SYNC_EVENT_WAIT, event, s->device, (void *)s->handle, 0, NULL);
     return TC_OK;

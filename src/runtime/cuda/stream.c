@@ -21,7 +21,14 @@
  * tc_stream_create of the same device and priority takes it again, as
  * PyTorch pools its streams: creating CUDA streams is not free, and other
  * holders of raw handles (the stream sanitizer) stay safe. Retired streams
- * are bounded by the most streams that ever lived at once. */
+ * are bounded by the most streams that ever lived at once.
+ *
+ * A default stream's CUDA handle is 0, CUDA's legacy stream, and 0 names
+ * the legacy stream of whichever device is current. So every CUDA call here
+ * that takes a stream's handle runs with the stream's device current (a
+ * guard: one thread-local read when it is current already); otherwise the
+ * default stream of cuda:1, used while cuda:0 is current, would be cuda:0's
+ * (as PyTorch, whose stream calls enter the stream's device first). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -208,7 +215,11 @@ tc_status tc_stream_query(tc_stream *stream)
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_check("querying the stream", s->handle));
-    TC_TRY(tc__cuda_query(cudaStreamQuery(s->handle), "cudaStreamQuery", __FILE__, __LINE__));
+    tc_device_guard g = tc_device_guard_enter(s->device); /* handle 0: see the top */
+    TC_TRY(g.status);
+    cudaError_t err = cudaStreamQuery(s->handle);
+    tc_device_guard_exit(&g);
+    TC_TRY(tc__cuda_query(err, "cudaStreamQuery", __FILE__, __LINE__));
     if (tc__access_on()) /* the host saw the stream's work complete */
         tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
     return tc__kernel_errors_check(s->device);
@@ -220,7 +231,11 @@ tc_status tc_stream_synchronize(tc_stream *stream)
     tc_stream *s;
     TC_TRY(tc__resolve_stream(stream, &s));
     TC_TRY(tc__sync_point_on("waiting for the stream", s->handle));
-    TC_CUDA_CHECK(cudaStreamSynchronize(s->handle));
+    tc_device_guard g = tc_device_guard_enter(s->device); /* handle 0: see the top */
+    TC_TRY(g.status);
+    cudaError_t err = cudaStreamSynchronize(s->handle);
+    tc_device_guard_exit(&g);
+    TC_CUDA_CHECK(err);
     if (tc__access_on())
         tc__access_sync_of(TC__SYNC_STREAM_SYNC, NULL, s->device, (void *)s->handle, 0, NULL);
     return tc__kernel_errors_check(s->device);
@@ -238,21 +253,28 @@ tc_status tc_stream_wait_stream(tc_stream *stream, tc_stream *other)
     TC_TRY(tc__resolve_stream(other, &o));
     if (s == o)
         return TC_OK;
+    /* The event on o's device, the wait on s's (handle 0: see the top). */
     tc_device_guard g = tc_device_guard_enter(o->device);
     TC_TRY(g.status);
     cudaEvent_t e;
     const char *what = "cudaEventCreateWithFlags";
     cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    tc_status st = TC_OK;
     if (err == cudaSuccess) {
         what = "cudaEventRecord";
         err = cudaEventRecord(e, o->handle);
         if (err == cudaSuccess) {
+            tc_device_guard gs = tc_device_guard_enter(s->device);
+            st = gs.status;
             what = "cudaStreamWaitEvent";
-            err = cudaStreamWaitEvent(s->handle, e, 0);
+            if (st == TC_OK)
+                err = cudaStreamWaitEvent(s->handle, e, 0);
+            tc_device_guard_exit(&gs);
         }
         cudaEventDestroy(e); /* released once the wait no longer needs it */
     }
     tc_device_guard_exit(&g);
+    TC_TRY(st);
     if (err != cudaSuccess)
         return tc__cuda_fail(err, what, __FILE__, __LINE__);
     if (tc__access_on())

@@ -15,6 +15,12 @@
 #             build with TCUDA_RNG_PAIRS=0
 #   full      all of these, every benchmark topic, the examples, and DLPack
 #             with PyTorch (tests/torch/dlpack_torch.py)
+#   multi     for a machine with 2 or more GPUs: quick (the multi-GPU tests
+#             and the fault matrix test_dist_faults included), the multi-GPU
+#             tests under compute-sanitizer (not the fault matrix: its
+#             aborted kernels are the point), the data_parallel and ddp
+#             examples, comm against torch.cuda.comm (tests/torch/
+#             comm_check.sh) and the comm benchmark
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -35,7 +41,7 @@ PRESET=${1:-}
 shift
 OPTS=" $* "
 case $PRESET in
-  quick | sanitize | features | perf | full) ;;
+  quick | sanitize | features | perf | full | multi) ;;
   *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac
 export PATH=/usr/local/cuda/bin:$PATH
@@ -170,8 +176,17 @@ step_examples() {
   local gpus
   gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
   for e in "$@"; do
-    if [ "$e" = ddp ]; then # one process a GPU, through tools/tcuda-run
+    if [ "$e" = ddp ]; then # one process a GPU, through tools/tcuda-run: 2, and every GPU
       [ "$gpus" -ge 2 ] || { result "example ddp" skip "needs 2 GPUs, $gpus here"; continue; }
+      if [ "$gpus" -gt 2 ]; then
+        timeout 120 tools/tcuda-run -n "$gpus" -- "$B/examples/ddp" > "$L/example_ddp_$gpus.txt" 2>&1
+        local rcn=$?
+        if [ $rcn = 0 ]; then
+          result "example ddp x$gpus" pass "$(grep -E "losses|match" "$L/example_ddp_$gpus.txt" | tail -1)"
+        else
+          result "example ddp x$gpus" fail "rc=$rcn $(tail -1 "$L/example_ddp_$gpus.txt")"
+        fi
+      fi
       timeout 120 tools/tcuda-run -n 2 -- "$B/examples/ddp" > "$L/example_ddp.txt" 2>&1
     else
       timeout 120 "$B/examples/$e" > "$L/example_$e.txt" 2>&1
@@ -278,6 +293,22 @@ step_perf_checks() {
 }
 
 EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss nn attention gpt comm"
+# torch.cuda.comm against tc_comm on the same inputs (tests/torch/comm_check.sh).
+step_comm_oracle() {
+  if [ ! -x tests/torch/comm_check.sh ]; then
+    result "comm = torch.cuda.comm" skip "tests/torch/comm_check.sh is not here"
+    return
+  fi
+  BUILD=$B OUT=$L timeout 300 tests/torch/comm_check.sh > "$L/comm_check.txt" 2>&1
+  local rc=$?
+  case $rc in
+    0) result "comm = torch.cuda.comm" pass "$(tail -1 "$L/comm_check.txt")" ;;
+    77) result "comm = torch.cuda.comm" skip "$(tail -1 "$L/comm_check.txt")" ;;
+    *) result "comm = torch.cuda.comm" fail "rc=$rc $(tail -1 "$L/comm_check.txt")" ;;
+  esac
+}
+
+MULTI_GPU_TESTS="test_dist_cuda test_comm_cuda test_ipc_cuda test_multi_gpu test_nccl"
 step_build
 case $PRESET in
   quick)
@@ -308,6 +339,12 @@ case $PRESET in
     step_perf_checks
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;
+  multi)
+    step_ctest
+    CS_TESTS=${CS_TESTS:-$MULTI_GPU_TESTS} step_compute_sanitizer
+    step_examples data_parallel ddp
+    step_comm_oracle
+    step_benches comm ;;
 esac
 step_profiles
 finish

@@ -224,6 +224,54 @@ static void bad_arguments(tc_process_group *pg)
     tc_tensor_release(wide);
 }
 
+/* Several threads queue collectives on one group at once: NCCL's calls on a
+ * communicator are not thread-safe, so tcuda makes them one at a time;
+ * every thread's sums come out right. (A group of one process: with more,
+ * the ranks would have to agree on the order.) */
+typedef struct {
+    tc_process_group *pg;
+    int id;
+    bool ok;
+} thread_arg;
+
+static void *all_reduce_loop(void *p)
+{
+    thread_arg *a = p;
+    int dev = tc_process_group_device(a->pg);
+    int64_t n = 4096;
+    tc_tensor *t = NULL;
+    a->ok = tc_tensor_full(1, &n, (double)a->id, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &t) ==
+            TC_OK;
+    for (int i = 0; i < 200 && a->ok; i++) {
+        tc_work *w = NULL;
+        a->ok = tc_dist_all_reduce(a->pg, t, TC_REDUCE_OP_SUM, i % 2 ? &w : NULL) == TC_OK;
+        if (a->ok && w)
+            a->ok = tc_work_wait(w) == TC_OK && tc_work_destroy(w) == TC_OK;
+    }
+    if (a->ok) {
+        double *v = tc_test_values(t);
+        for (int64_t i = 0; v && i < n && a->ok; i++)
+            a->ok = v[i] == (double)a->id; /* a sum over one rank */
+        free(v);
+    }
+    tc_tensor_release(t);
+    return NULL;
+}
+
+static void threads_share_a_group(tc_process_group *pg)
+{
+    pthread_t th[4];
+    thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thread_arg){pg, i + 1, false};
+        CHECK(pthread_create(&th[i], NULL, all_reduce_loop, &args[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+}
+
 /* ---- a fake NCCL (argv: fake MODE) -------------------------------------------------------- */
 
 #ifdef TC_TEST_FAKE_NCCL
@@ -437,6 +485,7 @@ int main(int argc, char **argv)
           tc_process_group_device(pg) == 0);
     run_all(pg);
     bad_arguments(pg);
+    threads_share_a_group(pg);
     CHECK_OK(tc_process_group_destroy(pg));
     CHECK_STATUS(tc_process_group_destroy(pg), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_dist_barrier(pg), TC_ERROR_INVALID_HANDLE);

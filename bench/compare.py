@@ -396,8 +396,9 @@ def comm_table(log, rows, op, n):
         misses += not ok
         compared += r is not None
         out.append([size_name(b), tgb, pgb, marked(r, ok, "{:.3f}"), tus, pus])
-    what = "GPU 0 to GPUs 0..%d" % (n - 1) if op == "comm_broadcast" else "GPUs 0..%d to GPU 0" % (n - 1)
-    table(title_of(log, f"tc_{op} vs torch.cuda.comm.{op[5:]}, {what}: GB/s (bytes of one buffer / time)"),
+    what = f"GPU 0 to GPUs 0..{n - 1}" if op == "comm_broadcast" else f"GPUs 0..{n - 1} to GPU 0"
+    table(title_of(log, f"tc_{op} vs torch.cuda.comm.{op[5:]}, {what}: "
+                        "GB/s (bytes of one buffer / time)"),
           [("size", ""), ("tcuda GB/s", "{:.2f}"), ("torch GB/s", "{:.2f}"),
            ("tcuda ÷ torch", "{}"), ("tcuda us", "{:.1f}"), ("torch us", "{:.1f}")], out,
           [verdict(misses, compared)])
@@ -422,7 +423,9 @@ def topic_comm(log, args):
         for n in sorted({w for (o, w, _, _) in rows if o == op}):
             misses += comm_table(log, rows, op, n)
             print()
-    for n in notes + read_lines(os.path.join(log, "nccl.txt")) + read_lines(os.path.join(log, "parts.txt")):
+    for f in ("nccl.txt", "parts.txt"):
+        notes += read_lines(os.path.join(log, f))
+    for n in notes:
         print(n)
     print(f"targets (✗ marks a miss): tcuda ÷ torch >= {COLL_TARGETS['torch']} and tcuda ÷ nccl >= "
           f"{COLL_TARGETS['nccl']} at every size, stream-ordered; tcuda wait - nccl wait <= "

@@ -1,30 +1,163 @@
-/* Multi-GPU communication benchmark, a table of GB/s for 256 MiB of float32.
+/* Multi-GPU communication benchmark: tcuda's collectives at bench/coll_plan.h's
+ * sizes (64 KiB to 1 GiB of float32), in ROW lines that bench/compare.py
+ * joins with nccl_floor's (raw NCCL) and the PyTorch twins'.
  *
- *   bench_comm comm     one process: tc_comm_broadcast (GPU 0 to n GPUs) and
- *                       tc_comm_reduce_add (n GPUs to GPU 0) for n = 2 and 4,
- *                       and raw NCCL (ncclCommInitAll, one process) doing the
- *                       same broadcast and reduce, and all_reduce, for the
- *                       floor; skips (exit 0) with fewer than 2 GPUs.
  *   bench_comm dist     one rank of a group (under tools/tcuda-run):
- *                       tc_dist_all_reduce; rank 0 prints the row.
+ *                       tc_dist_all_reduce, broadcast (root 0), all_gather
+ *                       and reduce_scatter, each in coll_plan.h's two
+ *                       modes: tcuda_stream (K calls with out = NULL queued
+ *                       back to back, one tc_synchronize; what a training
+ *                       step sees) and tcuda_wait (each call's tc_work
+ *                       waited with tc_work_wait, then destroyed); every
+ *                       batch starts after a tc_dist_barrier. Rank 0 prints.
+ *   bench_comm comm     one process: tc_comm_broadcast (GPU 0 to GPUs 0..n-1)
+ *                       and tc_comm_reduce_add (GPUs 0..n-1 to GPU 0) for
+ *                       n = 2 and 4, stream mode only (K calls queued, their
+ *                       result tensors released at once, then every device
+ *                       synchronized); GB/s is the algorithm bandwidth
+ *                       (bytes of one buffer / time). Skips (exit 0) with
+ *                       fewer than 2 GPUs.
  *
- * GB/s is the algorithm bandwidth (bytes of one buffer / time) as PyTorch
- * users measure it; "bus" rows scale all_reduce by 2 (n - 1) / n as
- * nccl-tests do. Each figure is the median of 10 timed runs after 3 warm-up
- * runs; a run starts and ends with every device involved synchronized. */
+ * Buffers hold zeros, so that repeated sums stay finite. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_util.h"
+#include "coll_plan.h"
 #include "tcuda/tcuda.h"
 
-#include <cuda_runtime_api.h>
-#include <dlfcn.h>
+/* ---- one rank of a group ------------------------------------------------------------------- */
 
-#define BYTES ((int64_t)256 << 20)
-#define NUMEL (BYTES / 4)
-enum { WARMUP = 3, RUNS = 10 };
+typedef struct cell {
+    tc_process_group *pg;
+    int device, world;
+    coll_op op;
+    tc_tensor *big, *small; /* bytes and bytes / world */
+} cell;
+
+/* One collective of the cell; out NULL queues it without a tc_work. */
+static void issue(const cell *c, tc_work **out)
+{
+    switch (c->op) {
+    case COLL_ALL_REDUCE: TRY(tc_dist_all_reduce(c->pg, c->big, TC_REDUCE_OP_SUM, out)); break;
+    case COLL_BROADCAST: TRY(tc_dist_broadcast(c->pg, c->big, 0, out)); break;
+    case COLL_ALL_GATHER: TRY(tc_dist_all_gather(c->pg, c->big, c->small, out)); break;
+    default: TRY(tc_dist_reduce_scatter(c->pg, c->small, c->big, TC_REDUCE_OP_SUM, out)); break;
+    }
+}
+
+/* Nanoseconds per call of `calls` calls queued back to back, the ranks
+ * started together, one device synchronize at the end. */
+static double stream_batch(const cell *c, int calls)
+{
+    TRY(tc_dist_barrier(c->pg));
+    double t0 = bench_now_ns();
+    for (int i = 0; i < calls; i++)
+        issue(c, NULL);
+    TRY(tc_synchronize(c->device));
+    return (bench_now_ns() - t0) / calls;
+}
+
+/* The largest of the ranks' values, so that all use the same counts. */
+static double agree_max(const cell *c, double v)
+{
+    tc_tensor *t;
+    tc_work *w;
+    TRY(tc_tensor_full(0, NULL, v, TC_FLOAT64, (tc_device){TC_CUDA, c->device}, &t));
+    TRY(tc_dist_all_reduce(c->pg, t, TC_REDUCE_OP_MAX, &w));
+    TRY(tc_work_wait(w));
+    TRY(tc_work_destroy(w));
+    TRY(tc_tensor_item(t, &v));
+    tc_tensor_release(t);
+    return v;
+}
+
+static void print_row(const cell *c, int64_t bytes, const char *variant, double ns)
+{
+    if (tc_process_group_rank(c->pg) != 0)
+        return;
+    double bus = (double)bytes / ns * coll_bus_factor(c->op, c->world);
+    printf(COLL_ROW_FORMAT, coll_op_names[c->op], c->world, (long long)bytes, variant, ns * 1e-3,
+           bus);
+    fflush(stdout);
+}
+
+static void dist_cell(const cell *c, int64_t bytes)
+{
+    for (int i = 0; i < COLL_WARMUP; i++)
+        issue(c, NULL);
+    double est = agree_max(c, stream_batch(c, COLL_PROBE));
+    int k = coll_batch_calls(est), m = coll_wait_calls(est);
+    double t[COLL_MAX_WAITS];
+    for (int b = 0; b < COLL_BATCHES; b++)
+        t[b] = stream_batch(c, k);
+    print_row(c, bytes, "tcuda_stream", coll_median(t, COLL_BATCHES));
+    TRY(tc_dist_barrier(c->pg));
+    for (int i = 0; i < m; i++) {
+        double t0 = bench_now_ns();
+        tc_work *w;
+        issue(c, &w);
+        TRY(tc_work_wait(w));
+        TRY(tc_work_destroy(w));
+        t[i] = bench_now_ns() - t0;
+    }
+    print_row(c, bytes, "tcuda_wait", coll_median(t, m));
+}
+
+static int dist_main(void)
+{
+    cell c = {0};
+    TRY(tc_process_group_create_from_env(&c.pg));
+    c.world = tc_process_group_size(c.pg);
+    c.device = tc_process_group_device(c.pg);
+    TRY(tc_set_device(c.device));
+    if (tc_process_group_rank(c.pg) == 0)
+        printf("# bench_comm dist: tcuda %s, %d ranks, %s, NCCL %s\n", tc_version(), c.world,
+               bench_device_name(c.device),
+               getenv("TCUDA_NCCL_LIBRARY") ? getenv("TCUDA_NCCL_LIBRARY") : "libnccl.so.2");
+    tc_device dev = {TC_CUDA, c.device};
+    for (int s = 0; s < COLL_N_SIZES; s++) {
+        int64_t bytes = coll_size(s), big_n = bytes / 4, small_n = big_n / c.world;
+        TRY(tc_tensor_zeros(1, &big_n, TC_FLOAT32, dev, &c.big));
+        TRY(tc_tensor_zeros(1, &small_n, TC_FLOAT32, dev, &c.small));
+        for (int op = 0; op < COLL_N_OPS; op++) {
+            c.op = (coll_op)op;
+            dist_cell(&c, bytes);
+        }
+        tc_tensor_release(c.big);
+        tc_tensor_release(c.small);
+        TRY(tc_synchronize(c.device));
+        TRY(tc_empty_cache()); /* the next size's buffers fit without the last ones' */
+    }
+    TRY(tc_dist_barrier(c.pg));
+    TRY(tc_process_group_destroy(c.pg));
+    return 0;
+}
+
+/* ---- one process, torch.cuda.comm's calls -------------------------------------------------- */
+
+typedef struct comm_cell {
+    int n;
+    bool reduce;          /* reduce_add, else broadcast */
+    tc_tensor *src;       /* broadcast's source, on GPU 0 */
+    tc_tensor *inputs[4]; /* reduce_add's inputs, one per GPU */
+} comm_cell;
+
+static void comm_issue(const comm_cell *c)
+{
+    if (c->reduce) {
+        tc_tensor *sum;
+        TRY(tc_comm_reduce_add((const tc_tensor *const *)c->inputs, c->n, 0, &sum));
+        tc_tensor_release(sum);
+        return;
+    }
+    static const int devs[4] = {0, 1, 2, 3};
+    tc_tensor *out[4] = {0};
+    TRY(tc_comm_broadcast(c->src, devs, c->n, out));
+    for (int i = 0; i < c->n; i++)
+        tc_tensor_release(out[i]);
+}
 
 static void sync_all(int n)
 {
@@ -32,210 +165,57 @@ static void sync_all(int n)
         TRY(tc_synchronize(d));
 }
 
-static void row(const char *name, double gbs)
+static double comm_batch(const comm_cell *c, int calls)
 {
-    printf("%-34s %10.2f  GB/s\n", name, gbs);
+    sync_all(c->n);
+    double t0 = bench_now_ns();
+    for (int i = 0; i < calls; i++)
+        comm_issue(c);
+    sync_all(c->n);
+    return (bench_now_ns() - t0) / calls;
+}
+
+static void comm_cell_row(const comm_cell *c, int64_t bytes)
+{
+    for (int i = 0; i < COLL_WARMUP; i++)
+        comm_issue(c);
+    int k = coll_batch_calls(comm_batch(c, COLL_PROBE));
+    double t[COLL_BATCHES];
+    for (int b = 0; b < COLL_BATCHES; b++)
+        t[b] = comm_batch(c, k);
+    double ns = coll_median(t, COLL_BATCHES);
+    printf(COLL_ROW_FORMAT, c->reduce ? "comm_reduce_add" : "comm_broadcast", c->n,
+           (long long)bytes, "tcuda", ns * 1e-3, (double)bytes / ns);
     fflush(stdout);
-}
-
-/* ---- tcuda comm ------------------------------------------------------------------------ */
-
-typedef void (*op_fn)(int n, void *ctx);
-
-static double time_gbs(op_fn op, int n, void *ctx)
-{
-    double t[RUNS];
-    for (int i = 0; i < WARMUP + RUNS; i++) {
-        sync_all(n);
-        double t0 = bench_now_ns();
-        op(n, ctx);
-        sync_all(n);
-        if (i >= WARMUP)
-            t[i - WARMUP] = bench_now_ns() - t0;
-    }
-    return (double)BYTES / bench_median(t, RUNS); /* bytes per ns = GB/s */
-}
-
-static tc_tensor *src0, *inputs[8];
-
-static void do_broadcast(int n, void *ctx)
-{
-    (void)ctx;
-    int devs[8] = {0};
-    tc_tensor *out[8] = {0};
-    for (int i = 0; i < n; i++)
-        devs[i] = i;
-    TRY(tc_comm_broadcast(src0, devs, n, out));
-    for (int i = 0; i < n; i++)
-        tc_tensor_release(out[i]);
-}
-
-static void do_reduce_add(int n, void *ctx)
-{
-    (void)ctx;
-    tc_tensor *sum;
-    TRY(tc_comm_reduce_add((const tc_tensor *const *)inputs, n, 0, &sum));
-    tc_tensor_release(sum);
-}
-
-/* ---- raw NCCL, one process over n GPUs ------------------------------------------------------ */
-
-typedef struct nccl_comm *nccl_comm_t;
-static struct {
-    int (*init_all)(nccl_comm_t *, int, const int *);
-    int (*destroy)(nccl_comm_t);
-    int (*bcast)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    int (*reduce)(const void *, void *, size_t, int, int, int, nccl_comm_t, cudaStream_t);
-    int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
-    int (*group_start)(void);
-    int (*group_end)(void);
-} nccl;
-
-static bool nccl_load(void)
-{
-    const char *path = getenv("TCUDA_NCCL_LIBRARY");
-    void *h = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW);
-    if (!h)
-        return false;
-    *(void **)&nccl.init_all = dlsym(h, "ncclCommInitAll");
-    *(void **)&nccl.destroy = dlsym(h, "ncclCommDestroy");
-    *(void **)&nccl.bcast = dlsym(h, "ncclBroadcast");
-    *(void **)&nccl.reduce = dlsym(h, "ncclReduce");
-    *(void **)&nccl.all_reduce = dlsym(h, "ncclAllReduce");
-    *(void **)&nccl.group_start = dlsym(h, "ncclGroupStart");
-    *(void **)&nccl.group_end = dlsym(h, "ncclGroupEnd");
-    return nccl.init_all && nccl.bcast && nccl.reduce && nccl.all_reduce && nccl.group_start;
-}
-
-typedef struct raw {
-    nccl_comm_t comms[8];
-    void *buf[8], *out[8];
-    cudaStream_t streams[8];
-    int kind; /* 0 broadcast, 1 reduce, 2 all_reduce */
-} raw;
-
-static void do_raw(int n, void *ctx)
-{
-    raw *r = ctx;
-    nccl.group_start();
-    for (int d = 0; d < n; d++) {
-        cudaSetDevice(d);
-        if (r->kind == 0)
-            nccl.bcast(r->buf[d], r->buf[d], (size_t)NUMEL, 7, 0, r->comms[d], r->streams[d]);
-        else if (r->kind == 1)
-            nccl.reduce(r->buf[d], r->out[d], (size_t)NUMEL, 7, 0, 0, r->comms[d], r->streams[d]);
-        else
-            nccl.all_reduce(r->buf[d], r->buf[d], (size_t)NUMEL, 7, 0, r->comms[d], r->streams[d]);
-    }
-    nccl.group_end();
-    for (int d = 0; d < n; d++) {
-        cudaSetDevice(d);
-        cudaStreamSynchronize(r->streams[d]);
-    }
-}
-
-static void raw_rows(int n)
-{
-    raw r;
-    memset(&r, 0, sizeof r);
-    int devs[8] = {0};
-    for (int d = 0; d < n; d++)
-        devs[d] = d;
-    if (nccl.init_all(r.comms, n, devs) != 0) {
-        printf("raw NCCL over %d GPUs: ncclCommInitAll failed\n", n);
-        return;
-    }
-    for (int d = 0; d < n; d++) {
-        cudaSetDevice(d);
-        cudaMalloc(&r.buf[d], (size_t)BYTES);
-        cudaMalloc(&r.out[d], (size_t)BYTES);
-        cudaMemset(r.buf[d], 0, (size_t)BYTES);
-        cudaStreamCreateWithFlags(&r.streams[d], cudaStreamNonBlocking);
-    }
-    static const char *names[3] = {"broadcast", "reduce", "all_reduce"};
-    for (int k = 0; k < 3; k++) {
-        r.kind = k;
-        double gbs = time_gbs(do_raw, n, &r);
-        char name[64];
-        snprintf(name, sizeof name, "raw nccl %s x%d", names[k], n);
-        row(name, gbs);
-        if (k == 2) {
-            snprintf(name, sizeof name, "raw nccl all_reduce bus x%d", n);
-            row(name, gbs * 2.0 * (n - 1) / n);
-        }
-    }
-    for (int d = 0; d < n; d++) {
-        cudaSetDevice(d);
-        cudaFree(r.buf[d]);
-        cudaFree(r.out[d]);
-        cudaStreamDestroy(r.streams[d]);
-        nccl.destroy(r.comms[d]);
-    }
-    cudaSetDevice(0);
 }
 
 static int comm_main(void)
 {
     int gpus = tc_device_count();
     if (gpus < 2) {
-        printf("skipped: bench_comm needs 2 or more GPUs, this machine has %d\n", gpus);
+        printf("skipped: bench_comm comm needs 2 or more GPUs, this machine has %d\n", gpus);
         return 0;
     }
-    bool have_nccl = nccl_load();
-    if (!have_nccl)
-        printf("raw NCCL rows skipped: libnccl.so.2 not found (set TCUDA_NCCL_LIBRARY)\n");
-    int64_t n = NUMEL;
-    TRY(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &src0));
-    for (int d = 0; d < gpus && d < 8; d++)
-        TRY(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, d}, &inputs[d]));
-    for (int k = 2; k <= 4; k *= 2) {
-        if (k > gpus)
-            break;
-        char name[64];
-        snprintf(name, sizeof name, "comm broadcast x%d", k);
-        row(name, time_gbs(do_broadcast, k, NULL));
-        snprintf(name, sizeof name, "comm reduce_add x%d", k);
-        row(name, time_gbs(do_reduce_add, k, NULL));
-        if (have_nccl)
-            raw_rows(k);
+    printf("# bench_comm comm: tcuda %s, %d GPUs, %s, NCCL %s\n", tc_version(), gpus,
+           bench_device_name(0),
+           getenv("TCUDA_NCCL_LIBRARY") ? getenv("TCUDA_NCCL_LIBRARY") : "libnccl.so.2");
+    for (int n = 2; n <= 4 && n <= gpus; n *= 2) {
+        for (int s = 0; s < COLL_N_SIZES; s++) {
+            int64_t bytes = coll_size(s), numel = bytes / 4;
+            comm_cell c = {.n = n};
+            TRY(tc_tensor_zeros(1, &numel, TC_FLOAT32, (tc_device){TC_CUDA, 0}, &c.src));
+            for (int d = 0; d < n; d++)
+                TRY(tc_tensor_zeros(1, &numel, TC_FLOAT32, (tc_device){TC_CUDA, d}, &c.inputs[d]));
+            comm_cell_row(&c, bytes);
+            c.reduce = true;
+            comm_cell_row(&c, bytes);
+            tc_tensor_release(c.src);
+            for (int d = 0; d < n; d++)
+                tc_tensor_release(c.inputs[d]);
+            sync_all(n);
+            TRY(tc_empty_cache());
+        }
     }
-    tc_tensor_release(src0);
-    for (int d = 0; d < gpus && d < 8; d++)
-        tc_tensor_release(inputs[d]);
-    return 0;
-}
-
-/* ---- one rank of a group ------------------------------------------------------------------- */
-
-static int dist_main(void)
-{
-    tc_process_group *pg;
-    TRY(tc_process_group_create_from_env(&pg));
-    int world = tc_process_group_size(pg), dev = tc_process_group_device(pg);
-    int64_t n = NUMEL;
-    tc_tensor *t;
-    TRY(tc_tensor_ones(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, dev}, &t));
-    double times[RUNS];
-    for (int i = 0; i < WARMUP + RUNS; i++) {
-        TRY(tc_dist_barrier(pg));
-        double t0 = bench_now_ns();
-        tc_work *w;
-        TRY(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
-        TRY(tc_work_wait(w));
-        TRY(tc_work_destroy(w));
-        if (i >= WARMUP)
-            times[i - WARMUP] = bench_now_ns() - t0;
-    }
-    double gbs = (double)BYTES / bench_median(times, RUNS);
-    if (tc_process_group_rank(pg) == 0) {
-        char name[64];
-        snprintf(name, sizeof name, "dist all_reduce x%d", world);
-        row(name, gbs);
-        snprintf(name, sizeof name, "dist all_reduce bus x%d", world);
-        row(name, gbs * 2.0 * (world - 1) / world);
-    }
-    tc_tensor_release(t);
-    TRY(tc_process_group_destroy(pg));
     return 0;
 }
 

@@ -311,25 +311,126 @@ def topic_graph(log, args):
                                  ("tcuda ÷ PyTorch", "{:.2f}")], rows, notes)
 
 
+COLL_FILE = re.compile(r"(tcuda|nccl|torch)_(dist[0-9]+|comm)\.txt$")
+COLL_TARGETS = {"torch": 0.98, "nccl": 0.95, "overhead_us": 5.0}
+
+
+def coll_rows(log):
+    """The ROW lines of the comm topic's programs (tcuda_dist2.txt,
+    nccl_dist2.txt, torch_dist2.txt, ..., tcuda_comm.txt, torch_comm.txt):
+    {(op, world, bytes, variant): (us per call, GB/s)}, and their "#" lines.
+    A line may carry tools/tcuda-run's "[rank N] " in front."""
+    rows, notes = {}, []
+    names = sorted(os.listdir(log)) if os.path.isdir(log) else []
+    for name in filter(COLL_FILE.match, names):
+        for line in read_lines(os.path.join(log, name)):
+            line = re.sub(r"^\[rank [0-9]+\] ", "", line)
+            p = line.split()
+            if len(p) == 7 and p[0] == "ROW" and re.match(r"x[0-9]+$", p[2]) and p[3].isdigit():
+                rows[p[1], int(p[2][1:]), int(p[3]), p[4]] = (number(p[5]), number(p[6]))
+            elif line.startswith("#"):
+                notes.append(f"{name}: {line[1:].strip()}")
+    return rows, notes
+
+
+def size_name(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def verdict(misses, compared):
+    """The line under a table: how many cells missed a target."""
+    if not compared:
+        return "nothing to compare: a side printed no rows (see parts below)"
+    return f"cells missing a target: {misses} of {compared}" if misses else \
+        f"every target met ({compared} compared)"
+
+
+def marked(value, ok, fmt):
+    """A number formatted, with " ✗" after it when it misses its target."""
+    if value is None:
+        return None
+    return fmt.format(value) + ("" if ok else " ✗")
+
+
+def coll_table(log, rows, op, world):
+    """One op over one world size; returns how many cells missed a target."""
+    sizes = sorted({b for (o, w, b, _) in rows if o == op and w == world})
+    out, misses, compared = [], 0, 0
+    for b in sizes:
+        get = {v: rows.get((op, world, b, v), (None, None)) for v in (
+            "tcuda_stream", "torch_stream", "nccl_stream", "tcuda_wait", "torch_wait", "nccl_wait")}
+        bus = {v: get[v][1] for v in get}
+        us = {v: get[v][0] for v in get}
+        vs_torch = ratio(bus["tcuda_stream"], bus["torch_stream"])
+        vs_nccl = ratio(bus["tcuda_stream"], bus["nccl_stream"])
+        over = (us["tcuda_wait"] - us["nccl_wait"]
+                if us["tcuda_wait"] is not None and us["nccl_wait"] is not None else None)
+        oks = [vs_torch is None or vs_torch >= COLL_TARGETS["torch"],
+               vs_nccl is None or vs_nccl >= COLL_TARGETS["nccl"],
+               over is None or over <= COLL_TARGETS["overhead_us"]]
+        misses += oks.count(False)
+        compared += sum(x is not None for x in (vs_torch, vs_nccl, over))
+        out.append([size_name(b), bus["tcuda_stream"], bus["torch_stream"], bus["nccl_stream"],
+                    marked(vs_torch, oks[0], "{:.3f}"), marked(vs_nccl, oks[1], "{:.3f}"),
+                    us["tcuda_wait"], us["torch_wait"], us["nccl_wait"],
+                    marked(over, oks[2], "{:+.1f}")])
+    table(title_of(log, f"{op}, {world} GPUs: busbw GB/s, stream-ordered (nccl-tests' factors); "
+                        "wait: us per call with a host wait"),
+          [("size", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("nccl", "{:.2f}"),
+           ("tcuda ÷ torch", "{}"), ("tcuda ÷ nccl", "{}"), ("tcuda wait us", "{:.1f}"),
+           ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait overhead us", "{}")],
+          out, [verdict(misses, compared)])
+    return misses
+
+
+def comm_table(log, rows, op, n):
+    sizes = sorted({b for (o, w, b, _) in rows if o == op and w == n})
+    out, misses, compared = [], 0, 0
+    for b in sizes:
+        (tus, tgb), (pus, pgb) = (rows.get((op, n, b, v), (None, None)) for v in ("tcuda", "torch"))
+        r = ratio(tgb, pgb)
+        ok = r is None or r >= COLL_TARGETS["torch"]
+        misses += not ok
+        compared += r is not None
+        out.append([size_name(b), tgb, pgb, marked(r, ok, "{:.3f}"), tus, pus])
+    what = f"GPU 0 to GPUs 0..{n - 1}" if op == "comm_broadcast" else f"GPUs 0..{n - 1} to GPU 0"
+    table(title_of(log, f"tc_{op} vs torch.cuda.comm.{op[5:]}, {what}: "
+                        "GB/s (bytes of one buffer / time)"),
+          [("size", ""), ("tcuda GB/s", "{:.2f}"), ("torch GB/s", "{:.2f}"),
+           ("tcuda ÷ torch", "{}"), ("tcuda us", "{:.1f}"), ("torch us", "{:.1f}")], out,
+          [verdict(misses, compared)])
+    return misses
+
+
 def topic_comm(log, args):
-    t, t_other = text_rows(f"{log}/tcuda.txt", 34)
-    p, p_other = text_rows(f"{log}/torch.txt", 34)
-    if not t:
-        return tcuda_said(t_other)
-    raw_of = {"comm broadcast": "raw nccl broadcast", "comm reduce_add": "raw nccl reduce",
-              "dist all_reduce bus": "raw nccl all_reduce bus", "dist all_reduce": "raw nccl all_reduce"}
-    rows = []
-    for k, ((v,), _) in t.items():
-        if k.startswith("raw"):
-            continue
-        base, n = k.rsplit(" ", 1)
-        raw = t.get(f"{raw_of.get(base, '?')} {n}", ([None],))[0][0]
-        pv = p.get(k, ([None],))[0][0]
-        rows.append([k, v, pv, ratio(v, pv), raw, ratio(v, raw)])
-    table(title_of(log, "GB/s of 256 MiB (bytes of one buffer / time)"),
-          [("row", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("tcuda ÷ torch", "{:.3f}"),
-           ("raw nccl", "{:.2f}"), ("tcuda ÷ raw", "{:.3f}")], rows,
-          t_other + p_other + ["targets: tcuda ÷ torch >= 0.97, tcuda ÷ raw >= 0.95"])
+    rows, notes = coll_rows(log)
+    if not rows:
+        said = [line for f in ("tcuda_comm.txt", "tcuda_dist2.txt", "tcuda_comm.err", "tcuda_dist2.err")
+                for line in read_lines(os.path.join(log, f))]
+        tcuda_said(said + read_lines(os.path.join(log, "parts.txt")))
+        return
+    misses = 0
+    ops = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+    ops += sorted({k[0] for k in rows} - set(ops) - {"comm_broadcast", "comm_reduce_add"})
+    for op in ops:
+        for world in sorted({w for (o, w, _, _) in rows if o == op}):
+            misses += coll_table(log, rows, op, world)
+            print()
+    for op in ("comm_broadcast", "comm_reduce_add"):
+        for n in sorted({w for (o, w, _, _) in rows if o == op}):
+            misses += comm_table(log, rows, op, n)
+            print()
+    for f in ("nccl.txt", "parts.txt"):
+        notes += read_lines(os.path.join(log, f))
+    for n in notes:
+        print(n)
+    print(f"targets (✗ marks a miss): tcuda ÷ torch >= {COLL_TARGETS['torch']} and tcuda ÷ nccl >= "
+          f"{COLL_TARGETS['nccl']} at every size, stream-ordered; tcuda wait - nccl wait <= "
+          f"{COLL_TARGETS['overhead_us']:g} us; comm: tcuda ÷ torch >= {COLL_TARGETS['torch']}. "
+          f"Cells missing: {misses}")
 
 
 def topic_gpt(log, args):

@@ -11,8 +11,15 @@
 #                         cudaMalloc, cudaMallocAsync and PyTorch's (C++ API); then
 #                         the algorithm alone on the CPU and the VMM driver calls
 #   attention [repeats]   fused attention at GPT-2 small's prefill (51)
-#   comm                  broadcast, reduce_add, all_reduce over 2 and 4 GPUs, beside
-#                         raw NCCL and PyTorch (skips with fewer than 2 GPUs)
+#   comm                  all_reduce, broadcast, all_gather, reduce_scatter busbw,
+#                         64 KiB to 1 GiB, on 2 and 4 GPUs (those there are): tcuda
+#                         (bench_comm dist, stream-ordered and tc_work_wait), raw
+#                         NCCL (nccl_floor) and torch.distributed (torchrun
+#                         bench_dist_torch.py), each under its launcher; then
+#                         tc_comm broadcast/reduce_add against torch.cuda.comm.
+#                         One table per op and world size; skips with fewer
+#                         than 2 GPUs. NCCL_NVLS_ENABLE=0 for all; each part
+#                         bounded by COMM_PART_TIMEOUT s (300), its time printed
 #   device                host cost of device, stream and event calls
 #   gpt                   examples/gpt checked against PyTorch, then tokens/s
 #                         (GPT_CHECK_ONLY=1 stops after the checks)
@@ -112,31 +119,92 @@ topic_attention() {
   compare
 }
 
+# The GPUs a program here sees: nvidia-smi's list, or fewer where
+# CUDA_VISIBLE_DEVICES names fewer.
+gpu_count() {
+  local n
+  n=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    local v
+    v=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+    [ "$v" -lt "$n" ] && n=$v
+  fi
+  echo "$n"
+}
+
+# The NCCL for tcuda and the raw floor: $TCUDA_NCCL_LIBRARY when set; else the
+# one PyTorch loads, so that all three sides run the same NCCL and the ratios
+# measure the callers, not two NCCL versions; else the system's, else the
+# nvidia-nccl wheel's.
+pick_nccl() {
+  [ -n "${TCUDA_NCCL_LIBRARY:-}" ] && return
+  local lib
+  lib=$(python3 -c 'import torch
+print(next((l.split()[-1] for l in open("/proc/self/maps") if "libnccl" in l), ""))' 2> /dev/null)
+  if [ -n "$lib" ] && [ -f "$lib" ]; then
+    export TCUDA_NCCL_LIBRARY="$lib"
+  elif ! ldconfig -p 2> /dev/null | grep -q 'libnccl.so.2'; then
+    lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2> /dev/null)
+    [ -n "$lib" ] && [ -f "$lib" ] && export TCUDA_NCCL_LIBRARY="$lib"
+  fi
+}
+
+# One part of the comm topic: `part SIDE LABEL NAME COMMAND...` runs COMMAND,
+# bounded by COMM_PART_TIMEOUT seconds (default 300), its output to
+# $LOG/NAME.txt and its errors to $LOG/NAME.err, and says how long it took.
+# A failure is reported and the next part runs; on SIDE tcuda (tcuda or the
+# raw floor) it fails the run, on SIDE torch it does not.
+part() {
+  local side=$1 label=$2 name=$3 t0 r ms
+  shift 3
+  t0=$(date +%s%N)
+  timeout -k 10 "${COMM_PART_TIMEOUT:-300}" "$@" > "$LOG/$name.txt" 2> "$LOG/$name.err"
+  r=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  if [ $r = 0 ]; then
+    printf '%-18s %6.1f s\n' "$label" "${ms}e-3" | tee -a "$LOG/parts.txt"
+  else
+    [ $r = 124 ] && label="$label (timed out)"
+    # the ranks' own errors reach tools/tcuda-run's output, not its errors
+    printf '%-18s %6.1f s  FAILED rc=%d: %s\n' "$label" "${ms}e-3" "$r" \
+      "$(cat "$LOG/$name.txt" "$LOG/$name.err" | grep -v -e '^\s*$' -e 'ROW ' -e '# ' | tail -2 |
+        tr '\n' ' ')" | tee -a "$LOG/parts.txt" >&2
+    if [ "$side" = tcuda ]; then rc=1; fi
+  fi
+}
+
 topic_comm() {
-  need bench/bench_comm
-  # NVLink multicast off, for NCCL, PyTorch's symmetric memory and NVSHMEM
+  need bench/bench_comm bench/nccl_floor
+  # NVLink multicast off, for NCCL, PyTorch's symmetric memory and NVSHMEM:
+  # our GPU machines require it, for every program started here.
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  local gpus
-  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  local gpus start torchrun=(torchrun)
+  gpus=$(gpu_count)
   if [ "$gpus" -lt 2 ]; then
     echo "skipped: the comm benchmark needs 2 or more GPUs, this machine has $gpus"
     return
   fi
-  # NCCL: the system's, else the one PyTorch ships (nvidia-nccl wheel).
-  if [ -z "${TCUDA_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2> /dev/null | grep -q 'libnccl.so.2'; then
-    local lib
-    lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2> /dev/null)
-    [ -n "$lib" ] && [ -f "$lib" ] && export TCUDA_NCCL_LIBRARY="$lib"
-  fi
-  echo "NCCL: ${TCUDA_NCCL_LIBRARY:-libnccl.so.2 from the system}" > "$LOG/tcuda.txt"
-  tcuda "$BUILD/bench/bench_comm" comm >> "$LOG/tcuda.txt"
+  command -v torchrun > /dev/null || torchrun=(python3 -m torch.distributed.run)
+  pick_nccl
+  echo "NCCL for tcuda and the floor: ${TCUDA_NCCL_LIBRARY:-libnccl.so.2 from the system}" |
+    tee "$LOG/nccl.txt"
+  # what an earlier run left (with more GPUs, say) would join this run's table
+  rm -f "$LOG"/{tcuda,nccl,torch}_{dist2,dist4,comm}.{txt,err} "$LOG/parts.txt"
+  start=$(date +%s)
   for w in 2 4; do
     [ "$w" -le "$gpus" ] || break
-    tools/tcuda-run -n "$w" --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist \
-      > "$LOG/dist$w.txt" || { echo "run.sh comm: tcuda-run -n $w failed" >&2; rc=1; }
-    sed 's/^\[rank 0\] //' "$LOG/dist$w.txt" >> "$LOG/tcuda.txt"
+    part tcuda "tcuda dist x$w" "tcuda_dist$w" tools/tcuda-run -n "$w" \
+      --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist
+    rm -rf "$LOG/ncclid" && mkdir -p "$LOG/ncclid" # a fresh folder: no stale id
+    part tcuda "nccl floor x$w" "nccl_dist$w" tools/tcuda-run -n "$w" \
+      --master-port $((29710 + w)) -- "$BUILD/bench/nccl_floor" "$LOG/ncclid"
+    part torch "torch dist x$w" "torch_dist$w" "${torchrun[@]}" --nproc_per_node "$w" \
+      --master_port $((29720 + w)) "$TORCH_DIR/bench_dist_torch.py"
   done
-  twin bench_comm_torch.py
+  part tcuda "tcuda comm" tcuda_comm "$BUILD/bench/bench_comm" comm
+  part torch "torch comm" torch_comm python3 "$TORCH_DIR/bench_comm_torch.py"
+  echo "all parts: $(($(date +%s) - start)) s" | tee -a "$LOG/parts.txt"
+  echo
   compare
 }
 

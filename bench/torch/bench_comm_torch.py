@@ -1,23 +1,18 @@
-"""PyTorch's side of bench_comm: torch.cuda.comm.broadcast / reduce_add over 2
-and 4 GPUs and torch.distributed all_reduce (NCCL) in 2- and 4-process groups,
-256 MiB of float32, the median of 10 runs after 3 warm-ups, rows named as
-bench_comm.c names them (GB/s = bytes of one buffer / time)."""
-import os
-import statistics
+"""PyTorch's side of bench_comm comm: torch.cuda.comm.broadcast (GPU 0 to GPUs
+0..n-1) and torch.cuda.comm.reduce_add (GPUs 0..n-1 to GPU 0) for n = 2 and
+4, at coll_plan.py's sizes (64 KiB to 1 GiB of float32 zeros), timed as
+bench_comm.c times tcuda's: K calls queued back to back (their results
+dropped at once), then every device synchronized, time / K, the median of
+coll_plan.BATCHES batches. ROW lines named as bench_comm's (variant torch,
+GB/s = bytes of one buffer / time)."""
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+import coll_plan as plan
+from torch_timing import torch_or_exit
 
-NUMEL = (256 << 20) // 4
-BYTES = NUMEL * 4
-WARMUP, RUNS = 3, 10
-
-
-def row(name, gbs):
-    print(f"{name:<34} {gbs:10.2f}  GB/s", flush=True)
+torch = torch_or_exit()
+import torch.cuda.comm  # noqa: E402
 
 
 def sync_all(n):
@@ -25,61 +20,43 @@ def sync_all(n):
         torch.cuda.synchronize(d)
 
 
-def time_gbs(fn, n):
-    times = []
-    for i in range(WARMUP + RUNS):
-        sync_all(n)
-        t0 = time.perf_counter_ns()
+def batch(fn, n, calls):
+    """Nanoseconds per call of `calls` calls of fn queued back to back."""
+    sync_all(n)
+    t0 = time.perf_counter_ns()
+    for _ in range(calls):
         fn()
-        sync_all(n)
-        if i >= WARMUP:
-            times.append(time.perf_counter_ns() - t0)
-    return BYTES / statistics.median(times)
+    sync_all(n)
+    return (time.perf_counter_ns() - t0) / calls
 
 
-def comm_rows(gpus):
-    src = torch.ones(NUMEL, device="cuda:0")
-    inputs = [torch.ones(NUMEL, device=f"cuda:{d}") for d in range(min(gpus, 8))]
-    for k in (2, 4):
-        if k > gpus:
-            break
-        devs = list(range(k))
-        row(f"comm broadcast x{k}", time_gbs(lambda: torch.cuda.comm.broadcast(src, devs), k))
-        row(f"comm reduce_add x{k}",
-            time_gbs(lambda: torch.cuda.comm.reduce_add(inputs[:k], destination=0), k))
-
-
-def rank_main(rank, world, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
-    t = torch.ones(NUMEL, device=f"cuda:{rank}")
-    times = []
-    for i in range(WARMUP + RUNS):
-        dist.barrier()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        dist.all_reduce(t)
-        torch.cuda.synchronize()
-        if i >= WARMUP:
-            times.append(time.perf_counter_ns() - t0)
-    gbs = BYTES / statistics.median(times)
-    if rank == 0:
-        row(f"dist all_reduce x{world}", gbs)
-        row(f"dist all_reduce bus x{world}", gbs * 2 * (world - 1) / world)
-    dist.destroy_process_group()
+def cell(name, fn, n, nbytes):
+    for _ in range(plan.WARMUP):
+        fn()
+    k = plan.batch_calls(batch(fn, n, plan.PROBE))
+    ns = plan.median([batch(fn, n, k) for _ in range(plan.BATCHES)])
+    plan.row(name, n, nbytes, "torch", ns, nbytes / ns)
 
 
 def main():
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     gpus = torch.cuda.device_count()
     if gpus < 2:
-        print(f"skipped: needs 2 or more GPUs, this machine has {gpus}")
+        print(f"# skipped: needs 2 or more GPUs, this machine has {gpus}")
         return 0
-    comm_rows(gpus)
-    for world in (2, 4):
-        if world <= gpus:
-            mp.spawn(rank_main, args=(world, 29600 + world), nprocs=world, join=True)
+    print(f"# torch {torch.__version__}, {gpus} GPUs, {torch.cuda.get_device_name(0)}")
+    for n in (2, 4):
+        if n > gpus:
+            break
+        devs = list(range(n))
+        for nbytes in plan.SIZES:
+            src = torch.zeros(nbytes // 4, device="cuda:0")
+            inputs = [torch.zeros(nbytes // 4, device=f"cuda:{d}") for d in devs]
+            cell("comm_broadcast", lambda: torch.cuda.comm.broadcast(src, devs), n, nbytes)
+            cell("comm_reduce_add", lambda: torch.cuda.comm.reduce_add(inputs, destination=0), n,
+                 nbytes)
+            del src, inputs
+            sync_all(n)
+            torch.cuda.empty_cache()
     return 0
 
 

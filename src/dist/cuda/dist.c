@@ -61,6 +61,8 @@ static tc_status release_comm(tc_process_group *pg)
         return TC_OK;
     tc_device_guard g = tc_device_guard_enter(pg->device);
     tc_status st = TC_OK;
+    if (!atomic_load(&pg->aborted) && pg->tail_n > 0)
+        (void)tc__pg_tail_cover(pg); /* no user is left: `launch` is free */
     if (atomic_load(&pg->aborted)) {
         (void)tc__nccl.comm_abort(comm);
     } else if (!tc__pg_ops_drain(pg, tc__pg_now_s() + pg->timeout_s)) {
@@ -218,9 +220,7 @@ static tc_status launch_begin(tc_process_group *pg, tc__nccl_comm_t *comm, tc_de
         return st;
     }
     *cs = tc__current_cuda_stream(pg->device);
-    pthread_mutex_lock(&pg->mu);
-    pg->in_call_s = tc__pg_now_s();
-    pthread_mutex_unlock(&pg->mu);
+    atomic_store(&pg->in_call_ns, tc__pg_now_ns());
     return TC_OK;
 }
 
@@ -228,9 +228,7 @@ static tc_status launch_begin(tc_process_group *pg, tc__nccl_comm_t *comm, tc_de
 static tc_status launch_end(tc_process_group *pg, tc_status st, tc_device_guard *g, cudaStream_t cs,
                             const char *what, tc_work **out)
 {
-    pthread_mutex_lock(&pg->mu);
-    pg->in_call_s = 0;
-    pthread_mutex_unlock(&pg->mu);
+    atomic_store(&pg->in_call_ns, 0);
     if (st == TC_OK)
         st = tc__pg_op_record(pg, cs, what, out);
     tc_device_guard_exit(g);

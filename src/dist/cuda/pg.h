@@ -2,10 +2,15 @@
  * collectives) and pg_watch.c (what is in flight, the watchdog, aborting,
  * waiting). Not installed.
  *
- * Every collective a group queues becomes a pg_op: an event recorded on the
- * stream after NCCL's kernel, with the time it was queued. The group keeps
- * its ops in queue order until their events complete; a tc_work holds a
- * reference to one. A watchdog thread per group looks at them every few
+ * The collectives a group queues are covered by pg_ops: an event recorded
+ * on the stream after NCCL's kernels, with the time the first of them was
+ * queued. An event per collective would cost a microsecond and more of host
+ * time each, a tenth of a small collective's, so one op covers a run of
+ * collectives on one stream (the tail): an event is recorded when a
+ * tc_work is asked for, when the stream changes, when the tail is 1 ms
+ * old, and by the watchdog for a tail left alone. The group keeps its ops
+ * in queue order until their events complete; a tc_work holds a reference
+ * to one. A watchdog thread per group looks at them every few
  * milliseconds, as PyTorch's NCCL watchdog does: when the oldest op has been
  * in flight longer than the group's timeout, or NCCL reports an
  * asynchronous error, it aborts the group. Aborting marks every op still in
@@ -47,23 +52,34 @@ struct tc_process_group {
     double timeout_s;
     bool destroyed;
     pthread_mutex_t mu, launch;
-    tc__nccl_comm_t comm; /* NULL once aborted */
-    int users;            /* calls inside NCCL with comm now */
-    double in_call_s;     /* when the thread holding `launch` entered NCCL; 0: none */
-    atomic_bool aborted;  /* set once, under mu; read without it */
-    char why[400];        /* the error that aborted it */
-    pg_op **ops;          /* in flight, oldest first */
+    tc__nccl_comm_t comm;    /* NULL once aborted */
+    int users;               /* calls inside NCCL with comm now */
+    atomic_llong in_call_ns; /* when the thread holding `launch` entered NCCL; 0: none */
+    atomic_bool aborted;     /* set once, under mu; read without it */
+    char why[400];           /* the error that aborted it */
+    pg_op **ops;             /* in flight, oldest first */
     int n_ops, cap_ops;
     pg_op *free_ops; /* done, events ready to record again */
-    uint64_t seq;
+    uint64_t seq;    /* collectives queued (under launch) */
+    /* the tail: collectives queued since the last op (under launch) */
+    int tail_n;
+    double tail_first_s;
+    const char *tail_what;
+    uint64_t tail_seq;
+    cudaStream_t tail_stream;
     pthread_t watchdog;
     bool watching, stop;
     pthread_cond_t wake;
 };
 
 double tc__pg_now_s(void);
-/* Spins, then sleeps longer and longer: the pause of the i-th poll of a wait. */
-void tc__pg_pause(unsigned i);
+/* The pause between two polls of a wait that began `waited_s` ago: the
+ * core is yielded for the first 100 ms (a host wait must not add more than
+ * a few microseconds to a collective), then 50 us sleeps, and from 1 s on
+ * 1 ms ones. */
+void tc__pg_pause(double waited_s);
+/* Nanoseconds of the monotonic clock. */
+long long tc__pg_now_ns(void);
 /* NCCL's words for error `r` (with ncclGetLastError where there is one). */
 void tc__pg_nccl_words(tc__nccl_result r, char *buf, size_t n);
 
@@ -77,8 +93,11 @@ tc_status tc__pg_use_begin(tc_process_group *pg, tc__nccl_comm_t *comm);
 void tc__pg_use_end(tc_process_group *pg);
 
 /* After a collective was queued on `cs` (device current, `launch` held):
- * records its op, and a tc_work holding it into *out when out is not NULL. */
+ * adds it to the tail, covers the tail with an op when it is time, and a
+ * tc_work holding that op into *out when out is not NULL. */
 tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out);
+/* Covers the tail with an op now (`launch` held, the device current). */
+tc_status tc__pg_tail_cover(tc_process_group *pg);
 /* Joins the group's communicator (pg_join.c) into pg->comm before
  * `deadline` (monotonic seconds): TC_ERROR_IO when it was not ready in
  * time, TC_ERROR_CUDA with NCCL's words when NCCL refused. */

@@ -39,16 +39,19 @@ double tc__pg_now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The first polls of a wait yield the core and come straight back (a small
- * collective is done in microseconds, and a sleep would be most of its
- * time); after ~1000 of them (a millisecond or so) they sleep 20 us, and
- * from ~10000 on 200 us, which is nothing next to what takes that long. */
-void tc__pg_pause(unsigned i)
+long long tc__pg_now_ns(void)
 {
-    if (i < 1000)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void tc__pg_pause(double waited_s)
+{
+    if (waited_s < 0.1)
         sched_yield();
     else
-        nanosleep(&(struct timespec){0, i < 10000 ? 20 * 1000 : 200 * 1000}, NULL);
+        nanosleep(&(struct timespec){0, waited_s < 1 ? 50 * 1000 : 1000 * 1000}, NULL);
 }
 
 void tc__pg_nccl_words(tc__nccl_result r, char *buf, size_t n)
@@ -194,7 +197,9 @@ static tc_status op_get(tc_process_group *pg, pg_op **out)
     return TC_OK;
 }
 
-tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out)
+/* Records an op on `cs` covering the tail (which holds at least one
+ * collective), and a work holding it into *out when asked. */
+static tc_status cover(tc_process_group *pg, cudaStream_t cs, tc_work **out)
 {
     tc_work *w = NULL;
     if (out && !(w = tc__handle_get(&work_pool)))
@@ -216,13 +221,14 @@ tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *wh
         }
     }
     if (st == TC_OK) {
-        op->queued_s = tc__pg_now_s();
-        op->what = what;
-        op->seq = ++pg->seq;
+        op->queued_s = pg->tail_first_s;
+        op->what = pg->tail_what;
+        op->seq = pg->tail_seq;
         atomic_store(&op->refs, out ? 2 : 1);
         atomic_store(&op->failed, false);
         atomic_store(&op->waiter_devices, 0);
         pg->ops[pg->n_ops++] = op;
+        pg->tail_n = 0;
     } else if (op) {
         op->next_free = pg->free_ops;
         pg->free_ops = op;
@@ -240,6 +246,28 @@ tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *wh
         w->magic = TC_WORK_MAGIC;
         *out = w;
     }
+    return TC_OK;
+}
+
+tc_status tc__pg_tail_cover(tc_process_group *pg)
+{
+    return pg->tail_n > 0 ? cover(pg, pg->tail_stream, NULL) : TC_OK;
+}
+
+tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out)
+{
+    double now = tc__pg_now_s();
+    if (pg->tail_n > 0 && cs != pg->tail_stream) /* the old tail is on another stream */
+        TC_TRY(cover(pg, pg->tail_stream, NULL));
+    pg->seq++;
+    if (pg->tail_n++ == 0) {
+        pg->tail_first_s = now;
+        pg->tail_what = what;
+        pg->tail_seq = pg->seq;
+        pg->tail_stream = cs;
+    }
+    if (out || now - pg->tail_first_s > 0.001)
+        return cover(pg, cs, out);
     return TC_OK;
 }
 
@@ -311,11 +339,18 @@ static void watch_once(tc_process_group *pg)
                            words);
     }
     tc__pg_use_end(pg);
+    /* a tail nobody added to for a while gets its op here */
+    if (pthread_mutex_trylock(&pg->launch) == 0) {
+        if (pg->tail_n > 0 && tc__pg_now_s() - pg->tail_first_s > 0.001)
+            (void)tc__pg_tail_cover(pg);
+        pthread_mutex_unlock(&pg->launch);
+    }
     op_seen oldest;
     pthread_mutex_lock(&pg->mu);
     bool running = !atomic_load(&pg->aborted) && retire_done(pg, &oldest);
-    double in_call = atomic_load(&pg->aborted) ? 0 : pg->in_call_s;
     pthread_mutex_unlock(&pg->mu);
+    long long in_call_ns = atomic_load(&pg->in_call_ns);
+    double in_call = atomic_load(&pg->aborted) ? 0 : (double)in_call_ns * 1e-9;
     double now = tc__pg_now_s();
     if (running && now - oldest.queued_s > pg->timeout_s)
         (void)tc__pg_abort(pg,
@@ -332,15 +367,17 @@ static void watch_once(tc_process_group *pg)
 bool tc__pg_ops_drain(tc_process_group *pg, double deadline)
 {
     op_seen oldest;
-    for (unsigned i = 0;; i++) {
+    double t0 = tc__pg_now_s();
+    for (;;) {
         pthread_mutex_lock(&pg->mu);
         bool running = retire_done(pg, &oldest);
         pthread_mutex_unlock(&pg->mu);
         if (!running)
             return true;
-        if (tc__pg_now_s() > deadline)
+        double now = tc__pg_now_s();
+        if (now > deadline)
             return false;
-        tc__pg_pause(i);
+        tc__pg_pause(now - t0);
     }
 }
 
@@ -448,18 +485,20 @@ tc_status tc_work_wait(tc_work *work)
 {
     TC_API_BEGIN;
     TC_TRY(work_check(work));
-    double limit = work->op->queued_s + work->pg->timeout_s + 5;
+    double limit = work->op->queued_s + work->pg->timeout_s + 5, t0 = tc__pg_now_s(), now = t0;
     for (unsigned i = 0;; i++) {
         tc_status st = query(work);
         if (st != TC_ERROR_NOT_READY)
             return st;
-        if ((i & 255) == 0 && tc__pg_now_s() > limit)
+        if ((i & 63) == 0)
+            now = tc__pg_now_s();
+        if (now > limit)
             return tc__pg_abort(work->pg,
                                 "%s (collective #%llu) did not finish within %g s: a peer died, "
                                 "exited or hangs; the group was aborted",
                                 work->op->what, (unsigned long long)work->op->seq,
                                 work->pg->timeout_s);
-        tc__pg_pause(i);
+        tc__pg_pause(now - t0);
     }
 }
 

@@ -3,7 +3,9 @@
  * TCUDA_SYNC_DEBUG_MODE, and NVTX range depths. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/device_fault.h"
 #include "base/env.h"
 #include "tc_test.h"
 
@@ -70,6 +72,29 @@ static void check_sync_debug_mode_parser(void)
     }
 }
 
+/* Device faults (what an aborted process group leaves): raised per device
+ * and owner, reported by the check with the reason, cleared by owner. */
+static void check_device_faults(void)
+{
+    int a, b;
+    CHECK_OK(tc__device_fault_check(0, "a wait"));
+    tc__device_fault_raise(1, &a, "group A was aborted");
+    tc__device_fault_raise(1, &a, "a second reason is dropped");
+    tc__device_fault_raise(2, &b, "group B was aborted");
+    CHECK_OK(tc__device_fault_check(0, "a wait"));
+    CHECK_STATUS(tc__device_fault_check(1, "tc_stream_synchronize"), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "tc_stream_synchronize") != NULL);
+    CHECK(strstr(tc_last_error(), "cuda:1") != NULL);
+    CHECK(strstr(tc_last_error(), "group A was aborted") != NULL);
+    CHECK_STATUS(tc__device_fault_check(-1, "any"), TC_ERROR_INVALID_STATE);
+    tc__device_fault_clear(&a);
+    CHECK_OK(tc__device_fault_check(1, "a wait"));
+    CHECK_STATUS(tc__device_fault_check(2, "a wait"), TC_ERROR_INVALID_STATE);
+    CHECK(strstr(tc_last_error(), "group B") != NULL);
+    tc__device_fault_clear(&b);
+    CHECK_OK(tc__device_fault_check(-1, "a wait"));
+}
+
 static void *other_thread(void *arg)
 {
     /* The message is per thread: a failure here does not show in main. */
@@ -84,6 +109,7 @@ static void *other_thread(void *arg)
 
 int main(void)
 {
+    check_device_faults();
     tc_test_init();
 
     CHECK(strcmp(tc_status_string(TC_OK), "TC_OK") == 0);

@@ -84,6 +84,7 @@ set(TCUDA_SOURCES
   src/dist/comm.c
   src/dist/comm.c
   src/dist/comm.c
+  src/dist/comm_scatter.c
   src/dist/dist_env.c
   src/dist/dist_env.c
   src/dist/dist_env.c

@@ -143,8 +143,10 @@ TCUDA_API tc_status tc_comm_reduce_add_coalesced(const tc_tensor *const *inputs,
  * of t (no copy), as in PyTorch. streams NULL or n streams (NULL entries
  * allowed): chunk i is copied on streams[i], which must belong to devices[i]
  * (TC_ERROR_DEVICE_MISMATCH), after the work queued on t's current stream;
- * else on devices[i]'s current stream. *n_out (<= n) chunks are written to
- * out[0 .. *n_out). Errors also: TC_ERROR_SHAPE (a 0-d tensor). */
+ * else on devices[i]'s current stream (a chunk left as a view of t uses no
+ * stream, and its entry is not looked at, as in PyTorch). *n_out (<= n)
+ * chunks are written to out[0 .. *n_out). Errors also: TC_ERROR_SHAPE (a 0-d
+ * tensor). */
 TCUDA_API tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n,
                                     const int64_t *chunk_sizes, int dim, tc_stream *const *streams,
                                     tc_tensor **out, int *n_out);

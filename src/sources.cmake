@@ -71,6 +71,7 @@ set(TCUDA_SOURCES
   src/jit/jit_parse.c
   # dist: comm, dist and IPC
   src/dist/comm.c
+  src/dist/comm_scatter.c
   src/dist/dist_env.c
   src/dist/ipc_handle.c
   src/dist/nccl_version.c

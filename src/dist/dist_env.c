@@ -368,13 +368,11 @@ static void conn_drop(rv_server *s, rv_conn *c)
     s->fd_starved = false;
 }
 
-/* Refuses a well-formed hello: tells the client why (code, arg), closes it,
- * warns, and keeps the first reason for rank 0's error. */
-static void refuse(rv_server *s, rv_conn *c, uint32_t code, uint32_t arg, const char *why)
+/* Refuses a well-formed hello: tells the client (reply), closes it, warns
+ * why, and keeps the first reason for rank 0's error. */
+static void refuse_with(rv_server *s, rv_conn *c, const void *reply, size_t n, const char *why)
 {
-    uint32_t m[4];
-    msg_pack(m, code, arg);
-    (void)send_now(c->fd, m, sizeof m);
+    (void)send_now(c->fd, reply, n);
     char peer[80], line[200];
     peer_name(c->fd, peer, sizeof peer);
     snprintf(line, sizeof line, "a process at %s %s", peer, why);
@@ -384,6 +382,13 @@ static void refuse(rv_server *s, rv_conn *c, uint32_t code, uint32_t arg, const 
         tc__warn("rendezvous on port %d: refused %s; still waiting for the group's ranks",
                  s->o->master_port, line);
     conn_drop(s, c);
+}
+
+static void refuse(rv_server *s, rv_conn *c, uint32_t code, uint32_t arg, const char *why)
+{
+    uint32_t m[4];
+    msg_pack(m, code, arg);
+    refuse_with(s, c, m, sizeof m, why);
 }
 
 /* The hello of c is complete: joins it, or refuses it. */
@@ -438,13 +443,7 @@ static void conn_read(rv_server *s, rv_conn *c)
     c->got += (unsigned)k;
     if (c->got >= 4 && c->hello[0] == RV_MAGIC_V1) {
         uint32_t v1[2] = {RV_MAGIC_V1, 1}; /* version 1's refusal */
-        (void)send_now(c->fd, v1, sizeof v1);
-        char peer[80];
-        peer_name(c->fd, peer, sizeof peer);
-        if (s->refused++ == 0)
-            snprintf(s->first_refusal, sizeof s->first_refusal,
-                     "a process at %s of an older tcuda (rendezvous protocol 1)", peer);
-        conn_drop(s, c);
+        refuse_with(s, c, v1, sizeof v1, "of an older tcuda (rendezvous protocol 1)");
     } else if (c->got >= 4 && ntohl(c->hello[0]) != RV_MAGIC) {
         conn_drop(s, c); /* not a tcuda rank: not worth a word */
     } else if (c->got >= 8 && ntohl(c->hello[1]) != RV_VERSION) {

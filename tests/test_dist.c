@@ -1,12 +1,16 @@
 /* Process groups without a GPU: the launchers' environments (torchrun,
- * OpenMPI, Slurm; bad values named), option checks, and the TCP rendezvous
- * over loopback with several processes (fork): every rank receives rank 0's
- * blob; a missing rank is a timeout error, not a hang; a process of another
- * world size is refused. Connecting keeps the deadline even when rank 0's
- * host answers nothing (its accept queue full, so SYNs are dropped), and
- * rank 0 listens on every interface, whatever MASTER_ADDR it was given. */
+ * OpenMPI, Slurm; bad values named; TCUDA_DIST_TIMEOUT in fractional
+ * seconds), option checks, and the TCP rendezvous over loopback with
+ * several processes (fork): every rank receives rank 0's blob; a missing
+ * rank is a timeout error, not a hang; a process of another world size is
+ * refused, and told so at once. Connecting keeps the deadline even when
+ * rank 0's host answers nothing (its accept queue full, so SYNs are
+ * dropped), and rank 0 listens on every interface, whatever MASTER_ADDR it
+ * was given. test_dist_rendezvous.c puts the rendezvous against strangers
+ * on the port. */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -67,6 +71,27 @@ static void test_env(void)
     CHECK_OK(tc_dist_options_from_env(&o));
     CHECK(o.rank == 0 && o.world_size == 2 && o.local_rank == 0 && o.timeout_s == 5);
     CHECK(strcmp(o.master_addr, "127.0.0.1") == 0 && o.master_port == 29500);
+    /* seconds with a fraction, or beyond an int of milliseconds */
+    const struct {
+        const char *s;
+        double v;
+    } good[] = {{"2.5", 2.5}, {"0.2", 0.2}, {"1e9", 1e9}, {"86400000", 86400000}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv("TCUDA_DIST_TIMEOUT", good[i].s, 1);
+        CHECK_OK(tc_dist_options_from_env(&o));
+        CHECK(o.timeout_s == good[i].v);
+    }
+    const char *bad[] = {"abc", "0", "-1", "nan", "inf", "-inf", "5s", "1e999", "0x", " "};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "TCUDA_DIST_TIMEOUT=\"%s\"", bad[i]);
+        setenv("TCUDA_DIST_TIMEOUT", bad[i], 1);
+        CHECK_STATUS(tc_dist_options_from_env(&o), TC_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(tc_last_error(), want) != NULL);
+    }
+    setenv("TCUDA_DIST_TIMEOUT", "", 1); /* empty: unset, the default */
+    CHECK_OK(tc_dist_options_from_env(&o));
+    CHECK(o.timeout_s == 600);
 
     clear_env(); /* Slurm, no local id: the current device */
     setenv("SLURM_PROCID", "3", 1);
@@ -217,20 +242,34 @@ static void test_rendezvous_errors(void)
     CHECK(took >= 0.45 && took < 1.5);
     CHECK(strstr(tc_last_error(), "could not reach rank 0") != NULL);
     CHECK(strstr(tc_last_error(), "refused") != NULL);
-    /* a rank of another world size is refused, on both sides */
+    /* a rank of another world size is refused: it fails at once (long
+     * before its timeout) saying why; rank 0 keeps waiting for its own
+     * rank 1, then names the refusal when it times out */
     int port = free_port();
     pid_t c = fork();
     if (c == 0) {
         usleep(50000);
-        tc_dist_options oc = opts(1, 3, port, 5);
-        _exit(tc__dist_rendezvous(&oc, blob, sizeof blob) == TC_ERROR_IO ? 0 : 1);
+        tc_dist_options oc = opts(1, 3, port, 60);
+        double t = tc_test_now_ms();
+        tc_status st = tc__dist_rendezvous(&oc, blob, sizeof blob);
+        _exit(st == TC_ERROR_IO && strstr(tc_last_error(), "its group has 2 ranks") &&
+                      tc_test_now_ms() - t < 30000
+                  ? 0
+                  : 1);
     }
-    o = opts(0, 2, port, 5);
+    o = opts(0, 2, port, 1);
     CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_IO);
-    CHECK(strstr(tc_last_error(), "rank 1 of 3") != NULL);
+    CHECK(strstr(tc_last_error(), "rank 1 of 3 (this group has 2 ranks)") != NULL);
     int status = 0;
     waitpid(c, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* a timeout that is not a number */
+    o = opts(1, 2, port, 0);
+    o.timeout_s = NAN;
+    CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "timeout_s") != NULL);
+    o.timeout_s = INFINITY;
+    CHECK_STATUS(tc__dist_rendezvous(&o, blob, sizeof blob), TC_ERROR_INVALID_ARGUMENT);
     /* a world of one needs nobody */
     o = opts(0, 1, 1, 1);
     CHECK_OK(tc__dist_rendezvous(&o, blob, sizeof blob));

@@ -94,15 +94,18 @@ typedef struct tc_dist_options {
     int local_rank;        /* the GPU of this rank; TC_CURRENT_DEVICE: the current one */
     char master_addr[256]; /* rank 0's address (IPv4 or a host name) */
     int master_port;       /* 1 .. 65535 */
-    double timeout_s;      /* create, a collective, destroy: their limit; <= 0: 600 s */
+    double timeout_s;      /* create, a collective, destroy: their limit in seconds (fractions
+                              allowed); <= 0: 600 s; NaN or infinite: TC_ERROR_INVALID_ARGUMENT */
 } tc_dist_options;
 
 /* Reads the options from the environment: RANK/WORLD_SIZE/LOCAL_RANK, else
  * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, else SLURM_PROCID/NTASKS/LOCALID;
- * MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500),
- * TCUDA_DIST_TIMEOUT (seconds). A missing rank or world size, or a value that
- * is not a number in range, is TC_ERROR_INVALID_ARGUMENT naming the
- * variable. Works without a GPU. */
+ * MASTER_ADDR (default 127.0.0.1: the address the other ranks connect to;
+ * rank 0 listens on every interface), MASTER_PORT (default 29500),
+ * TCUDA_DIST_TIMEOUT (seconds above 0, fractions allowed, e.g. 2.5; default
+ * 600). A missing rank or world size, or a value that is not a number in
+ * range (TCUDA_DIST_TIMEOUT "abc", "0", "-1", "nan", "inf"), is
+ * TC_ERROR_INVALID_ARGUMENT naming the variable. Works without a GPU. */
 TCUDA_API tc_status tc_dist_options_from_env(tc_dist_options *out);
 
 /* Makes this process's member of a group (every rank must call it; it

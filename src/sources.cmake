@@ -73,6 +73,7 @@ set(TCUDA_SOURCES
   src/dist/comm.c
   src/dist/comm_scatter.c
   src/dist/dist_env.c
+  src/dist/rendezvous.c
   src/dist/ipc_handle.c
   src/dist/nccl_version.c
   # io: safetensors

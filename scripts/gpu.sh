@@ -20,7 +20,8 @@
 #             tests under compute-sanitizer (not the fault matrix: its
 #             aborted kernels are the point), the data_parallel and ddp
 #             examples, comm against torch.cuda.comm (tests/torch/
-#             comm_check.sh) and the comm benchmark
+#             comm_check.sh) and the comm benchmark; MULTI_STEPS picks
+#             among "ctest cs examples oracle bench" (default: all, in order)
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -293,22 +294,29 @@ step_perf_checks() {
 }
 
 EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss nn attention gpt comm"
-# torch.cuda.comm against tc_comm on the same inputs (tests/torch/comm_check.sh).
+# torch.cuda.comm against tc_comm on the same inputs (tests/torch/comm_check.sh),
+# on every GPU (at most 4) and on two.
 step_comm_oracle() {
-  if [ ! -x tests/torch/comm_check.sh ]; then
-    result "comm = torch.cuda.comm" skip "tests/torch/comm_check.sh is not here"
-    return
-  fi
-  BUILD=$B OUT=$L timeout 300 tests/torch/comm_check.sh > "$L/comm_check.txt" 2>&1
-  local rc=$?
-  case $rc in
-    0) result "comm = torch.cuda.comm" pass "$(tail -1 "$L/comm_check.txt")" ;;
-    77) result "comm = torch.cuda.comm" skip "$(tail -1 "$L/comm_check.txt")" ;;
-    *) result "comm = torch.cuda.comm" fail "rc=$rc $(tail -1 "$L/comm_check.txt")" ;;
-  esac
+  local gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU') v
+  for v in all 0,1; do
+    [ "$v" = 0,1 ] && [ "$gpus" -le 2 ] && continue
+    if [ "$v" = all ]; then
+      timeout 300 tests/torch/comm_check.sh "$B/tests/comm_cases" > "$L/comm_check_$v.txt" 2>&1
+    else
+      CUDA_VISIBLE_DEVICES=$v timeout 300 tests/torch/comm_check.sh "$B/tests/comm_cases" \
+        > "$L/comm_check_$v.txt" 2>&1
+    fi
+    local rc=$?
+    case $rc in
+      0) result "comm = torch.cuda.comm ($v)" pass "$(tail -1 "$L/comm_check_$v.txt")" ;;
+      77) result "comm = torch.cuda.comm ($v)" skip "$(tail -1 "$L/comm_check_$v.txt")" ;;
+      *) result "comm = torch.cuda.comm ($v)" fail "rc=$rc $(tail -1 "$L/comm_check_$v.txt")" ;;
+    esac
+  done
 }
 
-MULTI_GPU_TESTS="test_dist_cuda test_comm_cuda test_ipc_cuda test_multi_gpu test_nccl"
+MULTI_GPU_TESTS_ALONE="test_ipc_cuda test_multi_gpu test_nccl"
+MULTI_GPU_TESTS_NCCL="test_dist_cuda test_comm_cuda"
 step_build
 case $PRESET in
   quick)
@@ -340,11 +348,18 @@ case $PRESET in
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;
   multi)
-    step_ctest
-    CS_TESTS=${CS_TESTS:-$MULTI_GPU_TESTS} step_compute_sanitizer
-    step_examples data_parallel ddp
-    step_comm_oracle
-    step_benches comm ;;
+    for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
+      case $s in
+        ctest) step_ctest ;;
+        # the NCCL tests one at a time: GPUs time-slice processes, and NCCL
+        # kernels that must run together on several GPUs then crawl
+        cs) CS_TESTS=${CS_TESTS:-$MULTI_GPU_TESTS_ALONE} step_compute_sanitizer
+            CS_TESTS=$MULTI_GPU_TESTS_NCCL CS_JOBS=1 step_compute_sanitizer ;;
+        examples) step_examples data_parallel ddp ;;
+        oracle) step_comm_oracle ;;
+        bench) step_benches comm ;;
+      esac
+    done ;;
 esac
 step_profiles
 finish

@@ -9,7 +9,10 @@
  *                       back to back, one tc_synchronize; what a training
  *                       step sees) and tcuda_wait (each call's tc_work
  *                       waited with tc_work_wait, then destroyed); every
- *                       batch starts after a tc_dist_barrier. Rank 0 prints.
+ *                       batch starts after a tc_dist_barrier. Both on a
+ *                       stream the bench makes (non-blocking, as the
+ *                       floor's); tcuda_legacy is stream mode on the
+ *                       device's default stream. Rank 0 prints.
  *   bench_comm comm     one process: tc_comm_broadcast (GPU 0 to GPUs 0..n-1)
  *                       and tc_comm_reduce_add (GPUs 0..n-1 to GPU 0) for
  *                       n = 2 and 4, stream mode only (K calls queued, their
@@ -33,7 +36,8 @@ typedef struct cell {
     tc_process_group *pg;
     int device, world;
     coll_op op;
-    tc_tensor *big, *small; /* bytes and bytes / world */
+    tc_tensor *big, *small;  /* bytes and bytes / world */
+    tc_stream *own, *legacy; /* a stream of the bench's, as the floor's; the default one */
 } cell;
 
 /* One collective of the cell; out NULL queues it without a tc_work. */
@@ -93,6 +97,12 @@ static void dist_cell(const cell *c, int64_t bytes)
     for (int b = 0; b < COLL_BATCHES; b++)
         t[b] = stream_batch(c, k);
     print_row(c, bytes, "tcuda_stream", coll_median(t, COLL_BATCHES));
+    /* the same on the device's default stream (CUDA's legacy stream) */
+    TRY(tc_set_stream(c->legacy));
+    for (int b = 0; b < COLL_BATCHES; b++)
+        t[b] = stream_batch(c, k);
+    print_row(c, bytes, "tcuda_legacy", coll_median(t, COLL_BATCHES));
+    TRY(tc_set_stream(c->own));
     TRY(tc_dist_barrier(c->pg));
     for (int i = 0; i < m; i++) {
         double t0 = bench_now_ns();
@@ -112,6 +122,11 @@ static int dist_main(void)
     c.world = tc_process_group_size(c.pg);
     c.device = tc_process_group_device(c.pg);
     TRY(tc_set_device(c.device));
+    /* collectives go on a stream of our own, as nccl_floor's (a non-blocking
+     * one); the default stream's rows are tcuda_legacy */
+    TRY(tc_stream_create(c.device, 0, &c.own));
+    TRY(tc_default_stream(c.device, &c.legacy));
+    TRY(tc_set_stream(c.own));
     if (tc_process_group_rank(c.pg) == 0)
         printf("# bench_comm dist: tcuda %s, %d ranks, %s, NCCL %s\n", tc_version(), c.world,
                bench_device_name(c.device),
@@ -131,7 +146,9 @@ static int dist_main(void)
         TRY(tc_empty_cache()); /* the next size's buffers fit without the last ones' */
     }
     TRY(tc_dist_barrier(c.pg));
+    TRY(tc_set_stream(c.legacy));
     TRY(tc_process_group_destroy(c.pg));
+    TRY(tc_stream_destroy(c.own));
     return 0;
 }
 

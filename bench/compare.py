@@ -361,7 +361,8 @@ def coll_table(log, rows, op, world):
     out, misses, compared = [], 0, 0
     for b in sizes:
         get = {v: rows.get((op, world, b, v), (None, None)) for v in (
-            "tcuda_stream", "torch_stream", "nccl_stream", "tcuda_wait", "torch_wait", "nccl_wait")}
+            "tcuda_stream", "torch_stream", "nccl_stream", "tcuda_wait", "torch_wait", "nccl_wait",
+            "tcuda_legacy")}
         bus = {v: get[v][1] for v in get}
         us = {v: get[v][0] for v in get}
         vs_torch = ratio(bus["tcuda_stream"], bus["torch_stream"])
@@ -376,12 +377,13 @@ def coll_table(log, rows, op, world):
         out.append([size_name(b), bus["tcuda_stream"], bus["torch_stream"], bus["nccl_stream"],
                     marked(vs_torch, oks[0], "{:.3f}"), marked(vs_nccl, oks[1], "{:.3f}"),
                     us["tcuda_wait"], us["torch_wait"], us["nccl_wait"],
-                    marked(over, oks[2], "{:+.1f}")])
+                    marked(over, oks[2], "{:+.1f}"), bus["tcuda_legacy"]])
     table(title_of(log, f"{op}, {world} GPUs: busbw GB/s, stream-ordered (nccl-tests' factors); "
                         "wait: us per call with a host wait"),
           [("size", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("nccl", "{:.2f}"),
            ("tcuda ÷ torch", "{}"), ("tcuda ÷ nccl", "{}"), ("tcuda wait us", "{:.1f}"),
-           ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait overhead us", "{}")],
+           ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait overhead us", "{}"),
+           ("tcuda, default stream", "{:.2f}")],
           out, [verdict(misses, compared)])
     return misses
 

@@ -96,12 +96,12 @@ static void dist_cell(const cell *c, int64_t bytes)
     double t[COLL_MAX_WAITS];
     for (int b = 0; b < COLL_BATCHES; b++)
         t[b] = stream_batch(c, k);
-    print_row(c, bytes, "tcuda_stream", coll_median(t, COLL_BATCHES));
+    print_row(c, bytes, "tcuda_stream", bench_median(t, COLL_BATCHES));
     /* the same on the device's default stream (CUDA's legacy stream) */
     TRY(tc_set_stream(c->legacy));
     for (int b = 0; b < COLL_BATCHES; b++)
         t[b] = stream_batch(c, k);
-    print_row(c, bytes, "tcuda_legacy", coll_median(t, COLL_BATCHES));
+    print_row(c, bytes, "tcuda_legacy", bench_median(t, COLL_BATCHES));
     TRY(tc_set_stream(c->own));
     TRY(tc_dist_barrier(c->pg));
     for (int i = 0; i < m; i++) {
@@ -112,7 +112,7 @@ static void dist_cell(const cell *c, int64_t bytes)
         TRY(tc_work_destroy(w));
         t[i] = bench_now_ns() - t0;
     }
-    print_row(c, bytes, "tcuda_wait", coll_median(t, m));
+    print_row(c, bytes, "tcuda_wait", bench_median(t, m));
 }
 
 static int dist_main(void)
@@ -200,7 +200,7 @@ static void comm_cell_row(const comm_cell *c, int64_t bytes)
     double t[COLL_BATCHES];
     for (int b = 0; b < COLL_BATCHES; b++)
         t[b] = comm_batch(c, k);
-    double ns = coll_median(t, COLL_BATCHES);
+    double ns = bench_median(t, COLL_BATCHES);
     printf(COLL_ROW_FORMAT, c->reduce ? "comm_reduce_add" : "comm_broadcast", c->n,
            (long long)bytes, "tcuda", ns * 1e-3, (double)bytes / ns);
     fflush(stdout);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "tcuda/tcuda.h"
 
 /* Exits with the call and tcuda's message when a tcuda call fails: a
@@ -35,26 +36,6 @@ static inline void *bench_cuda_stream(void)
     tc_stream *s = NULL;
     TRY(tc_current_stream(TC_CURRENT_DEVICE, &s));
     return tc_stream_cuda_handle(s);
-}
-
-static inline double bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int bench_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0..n), sorting v. */
-static inline double bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[n / 2];
 }
 
 /* The median milliseconds of `reps` calls of run(ctx), each timed by two

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 enum {
     COLL_N_SIZES = 8,    /* 64 KiB .. 1 GiB, powers of 4 */
     COLL_WARMUP = 5,     /* untimed calls before the probe */
@@ -75,26 +77,6 @@ static inline int coll_batch_calls(double est_ns)
 static inline int coll_wait_calls(double est_ns)
 {
     return coll_clamp(COLL_WAIT_NS / (est_ns > 1 ? est_ns : 1), COLL_MIN_CALLS, COLL_MAX_WAITS);
-}
-
-static inline double coll_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int coll_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of v[0..n), sorting v. */
-static inline double coll_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, coll_cmp_double);
-    return v[n / 2];
 }
 
 /* One row of the table, as bench/compare.py reads it:

@@ -235,11 +235,11 @@ static void issue(const cell *c)
 static double stream_batch(const cell *c, int calls)
 {
     barrier(c->g);
-    double t0 = coll_now_ns();
+    double t0 = bench_now_ns();
     for (int i = 0; i < calls; i++)
         issue(c);
     CUDA(cudaDeviceSynchronize());
-    return (coll_now_ns() - t0) / calls;
+    return (bench_now_ns() - t0) / calls;
 }
 
 static void print_row(const cell *c, int64_t bytes, const char *variant, double ns)
@@ -261,15 +261,15 @@ static void run_cell(const cell *c, int64_t bytes)
     double t[COLL_MAX_WAITS];
     for (int b = 0; b < COLL_BATCHES; b++)
         t[b] = stream_batch(c, k);
-    print_row(c, bytes, "nccl_stream", coll_median(t, COLL_BATCHES));
+    print_row(c, bytes, "nccl_stream", bench_median(t, COLL_BATCHES));
     barrier(c->g);
     for (int i = 0; i < m; i++) {
-        double t0 = coll_now_ns();
+        double t0 = bench_now_ns();
         issue(c);
         CUDA(cudaStreamSynchronize(c->g->stream));
-        t[i] = coll_now_ns() - t0;
+        t[i] = bench_now_ns() - t0;
     }
-    print_row(c, bytes, "nccl_wait", coll_median(t, m));
+    print_row(c, bytes, "nccl_wait", bench_median(t, m));
 }
 
 int main(int argc, char **argv)

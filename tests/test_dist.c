@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dist/dist_internal.h"
+#include "dist_support.h"
 #include "tc_test.h"
 
 static const char *vars[] = {
@@ -114,30 +115,11 @@ static void test_env(void)
     free(junk);
 }
 
-/* A port that was free a moment ago. */
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(s, (struct sockaddr *)&a, &len) != 0)
-        return 29511;
-    close(s);
-    return ntohs(a.sin_port);
-}
+static int free_port(void) { return tc_test_free_port(29511); }
 
 static tc_dist_options opts(int rank, int world, int port, double timeout)
 {
-    tc_dist_options o;
-    memset(&o, 0, sizeof o);
-    o.rank = rank;
-    o.world_size = world;
-    o.local_rank = -1;
-    strcpy(o.master_addr, "127.0.0.1");
-    o.master_port = port;
-    o.timeout_s = timeout;
-    return o;
+    return tc_test_dist_opts(rank, world, port, timeout);
 }
 
 /* Forks `world` ranks (rank r started after a delay of (world - r) * 20 ms,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "dist/dist_internal.h"
+#include "dist_support.h"
 #include "tc_test.h"
 
 /* The protocol, version 2. */
@@ -40,30 +41,11 @@
 #define REFUSED_VERSION 7u
 #define HELLO_S 5.0 /* a connection's time to say hello, a rank's to get an answer */
 
-/* A port that was free a moment ago. */
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(s, (struct sockaddr *)&a, &len) != 0)
-        return 29512;
-    close(s);
-    return ntohs(a.sin_port);
-}
+static int free_port(void) { return tc_test_free_port(29512); }
 
 static tc_dist_options opts(int rank, int world, int port, double timeout)
 {
-    tc_dist_options o;
-    memset(&o, 0, sizeof o);
-    o.rank = rank;
-    o.world_size = world;
-    o.local_rank = -1;
-    strcpy(o.master_addr, "127.0.0.1");
-    o.master_port = port;
-    o.timeout_s = timeout;
-    return o;
+    return tc_test_dist_opts(rank, world, port, timeout);
 }
 
 static void make_blob(unsigned char *blob, int port)

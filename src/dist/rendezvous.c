@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/internal.h"
 
 /* ---- the rendezvous ---------------------------------------------------------------- */
@@ -76,13 +77,6 @@ enum {
 /* The pause between attempts to reach rank 0 while it is not up. */
 #define RV_RETRY_S 0.05
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double min_d(double a, double b) { return a < b ? a : b; }
 
 static double timeout_of(const tc_dist_options *o) { return o->timeout_s > 0 ? o->timeout_s : 600; }
@@ -91,7 +85,7 @@ static double timeout_of(const tc_dist_options *o) { return o->timeout_s > 0 ? o
  * passed, at most RV_SLICE_MS (the caller loops). */
 static int ms_until(double deadline)
 {
-    double left = deadline - now_s();
+    double left = deadline - tc__now_s();
     if (!(left > 0))
         return 0;
     return left * 1000 >= RV_SLICE_MS ? RV_SLICE_MS : (int)(left * 1000) + 1;
@@ -101,7 +95,7 @@ static int ms_until(double deadline)
  * no sleep) once it passed. */
 static bool pause_until(double deadline)
 {
-    double left = min_d(deadline - now_s(), RV_RETRY_S);
+    double left = min_d(deadline - tc__now_s(), RV_RETRY_S);
     if (!(left > 0))
         return false;
     struct timespec ts = {0, (long)(left * 1e9)};
@@ -364,7 +358,7 @@ static tc_status accept_new(rv_server *s)
                             "ranks joined: %s",
                             s->o->master_port, s->joined, strerror(errno));
         }
-        s->conns[s->n++] = (rv_conn){.fd = fd, .rank = -1, .hello_by = now_s() + RV_HELLO_S};
+        s->conns[s->n++] = (rv_conn){.fd = fd, .rank = -1, .hello_by = tc__now_s() + RV_HELLO_S};
         s->pending++;
     }
     return TC_OK;
@@ -416,7 +410,7 @@ static tc_status timed_out(const rv_server *s)
  * reads what came, accepts what waits. */
 static tc_status serve_round(rv_server *s)
 {
-    double now = now_s(), wake = s->deadline;
+    double now = tc__now_s(), wake = s->deadline;
     int k = 0;
     bool listening = s->pending < RV_MAX_PENDING && !s->fd_starved;
     if (listening)
@@ -460,7 +454,7 @@ static tc_status serve_end(rv_server *s, tc_status st, const void *blob, size_t 
         rv_conn *c = &s->conns[i];
         uint32_t m[4];
         msg_pack(m, st == TC_OK ? RV_GO : RV_FAILED, (uint32_t)n);
-        double by = now_s() + RV_HELLO_S;
+        double by = tc__now_s() + RV_HELLO_S;
         if (c->rank >= 0 && st == TC_OK &&
             (io_all(c->fd, m, sizeof m, true, by) || io_all(c->fd, (void *)blob, n, true, by)))
             st = tc__fail(TC_ERROR_IO, "rendezvous: rank %d went away before it got the id",
@@ -497,7 +491,7 @@ static tc_status serve(const tc_dist_options *o, const void *blob, size_t n, dou
     if (!s.conns || !s.pfds || !s.has)
         st = tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory for %d ranks", o->world_size);
     while (st == TC_OK && s.joined < peers) {
-        if (now_s() >= deadline)
+        if (tc__now_s() >= deadline)
             st = timed_out(&s);
         else
             st = serve_round(&s);
@@ -577,9 +571,10 @@ static tc_status connect_rank0(const tc_dist_options *o, double deadline, int *o
     struct addrinfo *res;
     TC_TRY(resolve(o, deadline, &res));
     int c = -1, err = ETIMEDOUT;
-    while (c < 0 && now_s() < deadline) {
-        for (const struct addrinfo *ai = res; ai && c < 0 && now_s() < deadline; ai = ai->ai_next) {
-            c = connect_by(ai, ai->ai_next ? min_d(deadline, now_s() + RV_HELLO_S) : deadline);
+    while (c < 0 && tc__now_s() < deadline) {
+        for (const struct addrinfo *ai = res; ai && c < 0 && tc__now_s() < deadline;
+             ai = ai->ai_next) {
+            c = connect_by(ai, ai->ai_next ? min_d(deadline, tc__now_s() + RV_HELLO_S) : deadline);
             if (c < 0)
                 err = errno;
         }
@@ -653,7 +648,7 @@ static tc_status join(const tc_dist_options *o, void *blob, size_t n, double dea
     int c = -1;
     TC_TRY(connect_rank0(o, deadline, &c));
     uint32_t m[4], code = RV_WAITING;
-    double t0 = now_s(), ack_by = min_d(deadline, t0 + RV_HELLO_S);
+    double t0 = tc__now_s(), ack_by = min_d(deadline, t0 + RV_HELLO_S);
     msg_pack(m, (uint32_t)o->rank, (uint32_t)o->world_size);
     int e = io_all(c, m, sizeof m, true, ack_by);
     if (!e)
@@ -696,6 +691,6 @@ tc_status tc__dist_rendezvous(const tc_dist_options *o, void *blob, size_t n)
     TC_TRY(tc__dist_check_options(o));
     if (o->world_size == 1)
         return TC_OK;
-    double deadline = now_s() + timeout_of(o);
+    double deadline = tc__now_s() + timeout_of(o);
     return o->rank == 0 ? serve(o, blob, n, deadline) : join(o, blob, n, deadline);
 }

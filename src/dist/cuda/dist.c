@@ -65,7 +65,7 @@ static tc_status release_comm(tc_process_group *pg)
         (void)tc__pg_tail_cover(pg); /* no user is left: `launch` is free */
     if (atomic_load(&pg->aborted)) {
         (void)tc__nccl.comm_abort(comm);
-    } else if (!tc__pg_ops_drain(pg, tc__pg_now_s() + pg->timeout_s)) {
+    } else if (!tc__pg_ops_drain(pg, tc__now_s() + pg->timeout_s)) {
         (void)tc__nccl.comm_abort(comm);
         st = tc__fail(TC_ERROR_INVALID_STATE,
                       "rank %d of %d: the group's collectives did not finish within %g s: a peer "
@@ -138,7 +138,7 @@ tc_status tc_process_group_create(const tc_dist_options *opts, tc_process_group 
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     TC_TRY(tc__dist_check_options(opts));
-    double deadline = tc__pg_now_s() + (opts->timeout_s > 0 ? opts->timeout_s : 600.0);
+    double deadline = tc__now_s() + (opts->timeout_s > 0 ? opts->timeout_s : 600.0);
     int dev;
     TC_TRY(tc__resolve_device(opts->local_rank, &dev));
     TC_TRY(tc__nccl_ready());
@@ -220,7 +220,7 @@ static tc_status launch_begin(tc_process_group *pg, tc__nccl_comm_t *comm, tc_de
         return st;
     }
     *cs = tc__current_cuda_stream(pg->device);
-    atomic_store(&pg->in_call_ns, tc__pg_now_ns());
+    atomic_store(&pg->in_call_ns, tc__now_ns());
     return TC_OK;
 }
 

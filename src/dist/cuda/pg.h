@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/clock.h"
 #include "nccl_internal.h"
 #include "tcuda/dist.h"
 
@@ -72,14 +73,12 @@ struct tc_process_group {
     pthread_cond_t wake;
 };
 
-double tc__pg_now_s(void);
 /* The pause between two polls of a wait that began `waited_s` ago: the
  * core is yielded for the first 100 ms (a host wait must not add more than
  * a few microseconds to a collective), then 50 us sleeps, and from 1 s on
  * 1 ms ones. */
 void tc__pg_pause(double waited_s);
-/* Nanoseconds of the monotonic clock. */
-long long tc__pg_now_ns(void);
+
 /* NCCL's words for error `r` (with ncclGetLastError where there is one). */
 void tc__pg_nccl_words(tc__nccl_result r, char *buf, size_t n);
 

@@ -15,7 +15,6 @@
  * it is inside NCCL (a peer that stopped without closing its sockets), the
  * thread aborts the communicator itself when NCCL lets it go, and frees
  * what it holds. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,11 +197,7 @@ tc_status tc__pg_join(tc_process_group *pg, tc__nccl_unique_id id, double deadli
     if (!j)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
     pthread_mutex_init(&j->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->done_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tc__cond_init_monotonic(&j->done_cv);
     j->refs = 2;
     j->world = pg->world_size;
     j->rank = pg->rank;
@@ -220,13 +215,9 @@ tc_status tc__pg_join(tc_process_group *pg, tc__nccl_unique_id id, double deadli
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "cannot start a thread to join NCCL: %s",
                         strerror(e));
     }
-    struct timespec until;
-    double whole;
-    double frac = modf(deadline, &whole);
-    until.tv_sec = (time_t)whole;
-    until.tv_nsec = (long)(frac * 1e9);
+    struct timespec until = tc__timespec_at(deadline);
     pthread_mutex_lock(&j->mu);
-    while (!j->done && tc__pg_now_s() < deadline)
+    while (!j->done && tc__now_s() < deadline)
         (void)pthread_cond_timedwait(&j->done_cv, &j->mu, &until);
     tc_status st;
     tc__nccl_comm_t doomed = NULL;

@@ -32,20 +32,6 @@ struct tc_work {
 
 static tc__handle_pool work_pool = TC_HANDLE_POOL_INIT(struct tc_work);
 
-double tc__pg_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-long long tc__pg_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 void tc__pg_pause(double waited_s)
 {
     if (waited_s < 0.1)
@@ -256,7 +242,7 @@ tc_status tc__pg_tail_cover(tc_process_group *pg)
 
 tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out)
 {
-    double now = tc__pg_now_s();
+    double now = tc__now_s();
     if (pg->tail_n > 0 && cs != pg->tail_stream) /* the old tail is on another stream */
         TC_TRY(cover(pg, pg->tail_stream, NULL));
     pg->seq++;
@@ -341,7 +327,7 @@ static void watch_once(tc_process_group *pg)
     tc__pg_use_end(pg);
     /* a tail nobody added to for a while gets its op here */
     if (pthread_mutex_trylock(&pg->launch) == 0) {
-        if (pg->tail_n > 0 && tc__pg_now_s() - pg->tail_first_s > 0.001)
+        if (pg->tail_n > 0 && tc__now_s() - pg->tail_first_s > 0.001)
             (void)tc__pg_tail_cover(pg);
         pthread_mutex_unlock(&pg->launch);
     }
@@ -351,7 +337,7 @@ static void watch_once(tc_process_group *pg)
     pthread_mutex_unlock(&pg->mu);
     long long in_call_ns = atomic_load(&pg->in_call_ns);
     double in_call = atomic_load(&pg->aborted) ? 0 : (double)in_call_ns * 1e-9;
-    double now = tc__pg_now_s();
+    double now = tc__now_s();
     if (running && now - oldest.queued_s > pg->timeout_s)
         (void)tc__pg_abort(pg,
                            "%s (the group's collective #%llu) did not finish within %g s: a peer "
@@ -367,14 +353,14 @@ static void watch_once(tc_process_group *pg)
 bool tc__pg_ops_drain(tc_process_group *pg, double deadline)
 {
     op_seen oldest;
-    double t0 = tc__pg_now_s();
+    double t0 = tc__now_s();
     for (;;) {
         pthread_mutex_lock(&pg->mu);
         bool running = retire_done(pg, &oldest);
         pthread_mutex_unlock(&pg->mu);
         if (!running)
             return true;
-        double now = tc__pg_now_s();
+        double now = tc__now_s();
         if (now > deadline)
             return false;
         tc__pg_pause(now - t0);
@@ -391,11 +377,7 @@ static void *watch_main(void *arg)
                                               : pg->timeout_s / 20;
     pthread_mutex_lock(&pg->mu);
     while (!pg->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        long ns = until.tv_nsec + (long)(every * 1e9);
-        until.tv_sec += ns / 1000000000L;
-        until.tv_nsec = ns % 1000000000L;
+        struct timespec until = tc__timespec_at(tc__now_s() + every);
         (void)pthread_cond_timedwait(&pg->wake, &pg->mu, &until);
         if (pg->stop || atomic_load(&pg->aborted))
             continue;
@@ -409,11 +391,7 @@ static void *watch_main(void *arg)
 
 tc_status tc__pg_watch_start(tc_process_group *pg)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&pg->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    tc__cond_init_monotonic(&pg->wake);
     pg->stop = false;
     int e = pthread_create(&pg->watchdog, NULL, watch_main, pg);
     if (e != 0) {
@@ -485,13 +463,13 @@ tc_status tc_work_wait(tc_work *work)
 {
     TC_API_BEGIN;
     TC_TRY(work_check(work));
-    double limit = work->op->queued_s + work->pg->timeout_s + 5, t0 = tc__pg_now_s(), now = t0;
+    double limit = work->op->queued_s + work->pg->timeout_s + 5, t0 = tc__now_s(), now = t0;
     for (unsigned i = 0;; i++) {
         tc_status st = query(work);
         if (st != TC_ERROR_NOT_READY)
             return st;
         if ((i & 63) == 0)
-            now = tc__pg_now_s();
+            now = tc__now_s();
         if (now > limit)
             return tc__pg_abort(work->pg,
                                 "%s (collective #%llu) did not finish within %g s: a peer died, "

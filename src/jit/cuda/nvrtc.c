@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/cuda/driver_api.h"
 #include "jit/jit_internal.h"
@@ -136,12 +137,7 @@ static tc_status cu_device(int device, int *arch, int *sms)
 
 static _Thread_local double phase_ms[3];
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return tc__now_s() * 1e3; }
 
 static void cu_compile_phases(double ms[3]) { memcpy(ms, phase_ms, sizeof phase_ms); }
 

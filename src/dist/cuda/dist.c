@@ -194,9 +194,9 @@ static tc_status settle(tc_process_group *pg, tc__nccl_result r, const char *wha
 {
     if (r == TC__NCCL_SUCCESS)
         return TC_OK;
-    if (r == 2 || r == 3 || r == 6) {
+    if (r == TC__NCCL_SYSTEM_ERROR || r == TC__NCCL_INTERNAL_ERROR || r == TC__NCCL_REMOTE_ERROR) {
         char words[300];
-        tc__pg_nccl_words(r, words, sizeof words);
+        tc__nccl_words(r, words, sizeof words);
         return tc__pg_abort(pg, "%s: %s; a peer may have died", what, words);
     }
     return tc__nccl_fail(r, what);
@@ -228,9 +228,9 @@ static tc_status launch_begin(tc_process_group *pg, tc__nccl_comm_t *comm, tc_de
 static tc_status launch_end(tc_process_group *pg, tc_status st, tc_device_guard *g, cudaStream_t cs,
                             const char *what, tc_work **out)
 {
-    atomic_store(&pg->in_call_ns, 0);
+    double queued_s = (double)atomic_exchange(&pg->in_call_ns, 0) * 1e-9;
     if (st == TC_OK)
-        st = tc__pg_op_record(pg, cs, what, out);
+        st = tc__pg_op_record(pg, cs, what, queued_s, out);
     tc_device_guard_exit(g);
     pthread_mutex_unlock(&pg->launch);
     tc__pg_use_end(pg);

@@ -198,20 +198,27 @@ tc_status tc_nccl_get_library_path(const char **out)
     return TC_OK;
 }
 
-tc_status tc__nccl_fail(tc__nccl_result r, const char *what)
+void tc__nccl_words(tc__nccl_result r, char *buf, size_t n)
 {
     const char *last = tc__nccl.get_last_error ? tc__nccl.get_last_error(NULL) : NULL;
-    return tc__fail(TC_ERROR_CUDA, "%s failed: NCCL error %d (%s)%s%s", what, r,
-                    tc__nccl.get_error_string ? tc__nccl.get_error_string(r) : "?",
-                    last && *last ? ": " : "", last && *last ? last : "");
+    snprintf(buf, n, "NCCL error %d (%s)%s%s", r,
+             tc__nccl.get_error_string ? tc__nccl.get_error_string(r) : "?",
+             last && *last ? ": " : "", last && *last ? last : "");
 }
 
-tc__nccl_config tc__nccl_config_nonblocking(void)
+tc_status tc__nccl_fail(tc__nccl_result r, const char *what)
+{
+    char words[400];
+    tc__nccl_words(r, words, sizeof words);
+    return tc__fail(TC_ERROR_CUDA, "%s failed: %s", what, words);
+}
+
+tc__nccl_config tc__nccl_config_of(int blocking)
 {
     return (tc__nccl_config){.size = sizeof(tc__nccl_config),
                              .magic = TC__NCCL_CONFIG_MAGIC,
                              .version = 2 * 10000 + 17 * 100 + 0, /* NCCL_VERSION(2, 17, 0) */
-                             .blocking = 0,
+                             .blocking = blocking,
                              .cga_cluster_size = TC__NCCL_CONFIG_UNDEF,
                              .min_ctas = TC__NCCL_CONFIG_UNDEF,
                              .max_ctas = TC__NCCL_CONFIG_UNDEF,

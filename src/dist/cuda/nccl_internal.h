@@ -13,7 +13,13 @@ typedef struct {
 } tc__nccl_unique_id;
 typedef struct tc__nccl_comm *tc__nccl_comm_t;
 typedef int tc__nccl_result;
-enum { TC__NCCL_SUCCESS = 0, TC__NCCL_IN_PROGRESS = 7 };
+enum {
+    TC__NCCL_SUCCESS = 0,
+    TC__NCCL_SYSTEM_ERROR = 2,
+    TC__NCCL_INTERNAL_ERROR = 3,
+    TC__NCCL_REMOTE_ERROR = 6,
+    TC__NCCL_IN_PROGRESS = 7
+};
 enum { TC__NCCL_INT8 = 0, TC__NCCL_SUM = 0 };
 
 /* ncclConfig_t as NCCL 2.17 lays it out. NCCL reads `size` bytes of it (at
@@ -73,13 +79,15 @@ extern tc__nccl_api tc__nccl;
  * tried, or the symbol an older NCCL lacks), the same on every call. Sets no
  * environment variable (NCCL's are the user's). */
 tc_status tc__nccl_ready(void);
-/* TC_ERROR_CUDA: "`what` failed: NCCL error N (NCCL's words): NCCL's last
- * error message" (the last part where this NCCL has ncclGetLastError). */
+/* "NCCL error N (NCCL's words): NCCL's last error message" into buf (the
+ * last part where this NCCL has ncclGetLastError). */
+void tc__nccl_words(tc__nccl_result r, char *buf, size_t n);
+/* TC_ERROR_CUDA: "`what` failed: " and tc__nccl_words. */
 tc_status tc__nccl_fail(tc__nccl_result r, const char *what);
 /* ncclDataType_t of a tcuda dtype; -1 for bool and int16 (NCCL has none). */
 int tc__nccl_dtype(tc_dtype d);
-/* A config asking for a non-blocking communicator, every other field
- * NCCL's default. */
-tc__nccl_config tc__nccl_config_nonblocking(void);
+/* A config asking for a blocking (1) or non-blocking (0) communicator,
+ * every other field NCCL's default. */
+tc__nccl_config tc__nccl_config_of(int blocking);
 
 #endif

@@ -79,9 +79,6 @@ struct tc_process_group {
  * 1 ms ones. */
 void tc__pg_pause(double waited_s);
 
-/* NCCL's words for error `r` (with ncclGetLastError where there is one). */
-void tc__pg_nccl_words(tc__nccl_result r, char *buf, size_t n);
-
 /* The group's abort error, with its reason. */
 tc_status tc__pg_aborted_fail(tc_process_group *pg);
 /* Aborts the group with a reason (the first one wins; see pg_watch.c). */
@@ -91,10 +88,11 @@ tc_status tc__pg_abort(tc_process_group *pg, const char *fmt, ...) TC_PRINTF(2, 
 tc_status tc__pg_use_begin(tc_process_group *pg, tc__nccl_comm_t *comm);
 void tc__pg_use_end(tc_process_group *pg);
 
-/* After a collective was queued on `cs` (device current, `launch` held):
- * adds it to the tail, covers the tail with an op when it is time, and a
+/* After a collective was queued on `cs` (device current, `launch` held)
+ * at monotonic second `queued_s`: adds it to the tail, covers the tail with an op when it is time, and a
  * tc_work holding that op into *out when out is not NULL. */
-tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out);
+tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, double queued_s,
+                           tc_work **out);
 /* Covers the tail with an op now (`launch` held, the device current). */
 tc_status tc__pg_tail_cover(tc_process_group *pg);
 /* Joins the group's communicator (pg_join.c) into pg->comm before

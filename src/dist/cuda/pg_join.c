@@ -156,8 +156,7 @@ static void *join_main(void *arg)
     } else if (enter(j)) {
         tc__nccl_result r;
         if (tc__nccl.comm_init_rank_config) {
-            tc__nccl_config cfg = tc__nccl_config_nonblocking();
-            cfg.blocking = 1;
+            tc__nccl_config cfg = tc__nccl_config_of(1);
             r = tc__nccl.comm_init_rank_config(&comm, j->world, j->id, j->rank, &cfg);
         } else {
             r = tc__nccl.comm_init_rank(&comm, j->world, j->id, j->rank);

@@ -32,19 +32,15 @@ struct tc_work {
 
 static tc__handle_pool work_pool = TC_HANDLE_POOL_INIT(struct tc_work);
 
+/* How old a tail may grow before an op covers it (pg.h). */
+#define TAIL_MAX_S 0.001
+
 void tc__pg_pause(double waited_s)
 {
     if (waited_s < 0.1)
         sched_yield();
     else
         nanosleep(&(struct timespec){0, waited_s < 1 ? 50 * 1000 : 1000 * 1000}, NULL);
-}
-
-void tc__pg_nccl_words(tc__nccl_result r, char *buf, size_t n)
-{
-    const char *last = tc__nccl.get_last_error ? tc__nccl.get_last_error(NULL) : NULL;
-    snprintf(buf, n, "NCCL error %d (%s)%s%s", r, tc__nccl.get_error_string(r),
-             last && *last ? ": " : "", last && *last ? last : "");
 }
 
 tc_status tc__pg_aborted_fail(tc_process_group *pg)
@@ -151,13 +147,19 @@ void tc__pg_use_end(tc_process_group *pg)
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
+/* Under mu: `op`, done with, onto the free list (its event kept). */
+static void op_free_locked(tc_process_group *pg, pg_op *op)
+{
+    op->next_free = pg->free_ops;
+    pg->free_ops = op;
+}
+
 static void op_unref(tc_process_group *pg, pg_op *op)
 {
     if (atomic_fetch_sub(&op->refs, 1) != 1)
         return;
     pthread_mutex_lock(&pg->mu);
-    op->next_free = pg->free_ops;
-    pg->free_ops = op;
+    op_free_locked(pg, op);
     pthread_mutex_unlock(&pg->mu);
 }
 
@@ -216,8 +218,7 @@ static tc_status cover(tc_process_group *pg, cudaStream_t cs, tc_work **out)
         pg->ops[pg->n_ops++] = op;
         pg->tail_n = 0;
     } else if (op) {
-        op->next_free = pg->free_ops;
-        pg->free_ops = op;
+        op_free_locked(pg, op);
     }
     pthread_mutex_unlock(&pg->mu);
     if (st != TC_OK) {
@@ -240,19 +241,19 @@ tc_status tc__pg_tail_cover(tc_process_group *pg)
     return pg->tail_n > 0 ? cover(pg, pg->tail_stream, NULL) : TC_OK;
 }
 
-tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, tc_work **out)
+tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, double queued_s,
+                           tc_work **out)
 {
-    double now = tc__now_s();
     if (pg->tail_n > 0 && cs != pg->tail_stream) /* the old tail is on another stream */
         TC_TRY(cover(pg, pg->tail_stream, NULL));
     pg->seq++;
     if (pg->tail_n++ == 0) {
-        pg->tail_first_s = now;
+        pg->tail_first_s = queued_s;
         pg->tail_what = what;
         pg->tail_seq = pg->seq;
         pg->tail_stream = cs;
     }
-    if (out || now - pg->tail_first_s > 0.001)
+    if (out || queued_s - pg->tail_first_s > TAIL_MAX_S)
         return cover(pg, cs, out);
     return TC_OK;
 }
@@ -291,10 +292,8 @@ static bool retire_done(tc_process_group *pg, op_seen *oldest)
     (void)cudaGetLastError();
     for (int i = 0; i < done; i++) {
         pg_op *op = pg->ops[i];
-        if (atomic_fetch_sub(&op->refs, 1) == 1) {
-            op->next_free = pg->free_ops;
-            pg->free_ops = op;
-        }
+        if (atomic_fetch_sub(&op->refs, 1) == 1)
+            op_free_locked(pg, op);
     }
     memmove(pg->ops, pg->ops + done, (size_t)(pg->n_ops - done) * sizeof *pg->ops);
     pg->n_ops -= done;
@@ -320,14 +319,14 @@ static void watch_once(tc_process_group *pg)
     if (tc__nccl.comm_get_async_error(comm, &e) == TC__NCCL_SUCCESS && e != TC__NCCL_SUCCESS &&
         e != TC__NCCL_IN_PROGRESS) {
         char words[300];
-        tc__pg_nccl_words(e, words, sizeof words);
+        tc__nccl_words(e, words, sizeof words);
         (void)tc__pg_abort(pg, "NCCL reported %s; a peer may have died; the group was aborted",
                            words);
     }
     tc__pg_use_end(pg);
     /* a tail nobody added to for a while gets its op here */
     if (pthread_mutex_trylock(&pg->launch) == 0) {
-        if (pg->tail_n > 0 && tc__now_s() - pg->tail_first_s > 0.001)
+        if (pg->tail_n > 0 && tc__now_s() - pg->tail_first_s > TAIL_MAX_S)
             (void)tc__pg_tail_cover(pg);
         pthread_mutex_unlock(&pg->launch);
     }

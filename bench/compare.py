@@ -311,24 +311,29 @@ def topic_graph(log, args):
                                  ("tcuda ÷ PyTorch", "{:.2f}")], rows, notes)
 
 
-COLL_FILE = re.compile(r"(tcuda|nccl|torch)_(dist[0-9]+|comm)\.txt$")
+COLL_FILE = re.compile(r"(tcuda|nccl|torch)_(dist[0-9]+|comm)(_[0-9]+)?\.txt$")
 COLL_TARGETS = {"torch": 0.98, "nccl": 0.95, "overhead_us": 5.0}
 
 
 def coll_rows(log):
-    """The ROW lines of the comm topic's programs (tcuda_dist2.txt,
-    nccl_dist2.txt, torch_dist2.txt, ..., tcuda_comm.txt, torch_comm.txt):
-    {(op, world, bytes, variant): (us per call, GB/s)}, and their "#" lines.
-    A line may carry tools/tcuda-run's "[rank N] " in front."""
+    """The ROW lines of the comm topic's programs (tcuda_dist2_1.txt,
+    nccl_dist2_1.txt, torch_dist2_1.txt, ..., tcuda_comm_1.txt, torch_comm_1.txt;
+    _R numbers a run): {(op, world, bytes, variant): (us per call, GB/s)},
+    each cell the fastest of its runs, and the first run's "#" lines. A line
+    may carry tools/tcuda-run's "[rank N] " in front."""
     rows, notes = {}, []
     names = sorted(os.listdir(log)) if os.path.isdir(log) else []
     for name in filter(COLL_FILE.match, names):
+        first_run = COLL_FILE.match(name).group(3) in (None, "_1")
         for line in read_lines(os.path.join(log, name)):
             line = re.sub(r"^\[rank [0-9]+\] ", "", line)
             p = line.split()
             if len(p) == 7 and p[0] == "ROW" and re.match(r"x[0-9]+$", p[2]) and p[3].isdigit():
-                rows[p[1], int(p[2][1:]), int(p[3]), p[4]] = (number(p[5]), number(p[6]))
-            elif line.startswith("#"):
+                key, row = (p[1], int(p[2][1:]), int(p[3]), p[4]), (number(p[5]), number(p[6]))
+                old = rows.get(key)
+                if old is None or (row[0] is not None and (old[0] is None or row[0] < old[0])):
+                    rows[key] = row
+            elif line.startswith("#") and first_run:
                 notes.append(f"{name}: {line[1:].strip()}")
     return rows, notes
 
@@ -379,7 +384,7 @@ def coll_table(log, rows, op, world):
                     us["tcuda_wait"], us["torch_wait"], us["nccl_wait"],
                     marked(over, oks[2], "{:+.1f}"), bus["tcuda_legacy"]])
     table(title_of(log, f"{op}, {world} GPUs: busbw GB/s, stream-ordered (nccl-tests' factors); "
-                        "wait: us per call with a host wait"),
+                        "wait: us per call with a host wait; each side's best of its runs"),
           [("size", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("nccl", "{:.2f}"),
            ("tcuda ÷ torch", "{}"), ("tcuda ÷ nccl", "{}"), ("tcuda wait us", "{:.1f}"),
            ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait overhead us", "{}"),
@@ -400,7 +405,7 @@ def comm_table(log, rows, op, n):
         out.append([size_name(b), tgb, pgb, marked(r, ok, "{:.3f}"), tus, pus])
     what = f"GPU 0 to GPUs 0..{n - 1}" if op == "comm_broadcast" else f"GPUs 0..{n - 1} to GPU 0"
     table(title_of(log, f"tc_{op} vs torch.cuda.comm.{op[5:]}, {what}: "
-                        "GB/s (bytes of one buffer / time)"),
+                        "GB/s (bytes of one buffer / time); each side's best of its runs"),
           [("size", ""), ("tcuda GB/s", "{:.2f}"), ("torch GB/s", "{:.2f}"),
            ("tcuda ÷ torch", "{}"), ("tcuda us", "{:.1f}"), ("torch us", "{:.1f}")], out,
           [verdict(misses, compared)])
@@ -410,8 +415,8 @@ def comm_table(log, rows, op, n):
 def topic_comm(log, args):
     rows, notes = coll_rows(log)
     if not rows:
-        said = [line for f in ("tcuda_comm.txt", "tcuda_dist2.txt", "tcuda_comm.err", "tcuda_dist2.err")
-                for line in read_lines(os.path.join(log, f))]
+        said = [line for f in ("tcuda_comm_1.txt", "tcuda_dist2_1.txt", "tcuda_comm_1.err",
+                               "tcuda_dist2_1.err") for line in read_lines(os.path.join(log, f))]
         tcuda_said(said + read_lines(os.path.join(log, "parts.txt")))
         return
     misses = 0

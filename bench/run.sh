@@ -18,8 +18,11 @@
 #                         bench_dist_torch.py), each under its launcher; then
 #                         tc_comm broadcast/reduce_add against torch.cuda.comm.
 #                         One table per op and world size; skips with fewer
-#                         than 2 GPUs. NCCL_NVLS_ENABLE=0 for all; each part
-#                         bounded by COMM_PART_TIMEOUT s (300), its time printed
+#                         than 2 GPUs. The three sides take turns, COMM_RUNS
+#                         times (3); each cell keeps each side's best run (at
+#                         64 KiB to 1 MiB one run can be 40% off another).
+#                         NCCL_NVLS_ENABLE=0 for all; each part bounded by
+#                         COMM_PART_TIMEOUT s (300), its time printed
 #   device                host cost of device, stream and event calls
 #   gpt                   examples/gpt checked against PyTorch, then tokens/s
 #                         (GPT_CHECK_ONLY=1 stops after the checks)
@@ -189,20 +192,23 @@ topic_comm() {
   echo "NCCL for tcuda and the floor: ${TCUDA_NCCL_LIBRARY:-libnccl.so.2 from the system}" |
     tee "$LOG/nccl.txt"
   # what an earlier run left (with more GPUs, say) would join this run's table
-  rm -f "$LOG"/{tcuda,nccl,torch}_{dist2,dist4,comm}.{txt,err} "$LOG/parts.txt"
+  rm -f "$LOG"/{tcuda,nccl,torch}_{dist2,dist4,comm}*.{txt,err} "$LOG/parts.txt"
   start=$(date +%s)
-  for w in 2 4; do
-    [ "$w" -le "$gpus" ] || break
-    part tcuda "tcuda dist x$w" "tcuda_dist$w" tools/tcuda-run -n "$w" \
-      --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist
-    rm -rf "$LOG/ncclid" && mkdir -p "$LOG/ncclid" # a fresh folder: no stale id
-    part tcuda "nccl floor x$w" "nccl_dist$w" tools/tcuda-run -n "$w" \
-      --master-port $((29710 + w)) -- "$BUILD/bench/nccl_floor" "$LOG/ncclid"
-    part torch "torch dist x$w" "torch_dist$w" "${torchrun[@]}" --nproc_per_node "$w" \
-      --master_port $((29720 + w)) "$TORCH_DIR/bench_dist_torch.py"
+  local r runs=${COMM_RUNS:-3}
+  for r in $(seq "$runs"); do
+    for w in 2 4; do
+      [ "$w" -le "$gpus" ] || break
+      part tcuda "tcuda dist x$w #$r" "tcuda_dist${w}_$r" tools/tcuda-run -n "$w" \
+        --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist
+      rm -rf "$LOG/ncclid" && mkdir -p "$LOG/ncclid" # a fresh folder: no stale id
+      part tcuda "nccl floor x$w #$r" "nccl_dist${w}_$r" tools/tcuda-run -n "$w" \
+        --master-port $((29710 + w)) -- "$BUILD/bench/nccl_floor" "$LOG/ncclid"
+      part torch "torch dist x$w #$r" "torch_dist${w}_$r" "${torchrun[@]}" --nproc_per_node "$w" \
+        --master_port $((29720 + w)) "$TORCH_DIR/bench_dist_torch.py"
+    done
+    part tcuda "tcuda comm #$r" "tcuda_comm_$r" "$BUILD/bench/bench_comm" comm
+    part torch "torch comm #$r" "torch_comm_$r" python3 "$TORCH_DIR/bench_comm_torch.py"
   done
-  part tcuda "tcuda comm" tcuda_comm "$BUILD/bench/bench_comm" comm
-  part torch "torch comm" torch_comm python3 "$TORCH_DIR/bench_comm_torch.py"
   echo "all parts: $(($(date +%s) - start)) s" | tee -a "$LOG/parts.txt"
   echo
   compare

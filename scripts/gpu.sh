@@ -361,7 +361,7 @@ case $PRESET in
             CS_TESTS=$MULTI_GPU_TESTS_NCCL CS_JOBS=1 step_compute_sanitizer ;;
         examples) step_examples data_parallel ddp ;;
         oracle) step_comm_oracle ;;
-        bench) step_benches comm ;;
+        bench) BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches comm ;; # 3 runs a side
       esac
     done ;;
 esac

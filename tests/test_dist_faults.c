@@ -13,7 +13,8 @@
  *                        tc_process_group_create fails
  *            wait        an all_reduce, then tc_work_wait
  *            stream      an all_reduce, tc_work_wait_stream, then
- *                        tc_stream_synchronize of the current stream
+ *                        tc_stream_synchronize of the current stream (the
+ *                        rank's GPU is the current device)
  *            to_host     an all_reduce, tc_work_wait_stream, then a copy of
  *                        its tensor to the CPU (a blocking copy)
  *            device      an all_reduce without a work, then tc_synchronize
@@ -99,7 +100,9 @@ static int rank_main(const char *how, const char *point, int victim)
     bool is_victim = rank == victim;
     if (!strcmp(point, "init") && is_victim)
         fault(how);
-    CHECK_OK(tc_synchronize(atoi(getenv("LOCAL_RANK")))); /* CUDA's own setup, before the clock */
+    int local = atoi(getenv("LOCAL_RANK"));
+    CHECK_OK(tc_set_device(local));  /* as a torchrun program does: its GPU is the current one */
+    CHECK_OK(tc_synchronize(local)); /* CUDA's own setup, before the clock */
     double t0 = tc_test_now_ms();
     tc_process_group *pg = NULL;
     tc_status st = tc_process_group_create_from_env(&pg);

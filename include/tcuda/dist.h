@@ -43,10 +43,13 @@
  *
  * Two limits, both PyTorch's too: a create that gives up while NCCL's
  * setup waits for a stopped peer leaves that setup to a thread, which
- * cleans up when NCCL lets it go (a process that exits meanwhile may crash
- * on the way out); and a call that still waits inside NCCL for a peer
- * (a connection the setup did not foresee) is aborted under it by the
- * watchdog after the timeout and 2 s.
+ * cleans up when NCCL lets it go; and a call that still waits inside NCCL
+ * for a peer (a connection the setup did not foresee) is aborted under it
+ * by the watchdog after the timeout and 2 s. A process that exits while
+ * such a setup thread still runs waits for it at most 1 s, then ends at
+ * once with its exit status: exit handlers registered before the first
+ * group was created, and static destructors, are skipped (CUDA's and
+ * NCCL's teardown would crash under the thread).
  *
  * Threads: a group may be used from several threads; NCCL calls on it are
  * made one thread at a time (a communicator is not thread-safe), in the

@@ -14,13 +14,46 @@
  * stream) the caller aborts the communicator, which ends the kernels; if
  * it is inside NCCL (a peer that stopped without closing its sockets), the
  * thread aborts the communicator itself when NCCL lets it go, and frees
- * what it holds. */
+ * what it holds.
+ *
+ * A process that exits while such a thread is still at work would run
+ * CUDA's and NCCL's teardown under it and die of SIGSEGV on the way out.
+ * So the first join registers an exit handler (on_exit, which hears the
+ * exit status): while join threads are running it waits for them up to
+ * EXIT_GRACE_MS, then ends the process at once with that status (the exit
+ * handlers registered before it, and static destructors, do not run). */
+#define _DEFAULT_SOURCE /* on_exit */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pg.h"
+
+enum { EXIT_GRACE_MS = 1000 };
+
+/* Join threads started and not yet finished, in this process. */
+static atomic_int joins_running;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void exit_while_joining(int status, void *arg)
+{
+    (void)arg;
+    for (int ms = 0; atomic_load(&joins_running) > 0 && ms < EXIT_GRACE_MS; ms += 10)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    if (atomic_load(&joins_running) > 0) {
+        fflush(NULL);
+        _exit(status);
+    }
+}
+/* A child of fork has none of its parent's threads. */
+static void forked_child(void) { atomic_store(&joins_running, 0); }
+static void exit_guard_register(void)
+{
+    (void)on_exit(exit_while_joining, NULL);
+    (void)pthread_atfork(NULL, NULL, forked_child);
+}
 
 typedef struct joiner {
     pthread_mutex_t mu;
@@ -187,6 +220,7 @@ static void *join_main(void *arg)
     if (doomed)
         (void)tc__nccl.comm_abort(doomed);
     joiner_unref(j);
+    atomic_fetch_sub(&joins_running, 1); /* the thread's last touch of CUDA and NCCL is done */
     return NULL;
 }
 
@@ -202,6 +236,8 @@ tc_status tc__pg_join(tc_process_group *pg, tc__nccl_unique_id id, double deadli
     j->rank = pg->rank;
     j->device = pg->device;
     j->id = id;
+    pthread_once(&exit_once, exit_guard_register);
+    atomic_fetch_add(&joins_running, 1);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -209,6 +245,7 @@ tc_status tc__pg_join(tc_process_group *pg, tc__nccl_unique_id id, double deadli
     int e = pthread_create(&t, &attr, join_main, j);
     pthread_attr_destroy(&attr);
     if (e != 0) {
+        atomic_fetch_sub(&joins_running, 1);
         j->refs = 1;
         joiner_unref(j);
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "cannot start a thread to join NCCL: %s",

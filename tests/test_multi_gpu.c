@@ -22,7 +22,9 @@
  *   default stream of one GPU is synchronized, queried, recorded on and
  *   made to wait while the other GPU is current; an event recorded on
  *   cuda:1 orders a cuda:0 stream; a block of cuda:1 freed while cuda:0 is
- *   current is not reused before cuda:1's default stream is done with it.
+ *   current is not reused before cuda:1's default stream is done with it;
+ *   nor is a pinned host block that a non_blocking copy to cuda:1 still
+ *   reads.
  * - The current device (and current stream) is per thread.
  *
  * Ordering checks keep a stream busy with a kernel that spins 0.2 s before
@@ -997,6 +999,43 @@ static void test_free_across(void)
     CHECK_OK(tc_stream_destroy(s1));
 }
 
+/* A pinned host block read by a non_blocking copy on cuda:1's default
+ * stream and released while cuda:0 is current is not handed out again
+ * before that copy is done: the pinned cache must tell cuda:1's default
+ * stream (handle 0) from cuda:0's. */
+static void test_pinned_across(void)
+{
+    int64_t n = N;
+    int *v = malloc(sizeof(int) * N), base = some_base();
+    for (int i = 0; i < N; i++)
+        v[i] = base + i;
+    tc_tensor *src = NULL, *host = NULL, *dst = NULL, *junk = NULL, *again = NULL;
+    CHECK_OK(tc_tensor_from_data(v, 1, &n, TC_INT32, CPU, &src));
+    CHECK_OK(tc_tensor_pin_memory(src, &host));
+    void *block = host ? tc_tensor_data_ptr(host) : NULL;
+    tc_device_guard g = tc_device_guard_enter(1);
+    CHECK_OK(tc_test_spin(NULL, SPIN_NS)); /* cuda:1's default stream: busy, then copies */
+    tc_device_guard_exit(&g);
+    CHECK_OK(tc_tensor_to(host, cuda(1), TC_INT32, true, &dst));
+    tc_tensor_release(host); /* cuda:0 current; the copy has not run yet */
+    for (int i = 0; i < N; i++)
+        v[i] = -1;
+    CHECK_OK(tc_tensor_from_data(v, 1, &n, TC_INT32, CPU, &junk));
+    CHECK_OK(tc_tensor_pin_memory(junk, &again)); /* writes -1s into a pinned block */
+    EXPECT(!again || tc_tensor_data_ptr(again) != block,
+           "a pinned block released with cuda:0 current was handed out again at once, though "
+           "a copy on cuda:1's default stream still reads it");
+    CHECK_OK(tc_synchronize(1));
+    if (dst)
+        EXPECT_INTS("what the non_blocking copy to cuda:1 read from the released pinned block", 1,
+                    tc_tensor_data_ptr(dst), N, base);
+    EXPECT_CURRENT(0, "a non_blocking copy to cuda:1");
+    tc_tensor *all[] = {src, dst, junk, again};
+    for (int i = 0; i < 4; i++)
+        tc_tensor_release(all[i]);
+    free(v);
+}
+
 /* ---- the current device is per thread -------------------------------------------- */
 
 typedef struct thread_seen {
@@ -1124,6 +1163,7 @@ int main(void)
     test_default_streams_across();
     test_events_across();
     test_free_across();
+    test_pinned_across();
     test_threads();
 
     CHECK_OK(tc_synchronize(0));

@@ -485,9 +485,9 @@ static tc_status fake_alloc(int device, size_t bytes, void **out)
 }
 static void fake_free(void *p) { free(p); }
 static void *fake_recorded; /* the last stream record_stream named */
-static tc_status fake_record_stream(void *p, bool host, void *s)
+static tc_status fake_record_stream(void *p, bool host, int device, void *s)
 {
-    (void)p, (void)host;
+    (void)p, (void)host, (void)device;
     fake_recorded = s;
     return TC_OK;
 }

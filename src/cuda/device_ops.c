@@ -28,10 +28,10 @@ static tc_status cuda_alloc(int device, size_t bytes, void **out)
 
 static void cuda_free(void *ptr) { (void)tc__device_free(ptr); }
 
-static tc_status cuda_record_stream(void *ptr, bool host, void *stream)
+static tc_status cuda_record_stream(void *ptr, bool host, int device, void *stream)
 {
     if (host)
-        return tc__host_record_stream(ptr, (cudaStream_t)stream);
+        return tc__host_record_stream(ptr, device, (cudaStream_t)stream);
     return tc__device_record_stream(ptr, (cudaStream_t)stream);
 }
 

@@ -142,7 +142,7 @@ static tc_status broadcast_accel(const tc_tensor *t, tc_tensor *const *outs, int
     const tc__device_ops *ops = tc__dev();
     TC_TRY(ops->comm->broadcast(bufs, devs, m, 0, bytes));
     for (int i = 0; i < m; i++) /* read and written there: not reused before it is done */
-        TC_TRY(tc__storage_record_stream(bufs[i]->storage, ops->current_stream(devs[i])));
+        TC_TRY(tc__storage_record_stream(bufs[i]->storage, devs[i], ops->current_stream(devs[i])));
     for (int i = 0; i < n; i++) /* the outputs on t's device, if any */
         if (gpu_of(outs[i]) == src && outs[i] != t)
             TC_TRY(tc_tensor_copy_(outs[i], t, true));
@@ -231,7 +231,7 @@ static tc_status reduce_accel(const tc_tensor *const *inputs, const int *devs, i
     const tc__device_ops *ops = tc__dev();
     tc_status st = ops->comm->reduce(inputs, sum, devs, n, root);
     for (int i = 0; i < n && st == TC_OK; i++) /* read there: not reused before it is done */
-        st = tc__storage_record_stream(inputs[i]->storage, ops->current_stream(devs[i]));
+        st = tc__storage_record_stream(inputs[i]->storage, devs[i], ops->current_stream(devs[i]));
     if (st != TC_OK) {
         tc_tensor_release(sum);
         return st;

@@ -104,7 +104,7 @@ static tc_status handshake(const tc_tensor *t, tc_stream *stream)
      * takes streams (an IPC mapping does) */
     if (t->storage->on_free && !t->storage->on_record_stream)
         return TC_OK;
-    return tc__storage_record_stream(t->storage, handle);
+    return tc__storage_record_stream(t->storage, dev, handle);
 }
 
 static void fill_dl(const tc_tensor *t, export_ctx *c, tc_DLTensor *dl)

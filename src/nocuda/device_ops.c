@@ -25,9 +25,9 @@ static tc_status no_alloc(int device, size_t bytes, void **out)
     return tc__nocuda();
 }
 static void no_free(void *ptr) { (void)ptr; }
-static tc_status no_record_stream(void *ptr, bool host, void *stream)
+static tc_status no_record_stream(void *ptr, bool host, int device, void *stream)
 {
-    (void)ptr, (void)host, (void)stream;
+    (void)ptr, (void)host, (void)device, (void)stream;
     return tc__nocuda();
 }
 static void *no_current_stream(int device)

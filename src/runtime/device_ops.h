@@ -82,9 +82,9 @@ typedef struct tc__device_ops {
     /* Gives memory from alloc back (NULL is a no-op). */
     void (*free)(void *ptr);
     /* Memory at ptr (device memory, or pinned host memory when `host`) is
-     * used by work on `stream` (an opaque runtime stream handle): it is reused
-     * only after that work completes. */
-    tc_status (*record_stream)(void *ptr, bool host, void *stream);
+     * used by work on `stream` (an opaque runtime stream handle) of
+     * `device`: it is reused only after that work completes. */
+    tc_status (*record_stream)(void *ptr, bool host, int device, void *stream);
     /* Pinned host memory (tc_host_alloc, tc_host_free). */
     tc_status (*host_alloc)(size_t bytes, void **out);
     tc_status (*host_free)(void *ptr);

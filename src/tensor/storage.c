@@ -57,11 +57,11 @@ void tc__storage_release(tc__storage *s)
     free(s);
 }
 
-tc_status tc__storage_record_stream(tc__storage *s, void *stream)
+tc_status tc__storage_record_stream(tc__storage *s, int device, void *stream)
 {
     if (s->on_record_stream)
         return s->on_record_stream(s, stream);
     if (!s->data || (s->device.type == TC_CPU && !s->pinned))
         return TC_OK; /* empty, or pageable memory: copies from it are synchronous */
-    return tc__dev()->record_stream(s->data, s->device.type == TC_CPU, stream);
+    return tc__dev()->record_stream(s->data, s->device.type == TC_CPU, device, stream);
 }

@@ -38,10 +38,11 @@ static inline void tc__storage_retain(tc__storage *s)
 {
     atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
-/* Records that `stream` (a runtime stream handle, see device_ops.h) uses the storage: its memory is
- * reused only after the work queued there so far has completed. Device and
- * pinned storages only; a no-op for pageable host memory. */
-tc_status tc__storage_record_stream(tc__storage *s, void *stream);
+/* Records that `stream` (a runtime stream handle, see device_ops.h) of
+ * `device` uses the storage: its memory is reused only after the work
+ * queued there so far has completed. Device and pinned storages only; a
+ * no-op for pageable host memory. */
+tc_status tc__storage_record_stream(tc__storage *s, int device, void *stream);
 
 #ifdef __cplusplus
 }

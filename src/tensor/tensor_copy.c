@@ -232,14 +232,14 @@ tc_status tc_tensor_record_stream(const tc_tensor *t, tc_stream *stream)
     const tc__device_ops *ops = tc__dev();
     int dev = t->storage->device.index;
     if (!stream)
-        return tc__storage_record_stream(t->storage, ops->current_stream(dev));
+        return tc__storage_record_stream(t->storage, dev, ops->current_stream(dev));
     int sdev;
     void *handle;
     TC_TRY(ops->stream_of(stream, &sdev, &handle));
     if (sdev != dev)
         return tc__fail(TC_ERROR_DEVICE_MISMATCH, "the stream is on cuda:%d, the tensor on cuda:%d",
                         sdev, dev);
-    return tc__storage_record_stream(t->storage, handle);
+    return tc__storage_record_stream(t->storage, dev, handle);
 }
 
 tc_status tc_tensor_to_host(const tc_tensor *t, tc_dtype dtype, void *host)

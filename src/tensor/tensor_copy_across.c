@@ -158,8 +158,8 @@ static tc_status move(tc_tensor *d, const tc_tensor *s, bool wait)
     if (dd.type == TC_CUDA && sd.type == TC_CUDA)
         return TC_OK;
     tc__storage *host = sd.type == TC_CPU ? s->storage : d->storage;
-    return tc__storage_record_stream(host,
-                                     ops->current_stream(sd.type == TC_CPU ? dd.index : sd.index));
+    int gpu = sd.type == TC_CPU ? dd.index : sd.index;
+    return tc__storage_record_stream(host, gpu, ops->current_stream(gpu));
 }
 
 tc_status tc__copy_across(tc_tensor *dst, const tc_tensor *src, bool non_blocking)

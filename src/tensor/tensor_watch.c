@@ -46,8 +46,7 @@ static tc_status w_alloc(int device, size_t bytes, void **out)
 
 static void protect(void *ptr, int dev, void *stream)
 {
-    (void)dev;
-    (void)prev->record_stream(ptr, false, stream);
+    (void)prev->record_stream(ptr, false, dev, stream);
 }
 
 static void w_free(void *ptr)
@@ -57,9 +56,9 @@ static void w_free(void *ptr)
     prev->free(ptr);
 }
 
-static tc_status w_record_stream(void *ptr, bool host, void *stream)
+static tc_status w_record_stream(void *ptr, bool host, int device, void *stream)
 {
-    TC_TRY(prev->record_stream(ptr, host, stream));
+    TC_TRY(prev->record_stream(ptr, host, device, stream));
     if (tc__access_on() && !host)
         tc__access_record_stream(ptr, stream);
     return TC_OK;

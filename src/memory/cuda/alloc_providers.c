@@ -249,6 +249,26 @@ static void ph_free(void *ctx, void *ptr, size_t size)
     (void)cudaFreeHost(ptr);
 }
 
+/* A pinned block's event is made and recorded on the device of the stream
+ * that used it (tc__host_stream_key): an event of cuda:0 cannot be recorded
+ * on a stream of cuda:1, and 0 names the current device's legacy stream. */
+static void *ph_ev_record(void *ctx, uintptr_t key)
+{
+    int dev = -1;
+    uintptr_t handle = key;
+    if (key >= TC__HOST_SPECIAL_KEY0 && key < TC__HOST_SPECIAL_KEY0 + 4 * TC_MAX_DEVICES) {
+        dev = (int)((key - TC__HOST_SPECIAL_KEY0) / 4);
+        handle = (key - TC__HOST_SPECIAL_KEY0) % 4;
+    } else if (cudaStreamGetDevice((cudaStream_t)key, &dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ev_record(ctx, key); /* not a stream CUDA knows: as before */
+    }
+    tc_device_guard g = tc_device_guard_enter(dev);
+    void *e = ev_record(ctx, handle);
+    tc_device_guard_exit(&g);
+    return e;
+}
+
 void tc__pinned_provider(tc__seg_provider *p)
 {
     memset(p, 0, sizeof *p);
@@ -256,7 +276,7 @@ void tc__pinned_provider(tc__seg_provider *p)
     p->alloc = ph_alloc;
     p->free = ph_free;
     p->free_waits = true; /* cudaFreeHost waits for the device */
-    p->event_record = ev_record;
+    p->event_record = ph_ev_record;
     p->event_query = ev_query;
     p->event_sync = ev_sync;
     p->event_destroy = ev_destroy;

@@ -29,8 +29,8 @@ tc_status tc__device_record_stream(void *ptr, cudaStream_t stream);
 typedef void (*tc__ipc_stats_fn)(int device, int64_t *blocks, int64_t *bytes);
 void tc__device_set_ipc_stats(tc__ipc_stats_fn fn);
 
-/* The pinned host block at ptr is used by work on `stream`. */
-tc_status tc__host_record_stream(void *ptr, cudaStream_t stream);
+/* The pinned host block at ptr is used by work on `stream` of `device`. */
+tc_status tc__host_record_stream(void *ptr, int device, cudaStream_t stream);
 
 /* Private pools for graph capture: allocations on `stream` of `device` come
  * from pool `id` until end; release lets the pool's memory go. */

@@ -46,14 +46,14 @@ tc_status tc_host_record_stream(void *ptr, tc_stream *stream)
     TC_CHECK_ARG(ptr, "ptr is NULL");
     tc_stream *ts;
     TC_TRY(tc__resolve_stream(stream, &ts));
-    return tc__host_record_stream(ptr, (cudaStream_t)ts->handle);
+    return tc__host_record_stream(ptr, ts->device, (cudaStream_t)ts->handle);
 }
 
-tc_status tc__host_record_stream(void *ptr, cudaStream_t stream)
+tc_status tc__host_record_stream(void *ptr, int device, cudaStream_t stream)
 {
     tc__allocator *a;
     TC_TRY(get_host(&a));
-    return tc__alloc_record_stream(a, ptr, (uintptr_t)stream);
+    return tc__alloc_record_stream(a, ptr, tc__host_stream_key(device, stream));
 }
 
 tc_status tc_host_free(void *ptr)
@@ -64,7 +64,8 @@ tc_status tc_host_free(void *ptr)
     tc__allocator *a;
     TC_TRY(get_host(&a));
     /* copies queued on the current stream may still read or write it */
-    TC_TRY(tc__alloc_record_stream(a, ptr, (uintptr_t)tc__current_cuda_stream(tc__tls_device)));
+    int dev = tc__tls_device;
+    TC_TRY(tc__alloc_record_stream(a, ptr, tc__host_stream_key(dev, tc__current_cuda_stream(dev))));
     if (tc__access_on())
         tc__access_free(ptr, NULL);
     return tc__alloc_free(a, ptr);

@@ -8,8 +8,10 @@
  *                       modes: tcuda_stream (K calls with out = NULL queued
  *                       back to back, one tc_synchronize; what a training
  *                       step sees) and tcuda_wait (each call's tc_work
- *                       waited with tc_work_wait, then destroyed); every
- *                       batch starts after a tc_dist_barrier. Both on a
+ *                       waited with tc_work_wait, then destroyed, each
+ *                       beside a call waited for with tc_stream_synchronize:
+ *                       tcuda_sync); every batch starts after a
+ *                       tc_dist_barrier. All on a
  *                       stream the bench makes (non-blocking, as the
  *                       floor's); tcuda_legacy is stream mode on the
  *                       device's default stream. Rank 0 prints.
@@ -104,6 +106,10 @@ static void dist_cell(const cell *c, int64_t bytes)
     print_row(c, bytes, "tcuda_legacy", bench_median(t, COLL_BATCHES));
     TRY(tc_set_stream(c->own));
     TRY(tc_dist_barrier(c->pg));
+    /* each tc_work_wait call beside one waited for with a plain stream
+     * synchronize, in turn: their difference is what tc_work_wait adds,
+     * free of the spread between processes (tens of us at 1 GiB) */
+    double s[COLL_MAX_WAITS];
     for (int i = 0; i < m; i++) {
         double t0 = bench_now_ns();
         tc_work *w;
@@ -111,8 +117,13 @@ static void dist_cell(const cell *c, int64_t bytes)
         TRY(tc_work_wait(w));
         TRY(tc_work_destroy(w));
         t[i] = bench_now_ns() - t0;
+        t0 = bench_now_ns();
+        issue(c, NULL);
+        TRY(tc_stream_synchronize(c->own));
+        s[i] = bench_now_ns() - t0;
     }
     print_row(c, bytes, "tcuda_wait", bench_median(t, m));
+    print_row(c, bytes, "tcuda_sync", bench_median(s, m));
 }
 
 static int dist_main(void)

@@ -320,8 +320,9 @@ def coll_rows(log):
     nccl_dist2_1.txt, torch_dist2_1.txt, ..., tcuda_comm_1.txt, torch_comm_1.txt;
     _R numbers a run): {(op, world, bytes, variant): (us per call, GB/s)},
     each cell the fastest of its runs, and the first run's "#" lines. A line
-    may carry tools/tcuda-run's "[rank N] " in front."""
-    rows, notes = {}, []
+    may carry tools/tcuda-run's "[rank N] " in front. Also every run's
+    times: {(op, world, bytes, variant): {run: us per call}}."""
+    rows, notes, runs = {}, [], {}
     names = sorted(os.listdir(log)) if os.path.isdir(log) else []
     for name in filter(COLL_FILE.match, names):
         first_run = COLL_FILE.match(name).group(3) in (None, "_1")
@@ -330,12 +331,13 @@ def coll_rows(log):
             p = line.split()
             if len(p) == 7 and p[0] == "ROW" and re.match(r"x[0-9]+$", p[2]) and p[3].isdigit():
                 key, row = (p[1], int(p[2][1:]), int(p[3]), p[4]), (number(p[5]), number(p[6]))
+                runs.setdefault(key, {})[COLL_FILE.match(name).group(3)] = row[0]
                 old = rows.get(key)
                 if old is None or (row[0] is not None and (old[0] is None or row[0] < old[0])):
                     rows[key] = row
             elif line.startswith("#") and first_run:
                 notes.append(f"{name}: {line[1:].strip()}")
-    return rows, notes
+    return rows, notes, runs
 
 
 def size_name(n):
@@ -360,35 +362,51 @@ def marked(value, ok, fmt):
     return fmt.format(value) + ("" if ok else " ✗")
 
 
-def coll_table(log, rows, op, world):
+def added_by_wait(runs, op, world, b):
+    """tcuda_wait - tcuda_sync of each run (both timed in turn in one
+    process), the median over the runs; None without tcuda_sync rows."""
+    wait, sync = (runs.get((op, world, b, v), {}) for v in ("tcuda_wait", "tcuda_sync"))
+    d = sorted(wait[r] - sync[r] for r in wait if r in sync and None not in (wait[r], sync[r]))
+    if not d:
+        return None
+    return d[len(d) // 2] if len(d) % 2 else (d[len(d) // 2 - 1] + d[len(d) // 2]) / 2
+
+
+def coll_table(log, rows, runs, op, world):
     """One op over one world size; returns how many cells missed a target."""
     sizes = sorted({b for (o, w, b, _) in rows if o == op and w == world})
     out, misses, compared = [], 0, 0
     for b in sizes:
         get = {v: rows.get((op, world, b, v), (None, None)) for v in (
             "tcuda_stream", "torch_stream", "nccl_stream", "tcuda_wait", "torch_wait", "nccl_wait",
-            "tcuda_legacy")}
+            "tcuda_legacy", "tcuda_sync")}
         bus = {v: get[v][1] for v in get}
         us = {v: get[v][0] for v in get}
         vs_torch = ratio(bus["tcuda_stream"], bus["torch_stream"])
         vs_nccl = ratio(bus["tcuda_stream"], bus["nccl_stream"])
-        over = (us["tcuda_wait"] - us["nccl_wait"]
-                if us["tcuda_wait"] is not None and us["nccl_wait"] is not None else None)
+        def minus(a, b):
+            return us[a] - us[b] if us[a] is not None and us[b] is not None else None
+        # what tc_work_wait adds: against the floor's waits (another
+        # process), and against a stream synchronize in turn with it in the
+        # same process (the target's measure where the bench printed it)
+        over, added = minus("tcuda_wait", "nccl_wait"), added_by_wait(runs, op, world, b)
+        judged = added if added is not None else over
         oks = [vs_torch is None or vs_torch >= COLL_TARGETS["torch"],
                vs_nccl is None or vs_nccl >= COLL_TARGETS["nccl"],
-               over is None or over <= COLL_TARGETS["overhead_us"]]
+               judged is None or judged <= COLL_TARGETS["overhead_us"]]
         misses += oks.count(False)
-        compared += sum(x is not None for x in (vs_torch, vs_nccl, over))
+        compared += sum(x is not None for x in (vs_torch, vs_nccl, judged))
         out.append([size_name(b), bus["tcuda_stream"], bus["torch_stream"], bus["nccl_stream"],
                     marked(vs_torch, oks[0], "{:.3f}"), marked(vs_nccl, oks[1], "{:.3f}"),
                     us["tcuda_wait"], us["torch_wait"], us["nccl_wait"],
-                    marked(over, oks[2], "{:+.1f}"), bus["tcuda_legacy"]])
+                    marked(over, oks[2] or added is not None, "{:+.1f}"),
+                    marked(added, oks[2] or added is None, "{:+.1f}"), bus["tcuda_legacy"]])
     table(title_of(log, f"{op}, {world} GPUs: busbw GB/s, stream-ordered (nccl-tests' factors); "
                         "wait: us per call with a host wait; each side's best of its runs"),
           [("size", ""), ("tcuda", "{:.2f}"), ("torch", "{:.2f}"), ("nccl", "{:.2f}"),
            ("tcuda ÷ torch", "{}"), ("tcuda ÷ nccl", "{}"), ("tcuda wait us", "{:.1f}"),
-           ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait overhead us", "{}"),
-           ("tcuda, default stream", "{:.2f}")],
+           ("torch wait us", "{:.1f}"), ("nccl wait us", "{:.1f}"), ("wait - nccl wait us", "{}"),
+           ("wait - own sync us", "{}"), ("tcuda, default stream", "{:.2f}")],
           out, [verdict(misses, compared)])
     return misses
 
@@ -413,7 +431,7 @@ def comm_table(log, rows, op, n):
 
 
 def topic_comm(log, args):
-    rows, notes = coll_rows(log)
+    rows, notes, runs = coll_rows(log)
     if not rows:
         said = [line for f in ("tcuda_comm_1.txt", "tcuda_dist2_1.txt", "tcuda_comm_1.err",
                                "tcuda_dist2_1.err") for line in read_lines(os.path.join(log, f))]
@@ -424,7 +442,7 @@ def topic_comm(log, args):
     ops += sorted({k[0] for k in rows} - set(ops) - {"comm_broadcast", "comm_reduce_add"})
     for op in ops:
         for world in sorted({w for (o, w, _, _) in rows if o == op}):
-            misses += coll_table(log, rows, op, world)
+            misses += coll_table(log, rows, runs, op, world)
             print()
     for op in ("comm_broadcast", "comm_reduce_add"):
         for n in sorted({w for (o, w, _, _) in rows if o == op}):
@@ -435,8 +453,10 @@ def topic_comm(log, args):
     for n in notes:
         print(n)
     print(f"targets (✗ marks a miss): tcuda ÷ torch >= {COLL_TARGETS['torch']} and tcuda ÷ nccl >= "
-          f"{COLL_TARGETS['nccl']} at every size, stream-ordered; tcuda wait - nccl wait <= "
-          f"{COLL_TARGETS['overhead_us']:g} us; comm: tcuda ÷ torch >= {COLL_TARGETS['torch']}. "
+          f"{COLL_TARGETS['nccl']} at every size, stream-ordered; tc_work_wait adds <= "
+          f"{COLL_TARGETS['overhead_us']:g} us (tcuda wait - tcuda's own stream synchronize, in "
+          f"turn in one process; without that column, tcuda wait - nccl wait); comm: tcuda ÷ "
+          f"torch >= {COLL_TARGETS['torch']}. "
           f"Cells missing: {misses}")
 
 

@@ -21,6 +21,7 @@
  * input's size. */
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,19 @@ static bool is(const mv_val *e, const char *action)
     return strcmp(mv_str(mv_get(e, "action")), action) == 0;
 }
 
+/* Says why the snapshot is refused, in v->err after its path. */
+static void refuse(view *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(view *v, const char *fmt, ...)
+{
+    int n = snprintf(v->err, v->errn, "%s: ", v->path);
+    if (n < 0 || (size_t)n >= v->errn)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->err + n, v->errn - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
 /* d's byte count `key` into *out: false, with the reason in v->err, for a
  * negative one or one past MAX_BYTES (`what` and `at` name d). */
 static bool bytes_of(view *v, const mv_val *d, const char *key, const char *what, size_t at,
@@ -172,14 +186,12 @@ static bool bytes_of(view *v, const mv_val *d, const char *key, const char *what
 {
     const mv_val *x = mv_get(d, key);
     if (x && x->k == MV_FLOAT && !(x->f >= 0 && x->f <= (double)MAX_BYTES)) {
-        snprintf(v->err, v->errn, "%s %zu has %s %g: not a byte count (0 to 2^53)", what, at, key,
-                 x->f);
+        refuse(v, "%s %zu has %s %g: not a byte count (0 to 2^53)", what, at, key, x->f);
         return false;
     }
     int64_t n = mv_int(x);
     if (n < 0 || n > MAX_BYTES) {
-        snprintf(v->err, v->errn, "%s %zu has %s %" PRId64 ": not a byte count (0 to 2^53)", what,
-                 at, key, n);
+        refuse(v, "%s %zu has %s %" PRId64 ": not a byte count (0 to 2^53)", what, at, key, n);
         return false;
     }
     *out = (uint64_t)n;
@@ -268,7 +280,7 @@ static void add_pt(al *a, double x, double y)
 static bool add_live(view *v, int64_t *live, uint64_t size)
 {
     if (__builtin_add_overflow(*live, (int64_t)size, live)) {
-        snprintf(v->err, v->errn, "the live allocations add up past 2^63 bytes");
+        refuse(v, "the live allocations add up past 2^63 bytes");
         return false;
     }
     return true;
@@ -378,7 +390,7 @@ static al **at_peak(const view *v, const alist *l, int (*cmp)(const void *, cons
 static bool add_bytes(view *v, uint64_t *sum, uint64_t n, const char *what)
 {
     if (__builtin_add_overflow(*sum, n, sum)) {
-        snprintf(v->err, v->errn, "the %s add up past 2^64 bytes", what);
+        refuse(v, "the %s add up past 2^64 bytes", what);
         return false;
     }
     return true;
@@ -433,11 +445,11 @@ static bool build(view *v, const mv_val *root, int want_device)
     const mv_val *traces = mv_get(root, "device_traces");
     const mv_val *segments = mv_get(root, "segments");
     if (!segments || segments->k != MV_LIST) {
-        snprintf(v->err, v->errn, "%s has no \"segments\" list: not a memory snapshot", v->path);
+        refuse(v, "no \"segments\" list: not a memory snapshot");
         return false;
     }
     if (traces && traces->k != MV_LIST) {
-        snprintf(v->err, v->errn, "%s: \"device_traces\" is not a list", v->path);
+        refuse(v, "\"device_traces\" is not a list");
         return false;
     }
     int d = want_device;

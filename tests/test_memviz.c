@@ -161,7 +161,8 @@ static void write_file(const char *path, const void *bytes, size_t n)
 }
 
 /* `tool memviz [--summary] path` on the n bytes given: it must exit 1 (not
- * crash, not allocate what the bytes claim) with `want` in its message. */
+ * crash, not allocate what the bytes claim) with a message that names the
+ * file and says `want`. */
 static void refused(const char *tool, const char *path, const void *bytes, size_t n,
                     const char *want)
 {
@@ -178,6 +179,7 @@ static void refused(const char *tool, const char *path, const void *bytes, size_
             printf("hostile input for '%s': status %d, stderr: %s\n", want, st, e);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
         CHECK(strstr(e, "tcuda memviz: ") == e && strstr(e, want) != NULL);
+        CHECK(strncmp(e + 14, path, strlen(path)) == 0); /* names the file first */
         free(e);
     }
     unlink(errp);

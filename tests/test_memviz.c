@@ -223,6 +223,8 @@ static void check_hostile(const char *tool, const char *dir)
             "the pickle ends early (18446744073709551615 bytes wanted, 1 left)");
     refused(tool, path, "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7f}.", 13,
             "the pickle ends early");
+    refused(tool, path, "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xff}.", 13,
+            "the pickle ends early (18446744073709551615 bytes wanted, 2 left)");
     refused(tool, path, "\x80\x07}.", 4, "pickle protocol 7");
     /* sizes that are no byte counts, and sums past 64 bits */
     char *j = json_allocs(1, "-5");

@@ -233,10 +233,10 @@ static bool op(rd *r, unsigned char c)
         r->p++;
         return true;
     case 0x95: /* FRAME: its length must lie in the input */
-        if (!need(r, 8) || !need(r, le(r->p, 8) + 8))
+        if (!need(r, 8))
             return false;
         r->p += 8;
-        return true;
+        return need(r, le(r->p - 8, 8));
     case '}': st_push(r, new_val(MV_DICT)); return true;
     case ']': st_push(r, new_val(MV_LIST)); return true;
     case ')': st_push(r, new_val(MV_LIST)); return true;

@@ -4,7 +4,10 @@
  * the page is self-contained (nothing fetched), draws one shape per
  * allocation, marks the peak and lists the large buffer with its stack; the
  * JSON dump gives the same summary as the pickle; a pickle that would run
- * code and a file that is no snapshot are refused. With --browser (the
+ * code and a file that is no snapshot are refused, and so are hostile
+ * snapshots (huge memo indices, lengths past the input, integers past 64
+ * bits, pops below a mark, sizes that are no byte counts or add up past 64
+ * bits), each with its reason. With --browser (the
  * test_memviz_browser entry), the page is opened in headless Chromium: the
  * DOM after its script ran has the timeline, the peak and the stack, and a
  * screenshot is taken (its path is printed); exits 77 when no browser is
@@ -146,6 +149,111 @@ static void check_tool(const char *tool, const char *pk, const char *js, const c
     unlink(sum);
 }
 
+/* Writes n bytes to path. */
+static void write_file(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK(fwrite(bytes, 1, n, f) == n);
+    fclose(f);
+}
+
+/* `tool memviz [--summary] path` on the n bytes given: it must exit 1 (not
+ * crash, not allocate what the bytes claim) with a message that names the
+ * file and says `want`. */
+static void refused(const char *tool, const char *path, const void *bytes, size_t n,
+                    const char *want)
+{
+    char errp[1400];
+    snprintf(errp, sizeof errp, "%.1300s.err", path);
+    write_file(path, bytes, n);
+    for (int sum = 0; sum < 2; sum++) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "%s memviz %s %s > /dev/null 2> %s", tool, sum ? "--summary" : "",
+                 path, errp);
+        int st = system(cmd);
+        char *e = tc_test_read_file(errp);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, want)))
+            printf("hostile input for '%s': status %d, stderr: %s\n", want, st, e);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        CHECK(strstr(e, "tcuda memviz: ") == e && strstr(e, want) != NULL);
+        CHECK(strncmp(e + 14, path, strlen(path)) == 0); /* names the file first */
+        free(e);
+    }
+    unlink(errp);
+    unlink(path);
+}
+
+/* A JSON snapshot whose trace allocates n blocks of `size` (a JSON number). */
+static char *json_allocs(int n, const char *size)
+{
+    size_t cap = 128 + (size_t)n * (64 + strlen(size));
+    char *s = malloc(cap);
+    size_t len = (size_t)snprintf(s, cap, "{\"segments\": [], \"device_traces\": [[");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len,
+                                "%s{\"action\": \"alloc\", \"addr\": %d, \"size\": %s}",
+                                i ? ", " : "", 4096 * (i + 1), size);
+    snprintf(s + len, cap - len, "]]}\n");
+    return s;
+}
+
+/* Hostile snapshots (issue 26): each is refused with its reason, quickly
+ * and without allocating what it claims. */
+static void check_hostile(const char *tool, const char *dir)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%.1300s/memviz_hostile", dir);
+    /* 9 bytes: LONG_BINPUT 2^31 - 1 once sized the memo to 16 GiB */
+    refused(tool, path, "\x80\x02Nr\xff\xff\xff\x7f.", 9,
+            "memo index 2147483647 is past the 3 opcodes read so far");
+    refused(tool, path, "\x80\x02j\xff\xff\xff\x7f.", 8, "memo index 2147483647 was never set");
+    refused(tool, path, "\x80\x02Nq\x00h\x05.", 7, "memo index 5 was never set");
+    /* LONG1 of 10 bytes: was cut to its low 8 */
+    refused(tool, path, "\x80\x02\x8a\x0a\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a.", 15,
+            "an integer of 10 bytes does not fit in 64 bits");
+    /* SETITEM popping below a mark; APPENDS without a list */
+    refused(tool, path, "\x80\x02}NN(s.", 8, "SETITEM wants 3 values on the stack, 0 there");
+    refused(tool, path, "\x80\x02N(Ne.", 7, "APPENDS into a value that is not a list");
+    refused(tool, path, "\x80\x02]NNNs.", 8, "SETITEM into a value that is not a dict");
+    /* lengths past the input: a string of 2^64 - 1 bytes, a frame of 2^63 - 1 */
+    refused(tool, path, "\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff.", 12,
+            "the pickle ends early (18446744073709551615 bytes wanted, 1 left)");
+    refused(tool, path, "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7f}.", 13,
+            "the pickle ends early");
+    refused(tool, path, "\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xff}.", 13,
+            "the pickle ends early (18446744073709551615 bytes wanted, 2 left)");
+    refused(tool, path, "\x80\x07}.", 4, "pickle protocol 7");
+    /* sizes that are no byte counts, and sums past 64 bits */
+    char *j = json_allocs(1, "-5");
+    refused(tool, path, j, strlen(j), "event 0 has size -5: not a byte count");
+    free(j);
+    j = json_allocs(2, "1e300");
+    refused(tool, path, j, strlen(j), "event 0 has size 1e+300: not a byte count");
+    free(j);
+    j = json_allocs(1, "9007199254740993"); /* 2^53 + 1 */
+    refused(tool, path, j, strlen(j), "has size 9007199254740993: not a byte count");
+    free(j);
+    j = json_allocs(1025, "9007199254740992"); /* 1025 * 2^53 > 2^63 */
+    refused(tool, path, j, strlen(j), "the live allocations add up past 2^63 bytes");
+    free(j);
+    j = json_allocs(1, "99999999999999999999"); /* past 64 bits */
+    refused(tool, path, j, strlen(j), "is neither a snapshot pickle nor JSON");
+    free(j);
+    static const char segs[] = "{\"segments\": [{\"device\": 0, \"total_size\": -1}]}";
+    refused(tool, path, segs, strlen(segs), "segment 0 has total_size -1: not a byte count");
+    static const char trailing[] = "{\"segments\": []} {";
+    refused(tool, path, trailing, strlen(trailing), "is neither a snapshot pickle nor JSON");
+    /* the largest sizes that are byte counts are drawn */
+    j = json_allocs(1023, "9007199254740992");
+    write_file(path, j, strlen(j));
+    CHECK(sh("%s memviz %s > /dev/null%s", tool, path, "") == 0);
+    free(j);
+    unlink(path);
+}
+
 static const char *find_browser(void)
 {
     static const char *const names[] = {"chromium", "chromium-browser", "google-chrome", NULL};
@@ -212,6 +320,7 @@ int main(int argc, char **argv)
     snprintf(png, sizeof png, "%s.png", pk);
     record_run(pk, js);
     check_tool(tool, pk, js, html);
+    check_hostile(tool, absdir);
     int rc = browser ? check_browser(html, png) : 0;
     if (rc == 77)
         return 77;

@@ -6,7 +6,9 @@
  * command is named in the error, with the list of commands. Its NCCL line
  * gives the version and file of the library TCUDA_NCCL_LIBRARY names (the
  * fake of tests/support, where built), or why there is none: a wrong
- * TCUDA_NCCL_LIBRARY is named, with the loader's words. */
+ * TCUDA_NCCL_LIBRARY is named, with the loader's words. Every command
+ * answers -h and --help with its usage (exit 0), and `tcuda memviz` refuses
+ * a --device that is not a whole index in range (exit 2). */
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -118,6 +120,60 @@ static void nccl_line(const char *tool, run_result *r)
     free(keep);
 }
 
+/* Every command takes -h and --help: its usage on stdout, exit status 0,
+ * nothing on stderr (`tcuda memviz --help` was an unexpected argument). */
+static void help_flags(const char *tool, run_result *r)
+{
+    static const char *const cmds[] = {"info", "memviz", "help", NULL};
+    static const char *const flags[] = {"--help", "-h"};
+    for (int c = 0; cmds[c]; c++) {
+        for (int f = 0; f < 2; f++) {
+            char *args[] = {(char *)cmds[c], (char *)flags[f], NULL};
+            run(tool, args, NULL, r);
+            printf("tcuda %s %s: exit %d\n", cmds[c], flags[f], r->code);
+            CHECK(r->code == 0 && r->err[0] == '\0');
+            CHECK(strstr(r->out, c == 1 ? "usage: tcuda memviz" : "usage: tcuda info") != NULL);
+        }
+    }
+    char *args[] = {"memviz", "--summary", "x.pickle", "--help", NULL};
+    run(tool, args, NULL, r);
+    CHECK(r->code == 0 && strstr(r->out, "usage: tcuda memviz") != NULL);
+    char *top[] = {"-h", NULL};
+    run(tool, top, NULL, r);
+    CHECK(r->code == 0 && strstr(r->out, "usage: tcuda info") != NULL);
+}
+
+/* `tcuda memviz --device N` takes digits only, 0 to 1023: anything else
+ * (the empty string was device 0) is a usage error, exit status 2, naming
+ * the value; a good index goes on to read the file (exit 1, no file). */
+static void memviz_args(const char *tool, run_result *r)
+{
+    static const char *const bad[] = {
+        "", " 1", "1 ", "+1", "-1", "1x", "0x1", "1024", "99999999999999999999", NULL};
+    for (int i = 0; bad[i]; i++) {
+        char *args[] = {"memviz", "--device", (char *)bad[i], "/nonexistent.pickle", NULL};
+        run(tool, args, NULL, r);
+        printf("--device '%s': exit %d, %s", bad[i], r->code, r->err);
+        CHECK(r->code == 2);
+        char want[128];
+        snprintf(want, sizeof want, "--device wants a device index (0 to 1023), not '%s'", bad[i]);
+        CHECK(strstr(r->err, want) != NULL);
+        CHECK(r->out[0] == '\0');
+    }
+    char *last[] = {"memviz", "/nonexistent.pickle", "--device", NULL};
+    run(tool, last, NULL, r);
+    CHECK(r->code == 2 && strstr(r->err, "--device wants a device index") != NULL);
+    char *good[] = {"memviz", "--device", "1023", "/nonexistent.pickle", NULL};
+    run(tool, good, NULL, r);
+    CHECK(r->code == 1 && strstr(r->err, "cannot open /nonexistent.pickle") != NULL);
+    char *two[] = {"memviz", "a.pickle", "b.pickle", NULL};
+    run(tool, two, NULL, r);
+    CHECK(r->code == 2 && strstr(r->err, "unexpected argument 'b.pickle'") != NULL);
+    char *opt[] = {"memviz", "--sumary", "a.pickle", NULL};
+    run(tool, opt, NULL, r);
+    CHECK(r->code == 2 && strstr(r->err, "unexpected argument '--sumary'") != NULL);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -170,5 +226,8 @@ int main(int argc, char **argv)
     char *help[] = {"help", NULL};
     run(tool, help, NULL, &r);
     CHECK(r.code == 0 && strstr(r.out, "usage: tcuda info") != NULL && r.err[0] == '\0');
+
+    help_flags(tool, &r);
+    memviz_args(tool, &r);
     return TC_TEST_DONE();
 }

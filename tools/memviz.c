@@ -12,8 +12,16 @@
  * the order they were made, so when one goes, those above it move down. The
  * peak is the event after which the most bytes are live; the page marks it,
  * draws the segments live then with the allocations inside them, and lists
- * the largest allocations live then with their stacks. */
+ * the largest allocations live then with their stacks.
+ *
+ * A snapshot may be hostile: every byte count in it is checked (0 to
+ * MAX_BYTES, where doubles still count bytes exactly) and every sum of them
+ * against 64 bits, and the snapshot is refused with the reason otherwise.
+ * What is allocated is bounded by the number of values read, so by the
+ * input's size. */
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +33,7 @@
 #define W 1200.0
 #define H 420.0
 #define MAX_POINTS 4000000 /* steps drawn in the timeline, at most */
+#define MAX_BYTES ((int64_t)1 << 53)
 
 typedef struct pt {
     double x, y;
@@ -136,6 +145,9 @@ static bool amap_take(amap *m, uint64_t k, size_t *v)
 
 typedef struct view {
     const char *path;
+    FILE *out;
+    char *err; /* why the snapshot is refused */
+    size_t errn;
     int device;
     const mv_val *trace; /* the device's events */
     size_t nev;
@@ -154,19 +166,56 @@ static bool is(const mv_val *e, const char *action)
     return strcmp(mv_str(mv_get(e, "action")), action) == 0;
 }
 
+/* Says why the snapshot is refused, in v->err after its path. */
+static void refuse(view *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(view *v, const char *fmt, ...)
+{
+    int n = snprintf(v->err, v->errn, "%s: ", v->path);
+    if (n < 0 || (size_t)n >= v->errn)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->err + n, v->errn - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* d's byte count `key` into *out: false, with the reason in v->err, for a
+ * negative one or one past MAX_BYTES (`what` and `at` name d). */
+static bool bytes_of(view *v, const mv_val *d, const char *key, const char *what, size_t at,
+                     uint64_t *out)
+{
+    const mv_val *x = mv_get(d, key);
+    if (x && x->k == MV_FLOAT && !(x->f >= 0 && x->f <= (double)MAX_BYTES)) {
+        refuse(v, "%s %zu has %s %g: not a byte count (0 to 2^53)", what, at, key, x->f);
+        return false;
+    }
+    int64_t n = mv_int(x);
+    if (n < 0 || n > MAX_BYTES) {
+        refuse(v, "%s %zu has %s %" PRId64 ": not a byte count (0 to 2^53)", what, at, key, n);
+        return false;
+    }
+    *out = (uint64_t)n;
+    return true;
+}
+
 /* Replays births (`born`) and deaths (`died`) of things at addresses; what
  * is in `at_end` (addr, size, stream, frames) without a birth was there
- * before. */
-static void replay(view *v, alist *out, const char *born, const char *died,
+ * before. False, with the reason in v->err, for a size that is no byte
+ * count. */
+static bool replay(view *v, alist *out, const char *born, const char *died,
                    const mv_val *const *at_end, size_t n_end)
 {
     amap m = {0};
-    for (size_t k = 0; k < v->nev; k++) {
+    bool ok = true;
+    for (size_t k = 0; k < v->nev && ok; k++) {
         const mv_val *e = ev_at(v, k);
-        uint64_t addr = (uint64_t)mv_int(mv_get(e, "addr"));
-        if (is(e, born)) {
+        uint64_t addr = (uint64_t)mv_int(mv_get(e, "addr")), size = 0;
+        bool b = is(e, born), d = !b && is(e, died);
+        if ((b || d) && !(ok = bytes_of(v, e, "size", "event", k, &size)))
+            break;
+        if (b) {
             al a = {addr,
-                    (uint64_t)mv_int(mv_get(e, "size")),
+                    size,
                     (uint64_t)mv_int(mv_get(e, "stream")),
                     (int64_t)k,
                     (int64_t)v->nev,
@@ -176,34 +225,31 @@ static void replay(view *v, alist *out, const char *born, const char *died,
                     0,
                     0};
             amap_put(&m, addr, add(out, a));
-        } else if (is(e, died)) {
+        } else if (d) {
             size_t i;
             if (amap_take(&m, addr, &i)) {
                 out->v[i].t1 = (int64_t)k;
             } else {
-                al a = {addr,
-                        (uint64_t)mv_int(mv_get(e, "size")),
-                        (uint64_t)mv_int(mv_get(e, "stream")),
-                        0,
-                        (int64_t)k,
-                        mv_get(e, "frames"),
-                        true,
-                        NULL,
-                        0,
+                al a = {addr, size,       (uint64_t)mv_int(mv_get(e, "stream")),
+                        0,    (int64_t)k, mv_get(e, "frames"),
+                        true, NULL,       0,
                         0};
                 add(out, a);
             }
         }
     }
-    for (size_t i = 0; i < n_end; i++) {
+    for (size_t i = 0; i < n_end && ok; i++) {
         const mv_val *b = at_end[i];
-        uint64_t addr = (uint64_t)mv_int(mv_get(b, "address"));
+        uint64_t addr = (uint64_t)mv_int(mv_get(b, "address")), size;
         size_t j;
         if (amap_take(&m, addr, &j))
             continue;
-        const mv_val *sz = mv_get(b, "total_size");
+        bool seg = mv_get(b, "total_size") != NULL;
+        if (!(ok = bytes_of(v, b, seg ? "total_size" : "size", seg ? "segment" : "block", i,
+                            &size)))
+            break;
         al a = {addr,
-                (uint64_t)mv_int(sz ? sz : mv_get(b, "size")),
+                size,
                 (uint64_t)mv_int(mv_get(b, "stream")),
                 0,
                 (int64_t)v->nev,
@@ -217,6 +263,7 @@ static void replay(view *v, alist *out, const char *born, const char *died,
     free(m.key);
     free(m.val);
     free(m.used);
+    return ok;
 }
 
 static void add_pt(al *a, double x, double y)
@@ -228,9 +275,21 @@ static void add_pt(al *a, double x, double y)
     a->pts[a->npts++] = (pt){x, y};
 }
 
+/* live += size, or false with the reason in v->err when the sum passes
+ * int64 (sizes are at most MAX_BYTES, but there may be many). */
+static bool add_live(view *v, int64_t *live, uint64_t size)
+{
+    if (__builtin_add_overflow(*live, (int64_t)size, live)) {
+        refuse(v, "the live allocations add up past 2^63 bytes");
+        return false;
+    }
+    return true;
+}
+
 /* Stacks the allocations: the earlier made lower, those live before the
- * trace lowest; records each one's bottom edge and the total over time. */
-static void layout(view *v)
+ * trace lowest; records each one's bottom edge and the total over time.
+ * False when the live bytes pass int64. */
+static bool layout(view *v)
 {
     alist *l = &v->allocs;
     size_t *ord = mv_xrealloc(NULL, (l->n + 1) * sizeof *ord), nord = 0;
@@ -240,11 +299,12 @@ static void layout(view *v)
         start[k] = end[k] = SIZE_MAX;
     int64_t live = 0;
     size_t npts = 0;
-    for (size_t i = 0; i < l->n; i++) {
+    bool ok = true;
+    for (size_t i = 0; i < l->n && ok; i++) {
         al *a = &l->v[i];
         if (a->pre) {
             add_pt(a, 0, (double)live);
-            live += (int64_t)a->size;
+            ok = add_live(v, &live, a->size);
             ord[nord++] = i;
         } else {
             start[a->t0] = i;
@@ -254,7 +314,7 @@ static void layout(view *v)
     }
     v->total = mv_xrealloc(NULL, (v->nev + 1) * sizeof *v->total);
     v->peak = -1;
-    for (size_t k = 0; k < v->nev; k++) {
+    for (size_t k = 0; k < v->nev && ok; k++) {
         if (end[k] != SIZE_MAX) {
             size_t p = 0;
             while (p < nord && ord[p] != end[k])
@@ -278,7 +338,7 @@ static void layout(view *v)
         }
         if (start[k] != SIZE_MAX) {
             add_pt(&l->v[start[k]], (double)k, (double)live);
-            live += (int64_t)l->v[start[k]].size;
+            ok = add_live(v, &live, l->v[start[k]].size);
             ord[nord++] = start[k];
         }
         v->total[k] = live;
@@ -294,6 +354,7 @@ static void layout(view *v)
     free(ord);
     free(start);
     free(end);
+    return ok;
 }
 
 static bool live_at(const al *a, int64_t x) { return a->t0 <= x && x < a->t1; }
@@ -325,50 +386,76 @@ static al **at_peak(const view *v, const alist *l, int (*cmp)(const void *, cons
     return r;
 }
 
-static void collect_blocks(const mv_val *segments, int device, const mv_val ***blocks, size_t *nb,
+/* *sum += n, or false with the reason in v->err past 64 bits. */
+static bool add_bytes(view *v, uint64_t *sum, uint64_t n, const char *what)
+{
+    if (__builtin_add_overflow(*sum, n, sum)) {
+        refuse(v, "the %s add up past 2^64 bytes", what);
+        return false;
+    }
+    return true;
+}
+
+/* The segments of `device` and their live blocks, with the totals at the
+ * end; false, with the reason in v->err, for a size that is no byte count.
+ * The caller frees the two arrays. */
+static bool collect_blocks(const mv_val *segments, int device, const mv_val ***blocks, size_t *nb,
                            const mv_val ***segs, size_t *ns, view *v)
 {
     *nb = *ns = 0;
     size_t cb = 0, cs = 0;
     *blocks = NULL;
     *segs = NULL;
-    for (size_t i = 0; segments && i < segments->n; i++) {
+    for (size_t i = 0; i < segments->n; i++) {
         const mv_val *s = segments->items[i];
+        uint64_t n;
         if (mv_int(mv_get(s, "device")) != device)
             continue;
         if (*ns == cs)
             *segs = mv_xrealloc((void *)*segs, (cs = cs ? cs * 2 : 16) * sizeof **segs);
         (*segs)[(*ns)++] = s;
-        v->end_reserved += (uint64_t)mv_int(mv_get(s, "total_size"));
+        if (!bytes_of(v, s, "total_size", "segment", i, &n) ||
+            !add_bytes(v, &v->end_reserved, n, "segments"))
+            return false;
         v->end_segments++;
         const mv_val *bl = mv_get(s, "blocks");
-        for (size_t j = 0; bl && j < bl->n; j++) {
+        for (size_t j = 0; bl && bl->k == MV_LIST && j < bl->n; j++) {
             const mv_val *b = bl->items[j];
             const char *st = mv_str(mv_get(b, "state"));
             if (strcmp(st, "active_allocated") && strcmp(st, "active_pending_free"))
                 continue;
-            if (!strcmp(st, "active_allocated"))
-                v->end_allocated += (uint64_t)mv_int(mv_get(b, "size"));
+            if (!bytes_of(v, b, "size", "block", j, &n))
+                return false;
+            if (!strcmp(st, "active_allocated") &&
+                !add_bytes(v, &v->end_allocated, n, "allocated blocks"))
+                return false;
             if (*nb == cb)
                 *blocks = mv_xrealloc((void *)*blocks, (cb = cb ? cb * 2 : 64) * sizeof **blocks);
             (*blocks)[(*nb)++] = b;
         }
     }
+    return true;
 }
 
+/* The view of root's device want_device (-1: the first with events); false,
+ * with the reason in v->err, when root is no snapshot or its sizes are not
+ * byte counts. */
 static bool build(view *v, const mv_val *root, int want_device)
 {
     const mv_val *traces = mv_get(root, "device_traces");
     const mv_val *segments = mv_get(root, "segments");
     if (!segments || segments->k != MV_LIST) {
-        fprintf(stderr, "tcuda memviz: %s has no \"segments\" list: not a memory snapshot\n",
-                v->path);
+        refuse(v, "no \"segments\" list: not a memory snapshot");
+        return false;
+    }
+    if (traces && traces->k != MV_LIST) {
+        refuse(v, "\"device_traces\" is not a list");
         return false;
     }
     int d = want_device;
     if (d < 0) {
         d = 0;
-        for (size_t i = 0; traces && i < traces->n; i++)
+        for (size_t i = 0; traces && i < traces->n && i <= INT_MAX; i++)
             if (traces->items[i]->n) {
                 d = (int)i;
                 break;
@@ -376,20 +463,21 @@ static bool build(view *v, const mv_val *root, int want_device)
     }
     v->device = d;
     static const mv_val empty = {MV_LIST, 0, 0, NULL, NULL, 0, 0};
-    v->trace = traces && (size_t)d < traces->n ? traces->items[d] : &empty;
+    v->trace = traces && (size_t)d < traces->n && traces->items[d]->k == MV_LIST ? traces->items[d]
+                                                                                 : &empty;
     v->nev = v->trace->n;
     bool completed = false;
     for (size_t k = 0; k < v->nev; k++)
         completed |= is(ev_at(v, k), "free_completed");
     const mv_val **blocks, **segs;
     size_t nb, ns;
-    collect_blocks(segments, d, &blocks, &nb, &segs, &ns, v);
-    replay(v, &v->allocs, "alloc", completed ? "free_completed" : "free_requested", blocks, nb);
-    replay(v, &v->segs, "segment_alloc", "segment_free", segs, ns);
+    bool ok = collect_blocks(segments, d, &blocks, &nb, &segs, &ns, v) &&
+              replay(v, &v->allocs, "alloc", completed ? "free_completed" : "free_requested",
+                     blocks, nb) &&
+              replay(v, &v->segs, "segment_alloc", "segment_free", segs, ns) && layout(v);
     free((void *)blocks);
     free((void *)segs);
-    layout(v);
-    return true;
+    return ok;
 }
 
 static void view_free(view *v)
@@ -440,7 +528,7 @@ static void frames_text(const mv_val *f, char *out, size_t n, const char *sep)
     }
 }
 
-static int summary(view *v)
+static int text(view *v)
 {
     char b1[32], b2[32], b3[32];
     size_t counts[8] = {0};
@@ -450,25 +538,25 @@ static int summary(view *v)
     for (size_t k = 0; k < v->nev; k++)
         for (int a = 0; a < 8; a++)
             counts[a] += is(ev_at(v, k), names[a]);
-    printf("snapshot %s, device %d: %zu events\n", v->path, v->device, v->nev);
+    fprintf(v->out, "snapshot %s, device %d: %zu events\n", v->path, v->device, v->nev);
     for (int a = 0; a < 8; a++)
         if (counts[a])
-            printf("  %-16s %zu\n", names[a], counts[a]);
+            fprintf(v->out, "  %-16s %zu\n", names[a], counts[a]);
     size_t n;
     al **top = at_peak(v, &v->allocs, by_size_desc, &n);
-    printf("peak active memory: %s after event %" PRId64 ", %zu allocations live\n",
-           fmt_bytes(b1, sizeof b1, (double)v->peak), v->peak_x, n);
-    printf("at the end: %s allocated in %zu segments holding %s\n",
-           fmt_bytes(b2, sizeof b2, (double)v->end_allocated), v->end_segments,
-           fmt_bytes(b3, sizeof b3, (double)v->end_reserved));
-    printf("largest live allocations at the peak:\n");
-    printf("  %-12s %-16s %-18s %s\n", "size", "stream", "address", "allocated by");
+    fprintf(v->out, "peak active memory: %s after event %" PRId64 ", %zu allocations live\n",
+            fmt_bytes(b1, sizeof b1, (double)v->peak), v->peak_x, n);
+    fprintf(v->out, "at the end: %s allocated in %zu segments holding %s\n",
+            fmt_bytes(b2, sizeof b2, (double)v->end_allocated), v->end_segments,
+            fmt_bytes(b3, sizeof b3, (double)v->end_reserved));
+    fprintf(v->out, "largest live allocations at the peak:\n");
+    fprintf(v->out, "  %-12s %-16s %-18s %s\n", "size", "stream", "address", "allocated by");
     for (size_t i = 0; i < n && i < TOP_N; i++) {
         char st[2048];
         frames_text(top[i]->frames, st, sizeof st, " <- ");
-        printf("  %-12s %#-16" PRIx64 " %#-18" PRIx64 " %s\n",
-               fmt_bytes(b1, sizeof b1, (double)top[i]->size), top[i]->stream, top[i]->addr,
-               st[0] ? st : (top[i]->pre ? "(before the trace)" : "(no stack recorded)"));
+        fprintf(v->out, "  %-12s %#-16" PRIx64 " %#-18" PRIx64 " %s\n",
+                fmt_bytes(b1, sizeof b1, (double)top[i]->size), top[i]->stream, top[i]->addr,
+                st[0] ? st : (top[i]->pre ? "(before the trace)" : "(no stack recorded)"));
     }
     free(top);
     return 0;
@@ -476,35 +564,35 @@ static int summary(view *v)
 
 /* ---- HTML -------------------------------------------------------------------------- */
 
-static void html_text(const char *s)
+static void html_text(FILE *o, const char *s)
 {
     for (; *s; s++) {
         if (*s == '<')
-            fputs("&lt;", stdout);
+            fputs("&lt;", o);
         else if (*s == '>')
-            fputs("&gt;", stdout);
+            fputs("&gt;", o);
         else if (*s == '&')
-            fputs("&amp;", stdout);
+            fputs("&amp;", o);
         else if (*s == '"')
-            fputs("&quot;", stdout);
+            fputs("&quot;", o);
         else
-            putchar(*s);
+            fputc(*s, o);
     }
 }
 
-static void js_str(const char *s)
+static void js_str(FILE *o, const char *s)
 {
-    putchar('"');
+    fputc('"', o);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            printf("\\%c", c);
+            fprintf(o, "\\%c", c);
         else if (c < 0x20 || c == '<' || c == '>' || c == '&')
-            printf("\\u%04x", c);
+            fprintf(o, "\\u%04x", c);
         else
-            putchar(c);
+            fputc(c, o);
     }
-    putchar('"');
+    fputc('"', o);
 }
 
 static double sx(const view *v, double x)
@@ -518,7 +606,10 @@ static double sy(const view *v, double y)
 
 static void color(size_t i, char *buf, size_t n)
 {
-    snprintf(buf, n, "hsl(%d,65%%,%d%%)", (int)((double)i * 137.508) % 360, 45 + (int)(i % 3) * 10);
+    /* the golden angle (137.508 degrees): neighbours differ in hue; in integers, as a
+     * double past INT_MAX would not convert */
+    snprintf(buf, n, "hsl(%d,65%%,%d%%)", (int)((uint64_t)i * 137508 / 1000 % 360),
+             45 + (int)(i % 3) * 10);
 }
 
 static void polygon(const view *v, size_t i)
@@ -528,17 +619,17 @@ static void polygon(const view *v, size_t i)
         return;
     char c[48];
     color(i, c, sizeof c);
-    printf("<polygon class=\"alloc\" data-i=\"%zu\" fill=\"%s\" points=\"", i, c);
+    fprintf(v->out, "<polygon class=\"alloc\" data-i=\"%zu\" fill=\"%s\" points=\"", i, c);
     for (size_t p = 0; p < a->npts; p++)
-        printf("%.1f,%.1f ", sx(v, a->pts[p].x), sy(v, a->pts[p].y));
+        fprintf(v->out, "%.1f,%.1f ", sx(v, a->pts[p].x), sy(v, a->pts[p].y));
     double yl = a->pts[a->npts - 1].y;
-    printf("%.1f,%.1f %.1f,%.1f ", sx(v, (double)a->t1), sy(v, yl), sx(v, (double)a->t1),
-           sy(v, yl + (double)a->size));
+    fprintf(v->out, "%.1f,%.1f %.1f,%.1f ", sx(v, (double)a->t1), sy(v, yl), sx(v, (double)a->t1),
+            sy(v, yl + (double)a->size));
     for (size_t p = a->npts; p-- > 0;)
-        printf("%.1f,%.1f ", sx(v, a->pts[p].x), sy(v, a->pts[p].y + (double)a->size));
+        fprintf(v->out, "%.1f,%.1f ", sx(v, a->pts[p].x), sy(v, a->pts[p].y + (double)a->size));
     char b[32];
-    printf("\"><title>%s, stream %#" PRIx64 "</title></polygon>\n",
-           fmt_bytes(b, sizeof b, (double)a->size), a->stream);
+    fprintf(v->out, "\"><title>%s, stream %#" PRIx64 "</title></polygon>\n",
+            fmt_bytes(b, sizeof b, (double)a->size), a->stream);
 }
 
 static void axes(const view *v)
@@ -546,29 +637,31 @@ static void axes(const view *v)
     char b[32];
     for (int t = 0; t <= 4; t++) {
         double y = (double)v->peak * 1.05 * t / 4;
-        printf("<line class=\"grid\" x1=\"60\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>"
-               "<text x=\"4\" y=\"%.1f\">%s</text>\n",
-               W - 20, sy(v, y), sy(v, y), sy(v, y) + 4, fmt_bytes(b, sizeof b, y));
+        fprintf(v->out,
+                "<line class=\"grid\" x1=\"60\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\"/>"
+                "<text x=\"4\" y=\"%.1f\">%s</text>\n",
+                W - 20, sy(v, y), sy(v, y), sy(v, y) + 4, fmt_bytes(b, sizeof b, y));
     }
-    printf("<text x=\"%.0f\" y=\"%.0f\">event index (%zu events)</text>\n", W / 2 - 60, H + 50,
-           v->nev);
+    fprintf(v->out, "<text x=\"%.0f\" y=\"%.0f\">event index (%zu events)</text>\n", W / 2 - 60,
+            H + 50, v->nev);
 }
 
 static void timeline(const view *v)
 {
     char b[32];
-    printf("<svg id=\"timeline\" width=\"%.0f\" height=\"%.0f\">\n", W, H + 60);
+    fprintf(v->out, "<svg id=\"timeline\" width=\"%.0f\" height=\"%.0f\">\n", W, H + 60);
     axes(v);
-    printf("<g id=\"allocs\">\n");
+    fprintf(v->out, "<g id=\"allocs\">\n");
     for (size_t i = 0; i < v->allocs.n; i++)
         polygon(v, i);
-    printf("</g>\n");
+    fprintf(v->out, "</g>\n");
     double px = sx(v, (double)v->peak_x + 0.5);
-    printf("<line id=\"peak\" x1=\"%.1f\" x2=\"%.1f\" y1=\"15\" y2=\"%.0f\"/>"
-           "<text id=\"peak-label\" x=\"%.1f\" y=\"14\">peak %s at event %" PRId64 "</text>\n",
-           px, px, H + 20, px + 4 > W - 220 ? px - 220 : px + 4,
-           fmt_bytes(b, sizeof b, (double)v->peak), v->peak_x);
-    printf("</svg>\n");
+    fprintf(v->out,
+            "<line id=\"peak\" x1=\"%.1f\" x2=\"%.1f\" y1=\"15\" y2=\"%.0f\"/>"
+            "<text id=\"peak-label\" x=\"%.1f\" y=\"14\">peak %s at event %" PRId64 "</text>\n",
+            px, px, H + 20, px + 4 > W - 220 ? px - 220 : px + 4,
+            fmt_bytes(b, sizeof b, (double)v->peak), v->peak_x);
+    fprintf(v->out, "</svg>\n");
 }
 
 static void segment_map(const view *v)
@@ -581,15 +674,17 @@ static void segment_map(const view *v)
         if (segs[i]->size > biggest)
             biggest = segs[i]->size;
     double row = 22, w = W - 260;
-    printf("<svg id=\"segments\" width=\"%.0f\" height=\"%.0f\">\n", W, row * (double)ns + 10);
+    fprintf(v->out, "<svg id=\"segments\" width=\"%.0f\" height=\"%.0f\">\n", W,
+            row * (double)ns + 10);
     char b[32];
     for (size_t i = 0; i < ns; i++) {
         const al *s = segs[i];
         double y = 5 + row * (double)i, sw = w * (double)s->size / (double)biggest;
-        printf("<text x=\"0\" y=\"%.0f\">%#" PRIx64 " %s</text>", y + 14, s->addr,
-               fmt_bytes(b, sizeof b, (double)s->size));
-        printf("<rect class=\"segment\" x=\"240\" y=\"%.0f\" width=\"%.1f\" height=\"16\"/>\n", y,
-               sw);
+        fprintf(v->out, "<text x=\"0\" y=\"%.0f\">%#" PRIx64 " %s</text>", y + 14, s->addr,
+                fmt_bytes(b, sizeof b, (double)s->size));
+        fprintf(v->out,
+                "<rect class=\"segment\" x=\"240\" y=\"%.0f\" width=\"%.1f\" height=\"16\"/>\n", y,
+                sw);
         for (size_t j = 0; j < na; j++) {
             const al *a = allocs[j];
             if (a->addr < s->addr || a->addr >= s->addr + s->size)
@@ -597,18 +692,19 @@ static void segment_map(const view *v)
             char c[48];
             size_t idx = (size_t)(a - v->allocs.v);
             color(idx, c, sizeof c);
-            printf("<rect class=\"alloc\" data-i=\"%zu\" fill=\"%s\" x=\"%.1f\" y=\"%.0f\" "
-                   "width=\"%.1f\" height=\"16\"><title>%s</title></rect>\n",
-                   idx, c, 240 + w * (double)(a->addr - s->addr) / (double)biggest, y,
-                   w * (double)a->size / (double)biggest < 1
-                       ? 1
-                       : w * (double)a->size / (double)biggest,
-                   fmt_bytes(b, sizeof b, (double)a->size));
+            fprintf(v->out,
+                    "<rect class=\"alloc\" data-i=\"%zu\" fill=\"%s\" x=\"%.1f\" y=\"%.0f\" "
+                    "width=\"%.1f\" height=\"16\"><title>%s</title></rect>\n",
+                    idx, c, 240 + w * (double)(a->addr - s->addr) / (double)biggest, y,
+                    w * (double)a->size / (double)biggest < 1
+                        ? 1
+                        : w * (double)a->size / (double)biggest,
+                    fmt_bytes(b, sizeof b, (double)a->size));
         }
     }
-    printf("</svg>\n");
+    fprintf(v->out, "</svg>\n");
     if (!ns)
-        printf("<p>No segments were live at the peak in this snapshot.</p>\n");
+        fprintf(v->out, "<p>No segments were live at the peak in this snapshot.</p>\n");
     free(segs);
     free(allocs);
 }
@@ -618,87 +714,135 @@ static void top_table(const view *v)
     size_t n;
     al **top = at_peak(v, &v->allocs, by_size_desc, &n);
     char b[32], st[4096];
-    printf("<table id=\"top-allocs\"><tr><th>size</th><th>stream</th><th>address</th>"
-           "<th>stack</th></tr>\n");
+    fprintf(v->out, "<table id=\"top-allocs\"><tr><th>size</th><th>stream</th><th>address</th>"
+                    "<th>stack</th></tr>\n");
     for (size_t i = 0; i < n && i < TOP_N; i++) {
         frames_text(top[i]->frames, st, sizeof st, "\n");
-        printf("<tr class=\"top\" data-i=\"%zu\"><td>%s</td><td>%#" PRIx64 "</td><td>%#" PRIx64
-               "</td><td><pre class=\"stack\">",
-               (size_t)(top[i] - v->allocs.v), fmt_bytes(b, sizeof b, (double)top[i]->size),
-               top[i]->stream, top[i]->addr);
-        html_text(st[0] ? st : top[i]->pre ? "(allocated before the trace)" : "(no stack)");
-        printf("</pre></td></tr>\n");
+        fprintf(v->out,
+                "<tr class=\"top\" data-i=\"%zu\"><td>%s</td><td>%#" PRIx64 "</td><td>%#" PRIx64
+                "</td><td><pre class=\"stack\">",
+                (size_t)(top[i] - v->allocs.v), fmt_bytes(b, sizeof b, (double)top[i]->size),
+                top[i]->stream, top[i]->addr);
+        html_text(v->out, st[0] ? st : top[i]->pre ? "(allocated before the trace)" : "(no stack)");
+        fprintf(v->out, "</pre></td></tr>\n");
     }
-    printf("</table>\n");
+    fprintf(v->out, "</table>\n");
     free(top);
 }
 
 static void script(const view *v)
 {
     char b[32], st[4096];
-    printf("<script>\nconst A = [\n");
+    fprintf(v->out, "<script>\nconst A = [\n");
     for (size_t i = 0; i < v->allocs.n; i++) {
         const al *a = &v->allocs.v[i];
         frames_text(a->frames, st, sizeof st, "\n");
-        printf("[");
-        js_str(fmt_bytes(b, sizeof b, (double)a->size));
-        printf(",\"%#" PRIx64 "\",\"%#" PRIx64 "\",%" PRId64 ",%" PRId64 ",", a->stream, a->addr,
-               a->t0, a->t1);
-        js_str(st[0] ? st : a->pre ? "(allocated before the trace)" : "(no stack recorded)");
-        printf("],\n");
+        fprintf(v->out, "[");
+        js_str(v->out, fmt_bytes(b, sizeof b, (double)a->size));
+        fprintf(v->out, ",\"%#" PRIx64 "\",\"%#" PRIx64 "\",%" PRId64 ",%" PRId64 ",", a->stream,
+                a->addr, a->t0, a->t1);
+        js_str(v->out, st[0]    ? st
+                       : a->pre ? "(allocated before the trace)"
+                                : "(no stack recorded)");
+        fprintf(v->out, "],\n");
     }
-    printf("];\n"
-           "document.getElementById('timeline').setAttribute('data-drawn',"
-           " document.querySelectorAll('#allocs polygon').length);\n"
-           "function show(i) {\n"
-           "  const a = A[i], d = document.getElementById('detail');\n"
-           "  d.textContent = a[0] + ' at ' + a[2] + ' on stream ' + a[1] + ', live from event ' +"
-           " a[3] + ' to ' + a[4] + '\\n' + a[5];\n"
-           "}\n"
-           "for (const el of document.querySelectorAll('[data-i]')) {\n"
-           "  el.addEventListener('mouseover', () => show(+el.dataset.i));\n"
-           "  el.addEventListener('click', () => show(+el.dataset.i));\n"
-           "}\n"
-           "</script>\n");
+    fprintf(v->out,
+            "];\n"
+            "document.getElementById('timeline').setAttribute('data-drawn',"
+            " document.querySelectorAll('#allocs polygon').length);\n"
+            "function show(i) {\n"
+            "  const a = A[i], d = document.getElementById('detail');\n"
+            "  d.textContent = a[0] + ' at ' + a[2] + ' on stream ' + a[1] + ', live from event ' +"
+            " a[3] + ' to ' + a[4] + '\\n' + a[5];\n"
+            "}\n"
+            "for (const el of document.querySelectorAll('[data-i]')) {\n"
+            "  el.addEventListener('mouseover', () => show(+el.dataset.i));\n"
+            "  el.addEventListener('click', () => show(+el.dataset.i));\n"
+            "}\n"
+            "</script>\n");
 }
 
 static int page(view *v)
 {
     char b1[32], b2[32];
-    printf("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tcuda memory: ");
-    html_text(base(v->path));
-    printf("</title>\n<style>\n"
-           "body{font:14px sans-serif;margin:16px;color:#222}\n"
-           "svg text{font:11px sans-serif;fill:#333}\n"
-           ".grid{stroke:#ddd}\n#peak{stroke:#d00;stroke-width:2;stroke-dasharray:6 3}\n"
-           "#peak-label{fill:#d00;font-weight:bold}\n"
-           ".alloc{stroke:#0003;stroke-width:.5;cursor:pointer}\n.alloc:hover{opacity:.7}\n"
-           ".segment{fill:#eee;stroke:#999}\n"
-           "#detail{white-space:pre;font:12px monospace;background:#f6f6f6;padding:8px;"
-           "min-height:3em;border:1px solid #ddd}\n"
-           "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-           "vertical-align:top;text-align:left}\n"
-           ".stack{margin:0;font:11px monospace}\n"
-           "</style></head><body>\n<h1>Active memory over time</h1>\n");
-    printf("<p id=\"summary\">");
-    html_text(base(v->path));
-    printf(", device %d: %zu events, %zu allocations; peak %s after event %" PRId64
-           "; at the end %s reserved in %zu segments.</p>\n",
-           v->device, v->nev, v->allocs.n, fmt_bytes(b1, sizeof b1, (double)v->peak), v->peak_x,
-           fmt_bytes(b2, sizeof b2, (double)v->end_reserved), v->end_segments);
+    fprintf(v->out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tcuda memory: ");
+    html_text(v->out, base(v->path));
+    fprintf(v->out,
+            "</title>\n<style>\n"
+            "body{font:14px sans-serif;margin:16px;color:#222}\n"
+            "svg text{font:11px sans-serif;fill:#333}\n"
+            ".grid{stroke:#ddd}\n#peak{stroke:#d00;stroke-width:2;stroke-dasharray:6 3}\n"
+            "#peak-label{fill:#d00;font-weight:bold}\n"
+            ".alloc{stroke:#0003;stroke-width:.5;cursor:pointer}\n.alloc:hover{opacity:.7}\n"
+            ".segment{fill:#eee;stroke:#999}\n"
+            "#detail{white-space:pre;font:12px monospace;background:#f6f6f6;padding:8px;"
+            "min-height:3em;border:1px solid #ddd}\n"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
+            "vertical-align:top;text-align:left}\n"
+            ".stack{margin:0;font:11px monospace}\n"
+            "</style></head><body>\n<h1>Active memory over time</h1>\n");
+    fprintf(v->out, "<p id=\"summary\">");
+    html_text(v->out, base(v->path));
+    fprintf(v->out,
+            ", device %d: %zu events, %zu allocations; peak %s after event %" PRId64
+            "; at the end %s reserved in %zu segments.</p>\n",
+            v->device, v->nev, v->allocs.n, fmt_bytes(b1, sizeof b1, (double)v->peak), v->peak_x,
+            fmt_bytes(b2, sizeof b2, (double)v->end_reserved), v->end_segments);
     if (v->simplified)
-        printf("<p><b>This trace is too long to draw every step: past %d points, allocations keep "
-               "the height they started at.</b></p>\n",
-               MAX_POINTS);
+        fprintf(v->out,
+                "<p><b>This trace is too long to draw every step: past %d points, allocations keep "
+                "the height they started at.</b></p>\n",
+                MAX_POINTS);
     timeline(v);
-    printf("<div id=\"detail\">Point at or click an allocation to see its size, stream and "
-           "stack.</div>\n<h2>Segments at the peak</h2>\n");
+    fprintf(v->out,
+            "<div id=\"detail\">Point at or click an allocation to see its size, stream and "
+            "stack.</div>\n<h2>Segments at the peak</h2>\n");
     segment_map(v);
-    printf("<h2>Largest live allocations at the peak</h2>\n");
+    fprintf(v->out, "<h2>Largest live allocations at the peak</h2>\n");
     top_table(v);
     script(v);
-    printf("</body></html>\n");
+    fprintf(v->out, "</body></html>\n");
     return 0;
+}
+
+int mv_render(const mv_val *root, const char *path, int device, bool summary, FILE *out, char *err,
+              size_t errn)
+{
+    view v;
+    memset(&v, 0, sizeof v);
+    v.path = path;
+    v.out = out;
+    v.err = err;
+    v.errn = errn;
+    err[0] = 0;
+    int rc = !build(&v, root, device) ? 1 : summary ? text(&v) : page(&v);
+    view_free(&v);
+    return rc;
+}
+
+static void memviz_usage(FILE *f)
+{
+    fprintf(f, "usage: tcuda memviz [--summary] [--device N] SNAPSHOT > report.html\n"
+               "  a memory snapshot (tc_memory_dump_snapshot, a pickle or its JSON) as one HTML\n"
+               "  page; --summary: a text table instead; --device N: device N's trace (default:\n"
+               "  the first with events)\n");
+}
+
+/* A device index: digits only (no sign, space or empty string), 0 to 1023. */
+static bool parse_device(const char *s, int *out)
+{
+    int d = 0;
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        d = d * 10 + (*s - '0');
+        if (d > 1023)
+            return false;
+    }
+    *out = d;
+    return true;
 }
 
 int tc_tool_memviz(int argc, char **argv)
@@ -707,39 +851,44 @@ int tc_tool_memviz(int argc, char **argv)
     int device = -1;
     const char *path = NULL;
     for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            memviz_usage(stdout);
+            return 0;
+        }
+    }
+    for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--summary") == 0) {
             sum = true;
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            char *end;
-            long d = strtol(argv[++i], &end, 10);
-            if (*end || d < 0 || d > 1023) {
-                fprintf(stderr, "tcuda memviz: --device wants a device index, not '%s'\n", argv[i]);
+        } else if (strcmp(argv[i], "--device") == 0) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "tcuda memviz: --device wants a device index (0 to 1023)\n");
                 return 2;
             }
-            device = (int)d;
+            if (!parse_device(argv[++i], &device)) {
+                fprintf(stderr,
+                        "tcuda memviz: --device wants a device index (0 to 1023), not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (!path && argv[i][0] != '-') {
             path = argv[i];
         } else {
             fprintf(stderr, "tcuda memviz: unexpected argument '%s'\n", argv[i]);
+            memviz_usage(stderr);
             return 2;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: tcuda memviz [--summary] [--device N] SNAPSHOT > report.html\n");
+        memviz_usage(stderr);
         return 2;
     }
-    char err[256];
+    char err[320];
     mv_val *root = mv_read(path, err, sizeof err);
-    if (!root) {
+    int rc = 1;
+    if (root)
+        rc = mv_render(root, path, device, sum, stdout, err, sizeof err);
+    if (rc)
         fprintf(stderr, "tcuda memviz: %s\n", err);
-        mv_free_all();
-        return 1;
-    }
-    view v;
-    memset(&v, 0, sizeof v);
-    v.path = path;
-    int rc = !build(&v, root, device) ? 1 : sum ? summary(&v) : page(&v);
-    view_free(&v);
     mv_free_all();
     return rc;
 }

@@ -6,9 +6,18 @@
  * lists, dicts, strings, numbers, booleans and None uses (with the memo,
  * frames and tuples), and refuses anything else (a class, a reduce) with
  * the opcode's name: it never runs code. mv_free_all frees every value
- * read. */
+ * read.
+ *
+ * The input is hostile until read: every length is checked against the bytes
+ * left, a memo index against the opcodes read so far (a pickler numbers its
+ * memo 0, 1, 2... as it goes, so a larger index is no pickle's), an integer
+ * against 64 bits, and every pop against the stack above the last mark. So
+ * what the reader allocates is bounded by a small multiple of the input's
+ * size, whatever the input says. */
 #include "memviz.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +75,8 @@ int64_t mv_int(const mv_val *v)
 {
     if (!v)
         return 0;
-    if (v->k == MV_FLOAT)
-        return (int64_t)v->f;
+    if (v->k == MV_FLOAT) /* a float past int64 (or NaN) converts to nothing defined */
+        return v->f >= -9223372036854775808.0 && v->f < 9223372036854775808.0 ? (int64_t)v->f : 0;
     return v->k == MV_INT || v->k == MV_BOOL ? v->i : 0;
 }
 
@@ -83,7 +92,8 @@ typedef struct rd {
     size_t nmarks, cap_marks;
     mv_val **memo;
     size_t cap_memo, next_memo; /* MEMOIZE's next index: one past the highest set */
-    char err[128];
+    size_t nops;                /* opcodes read so far: a bound on every memo index */
+    char err[160];
 } rd;
 
 static void st_push(rd *r, mv_val *v)
@@ -95,10 +105,37 @@ static void st_push(rd *r, mv_val *v)
     r->st[r->nst++] = v;
 }
 
-static bool need(rd *r, size_t n)
+static bool need(rd *r, uint64_t n)
 {
-    if ((size_t)(r->end - r->p) < n) {
-        snprintf(r->err, sizeof r->err, "the pickle ends early");
+    if ((uint64_t)(r->end - r->p) < n) {
+        snprintf(r->err, sizeof r->err,
+                 "the pickle ends early (%" PRIu64 " bytes wanted, %zu left)", n,
+                 (size_t)(r->end - r->p));
+        return false;
+    }
+    return true;
+}
+
+/* The items on the stack above the last mark: what an opcode may pop. */
+static size_t above_mark(const rd *r) { return r->nst - (r->nmarks ? r->marks[r->nmarks - 1] : 0); }
+
+/* At least n items above the last mark, for the opcode `what`. */
+static bool need_stack(rd *r, size_t n, const char *what)
+{
+    if (above_mark(r) < n) {
+        snprintf(r->err, sizeof r->err, "%s wants %zu values on the stack, %zu there", what, n,
+                 above_mark(r));
+        return false;
+    }
+    return true;
+}
+
+/* c is a container of kind k (a list to append to, a dict to set in). */
+static bool need_kind(rd *r, const mv_val *c, mv_kind k, const char *what)
+{
+    if (c->k != k) {
+        snprintf(r->err, sizeof r->err, "%s into a value that is not a %s", what,
+                 k == MV_DICT ? "dict" : "list");
         return false;
     }
     return true;
@@ -112,8 +149,15 @@ static uint64_t le(const unsigned char *p, int n)
     return v;
 }
 
-static void memo_put(rd *r, size_t i, mv_val *v)
+/* Sets memo[i]; i is below the opcodes read so far, so the memo grows with
+ * the input, never with what an index claims. */
+static bool memo_put(rd *r, size_t i, mv_val *v)
 {
+    if (i >= r->nops) {
+        snprintf(r->err, sizeof r->err,
+                 "memo index %zu is past the %zu opcodes read so far: not a pickler's", i, r->nops);
+        return false;
+    }
     if (i >= r->cap_memo) {
         size_t nc = r->cap_memo ? r->cap_memo : 64;
         while (nc <= i)
@@ -125,6 +169,7 @@ static void memo_put(rd *r, size_t i, mv_val *v)
     r->memo[i] = v;
     if (i >= r->next_memo)
         r->next_memo = i + 1;
+    return true;
 }
 
 static mv_val *str_val(const unsigned char *p, size_t n)
@@ -136,7 +181,8 @@ static mv_val *str_val(const unsigned char *p, size_t n)
     return v;
 }
 
-/* Pops the items above the last mark. */
+/* Pops the last mark: the items above it start at *from (never past the
+ * stack's top: no opcode pops below a mark). */
 static bool pop_mark(rd *r, size_t *from)
 {
     if (!r->nmarks) {
@@ -144,6 +190,22 @@ static bool pop_mark(rd *r, size_t *from)
         return false;
     }
     *from = r->marks[--r->nmarks];
+    return true;
+}
+
+/* LONG1: a little-endian two's complement integer of n bytes at p. Up to 8
+ * bytes it is an int64; 9 bytes whose last is 0 are an unsigned 64-bit value
+ * (an address past 2^63), kept as its bits; anything longer is refused. */
+static bool long1(rd *r, const unsigned char *p, int n, int64_t *out)
+{
+    if (n > 9 || (n == 9 && p[8] != 0)) {
+        snprintf(r->err, sizeof r->err, "an integer of %d bytes does not fit in 64 bits", n);
+        return false;
+    }
+    uint64_t u = le(p, n > 8 ? 8 : n);
+    if (n > 0 && n < 8 && (p[n - 1] & 0x80))
+        u |= ~0ull << (8 * n); /* negative */
+    memcpy(out, &u, sizeof *out);
     return true;
 }
 
@@ -161,8 +223,20 @@ static bool op(rd *r, unsigned char c)
     size_t from;
     mv_val *v;
     switch (c) {
-    case 0x80: /* PROTO */ return need(r, 1) && (r->p++, true);
-    case 0x95: /* FRAME */ return need(r, 8) && (r->p += 8, true);
+    case 0x80: /* PROTO */
+        if (!need(r, 1))
+            return false;
+        if (*r->p > 5) {
+            snprintf(r->err, sizeof r->err, "pickle protocol %d: 5 is the highest", *r->p);
+            return false;
+        }
+        r->p++;
+        return true;
+    case 0x95: /* FRAME: its length must lie in the input */
+        if (!need(r, 8))
+            return false;
+        r->p += 8;
+        return need(r, le(r->p - 8, 8));
     case '}': st_push(r, new_val(MV_DICT)); return true;
     case ']': st_push(r, new_val(MV_LIST)); return true;
     case ')': st_push(r, new_val(MV_LIST)); return true;
@@ -174,22 +248,35 @@ static bool op(rd *r, unsigned char c)
         r->marks[r->nmarks++] = r->nst;
         return true;
     case 'u': /* SETITEMS */
-    case 'e': /* APPENDS */
-        if (!pop_mark(r, &from) || from == 0)
+    case 'e': /* APPENDS */ {
+        const char *what = c == 'u' ? "SETITEMS" : "APPENDS";
+        if (!pop_mark(r, &from))
             return false;
+        if (from <= (r->nmarks ? r->marks[r->nmarks - 1] : 0)) {
+            snprintf(r->err, sizeof r->err, "%s has no container below its mark", what);
+            return false;
+        }
+        mv_val *to = r->st[from - 1];
+        if (!need_kind(r, to, c == 'u' ? MV_DICT : MV_LIST, what))
+            return false;
+        if (c == 'u' && (r->nst - from) % 2) {
+            snprintf(r->err, sizeof r->err, "SETITEMS with a key and no value");
+            return false;
+        }
         for (size_t i = from; i < r->nst; i++)
-            push_item(r->st[from - 1], r->st[i]);
+            push_item(to, r->st[i]);
         r->nst = from;
         return true;
+    }
     case 's': /* SETITEM */
-        if (r->nst < 3)
+        if (!need_stack(r, 3, "SETITEM") || !need_kind(r, r->st[r->nst - 3], MV_DICT, "SETITEM"))
             return false;
         push_item(r->st[r->nst - 3], r->st[r->nst - 2]);
         push_item(r->st[r->nst - 3], r->st[r->nst - 1]);
         r->nst -= 2;
         return true;
     case 'a': /* APPEND */
-        if (r->nst < 2)
+        if (!need_stack(r, 2, "APPEND") || !need_kind(r, r->st[r->nst - 2], MV_LIST, "APPEND"))
             return false;
         push_item(r->st[r->nst - 2], r->st[r->nst - 1]);
         r->nst -= 1;
@@ -202,7 +289,7 @@ static bool op(rd *r, unsigned char c)
     case 0x85: /* TUPLE1 .. TUPLE3 */
     case 0x86:
     case 0x87:
-        if (r->nst < (size_t)(c - 0x84))
+        if (!need_stack(r, (size_t)(c - 0x84), "TUPLE1..3"))
             return false;
         st_push(r, tuple_of(r, r->nst - (size_t)(c - 0x84)));
         return true;
@@ -216,7 +303,7 @@ static bool op(rd *r, unsigned char c)
         r->p += w;
         if (!need(r, n))
             return false;
-        st_push(r, str_val(r->p, n));
+        st_push(r, str_val(r->p, (size_t)n));
         r->p += n;
         return true;
     }
@@ -233,15 +320,12 @@ static bool op(rd *r, unsigned char c)
         return true;
     }
     case 0x8a: /* LONG1 */ {
-        if (!need(r, 1) || !need(r, 1 + (size_t)r->p[0]))
+        int64_t i;
+        if (!need(r, 1) || !need(r, 1 + (size_t)r->p[0]) || !long1(r, r->p + 1, r->p[0], &i))
             return false;
-        int n = r->p[0];
         v = new_val(MV_INT);
-        uint64_t u = le(r->p + 1, n > 8 ? 8 : n);
-        if (n > 0 && n < 8 && (r->p[n] & 0x80))
-            u |= ~0ull << (8 * n); /* negative */
-        v->i = (int64_t)u;
-        r->p += 1 + n;
+        v->i = i;
+        r->p += 1 + r->p[0];
         st_push(r, v);
         return true;
     }
@@ -273,22 +357,17 @@ static bool op(rd *r, unsigned char c)
             return false;
         size_t i = (size_t)le(r->p, w);
         r->p += w;
-        if (c == 'q' || c == 'r') {
-            if (!r->nst)
-                return false;
-            memo_put(r, i, r->st[r->nst - 1]);
-        } else {
-            if (i >= r->cap_memo || !r->memo[i])
-                return false;
-            st_push(r, r->memo[i]);
+        if (c == 'q' || c == 'r')
+            return need_stack(r, 1, "BINPUT") && memo_put(r, i, r->st[r->nst - 1]);
+        if (i >= r->cap_memo || !r->memo[i]) {
+            snprintf(r->err, sizeof r->err, "memo index %zu was never set", i);
+            return false;
         }
+        st_push(r, r->memo[i]);
         return true;
     }
     case 0x94: /* MEMOIZE */
-        if (!r->nst)
-            return false;
-        memo_put(r, r->next_memo, r->st[r->nst - 1]);
-        return true;
+        return need_stack(r, 1, "MEMOIZE") && memo_put(r, r->next_memo, r->st[r->nst - 1]);
     default:
         snprintf(r->err, sizeof r->err, "pickle opcode 0x%02x is not one of plain data", c);
         return false;
@@ -304,8 +383,9 @@ static mv_val *read_pickle(const unsigned char *p, size_t n, char *err, size_t e
     mv_val *v = NULL;
     while (r.p < r.end) {
         unsigned char c = *r.p++;
+        r.nops++;
         if (c == '.') {
-            if (r.nst == 1)
+            if (r.nst == 1 && !r.nmarks)
                 v = r.st[0];
             break;
         }
@@ -325,6 +405,7 @@ static mv_val *read_pickle(const unsigned char *p, size_t n, char *err, size_t e
 
 /* ---- JSON ---------------------------------------------------------------------- */
 
+/* Reads within [p, end) only: the input need not end in a NUL. */
 typedef struct jr {
     const char *p, *end;
     bool bad;
@@ -334,6 +415,16 @@ static void ws(jr *j)
 {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
         j->p++;
+}
+
+/* The word w (true, false, null) is next: steps past it. */
+static bool word(jr *j, const char *w)
+{
+    size_t n = strlen(w);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0)
+        return false;
+    j->p += n;
+    return true;
 }
 
 static mv_val *json_val(jr *j, int depth);
@@ -364,12 +455,48 @@ static mv_val *json_str(jr *j)
             s = mv_xrealloc(s, cap *= 2);
         s[n++] = c;
     }
-    if (j->p >= j->end)
+    if (j->p < j->end)
+        j->p++; /* the closing quote */
+    else
         j->bad = true;
-    j->p++;
     s[n] = 0;
     mv_val *v = new_val(MV_STR);
     v->s = s;
+    return v;
+}
+
+/* A number: its characters are copied out (strtod and strtoll read up to a
+ * NUL), and one longer than any number a snapshot holds is refused. */
+static mv_val *json_num(jr *j)
+{
+    const char *q = j->p;
+    bool flt = false;
+    while (q < j->end && *q && strchr("+-0123456789.eE", *q)) {
+        flt |= *q == '.' || *q == 'e' || *q == 'E';
+        q++;
+    }
+    char buf[64];
+    size_t n = (size_t)(q - j->p);
+    if (n == 0 || n >= sizeof buf) {
+        j->bad = true;
+        return new_val(MV_NONE);
+    }
+    memcpy(buf, j->p, n);
+    buf[n] = 0;
+    j->p = q;
+    char *end;
+    mv_val *v = new_val(flt ? MV_FLOAT : MV_INT);
+    errno = 0;
+    if (flt) {
+        v->f = strtod(buf, &end);
+    } else if (buf[0] == '-') {
+        v->i = strtoll(buf, &end, 10);
+    } else {
+        uint64_t u = strtoull(buf, &end, 10); /* an address may pass 2^63: kept as its bits */
+        memcpy(&v->i, &u, sizeof v->i);
+    }
+    if (*end || errno == ERANGE) /* "1-2", "--1", or past 64 bits */
+        j->bad = true;
     return v;
 }
 
@@ -417,32 +544,34 @@ static mv_val *json_val(jr *j, int depth)
     }
     if (c == '"')
         return json_str(j);
-    if (strncmp(j->p, "true", 4) == 0 || strncmp(j->p, "false", 5) == 0) {
+    if (word(j, "true") || word(j, "false")) {
         mv_val *v = new_val(MV_BOOL);
         v->i = c == 't';
-        j->p += c == 't' ? 4 : 5;
         return v;
     }
-    if (strncmp(j->p, "null", 4) == 0) {
-        j->p += 4;
+    if (word(j, "null"))
         return new_val(MV_NONE);
+    return json_num(j);
+}
+
+mv_val *mv_read_buf(const unsigned char *p, size_t n, const char *name, char *err, size_t errn)
+{
+    err[0] = 0;
+    if (n && p[0] == 0x80) {
+        char why[200];
+        why[0] = 0;
+        mv_val *v = read_pickle(p, n, why, sizeof why);
+        if (!v)
+            snprintf(err, errn, "%s: %s", name, why);
+        return v;
     }
-    const char *q = j->p;
-    bool flt = false;
-    while (q < j->end && strchr("+-0123456789.eE", *q)) {
-        flt |= *q == '.' || *q == 'e' || *q == 'E';
-        q++;
+    jr j = {(const char *)p, (const char *)p + n, false};
+    mv_val *v = json_val(&j, 0);
+    ws(&j);
+    if (j.bad || j.p != j.end || v->k != MV_DICT) {
+        snprintf(err, errn, "%s is neither a snapshot pickle nor JSON", name);
+        return NULL;
     }
-    if (q == j->p) {
-        j->bad = true;
-        return new_val(MV_NONE);
-    }
-    mv_val *v = new_val(flt ? MV_FLOAT : MV_INT);
-    if (flt)
-        v->f = strtod(j->p, NULL);
-    else
-        v->i = *j->p == '-' ? strtoll(j->p, NULL, 10) : (int64_t)strtoull(j->p, NULL, 10);
-    j->p = q;
     return v;
 }
 
@@ -451,29 +580,23 @@ mv_val *mv_read(const char *path, char *err, size_t errn)
     err[0] = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errn, "cannot open %s", path);
+        snprintf(err, errn, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = mv_xrealloc(NULL, cap + 1);
+    unsigned char *buf = mv_xrealloc(NULL, cap);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
         n += got;
         if (n == cap)
-            buf = mv_xrealloc(buf, (cap *= 2) + 1);
+            buf = mv_xrealloc(buf, cap *= 2);
     }
+    int bad = ferror(f), e = errno;
     fclose(f);
-    buf[n] = 0;
-    mv_val *v;
-    if (n && buf[0] == 0x80) {
-        v = read_pickle(buf, n, err, errn);
-    } else {
-        jr j = {(const char *)buf, (const char *)buf + n, false};
-        v = json_val(&j, 0);
-        if (j.bad || v->k != MV_DICT) {
-            snprintf(err, errn, "%s is neither a snapshot pickle nor JSON", path);
-            v = NULL;
-        }
-    }
+    mv_val *v = NULL;
+    if (bad)
+        snprintf(err, errn, "cannot read %s: %s", path, strerror(e));
+    else
+        v = mv_read_buf(buf, n, path, err, errn);
     free(buf);
     return v;
 }

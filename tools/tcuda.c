@@ -7,7 +7,8 @@
  * `tcuda info > /dev/full`, a closed pipe): main checks stdout once at the
  * end (ferror, then fflush and fclose, which report what buffering hid) and
  * exits 1 with a message on stderr. An unknown command is named, with the
- * list of commands, and exits 2. */
+ * list of commands, and exits 2. Every command takes -h and --help: the
+ * usage on stdout, exit status 0. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -125,6 +126,8 @@ static void usage(FILE *f)
                "       tcuda help    this text (also -h, --help)\n");
 }
 
+static bool is_help_flag(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
 /* Exit status 1, with a message, when anything written to stdout was lost:
  * an earlier write failed (ferror), or the last buffered bytes cannot be
  * written (fflush, fclose). */
@@ -156,7 +159,11 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     bool is_info = strcmp(cmd, "info") == 0;
-    bool is_help = strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0;
+    bool is_help = strcmp(cmd, "help") == 0 || is_help_flag(cmd);
+    if ((is_info || is_help) && argc == 3 && is_help_flag(argv[2])) { /* `tcuda info --help` */
+        usage(stdout);
+        return check_stdout(0);
+    }
     if ((is_info || is_help) && argc > 2) {
         fprintf(stderr, "tcuda: '%s' takes no arguments (got '%s')\n", cmd, argv[2]);
         return 2;

@@ -617,6 +617,30 @@ static void test_reports_per_op(void)
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
 }
 
+/* The protect function of a free, counting the streams it is given. */
+static int nprotected;
+static void count_protect(void *ptr, int dev, void *stream)
+{
+    (void)ptr, (void)dev, (void)stream;
+    nprotected++;
+}
+
+/* Error mode: an allocation read by 12 streams nothing orders before its
+ * free is one reuse-after-free report, and every one of the 12 streams is
+ * handed to the allocator to protect the memory (8 were, at most). */
+static void test_free_protects_every_stream(void)
+{
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
+    void *m = region(DEF);
+    write_then_readers(m, 12);
+    nprotected = 0;
+    tc__san_free(m, count_protect);
+    free(m);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE && nprotected == 12);
+    tc__san_device_sync(0);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
+}
+
 /* An operand read and written by one operation (an in-place op) is one
  * access, a write: racing an earlier write, one report, not a write-after-
  * write and a read-after-write. So are the same bytes read twice (x * x), or
@@ -937,6 +961,7 @@ int main(int argc, char **argv)
     test_ordered_readers();
     test_reports_per_op();
     test_read_write_operand();
+    test_free_protects_every_stream();
     test_threads();
     test_user_access();
     test_tensor_classic_bug();

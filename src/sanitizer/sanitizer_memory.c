@@ -248,6 +248,39 @@ void tc__san_record_stream(const void *ptr, void *stream)
     pthread_mutex_unlock(&tc__san_mu);
 }
 
+/* The streams a free must protect from early reuse (error mode): every one,
+ * INLINE_STREAM_REFS in place, more on the heap. */
+enum { INLINE_STREAM_REFS = 8 };
+typedef struct stream_ref {
+    int dev;
+    void *handle;
+} stream_ref;
+typedef struct stream_refs {
+    stream_ref *p;
+    int n, cap;
+    stream_ref inl[INLINE_STREAM_REFS];
+} stream_refs;
+
+/* Adds (dev, handle) once; when memory runs out the stream is not added
+ * (the race is still reported). */
+static void add_stream_ref(stream_refs *l, int dev, void *handle)
+{
+    for (int k = 0; k < l->n; k++)
+        if (l->p[k].handle == handle && l->p[k].dev == dev)
+            return;
+    if (l->n == l->cap) {
+        stream_ref *p = malloc(sizeof *p * (size_t)(2 * l->cap));
+        if (!p)
+            return;
+        memcpy(p, l->p, sizeof *p * (size_t)l->n);
+        if (l->p != l->inl)
+            free(l->p);
+        l->p = p;
+        l->cap *= 2;
+    }
+    l->p[l->n++] = (stream_ref){dev, handle};
+}
+
 void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *stream))
 {
     if (!ptr || !tc__san_on())
@@ -264,11 +297,10 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
     int mode = atomic_load(&tc__san_mode);
     pending p = {0};
     bool raced = false;
-    int nprotect = 0;
-    struct stream_ref {
-        int dev;
-        void *handle;
-    } protect[8];
+    stream_refs protect;
+    protect.p = protect.inl;
+    protect.n = 0;
+    protect.cap = INLINE_STREAM_REFS;
     if (!r->host && !r->graph_pool) {
         const uint64_t *va = tc__san_actors[r->actor].vc, *vh = tc__san_actors[0].vc;
         for (int i = 0; i < r->nacc; i++) {
@@ -283,23 +315,20 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
                                      &e->site, txt);
                 raced = true;
             }
-            bool seen = false;
-            for (int k = 0; k < nprotect; k++)
-                seen |= protect[k].handle == tc__san_actors[e->actor].handle &&
-                        protect[k].dev == tc__san_actors[e->actor].dev;
-            if (!seen && nprotect < 8 && tc__san_actors[e->actor].dev >= 0)
-                protect[nprotect++] = (struct stream_ref){tc__san_actors[e->actor].dev,
-                                                          tc__san_actors[e->actor].handle};
+            if (tc__san_actors[e->actor].dev >= 0)
+                add_stream_ref(&protect, tc__san_actors[e->actor].dev,
+                               tc__san_actors[e->actor].handle);
         }
     }
     region_remove(r);
     pthread_mutex_unlock(&tc__san_mu);
+    if (raced && mode == TC_SANITIZER_MODE_ERROR && record_fn)
+        for (int k = 0; k < protect.n; k++) /* a free cannot fail: kept from early reuse */
+            record_fn((void *)ptr, protect.p[k].dev, protect.p[k].handle);
+    if (protect.p != protect.inl)
+        free(protect.p);
     if (!raced)
         return;
-    /* A free cannot fail: in error mode the memory is kept from early reuse. */
-    if (mode == TC_SANITIZER_MODE_ERROR && record_fn)
-        for (int k = 0; k < nprotect; k++)
-            record_fn((void *)ptr, protect[k].dev, protect[k].handle);
     tc__san_deliver(&p, mode == TC_SANITIZER_MODE_ERROR ? TC_SANITIZER_MODE_REPORT : mode);
     free(p.text);
 }

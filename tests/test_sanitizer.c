@@ -617,6 +617,111 @@ static void test_reports_per_op(void)
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
 }
 
+/* ---- against a reference --------------------------------------------------------- */
+
+/* PyTorch's rules on whole allocations, written out plainly: per allocation
+ * the last write and, per stream, its latest read since; a read races with
+ * an unordered write, a write with each unordered read or, with none, an
+ * unordered write; an allocation an operation reads and writes is written.
+ * Its own vector clocks: index 0 the host, 1..REF_STREAMS the streams. */
+enum { REF_STREAMS = 6, REF_ALLOCS = 4, REF_STEPS = 20000 };
+typedef struct ref_state {
+    uint64_t vc[REF_STREAMS + 1][REF_STREAMS + 1];
+    int wactor[REF_ALLOCS]; /* 0: no write yet */
+    uint64_t wepoch[REF_ALLOCS], reads[REF_ALLOCS][REF_STREAMS + 1];
+} ref_state;
+
+static void ref_join(uint64_t *dst, const uint64_t *src)
+{
+    for (int i = 0; i <= REF_STREAMS; i++)
+        dst[i] = src[i] > dst[i] ? src[i] : dst[i];
+}
+
+/* One operation of stream x touching allocations (writes[a]: 0 none, 1 read,
+ * 2 written); returns the races PyTorch's rules count. */
+static int ref_op(ref_state *st, int x, const int *what)
+{
+    uint64_t *c = st->vc[x];
+    ref_join(c, st->vc[0]); /* work the host queues follows what it knows */
+    int races = 0;
+    for (int a = 0; a < REF_ALLOCS; a++) {
+        bool wrote = st->wactor[a] && st->wactor[a] != x && c[st->wactor[a]] < st->wepoch[a];
+        if (what[a] == 1)
+            races += wrote;
+        if (what[a] == 2) {
+            int r = 0;
+            for (int y = 1; y <= REF_STREAMS; y++)
+                r += y != x && st->reads[a][y] && c[y] < st->reads[a][y];
+            races += r ? r : wrote;
+        }
+    }
+    uint64_t e = ++c[x];
+    for (int a = 0; a < REF_ALLOCS; a++) {
+        if (what[a] == 2) {
+            st->wactor[a] = x, st->wepoch[a] = e;
+            memset(st->reads[a], 0, sizeof st->reads[a]);
+        } else if (what[a] == 1) {
+            st->reads[a][x] = e;
+        }
+    }
+    return races;
+}
+
+/* Random operations (1 to 4 spans over 4 allocations, the same one named
+ * twice at times, read and written), waits and synchronizes on 6 streams:
+ * each operation's report count equals the reference's. */
+static void test_against_reference(void)
+{
+    static ref_state st;
+    memset(&st, 0, sizeof st);
+    void *m[REF_ALLOCS];
+    for (int a = 0; a < REF_ALLOCS; a++)
+        m[a] = region(DEF);
+    tc__san_device_sync(0);
+    int mismatches = 0;
+    uint64_t total = 0;
+    for (int step = 0; step < REF_STEPS; step++) {
+        uint64_t r = tc_test_rand();
+        int x = 1 + (int)(r % REF_STREAMS), y = 1 + (int)((r >> 8) % REF_STREAMS);
+        void *sx = (void *)(uintptr_t)(0x5000 + x), *sy = (void *)(uintptr_t)(0x5000 + y);
+        switch ((r >> 16) % 10) {
+        case 0: /* x waits for y */
+            if (x != y) {
+                tc__san_stream_wait_stream(0, sx, 0, sy);
+                ref_join(st.vc[y], st.vc[0]);
+                ref_join(st.vc[x], st.vc[y]);
+            }
+            break;
+        case 1: /* the host waits for x */
+            tc__san_stream_sync(0, sx);
+            ref_join(st.vc[0], st.vc[x]);
+            break;
+        default: {
+            tc__span sp[4];
+            int n = 1 + (int)((r >> 24) % 4), what[REF_ALLOCS] = {0};
+            for (int i = 0; i < n; i++) {
+                int a = (int)((r >> (28 + 3 * i)) % REF_ALLOCS);
+                bool w = (r >> (44 + i)) & 1;
+                sp[i] = span_of(m[a], BYTES, w);
+                what[a] = w ? 2 : what[a] ? what[a] : 1;
+            }
+            int want = ref_op(&st, x, what);
+            CHECK_OK(touch_spans(sx, sp, n, "random op"));
+            int got = reports();
+            total += (uint64_t)got;
+            if (got != want && mismatches++ < 5)
+                fprintf(stderr, "step %d: %d reports, the reference says %d\n", step, got, want);
+        }
+        }
+    }
+    printf("against the reference: %d steps, %llu reports\n", REF_STEPS, (unsigned long long)total);
+    CHECK(mismatches == 0 && total > 0);
+    tc__san_device_sync(0);
+    for (int a = 0; a < REF_ALLOCS; a++)
+        drop(m[a]);
+    reports();
+}
+
 /* The protect function of a free, counting the streams it is given. */
 static int nprotected;
 static void count_protect(void *ptr, int dev, void *stream)
@@ -962,6 +1067,7 @@ int main(int argc, char **argv)
     test_reports_per_op();
     test_read_write_operand();
     test_free_protects_every_stream();
+    test_against_reference();
     test_threads();
     test_user_access();
     test_tensor_classic_bug();

@@ -9,6 +9,10 @@
  * record_stream, transitive orders) is silent. Error mode refuses and records
  * nothing, for a whole graph replay too. A graph-pool block released after a
  * replay on another stream is no reuse-after-free. 10^6 random accesses keep the state bounded.
+ * Every access is kept (20 readers and a writer that skips one; a 17th
+ * unordered read after 16 ordered ones), every race of an operation is
+ * reported and counted (7 racing outputs: 7 reports), and an operand an
+ * operation reads and writes is one access (one report for an in-place op).
  *
  * Part 2 runs real tensor operations on a fake "CUDA" device installed on the
  * device seam below the sanitizer (its memory is host memory, its kernels the
@@ -347,7 +351,9 @@ static void test_error_mode(void)
 }
 
 /* 10^6 random accesses, syncs and reallocations over 64 allocations and 8
- * streams: the state stays the size of the live allocations. */
+ * streams: the state stays the size of the live allocations and the reads
+ * since the writes over them (every one is kept, none merged), whatever the
+ * number of steps. */
 static void test_bounded(void)
 {
     enum { NALLOC = 64, NSTREAM = 8, STEPS = 1000000 };
@@ -387,7 +393,7 @@ static void test_bounded(void)
            "(%d allocations)\n",
            STEPS, ms, at_tenth, end, peak, NALLOC);
     CHECK(tc__san_watched() == NALLOC);
-    /* per allocation at most 16 accesses of a few hundred bytes */
+    /* a write drops what it covers: a few dozen accesses per allocation, not growing */
     CHECK(peak < (size_t)NALLOC * 16 * 512 + 65536);
     CHECK(end <= at_tenth + (size_t)NALLOC * 16 * 512);
     for (int i = 0; i < NALLOC; i++)
@@ -466,6 +472,312 @@ static void test_user_access(void)
     CHECK(reports() == 0);
     tc__san_free(big, NULL);
     CHECK(tc__san_watched() == before - 1);
+}
+
+/* ---- every access and every report kept (issue 26) ---------------------------- */
+
+static tc__span span_of(const void *p, size_t bytes, bool write)
+{
+    tc__span sp;
+    tc__span_dense(p, bytes, TC_FLOAT32, 1, (const int64_t[]){(int64_t)bytes / 4}, write, &sp);
+    return sp;
+}
+
+/* One operation of n spans on `stream` of device 0. */
+static tc_status touch_spans(void *stream, const tc__span *sp, int n, const char *label)
+{
+    TC_API_BEGIN;
+    tc__access_op op = {
+        .dev = 0, .stream = stream, .spans = sp, .n = n, .what = "test access", .label = label};
+    return tc__san_access(&op);
+}
+
+enum { READERS = 20 };
+static void *reader_stream(int i) { return (void *)(uintptr_t)(0x4000 + i); }
+
+/* DEF writes m; each of READERS streams waits for that and reads all of m,
+ * labelled "reader <i>". */
+static void write_then_readers(void *m, int nreaders)
+{
+    CHECK_OK(wr(DEF, m, BYTES));
+    for (int i = 0; i < nreaders; i++) {
+        char label[16];
+        snprintf(label, sizeof label, "reader %d", i);
+        tc__san_stream_wait_stream(0, reader_stream(i), 0, DEF);
+        CHECK_OK(touch_at(0, reader_stream(i), m, BYTES, false, label));
+    }
+    CHECK(reports() == 0);
+}
+
+/* 20 readers of one write, each on its own stream; a writer (S1) that waits
+ * for all of them but reader k races with k only, for each k. Only 16
+ * accesses were kept per allocation, the oldest dropped, so 4 of the 20
+ * choices went unreported. A writer that skips 3 of them is reported 3
+ * times, once per read, as PyTorch does. The reads are forgotten once a write
+ * is ordered after them: the state is back to its size before them. */
+static void test_many_readers(void)
+{
+    void *m = region(DEF);
+    for (int i = 0; i < READERS; i++) /* the readers' actors, made before the measure */
+        tc__san_stream_wait_stream(0, reader_stream(i), 0, DEF);
+    size_t base = tc__san_state_bytes(); /* m has no access yet */
+    for (int k = 0; k < READERS; k++) {
+        write_then_readers(m, READERS);
+        CHECK(tc__san_state_bytes() > base); /* 21 accesses: on the heap */
+        for (int i = 0; i < READERS; i++)
+            if (i != k)
+                tc__san_stream_wait_stream(0, S1, 0, reader_stream(i));
+        CHECK_OK(wr(S1, m, BYTES));
+        char want[16];
+        snprintf(want, sizeof want, "reader %d", k);
+        CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_READ &&
+              strcmp(last_cur, "writer") == 0 && strcmp(last_earlier, want) == 0);
+        tc__san_device_sync(0);
+        CHECK_OK(wr(DEF, m, BYTES));          /* ordered after all: the list is one write again, */
+        CHECK(tc__san_state_bytes() == base); /* in place, the heap given back */
+    }
+    /* three skipped: three reports, each counted */
+    write_then_readers(m, READERS);
+    for (int i = 3; i < READERS; i++)
+        tc__san_stream_wait_stream(0, S1, 0, reader_stream(i));
+    uint64_t before = tc_sanitizer_report_count();
+    CHECK_OK(wr(S1, m, BYTES));
+    CHECK(reports() == 3 && tc_sanitizer_report_count() - before == 3);
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+/* A write, 16 readers ordered after it (each on its own stream), then a
+ * 17th read on a stream nothing orders after the write: a race with the
+ * write. With 16 accesses kept, the write was the one dropped. */
+static void test_ordered_readers(void)
+{
+    void *m = region(DEF);
+    CHECK_OK(wr(S1, m, BYTES));
+    for (int i = 0; i < 16; i++) {
+        tc__san_stream_wait_stream(0, reader_stream(i), 0, S1);
+        CHECK_OK(touch_at(0, reader_stream(i), m, BYTES, false, "ordered reader"));
+    }
+    CHECK(reports() == 0);
+    CHECK_OK(rd(S2, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE &&
+          strcmp(last_cur, "reader") == 0 && strcmp(last_earlier, "writer") == 0);
+    /* many reads of distinct bytes by one stream are each kept too */
+    tc__san_device_sync(0);
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__san_stream_wait_stream(0, S2, 0, S1);
+    for (int i = 0; i < 64; i++)
+        CHECK_OK(rd(S2, (char *)m + 64 * i, 64));
+    CHECK_OK(wr(S3, (char *)m + 64 * 63, 64)); /* races with the last read (and the write) */
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_READ);
+    tc__san_device_sync(0);
+    drop(m);
+}
+
+/* One operation writing 7 allocations a stream wrote unsynchronized: 7
+ * reports, 7 counted (there were at most 4 per operation). The same for a
+ * graph replay of 7 such operations. In error mode the first refuses it. */
+static void test_reports_per_op(void)
+{
+    enum { NOUT = 7 };
+    void *m[NOUT];
+    tc__span sp[NOUT];
+    for (int i = 0; i < NOUT; i++) {
+        m[i] = region(DEF);
+        CHECK_OK(wr(S1, m[i], BYTES));
+        sp[i] = span_of(m[i], BYTES, true);
+    }
+    uint64_t before = tc_sanitizer_report_count();
+    CHECK_OK(touch_spans(S2, sp, NOUT, "seven outputs"));
+    CHECK(reports() == NOUT && tc_sanitizer_report_count() - before == NOUT);
+    CHECK(last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE &&
+          strcmp(last_cur, "seven outputs") == 0 && strcmp(last_earlier, "writer") == 0);
+    tc__san_device_sync(0);
+    /* a replay of 7 captured writes on S3, each racing S1's write */
+    tc__san_capture_begin(0, S3);
+    for (int i = 0; i < NOUT; i++)
+        CHECK_OK(wr(S3, m[i], BYTES));
+    tc__san_recording *rec = tc__san_capture_end(0, S3);
+    for (int i = 0; i < NOUT; i++)
+        CHECK_OK(wr(S1, m[i], BYTES));
+    before = tc_sanitizer_report_count();
+    CHECK_OK(tc__san_replay(rec, 0, S2));
+    CHECK(reports() == NOUT && tc_sanitizer_report_count() - before == NOUT);
+    tc__san_recording_free(rec);
+    tc__san_device_sync(0);
+    /* error mode: refused on the first race, one report */
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
+    for (int i = 0; i < NOUT; i++)
+        CHECK_OK(wr(S1, m[i], BYTES));
+    CHECK_STATUS(touch_spans(S2, sp, NOUT, "seven outputs"), TC_ERROR_RACE);
+    CHECK(reports() == 1 && strstr(tc_last_error(), "write-after-write"));
+    tc__san_device_sync(0);
+    for (int i = 0; i < NOUT; i++)
+        drop(m[i]);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
+}
+
+/* ---- against a reference --------------------------------------------------------- */
+
+/* PyTorch's rules on whole allocations, written out plainly: per allocation
+ * the last write and, per stream, its latest read since; a read races with
+ * an unordered write, a write with each unordered read or, with none, an
+ * unordered write; an allocation an operation reads and writes is written.
+ * Its own vector clocks: index 0 the host, 1..REF_STREAMS the streams. */
+enum { REF_STREAMS = 6, REF_ALLOCS = 4, REF_STEPS = 20000 };
+typedef struct ref_state {
+    uint64_t vc[REF_STREAMS + 1][REF_STREAMS + 1];
+    int wactor[REF_ALLOCS]; /* 0: no write yet */
+    uint64_t wepoch[REF_ALLOCS], reads[REF_ALLOCS][REF_STREAMS + 1];
+} ref_state;
+
+static void ref_join(uint64_t *dst, const uint64_t *src)
+{
+    for (int i = 0; i <= REF_STREAMS; i++)
+        dst[i] = src[i] > dst[i] ? src[i] : dst[i];
+}
+
+/* One operation of stream x touching allocations (writes[a]: 0 none, 1 read,
+ * 2 written); returns the races PyTorch's rules count. */
+static int ref_op(ref_state *st, int x, const int *what)
+{
+    uint64_t *c = st->vc[x];
+    ref_join(c, st->vc[0]); /* work the host queues follows what it knows */
+    int races = 0;
+    for (int a = 0; a < REF_ALLOCS; a++) {
+        bool wrote = st->wactor[a] && st->wactor[a] != x && c[st->wactor[a]] < st->wepoch[a];
+        if (what[a] == 1)
+            races += wrote;
+        if (what[a] == 2) {
+            int r = 0;
+            for (int y = 1; y <= REF_STREAMS; y++)
+                r += y != x && st->reads[a][y] && c[y] < st->reads[a][y];
+            races += r ? r : wrote;
+        }
+    }
+    uint64_t e = ++c[x];
+    for (int a = 0; a < REF_ALLOCS; a++) {
+        if (what[a] == 2) {
+            st->wactor[a] = x, st->wepoch[a] = e;
+            memset(st->reads[a], 0, sizeof st->reads[a]);
+        } else if (what[a] == 1) {
+            st->reads[a][x] = e;
+        }
+    }
+    return races;
+}
+
+/* Random operations (1 to 4 spans over 4 allocations, the same one named
+ * twice at times, read and written), waits and synchronizes on 6 streams:
+ * each operation's report count equals the reference's. */
+static void test_against_reference(void)
+{
+    static ref_state st;
+    memset(&st, 0, sizeof st);
+    void *m[REF_ALLOCS];
+    for (int a = 0; a < REF_ALLOCS; a++)
+        m[a] = region(DEF);
+    tc__san_device_sync(0);
+    int mismatches = 0;
+    uint64_t total = 0;
+    for (int step = 0; step < REF_STEPS; step++) {
+        uint64_t r = tc_test_rand();
+        int x = 1 + (int)(r % REF_STREAMS), y = 1 + (int)((r >> 8) % REF_STREAMS);
+        void *sx = (void *)(uintptr_t)(0x5000 + x), *sy = (void *)(uintptr_t)(0x5000 + y);
+        switch ((r >> 16) % 10) {
+        case 0: /* x waits for y */
+            if (x != y) {
+                tc__san_stream_wait_stream(0, sx, 0, sy);
+                ref_join(st.vc[y], st.vc[0]);
+                ref_join(st.vc[x], st.vc[y]);
+            }
+            break;
+        case 1: /* the host waits for x */
+            tc__san_stream_sync(0, sx);
+            ref_join(st.vc[0], st.vc[x]);
+            break;
+        default: {
+            tc__span sp[4];
+            int n = 1 + (int)((r >> 24) % 4), what[REF_ALLOCS] = {0};
+            for (int i = 0; i < n; i++) {
+                int a = (int)((r >> (28 + 3 * i)) % REF_ALLOCS);
+                bool w = (r >> (44 + i)) & 1;
+                sp[i] = span_of(m[a], BYTES, w);
+                what[a] = w ? 2 : what[a] ? what[a] : 1;
+            }
+            int want = ref_op(&st, x, what);
+            CHECK_OK(touch_spans(sx, sp, n, "random op"));
+            int got = reports();
+            total += (uint64_t)got;
+            if (got != want && mismatches++ < 5)
+                fprintf(stderr, "step %d: %d reports, the reference says %d\n", step, got, want);
+        }
+        }
+    }
+    printf("against the reference: %d steps, %llu reports\n", REF_STEPS, (unsigned long long)total);
+    CHECK(mismatches == 0 && total > 0);
+    tc__san_device_sync(0);
+    for (int a = 0; a < REF_ALLOCS; a++)
+        drop(m[a]);
+    reports();
+}
+
+/* The protect function of a free, counting the streams it is given. */
+static int nprotected;
+static void count_protect(void *ptr, int dev, void *stream)
+{
+    (void)ptr, (void)dev, (void)stream;
+    nprotected++;
+}
+
+/* Error mode: an allocation read by 12 streams nothing orders before its
+ * free is one reuse-after-free report, and every one of the 12 streams is
+ * handed to the allocator to protect the memory (8 were, at most). */
+static void test_free_protects_every_stream(void)
+{
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_ERROR));
+    void *m = region(DEF);
+    write_then_readers(m, 12);
+    nprotected = 0;
+    tc__san_free(m, count_protect);
+    free(m);
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_REUSE_AFTER_FREE && nprotected == 12);
+    tc__san_device_sync(0);
+    CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_REPORT));
+}
+
+/* An operand read and written by one operation (an in-place op) is one
+ * access, a write: racing an earlier write, one report, not a write-after-
+ * write and a read-after-write. So are the same bytes read twice (x * x), or
+ * a read of part of what the operation writes, in either order. */
+static void test_read_write_operand(void)
+{
+    void *m = region(DEF), *o = region(S2);
+    CHECK_OK(wr(DEF, m, BYTES));
+    tc__span inplace[2] = {span_of(m, BYTES, true), span_of(m, BYTES, false)};
+    CHECK_OK(touch_spans(S1, inplace, 2, "mul_"));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE &&
+          strcmp(last_cur, "mul_") == 0);
+    /* then a read on DEF, unordered: one report, against the in-place write */
+    CHECK_OK(rd(DEF, m, BYTES));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE &&
+          strcmp(last_earlier, "mul_") == 0);
+    tc__san_device_sync(0);
+    /* read first, then write; and a part of it read */
+    CHECK_OK(wr(DEF, m, BYTES));
+    tc__span rw[3] = {span_of(m, BYTES / 2, false), span_of(m, BYTES, false),
+                      span_of(m, BYTES, true)};
+    CHECK_OK(touch_spans(S1, rw, 3, "reads and writes"));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE);
+    tc__san_device_sync(0);
+    /* x * x into another allocation: x read twice, one read-after-write */
+    CHECK_OK(wr(S1, m, BYTES));
+    tc__span sq[3] = {span_of(o, BYTES, true), span_of(m, BYTES, false), span_of(m, BYTES, false)};
+    CHECK_OK(touch_spans(S2, sq, 3, "square"));
+    CHECK(reports() == 1 && last_kind == TC_SANITIZER_RACE_READ_AFTER_WRITE);
+    tc__san_device_sync(0);
+    drop(m);
+    drop(o);
 }
 
 /* ---- part 2: tensors on a fake device -------------------------------------------- */
@@ -616,6 +928,34 @@ static void test_tensor_classic_bug(void)
     CHECK(reports() == 0);
 }
 
+/* PyTorch's doc example: x made on the default stream, multiplied in place
+ * on a side stream that did not wait (torch.mul(a, 5, out=a)). Operand 0 is
+ * written and read: one write-after-write report, not two. */
+static void test_tensor_inplace_side_stream(void)
+{
+    reports();
+    fake_stream = DEF;
+    tc_tensor *x = gpu_filled(1);
+    fake_stream = S1;
+    tc_tensor *five = gpu_filled(5); /* made and written on S1 itself */
+    uint64_t before = tc_sanitizer_report_count();
+    CHECK_OK(tc_tensor_mul_(x, five));
+    CHECK(reports() == 1 && tc_sanitizer_report_count() - before == 1);
+    CHECK(last_kind == TC_SANITIZER_RACE_WRITE_AFTER_WRITE &&
+          strcmp(last_cur, "tc_tensor_mul_") == 0 && strcmp(last_earlier, "tc_tensor_full") == 0);
+    fake_stream = DEF;
+    tc__san_device_sync(0);
+    double v = 0;
+    tc_tensor *s = NULL;
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s));
+    CHECK_OK(tc_tensor_item(s, &v));
+    CHECK(v == 5 * 256);
+    tc_tensor_release(s);
+    tc_tensor_release(x);
+    tc_tensor_release(five);
+    CHECK(reports() == 0);
+}
+
 static void test_cpu_tensors_silent(void)
 {
     uint64_t before = tc_sanitizer_report_count();
@@ -722,9 +1062,16 @@ int main(int argc, char **argv)
     test_host_read();
     test_error_mode();
     test_bounded();
+    test_many_readers();
+    test_ordered_readers();
+    test_reports_per_op();
+    test_read_write_operand();
+    test_free_protects_every_stream();
+    test_against_reference();
     test_threads();
     test_user_access();
     test_tensor_classic_bug();
+    test_tensor_inplace_side_stream();
     test_cpu_tensors_silent();
     CHECK(tc_sanitizer_report_count() > 0);
     CHECK_OK(tc_sanitizer_enable(TC_SANITIZER_MODE_OFF));

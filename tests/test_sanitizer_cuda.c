@@ -11,7 +11,10 @@
  * nothing), a user kernel declared with tc_sanitizer_access, a jiterator
  * kernel on a side stream, a plain one-stream program that reports nothing,
  * and graph replays (a graph-pool tensor released after replays on another
- * stream is silent; a racing replay in error mode is refused). Needs a GPU (exit 77 without). */
+ * stream is silent; a racing replay in error mode is refused). Issue 26: a
+ * writer that skips one of 20 readers, an unordered read after 16 ordered
+ * ones, a launch with 7 racing outputs (7 reports) and PyTorch's doc example
+ * (an in-place mul on a side stream: 1 report). Needs a GPU (exit 77 without). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -355,6 +358,160 @@ static void test_nn_and_indexing(tc_stream *side)
     CHECK_OK(tc_synchronize(-1));
 }
 
+/* ---- issue 26: every access kept, every race reported, one per operand ---- */
+
+enum { READERS = 20 };
+
+/* 20 streams each read x (a sum) after the default stream wrote it; a
+ * writer on the side stream that waits for all of them but reader k races
+ * with k only: one write-after-read report, for each k (16 accesses were
+ * kept per allocation, the oldest dropped: 4 of the 20 went unreported). The
+ * other readers' sums are right. */
+static void test_many_readers(tc_stream *side)
+{
+    tc_stream *rs[READERS];
+    for (int i = 0; i < READERS; i++)
+        CHECK_OK(tc_stream_create(-1, 0, &rs[i]));
+    int64_t n = 4096;
+    tc_tensor *x = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &x));
+    for (int k = 0; k < READERS; k++) {
+        tc_tensor *s[READERS] = {0};
+        for (int i = 0; i < READERS; i++) {
+            CHECK_OK(tc_stream_wait_stream(rs[i], NULL));
+            tc_stream_guard g = tc_stream_guard_enter(rs[i]);
+            CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s[i]));
+            tc_stream_guard_exit(&g);
+        }
+        CHECK(reports() == 0);
+        for (int i = 0; i < READERS; i++)
+            if (i != k)
+                CHECK_OK(tc_stream_wait_stream(side, rs[i]));
+        tc_stream_guard g = tc_stream_guard_enter(side);
+        CHECK_OK(tc_tensor_fill_(x, (double)(k + 1))); /* the bug: no wait for reader k */
+        tc_stream_guard_exit(&g);
+        CHECK(reports() == 1);
+        check_report(TC_SANITIZER_RACE_WRITE_AFTER_READ, "tc_tensor_fill_", "tc_tensor_sum");
+        CHECK_OK(tc_synchronize(-1));
+        for (int i = 0; i < READERS; i++) {
+            if (i != k) /* reader k raced: either value */
+                CHECK(item_of(s[i]) == (double)k * (double)n);
+            tc_tensor_release(s[i]);
+        }
+        CHECK_OK(tc_tensor_fill_(x, (double)(k + 1))); /* the default stream, after the sync */
+        CHECK(reports() == 0);
+    }
+    tc_tensor_release(x);
+    CHECK_OK(tc_synchronize(-1));
+    for (int i = 0; i < READERS; i++)
+        CHECK_OK(tc_stream_destroy(rs[i]));
+    CHECK(reports() == 0);
+}
+
+/* The side stream writes x; 16 streams read it, each after waiting for the
+ * side stream; then the default stream reads it without waiting: a
+ * read-after-write race with the side stream's write (once forgotten: the
+ * write was the access dropped when the 17th came). */
+static void test_ordered_readers(tc_stream *side)
+{
+    enum { ORDERED = 16 };
+    tc_stream *rs[ORDERED];
+    int64_t n = 4096;
+    tc_tensor *x = NULL, *s[ORDERED] = {0}, *last = NULL;
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &x));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_uniform_(x, 0, 1, NULL));
+    tc_stream_guard_exit(&g);
+    for (int i = 0; i < ORDERED; i++) {
+        CHECK_OK(tc_stream_create(-1, 0, &rs[i]));
+        CHECK_OK(tc_stream_wait_stream(rs[i], side));
+        g = tc_stream_guard_enter(rs[i]);
+        CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &s[i]));
+        tc_stream_guard_exit(&g);
+    }
+    CHECK(reports() == 0);
+    CHECK_OK(tc_tensor_sum(x, TC_ALL_DIMS, false, &last)); /* the bug: no wait */
+    CHECK(reports() == 1);
+    check_report(TC_SANITIZER_RACE_READ_AFTER_WRITE, "tc_tensor_sum", "tc_tensor_uniform_");
+    CHECK_OK(tc_synchronize(-1));
+    double want = host_sum(x);
+    for (int i = 0; i < ORDERED; i++) {
+        CHECK(fabs(item_of(s[i]) - want) <= 1e-4 * fabs(want));
+        tc_tensor_release(s[i]);
+        CHECK_OK(tc_stream_destroy(rs[i]));
+    }
+    tc_tensor_release(last);
+    tc_tensor_release(x);
+    CHECK(reports() == 0);
+}
+
+/* One jiterator launch on the side stream writes 7 outputs the default
+ * stream made, without waiting: 7 write-after-write reports, 7 counted
+ * (there were at most 4 per operation). With the wait: silent, and the
+ * values right. */
+static void test_seven_outputs(tc_stream *side)
+{
+    enum { NOUT = 7 };
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_fn_create_multi_output(
+        "template <typename T> void seven(T x, T &a, T &b, T &c, T &d, T &e, T &f, T &g) "
+        "{ a = x; b = x + 1; c = x + 2; d = x + 3; e = x + 4; f = x + 5; g = x + 6; }",
+        NOUT, NULL, &fn));
+    int64_t n = 4096;
+    tc_tensor *out[NOUT] = {0}, *x = NULL;
+    for (int i = 0; i < NOUT; i++)
+        CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, GPU, &out[i]));
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_ones(1, &n, TC_FLOAT32, GPU, &x)); /* made on the side stream */
+    const tc_tensor *in[1] = {x};
+    uint64_t before = tc_sanitizer_report_count();
+    CHECK_OK(tc_jit_fn_call(fn, in, 1, NULL, out)); /* the bug: no wait for the zeros */
+    tc_stream_guard_exit(&g);
+    CHECK(reports() == NOUT);
+    CHECK(tc_sanitizer_report_count() - before == NOUT);
+    check_report(TC_SANITIZER_RACE_WRITE_AFTER_WRITE, "seven", "tc_tensor_zeros");
+    CHECK_OK(tc_synchronize(-1));
+    /* fixed: the side stream waits for the default stream */
+    for (int i = 0; i < NOUT; i++)
+        CHECK_OK(tc_tensor_fill_(out[i], 0));
+    CHECK_OK(tc_stream_wait_stream(side, NULL));
+    g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_jit_fn_call(fn, in, 1, NULL, out));
+    tc_stream_guard_exit(&g);
+    CHECK_OK(tc_stream_wait_stream(NULL, side));
+    for (int i = 0; i < NOUT; i++)
+        CHECK(host_sum(out[i]) == (double)(i + 1) * (double)n);
+    CHECK(reports() == 0);
+    for (int i = 0; i < NOUT; i++)
+        tc_tensor_release(out[i]);
+    tc_tensor_release(x);
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    CHECK_OK(tc_synchronize(-1));
+}
+
+/* PyTorch's doc example: a = torch.rand(4, 2, device="cuda"), then on a new
+ * stream torch.mul(a, 5, out=a). Operand 0 is both read and written: one
+ * write-after-write report, not two. */
+static void test_doc_example(tc_stream *side)
+{
+    int64_t sz[2] = {4, 2};
+    tc_tensor *a = NULL, *five = NULL;
+    CHECK_OK(tc_tensor_rand(2, sz, TC_FLOAT32, GPU, NULL, &a));
+    tc_stream_guard g = tc_stream_guard_enter(side);
+    CHECK_OK(tc_tensor_full(2, sz, 5, TC_FLOAT32, GPU, &five)); /* on the side stream */
+    uint64_t before = tc_sanitizer_report_count();
+    CHECK_OK(tc_tensor_mul_(a, five)); /* the bug: no wait for the rand */
+    tc_stream_guard_exit(&g);
+    CHECK(reports() == 1);
+    CHECK(tc_sanitizer_report_count() - before == 1);
+    check_report(TC_SANITIZER_RACE_WRITE_AFTER_WRITE, "tc_tensor_mul_", "tc_tensor_rand");
+    CHECK_OK(tc_synchronize(-1));
+    tc_tensor_release(a);
+    tc_tensor_release(five);
+    CHECK(reports() == 0);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -372,9 +529,13 @@ int main(void)
     test_one_stream_silent();
     test_graph_replay(side);
     test_nn_and_indexing(side);
+    test_many_readers(side);
+    test_ordered_readers(side);
+    test_seven_outputs(side);
+    test_doc_example(side);
     printf("reports: %llu\n", (unsigned long long)(tc_sanitizer_report_count() - before));
-    /* 8 in report mode, 2 in error mode */
-    CHECK(tc_sanitizer_report_count() - before == 10);
+    /* 8 in report mode, 2 in error mode; then 20 + 1 + 7 + 1 (issue 26) */
+    CHECK(tc_sanitizer_report_count() - before == 10 + READERS + 1 + 7 + 1);
     CHECK_OK(tc_synchronize(-1));
     CHECK_OK(tc_stream_destroy(side));
     return TC_TEST_DONE();

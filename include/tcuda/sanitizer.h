@@ -10,8 +10,18 @@
  * and wait, wait_stream, stream/event/device synchronize (and a query that
  * answers TC_OK) and blocking copies, through one vector clock per stream
  * and one for the host, as in PyTorch's sanitizer. User kernels join in
- * through tc_sanitizer_access. The state is per live allocation (its last
- * writer and the readers since), never per access, and is thread-safe.
+ * through tc_sanitizer_access. The state is per live allocation: its last
+ * write and every read since (as PyTorch keeps them), none dropped, so no
+ * race is missed; its memory follows the reads made since the last write and
+ * is freed by the next write over them, or the release. It is
+ * thread-safe.
+ *
+ * Every race of an operation is reported (one launch writing 7 tensors that
+ * another stream wrote unsynchronized gives 7 reports): a read is reported
+ * with the write it races with, a write with each read it races with (or,
+ * with none, the write). An operand that an operation both reads and writes
+ * (an in-place op), or names twice, is one access, so one report at most, as
+ * PyTorch merges an operation's operands by data pointer.
  *
  * Turn it on with TCUDA_SANITIZER=1 (or report, error, abort; 0 or off; any
  * letter case; any other value fails initialization like every TCUDA_
@@ -146,8 +156,8 @@ TCUDA_API tc_status tc_sanitizer_enable(tc_sanitizer_mode mode);
  * TCUDA_SANITIZER at CUDA initialization). Cannot fail. */
 TCUDA_API tc_sanitizer_mode tc_sanitizer_get_mode(void);
 
-/* Races found since the process started (every mode counts them). Cannot
- * fail. */
+/* Races found since the process started, every one of them (every mode
+ * counts them; error mode stops at an operation's first). Cannot fail. */
 TCUDA_API uint64_t tc_sanitizer_report_count(void);
 
 /* Sends each report to fn(report, ctx) (called on the thread that made the

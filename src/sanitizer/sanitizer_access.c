@@ -35,31 +35,85 @@ static region *span_region(const tc__span *sp, bool adopt, int x, const site *s,
     return r;
 }
 
+bool tc__san_span_merged(const tc__span *spans, int n, int i)
+{
+    const tc__span *s = &spans[i];
+    for (int j = 0; j < n; j++) {
+        const tc__span *o = &spans[j];
+        if (j == i || o->lo > s->lo || o->hi < s->hi || (s->write && !o->write))
+            continue;
+        /* o covers s and writes whatever s does: s is part of o, unless both
+         * are the same access, where the first one stands for the two */
+        bool same = o->lo == s->lo && o->hi == s->hi && o->write == s->write;
+        if (!same || j < i)
+            return true;
+    }
+    return false;
+}
+
+/* Under mu: the report of a race of span sp (clipped to [lo, hi) of r) with
+ * earlier access e, into reps. */
+static void add_report(report_list *reps, const region *r, const tc__span *sp, uintptr_t lo, int x,
+                       const site *cur, const access *e)
+{
+    pending *p = tc__san_reports_add(reps);
+    if (!p)
+        return; /* out of memory: counted, not shown */
+    uintptr_t addr = e->lo > lo ? e->lo : lo;
+    tc_sanitizer_race k = kind_of(sp->write, e);
+    tc__san_fill_pending(p, k, r, addr, cur, &e->site, tc__san_race_text(k, r, sp, x, cur, e));
+}
+
+/* Under mu: the races of one span, into reps; returns how many. A read races
+ * only with writes: the first one found is reported. A write is reported
+ * with every read it races with, or, when it races with none, with the first
+ * write it races with (PyTorch's rule: the reads since a write stand for it). */
+static int check_span(const region *r, const tc__span *sp, uintptr_t lo, uintptr_t hi, int x,
+                      const uint64_t *clock, const site *cur, report_list *reps, bool first_only)
+{
+    int found = 0, first_write = -1;
+    for (int c = 0; (c = tc__san_next_conflict(r, c, x, clock, lo, hi, sp->write)) >= 0; c++) {
+        const access *e = &r->acc[c];
+        if (first_only || !sp->write) {
+            add_report(reps, r, sp, lo, x, cur, e);
+            return 1;
+        }
+        if (e->write) {
+            if (first_write < 0)
+                first_write = c;
+            continue;
+        }
+        add_report(reps, r, sp, lo, x, cur, e);
+        found++;
+    }
+    if (found == 0 && first_write >= 0) {
+        add_report(reps, r, sp, lo, x, cur, &r->acc[first_write]);
+        found = 1;
+    }
+    return found;
+}
+
 /* Under mu: checks an operation of actor x (whose clock, joined with the
  * stream it is queued after, is `clock`) against the earlier accesses to its
- * memory; the races found go into reps (at most max; with first_only, the
- * first race ends the search). Returns how many. */
+ * memory; every race found goes into reps (with first_only, the first race
+ * ends the search). An operand the operation also names otherwise (read and
+ * written, or read twice) is checked once. Returns how many were found. */
 int tc__san_check_op(int x, const uint64_t *clock, const tc__span *spans, int n, bool adopt,
-                     const site *cur, pending *reps, int max, bool first_only)
+                     const site *cur, report_list *reps, bool first_only)
 {
-    int nrep = 0;
-    for (int i = 0; i < n && nrep < max; i++) {
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        if (tc__san_span_merged(spans, n, i))
+            continue;
         uintptr_t lo, hi;
         region *r = span_region(&spans[i], adopt, x, cur, &lo, &hi);
         if (!r || lo >= hi)
             continue;
-        int c = tc__san_find_conflict(r, x, clock, lo, hi, spans[i].write);
-        if (c < 0)
-            continue;
-        const access *e = &r->acc[c];
-        uintptr_t addr = e->lo > lo ? e->lo : lo;
-        tc_sanitizer_race k = kind_of(spans[i].write, e);
-        tc__san_fill_pending(&reps[nrep++], k, r, addr, cur, &e->site,
-                             tc__san_race_text(k, r, &spans[i], x, cur, e));
-        if (first_only)
+        found += check_span(r, &spans[i], lo, hi, x, clock, cur, reps, first_only);
+        if (first_only && found)
             break;
     }
-    return nrep;
+    return found;
 }
 
 /* Under mu: records an operation of actor x as its next epoch, after x
@@ -72,6 +126,8 @@ void tc__san_record_op(int x, int after, const tc__span *spans, int n, const sit
     if (x == 0)
         tc__san_host_ver++;
     for (int i = 0; i < n; i++) {
+        if (tc__san_span_merged(spans, n, i))
+            continue;
         uintptr_t lo, hi;
         region *r = span_region(&spans[i], false, x, cur, &lo, &hi);
         if (r && lo < hi)
@@ -108,16 +164,16 @@ tc_status tc__san_access(const tc__access_op *op)
                                         : tc__san_actors[after].vc[i];
         clock = tc__san_scratch_vc;
     }
-    pending reps[MAX_REPORTS_PER_OP];
+    report_list reps;
+    tc__san_reports_init(&reps);
     bool error = mode == TC_SANITIZER_MODE_ERROR;
-    int nrep = tc__san_check_op(x, clock, op->spans, op->n, op->adopt, &cur, reps,
-                                MAX_REPORTS_PER_OP, error);
+    int nrep = tc__san_check_op(x, clock, op->spans, op->n, op->adopt, &cur, &reps, error);
     if (nrep && error) {
         pthread_mutex_unlock(&tc__san_mu);
-        return tc__san_refuse(&reps[0]);
+        return tc__san_refuse(&reps);
     }
     tc__san_record_op(x, after, op->spans, op->n, &cur);
     pthread_mutex_unlock(&tc__san_mu);
-    tc__san_deliver_all(reps, nrep, mode);
+    tc__san_deliver_all(&reps, mode);
     return TC_OK;
 }

@@ -137,8 +137,8 @@ static site replay_site(const site *replay, const rec_entry *e)
 /* A replay is one call: its operations are checked and recorded under one
  * hold of the lock, so no other thread's access falls between them. In
  * error mode every operation is checked before any is recorded, so a
- * refused replay (which launches nothing) leaves the state as it was. The
- * reports of one replay are capped as those of one operation are. */
+ * refused replay (which launches nothing) leaves the state as it was. Every
+ * race of every replayed operation is reported. */
 tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream)
 {
     if (!rec || rec->n == 0 || !tc__san_on())
@@ -172,26 +172,27 @@ tc_status tc__san_replay(const tc__san_recording *rec, int dev, void *stream)
         return TC_OK; /* out of memory: not watched */
     }
     tc__san_sync_host(x);
-    pending reps[MAX_REPORTS_PER_OP];
-    int nrep = 0;
+    report_list reps;
+    tc__san_reports_init(&reps);
     if (mode == TC_SANITIZER_MODE_ERROR) {
+        int nrep = 0;
         for (int i = 0; i < rec->n && nrep == 0; i++) {
             site s = replay_site(&call, &rec->e[i]);
             nrep = tc__san_check_op(x, tc__san_actors[x].vc, rec->e[i].spans, rec->e[i].n, false,
-                                    &s, reps, 1, true);
+                                    &s, &reps, true);
         }
         if (nrep) {
             pthread_mutex_unlock(&tc__san_mu);
-            return tc__san_refuse(&reps[0]);
+            return tc__san_refuse(&reps);
         }
     }
     for (int i = 0; i < rec->n; i++) {
         site s = replay_site(&call, &rec->e[i]);
-        nrep += tc__san_check_op(x, tc__san_actors[x].vc, rec->e[i].spans, rec->e[i].n, false, &s,
-                                 reps + nrep, MAX_REPORTS_PER_OP - nrep, false);
+        tc__san_check_op(x, tc__san_actors[x].vc, rec->e[i].spans, rec->e[i].n, false, &s, &reps,
+                         false);
         tc__san_record_op(x, -1, rec->e[i].spans, rec->e[i].n, &s);
     }
     pthread_mutex_unlock(&tc__san_mu);
-    tc__san_deliver_all(reps, nrep, mode);
+    tc__san_deliver_all(&reps, mode);
     return TC_OK;
 }

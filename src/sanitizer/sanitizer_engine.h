@@ -14,7 +14,12 @@
 #include "base/strbuf.h"
 #include "sanitizer_internal.h"
 
-#define MAX_REPORTS_PER_OP 4
+/* Earlier accesses a region keeps in place, and reports a call keeps on its
+ * stack, before either spills to the heap: the common case (a writer and a
+ * few readers; an operation with a race or two) allocates nothing. Neither
+ * is a limit: every access and every report is kept. */
+#define REGION_INLINE_ACCESSES 4
+#define INLINE_REPORTS 4
 
 /* An interned call stack (sanitizer_stacks.c). */
 typedef struct san_stack san_stack;
@@ -55,16 +60,27 @@ typedef struct region {
     site made;
     int *recorded; /* actors named by record_stream */
     int nrec, rec_cap;
-    access *acc;
+    access *acc; /* inl, or the heap once more than REGION_INLINE_ACCESSES */
     int nacc, acc_cap;
+    access inl[REGION_INLINE_ACCESSES];
 } region;
 
-/* A report ready to deliver (outside the lock). */
+/* A report ready to deliver (outside the lock). rep's strings point into
+ * the pending only once tc__san_deliver fills them: a pending may move. */
 typedef struct pending {
     tc_sanitizer_report rep;
     char *text;
     char ops[2][48];
 } pending;
+
+/* The reports of one call, every one of them: INLINE_REPORTS in place, more
+ * on the heap. `lost`: races found when memory ran out, counted all the same. */
+typedef struct report_list {
+    pending *p;
+    int n, cap;
+    uint64_t lost;
+    pending inl[INLINE_REPORTS];
+} report_list;
 
 /* ---- sanitizer.c -------------------------------------------------------------- */
 
@@ -113,11 +129,13 @@ region *tc__san_region_at(uintptr_t p);
 /* Watches [lo, hi) as a new region (stale overlapping state dropped); NULL when out of memory. */
 region *tc__san_region_new(uintptr_t lo, uintptr_t hi, int dev, int who, bool host,
                            const site *made);
-/* Index of an earlier access of another actor racing with this one, or -1. */
-int tc__san_find_conflict(const region *r, int x, const uint64_t *clock, uintptr_t lo, uintptr_t hi,
-                          bool write);
-/* Adds an access of actor x at `epoch` to r, dropping the entries it makes redundant. */
-void tc__san_record_access(region *r, int x, uint64_t epoch, uintptr_t lo, uintptr_t hi, bool write,
+/* Index of the first earlier access of another actor from index `from` on
+ * racing with this one, or -1. */
+int tc__san_next_conflict(const region *r, int from, int x, const uint64_t *clock, uintptr_t lo,
+                          uintptr_t hi, bool write);
+/* Adds an access of actor x at `epoch` to r, dropping the entries it makes
+ * redundant; false when memory ran out (the access is not remembered). */
+bool tc__san_record_access(region *r, int x, uint64_t epoch, uintptr_t lo, uintptr_t hi, bool write,
                            const site *s);
 /* Forgets every region (the sanitizer turned off). */
 void tc__san_regions_forget(void);
@@ -126,9 +144,14 @@ size_t tc__san_regions_bytes(void);
 
 /* ---- sanitizer_access.c (under tc__san_mu) ------------------------------------ */
 
-/* Checks an operation of actor x under `clock`; the races go into reps (at most max). */
+/* Whether span i of an operation is part of another of its spans (a read of
+ * bytes it also writes, the same bytes named twice): one access, checked and
+ * recorded once, as PyTorch merges an operation's operands by data pointer. */
+bool tc__san_span_merged(const tc__span *spans, int n, int i);
+/* Checks an operation of actor x under `clock`; each race goes into reps
+ * (with first_only, the first ends the search). Returns how many were found. */
 int tc__san_check_op(int x, const uint64_t *clock, const tc__span *spans, int n, bool adopt,
-                     const site *cur, pending *reps, int max, bool first_only);
+                     const site *cur, report_list *reps, bool first_only);
 /* Records an operation of actor x as its next epoch, after joining actor `after` (-1: none). */
 void tc__san_record_op(int x, int after, const tc__span *spans, int n, const site *cur);
 
@@ -144,14 +167,21 @@ bool tc__san_capture_access(const tc__access_op *op);
 /* Under tc__san_mu: the report of a race between the current access and e. */
 char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__span *sp, int x,
                         const site *cur, const access *e);
+/* An empty list (no allocation). */
+void tc__san_reports_init(report_list *l);
+/* Under tc__san_mu: the next free slot of l, or NULL when memory ran out
+ * (the race is then counted in l->lost). */
+pending *tc__san_reports_add(report_list *l);
 /* Under tc__san_mu: fills p for delivery (txt: from tc__san_race_text, p takes it). */
 void tc__san_fill_pending(pending *p, tc_sanitizer_race kind, const region *r, uintptr_t addr,
                           const site *cur, const site *earlier, char *txt);
 /* Without tc__san_mu: counts and delivers one report as `mode` says. */
 void tc__san_deliver(pending *p, int mode);
-/* Without tc__san_mu: delivers n reports and frees their texts. */
-void tc__san_deliver_all(pending *reps, int n, int mode);
-/* Without tc__san_mu: error mode's refusal, the report as the call's error. */
-tc_status tc__san_refuse(pending *rep);
+/* Without tc__san_mu: counts and delivers every report of l (and counts the
+ * lost ones), then frees what l holds. */
+void tc__san_deliver_all(report_list *l, int mode);
+/* Without tc__san_mu: error mode's refusal, l's first report as the call's
+ * error; frees what l holds. */
+tc_status tc__san_refuse(report_list *l);
 
 #endif

@@ -4,17 +4,22 @@
  *
  * Memory state is per live allocation (a region, found by address in a
  * tsearch tree whose comparator calls overlapping intervals equal, which is a
- * total order because live regions do not overlap): a short list of earlier
- * accesses, each with its actor, epoch, byte range and call site. A new
- * access is checked against the entries of other actors it overlaps (a read
- * against writes, a write against both); then entries it makes redundant are
- * dropped: a write drops every entry inside its range (any later access
- * ordered after the write is ordered after them, or the write already raced
- * with them and was reported), a read drops its own actor's reads inside its
- * range. At most MAX_ACCESSES entries are kept: beyond that the two of one
- * actor and kind are merged (their hull, newest epoch: never a missed race,
- * at worst a report for bytes one of them did not touch). Memory is thus
- * O(live allocations x actors), whatever the number of accesses.
+ * total order because live regions do not overlap): the list of earlier
+ * accesses that a later one may race with, each with its actor, epoch, byte
+ * range and call site. A new access is checked against the entries of other
+ * actors it overlaps (a read against writes, a write against both); then
+ * entries it makes redundant are dropped: a write drops every entry inside
+ * its range (any later access ordered after the write is ordered after them,
+ * or the write already raced with them and was reported: PyTorch's
+ * TensorInfo clears its reads on a write too), a read drops its own actor's
+ * reads inside its range (the newer one has the larger epoch: whatever is
+ * ordered after it is ordered after them). Nothing else is ever dropped or
+ * merged, so no race is missed: a region holds its last writes and every
+ * read since (of distinct actors or ranges), as PyTorch keeps a tensor's last
+ * write and every read since. Memory is thus bounded by the reads actually
+ * made since the last write over them; the first REGION_INLINE_ACCESSES
+ * entries live in the region itself, more on the heap, which goes back when a
+ * write (or the free) empties the list to the inline size again.
  *
  * A free is checked as a write by the allocation's own stream at the time of
  * the free (the caching allocator hands the block to later work on that
@@ -39,8 +44,6 @@
 
 #include "sanitizer_engine.h"
 
-#define MAX_ACCESSES 16
-
 static void *regions; /* tsearch tree of region */
 static size_t nregions, region_bytes;
 /* Pinned host regions: while there are none, host kernels skip everything. */
@@ -63,17 +66,24 @@ region *tc__san_region_at(uintptr_t p)
     return node ? *(region **)node : NULL;
 }
 
+/* Bytes of r's access list on the heap (0 while it is inline). */
+static size_t heap_acc_bytes(const region *r)
+{
+    return r->acc == r->inl ? 0 : sizeof(access) * (size_t)r->acc_cap;
+}
+
 static void region_free(void *p)
 {
     region *r = p;
     free(r->recorded);
-    free(r->acc);
+    if (r->acc != r->inl)
+        free(r->acc);
     free(r);
 }
 
 static void region_remove(region *r)
 {
-    region_bytes -= sizeof(access) * (size_t)r->acc_cap + sizeof(int) * (size_t)r->rec_cap;
+    region_bytes -= heap_acc_bytes(r) + sizeof(int) * (size_t)r->rec_cap;
     tdelete(r, &regions, cmp_region);
     nregions--;
     if (r->host)
@@ -94,6 +104,8 @@ region *tc__san_region_new(uintptr_t lo, uintptr_t hi, int dev, int who, bool ho
     if (!r)
         return NULL;
     *r = (region){.base = lo, .end = hi, .dev = dev, .actor = who, .host = host, .made = *made};
+    r->acc = r->inl;
+    r->acc_cap = REGION_INLINE_ACCESSES;
     node = tsearch(r, &regions, cmp_region);
     if (!node || *(region **)node != r) {
         free(r);
@@ -110,12 +122,10 @@ static bool overlaps(const access *a, uintptr_t lo, uintptr_t hi)
     return a->lo < hi && lo < a->hi;
 }
 
-/* Index of an earlier access of another actor that races with this one, or -1.
- * clock: the accessing actor's clock. */
-int tc__san_find_conflict(const region *r, int x, const uint64_t *clock, uintptr_t lo, uintptr_t hi,
-                          bool write)
+int tc__san_next_conflict(const region *r, int from, int x, const uint64_t *clock, uintptr_t lo,
+                          uintptr_t hi, bool write)
 {
-    for (int i = 0; i < r->nacc; i++) {
+    for (int i = from; i < r->nacc; i++) {
         const access *a = &r->acc[i];
         if (a->actor == x || !overlaps(a, lo, hi) || (!write && !a->write))
             continue;
@@ -127,26 +137,39 @@ int tc__san_find_conflict(const region *r, int x, const uint64_t *clock, uintptr
 
 static void drop_access(region *r, int i) { r->acc[i] = r->acc[--r->nacc]; }
 
-/* Keeps at most MAX_ACCESSES entries (see the top of the file). */
-static void merge_one(region *r)
+/* Room for one more entry; false when memory ran out. */
+static bool reserve_one(region *r)
 {
-    for (int i = 0; i < r->nacc; i++)
-        for (int j = i + 1; j < r->nacc; j++) {
-            access *a = &r->acc[i], *b = &r->acc[j];
-            if (a->actor != b->actor || a->write != b->write)
-                continue;
-            access *keep = a->epoch >= b->epoch ? a : b;
-            access m = *keep;
-            m.lo = a->lo < b->lo ? a->lo : b->lo;
-            m.hi = a->hi > b->hi ? a->hi : b->hi;
-            *a = m;
-            drop_access(r, j);
-            return;
-        }
-    drop_access(r, 0); /* more actors than entries: the oldest-placed one goes */
+    if (r->nacc < r->acc_cap)
+        return true;
+    int cap = 2 * r->acc_cap;
+    access *a = malloc(sizeof *a * (size_t)cap);
+    if (!a)
+        return false;
+    memcpy(a, r->acc, sizeof *a * (size_t)r->nacc);
+    region_bytes -= heap_acc_bytes(r);
+    if (r->acc != r->inl)
+        free(r->acc);
+    r->acc = a;
+    r->acc_cap = cap;
+    region_bytes += heap_acc_bytes(r);
+    return true;
 }
 
-void tc__san_record_access(region *r, int x, uint64_t epoch, uintptr_t lo, uintptr_t hi, bool write,
+/* Back to the inline entries once they hold the list and one more: the heap
+ * is held only while that many accesses are live. */
+static void shrink(region *r)
+{
+    if (r->acc == r->inl || r->nacc >= REGION_INLINE_ACCESSES)
+        return; /* (one more must fit, or the next access would spill again) */
+    region_bytes -= heap_acc_bytes(r);
+    memcpy(r->inl, r->acc, sizeof *r->acc * (size_t)r->nacc);
+    free(r->acc);
+    r->acc = r->inl;
+    r->acc_cap = REGION_INLINE_ACCESSES;
+}
+
+bool tc__san_record_access(region *r, int x, uint64_t epoch, uintptr_t lo, uintptr_t hi, bool write,
                            const site *s)
 {
     for (int i = r->nacc - 1; i >= 0; i--) {
@@ -155,19 +178,12 @@ void tc__san_record_access(region *r, int x, uint64_t epoch, uintptr_t lo, uintp
         if (inside && (write || (a->actor == x && !a->write)))
             drop_access(r, i);
     }
-    if (r->nacc == MAX_ACCESSES)
-        merge_one(r);
-    if (r->nacc == r->acc_cap) {
-        int cap = r->acc_cap ? r->acc_cap * 2 : 2;
-        access *a = realloc(r->acc, sizeof *a * (size_t)cap);
-        if (!a)
-            return; /* out of memory: this access is not remembered */
-        region_bytes += sizeof *a * (size_t)(cap - r->acc_cap);
-        r->acc = a;
-        r->acc_cap = cap;
-    }
+    shrink(r);
+    if (!reserve_one(r))
+        return false; /* out of memory: this access is not remembered */
     r->acc[r->nacc++] = (access){
         .actor = x, .write = write, .epoch = epoch, .lo = lo, .hi = hi, .site = *s};
+    return true;
 }
 
 static bool recorded(const region *r, int who)
@@ -232,6 +248,39 @@ void tc__san_record_stream(const void *ptr, void *stream)
     pthread_mutex_unlock(&tc__san_mu);
 }
 
+/* The streams a free must protect from early reuse (error mode): every one,
+ * INLINE_STREAM_REFS in place, more on the heap. */
+enum { INLINE_STREAM_REFS = 8 };
+typedef struct stream_ref {
+    int dev;
+    void *handle;
+} stream_ref;
+typedef struct stream_refs {
+    stream_ref *p;
+    int n, cap;
+    stream_ref inl[INLINE_STREAM_REFS];
+} stream_refs;
+
+/* Adds (dev, handle) once; when memory runs out the stream is not added
+ * (the race is still reported). */
+static void add_stream_ref(stream_refs *l, int dev, void *handle)
+{
+    for (int k = 0; k < l->n; k++)
+        if (l->p[k].handle == handle && l->p[k].dev == dev)
+            return;
+    if (l->n == l->cap) {
+        stream_ref *p = malloc(sizeof *p * (size_t)(2 * l->cap));
+        if (!p)
+            return;
+        memcpy(p, l->p, sizeof *p * (size_t)l->n);
+        if (l->p != l->inl)
+            free(l->p);
+        l->p = p;
+        l->cap *= 2;
+    }
+    l->p[l->n++] = (stream_ref){dev, handle};
+}
+
 void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *stream))
 {
     if (!ptr || !tc__san_on())
@@ -248,11 +297,10 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
     int mode = atomic_load(&tc__san_mode);
     pending p = {0};
     bool raced = false;
-    int nprotect = 0;
-    struct stream_ref {
-        int dev;
-        void *handle;
-    } protect[8];
+    stream_refs protect;
+    protect.p = protect.inl;
+    protect.n = 0;
+    protect.cap = INLINE_STREAM_REFS;
     if (!r->host && !r->graph_pool) {
         const uint64_t *va = tc__san_actors[r->actor].vc, *vh = tc__san_actors[0].vc;
         for (int i = 0; i < r->nacc; i++) {
@@ -267,23 +315,20 @@ void tc__san_free(const void *ptr, void (*record_fn)(void *ptr, int dev, void *s
                                      &e->site, txt);
                 raced = true;
             }
-            bool seen = false;
-            for (int k = 0; k < nprotect; k++)
-                seen |= protect[k].handle == tc__san_actors[e->actor].handle &&
-                        protect[k].dev == tc__san_actors[e->actor].dev;
-            if (!seen && nprotect < 8 && tc__san_actors[e->actor].dev >= 0)
-                protect[nprotect++] = (struct stream_ref){tc__san_actors[e->actor].dev,
-                                                          tc__san_actors[e->actor].handle};
+            if (tc__san_actors[e->actor].dev >= 0)
+                add_stream_ref(&protect, tc__san_actors[e->actor].dev,
+                               tc__san_actors[e->actor].handle);
         }
     }
     region_remove(r);
     pthread_mutex_unlock(&tc__san_mu);
+    if (raced && mode == TC_SANITIZER_MODE_ERROR && record_fn)
+        for (int k = 0; k < protect.n; k++) /* a free cannot fail: kept from early reuse */
+            record_fn((void *)ptr, protect.p[k].dev, protect.p[k].handle);
+    if (protect.p != protect.inl)
+        free(protect.p);
     if (!raced)
         return;
-    /* A free cannot fail: in error mode the memory is kept from early reuse. */
-    if (mode == TC_SANITIZER_MODE_ERROR && record_fn)
-        for (int k = 0; k < nprotect; k++)
-            record_fn((void *)ptr, protect[k].dev, protect[k].handle);
     tc__san_deliver(&p, mode == TC_SANITIZER_MODE_ERROR ? TC_SANITIZER_MODE_REPORT : mode);
     free(p.text);
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/strbuf.h"
 #include "sanitizer_engine.h"
@@ -62,6 +63,41 @@ static const char *const race_names[] = {"write-after-read", "read-after-write",
 const char *tc_sanitizer_race_string(tc_sanitizer_race kind)
 {
     return (unsigned)kind < 4 ? race_names[kind] : "unknown";
+}
+
+void tc__san_reports_init(report_list *l)
+{
+    l->p = l->inl;
+    l->n = 0;
+    l->cap = INLINE_REPORTS;
+    l->lost = 0;
+}
+
+pending *tc__san_reports_add(report_list *l)
+{
+    if (l->n == l->cap) {
+        int cap = 2 * l->cap;
+        pending *p = malloc(sizeof *p * (size_t)cap);
+        if (!p) {
+            l->lost++;
+            return NULL;
+        }
+        memcpy(p, l->p, sizeof *p * (size_t)l->n);
+        if (l->p != l->inl)
+            free(l->p);
+        l->p = p;
+        l->cap = cap;
+    }
+    return &l->p[l->n++];
+}
+
+static void reports_free(report_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->p[i].text);
+    if (l->p != l->inl)
+        free(l->p);
+    tc__san_reports_init(l);
 }
 
 void tc__san_fill_pending(pending *p, tc_sanitizer_race kind, const region *r, uintptr_t addr,
@@ -167,6 +203,9 @@ char *tc__san_race_text(tc_sanitizer_race kind, const region *r, const tc__span 
 void tc__san_deliver(pending *p, int mode)
 {
     atomic_fetch_add(&report_count, 1);
+    p->rep.current_op = p->ops[0]; /* p may have moved since it was filled */
+    p->rep.earlier_op = p->ops[1];
+    p->rep.text = p->text;
     pthread_mutex_lock(&tc__san_mu);
     tc_sanitizer_report_fn cb = callback;
     void *ud = callback_data;
@@ -185,21 +224,24 @@ void tc__san_deliver(pending *p, int mode)
     }
 }
 
-/* Delivers reports made under mu (called without it); frees their texts. */
-void tc__san_deliver_all(pending *reps, int n, int mode)
+/* Delivers reports made under mu (called without it); frees what l holds. */
+void tc__san_deliver_all(report_list *l, int mode)
 {
-    for (int i = 0; i < n; i++) {
-        tc__san_deliver(&reps[i], mode);
-        free(reps[i].text);
-    }
+    if (l->lost)
+        atomic_fetch_add(&report_count, l->lost);
+    for (int i = 0; i < l->n; i++)
+        tc__san_deliver(&l->p[i], mode);
+    reports_free(l);
 }
 
-/* Error mode: the first report becomes the refusing call's error. */
-tc_status tc__san_refuse(pending *rep)
+/* Error mode: the first report becomes the refusing call's error (the search
+ * stopped at it, so there is no other). */
+tc_status tc__san_refuse(report_list *l)
 {
+    pending *rep = &l->p[0];
     tc__san_deliver(rep, TC_SANITIZER_MODE_ERROR);
     tc_status st = tc__fail(TC_ERROR_RACE, "%s", rep->text ? rep->text : "tcuda sanitizer: a race");
-    free(rep->text);
+    reports_free(l);
     return st;
 }
 

@@ -176,6 +176,50 @@ static void test_create_errors(void)
     CHECK_STATUS(tc_jit_fn_create(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
     CHECK(fn == (tc_jit_fn *)0x1); /* never written on failure */
 
+    /* names: up to TC_JIT_MAX_NAME_LENGTH characters, never cut (a longer
+     * entry name was once cut at 127 and the cut name compiled) */
+    char longest[TC_JIT_MAX_NAME_LENGTH + 2], code[1024];
+    memset(longest, 'n', sizeof longest);
+    longest[TC_JIT_MAX_NAME_LENGTH] = '\0';
+    snprintf(code, sizeof code, "template <typename T> T %s(T x) { return x; }", longest);
+    o = (tc_jit_options){0};
+    CHECK_OK(tc_jit_fn_create(code, NULL, &fn));
+    CHECK(!strcmp(tc_jit_fn_name(fn), longest));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    o.name = longest;
+    CHECK_OK(tc_jit_fn_create(code, &o, &fn));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    fn = (tc_jit_fn *)0x1;
+    longest[TC_JIT_MAX_NAME_LENGTH] = 'n'; /* one more */
+    longest[TC_JIT_MAX_NAME_LENGTH + 1] = '\0';
+    snprintf(code, sizeof code, "template <typename T> T %s(T x) { return x; }", longest);
+    CHECK_STATUS(tc_jit_fn_create(code, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "128 characters") && strstr(tc_last_error(), "at most 127"));
+    o.name = longest; /* the options' name */
+    CHECK_STATUS(tc_jit_fn_create(jc_add, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "options.name") && strstr(tc_last_error(), "at most 127"));
+    o.name = NULL;
+    snprintf(code, sizeof code, "template <typename T> T f(T x, T %s) { return x + %s; }", longest,
+             longest); /* a parameter's */
+    o.scalars = NULL;
+    CHECK_STATUS(tc_jit_fn_create(code, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "parameter 2") && strstr(tc_last_error(), "at most 127"));
+    char spec[300];
+    snprintf(spec, sizeof spec, "%s=1", longest); /* a scalar's */
+    o.scalars = spec;
+    CHECK_STATUS(tc_jit_fn_create(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "options.scalars") && strstr(tc_last_error(), "at most 127"));
+    o.scalars = NULL;
+    /* a helper's long name is no matter when another function is the entry */
+    snprintf(code, sizeof code,
+             "template <typename T> T %s(T x) { return x; }\n"
+             "template <typename T> T g(T x) { return %s(x); }",
+             longest, longest);
+    CHECK_OK(tc_jit_fn_create(code, NULL, &fn));
+    CHECK(!strcmp(tc_jit_fn_name(fn), "g"));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    fn = (tc_jit_fn *)0x1;
+
     /* a good one, its accessors, and the handle rules */
     o = (tc_jit_options){.scalars = "alpha=0.5"};
     CHECK_OK(tc_jit_fn_create(jc_axpy, &o, &fn));

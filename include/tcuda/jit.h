@@ -45,6 +45,9 @@ TCUDA_EXTERN_C_BEGIN
 /* Most tensor operands (inputs + outputs) and extra scalars of a function. */
 #define TC_JIT_MAX_OPERANDS 8
 #define TC_JIT_MAX_SCALARS 8
+/* Longest name (entry function, parameter, scalar, options.name) in
+ * characters; a longer one is TC_ERROR_INVALID_ARGUMENT, never cut. */
+#define TC_JIT_MAX_NAME_LENGTH 127
 
 /* ---- making a function ---------------------------------------------------- */
 
@@ -67,7 +70,8 @@ typedef struct tc_jit_options {
  * output. The code is copied. Errors: TC_ERROR_INVALID_ARGUMENT for NULL
  * code or out, code without a function template, a function that returns
  * void, a bad scalars string, scalar names that differ from the code's
- * parameters, or no tensor input left; TC_ERROR_OUT_OF_MEMORY. */
+ * parameters, no tensor input left, or a name longer than
+ * TC_JIT_MAX_NAME_LENGTH; TC_ERROR_OUT_OF_MEMORY. */
 TCUDA_API tc_status tc_jit_fn_create(const char *code, const tc_jit_options *options,
                                      tc_jit_fn **out);
 

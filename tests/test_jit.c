@@ -609,7 +609,7 @@ static void record_key(const char *key) { snprintf(child_key, sizeof child_key, 
  * alarm ends a child that blocks (on a FIFO in the cache). */
 static int child_main(void)
 {
-    alarm(60);
+    alarm(120);
     tc__jit_test_build_hook = record_key;
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "beta=3"};
@@ -742,7 +742,7 @@ static void test_cache_fifo(void)
 
 /* $CXX runs without a shell: split at blanks, each word passed as it is
  * ($HOME and quotes reach the compiler unexpanded). A wrapper script logs
- * the words it is given and runs c++ with them; the child process, which
+ * the words it is given and runs the compiler with them; the child, which
  * finds its compiler afresh, compiles with it (a fresh cache directory). */
 static void test_cxx_words(void)
 {
@@ -754,7 +754,9 @@ static void test_cxx_words(void)
     CHECK(f != NULL);
     if (!f)
         return;
-    fputs("#!/bin/sh\nprintf '%s\\n' \"$@\" >> \"$0.log\"\nexec c++ \"$@\"\n", f);
+    const char *found = "c++"; /* the compiler this process found, which runs */
+    CHECK_OK(tc__jit_host_compiler(&found, NULL));
+    fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$@\" >> \"$0.log\"\nexec %s \"$@\"\n", found);
     fclose(f);
     CHECK(chmod(wrapper, 0700) == 0);
     snprintf(cxx, sizeof cxx, "  %s -DTC_JIT_HOME=$HOME\t-DTC_JIT_Q='q' ", wrapper);

@@ -176,6 +176,50 @@ static void test_create_errors(void)
     CHECK_STATUS(tc_jit_fn_create(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
     CHECK(fn == (tc_jit_fn *)0x1); /* never written on failure */
 
+    /* names: up to TC_JIT_MAX_NAME_LENGTH characters, never cut (a longer
+     * entry name was once cut at 127 and the cut name compiled) */
+    char longest[TC_JIT_MAX_NAME_LENGTH + 2], code[1024];
+    memset(longest, 'n', sizeof longest);
+    longest[TC_JIT_MAX_NAME_LENGTH] = '\0';
+    snprintf(code, sizeof code, "template <typename T> T %s(T x) { return x; }", longest);
+    o = (tc_jit_options){0};
+    CHECK_OK(tc_jit_fn_create(code, NULL, &fn));
+    CHECK(!strcmp(tc_jit_fn_name(fn), longest));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    o.name = longest;
+    CHECK_OK(tc_jit_fn_create(code, &o, &fn));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    fn = (tc_jit_fn *)0x1;
+    longest[TC_JIT_MAX_NAME_LENGTH] = 'n'; /* one more */
+    longest[TC_JIT_MAX_NAME_LENGTH + 1] = '\0';
+    snprintf(code, sizeof code, "template <typename T> T %s(T x) { return x; }", longest);
+    CHECK_STATUS(tc_jit_fn_create(code, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "128 characters") && strstr(tc_last_error(), "at most 127"));
+    o.name = longest; /* the options' name */
+    CHECK_STATUS(tc_jit_fn_create(jc_add, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "options.name") && strstr(tc_last_error(), "at most 127"));
+    o.name = NULL;
+    snprintf(code, sizeof code, "template <typename T> T f(T x, T %s) { return x + %s; }", longest,
+             longest); /* a parameter's */
+    o.scalars = NULL;
+    CHECK_STATUS(tc_jit_fn_create(code, NULL, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "parameter 2") && strstr(tc_last_error(), "at most 127"));
+    char spec[300];
+    snprintf(spec, sizeof spec, "%s=1", longest); /* a scalar's */
+    o.scalars = spec;
+    CHECK_STATUS(tc_jit_fn_create(jc_axpy, &o, &fn), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "options.scalars") && strstr(tc_last_error(), "at most 127"));
+    o.scalars = NULL;
+    /* a helper's long name is no matter when another function is the entry */
+    snprintf(code, sizeof code,
+             "template <typename T> T %s(T x) { return x; }\n"
+             "template <typename T> T g(T x) { return %s(x); }",
+             longest, longest);
+    CHECK_OK(tc_jit_fn_create(code, NULL, &fn));
+    CHECK(!strcmp(tc_jit_fn_name(fn), "g"));
+    CHECK_OK(tc_jit_fn_destroy(fn));
+    fn = (tc_jit_fn *)0x1;
+
     /* a good one, its accessors, and the handle rules */
     o = (tc_jit_options){.scalars = "alpha=0.5"};
     CHECK_OK(tc_jit_fn_create(jc_axpy, &o, &fn));
@@ -238,6 +282,145 @@ static void test_call_errors(void)
     tc_tensor_release(c);
     tc_tensor_release(wrong);
     CHECK_OK(tc_jit_fn_destroy(fn));
+}
+
+/* ---- outputs that overlap the inputs --------------------------------------------- */
+
+/* A view of t with the given geometry (offset in elements). */
+static tc_tensor *view_of(const tc_tensor *t, int ndim, const int64_t *sizes,
+                          const int64_t *strides, int64_t offset)
+{
+    tc_tensor *v = NULL;
+    CHECK_OK(tc__make_view(t, ndim, sizes, strides, offset, &v));
+    return v;
+}
+
+static void host_values(const tc_tensor *t, double *v)
+{
+    CHECK_OK(tc_tensor_to_host(t, TC_FLOAT64, v));
+}
+
+/* Outputs that PyTorch refuses: a partial overlap with an input (a.T of a,
+ * shifted windows of one buffer), several elements in one place (expanded),
+ * two outputs over one memory. INVALID_ARGUMENT naming the operands, before
+ * anything is compiled or written (it once returned TC_OK with wrong
+ * values). The check is the device-independent part of the call: the same on
+ * a GPU. */
+static void test_overlap_errors(tc_device dev)
+{
+    tc_jit_fn *add = NULL, *sd = NULL;
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &add));
+    CHECK_OK(tc_jit_fn_create_multi_output(jc_sumdiff, 2, NULL, &sd));
+    int64_t s44[2] = {4, 4}, s14[2] = {1, 4}, s9[1] = {9}, s8[1] = {8};
+    tc_tensor *a = jc_rand(dev, TC_FLOAT32, 2, s44), *c = jc_rand(dev, TC_FLOAT32, 2, s44);
+    tc_tensor *at = NULL, *row = jc_rand(dev, TC_FLOAT32, 2, s14), *e = NULL;
+    CHECK_OK(tc_tensor_transpose(a, 0, 1, &at));
+    CHECK_OK(tc_tensor_expand(row, 2, s44, &e));
+    double before[16], after[16];
+    host_values(a, before);
+
+    const tc_tensor *ac[2] = {a, c}, *ca[2] = {c, a};
+    tc_tensor *out[2] = {at, NULL};
+    CHECK_STATUS(tc_jit_fn_call(add, ac, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and inputs[0]") &&
+          strstr(tc_last_error(), "single memory location"));
+    CHECK_STATUS(tc_jit_fn_call(add, ca, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and inputs[1]") != NULL);
+    /* float64 operands (c is converted first): refused all the same */
+    tc_tensor *a64 = jc_rand(dev, TC_FLOAT64, 2, s44), *a64t = NULL;
+    CHECK_OK(tc_tensor_transpose(a64, 0, 1, &a64t));
+    const tc_tensor *a64c[2] = {a64, c};
+    out[0] = a64t;
+    CHECK_STATUS(tc_jit_fn_call(add, a64c, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and inputs[0]") != NULL);
+    /* expanded: stride 0, several elements in one place */
+    out[0] = e;
+    CHECK_STATUS(tc_jit_fn_call(add, ac, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0]") && strstr(tc_last_error(), "stride 0"));
+    /* two windows of one buffer, one element apart */
+    tc_tensor *buf = jc_rand(dev, TC_FLOAT32, 1, s9), *lo = NULL, *hi = NULL;
+    tc_tensor *c8 = jc_rand(dev, TC_FLOAT32, 1, s8);
+    CHECK_OK(tc_tensor_narrow(buf, 0, 0, 8, &lo));
+    CHECK_OK(tc_tensor_narrow(buf, 0, 1, 8, &hi));
+    const tc_tensor *loc[2] = {lo, c8};
+    out[0] = hi;
+    CHECK_STATUS(tc_jit_fn_call(add, loc, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and inputs[0]") != NULL);
+    /* two outputs: the same elements through two tensors, or overlapping */
+    tc_tensor *a2 = view_of(a, 2, s44, (int64_t[]){4, 1}, 0);
+    const tc_tensor *cc[2] = {c, c};
+    out[0] = a, out[1] = a2;
+    CHECK_STATUS(tc_jit_fn_call(sd, cc, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and outputs[1]") != NULL);
+    out[0] = a, out[1] = at;
+    CHECK_STATUS(tc_jit_fn_call(sd, cc, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[0] and outputs[1]") != NULL);
+    out[0] = NULL, out[1] = e;
+    CHECK_STATUS(tc_jit_fn_call(sd, cc, 2, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "outputs[1]") != NULL);
+    CHECK(out[0] == NULL && out[1] == e); /* nothing written */
+    host_values(a, after);
+    CHECK(!memcmp(before, after, sizeof before));
+
+    tc_tensor *ts[] = {a, c, at, row, e, a64, a64t, buf, lo, hi, c8, a2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        tc_tensor_release(ts[i]);
+    tc_jit_fn_destroy(add);
+    tc_jit_fn_destroy(sd);
+}
+
+/* Outputs that are allowed, with values against the host: an input itself
+ * (in place, either input), and a strided output over the same buffer as a
+ * strided input, which may or may not share elements (the input is read
+ * from a copy): interleaved ones (none shared) and a window that reads
+ * elements the call writes. */
+static void test_overlap_values(tc_device dev)
+{
+    tc_jit_fn *add = NULL;
+    CHECK_OK(tc_jit_fn_create(jc_add, NULL, &add));
+    int64_t s44[2] = {4, 4}, s4[1] = {4}, s8[1] = {8};
+    for (int which = 0; which < 2; which++) {
+        tc_tensor *a = jc_rand(dev, TC_FLOAT32, 2, s44), *c = jc_rand(dev, TC_FLOAT32, 2, s44);
+        double va[16], vc[16], got[16];
+        host_values(a, va);
+        host_values(c, vc);
+        const tc_tensor *in[2] = {which ? c : a, which ? a : c};
+        tc_tensor *out[1] = {a};
+        CHECK_OK(tc_jit_fn_call(add, in, 2, NULL, out));
+        host_values(a, got);
+        int bad = 0;
+        for (int i = 0; i < 16; i++) {
+            float x = (float)(which ? vc[i] : va[i]), y = (float)(which ? va[i] : vc[i]);
+            bad += got[i] != (double)(float)(x + y);
+        }
+        CHECK(bad == 0 && out[0] == a);
+        tc_tensor_release(a);
+        tc_tensor_release(c);
+    }
+    /* v[1::2] = v[0::2] + c (interleaved); then v[2:6] = v[0::2] + c (the
+     * window holds v[2] and v[4], which the input reads) */
+    for (int window = 0; window < 2; window++) {
+        tc_tensor *v = jc_rand(dev, TC_FLOAT32, 1, s8), *c = jc_rand(dev, TC_FLOAT32, 1, s4);
+        double vv[8], vc[4], got[8], want[8];
+        host_values(v, vv);
+        host_values(c, vc);
+        tc_tensor *even = view_of(v, 1, s4, (int64_t[]){2}, 0);
+        tc_tensor *dst = window ? view_of(v, 1, s4, (int64_t[]){1}, 2)
+                                : view_of(v, 1, s4, (int64_t[]){2}, 1);
+        const tc_tensor *in[2] = {even, c};
+        tc_tensor *out[1] = {dst};
+        CHECK_OK(tc_jit_fn_call(add, in, 2, NULL, out));
+        memcpy(want, vv, sizeof want);
+        for (int j = 0; j < 4; j++)
+            want[window ? 2 + j : 2 * j + 1] = (double)(float)((float)vv[2 * j] + (float)vc[j]);
+        host_values(v, got);
+        CHECK(!memcmp(got, want, sizeof got));
+        tc_tensor_release(even);
+        tc_tensor_release(dst);
+        tc_tensor_release(v);
+        tc_tensor_release(c);
+    }
+    tc_jit_fn_destroy(add);
 }
 
 /* ---- keys and the disk cache ------------------------------------------------------- */
@@ -346,6 +529,28 @@ static void test_disk_cache(void)
     fclose(f);
     CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
 
+    /* a FIFO at the entry's name: a miss found without waiting for a
+     * writer (it once blocked forever), then replaced by a write; the alarm
+     * ends the test if the read blocks */
+    (void)unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    alarm(60);
+    data = NULL;
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    alarm(0);
+    struct stat fsb;
+    CHECK(data == NULL && stat(path, &fsb) == 0 && S_ISFIFO(fsb.st_mode));
+    CHECK(tc__jit_cache_write(dir, key, "bin", payload, sizeof payload, NULL));
+    CHECK(stat(path, &fsb) == 0 && S_ISREG(fsb.st_mode));
+    CHECK(tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    CHECK(size == sizeof payload && data && !memcmp(data, payload, size));
+    free(data);
+    /* a directory there: a miss, and the write fails without harm */
+    CHECK(unlink(path) == 0 && mkdir(path, 0700) == 0);
+    CHECK(!tc__jit_cache_read(dir, key, "bin", &data, &size, NULL, 0));
+    CHECK(!tc__jit_cache_write(dir, key, "bin", payload, sizeof payload, NULL));
+    CHECK(rmdir(path) == 0);
+
     /* concurrent writer processes on one entry (different payload sizes, so
      * a mix would show), the parent reading meanwhile: every read that hits
      * is one of the two whole payloads */
@@ -395,9 +600,17 @@ static void test_disk_cache(void)
 static const char child_code[] =
     "template <typename T> T child_op(T x, T y, T beta) { return x * beta - y; }";
 
-/* The work of the second process: one call, checked against built-ins. */
+/* The key the child compiled (its build hook's), written for the parent to
+ * the file named by TC_JIT_TEST_KEY_FILE. */
+static char child_key[TC__JIT_KEY_LEN + 1];
+static void record_key(const char *key) { snprintf(child_key, sizeof child_key, "%s", key); }
+
+/* The work of the second process: one call, checked against built-ins. The
+ * alarm ends a child that blocks (on a FIFO in the cache). */
 static int child_main(void)
 {
+    alarm(120);
+    tc__jit_test_build_hook = record_key;
     tc_jit_fn *fn = NULL;
     tc_jit_options o = {.scalars = "beta=3"};
     if (tc_jit_fn_create(child_code, &o, &fn) != TC_OK)
@@ -428,6 +641,12 @@ static int child_main(void)
     tc_tensor_release(y);
     tc_tensor_release(out[0]);
     tc_jit_fn_destroy(fn);
+    const char *key_file = getenv("TC_JIT_TEST_KEY_FILE");
+    FILE *kf = key_file && child_key[0] ? fopen(key_file, "w") : NULL;
+    if (kf) {
+        fputs(child_key, kf);
+        fclose(kf);
+    }
     /* exit 10 + compiles: the parent learns whether the disk cache served it */
     return 10 + (tc__jit_compile_count() - before);
 }
@@ -492,6 +711,105 @@ static void test_compiles_at_once(void)
     tc__jit_test_build_hook = NULL;
     CHECK(tc__jit_compile_count() - before == 2);
     CHECK(hook_started == 2 && hook_alone == 0);
+}
+
+/* A FIFO at the exact path of a cache entry (the key a first process
+ * compiled): a second process treats it as a miss, compiles, and its write
+ * replaces the FIFO; a third loads from the disk. The call once blocked in
+ * open() forever (the child's alarm turns that into a failure). */
+static void test_cache_fifo(void)
+{
+    char dir[400], key_file[450], key[TC__JIT_KEY_LEN + 1] = "", path[600];
+    snprintf(dir, sizeof dir, "%s/fifo", cache_dir);
+    snprintf(key_file, sizeof key_file, "%s/key", cache_dir);
+    setenv("TCUDA_JIT_CACHE_DIR", dir, 1);
+    setenv("TC_JIT_TEST_KEY_FILE", key_file, 1);
+    CHECK(run_child() == 11);
+    FILE *f = fopen(key_file, "r");
+    CHECK(f && fgets(key, sizeof key, f) && strlen(key) == TC__JIT_KEY_LEN);
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/%s.so", dir, key);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+    CHECK(run_child() == 11); /* a miss: compiled, not blocked */
+    CHECK(stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK(run_child() == 10); /* the entry that replaced the FIFO */
+    unsetenv("TC_JIT_TEST_KEY_FILE");
+    setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
+}
+
+/* $CXX runs without a shell: split at blanks, each word passed as it is
+ * ($HOME and quotes reach the compiler unexpanded). A wrapper script logs
+ * the words it is given and runs the compiler with them; the child, which
+ * finds its compiler afresh, compiles with it (a fresh cache directory). */
+static void test_cxx_words(void)
+{
+    char wrapper[400], log[450], dir[400], cxx[600];
+    snprintf(wrapper, sizeof wrapper, "%s/cxx-wrapper", cache_dir);
+    snprintf(log, sizeof log, "%s.log", wrapper);
+    snprintf(dir, sizeof dir, "%s/cxx", cache_dir);
+    FILE *f = fopen(wrapper, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    const char *found = "c++"; /* the compiler this process found, which runs */
+    CHECK_OK(tc__jit_host_compiler(&found, NULL));
+    fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$@\" >> \"$0.log\"\nexec %s \"$@\"\n", found);
+    fclose(f);
+    CHECK(chmod(wrapper, 0700) == 0);
+    snprintf(cxx, sizeof cxx, "  %s -DTC_JIT_HOME=$HOME\t-DTC_JIT_Q='q' ", wrapper);
+    const char *old_cxx = getenv("CXX");
+    char saved[600] = "";
+    if (old_cxx)
+        snprintf(saved, sizeof saved, "%s", old_cxx);
+    setenv("CXX", cxx, 1);
+    setenv("TCUDA_JIT_CACHE_DIR", dir, 1);
+    CHECK(run_child() == 11);
+    if (old_cxx)
+        setenv("CXX", saved, 1);
+    else
+        unsetenv("CXX");
+    setenv("TCUDA_JIT_CACHE_DIR", cache_dir, 1);
+    char *words = NULL;
+    size_t n = 0;
+    f = fopen(log, "r");
+    CHECK(f != NULL);
+    int version = 0, home = 0, quoted = 0, output = 0;
+    for (ssize_t len; f && (len = getline(&words, &n, f)) > 0;) {
+        words[strcspn(words, "\n")] = '\0';
+        version += !strcmp(words, "--version");
+        home += !strcmp(words, "-DTC_JIT_HOME=$HOME");
+        quoted += !strcmp(words, "-DTC_JIT_Q='q'");
+        output += !strcmp(words, "-o");
+    }
+    free(words);
+    if (f)
+        fclose(f);
+    /* once to ask its version, once to compile */
+    CHECK(version == 1 && output == 1 && home == 2 && quoted == 2);
+}
+
+/* Code that compiles but does not load (a function declared, defined
+ * nowhere): the user's error, INVALID_ARGUMENT with the loader's words, not
+ * INTERNAL. */
+static void test_load_error(void)
+{
+    tc_jit_fn *fn = NULL;
+    CHECK_OK(tc_jit_fn_create("float tc_jit_test_defined_nowhere(float);\n"
+                              "template <typename T> T undef(T x) {\n"
+                              "  return (T)tc_jit_test_defined_nowhere((float)x); }",
+                              NULL, &fn));
+    int64_t s[1] = {8};
+    tc_tensor *x = jc_rand(cpu, TC_FLOAT32, 1, s), *out[1] = {NULL};
+    const tc_tensor *in[1] = {x};
+    CHECK_STATUS(tc_jit_fn_call(fn, in, 1, NULL, out), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "does not load") &&
+          strstr(tc_last_error(), "tc_jit_test_defined_nowhere"));
+    CHECK(out[0] == NULL);
+    tc_tensor_release(x);
+    tc_jit_fn_destroy(fn);
 }
 
 static void test_cpu_path(void)
@@ -567,6 +885,12 @@ static void test_cpu_path(void)
     CHECK(corrupted > 0);
     CHECK(run_child() == 11);
     CHECK(run_child() == 10);
+    test_cache_fifo();
+    test_cxx_words();
+    test_load_error();
+    test_overlap_values(cpu);
+    if (tc_is_available() && tc__dev()->jit->nvrtc_version(&(const char *){NULL}) == TC_OK)
+        test_overlap_values((tc_device){TC_CUDA, 0});
 }
 
 /* The GPU kernel's source, run on the CPU: compiled by the host compiler
@@ -828,6 +1152,9 @@ int main(void)
     test_scalar_options();
     test_create_errors();
     test_call_errors();
+    test_overlap_errors(cpu);
+    if (tc_is_available())
+        test_overlap_errors((tc_device){TC_CUDA, 0});
     test_keys();
     test_disk_cache();
     test_cpu_path();

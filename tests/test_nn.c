@@ -713,6 +713,19 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_tensor_baddbmm(wd, x3, b3, 1, 1, &y), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_tensor_baddbmm(in5, x3, NULL, 1, 1, &y), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_baddbmm(in5, x3, b3, 1, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* non-finite alpha or beta, as tensor.h says (they were once taken) */
+    const double bad_scalars[3] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(tc_tensor_baddbmm(in5, x3, b3, bad_scalars[i], 1, &y),
+                     TC_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(tc_last_error(), "tc_tensor_baddbmm: beta") == tc_last_error());
+        CHECK_STATUS(tc_tensor_baddbmm(in5, x3, b3, 1, bad_scalars[i], &y),
+                     TC_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(tc_last_error(), "tc_tensor_baddbmm: alpha") == tc_last_error());
+        CHECK_STATUS(tc_tensor_baddbmm(in5, x3, b3, 0, bad_scalars[i], &y),
+                     TC_ERROR_INVALID_ARGUMENT);
+    }
+    CHECK(y == NULL);
     /* scaled_dot_product_attention */
     tc_tensor *k3 = rnd(dev, 3, (int64_t[]){2, 6, 4}, TC_FLOAT32, -1, 1, NULL);
     tc_tensor *k3e = rnd(dev, 3, (int64_t[]){2, 6, 5}, TC_FLOAT32, -1, 1, NULL);

@@ -29,10 +29,17 @@
  * ~/.cache/tcuda/jit; TCUDA_JIT_CACHE_DIR set to "" turns the disk cache off.
  * Cache files are checksummed (a damaged one is ignored and replaced) and
  * written through a temporary file and a rename (processes may share them).
- * On the CPU the code is compiled as C++17 with <math.h>; __device__,
- * __host__ and __forceinline__ are accepted and ignored there, and ::min /
- * ::max are provided. Functions are thread-safe: two threads creating and
- * calling the same code compile it once. */
+ * A name in the cache directory that is not a regular file (a FIFO) is a
+ * miss, never waited on. On the CPU the code is compiled as C++17 with
+ * <math.h>; __device__, __host__ and __forceinline__ are accepted and ignored
+ * there, and ::min / ::max are provided. Functions are thread-safe: two
+ * threads creating and calling the same code compile it once.
+ *
+ * The environment read: CXX (the host compiler, run without a shell: split
+ * at blanks into words, with no quoting, escapes or expansion, the first
+ * word looked up in PATH, e.g. "ccache g++"), PATH, TMPDIR (where the CPU
+ * path compiles and loads, else /tmp), TCUDA_JIT_CACHE_DIR, XDG_CACHE_HOME
+ * and HOME (the disk cache, as above). */
 #ifndef TCUDA_JIT_H
 #define TCUDA_JIT_H
 
@@ -45,6 +52,9 @@ TCUDA_EXTERN_C_BEGIN
 /* Most tensor operands (inputs + outputs) and extra scalars of a function. */
 #define TC_JIT_MAX_OPERANDS 8
 #define TC_JIT_MAX_SCALARS 8
+/* Longest name (entry function, parameter, scalar, options.name) in
+ * characters; a longer one is TC_ERROR_INVALID_ARGUMENT, never cut. */
+#define TC_JIT_MAX_NAME_LENGTH 127
 
 /* ---- making a function ---------------------------------------------------- */
 
@@ -67,7 +77,8 @@ typedef struct tc_jit_options {
  * output. The code is copied. Errors: TC_ERROR_INVALID_ARGUMENT for NULL
  * code or out, code without a function template, a function that returns
  * void, a bad scalars string, scalar names that differ from the code's
- * parameters, or no tensor input left; TC_ERROR_OUT_OF_MEMORY. */
+ * parameters, no tensor input left, or a name longer than
+ * TC_JIT_MAX_NAME_LENGTH; TC_ERROR_OUT_OF_MEMORY. */
 TCUDA_API tc_status tc_jit_fn_create(const char *code, const tc_jit_options *options,
                                      tc_jit_fn **out);
 
@@ -84,10 +95,16 @@ TCUDA_API tc_status tc_jit_fn_create_multi_output(const char *code, int num_outp
  * `outputs` has one slot per output: a NULL slot receives a new tensor of
  * the broadcast shape and promoted dtype (the caller releases it); a tensor
  * already there is written (it must have the broadcast shape and the
- * inputs' device; any dtype, values are converted). New tensors are written
- * only on success. Compiles on the first call for a dtype. Errors:
- * TC_ERROR_INVALID_ARGUMENT (NULL arguments, wrong number of inputs, a
- * compile error: the message holds the compiler's log),
+ * inputs' device; any dtype, values are converted). A given output may be
+ * an input itself (the same elements in the same layout: computed in place),
+ * but must not otherwise overlap an input or another output (e.g. a.T as the
+ * output of a), nor hold several elements in one place (an expanded, stride-0
+ * tensor), as PyTorch refuses. New tensors are written only on success.
+ * Compiles on the first call for a dtype. Errors:
+ * TC_ERROR_INVALID_ARGUMENT (NULL arguments, wrong number of inputs, an
+ * output that overlaps as above, naming it; a compile error: the message
+ * holds the compiler's log; code that compiles but does not load, e.g. a
+ * function declared and never defined: the loader's message),
  * TC_ERROR_INVALID_HANDLE (a destroyed fn or tensor), TC_ERROR_SHAPE (shapes
  * that do not broadcast, an output of another shape),
  * TC_ERROR_DEVICE_MISMATCH, TC_ERROR_NOT_SUPPORTED (no NVRTC, or no host

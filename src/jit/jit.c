@@ -408,9 +408,52 @@ static tc_status run(tc_jit_fn *fn, tc_dtype dtype, tc_device device, const tc__
                                   tc__jit_grid(&args, tc_dtype_size(dtype), sms));
 }
 
-/* Checks the arguments of a call; writes the broadcast shape. */
+/* Checks how a given output outputs[k] shares memory with the inputs and
+ * the outputs before it, as PyTorch's TensorIterator does: it must not hold
+ * several elements in one place, nor overlap an input other than by being
+ * exactly that input (same elements, same layout: element i is read before
+ * it is written), nor overlap another output. An input whose overlap cannot
+ * be decided (a strided operand, byte ranges that meet) is marked to be read
+ * from a copy. */
+static tc_status check_output_overlap(const tc_tensor *const *in, int n_in, tc_tensor **outputs,
+                                      int k, bool *copy_in)
+{
+    const tc_tensor *o = outputs[k];
+    if (tc_tensor_numel(o) > 0 && tc__check_writable(o) != TC_OK)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "outputs[%d] has more than one element in one memory location (a "
+                        "dimension of stride 0 and size > 1, as an expanded tensor has), so it "
+                        "cannot be written; give a tensor of its own (tc_tensor_contiguous), or "
+                        "NULL to allocate one",
+                        k);
+    for (int i = 0; i < n_in; i++) {
+        tc__overlap ov = tc__overlap_of(o, in[i]);
+        if (ov == TC__OVERLAP_PARTIAL)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "outputs[%d] and inputs[%d] share memory without being the same "
+                            "elements in the same layout (e.g. a tensor and its transpose): "
+                            "unsupported operation: some elements of the input tensor and the "
+                            "written-to tensor refer to a single memory location; give the "
+                            "input itself, a separate tensor, or NULL to allocate one",
+                            k, i);
+        if (ov == TC__OVERLAP_TOO_HARD)
+            copy_in[i] = true;
+    }
+    for (int j = 0; j < k; j++) {
+        if (!outputs[j])
+            continue;
+        tc__overlap ov = tc__overlap_of(o, outputs[j]);
+        TC_CHECK_ARG(ov != TC__OVERLAP_SAME && ov != TC__OVERLAP_PARTIAL,
+                     "outputs[%d] and outputs[%d] %s; each output needs memory of its own", j, k,
+                     ov == TC__OVERLAP_SAME ? "are the same elements" : "share memory");
+    }
+    return TC_OK;
+}
+
+/* Checks the arguments of a call; writes the broadcast shape, and which
+ * inputs must be read from a copy (copy_in, n_in entries, zeroed). */
 static tc_status check_call(tc_jit_fn *fn, const tc_tensor *const *in, int n_in,
-                            tc_tensor **outputs, int *ndim, int64_t *sizes)
+                            tc_tensor **outputs, int *ndim, int64_t *sizes, bool *copy_in)
 {
     TC_TRY(tc__handle_check(fn, TC_JIT_MAGIC, "tc_jit_fn"));
     TC_CHECK_ARG(in, "inputs is NULL");
@@ -448,7 +491,25 @@ static tc_status check_call(tc_jit_fn *fn, const tc_tensor *const *in, int n_in,
                             k, o->ndim, *ndim);
         for (int j = 0; j < k; j++)
             TC_CHECK_ARG(outputs[j] != o, "outputs[%d] and outputs[%d] are the same tensor", j, k);
+        TC_TRY(check_output_overlap(in, n_in, outputs, k, copy_in));
     }
+    return TC_OK;
+}
+
+/* An input to read: converted to dtype ct, and copied when an output may
+ * overlap it (copy); a new reference in *out. */
+static tc_status read_operand(const tc_tensor *t, tc_dtype ct, bool copy, tc_tensor **out)
+{
+    if (!copy || t->dtype != ct) /* a converted input is a copy already */
+        return tc__as_dtype(t, ct, out);
+    tc_tensor *c;
+    TC_TRY(tc__new_tensor(t->ndim, t->sizes, ct, t->storage->device, false, &c));
+    tc_status st = tc__copy_local(c, t);
+    if (st != TC_OK) {
+        tc_tensor_release(c);
+        return st;
+    }
+    *out = c;
     return TC_OK;
 }
 
@@ -458,7 +519,8 @@ tc_status tc_jit_fn_call(tc_jit_fn *fn, const tc_tensor *const *inputs, int n_in
     TC_API_BEGIN;
     int ndim = 0;
     int64_t sizes[TC_MAX_DIMS] = {0};
-    TC_TRY(check_call(fn, inputs, n_inputs, outputs, &ndim, sizes));
+    bool copy_in[TC_JIT_MAX_OPERANDS] = {0};
+    TC_TRY(check_call(fn, inputs, n_inputs, outputs, &ndim, sizes, copy_in));
     tc_device device = inputs[0]->storage->device;
     if (device.type != TC_CPU && !tc__backend_of(device))
         return TC_ERROR_NO_DEVICE;
@@ -468,7 +530,7 @@ tc_status tc_jit_fn_call(tc_jit_fn *fn, const tc_tensor *const *inputs, int n_in
     tc_tensor *conv[TC_JIT_MAX_OPERANDS] = {0}, *res[TC_JIT_MAX_OPERANDS] = {0};
     tc_status st = TC_OK;
     for (int i = 0; i < n_inputs && st == TC_OK; i++)
-        st = tc__as_dtype(inputs[i], ct, &conv[i]);
+        st = read_operand(inputs[i], ct, copy_in[i], &conv[i]);
     /* results: a given output of dtype ct directly, else a new tensor */
     for (int k = 0; k < fn->n_out && st == TC_OK; k++) {
         if (outputs[k] && outputs[k]->dtype == ct)

@@ -11,6 +11,8 @@
  *     note (e.g. the NVRTC version that produced it), payload
  * and is loaded only when all of these agree with what was read; anything
  * else (truncated, corrupt, another key) is removed and treated as a miss.
+ * A name that is not a regular file (a FIFO, a device, a directory) is a
+ * miss too, found without blocking and never read.
  * Writers write a temporary file in the same directory and rename it over
  * the entry, so concurrent writers of one entry each install a whole file
  * and readers never see a partial one. */
@@ -140,9 +142,17 @@ bool tc__jit_cache_read(const char *dir, const char *key, const char *ext, void 
     char path[PATH_MAX];
     if (!entry_path(path, sizeof path, dir, key, ext))
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO put at this name must not wait for a
+     * writer; only a regular file is an entry, anything else is a miss
+     * (left alone: the next write's rename replaces it where it can) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return false;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return false;
+    }
     void *p = read_entry(fd, key, size, note, note_size);
     close(fd);
     if (!p) {

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define TC__JIT_MAX_PARAMS (TC_JIT_MAX_OPERANDS + TC_JIT_MAX_SCALARS)
-#define TC__JIT_NAME_MAX 128
+#define TC__JIT_NAME_MAX (TC_JIT_MAX_NAME_LENGTH + 1) /* a name and its NUL */
 
 /* ---- parsing (jit_parse.c) --------------------------------------------------- */
 
@@ -38,11 +38,18 @@ typedef struct tc__jit_sig {
     int nparams;
     char params[TC__JIT_MAX_PARAMS][TC__JIT_NAME_MAX]; /* parameter names ("" if unnamed) */
     bool is_ref[TC__JIT_MAX_PARAMS];                   /* declared with & */
+    /* Lengths of a name longer than TC_JIT_MAX_NAME_LENGTH, which is then
+     * cut in `name` / `params` (0 when none): the entry's, and the first
+     * such parameter's (long_param_index). */
+    size_t long_name, long_param;
+    int long_param_index;
 } tc__jit_sig;
 
 /* Finds the entry function of `code`: `name` when not NULL, else the last
  * function template defined at top level (comments and literals skipped).
- * TC_ERROR_INVALID_ARGUMENT with a message saying what is missing. */
+ * TC_ERROR_INVALID_ARGUMENT with a message saying what is missing, or which
+ * name (the entry's, a parameter's, `name`) is longer than
+ * TC_JIT_MAX_NAME_LENGTH. */
 tc_status tc__jit_parse(const char *code, const char *name, tc__jit_sig *out);
 
 /* Parses "alpha=1.0, beta=2" into names and values (at most

@@ -78,17 +78,20 @@ static size_t skip_group(const char *s, size_t n, size_t i)
     return n;
 }
 
-/* Copies the last identifier of s[a, b) into out ("" if none); counts words. */
-static int last_ident(const char *s, size_t a, size_t b, char *out)
+/* Copies the last identifier of s[a, b) into out ("" if none, cut at
+ * TC_JIT_MAX_NAME_LENGTH, its full length in *len); counts words. */
+static int last_ident(const char *s, size_t a, size_t b, char *out, size_t *full_len)
 {
     int words = 0;
     out[0] = '\0';
+    *full_len = 0;
     for (size_t i = a; i < b;) {
         if (is_ident_char(s[i]) && !isdigit((unsigned char)s[i])) {
             size_t j = i;
             while (j < b && is_ident_char(s[j]))
                 j++;
             size_t len = j - i < TC__JIT_NAME_MAX - 1 ? j - i : TC__JIT_NAME_MAX - 1;
+            *full_len = j - i;
             memcpy(out, s + i, len);
             out[len] = '\0';
             words++;
@@ -159,8 +162,13 @@ static tc_status parse_params(const char *s, size_t a, size_t b, tc__jit_sig *si
             for (size_t k = start; k < end; k++)
                 ref |= s[k] == '&';
             sig->is_ref[p] = ref;
-            if (last_ident(s, start, end, sig->params[p]) < 2)
+            size_t len;
+            if (last_ident(s, start, end, sig->params[p], &len) < 2)
                 sig->params[p][0] = '\0';
+            else if (len > TC_JIT_MAX_NAME_LENGTH && !sig->long_param) {
+                sig->long_param = len;
+                sig->long_param_index = p;
+            }
             start = i + 1;
         }
         i++;
@@ -200,8 +208,10 @@ static size_t parse_template(const char *s, size_t n, size_t i, tc__jit_sig *sig
     if (j >= n || s[j] != '{')
         return j; /* a declaration */
     size_t len = name_end - name_start;
-    if (len >= TC__JIT_NAME_MAX)
-        len = TC__JIT_NAME_MAX - 1;
+    if (len > TC_JIT_MAX_NAME_LENGTH) { /* refused if it is the entry (tc__jit_parse) */
+        sig->long_name = len;
+        len = TC_JIT_MAX_NAME_LENGTH;
+    }
     memcpy(sig->name, s + name_start, len);
     sig->name[len] = '\0';
     sig->returns_void = type_is_void(s, type_start, name_start);
@@ -215,6 +225,10 @@ static size_t parse_template(const char *s, size_t n, size_t i, tc__jit_sig *sig
 tc_status tc__jit_parse(const char *code, const char *name, tc__jit_sig *out)
 {
     TC_CHECK_ARG(code, "the code is NULL");
+    TC_CHECK_ARG(!name || strlen(name) <= TC_JIT_MAX_NAME_LENGTH,
+                 "options.name has %zu characters; jiterator names are at most %d "
+                 "(TC_JIT_MAX_NAME_LENGTH)",
+                 name ? strlen(name) : 0, TC_JIT_MAX_NAME_LENGTH);
     char *s = blank_code(code);
     if (!s)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -235,7 +249,8 @@ tc_status tc__jit_parse(const char *code, const char *name, tc__jit_sig *out)
             bool found;
             memset(&cur, 0, sizeof cur);
             size_t next = parse_template(s, n, i + 8, &cur, &found, &st);
-            if (found && (!name || !strcmp(cur.name, name))) {
+            /* a cut name never equals `name`, which is short enough */
+            if (found && (!name || (!cur.long_name && !strcmp(cur.name, name)))) {
                 best = cur;
                 have = true;
             }
@@ -258,6 +273,17 @@ tc_status tc__jit_parse(const char *code, const char *name, tc__jit_sig *out)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "the code defines no function template; write the element function "
                         "as \"template <typename T> T f(T x, T y) { return x + y; }\"");
+    if (best.long_name)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "the entry function's name (%.40s...) has %zu characters; jiterator "
+                        "names are at most %d (TC_JIT_MAX_NAME_LENGTH)",
+                        best.name, best.long_name, TC_JIT_MAX_NAME_LENGTH);
+    if (best.long_param)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "parameter %d of %s has a name (%.40s...) of %zu characters; jiterator "
+                        "names are at most %d (TC_JIT_MAX_NAME_LENGTH)",
+                        best.long_param_index + 1, best.name, best.params[best.long_param_index],
+                        best.long_param, TC_JIT_MAX_NAME_LENGTH);
     *out = best;
     return TC_OK;
 }
@@ -287,8 +313,11 @@ tc_status tc__jit_parse_scalars(const char *spec, int *n, char names[][TC__JIT_N
             return tc__fail(TC_ERROR_INVALID_ARGUMENT, "options.scalars: more than %d scalars",
                             TC_JIT_MAX_SCALARS);
         size_t len = (size_t)(p - a);
-        if (len >= TC__JIT_NAME_MAX)
-            return tc__fail(TC_ERROR_INVALID_ARGUMENT, "options.scalars: name too long");
+        if (len > TC_JIT_MAX_NAME_LENGTH)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                            "options.scalars: the name \"%.40s...\" has %zu characters; "
+                            "jiterator names are at most %d (TC_JIT_MAX_NAME_LENGTH)",
+                            a, len, TC_JIT_MAX_NAME_LENGTH);
         memcpy(names[k], a, len);
         names[k][len] = '\0';
         for (int j = 0; j < k; j++)

@@ -97,31 +97,35 @@ static bool same_geometry(const tc_tensor *a, const tc_tensor *b)
            memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
-typedef enum { OVERLAP_NONE, OVERLAP_SAME, OVERLAP_TOO_HARD } overlap;
-
-/* PyTorch's assert_no_internal_overlap(dst) and assert_no_partial_overlap
- * (dst, src) (aten/src/ATen/MemoryOverlap.cpp), then what it cannot decide. */
-static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, overlap *out)
+/* PyTorch's get_overlap_status (aten/src/ATen/MemoryOverlap.cpp). Two
+ * storages may hold one buffer (tensors made from one blob, DLPack), so
+ * memory is compared by address on one device, not by storage. */
+tc__overlap tc__overlap_of(const tc_tensor *dst, const tc_tensor *src)
 {
-    *out = OVERLAP_NONE;
     if (tc__numel(dst->ndim, dst->sizes) == 0 || tc__numel(src->ndim, src->sizes) == 0)
-        return TC_OK;
-    bool dst_dense = dense_somehow(dst);
-    if (!dst_dense)
-        TC_TRY(tc__check_writable(dst));
-    if (same_geometry(dst, src)) {
-        *out = OVERLAP_SAME;
-        return TC_OK;
-    }
+        return TC__OVERLAP_NONE;
+    if (same_geometry(dst, src))
+        return TC__OVERLAP_SAME;
+    tc_device a = dst->storage->device, b = src->storage->device;
+    if (a.type != b.type || a.index != b.index)
+        return TC__OVERLAP_NONE;
     uintptr_t dlo, dhi, slo, shi;
     byte_range(dst, &dlo, &dhi);
     byte_range(src, &slo, &shi);
-    if (dst->storage->data != src->storage->data || dhi <= slo || shi <= dlo)
+    if (dhi <= slo || shi <= dlo)
+        return TC__OVERLAP_NONE;
+    return dense_somehow(dst) && dense_somehow(src) ? TC__OVERLAP_PARTIAL : TC__OVERLAP_TOO_HARD;
+}
+
+/* PyTorch's assert_no_internal_overlap(dst) and assert_no_partial_overlap
+ * (dst, src), then what it cannot decide. */
+static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, tc__overlap *out)
+{
+    if (tc__numel(dst->ndim, dst->sizes) > 0)
+        TC_TRY(tc__check_writable(dst));
+    *out = tc__overlap_of(dst, src);
+    if (*out != TC__OVERLAP_PARTIAL)
         return TC_OK;
-    if (!dst_dense || !dense_somehow(src)) {
-        *out = OVERLAP_TOO_HARD;
-        return TC_OK;
-    }
     return tc__fail(
         TC_ERROR_INVALID_ARGUMENT,
         "unsupported operation: some elements of the input tensor and the written-to "
@@ -133,11 +137,11 @@ static tc_status check_overlap(const tc_tensor *dst, const tc_tensor *src, overl
 /* dst = src on one device, with the overlap rules above. */
 static tc_status copy_same_device(tc_tensor *dst, const tc_tensor *src)
 {
-    overlap ov;
+    tc__overlap ov;
     TC_TRY(check_overlap(dst, src, &ov));
-    if (ov == OVERLAP_SAME && dst->dtype == src->dtype)
+    if (ov == TC__OVERLAP_SAME && dst->dtype == src->dtype)
         return TC_OK;
-    if (ov == OVERLAP_NONE)
+    if (ov == TC__OVERLAP_NONE)
         return tc__copy_local(dst, src);
     tc_tensor *tmp;
     TC_TRY(tc__new_tensor(src->ndim, src->sizes, src->dtype, src->storage->device, false, &tmp));

@@ -184,6 +184,20 @@ tc_status tc__wrap_dim(int dim, int ndim, int *out);
  * elements in one place (a dimension of stride 0 and size > 1), so cannot be
  * written to; else TC_OK. */
 tc_status tc__check_writable(const tc_tensor *t);
+/* How a tensor written (dst) and a tensor read (src) share memory, by
+ * PyTorch's rules (get_overlap_status): NONE (no common byte, or an empty
+ * one), SAME (the same elements in the same layout: element-wise work may
+ * read and write them in place), PARTIAL (both dense and sharing bytes
+ * otherwise, e.g. a and a.T: refused), TOO_HARD (they share bytes and one is
+ * strided: they may or may not share elements, so the source must be read
+ * from a copy). Cannot fail. */
+typedef enum tc__overlap {
+    TC__OVERLAP_NONE,
+    TC__OVERLAP_SAME,
+    TC__OVERLAP_PARTIAL,
+    TC__OVERLAP_TOO_HARD
+} tc__overlap;
+tc__overlap tc__overlap_of(const tc_tensor *dst, const tc_tensor *src);
 /* Same device or TC_ERROR_DEVICE_MISMATCH naming both devices. */
 tc_status tc__check_same_device(const char *fn, const tc_tensor *a, const tc_tensor *b);
 /* Device-local strided converting copy (same device, broadcast src). */

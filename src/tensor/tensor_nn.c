@@ -515,6 +515,8 @@ tc_status tc_tensor_baddbmm(const tc_tensor *input, const tc_tensor *b1, const t
     TC_API_BEGIN;
     /* input is checked first so that a NULL one is not taken for bmm's */
     TC_TRY(tc__tensor_check(input, "tc_tensor input"));
+    TC_CHECK_ARG(isfinite(beta), "beta is %g; it must be a finite number", beta);
+    TC_CHECK_ARG(isfinite(alpha), "alpha is %g; it must be a finite number", alpha);
     return bmm_impl("tc_tensor_baddbmm", input, b1, b2, beta, alpha, out);
 }
 

@@ -3,7 +3,8 @@
  * the test's own arrays and the file's bytes against a layout the test
  * computes; zero-copy and lifetime; copying reads and a file truncated under
  * them; one hand-built file per rule of the header check; what open and save
- * do with FIFOs, devices, directories, links and modes; bad arguments. The GPU part runs only where there is one. */
+ * do with FIFOs, devices, directories, links and modes; bad arguments. The
+ * GPU part runs only where there is one. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -680,6 +681,8 @@ static void test_bad_arguments(void)
                *bad_utf8[] = {"\xff"}, *nonm[] = {NULL};
     const char *p = file_named("out.safetensors");
     CHECK_STATUS(tc_safetensors_save(NULL, nm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save("", nm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("path is empty"));
     CHECK_STATUS(tc_safetensors_save(p, NULL, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_safetensors_save(p, nm, NULL, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_safetensors_save(p, nm, one, -1, NULL), TC_ERROR_INVALID_ARGUMENT);

@@ -117,12 +117,12 @@ TCUDA_API tc_status tc_safetensors_metadata(const tc_safetensors *file, const ch
  * strings. The tensors are laid out as the reference writer does: by
  * decreasing element size, then name, so each is aligned to its element
  * size; the header is padded with spaces to a multiple of 8 bytes.
- * Errors: TC_ERROR_INVALID_ARGUMENT (NULL path, a negative n, NULL names or
- * tensors with n > 0, a NULL, duplicate, "__metadata__" or non-UTF-8 name or
- * key, a key without value), TC_ERROR_INVALID_HANDLE (a released tensor),
- * TC_ERROR_IO (the file cannot be written, or `path` is not a regular file,
- * nothing or a link to a regular file: the message says what it is), the
- * devices'. */
+ * Errors: TC_ERROR_INVALID_ARGUMENT (NULL or empty path, a negative n, NULL
+ * names or tensors with n > 0, a NULL, duplicate, "__metadata__" or
+ * non-UTF-8 name or key, a key without value), TC_ERROR_INVALID_HANDLE (a
+ * released tensor), TC_ERROR_IO (the file cannot be written, or `path` is
+ * not a regular file, nothing or a link to a regular file: the message says
+ * what it is), the devices'. */
 TCUDA_API tc_status tc_safetensors_save(const char *path, const char *const *names,
                                         const tc_tensor *const *tensors, int n,
                                         const char *const *metadata);

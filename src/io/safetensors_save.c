@@ -330,6 +330,7 @@ tc_status tc_safetensors_save(const char *path, const char *const *names,
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(path, "path is NULL");
+    TC_CHECK_ARG(path[0], "path is empty");
     TC_CHECK_ARG(n >= 0, "n is %d, below 0", n);
     TC_CHECK_ARG(n == 0 || (names && tensors), "names or tensors is NULL (n is %d)", n);
     size_t count = (size_t)n;

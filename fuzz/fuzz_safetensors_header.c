@@ -4,7 +4,8 @@
  * header, then the data. tc__st_parse must refuse it with a message and
  * write nothing, or accept it with every promise the reader relies on
  * holding: the header within the file, each tensor's bytes its shape times
- * its dtype's size, the tensors in offset order covering the data exactly,
+ * its dtype's size, each shape one tc__check_shape takes (as every tensor
+ * factory does), the tensors in offset order covering the data exactly,
  * names and metadata keys unique, sorted and findable, all of them valid
  * UTF-8 (ASan checks every read stays in the input). */
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "fuzz_input.h"
 #include "io/json.h"
 #include "io/safetensors_internal.h"
+#include "tensor/tensor_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -29,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(memcmp(&h, &same, sizeof h) == 0);
         FZ_CHECK(strncmp(tc_last_error(), "fuzz: ", 6) == 0);
         FZ_CHECK(st == TC_ERROR_IO || st == TC_ERROR_DTYPE || st == TC_ERROR_NOT_SUPPORTED ||
-                 st == TC_ERROR_OUT_OF_MEMORY);
+                 st == TC_ERROR_SHAPE || st == TC_ERROR_OUT_OF_MEMORY);
         free(file);
         return 0;
     }
@@ -48,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(!__builtin_mul_overflow(bytes, (uint64_t)e->sizes[d], &bytes));
         }
         FZ_CHECK(bytes == e->end - e->begin);
+        int64_t numel; /* a shape every tensor factory takes */
+        FZ_CHECK(tc__check_shape(e->ndim, e->sizes, tc_dtype_size(e->dtype), &numel) == TC_OK);
         FZ_CHECK(tc__utf8_valid(e->name, strlen(e->name)));
         FZ_CHECK(tc__st_find(&h, e->name) == e);
         at = e->end;

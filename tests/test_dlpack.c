@@ -349,6 +349,33 @@ static void test_import_bad(void)
             "data is NULL");
     REFUSED(p.m.dl_tensor.byte_offset = UINT64_MAX - 8, tc_tensor_from_dlpack(&p.m, &t),
             TC_ERROR_INVALID_ARGUMENT, "byte_offset");
+    /* An offset a pointer cannot add (2^63 and up), and one past the end of
+     * memory for this data pointer. */
+    REFUSED(p.m.dl_tensor.byte_offset = UINT64_C(1) << 63, tc_tensor_from_dlpack(&p.m, &t),
+            TC_ERROR_INVALID_ARGUMENT, "byte_offset 9223372036854775808");
+    REFUSED(p.u.dl_tensor.byte_offset = UINT64_MAX, tc_tensor_from_dlpack_unversioned(&p.u, &t),
+            TC_ERROR_INVALID_ARGUMENT, "past the end of memory");
+    REFUSED(p.m.dl_tensor.data = (void *)(UINTPTR_MAX - 15);
+            p.m.dl_tensor.byte_offset = 0, tc_tensor_from_dlpack(&p.m, &t),
+            TC_ERROR_INVALID_ARGUMENT, "past the end of memory");
+    REFUSED(p.m.dl_tensor.data = (void *)(UINTPTR_MAX - 63);
+            p.m.dl_tensor.byte_offset = 24, tc_tensor_from_dlpack(&p.m, &t),
+            TC_ERROR_INVALID_ARGUMENT, "past the end of memory");
+    /* A first element not aligned to its size: float64 and float32 at byte
+     * offsets 1 to 7 (and 1 to 3), through both structs. */
+    for (uint64_t off = 1; off < 8; off++) {
+        REFUSED(p.m.dl_tensor.byte_offset = off, tc_tensor_from_dlpack(&p.m, &t),
+                TC_ERROR_INVALID_ARGUMENT, "not aligned to its 8 bytes");
+        REFUSED(p.u.dl_tensor.byte_offset = off, tc_tensor_from_dlpack_unversioned(&p.u, &t),
+                TC_ERROR_INVALID_ARGUMENT, "not aligned");
+    }
+    for (uint64_t off = 1; off < 4; off++)
+        REFUSED(p.m.dl_tensor.dtype = ((tc_DLDataType){TC_DL_FLOAT, 32, 1});
+                p.m.dl_tensor.byte_offset = off, tc_tensor_from_dlpack(&p.m, &t),
+                TC_ERROR_INVALID_ARGUMENT, "not aligned to its 4 bytes");
+    REFUSED(p.m.dl_tensor.data = (char *)p.buf + 2;
+            p.m.dl_tensor.dtype = ((tc_DLDataType){TC_DL_INT, 32, 1}),
+            tc_tensor_from_dlpack(&p.m, &t), TC_ERROR_INVALID_ARGUMENT, "not aligned");
     REFUSED(p.m.dl_tensor.device.device_id = -2; p.m.dl_tensor.device.device_type = TC_DL_CUDA,
                                                  tc_tensor_from_dlpack(&p.m, &t),
                                                  TC_ERROR_INVALID_ARGUMENT, "-2");
@@ -360,6 +387,43 @@ static void test_import_bad(void)
         CHECK_STATUS(tc_tensor_from_dlpack(&p.m, &t), TC_ERROR_NO_DEVICE);
         CHECK(t == SENT && p.deleted == 0);
     }
+    /* Refused, the managed tensor is still the caller's: its deleter runs
+     * once, when the caller calls it. */
+    producer_init(&p, 2, 3);
+    p.m.dl_tensor.byte_offset = 3;
+    CHECK_STATUS(tc_tensor_from_dlpack(&p.m, &t), TC_ERROR_INVALID_ARGUMENT);
+    p.m.deleter(&p.m);
+    CHECK(p.deleted == 1 && t == SENT);
+    /* What is aligned is taken: float32 at byte_offset 4, bytes at any
+     * offset; an empty tensor's data may be anywhere. */
+    producer_init(&p, 2, 3);
+    float f[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    p.m.dl_tensor.data = f;
+    p.m.dl_tensor.dtype = (tc_DLDataType){TC_DL_FLOAT, 32, 1};
+    p.m.dl_tensor.byte_offset = 4;
+    CHECK_OK(tc_tensor_from_dlpack(&p.m, &t));
+    double *v = tc_test_values(t);
+    for (int i = 0; v && i < 6; i++)
+        CHECK(v[i] == 1.0 + i);
+    free(v);
+    tc_tensor_release(t);
+    CHECK(p.deleted == 1);
+    unsigned char bytes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    producer_init(&p, 2, 3);
+    p.m.dl_tensor.data = bytes;
+    p.m.dl_tensor.dtype = (tc_DLDataType){TC_DL_UINT, 8, 1};
+    p.m.dl_tensor.byte_offset = 1;
+    CHECK_OK(tc_tensor_from_dlpack(&p.m, &t));
+    v = tc_test_values(t);
+    CHECK(v && v[0] == 1 && v[5] == 6);
+    free(v);
+    tc_tensor_release(t);
+    producer_init(&p, 0, 3);
+    p.m.dl_tensor.byte_offset = 3;
+    CHECK_OK(tc_tensor_from_dlpack(&p.m, &t));
+    CHECK(tc_tensor_numel(t) == 0);
+    tc_tensor_release(t);
+    CHECK(p.deleted == 1);
     /* An empty tensor may have NULL data. */
     producer_init(&p, 0, 3);
     p.m.dl_tensor.data = NULL;

@@ -1,9 +1,13 @@
 /* safetensors (include/tcuda/safetensors.h): round trips of every dtype, of
  * strided, 0-d and empty tensors and of metadata, with values checked against
  * the test's own arrays and the file's bytes against a layout the test
- * computes; zero-copy and lifetime; one hand-built file per rule of the
- * header check; bad arguments. The GPU part runs only where there is one. */
+ * computes; zero-copy and lifetime; copying reads and a file truncated under
+ * them; one hand-built file per rule of the header check; what open and save
+ * do with FIFOs, devices, directories, links and modes; bad arguments. The
+ * GPU part runs only where there is one. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -376,6 +380,18 @@ static void test_malformed(void)
             "dtype F32 need 24");
     refused("{" T1("w", "F64", "[4294967296,4294967296]", 0, 8) "}", 8, IO, "more than 2^64");
     refused("{" T1("w", "F32", "[1]", 8, 4) "}", 8, IO, "end before they begin");
+    /* No bytes, but sizes whose product (a 0 counted as 1) passes 2^63: the
+     * contiguous strides would overflow. tc_tensor_empty refuses the same. */
+    refused("{" T1("w", "F32", "[0,4294967296,4294967296]", 0, 0) "}", 0, TC_ERROR_SHAPE,
+            "tensor 'w': shape [0, 4294967296, 4294967296]: its sizes multiply past 2^63");
+    refused("{" T1("w", "I8", "[3,0,4611686018427387904]", 0, 0) "}", 0, TC_ERROR_SHAPE,
+            "multiply past 2^63");
+    refused(
+        "{" T1("a", "F32", "[1]", 0, 4) "," T1("z", "BOOL", "[0,9223372036854775807,2]", 4, 4) "}",
+        4, TC_ERROR_SHAPE, "tensor 'z'");
+    tc_tensor *none = NULL;
+    int64_t huge[3] = {0, INT64_C(1) << 32, INT64_C(1) << 32};
+    CHECK_STATUS(tc_tensor_empty(3, huge, TC_FLOAT32, CPU, &none), TC_ERROR_SHAPE);
     /* Offsets against the buffer. */
     refused("{" T1("a", "F32", "[2]", 0, 8) "}", 4, IO,
             "need 8 bytes of data, but the file holds 4");
@@ -406,6 +422,242 @@ static void test_malformed(void)
     tc_safetensors_close(ok);
 }
 
+/* ---- what open and save find at the path ------------------------------------------------ */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_safetensors: FAILED: a call blocked for 20 s\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+/* Open refuses what is not a regular file, and never blocks on a FIFO that
+ * has no writer (the alarm turns a hang into a failure). */
+static void test_open_not_regular(void)
+{
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    tc_safetensors *const SENT = (tc_safetensors *)(uintptr_t)0x5e5e5e5e;
+    tc_safetensors *f = SENT;
+    const char *fifo = file_named("fifo.safetensors");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_STATUS(tc_safetensors_open(fifo, &f), TC_ERROR_IO);
+    CHECK(says("fifo.safetensors: is a FIFO, not a regular file") && f == SENT);
+    char link[256];
+    snprintf(link, sizeof link, "%s/to_fifo", dir);
+    CHECK(symlink(fifo, link) == 0);
+    CHECK_STATUS(tc_safetensors_open(link, &f), TC_ERROR_IO);
+    CHECK(says("to_fifo: is a FIFO") && f == SENT);
+    unlink(link);
+    CHECK_STATUS(tc_safetensors_open("/dev/null", &f), TC_ERROR_IO);
+    CHECK(says("/dev/null: is a character device") && f == SENT);
+    CHECK_STATUS(tc_safetensors_open(dir, &f), TC_ERROR_IO);
+    CHECK(says("is a directory") && f == SENT);
+    alarm(0);
+}
+
+/* A file of tensors "a" (F32 [4] = 1..4) and "b" (I64 [2] = 7, -9), saved. */
+static const char *save_ab(const char *name)
+{
+    tc_tensor *a = NULL, *b = NULL;
+    float av[4] = {1, 2, 3, 4};
+    int64_t bv[2] = {7, -9}, four = 4, two = 2;
+    CHECK_OK(tc_tensor_from_data(av, 1, &four, TC_FLOAT32, CPU, &a));
+    CHECK_OK(tc_tensor_from_data(bv, 1, &two, TC_INT64, CPU, &b));
+    const char *names[] = {"a", "b"};
+    const tc_tensor *ts[] = {a, b};
+    const char *p = file_named(name);
+    CHECK_OK(tc_safetensors_save(p, names, ts, 2, NULL));
+    tc_tensor_release(a);
+    tc_tensor_release(b);
+    return p;
+}
+
+/* get_copy: a tensor of its own, read from the file; a truncated file is an
+ * error, not a SIGBUS, and copies made before stay readable. */
+static void test_get_copy(void)
+{
+    const char *p = save_ab("copy.safetensors");
+    tc_safetensors *f = NULL;
+    CHECK_OK(tc_safetensors_open(p, &f));
+    tc_tensor *view = NULL, *a = NULL, *a2 = NULL, *b = NULL;
+    CHECK_OK(tc_safetensors_get(f, "a", CPU, &view));
+    CHECK_OK(tc_safetensors_get_copy(f, "a", CPU, &a));
+    CHECK_OK(tc_safetensors_get_copy(f, "a", CPU, &a2));
+    CHECK_OK(tc_safetensors_get_copy(f, "b", CPU, &b));
+    CHECK(tc_tensor_dtype(a) == TC_FLOAT32 && tc_tensor_ndim(a) == 1 && tc_tensor_size(a, 0) == 4);
+    CHECK(tc_tensor_data_ptr(a) != tc_tensor_data_ptr(view) &&
+          tc_tensor_data_ptr(a) != tc_tensor_data_ptr(a2));
+    double *v = tc_test_values(a);
+    for (int i = 0; v && i < 4; i++)
+        CHECK(v[i] == i + 1);
+    free(v);
+    v = tc_test_values(b);
+    CHECK(v && v[0] == 7 && v[1] == -9);
+    free(v);
+    /* A write to the copy reaches nothing else. */
+    tc_tensor *z = NULL;
+    int64_t four = 4;
+    CHECK_OK(tc_tensor_zeros(1, &four, TC_FLOAT32, CPU, &z));
+    CHECK_OK(tc_tensor_copy_(a, z, false));
+    v = tc_test_values(view);
+    CHECK(v && v[0] == 1 && v[3] == 4);
+    free(v);
+    v = tc_test_values(a2);
+    CHECK(v && v[0] == 1 && v[3] == 4);
+    free(v);
+    tc_tensor_release(z);
+    tc_tensor_release(view); /* never read again: the file is cut below */
+    /* Another writer truncates the file to its header: the copying read says
+     * so; what was copied before is whole. */
+    size_t len = 0;
+    unsigned char *raw = read_all(p, &len);
+    uint64_t hl = 0;
+    for (int i = 0; raw && i < 8; i++)
+        hl |= (uint64_t)raw[i] << (8 * i);
+    free(raw);
+    CHECK(truncate(p, (off_t)(8 + hl)) == 0);
+    tc_tensor *const SENT = (tc_tensor *)(uintptr_t)0x5e5e5e5e;
+    tc_tensor *o = SENT;
+    CHECK_STATUS(tc_safetensors_get_copy(f, "b", CPU, &o), TC_ERROR_IO);
+    CHECK(says("tc_safetensors_get_copy: ") && says("copy.safetensors: tensor 'b'") &&
+          says("truncated") && o == SENT);
+    CHECK_STATUS(tc_safetensors_get_copy(f, "a", CPU, &o), TC_ERROR_IO);
+    CHECK(o == SENT);
+    v = tc_test_values(b);
+    CHECK(v && v[0] == 7 && v[1] == -9);
+    free(v);
+    v = tc_test_values(a2);
+    CHECK(v && v[0] == 1 && v[3] == 4);
+    free(v);
+    /* The arguments are checked as get checks them. */
+    CHECK_STATUS(tc_safetensors_get_copy(f, "nope", CPU, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("no tensor named 'nope'"));
+    CHECK_STATUS(tc_safetensors_get_copy(f, "a", CPU, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_get_copy(f, NULL, CPU, &o), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_get_copy(f, "a", (tc_device){TC_CPU, 3}, &o),
+                 TC_ERROR_INVALID_ARGUMENT);
+    if (!tc_is_available())
+        CHECK_STATUS(tc_safetensors_get_copy(f, "a", (tc_device){TC_CUDA, 0}, &o),
+                     TC_ERROR_NO_DEVICE);
+    CHECK(o == SENT);
+    CHECK_OK(tc_safetensors_close(f));
+    CHECK_STATUS(tc_safetensors_get_copy(f, "a", CPU, &o), TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_safetensors_get_copy(NULL, "a", CPU, &o), TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(a);
+    tc_tensor_release(a2);
+    tc_tensor_release(b);
+    unlink(p);
+}
+
+static mode_t mode_of(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 ? sb.st_mode & 07777 : (mode_t)-1;
+}
+
+/* Reads tensor "a" of the file at p, value 0, as a double (NaN if it fails). */
+static double first_a(const char *p)
+{
+    tc_safetensors *f = NULL;
+    tc_tensor *t = NULL;
+    double r = 0.0 / 0.0;
+    if (tc_safetensors_open(p, &f) != TC_OK)
+        return r;
+    if (tc_safetensors_get_copy(f, "a", CPU, &t) == TC_OK) {
+        double *v = tc_test_values(t);
+        if (v)
+            r = v[0];
+        free(v);
+    }
+    tc_tensor_release(t);
+    tc_safetensors_close(f);
+    return r;
+}
+
+/* Saves "a" = {x} to p. */
+static tc_status save_a(const char *p, float x)
+{
+    tc_tensor *a = NULL;
+    int64_t one = 1;
+    CHECK_OK(tc_tensor_from_data(&x, 1, &one, TC_FLOAT32, CPU, &a));
+    const char *names[] = {"a"};
+    const tc_tensor *ts[] = {a};
+    tc_status st = tc_safetensors_save(p, names, ts, 1, NULL);
+    tc_tensor_release(a);
+    return st;
+}
+
+static void test_save_targets(void)
+{
+    char p[256], q[256], l[256];
+    snprintf(p, sizeof p, "%s/t.safetensors", dir);
+    snprintf(q, sizeof q, "%s/t_hard.safetensors", dir);
+    snprintf(l, sizeof l, "%s/t_link.safetensors", dir);
+    /* A new file follows the umask, as fopen's files do. */
+    mode_t old = umask(022);
+    CHECK_OK(save_a(p, 1));
+    CHECK(mode_of(p) == 0644);
+    unlink(p);
+    umask(027);
+    CHECK_OK(save_a(p, 1));
+    CHECK(mode_of(p) == 0640);
+    umask(old);
+    /* A file replaced keeps its mode. */
+    CHECK(chmod(p, 0604) == 0);
+    CHECK_OK(save_a(p, 2));
+    CHECK(mode_of(p) == 0604 && first_a(p) == 2);
+    CHECK(chmod(p, 0644) == 0);
+    CHECK_OK(save_a(p, 3));
+    CHECK(mode_of(p) == 0644 && first_a(p) == 3);
+    /* A symbolic link is written through: the link stays, its file changes. */
+    CHECK(symlink("t.safetensors", l) == 0);
+    CHECK_OK(save_a(l, 4));
+    struct stat sb;
+    CHECK(lstat(l, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(first_a(p) == 4 && first_a(l) == 4 && mode_of(p) == 0644);
+    unlink(l);
+    /* A hard link is broken: the path has the new file, the other name the
+     * old one (as the header says). */
+    CHECK(link(p, q) == 0);
+    CHECK_OK(save_a(p, 5));
+    CHECK(first_a(p) == 5 && first_a(q) == 4);
+    unlink(q);
+    /* Refused, nothing written: a FIFO, a directory, a link to a device, a
+     * link to nothing. */
+    snprintf(q, sizeof q, "%s/t_fifo", dir);
+    CHECK(mkfifo(q, 0600) == 0);
+    CHECK_STATUS(save_a(q, 6), TC_ERROR_IO);
+    CHECK(says("t_fifo: is a FIFO") && lstat(q, &sb) == 0 && S_ISFIFO(sb.st_mode));
+    unlink(q);
+    snprintf(q, sizeof q, "%s/t_dir", dir);
+    CHECK(mkdir(q, 0700) == 0);
+    CHECK_STATUS(save_a(q, 6), TC_ERROR_IO);
+    CHECK(says("t_dir: is a directory") && lstat(q, &sb) == 0 && S_ISDIR(sb.st_mode));
+    rmdir(q);
+    CHECK(symlink("/dev/null", l) == 0);
+    CHECK_STATUS(save_a(l, 6), TC_ERROR_IO);
+    CHECK(says("is a character device through a link to /dev/null"));
+    CHECK(lstat(l, &sb) == 0 && S_ISLNK(sb.st_mode));
+    unlink(l);
+    CHECK(symlink("missing-target", l) == 0);
+    CHECK_STATUS(save_a(l, 6), TC_ERROR_IO);
+    CHECK(says("a symbolic link that leads to no file"));
+    CHECK(lstat(l, &sb) == 0 && S_ISLNK(sb.st_mode));
+    unlink(l);
+    /* No temporary was left behind by any of it. */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp.")) {
+            printf("  left behind: %s\n", e->d_name);
+            CHECK(!"a temporary was left behind");
+        }
+    if (d)
+        closedir(d);
+    unlink(p);
+}
+
 /* ---- bad arguments --------------------------------------------------------------------- */
 
 static void test_bad_arguments(void)
@@ -429,6 +681,8 @@ static void test_bad_arguments(void)
                *bad_utf8[] = {"\xff"}, *nonm[] = {NULL};
     const char *p = file_named("out.safetensors");
     CHECK_STATUS(tc_safetensors_save(NULL, nm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_safetensors_save("", nm, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("path is empty"));
     CHECK_STATUS(tc_safetensors_save(p, NULL, one, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_safetensors_save(p, nm, NULL, 1, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_safetensors_save(p, nm, one, -1, NULL), TC_ERROR_INVALID_ARGUMENT);
@@ -497,12 +751,17 @@ static void test_gpu(void)
     CHECK_OK(tc_safetensors_open(path, &f));
     CHECK_OK(tc_safetensors_get(f, "gpu_t", GPU, &g));
     CHECK(tc_tensor_is_cuda(g) && tc_tensor_dtype(g) == TC_BFLOAT16);
+    tc_tensor *gc = NULL;
+    CHECK_OK(tc_safetensors_get_copy(f, "gpu_t", GPU, &gc));
+    CHECK(tc_tensor_is_cuda(gc) && tc_tensor_dtype(gc) == TC_BFLOAT16);
     CHECK_OK(tc_safetensors_close(f));
-    double *v = tc_test_values(g);
-    for (int i = 0; v && i < 4; i++)
+    double *v = tc_test_values(g), *vc = tc_test_values(gc);
+    for (int i = 0; v && vc && i < 4; i++)
         for (int j = 0; j < 3; j++)
-            CHECK(v[i * 3 + j] == 4.0 * j + i);
+            CHECK(v[i * 3 + j] == 4.0 * j + i && vc[i * 3 + j] == 4.0 * j + i);
     free(v);
+    free(vc);
+    tc_tensor_release(gc);
     tc_tensor_release(a);
     tc_tensor_release(m);
     tc_tensor_release(tr);
@@ -518,9 +777,12 @@ int main(void)
     test_zero_copy_and_lifetime();
     test_misaligned();
     test_malformed();
+    test_open_not_regular();
+    test_get_copy();
+    test_save_targets();
     test_bad_arguments();
     test_gpu();
-    const char *left[] = {"all", "shapes", "none", "zc", "hand", "gpu"};
+    const char *left[] = {"all", "shapes", "none", "zc", "hand", "gpu", "fifo"};
     for (size_t i = 0; i < sizeof left / sizeof *left; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s.safetensors", left[i]);

@@ -136,7 +136,10 @@ TCUDA_API tc_status tc_tensor_to_dlpack_unversioned(const tc_tensor *t, tc_strea
  * pageable) and kDLCUDA device n (a GPU tensor on device n); dtypes int8/16/
  * 32/64, uint8, float16/32/64, bfloat16 and bool (8 bits), one lane; at most
  * TC_MAX_DIMS dimensions; strides >= 0 (NULL strides: row-major contiguous);
- * any byte_offset (added to data). The read-only flag is accepted and not
+ * a byte_offset (added to data) that keeps every byte of the tensor an
+ * address, with data + byte_offset a multiple of the element size when the
+ * tensor has elements (a float32 at byte_offset 1 is refused: tcuda's
+ * kernels read whole aligned elements). The read-only flag is accepted and not
  * enforced: tcuda tensors have no read-only mode, so writing through the
  * tensor is the caller's mistake to avoid, as the producer asked; the
  * is-copied flag changes nothing.
@@ -144,7 +147,9 @@ TCUDA_API tc_status tc_tensor_to_dlpack_unversioned(const tc_tensor *t, tc_strea
  * not called its deleter (the specification asks a consumer that refuses a
  * major version to call it; that is the caller's to do).
  * Errors: TC_ERROR_INVALID_ARGUMENT (NULL m or out, NULL data with elements,
- * NULL shape with dimensions, negative sizes, a view whose bytes overflow),
+ * NULL shape with dimensions, negative sizes, a view whose bytes overflow, a
+ * byte_offset past the end of memory or above PTRDIFF_MAX, a misaligned first
+ * element),
  * TC_ERROR_NOT_SUPPORTED (a major version other than 1, a device type or
  * more dimensions than tcuda has, negative strides), TC_ERROR_DTYPE (a dtype
  * or lane count tcuda has not), TC_ERROR_NO_DEVICE / TC_ERROR_INVALID_DEVICE

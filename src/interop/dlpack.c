@@ -14,6 +14,8 @@
  * checked before the storage exists, and a storage that fails to become a
  * tensor is dropped with the hook disarmed: on failure the caller keeps the
  * managed tensor and its deleter has not run. */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +241,28 @@ static tc_status extent_bytes(int ndim, const int64_t *sizes, const int64_t *str
     return TC_OK;
 }
 
+/* data + byte_offset, and the `bytes` after it, are addresses (no pointer
+ * arithmetic past the end of memory, nor an offset a pointer cannot add),
+ * and the first element is aligned to its size: the CPU kernels load whole
+ * elements, and a GPU faults on a misaligned one. */
+static tc_status check_placement(const tc_DLTensor *dl, int64_t bytes, size_t esize, int64_t numel)
+{
+    uintptr_t first, end;
+    if (dl->byte_offset > (uint64_t)PTRDIFF_MAX ||
+        __builtin_add_overflow((uintptr_t)dl->data, (uintptr_t)dl->byte_offset, &first) ||
+        __builtin_add_overflow(first, (uintptr_t)bytes, &end))
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "the DLPack tensor's byte_offset %llu (data %p, %lld bytes reached) "
+                        "goes past the end of memory",
+                        (unsigned long long)dl->byte_offset, dl->data, (long long)bytes);
+    if (numel && first % esize)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "the DLPack tensor's first element (data %p + byte_offset %llu) is not "
+                        "aligned to its %zu bytes; tcuda reads whole aligned elements",
+                        dl->data, (unsigned long long)dl->byte_offset, esize);
+    return TC_OK;
+}
+
 static tc_status import(const tc_DLTensor *dl, void *managed, bool versioned, tc_tensor **out)
 {
     TC_CHECK_ARG(dl->ndim >= 0, "the DLPack tensor has ndim %d", (int)dl->ndim);
@@ -274,10 +298,7 @@ static tc_status import(const tc_DLTensor *dl, void *managed, bool versioned, tc
                  (long long)numel);
     char *data = dl->data;
     if (data) {
-        uintptr_t room = UINTPTR_MAX - (uintptr_t)data;
-        TC_CHECK_ARG((uint64_t)bytes <= room && dl->byte_offset <= room - (uintptr_t)bytes,
-                     "the DLPack tensor's byte_offset %llu goes past the end of memory",
-                     (unsigned long long)dl->byte_offset);
+        TC_TRY(check_placement(dl, bytes, esize, numel));
         data += dl->byte_offset;
     }
     import_ctx *c = malloc(sizeof *c);

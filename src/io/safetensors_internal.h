@@ -44,7 +44,8 @@ typedef struct tc__st_header {
  * tc__st_header_free); on failure writes nothing. Errors: TC_ERROR_IO (not a
  * well-formed safetensors file: the message says what is wrong and where),
  * TC_ERROR_DTYPE (a dtype tcuda has not, naming the tensor),
- * TC_ERROR_NOT_SUPPORTED (more than TC_MAX_DIMS dimensions),
+ * TC_ERROR_NOT_SUPPORTED (more than TC_MAX_DIMS dimensions), TC_ERROR_SHAPE
+ * (a shape no tcuda tensor can have: tc__check_shape refuses it),
  * TC_ERROR_OUT_OF_MEMORY. */
 tc_status tc__st_parse(const void *file, size_t size, const char *what, tc__st_header *out);
 void tc__st_header_free(tc__st_header *h);

@@ -5,15 +5,19 @@
  * says); the header is JSON that starts with '{' and has nothing but
  * whitespace after its object; keys are unique; every tensor has exactly
  * dtype, shape and data_offsets, a known dtype, at most TC_MAX_DIMS sizes,
- * begin <= end, and as many bytes as its shape and dtype need; sorted by
- * offset, the tensors cover the data buffer exactly, without overlap or
+ * begin <= end, and as many bytes as its shape and dtype need; every
+ * shape one a tcuda tensor can have (tc__check_shape, the check of every
+ * factory: a header may only promise what tc_safetensors_get can make);
+ * sorted by offset, the tensors cover the data buffer exactly, without overlap or
  * hole; __metadata__ maps strings to strings. The grammar is walked by hand
  * (json.h), so its depth is fixed at three. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
 #include "safetensors_internal.h"
+#include "tensor/tensor_internal.h"
 
 static const struct {
     const char *name;
@@ -242,6 +246,28 @@ static tc_status check_bytes(const char *what, const tc__st_entry *e)
     return TC_OK;
 }
 
+/* The shape passes the check every tensor factory makes. Its bytes fit
+ * (check_bytes), so only the extent can fail: sizes whose product, a 0
+ * counted as 1, passes 2^63 ([0, 2^32, 2^32] holds no bytes, but its
+ * contiguous strides would overflow). */
+static tc_status check_tensor_shape(const char *what, const tc__st_entry *e)
+{
+    int64_t numel;
+    tc_status st = tc__check_shape(e->ndim, e->sizes, tc_dtype_size(e->dtype), &numel);
+    if (st == TC_OK) /* else its message is replaced by one that names the file */
+        return TC_OK;
+    char shape[TC_MAX_DIMS * 22 + 3] = "[";
+    size_t at = 1;
+    for (int i = 0; i < e->ndim; i++)
+        at += (size_t)snprintf(shape + at, sizeof shape - at, i ? ", %lld" : "%lld",
+                               (long long)e->sizes[i]);
+    snprintf(shape + at, sizeof shape - at, "]");
+    return tc__fail(st,
+                    "%s: tensor '%s': shape %s: its sizes multiply past 2^63 (a 0 counted "
+                    "as 1), so no tcuda tensor can have it (tc_tensor_empty refuses it too)",
+                    what, e->name, shape);
+}
+
 static int by_offsets(const void *a, const void *b)
 {
     const tc__st_entry *x = a, *y = b;
@@ -366,8 +392,11 @@ tc_status tc__st_parse(const void *file, size_t size, const char *what, tc__st_h
     ps.h.data_start = 8 + n;
     ps.h.data_size = size - 8 - n;
     tc_status st = parse_object(&ps);
-    for (size_t i = 0; i < ps.h.n && st == TC_OK; i++)
+    for (size_t i = 0; i < ps.h.n && st == TC_OK; i++) {
         st = check_bytes(what, &ps.h.entries[i]);
+        if (st == TC_OK)
+            st = check_tensor_shape(what, &ps.h.entries[i]);
+    }
     if (st == TC_OK) /* names first: a name given twice is reported as such */
         st = index_names(what, &ps.h);
     if (st == TC_OK)

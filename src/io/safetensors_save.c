@@ -5,11 +5,22 @@
  * with the header padded to a multiple of 8 every tensor's bytes are aligned
  * to its element size and read back zero-copy. The file is written to a
  * temporary beside `path` and renamed over it only once complete, so a
- * failure never leaves a half-written file under the name. */
+ * failure never leaves a half-written file under the name.
+ *
+ * What the rename replaces is decided first (resolve_target): a regular file
+ * keeps its permission bits; a symbolic link is written through (the
+ * temporary goes beside the file it leads to, which is replaced, and the link
+ * stays); anything else (a FIFO, a device, a directory, a link to nothing) is
+ * refused before a byte is written. A new file gets 0666 less the umask, as
+ * fopen gives. A hard link is broken by the rename: the path names the new
+ * file, other links keep the old one. The check and the rename are not one
+ * step: a path changed in between by another process gets what rename does. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/strbuf.h"
@@ -195,23 +206,108 @@ static tc_status write_all(FILE *fp, const char *path, const tc__strbuf *hdr, co
     return TC_OK;
 }
 
-/* Writes to a new temporary beside `path`, then renames it over `path`. */
-static tc_status write_file(const char *path, const tc__strbuf *hdr, const item *items, size_t n)
+/* What the save replaces: the file at `path`, or (a symbolic link) the file
+ * it leads to, a regular file or nothing. *target is malloc'd; *had tells
+ * whether a file was there and *mode is its permission bits. */
+static tc_status resolve_target(const char *path, char **target, bool *had, mode_t *mode)
 {
-    tc__strbuf tmp = {0};
-    tc__strbuf_printf(&tmp, "%s.tmp.XXXXXX", path);
-    if (tmp.failed)
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno != ENOENT)
+            return tc__fail(TC_ERROR_IO, "%s: cannot stat it: %s", path, strerror(errno));
+        *had = false;
+        *target = strdup(path);
+    } else if (S_ISLNK(sb.st_mode)) {
+        /* written through: the link stays, the file it names is replaced */
+        char *real = realpath(path, NULL);
+        if (!real)
+            return tc__fail(TC_ERROR_IO,
+                            "%s: a symbolic link that leads to no file (%s); tcuda writes "
+                            "through a link to an existing file only",
+                            path, strerror(errno));
+        if (stat(real, &sb) != 0) {
+            tc_status st = tc__fail(TC_ERROR_IO, "%s: cannot stat %s, where it leads: %s", path,
+                                    real, strerror(errno));
+            free(real);
+            return st;
+        }
+        *had = true;
+        *target = real;
+    } else {
+        *had = true;
+        *target = strdup(path);
+    }
+    if (!*target)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    int fd = mkstemp(tmp.p);
-    if (fd < 0) {
-        tc_status st = tc__fail(TC_ERROR_IO, "%s: cannot create a temporary file beside it: %s",
-                                path, strerror(errno));
-        free(tmp.p);
+    if (*had && !S_ISREG(sb.st_mode)) {
+        const char *kind = S_ISDIR(sb.st_mode)    ? "a directory"
+                           : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                           : S_ISCHR(sb.st_mode)  ? "a character device"
+                           : S_ISBLK(sb.st_mode)  ? "a block device"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                  : "not a regular file";
+        tc_status st = tc__fail(TC_ERROR_IO,
+                                "%s: is %s%s%s; tcuda replaces only a regular file (or writes a "
+                                "new one)",
+                                path, kind, strcmp(*target, path) ? " through a link to " : "",
+                                strcmp(*target, path) ? *target : "");
+        free(*target);
+        *target = NULL;
         return st;
     }
-    FILE *fp = fdopen(fd, "wb");
-    tc_status st = fp ? write_all(fp, path, hdr, items, n)
-                      : tc__fail(TC_ERROR_IO, "%s: fdopen: %s", path, strerror(errno));
+    *mode = sb.st_mode & 07777;
+    return TC_OK;
+}
+
+/* A new, empty file `<target>.tmp.<random>` created as fopen creates files:
+ * mode 0666 less the umask (mkstemp's 0600 would hide a new file from the
+ * group and others that the umask lets see it). */
+static tc_status create_temp(const char *path, const char *target, char **name, int *fd_out)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t r = 0;
+        TC_TRY(tc__os_entropy(&r));
+        tc__strbuf tmp = {0};
+        tc__strbuf_printf(&tmp, "%s.tmp.%012llx", target,
+                          (unsigned long long)(r & 0xffffffffffffull));
+        if (tmp.failed)
+            return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+        int fd = open(tmp.p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            *name = tmp.p;
+            *fd_out = fd;
+            return TC_OK;
+        }
+        int err = errno;
+        free(tmp.p);
+        if (err != EEXIST)
+            return tc__fail(TC_ERROR_IO, "%s: cannot create a temporary file beside it: %s", path,
+                            strerror(err));
+    }
+    return tc__fail(TC_ERROR_IO, "%s: cannot create a temporary file beside it: 100 names taken",
+                    path);
+}
+
+/* Writes to a new temporary beside the target, then renames it over it. */
+static tc_status write_file(const char *path, const tc__strbuf *hdr, const item *items, size_t n)
+{
+    char *target = NULL, *tmp = NULL;
+    bool had = false;
+    mode_t mode = 0;
+    int fd = -1;
+    TC_TRY(resolve_target(path, &target, &had, &mode));
+    tc_status st = create_temp(path, target, &tmp, &fd);
+    if (st != TC_OK) {
+        free(target);
+        return st;
+    }
+    if (had && fchmod(fd, mode) != 0) /* the replaced file's permissions, not the umask's */
+        st = tc__fail(TC_ERROR_IO, "%s: cannot give the new file mode %04o: %s", path,
+                      (unsigned)mode, strerror(errno));
+    FILE *fp = st == TC_OK ? fdopen(fd, "wb") : NULL;
+    if (st == TC_OK)
+        st = fp ? write_all(fp, path, hdr, items, n)
+                : tc__fail(TC_ERROR_IO, "%s: fdopen: %s", path, strerror(errno));
     if (fp && fflush(fp) != 0 && st == TC_OK)
         st = tc__fail(TC_ERROR_IO, "%s: writing failed: %s", path, strerror(errno));
     if (st == TC_OK && fsync(fd) != 0)
@@ -219,12 +315,13 @@ static tc_status write_file(const char *path, const tc__strbuf *hdr, const item 
     if (fp ? fclose(fp) != 0 : close(fd) != 0)
         if (st == TC_OK)
             st = tc__fail(TC_ERROR_IO, "%s: closing failed: %s", path, strerror(errno));
-    if (st == TC_OK && rename(tmp.p, path) != 0)
+    if (st == TC_OK && rename(tmp, target) != 0)
         st = tc__fail(TC_ERROR_IO, "%s: cannot rename the finished temporary over it: %s", path,
                       strerror(errno));
     if (st != TC_OK)
-        unlink(tmp.p);
-    free(tmp.p);
+        unlink(tmp);
+    free(tmp);
+    free(target);
     return st;
 }
 
@@ -233,6 +330,7 @@ tc_status tc_safetensors_save(const char *path, const char *const *names,
 {
     TC_API_BEGIN;
     TC_CHECK_ARG(path, "path is NULL");
+    TC_CHECK_ARG(path[0], "path is empty");
     TC_CHECK_ARG(n >= 0, "n is %d, below 0", n);
     TC_CHECK_ARG(n == 0 || (names && tensors), "names or tensors is NULL (n is %d)", n);
     size_t count = (size_t)n;

@@ -84,24 +84,25 @@ tc_status tc__parse_no_caching_named(const char *name, const char *text, bool *o
 }
 
 /* The first of `names` (NULL-terminated) that is set, its value in *value
- * (NULL and names[0] when none is). The first time one that is read hides
- * another that is set, a notice on stderr names both (*noticed: once). */
+ * (NULL and names[0] when none is). The first time the one read hides
+ * others that are set, one line on stderr names them all (*noticed: once). */
 static const char *first_set(const char *const *names, const char **value, atomic_bool *noticed)
 {
     const char *name = names[0];
+    char hidden[128] = "";
     *value = NULL;
     for (; *names; names++) {
         const char *v = getenv(*names);
-        if (!v)
-            continue;
-        if (!*value) {
+        if (v && !*value) {
             name = *names;
             *value = v;
-        } else if (!atomic_exchange(noticed, true)) {
-            tc__warn("%s and %s are both set: tcuda reads %s and ignores %s", name, *names, name,
-                     *names);
+        } else if (v) {
+            size_t at = strlen(hidden);
+            snprintf(hidden + at, sizeof hidden - at, "%s%s", at ? " and " : "", *names);
         }
     }
+    if (hidden[0] && !atomic_exchange(noticed, true))
+        tc__warn("%s is set: tcuda reads it and ignores %s", name, hidden);
     return name;
 }
 

@@ -64,8 +64,8 @@ bool tc__no_caching_enabled(void);
  * else PYTORCH_CUDA_ALLOC_CONF (PyTorch's older name: PyTorch too takes
  * PYTORCH_ALLOC_CONF first); NULL when none is set. *name, when `name` is
  * not NULL, is the variable read ("TCUDA_ALLOC_CONF" when none is). When
- * the variable read hides another that is set, the first call prints a
- * one-line notice on stderr naming both (once per process). Read on each
+ * the variable read hides others that are set, the first call prints a
+ * one-line notice on stderr naming them (once per process). Read on each
  * call, as getenv. */
 const char *tc__alloc_conf_env(const char **name);
 

@@ -374,14 +374,14 @@ static void test_summary_abbreviated(void)
 {
     tc_memory_stats_info s;
     memset(&s, 0, sizeof s);
-    tc_memory_stat *metrics[9] = {
+    tc_memory_stat *table[9] = {
         s.allocation,      s.segment,        s.active,       s.inactive_split,
         s.allocated_bytes, s.reserved_bytes, s.active_bytes, s.inactive_split_bytes,
         s.requested_bytes};
     for (int m = 0; m < 9; m++) /* distinct, below 1 KiB: bytes print as "N B" */
         for (int k = 0; k < 3; k++)
-            metrics[m][k] = (tc_memory_stat){100 * m + 10 * k + 1, 100 * m + 10 * k + 2,
-                                             100 * m + 10 * k + 3, 100 * m + 10 * k + 4};
+            table[m][k] = (tc_memory_stat){100 * m + 10 * k + 1, 100 * m + 10 * k + 2,
+                                           100 * m + 10 * k + 3, 100 * m + 10 * k + 4};
     s.num_ooms = 7;
     char *full = tc__stats_summary(&s, 0, false), *abbr = tc__stats_summary(&s, 0, true);
     CHECK(full && abbr);

@@ -2,8 +2,12 @@
  * host provider) while a ninth reads stats, empties the cache and makes
  * streams go away (4, which the workers record blocks on, and now and then
  * one they allocate on); afterwards the invariant checker must pass and
- * everything must be back. Meant for ThreadSanitizer (-DTCUDA_TSAN=ON); in
- * a plain build it is a quick smoke. */
+ * everything must be back. Then four threads allocate on an allocator of
+ * 32 MiB until they run out of memory, again and again: each failure calls
+ * the OOM observer once, on its thread, with what that thread asked for
+ * and the provider's counts, read while the others map and unmap segments.
+ * Meant for ThreadSanitizer (-DTCUDA_TSAN=ON); in a plain build it is a
+ * quick smoke. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -62,6 +66,80 @@ static void *watcher(void *arg)
     return NULL;
 }
 
+/* ---- out of memory while others allocate ---------------------------------- */
+
+#define OOM_CAP ((size_t)32 << 20)
+static tc__allocator *oa;
+static _Thread_local size_t asked; /* what this thread's failing call asked for */
+static _Thread_local int observed; /* observer calls on this thread */
+static atomic_int oom_total, observed_total;
+
+static void on_oom(const tc_oom_info *info, void *ctx)
+{
+    observed++;
+    atomic_fetch_add(&observed_total, 1);
+    bool ok = ctx == &oom_total && info->device == 0 && info->requested == asked &&
+              info->total_bytes == OOM_CAP && info->free_bytes <= OOM_CAP && info->snapshot;
+    if (!ok)
+        atomic_fetch_add(&errors, 1);
+}
+
+static void *oom_worker(void *arg)
+{
+    uint64_t x = (tc_test_seed() + (uintptr_t)arg) * 0x9e3779b97f4a7c15ull + 7;
+    void *live[4] = {0};
+    int ooms = 0;
+    for (int i = 0; i < 3000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % 4);
+        if (live[k]) {
+            if (tc__alloc_free(oa, live[k]) != TC_OK)
+                atomic_fetch_add(&errors, 1);
+            live[k] = NULL;
+            continue;
+        }
+        asked = 512 + (size_t)(x >> 16) % (12u << 20); /* four of them may not fit */
+        tc_status st = tc__alloc_malloc(oa, asked, 1 + (uintptr_t)arg % 2, &live[k]);
+        if (st == TC_ERROR_OUT_OF_MEMORY)
+            ooms++, live[k] = NULL;
+        else if (st != TC_OK)
+            atomic_fetch_add(&errors, 1);
+    }
+    for (int k = 0; k < 4; k++)
+        if (tc__alloc_free(oa, live[k]) != TC_OK)
+            atomic_fetch_add(&errors, 1);
+    if (observed != ooms) /* one call per failure, on the failing thread */
+        atomic_fetch_add(&errors, 1);
+    atomic_fetch_add(&oom_total, ooms);
+    return NULL;
+}
+
+static void test_oom_while_others_allocate(void)
+{
+    tc__host_provider_ctx ctx = {0};
+    ctx.capacity = OOM_CAP;
+    tc__seg_provider p;
+    tc__host_provider_init(&p, &ctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_create(&p, &cfg, 0, &oa));
+    CHECK_OK(tc_memory_attach_oom_observer(on_oom, &oom_total));
+    atomic_store(&errors, 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, oom_worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    CHECK_OK(tc_memory_detach_oom_observer(on_oom, &oom_total));
+    CHECK(atomic_load(&errors) == 0);
+    CHECK(atomic_load(&oom_total) > 0 && atomic_load(&observed_total) == atomic_load(&oom_total));
+    char why[256];
+    CHECK(tc__alloc_check(oa, why, sizeof why) == 0);
+    tc__alloc_empty_cache(oa);
+    CHECK(ctx.in_use == 0);
+    tc__alloc_destroy(oa);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -87,5 +165,6 @@ int main(void)
     tc__alloc_empty_cache(a);
     CHECK(ctx.in_use == 0);
     tc__alloc_destroy(a);
+    test_oom_while_others_allocate();
     return TC_TEST_DONE();
 }

@@ -6,13 +6,18 @@
  * for a default: tc_init and the first CUDA call fail with
  * TC_ERROR_INVALID_ARGUMENT naming the variable and its value, and nothing is
  * printed to stderr. 0.1 read TCUDA_SYNC_DEBUG_MODE=3|WARN|junk as 0 and
- * CUDA_LAUNCH_BLOCKING=off|no|FALSE as on. */
+ * CUDA_LAUNCH_BLOCKING=off|no|FALSE as on.
+ *
+ * TCUDA_NO_CACHING and PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING likewise:
+ * PyTorch's name counts when tcuda's is unset (its errors name it), and when
+ * both are set tcuda's wins and stderr holds exactly one notice naming both. */
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "tc_test.h"
 
 extern char **environ;
@@ -74,19 +79,37 @@ static int child_invalid(const char *var, const char *value)
     return 0;
 }
 
-/* Runs the child with the two variables (NULL: unset) and GPUs hidden; its
- * stderr goes to a file that must stay empty. Returns the exit code. */
-static int run_child(char *self, const char *blocking, const char *mode, char **args)
+/* The no-caching switch as the child sees it: want 1 or 0, or -1 when
+ * `var`='value' is invalid (initialization fails naming it, caching stays). */
+static int child_no_caching(int want, const char *var, const char *value)
 {
-    if (blocking)
-        setenv("CUDA_LAUNCH_BLOCKING", blocking, 1);
+    if (tc__no_caching_enabled() != (want == 1))
+        return 20;
+    tc_status st = tc_init();
+    if (want >= 0)
+        return st == TC_ERROR_NO_DEVICE ? 0 : 21;
+    char text[128];
+    snprintf(text, sizeof text, "%s='%s'", var, value);
+    if (st != TC_ERROR_INVALID_ARGUMENT || !strstr(tc_last_error(), text))
+        return 22;
+    return 0;
+}
+
+/* Sets `name` to `value` (NULL: unsets it). */
+static void set_var(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
     else
-        unsetenv("CUDA_LAUNCH_BLOCKING");
-    if (mode)
-        setenv("TCUDA_SYNC_DEBUG_MODE", mode, 1);
-    else
-        unsetenv("TCUDA_SYNC_DEBUG_MODE");
+        unsetenv(name);
+}
+
+/* Runs `self --child args...` with GPUs hidden, its stderr in err (at most
+ * size - 1 bytes). Returns the exit code (negative: it did not run). */
+static int spawn_child(char *self, char **args, char *err, size_t size)
+{
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    err[0] = '\0';
     char err_path[] = "/tmp/tc_debug_env_XXXXXX";
     int fd = mkstemp(err_path);
     if (fd < 0)
@@ -103,16 +126,25 @@ static int run_child(char *self, const char *blocking, const char *mode, char **
     int status = -1;
     if (rc == 0)
         waitpid(pid, &status, 0);
-    char text[512] = "";
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    ssize_t n = pread(fd, err, size - 1, 0);
     close(fd);
     unlink(err_path);
-    if (n > 0) {
-        text[n] = '\0';
+    err[n > 0 ? n : 0] = '\0';
+    return rc == 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
+/* Runs the child with the two variables (NULL: unset); its stderr must stay
+ * empty. Returns the exit code. */
+static int run_child(char *self, const char *blocking, const char *mode, char **args)
+{
+    set_var("CUDA_LAUNCH_BLOCKING", blocking);
+    set_var("TCUDA_SYNC_DEBUG_MODE", mode);
+    char text[512];
+    int code = spawn_child(self, args, text, sizeof text);
+    if (text[0]) {
         fprintf(stderr, "child printed to stderr: %s\n", text);
         return 100; /* nothing prints unless asked */
     }
-    int code = rc == 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -2;
     if (code != 0)
         fprintf(stderr, "child CUDA_LAUNCH_BLOCKING=%s TCUDA_SYNC_DEBUG_MODE=%s exited %d\n",
                 blocking ? blocking : "(unset)", mode ? mode : "(unset)", code);
@@ -136,13 +168,59 @@ static void invalid(char *self, const char *blocking, const char *mode)
     CHECK(run_child(self, blocking, mode, args) == 0);
 }
 
+/* Occurrences of `word` in `text`. */
+static int count_of(const char *text, const char *word)
+{
+    int n = 0;
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
+        n++;
+    return n;
+}
+
+/* The child with TCUDA_NO_CACHING=`mine` and PYTORCH_NO_CUDA_MEMORY_CACHING=
+ * `torch` (NULL: unset): caching off when want is 1, on when 0, an error
+ * naming the variable read when -1; one notice when both are set, else
+ * silence. */
+static void no_caching(char *self, const char *mine, const char *torch, int want)
+{
+    set_var("CUDA_LAUNCH_BLOCKING", NULL);
+    set_var("TCUDA_SYNC_DEBUG_MODE", NULL);
+    set_var("TCUDA_NO_CACHING", mine);
+    set_var("PYTORCH_NO_CUDA_MEMORY_CACHING", torch);
+    char w[8];
+    snprintf(w, sizeof w, "%d", want);
+    const char *var = mine ? "TCUDA_NO_CACHING" : "PYTORCH_NO_CUDA_MEMORY_CACHING";
+    const char *value = mine ? mine : torch ? torch : "";
+    char *args[] = {"nocache", w, (char *)var, (char *)value, NULL};
+    char err[1024];
+    int code = spawn_child(self, args, err, sizeof err);
+    int notices = count_of(err, "tcuda warning:");
+    int want_notices = mine && torch ? 1 : 0;
+    bool named = !want_notices ||
+                 (strstr(err, "TCUDA_NO_CACHING") && strstr(err, "PYTORCH_NO_CUDA_MEMORY_CACHING"));
+    if (code != 0 || notices != want_notices || !named)
+        fprintf(stderr,
+                "child TCUDA_NO_CACHING=%s PYTORCH_NO_CUDA_MEMORY_CACHING=%s exited %d, "
+                "stderr: %s\n",
+                mine ? mine : "(unset)", torch ? torch : "(unset)", code, err);
+    CHECK(code == 0 && notices == want_notices && named);
+    set_var("TCUDA_NO_CACHING", NULL);
+    set_var("PYTORCH_NO_CUDA_MEMORY_CACHING", NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "valid") == 0)
         return child_valid(atoi(argv[3]), atoi(argv[4]));
     if (argc == 5 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "invalid") == 0)
         return child_invalid(argv[3], argv[4]);
+    if (argc == 6 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "nocache") == 0)
+        return child_no_caching(atoi(argv[3]), argv[4], argv[5]);
+    if (argc > 1 && strcmp(argv[1], "--child") == 0)
+        return 99; /* a child of unknown arguments never runs the cases again */
     tc_test_init();
+    set_var("TCUDA_NO_CACHING", NULL); /* the cases below set them */
+    set_var("PYTORCH_NO_CUDA_MEMORY_CACHING", NULL);
 
     valid(argv[0], NULL, NULL, 0, 0);
     valid(argv[0], "1", "1", 1, 1);
@@ -159,5 +237,14 @@ int main(int argc, char **argv)
     invalid(argv[0], "2", NULL);
     invalid(argv[0], "offf", NULL);
     invalid(argv[0], "enable", NULL);
+
+    no_caching(argv[0], NULL, NULL, 0);
+    no_caching(argv[0], "1", NULL, 1);
+    no_caching(argv[0], NULL, "1", 1); /* PyTorch's name alone counts */
+    no_caching(argv[0], NULL, "0", 0);
+    no_caching(argv[0], "0", "1", 0); /* tcuda's wins, with a notice */
+    no_caching(argv[0], "yes", "0", 1);
+    no_caching(argv[0], NULL, "maybe", -1); /* the error names PyTorch's variable */
+    no_caching(argv[0], "maybe", "1", -1);  /* tcuda's read, and wrong */
     return TC_TEST_DONE();
 }

@@ -1,6 +1,7 @@
 /* The caching allocator on a real GPU: the OOM path and its message, a block
  * still read on stream B after stream A freed it is not overwritten, the
- * fraction cap, snapshot JSON, pinned-host reuse safety; then, in child runs,
+ * fraction cap, snapshot JSON and the summary (abbreviated too), pinned-host
+ * reuse safety (with tc_host_record_stream); then, in child runs,
  * peak statistics and every reset through the public API with every stat key
  * equal to its field, and with TCUDA_ALLOC_CONF set, expandable segments
  * growing in place, the cudaMallocAsync backend, and a bad setting refused
@@ -114,6 +115,31 @@ static void test_fraction_snapshot(void)
     char *sum = NULL;
     CHECK_OK(tc_memory_summary(0, false, &sum));
     CHECK(sum && strstr(sum, "Allocated memory"));
+    /* abbreviated: the same table without the per-pool rows (nothing
+     * allocates in between, so the numbers are the same) */
+    char *abbr = NULL;
+    CHECK_OK(tc_memory_summary(0, true, &abbr));
+    CHECK(sum && abbr && strstr(sum, "from small pool") && !strstr(abbr, "from small pool") &&
+          !strstr(abbr, "from large pool"));
+    if (sum && abbr) {
+        char *kept = malloc(strlen(sum) + 1);
+        size_t at = 0;
+        for (const char *line = sum; *line;) {
+            const char *end = strchr(line, '\n');
+            size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+            char one[256];
+            snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), line);
+            if (!strstr(one, "from small pool") && !strstr(one, "from large pool")) {
+                memcpy(kept + at, line, len);
+                at += len;
+            }
+            line += len;
+        }
+        kept[at] = '\0';
+        CHECK(strcmp(kept, abbr) == 0);
+        free(kept);
+    }
+    tc_free(abbr);
     tc_free(sum);
     CHECK_STATUS(tc_memory_summary(0, false, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(tc_test_stat(0, "allocation.all.current") == 2);
@@ -155,6 +181,54 @@ static void test_pinned(void)
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     CHECK(back == 3.0f);
     CHECK_OK(tc_host_free(h2));
+    CHECK_OK(tc_caching_allocator_delete(d));
+    CHECK_OK(tc_caching_allocator_delete(out));
+}
+
+/* tc_host_record_stream: a pinned block read by a copy on another stream,
+ * recorded there and freed, is not handed out again while that copy waits
+ * (the data it copies stays the block's), and comes back once the stream is
+ * done; bad pointers are refused. */
+static void test_pinned_record_stream(void)
+{
+    size_t n = 4 << 20;
+    float *h, *d, *out;
+    CHECK_OK(tc_caching_allocator_alloc(n * 4, 0, NULL, (void **)&d));
+    CHECK_OK(tc_caching_allocator_alloc(4, 0, NULL, (void **)&out));
+    CHECK_OK(tc_host_alloc(n * 4, (void **)&h));
+    for (size_t i = 0; i < n; i++)
+        h[i] = 5.0f;
+    tc_stream *side = NULL;
+    CHECK_OK(tc_stream_create(0, 0, &side));
+    cudaStream_t cs = tc_stream_cuda_handle(side);
+    CHECK(cudaMemsetAsync(out, 0, 4, cs) == cudaSuccess);
+    CHECK(tc_test_spin_sum(d, 1, out, 200000000LL, cs) == 0); /* delay the copy */
+    CHECK(cudaMemcpyAsync(d, h, n * 4, cudaMemcpyHostToDevice, cs) == cudaSuccess);
+    CHECK_OK(tc_host_record_stream(h, side));
+    CHECK_OK(tc_host_record_stream(h, side)); /* twice: still one use */
+    CHECK_OK(tc_host_free(h));
+    float *h2;
+    CHECK_OK(tc_host_alloc(n * 4, (void **)&h2));
+    CHECK(h2 != h); /* the side stream's copy has not run yet */
+    for (size_t i = 0; i < n; i++)
+        h2[i] = 8.0f;
+    float back = 0;
+    CHECK(cudaMemcpyAsync(&back, d + n - 1, 4, cudaMemcpyDeviceToHost, cs) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(cs) == cudaSuccess);
+    CHECK(back == 5.0f); /* what h held when the copy was queued */
+    CHECK_OK(tc_host_free(h2));
+    /* the side stream is done: both cached blocks of this size are free again */
+    float *h3, *h4;
+    CHECK_OK(tc_host_alloc(n * 4, (void **)&h3));
+    CHECK_OK(tc_host_alloc(n * 4, (void **)&h4));
+    CHECK(h3 == h || h4 == h);
+    CHECK_STATUS(tc_host_record_stream(NULL, side), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_host_record_stream(h3 + 1, side), TC_ERROR_INVALID_ARGUMENT); /* not a start */
+    float local = 0;
+    CHECK_STATUS(tc_host_record_stream(&local, side), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_host_free(h3));
+    CHECK_OK(tc_host_free(h4));
+    CHECK_OK(tc_stream_destroy(side));
     CHECK_OK(tc_caching_allocator_delete(d));
     CHECK_OK(tc_caching_allocator_delete(out));
 }
@@ -391,6 +465,7 @@ int main(int argc, char **argv)
     test_record_stream();
     test_fraction_snapshot();
     test_pinned();
+    test_pinned_record_stream();
     snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=expandable_segments:True '%s' expandable", argv[0]);
     CHECK(system(cmd) == 0);
     snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF=backend:cudaMallocAsync '%s' async", argv[0]);

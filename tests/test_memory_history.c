@@ -8,8 +8,8 @@
  * strict, concurrent recording stays consistent, and user memory pools
  * isolate their memory (per thread, nested, in snapshots, destroyed), also
  * with an allocator of their own. The test functions
- * that allocate are extern and noinline so that their names are in the
- * stacks. */
+ * that allocate are extern and kept out of inlining and cloning (HIST_SITE)
+ * so that their names are in the stacks in every build type. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -57,10 +57,19 @@ static void record(bool on, tc_history_stacks stacks, size_t max_entries)
     CHECK_OK(tc_memory_record_history(&o));
 }
 
-/* Exported (the test is linked with ENABLE_EXPORTS) so that dladdr names them. */
+/* Exported (the test is linked with ENABLE_EXPORTS) so that dladdr names them.
+ * noinline is not enough: GCC's -O3 (a Release build) clones a function
+ * whose callers pass a constant (hist_test_alloc_site.constprop.0, a local
+ * symbol dladdr cannot name) and calls the clone, so the stack holds the
+ * clone's address; noipa keeps every call on the exported function. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define HIST_SITE __attribute__((noipa))
+#else
+#define HIST_SITE __attribute__((noinline))
+#endif
 void *hist_test_alloc_site(tc__allocator *a, size_t size);
 void *hist_test_other_site(tc__allocator *a, size_t size);
-__attribute__((noinline)) void *hist_test_alloc_site(tc__allocator *a, size_t size)
+HIST_SITE void *hist_test_alloc_site(tc__allocator *a, size_t size)
 {
     void *p = NULL;
     CHECK_OK(tc__alloc_malloc(a, size, 1, &p));
@@ -68,7 +77,7 @@ __attribute__((noinline)) void *hist_test_alloc_site(tc__allocator *a, size_t si
     return p;
 }
 
-__attribute__((noinline)) void *hist_test_other_site(tc__allocator *a, size_t size)
+HIST_SITE void *hist_test_other_site(tc__allocator *a, size_t size)
 {
     void *p = NULL;
     CHECK_OK(tc__alloc_malloc(a, size, 2, &p));
@@ -596,13 +605,13 @@ static void *hist_test_step(tc__allocator *a, unsigned bits, int d)
         return hist_test_alloc_site(a, 700);
     return (bits & 1) ? hist_test_right(a, bits >> 1, d - 1) : hist_test_left(a, bits >> 1, d - 1);
 }
-__attribute__((noinline)) void *hist_test_left(tc__allocator *a, unsigned bits, int d)
+HIST_SITE void *hist_test_left(tc__allocator *a, unsigned bits, int d)
 {
     void *p = hist_test_step(a, bits, d);
     __asm__ volatile("" ::: "memory");
     return p;
 }
-__attribute__((noinline)) void *hist_test_right(tc__allocator *a, unsigned bits, int d)
+HIST_SITE void *hist_test_right(tc__allocator *a, unsigned bits, int d)
 {
     void *p = hist_test_step(a, bits, d);
     __asm__ volatile("" ::: "memory");

@@ -5,11 +5,15 @@
  * value (torch.cuda.reset_peak_memory_stats: totals and event counters are
  * kept), device allocs/frees equal the provider's own counts, every key the
  * seed lists (and PyTorch 2.x's) maps to its struct field, unknown keys are
- * refused, block states and segment types have PyTorch's names, and a bad
- * TCUDA_ALLOC_CONF is an error, never silently "native". The GPU side
+ * refused, block states and segment types have PyTorch's names, the
+ * abbreviated summary is the full one without its per-pool rows, and a bad
+ * TCUDA_ALLOC_CONF is an error, never silently "native"; PyTorch's
+ * PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF count when it is unset (a
+ * notice when a set one is hidden). The GPU side
  * (through the public API) is in tests/test_memory_gpu.c. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "memory/alloc.h"
 #include "tc_test.h"
@@ -333,6 +337,97 @@ static void test_keys(void)
     CHECK(accepted == 0);
 }
 
+/* ---- the summary (torch.cuda.memory_summary) ----------------------------------- */
+
+/* The numbers of the summary's table rows, in order: rows[r][0..3] are a
+ * row's four cells (a count, or "N B" for bytes below 1 KiB). Returns the
+ * number of rows. */
+static int table_rows(const char *text, int64_t rows[][4], int cap)
+{
+    int n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[256];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+        for (char *b = strstr(buf, " B "); b; b = strstr(b, " B "))
+            b[1] = ' '; /* "101 B" reads as 101 */
+        long long v[4];
+        char name[64];
+        if (sscanf(buf, "| %63[^|]| %lld | %lld | %lld | %lld |", name, &v[0], &v[1], &v[2],
+                   &v[3]) == 5 &&
+            n < cap) {
+            for (int j = 0; j < 4; j++)
+                rows[n][j] = v[j];
+            n++;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+/* memory_summary(abbreviated=True) is the full table without the small and
+ * large pool rows: the full one has 9 metrics x 3 pools of rows holding the
+ * values put in, the abbreviated one the 9 "all" rows; every other line is
+ * the same in both. */
+static void test_summary_abbreviated(void)
+{
+    tc_memory_stats_info s;
+    memset(&s, 0, sizeof s);
+    tc_memory_stat *table[9] = {
+        s.allocation,      s.segment,        s.active,       s.inactive_split,
+        s.allocated_bytes, s.reserved_bytes, s.active_bytes, s.inactive_split_bytes,
+        s.requested_bytes};
+    for (int m = 0; m < 9; m++) /* distinct, below 1 KiB: bytes print as "N B" */
+        for (int k = 0; k < 3; k++)
+            table[m][k] = (tc_memory_stat){100 * m + 10 * k + 1, 100 * m + 10 * k + 2,
+                                           100 * m + 10 * k + 3, 100 * m + 10 * k + 4};
+    s.num_ooms = 7;
+    char *full = tc__stats_summary(&s, 0, false), *abbr = tc__stats_summary(&s, 0, true);
+    CHECK(full && abbr);
+    if (!full || !abbr) {
+        free(full);
+        free(abbr);
+        return;
+    }
+    int64_t rows[40][4];
+    int n = table_rows(full, rows, 40);
+    CHECK(n == 27);
+    bool ok = n == 27;
+    for (int r = 0; ok && r < 27; r++)
+        for (int j = 0; j < 4; j++)
+            ok &= rows[r][j] == 100 * (r / 3) + 10 * (r % 3) + 1 + j;
+    CHECK(ok);
+    n = table_rows(abbr, rows, 40);
+    CHECK(n == 9);
+    ok = n == 9;
+    for (int r = 0; ok && r < 9; r++)
+        for (int j = 0; j < 4; j++)
+            ok &= rows[r][j] == 100 * r + 1 + j;
+    CHECK(ok);
+    /* the rest: the full text, its pool rows taken out, is the abbreviated one */
+    char *kept = malloc(strlen(full) + 1);
+    size_t at = 0;
+    for (const char *line = full; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        bool pool_row = strstr(line, "from small pool") &&
+                        strstr(line, "from small pool") < line + len;
+        pool_row |= strstr(line, "from large pool") && strstr(line, "from large pool") < line + len;
+        if (!pool_row) {
+            memcpy(kept + at, line, len);
+            at += len;
+        }
+        line += len;
+    }
+    kept[at] = '\0';
+    CHECK(strcmp(kept, abbr) == 0);
+    CHECK(strstr(abbr, "Out-of-memory errors:") && strstr(abbr, " 7 "));
+    free(kept);
+    free(full);
+    free(abbr);
+}
+
 /* ---- names ---------------------------------------------------------------------- */
 
 static void test_names(void)
@@ -427,19 +522,28 @@ static void test_conf(void)
 }
 
 /* Through the public API, in a child with the variable set: a bad
- * TCUDA_ALLOC_CONF gives an error and the parser's message, not "native". */
-static int child_backend(const char *want)
+ * TCUDA_ALLOC_CONF gives an error and the parser's message, not "native".
+ * `var`: the variable the message must name (NULL: any). Asked twice, so
+ * that a notice printed each time would show. */
+static int child_backend(const char *want, const char *var)
 {
     const char *b = NULL;
     CHECK_STATUS(tc_get_allocator_backend(NULL), TC_ERROR_INVALID_ARGUMENT);
-    if (!strcmp(want, "NULL")) {
-        CHECK_STATUS(tc_get_allocator_backend(&b), TC_ERROR_INVALID_ARGUMENT);
-        CHECK(b == NULL);
-        CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: ", 26) == 0);
-        CHECK(strstr(tc_last_error(), "bogus") != NULL);
-    } else {
-        CHECK_OK(tc_get_allocator_backend(&b));
-        CHECK(b && !strcmp(b, want));
+    for (int i = 0; i < 2; i++) {
+        if (!strcmp(want, "NULL")) {
+            CHECK_STATUS(tc_get_allocator_backend(&b), TC_ERROR_INVALID_ARGUMENT);
+            CHECK(b == NULL);
+            CHECK(strncmp(tc_last_error(), "tc_get_allocator_backend: ", 26) == 0);
+            CHECK(strstr(tc_last_error(), "bogus") != NULL);
+            if (var) {
+                char named[64];
+                snprintf(named, sizeof named, ": %s: ", var);
+                CHECK(strstr(tc_last_error(), named) != NULL);
+            }
+        } else {
+            CHECK_OK(tc_get_allocator_backend(&b));
+            CHECK(b && !strcmp(b, want));
+        }
     }
     return TC_TEST_DONE();
 }
@@ -458,7 +562,9 @@ static void test_backend_public(const char *self)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char cmd[4300];
-        snprintf(cmd, sizeof cmd, "TCUDA_ALLOC_CONF='%s' '%s' backend %s >/dev/null 2>&1",
+        snprintf(cmd, sizeof cmd,
+                 "env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF TCUDA_ALLOC_CONF='%s' '%s' "
+                 "backend %s >/dev/null 2>&1",
                  cases[i].conf, self, cases[i].want);
         int rc = system(cmd);
         if (rc != 0)
@@ -467,16 +573,70 @@ static void test_backend_public(const char *self)
     }
 }
 
+/* PyTorch's names: PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF, count
+ * when TCUDA_ALLOC_CONF is unset (set, even empty, it wins); errors name the
+ * variable read; stderr holds one notice naming both when a set variable is
+ * hidden, else nothing. */
+static void test_backend_pytorch_names(const char *self)
+{
+    static const struct {
+        const char *env, *want, *var, *hidden;
+    } cases[] = {
+        {"PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync", "cudaMallocAsync", NULL, NULL},
+        {"PYTORCH_ALLOC_CONF=backend:cudaMallocAsync", "cudaMallocAsync", NULL, NULL},
+        {"PYTORCH_ALLOC_CONF=backend:native PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
+         "native", NULL, "PYTORCH_CUDA_ALLOC_CONF"},
+        {"TCUDA_ALLOC_CONF=backend:native PYTORCH_ALLOC_CONF=backend:cudaMallocAsync", "native",
+         NULL, "PYTORCH_ALLOC_CONF"},
+        {"TCUDA_ALLOC_CONF= PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync", "native", NULL,
+         "PYTORCH_CUDA_ALLOC_CONF"},
+        {"TCUDA_ALLOC_CONF=backend:cudaMallocAsync PYTORCH_CUDA_ALLOC_CONF=bogus:1",
+         "cudaMallocAsync", NULL, "PYTORCH_CUDA_ALLOC_CONF"},
+        {"PYTORCH_CUDA_ALLOC_CONF=bogus:1", "NULL", "PYTORCH_CUDA_ALLOC_CONF", NULL},
+        {"PYTORCH_ALLOC_CONF=bogus:1 PYTORCH_CUDA_ALLOC_CONF=backend:native", "NULL",
+         "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"},
+        {"TCUDA_ALLOC_CONF=bogus:1 PYTORCH_ALLOC_CONF=backend:native", "NULL", "TCUDA_ALLOC_CONF",
+         "PYTORCH_ALLOC_CONF"},
+    };
+    char err_path[] = "/tmp/tc_stats_env_XXXXXX";
+    int fd = mkstemp(err_path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd,
+                 "env -u TCUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF %s "
+                 "'%s' backend %s %s >/dev/null 2>'%s'",
+                 cases[i].env, self, cases[i].want, cases[i].var ? cases[i].var : "", err_path);
+        int rc = system(cmd);
+        char *err = tc_test_read_file(err_path);
+        int notices = 0;
+        for (const char *p = err ? strstr(err, "tcuda warning:") : NULL; p;
+             p = strstr(p + 1, "tcuda warning:"))
+            notices++;
+        bool named = !cases[i].hidden || (err && strstr(err, cases[i].hidden));
+        bool ok = rc == 0 && notices == (cases[i].hidden ? 1 : 0) && named;
+        if (!ok)
+            printf("%s: wanted %s, exit %d, stderr: %s\n", cases[i].env, cases[i].want, rc,
+                   err ? err : "(unreadable)");
+        CHECK(ok);
+        free(err);
+    }
+    remove(err_path);
+}
+
 int main(int argc, char **argv)
 {
     tc_test_init();
     if (argc > 2 && !strcmp(argv[1], "backend"))
-        return child_backend(argv[2]);
+        return child_backend(argv[2], argc > 3 && argv[3][0] ? argv[3] : NULL);
     test_peaks_and_resets();
     test_event_counters();
     test_keys();
     test_names();
+    test_summary_abbreviated();
     test_conf();
     test_backend_public(argv[0]);
+    test_backend_pytorch_names(argv[0]);
     return TC_TEST_DONE();
 }

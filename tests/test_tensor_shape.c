@@ -3,8 +3,10 @@
  * shapes and strides, that views share their source's storage (a write
  * through the view is read in the base), PyTorch's edge cases (0-d, empty,
  * negative dims, cat's legacy skip of 1-d empty tensors, chunk giving fewer
- * pieces) and bad input for every function. When a GPU exists, the same ops
- * run on it and must give the CPU's values exactly. */
+ * pieces) and bad input for every function; tc_tensor_strides of views
+ * against strides worked out here (and, on the CPU, against the bytes they
+ * address). When a GPU exists, the same ops run on it and must give the
+ * CPU's values exactly. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -566,6 +568,86 @@ static void test_cross_device(void)
     tc_tensor_release(g);
 }
 
+/* tc_tensor_strides equals `want` (ndim entries) and tc_tensor_stride of
+ * every dim, negative dims included. */
+static bool strides_are(const tc_tensor *t, int ndim, const int64_t *want)
+{
+    const int64_t *st = tc_tensor_strides(t);
+    if (tc_tensor_ndim(t) != ndim || !st)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (st[i] != want[i] || tc_tensor_stride(t, i) != want[i] ||
+            tc_tensor_stride(t, i - ndim) != want[i])
+            return false;
+    return true;
+}
+
+/* On the CPU: element idx of view v, read at data_ptr + sum(idx * stride)
+ * (data_ptr includes the offset), is `want` (the base is a float32 iota:
+ * the base element's flat index). */
+static bool addresses_base(const tc_tensor *v, const int64_t *idx, double want)
+{
+    if (DEV.type != TC_CPU)
+        return true; /* the GPU's bytes are not the host's to read */
+    const float *p = tc_tensor_data_ptr(v);
+    const int64_t *st = tc_tensor_strides(v);
+    int64_t at = 0;
+    for (int i = 0; i < tc_tensor_ndim(v); i++)
+        at += idx[i] * st[i];
+    return p && p[at] == (float)want;
+}
+
+/* Tensor.stride() of views: contiguous, transposed, permuted, narrowed,
+ * expanded, unsqueezed; each checked against strides computed from the
+ * base's sizes, and NULL for no tensor. */
+static void test_strides(void)
+{
+    const int64_t sz[3] = {2, 3, 4};
+    tc_tensor *t = iota(3, sz, TC_FLOAT32, 0), *v = NULL;
+    int64_t c[3]; /* contiguous: the product of the later sizes */
+    for (int i = 2, prod = 1; i >= 0; prod *= (int)sz[i], i--)
+        c[i] = prod;
+    CHECK(c[0] == 12 && c[1] == 4 && c[2] == 1);
+    CHECK(strides_are(t, 3, c));
+
+    CHECK_OK(tc_tensor_transpose(t, 0, 2, &v));
+    CHECK(strides_are(v, 3, (int64_t[]){c[2], c[1], c[0]}));
+    CHECK(addresses_base(v, (int64_t[]){3, 1, 1}, (double)flat(3, sz, (int64_t[]){1, 1, 3})));
+    tc_tensor_release(v);
+
+    const int perm[3] = {1, 2, 0};
+    CHECK_OK(tc_tensor_permute(t, perm, &v));
+    CHECK(strides_are(v, 3, (int64_t[]){c[1], c[2], c[0]}));
+    CHECK(addresses_base(v, (int64_t[]){2, 3, 1}, (double)flat(3, sz, (int64_t[]){1, 2, 3})));
+    tc_tensor_release(v);
+
+    CHECK_OK(tc_tensor_narrow(t, 1, 1, 2, &v)); /* a view: the base's strides */
+    CHECK(strides_are(v, 3, c) && tc_tensor_offset(v) == c[1]);
+    CHECK(addresses_base(v, (int64_t[]){1, 1, 2}, (double)flat(3, sz, (int64_t[]){1, 2, 2})));
+    tc_tensor_release(v);
+
+    tc_tensor *col = NULL;
+    const int64_t csz[2] = {3, 1}, esz[3] = {2, 3, 4};
+    CHECK_OK(tc_tensor_zeros(2, csz, TC_FLOAT32, DEV, &col));
+    CHECK_OK(tc_tensor_expand(col, 3, esz, &v)); /* new and size-1 dims: stride 0 */
+    CHECK(strides_are(v, 3, (int64_t[]){0, 1, 0}));
+    tc_tensor_release(v);
+    tc_tensor_release(col);
+
+    CHECK_OK(tc_tensor_unsqueeze(t, 0, &v)); /* as torch: sizes[0] * strides[0] */
+    CHECK(strides_are(v, 4, (int64_t[]){sz[0] * c[0], c[0], c[1], c[2]}));
+    tc_tensor_release(v);
+    CHECK_OK(tc_tensor_unsqueeze(t, 3, &v)); /* last: stride 1 */
+    CHECK(strides_are(v, 4, (int64_t[]){c[0], c[1], c[2], 1}));
+    tc_tensor_release(v);
+
+    CHECK(tc_tensor_strides(NULL) == NULL);
+    tc_tensor *gone = iota(1, sz, TC_FLOAT32, 0);
+    tc_tensor_release(gone);
+    CHECK(tc_tensor_strides(gone) == NULL); /* released: no tensor */
+    tc_tensor_release(t);
+}
+
 static void run_all(tc_device dev)
 {
     DEV = dev;
@@ -575,6 +657,7 @@ static void run_all(tc_device dev)
     test_split_chunk();
     test_cat();
     test_stack();
+    test_strides();
 }
 
 /* Sizes whose product overflows int64_t are TC_ERROR_SHAPE, never a wrapped

@@ -10,7 +10,12 @@
  * roundup_power2_divisions (one number, or a list like [256:1,512:2,>:8]),
  * garbage_collection_threshold (0 to 1), expandable_segments (True | False).
  * An unknown key or bad value fails tc_init, tc_get_allocator_backend and
- * every allocation with a message naming it. With expandable_segments, each
+ * every allocation with a message naming it. When TCUDA_ALLOC_CONF is unset,
+ * PyTorch's PYTORCH_ALLOC_CONF is read, else PYTORCH_CUDA_ALLOC_CONF (the
+ * older name); TCUDA_NO_CACHING likewise falls back to
+ * PYTORCH_NO_CUDA_MEMORY_CACHING. tcuda's name, set (even empty), wins, and
+ * a variable hidden by the one read gets one notice on stderr per process;
+ * messages name the variable read. With expandable_segments, each
  * stream's memory is one address range backed in chunks of up to 32 MiB;
  * free chunks go back to the driver when reserved memory would otherwise
  * grow past 1/16 over the most ever in use (and on empty_cache), so

@@ -1,5 +1,5 @@
-/* Debug switches that need no CUDA, and the two environment variables that
- * set them.
+/* Debug switches that need no CUDA, and the environment variables that
+ * set them; and which of the caching allocator's variables is read.
  *
  * Sync debug mode (torch.cuda.set_sync_debug_mode) is one process-wide
  * number, read by tc__sync_point() before any call that makes the host wait
@@ -8,7 +8,8 @@
  * default: it is kept as an error that tc__debug_env_check() returns, and
  * initialization (tc_init, or the first call that needs CUDA) fails with it,
  * as a bad TCUDA_ALLOC_CONF does. Nothing is printed unless the user asked
- * for warnings (sync debug mode 1). */
+ * for warnings (sync debug mode 1), or set both a tcuda variable and its
+ * PyTorch twin (one notice per pair and process). */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,7 +31,11 @@ static char sync_env_error[256], launch_env_error[256];
 static int sanitizer_env_mode;
 static bool sanitizer_env_bad;
 static char sanitizer_env_error[256];
-/* TCUDA_NO_CACHING (read here, acted on by the caching allocator). */
+/* TCUDA_NO_CACHING, else PYTORCH_NO_CUDA_MEMORY_CACHING (read here, acted on
+ * by the caching allocator). PyTorch's names are read when tcuda's twin is
+ * unset, so a program's PyTorch settings carry over; tcuda's wins when both
+ * are set, with a notice on stderr (once), since silently reading one of
+ * two different values would hide which one counts. */
 static bool no_caching, no_caching_bad;
 static char no_caching_error[256];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -71,6 +76,46 @@ tc_status tc__parse_launch_blocking(const char *text, bool *on)
 tc_status tc__parse_no_caching(const char *text, bool *on)
 {
     return parse_bool("TCUDA_NO_CACHING", text, on);
+}
+
+tc_status tc__parse_no_caching_named(const char *name, const char *text, bool *on)
+{
+    return parse_bool(name, text, on);
+}
+
+/* The first of `names` (NULL-terminated) that is set, its value in *value
+ * (NULL and names[0] when none is). The first time the one read hides
+ * others that are set, one line on stderr names them all (*noticed: once). */
+static const char *first_set(const char *const *names, const char **value, atomic_bool *noticed)
+{
+    const char *name = names[0];
+    char hidden[128] = "";
+    *value = NULL;
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && !*value) {
+            name = *names;
+            *value = v;
+        } else if (v) {
+            size_t at = strlen(hidden);
+            snprintf(hidden + at, sizeof hidden - at, "%s%s", at ? " and " : "", *names);
+        }
+    }
+    if (hidden[0] && !atomic_exchange(noticed, true))
+        tc__warn("%s is set: tcuda reads it and ignores %s", name, hidden);
+    return name;
+}
+
+const char *tc__alloc_conf_env(const char **name)
+{
+    static const char *const names[] = {"TCUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+                                        "PYTORCH_CUDA_ALLOC_CONF", NULL};
+    static atomic_bool noticed;
+    const char *value;
+    const char *n = first_set(names, &value, &noticed);
+    if (name)
+        *name = n;
+    return value;
 }
 
 tc_status tc__parse_sync_debug_mode(const char *text, int *mode)
@@ -138,8 +183,13 @@ static void read_env(void)
         atomic_store(&sync_env_bad, true);
     sanitizer_env_bad = !env_ok(tc__parse_sanitizer(getenv("TCUDA_SANITIZER"), &sanitizer_env_mode),
                                 sanitizer_env_error, sizeof sanitizer_env_error);
-    no_caching_bad = !env_ok(tc__parse_no_caching(getenv("TCUDA_NO_CACHING"), &on),
-                             no_caching_error, sizeof no_caching_error);
+    static const char *const no_caching_names[] = {"TCUDA_NO_CACHING",
+                                                   "PYTORCH_NO_CUDA_MEMORY_CACHING", NULL};
+    static atomic_bool no_caching_noticed;
+    const char *text;
+    const char *name = first_set(no_caching_names, &text, &no_caching_noticed);
+    no_caching_bad = !env_ok(tc__parse_no_caching_named(name, text, &on), no_caching_error,
+                             sizeof no_caching_error);
     no_caching = on && !no_caching_bad;
     tc__message_restore(&saved);
     tc__api_name = prev_api;

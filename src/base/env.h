@@ -50,9 +50,24 @@ int tc__sanitizer_env_mode(void);
 /* TCUDA_NO_CACHING: true (1, true, yes, on) makes the caching allocator give
  * every freed block back to the driver at once; false (0, false, no, off,
  * empty or unset) is the default; anything else is an error kept like the
- * others. tc__no_caching_enabled() is false while the variable is invalid. */
+ * others. When TCUDA_NO_CACHING is unset, PyTorch's
+ * PYTORCH_NO_CUDA_MEMORY_CACHING is read the same way (its errors name it);
+ * when both are set, TCUDA_NO_CACHING wins and a one-line notice on stderr
+ * says so, once per process. tc__no_caching_enabled() is false while the
+ * variable read is invalid. `name` is the variable named in the message. */
 tc_status tc__parse_no_caching(const char *text, bool *on);
+tc_status tc__parse_no_caching_named(const char *name, const char *text, bool *on);
 bool tc__no_caching_enabled(void);
+
+/* The caching allocator's settings text (PYTORCH_CUDA_ALLOC_CONF's keys):
+ * TCUDA_ALLOC_CONF when it is set (even empty), else PYTORCH_ALLOC_CONF,
+ * else PYTORCH_CUDA_ALLOC_CONF (PyTorch's older name: PyTorch too takes
+ * PYTORCH_ALLOC_CONF first); NULL when none is set. *name, when `name` is
+ * not NULL, is the variable read ("TCUDA_ALLOC_CONF" when none is). When
+ * the variable read hides others that are set, the first call prints a
+ * one-line notice on stderr naming them (once per process). Read on each
+ * call, as getenv. */
+const char *tc__alloc_conf_env(const char **name);
 
 /* TC_OK when the variables, read once, were valid (or
  * tc_set_sync_debug_mode has since replaced TCUDA_SYNC_DEBUG_MODE's value);

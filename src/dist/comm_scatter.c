@@ -119,7 +119,7 @@ tc_status tc_comm_scatter(const tc_tensor *t, const int *devices, int n, const i
     TC_CHECK_ARG(n_out, "n_out is NULL");
     TC_CHECK_ARG(devices, "devices is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
-    int d;
+    int d = 0; /* set by wrap_dim; GCC's -O3 cannot see it (-Wmaybe-uninitialized) */
     TC_TRY(wrap_dim(t, dim, &d));
     int64_t len[TC_MAX_DEVICES];
     int count = 0;
@@ -218,7 +218,7 @@ tc_status tc_comm_scatter_out(const tc_tensor *t, tc_tensor *const *outputs, int
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     TC_CHECK_ARG(outputs, "outputs is NULL");
     TC_CHECK_ARG(n >= 1 && n <= TC_MAX_DEVICES, "n must be in 1..%d, not %d", TC_MAX_DEVICES, n);
-    int d;
+    int d = 0; /* set by wrap_dim; GCC's -O3 cannot see it (-Wmaybe-uninitialized) */
     TC_TRY(wrap_dim(t, dim, &d));
     int64_t len[TC_MAX_DEVICES];
     int dev[TC_MAX_DEVICES];

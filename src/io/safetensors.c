@@ -207,7 +207,7 @@ tc_status tc_safetensors_info(const tc_safetensors *file, const char *name, tc_d
                               int *ndim, int64_t *sizes)
 {
     TC_API_BEGIN;
-    const tc__st_entry *e;
+    const tc__st_entry *e = NULL; /* set by find; GCC -O3 cannot see it */
     TC_TRY(find(file, name, &e));
     if (dtype)
         *dtype = e->dtype;
@@ -299,7 +299,7 @@ static tc_status host_tensor(const tc_safetensors *file, const tc__st_entry *e, 
 static tc_status get(const tc_safetensors *file, const char *name, tc_device device, bool copy,
                      tc_tensor **out)
 {
-    const tc__st_entry *e;
+    const tc__st_entry *e = NULL; /* set by find; GCC -O3 cannot see it */
     TC_TRY(find(file, name, &e));
     TC_CHECK_ARG(out, "out is NULL");
     tc_device dev;

@@ -58,7 +58,7 @@ typedef struct tc__seg_provider {
     bool free_waits; /* free waits for the GPU: counted in num_device_synchronize */
 } tc__seg_provider;
 
-/* TCUDA_ALLOC_CONF, parsed. */
+/* TCUDA_ALLOC_CONF (or its PyTorch twin), parsed. */
 typedef struct tc__alloc_config {
     int backend;           /* 0 native, 1 cudaMallocAsync */
     size_t max_split_size; /* SIZE_MAX: no limit */
@@ -67,7 +67,8 @@ typedef struct tc__alloc_config {
     unsigned char roundup_power2_divisions[64];
     double gc_threshold; /* 0: off; else in (0, 1) */
     bool expandable_segments;
-    bool no_caching; /* TCUDA_NO_CACHING: each segment one block, given back when free */
+    bool no_caching; /* TCUDA_NO_CACHING (or PYTORCH_NO_CUDA_MEMORY_CACHING): each
+                      * segment one block, given back when free */
 } tc__alloc_config;
 
 /* The defaults (native, no limits, nothing on). */
@@ -77,9 +78,16 @@ void tc__alloc_config_default(tc__alloc_config *cfg);
  * larger: 8). An unknown key or bad value fails with
  * TC_ERROR_INVALID_ARGUMENT and a message naming it; *cfg is then unchanged. */
 tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg);
-/* TC_OK when `text` parses, else the parser's error (tc_init checks
- * TCUDA_ALLOC_CONF with it before any allocation). */
+/* The same, its messages naming the variable `var` the text came from. */
+tc_status tc__alloc_config_parse_named(const char *var, const char *text, tc__alloc_config *cfg);
+/* TC_OK when `text` parses, else the parser's error. */
 tc_status tc__alloc_config_check(const char *text);
+/* Parse and check the settings of the environment: TCUDA_ALLOC_CONF, or
+ * PyTorch's PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF when it is unset
+ * (tc__alloc_conf_env); errors name the variable read. tc_init checks them
+ * before any allocation. */
+tc_status tc__alloc_config_parse_env(tc__alloc_config *cfg);
+tc_status tc__alloc_config_check_env(void);
 
 typedef struct tc__allocator tc__allocator;
 

@@ -1,5 +1,9 @@
 /* TCUDA_ALLOC_CONF: parsing, and the size rounding it controls.
  *
+ * The text comes from TCUDA_ALLOC_CONF or, when it is unset, from
+ * PyTorch's PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF
+ * (tc__alloc_conf_env, src/base/env.c); messages name the variable read.
+ *
  * The parser is strict: an unknown key or bad value is an error that names
  * it, and the output config is written only when the whole text parsed.
  * Items are separated by commas outside brackets, so a list value such as
@@ -9,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/internal.h"
 #include "alloc_internal.h"
 
@@ -44,20 +49,20 @@ static bool pow2(uint64_t u) { return u && (u & (u - 1)) == 0; }
 
 static unsigned log2u(uint64_t u) { return 63u - (unsigned)__builtin_clzll(u); }
 
-static tc_status parse_divisions(const char *v, unsigned char out[64])
+static tc_status parse_divisions(const char *var, const char *v, unsigned char out[64])
 {
     uint64_t u;
     if (*v != '[') {
         TC_CHECK_ARG(parse_u64(v, &u) && u <= 64 && pow2(u),
-                     "TCUDA_ALLOC_CONF: roundup_power2_divisions '%s' must be a power of two "
+                     "%s: roundup_power2_divisions '%s' must be a power of two "
                      "from 1 to 64, or a list such as [256:1,512:2,>:8]",
-                     v);
+                     var, v);
         memset(out, (int)u, 64);
         return TC_OK;
     }
     size_t n = strlen(v);
     TC_CHECK_ARG(n >= 2 && v[n - 1] == ']',
-                 "TCUDA_ALLOC_CONF: roundup_power2_divisions list '%s' lacks its closing ']'", v);
+                 "%s: roundup_power2_divisions list '%s' lacks its closing ']'", var, v);
     char buf[1024];
     memcpy(buf, v + 1, n - 2);
     buf[n - 2] = '\0';
@@ -69,41 +74,41 @@ static tc_status parse_divisions(const char *v, unsigned char out[64])
             it++;
         char *colon = strchr(it, ':');
         TC_CHECK_ARG(colon && !rest,
-                     "TCUDA_ALLOC_CONF: roundup_power2_divisions entry '%s' "
+                     "%s: roundup_power2_divisions entry '%s' "
                      "must be SIZE_MB:DIVISIONS (or >:DIVISIONS, last)",
-                     it);
+                     var, it);
         *colon = '\0';
         uint64_t d;
         TC_CHECK_ARG(parse_u64(colon + 1, &d) && d <= 64 && pow2(d),
-                     "TCUDA_ALLOC_CONF: roundup_power2_divisions for '%s' is '%s', not a power "
+                     "%s: roundup_power2_divisions for '%s' is '%s', not a power "
                      "of two from 1 to 64",
-                     it, colon + 1);
+                     var, it, colon + 1);
         unsigned last;
         if (!strcmp(it, ">")) {
             rest = true;
             last = 63;
         } else {
             TC_CHECK_ARG(parse_u64(it, &u) && pow2(u) && u < ((uint64_t)1 << 40),
-                         "TCUDA_ALLOC_CONF: roundup_power2_divisions size '%s' must be a power "
+                         "%s: roundup_power2_divisions size '%s' must be a power "
                          "of two (MiB)",
-                         it);
+                         var, it);
             last = 20 + log2u(u);
             TC_CHECK_ARG(last >= next,
-                         "TCUDA_ALLOC_CONF: roundup_power2_divisions sizes must "
+                         "%s: roundup_power2_divisions sizes must "
                          "increase ('%s' comes after a larger one)",
-                         it);
+                         var, it);
         }
         for (; next <= last; next++)
             out[next] = (unsigned char)d;
     }
-    TC_CHECK_ARG(next > 0, "TCUDA_ALLOC_CONF: roundup_power2_divisions list '%s' is empty", v);
+    TC_CHECK_ARG(next > 0, "%s: roundup_power2_divisions list '%s' is empty", var, v);
     return TC_OK;
 }
 
-static tc_status parse_item(char *item, tc__alloc_config *c)
+static tc_status parse_item(const char *var, char *item, tc__alloc_config *c)
 {
     char *colon = strchr(item, ':');
-    TC_CHECK_ARG(colon, "TCUDA_ALLOC_CONF: '%s' is not key:value", item);
+    TC_CHECK_ARG(colon, "%s: '%s' is not key:value", var, item);
     *colon = '\0';
     const char *k = item, *v = colon + 1;
     uint64_t u;
@@ -115,47 +120,52 @@ static tc_status parse_item(char *item, tc__alloc_config *c)
             c->backend = 1;
         else
             return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "TCUDA_ALLOC_CONF: backend '%s' is "
+                            "%s: backend '%s' is "
                             "unknown (native or cudaMallocAsync)",
-                            v);
+                            var, v);
     } else if (!strcmp(k, "max_split_size_mb")) {
         TC_CHECK_ARG(parse_u64(v, &u) && u > 1 && u < ((uint64_t)1 << 40),
-                     "TCUDA_ALLOC_CONF: max_split_size_mb '%s' must be an integer > 1 (MiB)", v);
+                     "%s: max_split_size_mb '%s' must be an integer > 1 (MiB)", var, v);
         c->max_split_size = (size_t)u << 20;
     } else if (!strcmp(k, "roundup_power2_divisions")) {
-        TC_TRY(parse_divisions(v, c->roundup_power2_divisions));
+        TC_TRY(parse_divisions(var, v, c->roundup_power2_divisions));
     } else if (!strcmp(k, "garbage_collection_threshold")) {
         char *end;
         errno = 0;
         double d = strtod(v, &end);
         TC_CHECK_ARG(*v && !*end && !errno && d > 0.0 && d < 1.0,
-                     "TCUDA_ALLOC_CONF: garbage_collection_threshold '%s' must be a number "
+                     "%s: garbage_collection_threshold '%s' must be a number "
                      "in (0, 1)",
-                     v);
+                     var, v);
         c->gc_threshold = d;
     } else if (!strcmp(k, "expandable_segments")) {
         TC_CHECK_ARG(parse_bool(v, &b),
-                     "TCUDA_ALLOC_CONF: expandable_segments '%s' must "
+                     "%s: expandable_segments '%s' must "
                      "be True or False",
-                     v);
+                     var, v);
         c->expandable_segments = b;
     } else {
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "TCUDA_ALLOC_CONF: unknown key '%s' (known: backend, "
+                        "%s: unknown key '%s' (known: backend, "
                         "max_split_size_mb, roundup_power2_divisions, "
                         "garbage_collection_threshold, expandable_segments)",
-                        k);
+                        var, k);
     }
     return TC_OK;
 }
 
 tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg)
 {
+    return tc__alloc_config_parse_named("TCUDA_ALLOC_CONF", text, cfg);
+}
+
+tc_status tc__alloc_config_parse_named(const char *var, const char *text, tc__alloc_config *cfg)
+{
     tc__alloc_config c = *cfg;
     if (!text)
         return TC_OK;
     char buf[1024];
-    TC_CHECK_ARG(strlen(text) < sizeof buf, "TCUDA_ALLOC_CONF is longer than %zu characters",
+    TC_CHECK_ARG(strlen(text) < sizeof buf, "%s is longer than %zu characters", var,
                  sizeof buf - 1);
     strcpy(buf, text);
     for (char *item = buf; *item;) {
@@ -168,7 +178,7 @@ tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg)
         while (*item == ' ')
             item++;
         if (*item)
-            TC_TRY(parse_item(item, &c));
+            TC_TRY(parse_item(var, item, &c));
         if (last)
             break;
         item = end + 1;
@@ -201,4 +211,18 @@ tc_status tc__alloc_config_check(const char *text)
     tc__alloc_config cfg;
     tc__alloc_config_default(&cfg);
     return tc__alloc_config_parse(text, &cfg);
+}
+
+tc_status tc__alloc_config_parse_env(tc__alloc_config *cfg)
+{
+    const char *var = NULL;
+    const char *text = tc__alloc_conf_env(&var);
+    return tc__alloc_config_parse_named(var, text, cfg);
+}
+
+tc_status tc__alloc_config_check_env(void)
+{
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    return tc__alloc_config_parse_env(&cfg);
 }

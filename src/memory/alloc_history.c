@@ -273,16 +273,18 @@ tc_status tc_memory_detach_oom_observer(tc_oom_observer_fn fn, void *ctx)
 
 void tc__hist_oom(tc__allocator *a, size_t size, uintptr_t stream, uint32_t stack)
 {
+    /* Under the allocator's mutex: the provider's counts (the host
+     * provider's in_use) change with every segment another thread maps. */
     size_t fr = 0, tot = 0;
+    tc__mutex_lock(&a->mu);
     if (a->p.mem_info)
         a->p.mem_info(a->p.ctx, &fr, &tot);
     if (TC__HIST_ON(TC_HISTORY_RECORD_OOM)) {
-        tc__mutex_lock(&a->mu);
         tc__hist_begin(a, stack);
         tc__hist_record(a, TC__H_OOM, fr, size, size, stream, 0);
         tc__hist_end(a);
-        tc__mutex_unlock(&a->mu);
     }
+    tc__mutex_unlock(&a->mu);
     pthread_mutex_lock(&hmu);
     int k = nobs;
     __typeof__(obs) copy;

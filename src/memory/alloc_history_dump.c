@@ -24,6 +24,7 @@
 
 #include "alloc_history.h"
 #include "alloc_internal.h"
+#include "base/env.h"
 
 /* ---- the emitter ------------------------------------------------------------- */
 
@@ -351,7 +352,7 @@ static void event(em *e, const tc__hist_event *ev)
 
 static void settings(em *e, const tc__alloc_config *cfg)
 {
-    const char *conf = getenv("TCUDA_ALLOC_CONF");
+    const char *conf = tc__alloc_conf_env(NULL); /* or PyTorch's twin */
     open_(e, true);
     key(e, "PYTORCH_CUDA_ALLOC_CONF");
     str(e, conf ? conf : "");

@@ -113,7 +113,7 @@ tc_status tc_get_allocator_backend(const char **out)
     TC_CHECK_ARG(out, "out is NULL");
     tc__alloc_config c;
     tc__alloc_config_default(&c);
-    TC_TRY(tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &c)); /* the parser's message */
+    TC_TRY(tc__alloc_config_parse_env(&c)); /* the parser's message */
     *out = c.backend == 1 ? "cudaMallocAsync" : "native";
     return TC_OK;
 }

@@ -52,7 +52,7 @@ static tc_device device_of(int dev)
  * (and the case fails) if tcuda cannot make it. */
 static tc_tensor *T(int ndim, const int64_t *shape, tc_dtype dt, int dev, int seed, bool nc)
 {
-    int64_t base[TC_MAX_DIMS], n = 1;
+    int64_t base[TC_MAX_DIMS] = {0}, n = 1; /* 0-d: not read, but GCC -O3 warns */
     for (int i = 0; i < ndim; i++)
         base[i] = shape[i];
     if (nc) {

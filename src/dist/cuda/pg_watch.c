@@ -312,7 +312,7 @@ static bool retire_done(tc_process_group *pg, op_seen *oldest)
  * wait. */
 static void watch_once(tc_process_group *pg)
 {
-    tc__nccl_comm_t comm;
+    tc__nccl_comm_t comm = NULL; /* set by tc__pg_use_begin; GCC -O3 cannot see it */
     if (tc__pg_use_begin(pg, &comm) != TC_OK)
         return;
     tc__nccl_result e = TC__NCCL_SUCCESS;

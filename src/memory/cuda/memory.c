@@ -132,7 +132,7 @@ static tc_status load_conf_locked(void)
     if (conf_state == 0) {
         tc__alloc_config_default(&tc__mem_conf);
         tc__mem_conf.no_caching = tc__no_caching_enabled(); /* a bad value fails tc_init */
-        if (tc__alloc_config_parse(getenv("TCUDA_ALLOC_CONF"), &tc__mem_conf) != TC_OK) {
+        if (tc__alloc_config_parse_env(&tc__mem_conf) != TC_OK) {
             snprintf(conf_error, sizeof conf_error, "%s", tc_last_error());
             conf_state = 2;
         } else {

@@ -74,8 +74,8 @@ tc_status tc_init(void)
 {
     TC_API_BEGIN;
     TC_TRY(tc__ensure_init());
-    /* a bad TCUDA_ALLOC_CONF is an error here already */
-    return tc__alloc_config_check(getenv("TCUDA_ALLOC_CONF"));
+    /* a bad TCUDA_ALLOC_CONF (or PyTorch's twin) is an error here already */
+    return tc__alloc_config_check_env();
 }
 
 bool tc_is_initialized(void)

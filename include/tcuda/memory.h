@@ -15,7 +15,10 @@
  * older name); TCUDA_NO_CACHING likewise falls back to
  * PYTORCH_NO_CUDA_MEMORY_CACHING. tcuda's name, set (even empty), wins, and
  * a variable hidden by the one read gets one notice on stderr per process;
- * messages name the variable read. With expandable_segments, each
+ * messages name the variable read. In PyTorch's variables, PyTorch's keys
+ * that tcuda has no setting for (release_lock_on_cudamalloc, the pinned_*
+ * keys, max_non_split_rounding_mb, ...) are skipped with one notice each.
+ * With expandable_segments, each
  * stream's memory is one address range backed in chunks of up to 32 MiB;
  * free chunks go back to the driver when reserved memory would otherwise
  * grow past 1/16 over the most ever in use (and on empty_cache), so

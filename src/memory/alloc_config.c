@@ -5,11 +5,14 @@
  * (tc__alloc_conf_env, src/base/env.c); messages name the variable read.
  *
  * The parser is strict: an unknown key or bad value is an error that names
- * it, and the output config is written only when the whole text parsed.
+ * it, and the output config is written only when the whole text parsed;
+ * only keys of PyTorch's that tcuda lacks, in PyTorch's variables, are
+ * skipped with a notice (pytorch_only below).
  * Items are separated by commas outside brackets, so a list value such as
  * roundup_power2_divisions:[256:1,512:2,>:8] is one item. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +108,34 @@ static tc_status parse_divisions(const char *var, const char *v, unsigned char o
     return TC_OK;
 }
 
+/* Keys of PyTorch's allocator settings that tcuda has no setting for. In
+ * a PYTORCH_* variable each is skipped, with one notice per process: a
+ * program run with PyTorch's settings still starts. In TCUDA_ALLOC_CONF
+ * they are unknown keys like any other. */
+static const char *const pytorch_only[] = {
+    "max_non_split_rounding_mb",      "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",  "pinned_use_hip_host_register",
+    "pinned_num_register_threads",    "pinned_use_background_threads",
+    "pinned_reserve_segment_size_mb", "graph_capture_record_stream_reuse",
+    "per_process_memory_fraction"};
+enum { N_PYTORCH_ONLY = sizeof pytorch_only / sizeof *pytorch_only };
+
+static bool skip_pytorch_only(const char *var, const char *k)
+{
+    static atomic_bool told[N_PYTORCH_ONLY];
+    if (strncmp(var, "PYTORCH_", 8) != 0)
+        return false;
+    for (int i = 0; i < N_PYTORCH_ONLY; i++)
+        if (!strcmp(k, pytorch_only[i])) {
+            if (!atomic_exchange(&told[i], true))
+                tc__warn("%s: '%s' is a setting of PyTorch's allocator that tcuda does not "
+                         "have; it is ignored",
+                         var, k);
+            return true;
+        }
+    return false;
+}
+
 static tc_status parse_item(const char *var, char *item, tc__alloc_config *c)
 {
     char *colon = strchr(item, ':');
@@ -144,7 +175,7 @@ static tc_status parse_item(const char *var, char *item, tc__alloc_config *c)
                      "be True or False",
                      var, v);
         c->expandable_segments = b;
-    } else {
+    } else if (!skip_pytorch_only(var, k)) {
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "%s: unknown key '%s' (known: backend, "
                         "max_split_size_mb, roundup_power2_divisions, "

@@ -774,43 +774,6 @@ static void test_matmul(void)
     free(va), free(vb), free(v1), free(v2);
 }
 
-/* The seed's example of Tensor.new_* (cuda-semantics, "Device-agnostic
- * code") on `dev`: x.new_full([3, 2], fill) keeps x's dtype and device, and
- * x_long.new_tensor([[1, 2, 3]]) is, in tcuda, tc_tensor_from_data with
- * x_long's dtype and device (tcuda has no tc_tensor_new_tensor): int64
- * values 1, 2, 3 in shape [1, 3] on x_long's device. */
-static void check_seed_new_tensor(tc_device dev, double fill)
-{
-    const int64_t two = 2, sz[2] = {3, 2}, row[2] = {1, 3};
-    tc_tensor *x = NULL, *x_long = NULL, *y = NULL, *y_long = NULL;
-    CHECK_OK(tc_tensor_empty(1, &two, TC_FLOAT32, dev, &x));
-    CHECK_OK(tc_tensor_empty(1, &two, TC_INT64, dev, &x_long));
-    CHECK_OK(tc_tensor_new_full(x, 2, sz, fill, &y));
-    CHECK(tc_tensor_dtype(y) == TC_FLOAT32 && tc_tensor_ndim(y) == 2 && tc_tensor_size(y, 0) == 3 &&
-          tc_tensor_size(y, 1) == 2);
-    CHECK(tc_tensor_device(y).type == tc_tensor_device(x).type &&
-          tc_tensor_device(y).index == tc_tensor_device(x).index);
-    double *v = tc_test_values(y);
-    bool ok = v != NULL;
-    for (int i = 0; ok && i < 6; i++)
-        ok = v[i] == (double)(float)fill; /* 0.3 as float32 holds it */
-    CHECK(ok);
-    free(v);
-    const int64_t data[3] = {1, 2, 3};
-    CHECK_OK(tc_tensor_from_data(data, 2, row, tc_tensor_dtype(x_long), tc_tensor_device(x_long),
-                                 &y_long));
-    CHECK(tc_tensor_dtype(y_long) == TC_INT64 && tc_tensor_ndim(y_long) == 2 &&
-          tc_tensor_size(y_long, 0) == 1 && tc_tensor_size(y_long, 1) == 3);
-    CHECK(tc_tensor_device(y_long).type == dev.type);
-    v = tc_test_values(y_long);
-    CHECK(v && v[0] == 1 && v[1] == 2 && v[2] == 3);
-    free(v);
-    tc_tensor_release(y_long);
-    tc_tensor_release(y);
-    tc_tensor_release(x_long);
-    tc_tensor_release(x);
-}
-
 int main(void)
 {
     tc_test_init();
@@ -828,6 +791,5 @@ int main(void)
     test_matmul_views();
     test_coalesce();
     test_copy_internal_overlap();
-    check_seed_new_tensor(CPU, 0.3);
     return TC_TEST_DONE();
 }

@@ -648,6 +648,42 @@ static void test_strides(void)
     tc_tensor_release(t);
 }
 
+/* The seed's example of Tensor.new_* (cuda-semantics, "Device-agnostic
+ * code"): y = x.new_full([3, 2], -5) keeps x's dtype and device, and
+ * x_long.new_tensor([[1, 2, 3]]) is int64 values 1, 2, 3 in shape [1, 3] on
+ * x_long's device; a bad `t` is refused. */
+static void test_seed_new_tensor(void)
+{
+    const int64_t two = 2, sz[2] = {3, 2}, row[2] = {1, 3}, data[3] = {1, 2, 3};
+    tc_tensor *x = NULL, *x_long = NULL, *y = NULL, *y_long = NULL;
+    CHECK_OK(tc_tensor_empty(1, &two, TC_FLOAT32, DEV, &x));
+    CHECK_OK(tc_tensor_empty(1, &two, TC_INT64, DEV, &x_long));
+    CHECK_OK(tc_tensor_new_full(x, 2, sz, -5, &y));
+    CHECK(y && tc_tensor_dtype(y) == TC_FLOAT32 && tc_tensor_ndim(y) == 2 &&
+          tc_tensor_size(y, 0) == 3 && tc_tensor_size(y, 1) == 2);
+    CHECK(y && tc_tensor_device(y).type == DEV.type);
+    double *v = y ? tc_test_values(y) : NULL;
+    bool ok = v != NULL;
+    for (int i = 0; ok && i < 6; i++)
+        ok = v[i] == -5;
+    CHECK(ok);
+    free(v);
+    CHECK_OK(tc_tensor_new_tensor(x_long, data, 2, row, &y_long));
+    CHECK(y_long && tc_tensor_dtype(y_long) == TC_INT64 && tc_tensor_ndim(y_long) == 2 &&
+          tc_tensor_size(y_long, 0) == 1 && tc_tensor_size(y_long, 1) == 3);
+    CHECK(y_long && tc_tensor_device(y_long).type == DEV.type);
+    v = y_long ? tc_test_values(y_long) : NULL;
+    CHECK(v && v[0] == 1 && v[1] == 2 && v[2] == 3);
+    free(v);
+    tc_tensor *none = NULL;
+    CHECK_STATUS(tc_tensor_new_tensor(NULL, data, 2, row, &none), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_tensor_new_tensor(x_long, NULL, 2, row, &none), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(none == NULL);
+    tc_tensor *all[] = {y_long, y, x_long, x};
+    for (int i = 0; i < 4; i++)
+        tc_tensor_release(all[i]);
+}
+
 static void run_all(tc_device dev)
 {
     DEV = dev;
@@ -658,6 +694,7 @@ static void run_all(tc_device dev)
     test_cat();
     test_stack();
     test_strides();
+    test_seed_new_tensor();
 }
 
 /* Sizes whose product overflows int64_t are TC_ERROR_SHAPE, never a wrapped

@@ -97,6 +97,11 @@ TCUDA_API tc_status tc_tensor_new_ones(const tc_tensor *t, int ndim, const int64
                                        tc_tensor **out);
 TCUDA_API tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
                                        double value, tc_tensor **out);
+/* A copy of `data` (host memory, row-major, elements of t's dtype) with t's
+ * dtype and device (Tensor.new_tensor); returns after `data` was read.
+ * Errors: those of tc_tensor_from_data and a bad `t`. */
+TCUDA_API tc_status tc_tensor_new_tensor(const tc_tensor *t, const void *data, int ndim,
+                                         const int64_t *sizes, tc_tensor **out);
 
 /* ---- lifetime ------------------------------------------------------------ */
 

@@ -332,6 +332,13 @@ tc_status tc_tensor_new_full(const tc_tensor *t, int ndim, const int64_t *sizes,
     TC_TRY(tc__tensor_check(t, "tc_tensor t"));
     return tc_tensor_full(ndim, sizes, value, t->dtype, t->storage->device, out);
 }
+tc_status tc_tensor_new_tensor(const tc_tensor *t, const void *data, int ndim, const int64_t *sizes,
+                               tc_tensor **out)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__tensor_check(t, "tc_tensor t"));
+    return tc_tensor_from_data(data, ndim, sizes, t->dtype, t->storage->device, out);
+}
 
 /* ---- lifetime and accessors --------------------------------------------- */
 

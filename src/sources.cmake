@@ -46,6 +46,7 @@ set(TCUDA_SOURCES
   src/random/random.c
   src/random/random_cpu.c
   # tensor: tensors: front end, cpu/ backend, cuda/ backend and kernels
+  src/tensor/backends.c
   src/tensor/cpu/cpu_index.c
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c

@@ -382,7 +382,8 @@ TCUDA_API tc_status tc_tensor_norm(const tc_tensor *a, double p, int dim, bool k
 /* a @ b for a [M, K] or [B, M, K] and b [K, N] or [B, K, N] (a batch of 1 on
  * either side broadcasts); both of the same floating dtype. On a GPU through
  * cuBLAS (loaded at run time: TC_ERROR_NOT_SUPPORTED when missing), with fp32
- * computed in full fp32 (no TF32) and 16-bit inputs accumulated in fp32.
+ * computed in full fp32 (TF32 only where backends.h allows it) and 16-bit
+ * inputs accumulated in fp32.
  * Errors: TC_ERROR_SHAPE, TC_ERROR_DTYPE, TC_ERROR_DEVICE_MISMATCH. */
 TCUDA_API tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **out);
 

@@ -50,8 +50,9 @@ typedef struct tc__nn_rows {
  * [m, k] and op(B) [k, n]: op(X)[i][j] is X[i * ld + j], or X[j * ld + i]
  * when trans. A and B are of `dtype`, C of c_dtype (dtype, or float32 for
  * 16-bit A and B); batch strides in elements (0 repeats one matrix); beta 0
- * means C is not read. 16-bit products accumulate in float32 (no TF32 for
- * float32). k may be 0 (C = beta * C). */
+ * means C is not read. 16-bit products accumulate in float32 (float32 ones
+ * in TF32 only where tcuda/backends.h allows it). k may be 0
+ * (C = beta * C). */
 typedef struct tc__nn_gemm {
     tc_dtype dtype, c_dtype;
     bool trans_a, trans_b;

@@ -9,10 +9,12 @@
  * The nn operations' GEMM (tc__cuda_gemm) is the same call with transposes,
  * alpha, beta and a float32 C for 16-bit A and B. linear's GEMM with its
  * bias goes to cuBLASLt first (blas_lt.c), with the same mapping; the
- * tensor matmul is the same GEMM without transposes. Small float32 GEMMs
- * (kernels/gemm_small.cu says which) skip cuBLAS for one kernel of tcuda's:
- * cuBLAS's host time per call and its few-block kernels cost more than the
- * work at those sizes. Large 16-bit results whose rows are not whole
+ * tensor matmul is the same GEMM without transposes. The computation type
+ * and math mode follow tcuda/backends.h's switches, read at each call.
+ * Small float32 GEMMs (kernels/gemm_small.cu says which) skip cuBLAS for one
+ * kernel of tcuda's: cuBLAS's host time per call and its few-block kernels
+ * cost more than the work at those sizes (that kernel is full float32
+ * whatever allow_tf32 says). Large 16-bit results whose rows are not whole
  * 16-byte vectors go through padded rows (gemm_padded). In a capture
  * ordered by data each GEMM gets a workspace of its own
  * (graph/cuda/graph_order.c). */
@@ -20,6 +22,7 @@
 #include <stdio.h>
 
 #include "blas_abi.h"
+#include "tensor/backends_internal.h"
 #include "tensor/tensor_internal.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
@@ -31,7 +34,7 @@
 /* From cublas_api.h (values are part of the ABI); the shared ones in
  * blas_abi.h. */
 typedef void *tc__cublas_handle;
-enum { CUBLAS_DEFAULT_MATH_ = 0, CUBLAS_POINTER_MODE_HOST_ = 0 };
+enum { CUBLAS_POINTER_MODE_HOST_ = 0 };
 
 typedef int (*create_fn)(tc__cublas_handle *);
 typedef int (*set_stream_fn)(tc__cublas_handle, cudaStream_t);
@@ -77,10 +80,11 @@ static void load_syms(void)
 }
 
 /* The handle of the current thread for `device` (current), bound to the
- * current stream, with host scalars and no TF32: tc_current_blas_handle
- * gives the handle to the program, which may have changed either (PyTorch
- * too sets the math mode on every use). */
-static tc_status handle_for(int device, tc__cublas_handle *out)
+ * current stream, with host scalars and math mode `math`:
+ * tc_current_blas_handle gives the handle to the program, which may have
+ * changed either (PyTorch too sets the math mode on every use). TF32 is
+ * chosen by the GEMM's computation type, never by the math mode. */
+static tc_status handle_for(int device, int math, tc__cublas_handle *out)
 {
     *out = NULL; /* written even on failure, to keep compilers calm */
     pthread_once(&syms_once, load_syms);
@@ -99,7 +103,7 @@ static tc_status handle_for(int device, tc__cublas_handle *out)
         return tc__fail(TC_ERROR_CUDA, "cublasSetStream_v2 failed with status %d", rc);
     rc = p_set_pointer_mode(handles[device], CUBLAS_POINTER_MODE_HOST_);
     if (rc == 0)
-        rc = p_set_math_mode(handles[device], CUBLAS_DEFAULT_MATH_);
+        rc = p_set_math_mode(handles[device], math);
     if (rc != 0)
         return tc__fail(TC_ERROR_CUDA, "cublasSetPointerMode_v2/SetMathMode failed with status %d",
                         rc);
@@ -129,7 +133,7 @@ tc_status tc__cuda_blas_handle(void **out)
     int dev;
     tc__cublas_handle h;
     TC_TRY(tc__resolve_device(-1, &dev));
-    TC_TRY(handle_for(dev, &h));
+    TC_TRY(handle_for(dev, CUBLAS_DEFAULT_MATH_, &h));
     *out = h;
     return TC_OK;
 }
@@ -161,12 +165,21 @@ static tc_status scale_c(int device, const tc__nn_gemm *g)
 /* One cublasGemmStridedBatchedEx on the current stream (device current). */
 static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
 {
+    /* 16-bit GEMMs reduce split-K sums in float32 unless allowed otherwise
+     * (tcuda/backends.h; PyTorch's allow_*_reduced_precision_reduction) */
+    int math = tc__matmul_allow_reduced_reduction(g->dtype)
+                   ? CUBLAS_DEFAULT_MATH_
+                   : CUBLAS_DEFAULT_MATH_ | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION_;
     tc__cublas_handle h;
-    TC_TRY(handle_for(device, &h));
+    TC_TRY(handle_for(device, math, &h));
     TC_TRY(ordered_workspace(device, h));
-    /* float32 computation (no TF32) for all but float64; the scalars are of
-     * the computation type */
+    /* float32 computation for all but float64, TF32 for float32 inputs where
+     * allowed; the scalars are of the computation type (float either way) */
     bool f64 = g->dtype == TC_FLOAT64;
+    int compute = f64 ? CUBLAS_COMPUTE_64F_
+                  : g->dtype == TC_FLOAT32 && tc__matmul_allow_tf32()
+                      ? CUBLAS_COMPUTE_32F_FAST_TF32_
+                      : CUBLAS_COMPUTE_32F_;
     float af = (float)g->alpha, bf = (float)g->beta;
     const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
     const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
@@ -176,8 +189,7 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
                     g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
                     alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
                     (long long)g->stride_a, beta, g->c, tc__cuda_data_type(g->c_dtype), (int)g->ldc,
-                    (long long)g->stride_c, (int)g->batch,
-                    f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+                    (long long)g->stride_c, (int)g->batch, compute, CUBLAS_GEMM_DEFAULT_);
     if (rc != 0)
         return tc__fail(TC_ERROR_CUDA,
                         "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "

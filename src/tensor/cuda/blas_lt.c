@@ -15,16 +15,18 @@
  * as D's rows to every column of D, that is our bias [n] to every row of the
  * row-major output. Its type is left at the default, D's type, which is
  * linear's dtype (PyTorch leaves it too). Computation in float32 (float64
- * for float64): CUBLAS_COMPUTE_32F never uses TF32, as matmul documents; for
- * 16-bit outputs the heuristic may only pick split-K schemes that reduce in
- * float32 (PyTorch's "no reduced precision reduction"), so the result is
- * rounded once.
+ * for float64), as tcuda/backends.h's switches say: float32 with TF32
+ * (CUBLAS_COMPUTE_32F_FAST_TF32) where allow_tf32 holds, and for 16-bit
+ * outputs whose reduced-precision reduction is forbidden the heuristic may
+ * only pick split-K schemes that reduce in float32, so the result is
+ * rounded once; allowed (PyTorch's default), any scheme.
  *
  * Per thread and device, a cuBLASLt handle (as blas.c's cuBLAS handles), and
  * per thread a table of LT_PLANS plans (descriptor, layouts, the algorithm
  * the heuristic chose, or a refusal) keyed by all the choice depends on:
- * device, dtype, sizes, transposes, leading dimensions and the alignment of
- * the four pointers (cuBLASLt's algorithms are chosen for an alignment).
+ * device, dtype, sizes, transposes, leading dimensions, the precision
+ * switches (a change makes new plans) and the alignment of the four
+ * pointers (cuBLASLt's algorithms are chosen for an alignment).
  * Repeated shapes, a decode step's, make no heuristic query after the first
  * call. Plans are the thread's own because the bias pointer is set on the
  * descriptor at each call. Handles and plans live until the process ends,
@@ -47,6 +49,7 @@
 #include <string.h>
 
 #include "blas_abi.h"
+#include "tensor/backends_internal.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
 #include "runtime/cuda/capture.h"
@@ -78,8 +81,10 @@ enum {
     LT_PREF_MIN_ALIGNMENT_C_BYTES = 7,
     LT_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 };
-/* Split-K partial sums kept in the computation type (no scheme is needed
- * by algorithms without split-K, which every mask admits). */
+/* cublasLtReductionScheme_t: split-K partial sums kept in the computation
+ * type (2); the others, INPLACE (1) and OUTPUT_TYPE (4), reduce in the output
+ * type, the reduced precision of a 16-bit output. No scheme is needed by
+ * algorithms without split-K, which every mask admits. */
 enum { LT_REDUCTION_SCHEME_COMPUTE_TYPE = 2 };
 
 typedef struct lt_algo { /* cublasLtMatmulAlgo_t */
@@ -157,6 +162,7 @@ static void load_syms(void)
 
 typedef struct lt_key {
     int device, dtype, trans_a, trans_b;
+    int tf32, reduced; /* the switches of tcuda/backends.h as the plan was made */
     int64_t m, n, k, lda, ldb;
     uint32_t align[4]; /* A, B, C (also D) and the bias, in bytes, at most 256 */
 } lt_key;
@@ -249,8 +255,10 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
     int32_t ta = g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_; /* cuBLASLt's A is our B */
     int32_t tb = g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
     uint32_t epilogue = LT_EPILOGUE_BIAS;
-    int rc = p_desc_create(&p->desc, f64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_,
-                           f64 ? CUDA_R_64F_ : CUDA_R_32F_);
+    int compute = f64         ? CUBLAS_COMPUTE_64F_
+                  : key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32_
+                              : CUBLAS_COMPUTE_32F_;
+    int rc = p_desc_create(&p->desc, compute, f64 ? CUDA_R_64F_ : CUDA_R_32F_);
     if (rc == 0)
         rc = p_desc_set(p->desc, LT_DESC_TRANSA, &ta, sizeof ta);
     if (rc == 0)
@@ -282,7 +290,7 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
     for (int i = 0; rc == 0 && i < 4; i++)
         rc = p_pref_set(pref, align_attr[i], &align[i], sizeof align[i]);
     uint32_t mask = LT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    if (rc == 0 && half)
+    if (rc == 0 && half && !key->reduced)
         rc = p_pref_set(pref, LT_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
     /* room beyond one result, in case a later cuBLASLt grows the struct */
     union {
@@ -397,6 +405,8 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, bool *f
     key.dtype = (int)g->dtype;
     key.trans_a = g->trans_a;
     key.trans_b = g->trans_b;
+    key.tf32 = g->dtype == TC_FLOAT32 && tc__matmul_allow_tf32();
+    key.reduced = tc__matmul_allow_reduced_reduction(g->dtype);
     key.m = g->m, key.n = g->n, key.k = g->k, key.lda = g->lda, key.ldb = g->ldb;
     key.align[0] = align_of(g->a);
     key.align[1] = align_of(g->b);

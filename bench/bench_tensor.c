@@ -2,8 +2,8 @@
  *
  * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, a comparison and
  * where (with a tensor and with a 0-d other), device-to-device copy,
- * host-to-device copy from pinned memory, matmul 8192^3 in bf16 and fp32
- * (no TF32), and the host cost of an add on 16 elements against a bare
+ * host-to-device copy from pinned memory, matmul 8192^3 in bf16, fp32
+ * (no TF32) and fp32 with TF32 allowed (backends.h), and the host cost of an add on 16 elements against a bare
  * kernel launch. GPU times come from events around many iterations queued
  * back to back; host costs from the wall clock around batches of calls too
  * short to fill the launch queue.
@@ -191,16 +191,19 @@ int main(void)
     tc_tensor_release(c.a), tc_tensor_release(c.b), tc_tensor_release(c.c);
     tc_tensor_release(c.h);
 
-    tc_dtype mdt[2] = {TC_BFLOAT16, TC_FLOAT32};
-    const char *mname[2] = {"matmul 8192^3 bf16", "matmul 8192^3 fp32"};
-    for (int i = 0; i < 2; i++) {
+    tc_dtype mdt[3] = {TC_BFLOAT16, TC_FLOAT32, TC_FLOAT32};
+    const char *mname[3] = {"matmul 8192^3 bf16", "matmul 8192^3 fp32",
+                            "matmul 8192^3 fp32 tf32"};
+    for (int i = 0; i < 3; i++) {
         int64_t sz[2] = {8192, 8192};
+        TRY(tc_backends_cuda_matmul_set_allow_tf32(i == 2)); /* the last row only */
         TRY(tc_tensor_full(2, sz, 0.01, mdt[i], GPU, &c.a));
         TRY(tc_tensor_full(2, sz, 0.02, mdt[i], GPU, &c.b));
         t = gpu_time(op_matmul, &c, 3, 10);
         row(mname[i], 2.0 * 8192.0 * 8192.0 * 8192.0 / t / 1e12, 0, "TFLOP/s");
         tc_tensor_release(c.a), tc_tensor_release(c.b);
     }
+    TRY(tc_backends_cuda_matmul_set_allow_tf32(false));
 
     /* host cost: a 16-element add against a bare launch of a tiny kernel,
      * timed over the calls only, in batches of 200 (too few to fill the

@@ -28,11 +28,15 @@ h = torch.full((n,), 3.5).pin_memory()
 row("h2d pinned fp32 2^28", nbytes / mean_s(lambda: z.copy_(h, non_blocking=True), 2, 10) / 1e9,
     "GB/s")
 del x, y, z, h
-for dt, name in ((torch.bfloat16, "matmul 8192^3 bf16"), (torch.float32, "matmul 8192^3 fp32")):
+for dt, name, tf32 in ((torch.bfloat16, "matmul 8192^3 bf16", False),
+                       (torch.float32, "matmul 8192^3 fp32", False),
+                       (torch.float32, "matmul 8192^3 fp32 tf32", True)):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     a = torch.full((8192, 8192), 0.01, device="cuda", dtype=dt)
     b = torch.full((8192, 8192), 0.02, device="cuda", dtype=dt)
     row(name, 2 * 8192 ** 3 / mean_s(lambda: a @ b, 3, 10) / 1e12, "TFLOP/s")
     del a, b
+torch.backends.cuda.matmul.allow_tf32 = False
 a = torch.ones(16, device="cuda")
 b = torch.ones(16, device="cuda")
 for _ in range(1000):

@@ -192,8 +192,7 @@ int main(void)
     tc_tensor_release(c.h);
 
     tc_dtype mdt[3] = {TC_BFLOAT16, TC_FLOAT32, TC_FLOAT32};
-    const char *mname[3] = {"matmul 8192^3 bf16", "matmul 8192^3 fp32",
-                            "matmul 8192^3 fp32 tf32"};
+    const char *mname[3] = {"matmul 8192^3 bf16", "matmul 8192^3 fp32", "matmul 8192^3 fp32 tf32"};
     for (int i = 0; i < 3; i++) {
         int64_t sz[2] = {8192, 8192};
         TRY(tc_backends_cuda_matmul_set_allow_tf32(i == 2)); /* the last row only */

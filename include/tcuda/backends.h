@@ -14,12 +14,13 @@
  * TF32 makes the precision "high", disallowing it "highest". On the GPU
  * "medium" computes as "high" does (cuBLAS with TF32), as PyTorch's does.
  *
- * Which GEMMs follow them: those tcuda hands to cuBLAS and cuBLASLt. tcuda's
- * own float32 GEMM kernel for small sizes (the few-block shapes where
- * cuBLAS's host time dominates) and the attention kernels always compute
- * in full float32 whatever the setting, as PyTorch's own non-cuBLAS kernels
- * ignore allow_tf32; so a float32 result may be more accurate than the
- * setting allows, never less.
+ * Which GEMMs follow them: those tcuda hands to cuBLAS and cuBLASLt (matmul,
+ * bmm, linear, and attention's two GEMMs where its fused kernel does not
+ * take the shape). tcuda's own float32 GEMM kernel for small sizes (the
+ * few-block shapes where cuBLAS's host time dominates) and the fused
+ * attention kernel always compute in full float32 whatever the setting, as
+ * PyTorch's own non-cuBLAS kernels ignore allow_tf32; so a float32 result
+ * may be more accurate than the setting allows, never less.
  *
  * Environment: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (PyTorch's variable) starts
  * the process with TF32 allowed (precision "high"); unlike PyTorch, the

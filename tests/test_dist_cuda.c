@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dist_support.h"
 #include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/dist.h"
@@ -310,13 +311,8 @@ static void *race(void *p)
 static int fake_main(const char *mode)
 {
     tc_test_init();
-    tc_dist_options o;
-    memset(&o, 0, sizeof o);
-    o.world_size = 1;
+    tc_dist_options o = tc_test_dist_opts(0, 1, 1, 1);
     o.local_rank = 0;
-    strcpy(o.master_addr, "127.0.0.1");
-    o.master_port = 1;
-    o.timeout_s = 1;
     tc_process_group *pg = NULL;
     CHECK_OK(tc_synchronize(0)); /* CUDA's own setup, before the clock */
     double t0 = tc_test_now_ms();
@@ -470,13 +466,8 @@ int main(int argc, char **argv)
     TC_TEST_REQUIRE_GPU();
     tc_test_find_nccl(); /* before tcuda loads it; the ranks inherit the setting */
 
-    tc_dist_options o;
-    memset(&o, 0, sizeof o);
-    o.world_size = 1;
+    tc_dist_options o = tc_test_dist_opts(0, 1, 29517, 60);
     o.local_rank = 0;
-    strcpy(o.master_addr, "127.0.0.1");
-    o.master_port = 29517;
-    o.timeout_s = 60;
     tc_process_group *pg = NULL;
     tc_status st = tc_process_group_create(&o, &pg);
     if (st == TC_ERROR_NOT_SUPPORTED) {

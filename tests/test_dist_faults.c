@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist_support.h"
 #include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/dist.h"
@@ -239,13 +240,9 @@ int main(int argc, char **argv)
         printf("skipped: the fault matrix needs 2 GPUs, this machine has %d\n", tc_device_count());
         return 77;
     }
-    tc_test_find_nccl(); /* the ranks inherit the setting */
-    tc_dist_options o;
-    memset(&o, 0, sizeof o);
-    o.world_size = 1;
+    tc_test_find_nccl();                                       /* the ranks inherit the setting */
+    tc_dist_options o = tc_test_dist_opts(0, 1, PORT0 - 1, 0); /* the default timeout */
     o.local_rank = 0;
-    strcpy(o.master_addr, "127.0.0.1");
-    o.master_port = PORT0 - 1;
     tc_process_group *pg = NULL;
     tc_status st = tc_process_group_create(&o, &pg);
     if (st == TC_ERROR_NOT_SUPPORTED) {

@@ -197,6 +197,15 @@ static void spin_fill(int dev, void *stream, int *p, int base)
     tc_device_guard_exit(&g);
 }
 
+/* Queues on `stream` of cuda:0 (NULL: its default stream) a copy of N ints
+ * from b1 on cuda:1 to b0 on cuda:0. */
+static void copy_to_0(void *stream, int *b0, const int *b1)
+{
+    tc_device_guard g = tc_device_guard_enter(0); /* handle 0 names the current device's */
+    CHECK(cudaMemcpyPeerAsync(b0, 0, b1, 1, sizeof(int) * N, stream) == cudaSuccess);
+    tc_device_guard_exit(&g);
+}
+
 static size_t allocated(int dev) { return tc_test_bytes(tc_memory_allocated, dev); }
 static size_t reserved(int dev) { return tc_test_bytes(tc_memory_reserved, dev); }
 
@@ -877,9 +886,7 @@ static void test_default_streams_across(void)
     base = some_base();
     spin_fill(1, NULL, b1, base);
     CHECK_OK(tc_stream_wait_stream(def0, def1));
-    g = tc_device_guard_enter(0); /* handle 0 below: cuda:0's default stream */
-    CHECK(cudaMemcpyPeerAsync(b0, 0, b1, 1, sizeof(int) * N, 0) == cudaSuccess);
-    tc_device_guard_exit(&g);
+    copy_to_0(NULL, b0, b1);
     CHECK_OK(tc_stream_synchronize(def0));
     EXPECT_CURRENT(1, "tc_stream_wait_stream(def0, def1) and tc_stream_synchronize(def0)");
     EXPECT_INTS("cuda:0's default stream after waiting for cuda:1's (cuda:1 current)", 0, b0, N,
@@ -916,8 +923,7 @@ static void test_events_across(void)
            "cuda:1's, found %d",
            tc_event_device(ev));
     CHECK_OK(tc_event_wait(ev, s0));
-    CHECK(cudaMemcpyPeerAsync(b0, 0, b1, 1, sizeof(int) * N, tc_stream_cuda_handle(s0)) ==
-          cudaSuccess);
+    copy_to_0(tc_stream_cuda_handle(s0), b0, b1);
     CHECK_OK(tc_stream_synchronize(s0));
     EXPECT_CURRENT(0, "recording on cuda:1 and waiting on cuda:0");
     EXPECT_INTS("a cuda:0 stream after waiting for an event of cuda:1's default stream", 0, b0, N,
@@ -933,9 +939,7 @@ static void test_events_across(void)
     spin_fill(1, tc_stream_cuda_handle(s1), b1, base);
     CHECK_OK(tc_stream_record_event(s1, &ev));
     CHECK_OK(tc_event_wait(ev, def0));
-    tc_device_guard g = tc_device_guard_enter(0); /* handle 0 below: cuda:0's default stream */
-    CHECK(cudaMemcpyPeerAsync(b0, 0, b1, 1, sizeof(int) * N, 0) == cudaSuccess);
-    tc_device_guard_exit(&g);
+    copy_to_0(NULL, b0, b1);
     CHECK_OK(tc_stream_synchronize(def0));
     EXPECT_CURRENT(1, "waiting on cuda:0's default stream with cuda:1 current");
     EXPECT_INTS("cuda:0's default stream after waiting for an event of a cuda:1 stream", 0, b0, N,

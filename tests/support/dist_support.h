@@ -1,6 +1,6 @@
-/* For the tests of process groups' rendezvous (test_dist.c,
- * test_dist_rendezvous.c): a free port and a rank's options. Header-only
- * (static). */
+/* For the tests of process groups (test_dist.c, test_dist_rendezvous.c,
+ * test_dist_cuda.c, test_dist_faults.c): a free port and a rank's options.
+ * Header-only (static). */
 #ifndef TC_TEST_DIST_SUPPORT_H
 #define TC_TEST_DIST_SUPPORT_H
 

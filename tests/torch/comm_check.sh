@@ -39,26 +39,24 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-python3 "$here/comm_torch.py" > "$tmp/torch.out" 2> "$tmp/torch.err"
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP comm_check: $(tail -1 "$tmp/torch.out")"
-  exit 77
-elif [ $rc -ne 0 ]; then
-  echo "FAIL comm_check: comm_torch.py exited $rc"
-  tail -20 "$tmp/torch.err"
-  exit 1
-fi
-"$cases" > "$tmp/tcuda.out" 2> "$tmp/tcuda.err"
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP comm_check: $(tail -1 "$tmp/tcuda.out")"
-  exit 77
-elif [ $rc -ne 0 ]; then
-  echo "FAIL comm_check: comm_cases exited $rc"
-  tail -20 "$tmp/tcuda.err"
-  exit 1
-fi
+# run NAME OUT COMMAND...: COMMAND's output to $tmp/OUT.out; a skip (77)
+# or a failure ends the check with NAME's word for it.
+run() {
+  local name=$1 out=$2 rc
+  shift 2
+  "$@" > "$tmp/$out.out" 2> "$tmp/$out.err"
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    echo "SKIP comm_check: $(tail -1 "$tmp/$out.out")"
+    exit 77
+  elif [ $rc -ne 0 ]; then
+    echo "FAIL comm_check: $name exited $rc"
+    tail -20 "$tmp/$out.err"
+    exit 1
+  fi
+}
+run comm_torch.py torch python3 "$here/comm_torch.py"
+run comm_cases tcuda "$cases"
 
 # The case lines only ("name.case ok|error|skip ..."); comments and other
 # output (the NCCL that was found) are not compared.

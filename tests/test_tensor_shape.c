@@ -535,6 +535,8 @@ static void test_bad_handles(void)
     CHECK_STATUS(tc_tensor_chunk(t, 1, 0, NULL, 0, &n), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_tensor_cat(in, 1, 0, &o), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_tensor_stack(in, 1, 0, &o), TC_ERROR_INVALID_HANDLE);
+    float v = 0;
+    CHECK_STATUS(tc_tensor_new_tensor(t, &v, 1, &s, &o), TC_ERROR_INVALID_HANDLE);
     CHECK_STATUS(tc_tensor_unsqueeze(NULL, 0, &o), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_squeeze(NULL, &o), TC_ERROR_INVALID_ARGUMENT);
     CHECK_OK(tc_tensor_zeros(1, &s, TC_FLOAT32, CPU, &t));
@@ -678,6 +680,8 @@ static void test_seed_new_tensor(void)
     tc_tensor *none = NULL;
     CHECK_STATUS(tc_tensor_new_tensor(NULL, data, 2, row, &none), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_tensor_new_tensor(x_long, NULL, 2, row, &none), TC_ERROR_INVALID_ARGUMENT);
+    int64_t huge[2] = {INT64_MAX, 4};
+    CHECK_STATUS(tc_tensor_new_tensor(x_long, data, 2, huge, &none), TC_ERROR_SHAPE);
     CHECK(none == NULL);
     tc_tensor *all[] = {y_long, y, x_long, x};
     for (int i = 0; i < 4; i++)

@@ -31,6 +31,7 @@ set(TCUDA_SOURCES
   src/memory/alloc_history.c
   src/memory/alloc_history_dump.c
   src/memory/alloc_history_events.c
+  src/memory/alloc_history_notes.c
   src/memory/alloc_history_stacks.c
   src/memory/alloc_host.c
   src/memory/alloc_inspect.c

@@ -23,6 +23,7 @@
 #include "memory/alloc_mempool.h"
 #include "base/env.h"
 #include "tc_test.h"
+#include "tcuda/nvtx.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -846,6 +847,238 @@ static void test_no_caching_one_segment(void)
     tc__alloc_destroy(a);
 }
 
+/* ---- the notes: user metadata, annotations, PyTorch 2.11's keys -------------- */
+
+/* The metadata string of each event of c with `action`, in order, joined by
+ * commas into buf. */
+static void metas_of(const tc__hist_copy *c, int action, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    bool first = true;
+    for (size_t i = 0; i < c->nev; i++)
+        if (c->ev[i].action == action) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, n - l, "%s%s", first ? "" : ",",
+                     tc__hist_copy_meta(c, c->ev[i].meta));
+            first = false;
+        }
+}
+
+static void test_metadata(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_NONE, 1000);
+    char got[64];
+    CHECK_OK(tc_memory_get_history_metadata(got, sizeof got));
+    CHECK(strcmp(got, "") == 0);
+    void *p, *q;
+    CHECK_OK(tc_memory_set_history_metadata("a"));
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &p));
+    CHECK_OK(tc_memory_set_history_metadata("b"));
+    CHECK_OK(tc__alloc_malloc(a, 3000, 0, &q));
+    CHECK_OK(tc_memory_set_history_metadata(""));
+    CHECK_OK(tc__alloc_free(a, p));
+    /* refused: NULL, 4097 bytes; nothing changes */
+    CHECK_OK(tc_memory_set_history_metadata("b"));
+    static char big[4098];
+    memset(big, 'x', 4097);
+    CHECK_STATUS(tc_memory_set_history_metadata(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_set_history_metadata(big), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "4096") != NULL);
+    CHECK_OK(tc_memory_get_history_metadata(got, sizeof got));
+    CHECK(strcmp(got, "b") == 0);
+    CHECK_STATUS(tc_memory_get_history_metadata(got, 1), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_memory_get_history_metadata(NULL, 8), TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc__alloc_free(a, q)); /* "b" again: the same string, one entry */
+    tc__hist_copy c;
+    CHECK_OK(tc__hist_copy_take(&c));
+    char buf[256];
+    metas_of(&c, TC__H_ALLOC, buf, sizeof buf);
+    CHECK(strcmp(buf, "a,b") == 0);
+    metas_of(&c, TC__H_FREE_REQUESTED, buf, sizeof buf);
+    CHECK(strcmp(buf, ",b") == 0);
+    metas_of(&c, TC__H_SEGMENT_ALLOC, buf, sizeof buf);
+    CHECK(strcmp(buf, "a") == 0);                       /* the segment came with p */
+    CHECK(c.nmeta == 3);                                /* "a" and "b" once each (slot 0 is "") */
+    CHECK(strcmp(tc__hist_copy_meta(&c, 99), "") == 0); /* ids past the table: "" */
+    tc__hist_copy_free(&c);
+    /* 4096 bytes are taken; a restart keeps only the current string */
+    big[4096] = '\0';
+    CHECK_OK(tc_memory_set_history_metadata(big));
+    CHECK_OK(tc_memory_set_history_metadata("keep"));
+    record(true, TC_HISTORY_STACKS_NONE, 1000);
+    CHECK_OK(tc__alloc_malloc(a, 1000, 0, &p));
+    CHECK_OK(tc__hist_copy_take(&c));
+    metas_of(&c, TC__H_ALLOC, buf, sizeof buf);
+    CHECK(strcmp(buf, "keep") == 0 && c.nmeta == 2);
+    tc__hist_copy_free(&c);
+    CHECK_OK(tc_memory_set_history_metadata(""));
+    CHECK_OK(tc__alloc_free(a, p));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
+/* c's annotations as "S:name" / "E:name", joined by commas into buf; every
+ * one on device 0, in time order (false otherwise). */
+static bool notes_of(const tc__hist_copy *c, char *buf, size_t n)
+{
+    bool ok = true;
+    buf[0] = '\0';
+    for (size_t i = 0; i < c->nnotes; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "%s%c:%s", l ? "," : "", c->notes[i].start ? 'S' : 'E',
+                 c->notes[i].name);
+        ok = ok && c->notes[i].device == 0 &&
+             (i == 0 || c->notes[i].time_us >= c->notes[i - 1].time_us);
+    }
+    return ok;
+}
+
+static void test_annotations(void)
+{
+    char buf[512];
+    tc__hist_copy c;
+    int d = -1;
+    CHECK_OK(tc_nvtx_range_push("before", &d)); /* opened while not recording */
+    CHECK(d == 0);
+    record(true, TC_HISTORY_STACKS_NONE, 1000);
+    CHECK_OK(tc_nvtx_range_push("outer", &d));
+    CHECK(d == 1);
+    CHECK_OK(tc_nvtx_range_push("inner", &d));
+    CHECK_OK(tc_nvtx_range_pop(&d));
+    CHECK(d == 2);
+    CHECK_OK(tc_nvtx_range_pop(&d));
+    CHECK(d == 1);
+    CHECK_OK(tc_nvtx_range_pop(&d)); /* "before": no END without its START */
+    CHECK(d == 0);
+    CHECK_STATUS(tc_nvtx_range_pop(&d), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(notes_of(&c, buf, sizeof buf));
+    CHECK(strcmp(buf, "S:outer,S:inner,E:inner,E:outer") == 0);
+    tc__hist_copy_free(&c);
+    /* a range open when recording stops records no END; ranges while off add
+     * nothing, and stopping keeps what was recorded */
+    CHECK_OK(tc_nvtx_range_push("cut", NULL));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    CHECK_OK(tc_nvtx_range_pop(NULL));
+    CHECK_OK(tc_nvtx_range_push("off", NULL));
+    CHECK_OK(tc_nvtx_range_pop(NULL));
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(notes_of(&c, buf, sizeof buf));
+    CHECK(strcmp(buf, "S:outer,S:inner,E:inner,E:outer,S:cut") == 0);
+    tc__hist_copy_free(&c);
+    /* a restart clears them; the ring keeps the newest max_entries */
+    record(true, TC_HISTORY_STACKS_NONE, 3);
+    const char *names[] = {"r0", "r1", "r2"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(tc_nvtx_range_push(names[i], NULL));
+        CHECK_OK(tc_nvtx_range_pop(NULL));
+    }
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nnotes == 3 && notes_of(&c, buf, sizeof buf));
+    CHECK(strcmp(buf, "E:r1,S:r2,E:r2") == 0);
+    tc__hist_copy_free(&c);
+    /* deep nesting grows the thread's stack of names, and pops match */
+    record(true, TC_HISTORY_STACKS_NONE, 1000);
+    char nm[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(nm, sizeof nm, "n%d", i);
+        CHECK_OK(tc_nvtx_range_push(nm, NULL));
+    }
+    for (int i = 0; i < 40; i++)
+        CHECK_OK(tc_nvtx_range_pop(NULL));
+    CHECK_OK(tc__hist_copy_take(&c));
+    CHECK(c.nnotes == 80 && strcmp(c.notes[40].name, "n39") == 0 && !c.notes[40].start &&
+          strcmp(c.notes[79].name, "n0") == 0 && !c.notes[79].start);
+    tc__hist_copy_free(&c);
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+}
+
+/* The dump holds PyTorch 2.11's keys with the values of the settings given. */
+static const char *py_keys =
+    "import pickle, json, sys\n"
+    "d = pickle.load(open(sys.argv[1], 'rb'))\n"
+    "j = json.load(open(sys.argv[2]))\n"
+    "assert d == j, 'pickle and json differ'\n"
+    "assert list(d) == ['segments', 'device_traces', 'allocator_settings', "
+    "'external_annotations'], list(d)\n"
+    "t = d['device_traces'][0]\n"
+    "assert all(e['compile_context'] == 'N/A' and 'user_metadata' in e for e in t), t\n"
+    "ooms = [e for e in t if e['action'] == 'oom']\n"
+    "assert len(ooms) == 1 and 'addr' not in ooms[0], ooms\n"
+    "assert ooms[0]['device_free'] == 12 << 20 and ooms[0]['size'] == 16 << 20, ooms\n"
+    "assert all('addr' in e and 'device_free' not in e for e in t if e['action'] != 'oom')\n"
+    "assert [e['user_metadata'] for e in t if e['action'] == 'alloc'] == ['phase=fwd'], t\n"
+    "s = d['allocator_settings']\n"
+    "want = {'PYTORCH_CUDA_ALLOC_CONF': sys.argv[3], 'max_split_size': 256 << 20,\n"
+    "        'garbage_collection_threshold': 0.8, 'expandable_segments': False,\n"
+    "        'pinned_num_register_threads': 1, 'release_lock_on_cudamalloc': False,\n"
+    "        'pinned_use_cuda_host_register': False,\n"
+    "        'graph_capture_record_stream_reuse': False,\n"
+    "        'roundup_power2_divisions': {str(1 << i): 1 if i <= 8 else 2 if i == 9 else 8\n"
+    "                                     for i in range(16)},\n"
+    "        'no_caching': False, 'backend': 'native'}\n"
+    "assert s == want, (s, want)\n"
+    "a = d['external_annotations']\n"
+    "assert [(x['name'], x['stage'], x['device']) for x in a] == "
+    "[('step', 'START', 0), ('step', 'END', 0)], a\n"
+    "assert all(set(x) == {'name', 'stage', 'device', 'time_us'} for x in a), a\n"
+    "assert a[0]['time_us'] <= a[1]['time_us'], a\n"
+    "print('python: PyTorch 2.11 keys present,', len(t), 'events')\n";
+
+static void test_torch_keys(void)
+{
+    const char *conf = "roundup_power2_divisions:[256:1,512:2,>:8],max_split_size_mb:256,"
+                       "garbage_collection_threshold:0.8";
+    setenv("TCUDA_ALLOC_CONF", conf, 1);
+    memset(&hctx, 0, sizeof hctx);
+    hctx.capacity = 24 * MiB;
+    tc__host_provider_init(&prov, &hctx);
+    tc__alloc_config cfg;
+    tc__alloc_config_default(&cfg);
+    CHECK_OK(tc__alloc_config_parse(conf, &cfg));
+    tc__allocator *a = NULL;
+    CHECK_OK(tc__alloc_create(&prov, &cfg, 0, &a));
+    record(true, TC_HISTORY_STACKS_NONE, 1000);
+    CHECK_OK(tc_nvtx_range_push("step", NULL));
+    CHECK_OK(tc_memory_set_history_metadata("phase=fwd"));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(tc__alloc_malloc(a, 12 * MiB, 0, &p));
+    CHECK_STATUS(tc__alloc_malloc(a, 16 * MiB, 0, &q), TC_ERROR_OUT_OF_MEMORY);
+    CHECK_OK(tc_memory_set_history_metadata(""));
+    CHECK_OK(tc_nvtx_range_pop(NULL));
+    char pk[] = "/tmp/tc_keys_XXXXXX", js[64], py[64];
+    int fd = mkstemp(pk);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(js, sizeof js, "%s.json", pk);
+    snprintf(py, sizeof py, "%s.py", pk);
+    CHECK_OK(tc_memory_dump_snapshot(pk));
+    CHECK_OK(tc_memory_dump_snapshot_json(js));
+    char *text = tc_test_read_file(js);
+    CHECK(text && strstr(text, "\"device_free\": 12582912") &&
+          strstr(text, "\"external_annotations\": [{\"name\": \"step\",\"stage\": \"START\"") &&
+          strstr(text, "\"512\": 2,\"1024\": 8"));
+    free(text);
+    if (have_python()) {
+        FILE *f = fopen(py, "w");
+        fputs(py_keys, f);
+        fclose(f);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "python3 %s %s %s '%s'", py, pk, js, conf);
+        CHECK(system(cmd) == 0);
+    } else {
+        printf("python3 not found: the check of PyTorch's keys is skipped\n");
+    }
+    remove(pk);
+    remove(js);
+    remove(py);
+    unsetenv("TCUDA_ALLOC_CONF");
+    CHECK_OK(tc__alloc_free(a, p));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
 int main(void)
 {
     tc_test_init();
@@ -863,5 +1096,8 @@ int main(void)
     test_no_global_lock();
     test_dump_races_pools();
     test_no_caching_one_segment();
+    test_metadata();
+    test_annotations();
+    test_torch_keys();
     return TC_TEST_DONE();
 }

@@ -248,7 +248,10 @@ TCUDA_API tc_status tc_host_record_stream(void *ptr, tc_stream *stream);
  * table of at most 65536 stacks. Recording costs nothing but one branch per
  * allocator call when off. Memory of cudaMallocAsync and of a user allocator
  * (tc_change_current_allocator) does not go through the caching allocator
- * and is not recorded; pinned host memory is not either. */
+ * and is not recorded; pinned host memory is not either.
+ * NVTX ranges (tc_nvtx_range_push / pop, nvtx.h) are tcuda's record_function
+ * here: while recording, each range opened and closed is kept as a START and
+ * an END annotation, which snapshots list as "external_annotations". */
 
 /* What to record: bits, or'ed into tc_memory_history_options.record.
  * TC_HISTORY_RECORD_SEGMENT: "segment_alloc" and "segment_free", and for
@@ -284,12 +287,29 @@ typedef struct tc_memory_history_options {
  * refused call changes nothing. */
 TCUDA_API tc_status tc_memory_record_history(const tc_memory_history_options *opts);
 
+/* Sets the user metadata (torch.cuda.memory._set_memory_metadata): every
+ * event recorded afterwards, on any thread, carries a copy of `metadata` as
+ * its "user_metadata" until it is set again; "" (the start) clears it. It
+ * stays across a stop and a start of recording. TC_ERROR_INVALID_ARGUMENT
+ * for NULL or a string of more than 4096 bytes; TC_ERROR_INVALID_STATE
+ * when 65535 distinct strings were set since recording last started (a
+ * start clears them). A refused call changes nothing. */
+TCUDA_API tc_status tc_memory_set_history_metadata(const char *metadata);
+/* Copies the user metadata now (torch.cuda.memory._get_memory_metadata),
+ * NUL-terminated, into buf of `size` bytes (4097 always suffice).
+ * TC_ERROR_INVALID_ARGUMENT for a NULL buf or one too small. */
+TCUDA_API tc_status tc_memory_get_history_metadata(char *buf, size_t size);
+
 /* Writes the segments and blocks of every device (each block with the stack
  * that allocated it, when recorded) and the recorded events, in the format
  * of torch.cuda.memory._dump_snapshot: a pickle (protocol 2) of a dict with
- * "segments", "device_traces" (one list of events per device: action, addr,
- * size, stream, time_us, frames) and "allocator_settings", which PyTorch's
- * torch.cuda._memory_viz and the memory_viz page read. The _json variant
+ * "segments", "device_traces" (one list of events per device: action, addr
+ * (an "oom" has "device_free", the device's free bytes, instead), size,
+ * stream, compile_context ("N/A": tcuda has no compiled regions),
+ * user_metadata, time_us, frames), "allocator_settings" (PyTorch's keys,
+ * roundup_power2_divisions a dict keyed by MiB) and "external_annotations"
+ * (the NVTX ranges: name, stage "START" or "END", device, time_us), which
+ * PyTorch's torch.cuda._memory_viz and the memory_viz page read. The _json variant
  * writes the same content as JSON. TC_ERROR_INVALID_ARGUMENT for a NULL or
  * empty path, TC_ERROR_IO (with the reason) when the file cannot be written. */
 TCUDA_API tc_status tc_memory_dump_snapshot(const char *path);

@@ -1,6 +1,15 @@
 /* tcuda: NVTX marks and ranges (torch.cuda.nvtx), shown by Nsight Systems and
  * other tools. When no tool listens they cost almost nothing. In a build
- * without CUDA they only keep the range depth. */
+ * without CUDA they only keep the range depth.
+ *
+ * Ranges are also tcuda's record_function for memory snapshots: while the
+ * memory history records (tc_memory_record_history, memory.h), a push keeps
+ * a START annotation with the range's name and the current device (0 when
+ * there is none), and its pop an END with the same name; a dump lists them
+ * as "external_annotations". A range pushed while the history was off
+ * records no END; one pushed while recording records its END only if the
+ * history still records. The name is copied while recording only; a thread
+ * that exits with ranges open leaks those copies. */
 #ifndef TCUDA_NVTX_H
 #define TCUDA_NVTX_H
 

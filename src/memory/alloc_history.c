@@ -1,7 +1,8 @@
 /* Memory history's entry points: tc_memory_record_history, the registry of
  * allocators, the copy a dump works from, and the out-of-memory observers.
  * The stacks are in alloc_history_stacks.c, each allocator's events in
- * alloc_history_events.c, the dumps in alloc_history_dump.c; alloc_history.h
+ * alloc_history_events.c, the user's metadata and the annotations in
+ * alloc_history_notes.c, the dumps in alloc_history_dump.c; alloc_history.h
  * gives the locks' order.
  *
  * An allocator going away hands its events to the `retired` ring, so a dump
@@ -54,6 +55,7 @@ tc_status tc_memory_record_history(const tc_memory_history_options *opts)
         free(old);
     }
     free(tc__hist_ring_reset(&retired, want));
+    tc__hist_notes_restart(want);
     atomic_store(&tc__hist_mask, what | ((unsigned)opts->stacks << TC__HIST_STACKS_SHIFT));
     pthread_mutex_unlock(&hmu);
     return TC_OK;
@@ -189,7 +191,7 @@ tc_status tc__hist_copy_take(tc__hist_copy *c)
             st = tc__alloc_snapshot_locked(a, &c->snap);
         tc__mutex_unlock(&a->mu);
     }
-    ok = ok && st == TC_OK && tc__hist_copy_stacks(c);
+    ok = ok && st == TC_OK && tc__hist_copy_stacks(c) && tc__hist_notes_copy(c);
     pthread_mutex_unlock(&tc__hist_smu);
     pthread_mutex_unlock(&hmu);
     if (!ok) {
@@ -217,6 +219,7 @@ void tc__hist_copy_free(tc__hist_copy *c)
     free(c->stack_off);
     free(c->live);
     tc__snapshot_free(&c->snap);
+    tc__hist_notes_free(c);
     memset(c, 0, sizeof *c);
 }
 

@@ -13,7 +13,8 @@
  * stack id to the locked code in a->hist_stack. The order of locks is: the
  * registry (the dump, register, unregister), then the stack table, then an
  * allocator's mutex; nothing takes the registry or the table with an
- * allocator's mutex held. */
+ * allocator's mutex held. The notes' mutex (the metadata table and the
+ * annotations, alloc_history_notes.c) comes last: nothing is taken under it. */
 #ifndef TCUDA_ALLOC_HISTORY_H
 #define TCUDA_ALLOC_HISTORY_H
 
@@ -23,6 +24,7 @@
 
 #include "base/internal.h"
 #include "alloc.h"
+#include "alloc_history_notes.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,8 +53,25 @@ typedef struct tc__hist_event {
     uint64_t addr, size, requested, stream, pool;
     int32_t device;
     uint32_t stack; /* 0: none; else an id of the stack table (a copy's: index + 1) */
+    uint32_t meta;  /* the user's metadata: an id of the metadata table (0: "") */
     uint8_t action;
 } tc__hist_event;
+
+/* What a snapshot writes as every event's "compile_context": tcuda has no
+ * torch.compile regions, so always PyTorch's word for none. */
+#define TC__HIST_COMPILE_CONTEXT "N/A"
+
+/* The id of the user's metadata now (tc_memory_set_history_metadata), which
+ * tc__hist_record stamps on each event with one relaxed load. */
+extern atomic_uint tc__hist_meta;
+
+/* One annotation (tc__hist_annotate): a scope's start or end. */
+typedef struct tc__hist_note {
+    uint64_t time_us;
+    char *name; /* owned */
+    int32_t device;
+    bool start;
+} tc__hist_note;
 
 typedef struct tc__hist_live {
     uint64_t addr;
@@ -118,10 +137,16 @@ typedef struct tc__hist_copy {
     int ndevices; /* 1 + the highest device seen */
     tc_memory_snapshot_info snap;
     tc__alloc_config cfg; /* the first allocator's settings */
+    char **meta;          /* the metadata table: meta[id] (NULL: "") for id < nmeta */
+    size_t nmeta;
+    tc__hist_note *notes; /* the annotations, oldest first */
+    size_t nnotes;
 } tc__hist_copy;
 /* Holds the registry (no allocator can go meanwhile) and the stack table. */
 tc_status tc__hist_copy_take(tc__hist_copy *out);
 void tc__hist_copy_free(tc__hist_copy *c);
+/* The metadata string of id `meta` in c ("" for 0 or an id c lacks). */
+const char *tc__hist_copy_meta(const tc__hist_copy *c, uint32_t meta);
 /* The stack id (0: none) that allocated the block or segment at addr. */
 uint32_t tc__hist_copy_live(const tc__hist_copy *c, int device, int kind, uint64_t addr);
 
@@ -145,6 +170,17 @@ void tc__hist_push(tc__hist_local *h, const tc__hist_event *e);
 tc__hist_event *tc__hist_ring_reset(tc__hist_local *h, size_t max);
 /* Drops h's map of live stacks and its references. */
 void tc__hist_live_clear(tc__hist_local *h);
+/* The history's clock: microseconds since the epoch. */
+uint64_t tc__hist_now_us(void);
+/* Recording (re)starts with rings of `max` entries (the registry's lock held,
+ * nothing recorded meanwhile): empties the annotations and rebuilds the
+ * metadata table holding only the current string (alloc_history_notes.c). */
+void tc__hist_notes_restart(size_t max);
+/* Copies the metadata table and the annotations into c; false when host
+ * memory runs out (c's notes then empty). */
+bool tc__hist_notes_copy(tc__hist_copy *c);
+/* Frees what tc__hist_notes_copy put in c. */
+void tc__hist_notes_free(tc__hist_copy *c);
 
 #ifdef __cplusplus
 }

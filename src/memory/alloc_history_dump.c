@@ -9,7 +9,13 @@
  * The content: "segments" (every segment of every device's caching
  * allocator, its blocks, each block and segment with the frames of the stack
  * that allocated it when recorded), "device_traces" (one list per device of
- * the recorded events, oldest first) and "allocator_settings". Frames are
+ * the recorded events, oldest first: action, addr (an "oom"'s is
+ * "device_free", the device's free bytes), size, requested_size, stream,
+ * pool_id, compile_context (always TC__HIST_COMPILE_CONTEXT), user_metadata,
+ * time_us, frames), "allocator_settings" (PyTorch's keys, those tcuda has no
+ * switch for written as what tcuda does, then tcuda's no_caching and
+ * backend) and "external_annotations" (the NVTX ranges' START and END while
+ * recording: name, stage, device, time_us; in time order). Frames are
  * named here with dladdr, once per distinct address in a dump (a sorted
  * table of the addresses the copy holds): exported functions get their
  * names, others "??" with the module; the allocator's own frames at the top
@@ -333,7 +339,7 @@ static void event(em *e, const tc__hist_event *ev)
     open_(e, true);
     key(e, "action");
     str(e, tc__hist_action_name(ev->action));
-    key(e, "addr");
+    key(e, ev->action == TC__H_OOM ? "device_free" : "addr"); /* an OOM's addr: the free bytes */
     unum(e, ev->addr);
     key(e, "size");
     unum(e, ev->size);
@@ -343,10 +349,50 @@ static void event(em *e, const tc__hist_event *ev)
     unum(e, ev->stream);
     key(e, "pool_id");
     unum(e, ev->pool);
+    key(e, "compile_context");
+    str(e, TC__HIST_COMPILE_CONTEXT);
+    key(e, "user_metadata");
+    str(e, tc__hist_copy_meta(e->c, ev->meta));
     key(e, "time_us");
     unum(e, ev->time_us);
     key(e, "frames");
     frames(e, ev->stack);
+    close_(e);
+}
+
+/* "roundup_power2_divisions" as PyTorch writes it: a dict of its 16
+ * intervals, keyed by their top in MiB ("1", "2", ... "32768"), each with its
+ * number of divisions (0: unset). tcuda keeps one entry per power of two of
+ * bytes, the entry of 2^k covering sizes above 2^(k-1) up to 2^k, and its
+ * parser fills entry 20 + log2(MiB) for a list's "MiB:divisions" (a ">"
+ * filling every larger one), as PyTorch fills its interval log2(MiB); so
+ * PyTorch's interval i is tcuda's entry 20 + i, and the same setting writes
+ * the same dict. */
+static void divisions(em *e, const tc__alloc_config *cfg)
+{
+    char k[16];
+    key(e, "roundup_power2_divisions");
+    open_(e, true);
+    for (int i = 0; i < 16; i++) {
+        snprintf(k, sizeof k, "%u", 1u << i);
+        key(e, k);
+        num(e, cfg->roundup_power2_divisions[20 + i]);
+    }
+    close_(e);
+}
+
+/* PyTorch's annotation: its metadata (name, stage), then device and time. */
+static void note(em *e, const tc__hist_note *n)
+{
+    open_(e, true);
+    key(e, "name");
+    str(e, n->name);
+    key(e, "stage");
+    str(e, n->start ? "START" : "END");
+    key(e, "device");
+    num(e, n->device);
+    key(e, "time_us");
+    unum(e, n->time_us);
     close_(e);
 }
 
@@ -362,6 +408,23 @@ static void settings(em *e, const tc__alloc_config *cfg)
     flt(e, cfg->gc_threshold);
     key(e, "expandable_segments");
     boolean(e, cfg->expandable_segments);
+    /* PyTorch's settings that tcuda accepts but has no switch for: what
+     * tcuda does. Pinned memory is cudaHostAlloc'd by the calling thread
+     * alone (memory/cuda/alloc_providers.c), never cudaHostRegister'd: one
+     * thread, no host register (PyTorch's defaults). The caching allocator
+     * keeps its mutex across cudaMalloc (tc__new_segment runs under a->mu):
+     * the lock is not released. tcuda has no early reuse, inside a graph
+     * capture, of blocks freed after record_stream: false, as PyTorch's
+     * default. */
+    key(e, "pinned_num_register_threads");
+    num(e, 1);
+    key(e, "release_lock_on_cudamalloc");
+    boolean(e, false);
+    key(e, "pinned_use_cuda_host_register");
+    boolean(e, false);
+    key(e, "graph_capture_record_stream_reuse");
+    boolean(e, false);
+    divisions(e, cfg);
     key(e, "no_caching");
     boolean(e, cfg->no_caching);
     key(e, "backend");
@@ -394,6 +457,11 @@ static void content(em *e, const tc__hist_copy *c)
     close_(e);
     key(e, "allocator_settings");
     settings(e, &c->cfg);
+    key(e, "external_annotations");
+    open_(e, false);
+    for (size_t i = 0; i < c->nnotes; i++)
+        note(e, &c->notes[i]);
+    close_(e);
     close_(e);
 }
 

@@ -152,7 +152,7 @@ const char *tc__hist_action_name(int action)
     return action >= 0 && action < TC__H_NACTIONS ? action_names[action] : "unknown";
 }
 
-static uint64_t now_us(void)
+uint64_t tc__hist_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -192,10 +192,10 @@ void tc__hist_record(tc__allocator *a, int action, uintptr_t addr, size_t size, 
         uint64_t t;
         if (a->hist_call) { /* one clock read per call */
             if (!a->hist_now)
-                a->hist_now = now_us();
+                a->hist_now = tc__hist_now_us();
             t = a->hist_now;
         } else {
-            t = now_us();
+            t = tc__hist_now_us();
         }
         tc__hist_event e = {.time_us = t,
                             .addr = addr,
@@ -205,6 +205,7 @@ void tc__hist_record(tc__allocator *a, int action, uintptr_t addr, size_t size, 
                             .pool = pool_id,
                             .device = a->device,
                             .stack = tc__hist_stack_ref(stack),
+                            .meta = atomic_load_explicit(&tc__hist_meta, memory_order_relaxed),
                             .action = (uint8_t)action};
         tc__hist_push(h, &e);
         if (action == TC__H_ALLOC || action == TC__H_SEGMENT_ALLOC)

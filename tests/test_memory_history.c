@@ -994,6 +994,58 @@ static void test_annotations(void)
     record(false, TC_HISTORY_STACKS_NONE, 0);
 }
 
+/* Threads open and close ranges while others set metadata, allocate and take
+ * copies: the ring stays bounded, every note is whole, nothing leaks (ASan). */
+static atomic_int notes_stop;
+static void *range_churn(void *arg)
+{
+    char nm[32];
+    snprintf(nm, sizeof nm, "t%d", (int)(intptr_t)arg);
+    while (!atomic_load(&notes_stop)) {
+        CHECK_OK(tc_nvtx_range_push(nm, NULL));
+        CHECK_OK(tc_nvtx_range_push("in", NULL));
+        CHECK_OK(tc_nvtx_range_pop(NULL));
+        CHECK_OK(tc_nvtx_range_pop(NULL));
+    }
+    return NULL;
+}
+
+static void test_notes_threads(void)
+{
+    tc__allocator *a = make(0, false);
+    record(true, TC_HISTORY_STACKS_NONE, 64);
+    atomic_store(&notes_stop, 0);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, range_churn, (void *)(intptr_t)i);
+    size_t bad = 0;
+    for (int k = 0; k < 300; k++) {
+        char m[16];
+        snprintf(m, sizeof m, "m%d", k % 7);
+        CHECK_OK(tc_memory_set_history_metadata(m));
+        void *p;
+        CHECK_OK(tc__alloc_malloc(a, 4096, 0, &p));
+        CHECK_OK(tc__alloc_free(a, p));
+        if (k == 150)
+            record(true, TC_HISTORY_STACKS_NONE, 64); /* a restart among them */
+        tc__hist_copy c;
+        CHECK_OK(tc__hist_copy_take(&c));
+        bad += c.nnotes > 64;
+        for (size_t i = 0; i < c.nnotes; i++)
+            bad += !c.notes[i].name || (c.notes[i].name[0] != 't' && strcmp(c.notes[i].name, "in"));
+        for (size_t i = 0; i < c.nev; i++)
+            bad += tc__hist_copy_meta(&c, c.ev[i].meta)[0] != 'm';
+        tc__hist_copy_free(&c);
+    }
+    atomic_store(&notes_stop, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    CHECK(bad == 0);
+    CHECK_OK(tc_memory_set_history_metadata(""));
+    record(false, TC_HISTORY_STACKS_NONE, 0);
+    tc__alloc_destroy(a);
+}
+
 /* The dump holds PyTorch 2.11's keys with the values of the settings given. */
 static const char *py_keys =
     "import pickle, json, sys\n"
@@ -1098,6 +1150,7 @@ int main(void)
     test_no_caching_one_segment();
     test_metadata();
     test_annotations();
+    test_notes_threads();
     test_torch_keys();
     return TC_TEST_DONE();
 }

@@ -367,7 +367,10 @@ static void event(em *e, const tc__hist_event *ev)
  * parser fills entry 20 + log2(MiB) for a list's "MiB:divisions" (a ">"
  * filling every larger one), as PyTorch fills its interval log2(MiB); so
  * PyTorch's interval i is tcuda's entry 20 + i, and the same setting writes
- * the same dict. */
+ * the same dict. (The lookups differ: PyTorch's allocator rounds a size with
+ * the interval of the power of two at or below it, tc__round_size with the
+ * one at or above, so a size between two powers may be rounded with
+ * another interval's divisions.) */
 static void divisions(em *e, const tc__alloc_config *cfg)
 {
     char k[16];

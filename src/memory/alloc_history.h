@@ -176,8 +176,8 @@ uint64_t tc__hist_now_us(void);
  * nothing recorded meanwhile): empties the annotations and rebuilds the
  * metadata table holding only the current string (alloc_history_notes.c). */
 void tc__hist_notes_restart(size_t max);
-/* Copies the metadata table and the annotations into c; false when host
- * memory runs out (c's notes then empty). */
+/* Copies into c the metadata strings its events (copied already) use and
+ * the annotations; false when host memory runs out (c's notes then empty). */
 bool tc__hist_notes_copy(tc__hist_copy *c);
 /* Frees what tc__hist_notes_copy put in c. */
 void tc__hist_notes_free(tc__hist_copy *c);

@@ -176,6 +176,8 @@ void tc__hist_notes_restart(size_t max)
     pthread_mutex_unlock(&nmu);
 }
 
+/* Copies the strings c's events use (the others stay NULL: ""), so a dump
+ * copies no more than its events name. */
 bool tc__hist_notes_copy(tc__hist_copy *c)
 {
     bool ok = true;
@@ -183,10 +185,12 @@ bool tc__hist_notes_copy(tc__hist_copy *c)
     c->meta = calloc(nstrs ? nstrs : 1, sizeof *c->meta);
     c->notes = calloc(nnotes ? nnotes : 1, sizeof *c->notes);
     ok = c->meta && c->notes;
-    for (size_t i = 1; ok && i < nstrs; i++) {
-        c->meta[i] = strdup(strs[i]);
-        ok = c->meta[i] != NULL;
-        c->nmeta = i + 1;
+    if (ok)
+        c->nmeta = nstrs;
+    for (size_t i = 0; ok && i < c->nev; i++) {
+        uint32_t id = c->ev[i].meta;
+        if (id && id < nstrs && !c->meta[id])
+            ok = (c->meta[id] = strdup(strs[id])) != NULL;
     }
     for (size_t i = 0; ok && i < nnotes; i++) {
         c->notes[i] = ring[(head + i) % ncap];

@@ -5,16 +5,18 @@
 #   sanitize  quick, then each GPU test (ctest's labels gpu and gpu_too) under
 #             compute-sanitizer memcheck and racecheck, and the test suite under
 #             tcuda's own stream sanitizer (ctest -L sanitizer)
-#   features  quick, the graph and jit examples, the stream sanitizer suite,
-#             and the graph, jit and sanitizer benchmarks beside PyTorch
+#   features  quick, the graph and jit examples, snapshots and the allocator's
+#             rounding against PyTorch (tests/torch/snapshot_keys.py,
+#             alloc_conf_check.py), the stream sanitizer suite, and the graph,
+#             jit and sanitizer benchmarks beside PyTorch
 #   perf      the build, the random and allocator tests, bench/check_cvt.cu, the
 #             GPU and CPU random fills bit for bit, and the benchmarks device,
 #             random, alloc (three runs: the host's timing noise is large),
 #             tensor and trace; `perf record` first records a fresh PyTorch
 #             trace (bench/torch/record_trace.py), `perf nopairs` adds an A/B
 #             build with TCUDA_RNG_PAIRS=0
-#   full      all of these, every benchmark topic, the examples, and DLPack
-#             with PyTorch (tests/torch/dlpack_torch.py)
+#   full      all of these, every benchmark topic, the examples, DLPack
+#             with PyTorch (tests/torch/dlpack_torch.py) and the memory checks
 #   multi     for a machine with 2 or more GPUs: quick (the multi-GPU tests
 #             and the fault matrix test_dist_faults included), the multi-GPU
 #             tests under compute-sanitizer (not the fault matrix: its
@@ -204,6 +206,22 @@ step_examples() {
   done
 }
 
+# Memory against PyTorch: a snapshot's keys and settings
+# (tests/torch/snapshot_keys.py) and the allocator's rounding under the same
+# PYTORCH_CUDA_ALLOC_CONF (tests/torch/alloc_conf_check.py).
+step_torch_memory() {
+  local s rc
+  for s in snapshot_keys alloc_conf_check; do
+    timeout 300 python3 "tests/torch/$s.py" "$B/libtcuda.so" > "$L/$s.txt" 2>&1
+    rc=$?
+    case $rc in
+      0) result "$s" pass "$(tail -1 "$L/$s.txt")" ;;
+      77) result "$s" skip "$(tail -1 "$L/$s.txt")" ;;
+      *) result "$s" fail "rc=$rc $(tail -1 "$L/$s.txt")" ;;
+    esac
+  done
+}
+
 step_dlpack() {
   timeout 120 python3 tests/torch/dlpack_torch.py "$B/libtcuda.so" > "$L/dlpack.txt" 2>&1
   local rc=$?
@@ -334,6 +352,7 @@ case $PRESET in
   features)
     step_ctest
     step_examples graph_mlp jit_ops
+    step_torch_memory
     step_suite
     step_benches graph jit sanitizer ;;
   perf)
@@ -348,6 +367,7 @@ case $PRESET in
     # shellcheck disable=SC2086 # a list of names
     step_examples ${EXAMPLES:-hello_tensors hello_events tensor_demo graph_mlp jit_ops data_parallel ddp}
     step_dlpack
+    step_torch_memory
     step_perf_checks
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;

@@ -221,15 +221,17 @@ static void test_max_split_and_power2(void)
     CHECK(S(a, "allocated_bytes.all.current") == 1024);
     tc__alloc_destroy(a);
 
-    /* per range: up to 2 MiB plain, (2, 8] MiB in quarters, above in eighths */
+    /* PyTorch's reading: below 4 MiB 1 (the first entry's interval [2, 4)
+     * MiB and every one below it), [4, 8) MiB left 0, [8, 16) MiB quarters,
+     * larger eighths; 0 and 1 both mean plain 512-byte rounding */
     a = mk("roundup_power2_divisions:[2:1,8:4,>:8]", 0, 0);
     static const size_t ask[][2] = {
-        {1200 * 1024, 1200 * 1024}, /* plain 512 rounding */
-        {2 * MiB - 1, 2 * MiB},     /* still the first range */
-        {5 * MiB + 1, 6 * MiB},     /* 4 MiB + a quarter step of 1 MiB */
-        {8 * MiB, 8 * MiB},         /* a power of two stays */
-        {9 * MiB, 9 * MiB},         /* eighths of 8 MiB: 1 MiB steps */
-        {9 * MiB + 1, 10 * MiB},    {100 * MiB + 1, 104 * MiB}, /* eighths of 64 MiB: 8 MiB steps */
+        {1200 * 1024, 1200 * 1024},   /* plain 512 rounding */
+        {2 * MiB - 1, 2 * MiB},       /* still plain */
+        {5 * MiB + 1, 5 * MiB + 512}, /* [4, 8) MiB is left at 0: plain */
+        {8 * MiB, 8 * MiB},           /* a power of two stays */
+        {9 * MiB, 10 * MiB},          /* quarters of 8 MiB: 2 MiB steps */
+        {10 * MiB + 1, 12 * MiB},     {100 * MiB + 1, 104 * MiB}, /* eighths of 64 MiB */
     };
     for (size_t i = 0; i < sizeof ask / sizeof *ask; i++) {
         CHECK_OK(tc__alloc_malloc(a, ask[i][0], 1, &s));
@@ -549,12 +551,20 @@ static void test_config_errors(void)
                                     "max_split_size_mb:32",
                                     &c));
     CHECK(c.max_split_size == 32 * MiB);
-    CHECK(c.roundup_power2_divisions[28] == 1); /* (128, 256] MiB */
-    CHECK(c.roundup_power2_divisions[29] == 2); /* (256, 512] MiB */
-    CHECK(c.roundup_power2_divisions[30] == 4); /* (512 MiB, 1 GiB] */
-    CHECK(c.roundup_power2_divisions[31] == 8 && c.roundup_power2_divisions[63] == 8);
+    /* PyTorch's intervals: entry i is [2^i, 2^(i+1)) MiB (the snapshot's key 2^i) */
+    CHECK(c.roundup_power2_divisions[0] == 1 && c.roundup_power2_divisions[7] == 1);
+    CHECK(c.roundup_power2_divisions[8] == 1);  /* [256, 512) MiB */
+    CHECK(c.roundup_power2_divisions[9] == 2);  /* [512 MiB, 1 GiB) */
+    CHECK(c.roundup_power2_divisions[10] == 4); /* [1, 2) GiB */
+    CHECK(c.roundup_power2_divisions[11] == 8 && c.roundup_power2_divisions[15] == 8);
+    CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:[>:4]", &c));
+    CHECK(c.roundup_power2_divisions[0] == 0 &&
+          c.roundup_power2_divisions[1] == 4); /* as PyTorch */
+    CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:[1:0,65536:2]", &c));
+    CHECK(c.roundup_power2_divisions[0] == 0 && c.roundup_power2_divisions[15] == 2);
+    CHECK(c.roundup_power2_divisions[14] == 0);
     CHECK_OK(tc__alloc_config_parse("roundup_power2_divisions:4", &c));
-    CHECK(c.roundup_power2_divisions[0] == 4 && c.roundup_power2_divisions[63] == 4);
+    CHECK(c.roundup_power2_divisions[0] == 4 && c.roundup_power2_divisions[15] == 4);
 }
 
 static void test_expandable(void)

@@ -59,12 +59,15 @@ typedef struct tc__seg_provider {
 } tc__seg_provider;
 
 /* TCUDA_ALLOC_CONF (or its PyTorch twin), parsed. */
+#define TC__ROUNDUP_INTERVALS 16 /* PyTorch's kRoundUpPowerOfTwoIntervals: 1 MiB to 64 GiB */
+
 typedef struct tc__alloc_config {
     int backend;           /* 0 native, 1 cudaMallocAsync */
     size_t max_split_size; /* SIZE_MAX: no limit */
-    /* Divisions per power-of-two size interval: entry j applies to sizes in
-     * (2^(j-1), 2^j]; 0 or 1: plain 512-byte rounding. */
-    unsigned char roundup_power2_divisions[64];
+    /* Divisions per power-of-two size interval, as PyTorch's: entry i
+     * applies to sizes in [2^i, 2^(i+1)) MiB, entry 0 also to smaller ones
+     * and entry 15 to larger; 0 or 1: plain 512-byte rounding. */
+    unsigned char roundup_power2_divisions[TC__ROUNDUP_INTERVALS];
     double gc_threshold; /* 0: off; else in (0, 1) */
     bool expandable_segments;
     bool no_caching; /* TCUDA_NO_CACHING (or PYTORCH_NO_CUDA_MEMORY_CACHING): each
@@ -74,8 +77,9 @@ typedef struct tc__alloc_config {
 /* The defaults (native, no limits, nothing on). */
 void tc__alloc_config_default(tc__alloc_config *cfg);
 /* Parses "key:value,key:value". roundup_power2_divisions takes one value or
- * a list "[256:1,512:2,>:8]" (sizes up to 256 MiB: 1, up to 512 MiB: 2,
- * larger: 8). An unknown key or bad value fails with
+ * a list "[256:1,512:2,>:8]", read as PyTorch reads it: sizes below 512 MiB
+ * get 1, [512 MiB, 1 GiB) 2, larger 8 (the first entry also covers every
+ * smaller interval; an interval between two entries keeps 0). An unknown key or bad value fails with
  * TC_ERROR_INVALID_ARGUMENT and a message naming it; *cfg is then unchanged. */
 tc_status tc__alloc_config_parse(const char *text, tc__alloc_config *cfg);
 /* The same, its messages naming the variable `var` the text came from. */

@@ -52,7 +52,15 @@ static bool pow2(uint64_t u) { return u && (u & (u - 1)) == 0; }
 
 static unsigned log2u(uint64_t u) { return 63u - (unsigned)__builtin_clzll(u); }
 
-static tc_status parse_divisions(const char *var, const char *v, unsigned char out[64])
+/* roundup_power2_divisions, as PyTorch's parser reads it: one power of two
+ * for every interval, or a list "[SIZE_MB:DIV,...,>:DIV]" where SIZE_MB
+ * names the interval [SIZE_MB, 2 * SIZE_MB) MiB (from 1 MiB; 32768 and up
+ * name the last), the first entry also fills every interval below it,
+ * intervals between two entries keep 0, and ">" fills every interval above
+ * the last one given. Stricter than PyTorch: sizes must increase and ">"
+ * comes last. */
+static tc_status parse_divisions(const char *var, const char *v,
+                                 unsigned char out[TC__ROUNDUP_INTERVALS])
 {
     uint64_t u;
     if (*v != '[') {
@@ -60,7 +68,7 @@ static tc_status parse_divisions(const char *var, const char *v, unsigned char o
                      "%s: roundup_power2_divisions '%s' must be a power of two "
                      "from 1 to 64, or a list such as [256:1,512:2,>:8]",
                      var, v);
-        memset(out, (int)u, 64);
+        memset(out, (int)u, TC__ROUNDUP_INTERVALS);
         return TC_OK;
     }
     size_t n = strlen(v);
@@ -69,9 +77,10 @@ static tc_status parse_divisions(const char *var, const char *v, unsigned char o
     char buf[1024];
     memcpy(buf, v + 1, n - 2);
     buf[n - 2] = '\0';
-    unsigned next = 0; /* first interval not yet given */
-    bool rest = false;
-    memset(out, 0, 64);
+    unsigned last = 0; /* the interval of the last entry */
+    uint64_t prev = 0; /* its size in MiB; 0: no entry yet */
+    bool rest = false, any = false;
+    memset(out, 0, TC__ROUNDUP_INTERVALS);
     for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
         while (*it == ' ')
             it++;
@@ -82,29 +91,33 @@ static tc_status parse_divisions(const char *var, const char *v, unsigned char o
                      var, it);
         *colon = '\0';
         uint64_t d;
-        TC_CHECK_ARG(parse_u64(colon + 1, &d) && d <= 64 && pow2(d),
-                     "%s: roundup_power2_divisions for '%s' is '%s', not a power "
-                     "of two from 1 to 64",
+        TC_CHECK_ARG(parse_u64(colon + 1, &d) && d <= 64 && (d == 0 || pow2(d)),
+                     "%s: roundup_power2_divisions for '%s' is '%s', not 0 or a power "
+                     "of two up to 64",
                      var, it, colon + 1);
-        unsigned last;
+        any = true;
         if (!strcmp(it, ">")) {
             rest = true;
-            last = 63;
-        } else {
-            TC_CHECK_ARG(parse_u64(it, &u) && pow2(u) && u < ((uint64_t)1 << 40),
-                         "%s: roundup_power2_divisions size '%s' must be a power "
-                         "of two (MiB)",
-                         var, it);
-            last = 20 + log2u(u);
-            TC_CHECK_ARG(last >= next,
-                         "%s: roundup_power2_divisions sizes must "
-                         "increase ('%s' comes after a larger one)",
-                         var, it);
+            for (unsigned i = last + 1; i < TC__ROUNDUP_INTERVALS; i++)
+                out[i] = (unsigned char)d;
+            continue;
         }
-        for (; next <= last; next++)
-            out[next] = (unsigned char)d;
+        TC_CHECK_ARG(parse_u64(it, &u) && pow2(u) && u < ((uint64_t)1 << 40),
+                     "%s: roundup_power2_divisions size '%s' must be a power "
+                     "of two (MiB)",
+                     var, it);
+        TC_CHECK_ARG(u > prev,
+                     "%s: roundup_power2_divisions sizes must "
+                     "increase ('%s' comes after a larger one)",
+                     var, it);
+        unsigned idx = log2u(u) < TC__ROUNDUP_INTERVALS ? log2u(u) : TC__ROUNDUP_INTERVALS - 1;
+        if (!prev) /* the first entry covers every smaller interval too */
+            memset(out, (int)d, idx);
+        out[idx] = (unsigned char)d;
+        last = idx;
+        prev = u;
     }
-    TC_CHECK_ARG(next > 0, "%s: roundup_power2_divisions list '%s' is empty", var, v);
+    TC_CHECK_ARG(any, "%s: roundup_power2_divisions list '%s' is empty", var, v);
     return TC_OK;
 }
 
@@ -222,10 +235,13 @@ size_t tc__round_size(const tc__alloc_config *cfg, size_t size)
 {
     if (size < TC__MIN_BLOCK)
         return TC__MIN_BLOCK;
-    unsigned up = 64u - (unsigned)__builtin_clzll((unsigned long long)(size - 1)); /* ceil log2 */
-    unsigned div = cfg->roundup_power2_divisions[up < 64 ? up : 63];
+    /* PyTorch's lookup: the interval of the power of two at or below size */
+    unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
+    unsigned idx = lg > 20 ? lg - 20 : 0;
+    unsigned div =
+        cfg->roundup_power2_divisions[idx < TC__ROUNDUP_INTERVALS ? idx
+                                                                  : TC__ROUNDUP_INTERVALS - 1];
     if (div > 1 && size > TC__MIN_BLOCK * div) {
-        unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)size);
         size_t floor2 = (size_t)1 << lg;
         if (floor2 == size)
             return size;

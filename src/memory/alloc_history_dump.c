@@ -361,25 +361,17 @@ static void event(em *e, const tc__hist_event *ev)
 }
 
 /* "roundup_power2_divisions" as PyTorch writes it: a dict of its 16
- * intervals, keyed by their top in MiB ("1", "2", ... "32768"), each with its
- * number of divisions (0: unset). tcuda keeps one entry per power of two of
- * bytes, the entry of 2^k covering sizes above 2^(k-1) up to 2^k, and its
- * parser fills entry 20 + log2(MiB) for a list's "MiB:divisions" (a ">"
- * filling every larger one), as PyTorch fills its interval log2(MiB); so
- * PyTorch's interval i is tcuda's entry 20 + i, and the same setting writes
- * the same dict. (The lookups differ: PyTorch's allocator rounds a size with
- * the interval of the power of two at or below it, tc__round_size with the
- * one at or above, so a size between two powers may be rounded with
- * another interval's divisions.) */
+ * intervals keyed by their start in MiB ("1", "2", ... "32768"), each with
+ * its number of divisions (0: unset). tcuda keeps the same 16 entries. */
 static void divisions(em *e, const tc__alloc_config *cfg)
 {
     char k[16];
     key(e, "roundup_power2_divisions");
     open_(e, true);
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < TC__ROUNDUP_INTERVALS; i++) {
         snprintf(k, sizeof k, "%u", 1u << i);
         key(e, k);
-        num(e, cfg->roundup_power2_divisions[20 + i]);
+        num(e, cfg->roundup_power2_divisions[i]);
     }
     close_(e);
 }

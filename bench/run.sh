@@ -244,14 +244,20 @@ topic_gpt() {
   done
   : > "$LOG/rows.txt"
   if [ "${GPT_CHECK_ONLY:-0}" != 1 ]; then
-    for dt in float32 bfloat16; do
-      python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
-        echo "run.sh gpt: PyTorch's $dt bench failed (see $LOG/torch.err)" >&2
-      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt --bench > "$LOG/bench_$dt.txt" 2>&1
-      grep '^tcuda' "$LOG/bench_$dt.txt" >> "$LOG/rows.txt"
-      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt --graph --bench \
-        > "$LOG/bench_graph_$dt.txt" 2>&1
-      grep '^tcuda decode' "$LOG/bench_graph_$dt.txt" >> "$LOG/rows.txt"
+    # float32, float32 with TF32 on both sides (set_float32_matmul_precision("high")), bfloat16
+    for v in float32 float32_tf32 bfloat16; do
+      local dt=${v%_tf32} tf=
+      [ "$v" != "$dt" ] && tf=--tf32
+      # shellcheck disable=SC2086 # $tf is empty or one flag
+      python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt $tf >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
+        echo "run.sh gpt: PyTorch's $v bench failed (see $LOG/torch.err)" >&2
+      # shellcheck disable=SC2086
+      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt $tf --bench > "$LOG/bench_$v.txt" 2>&1
+      grep '^tcuda' "$LOG/bench_$v.txt" >> "$LOG/rows.txt"
+      # shellcheck disable=SC2086
+      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt $tf --graph --bench \
+        > "$LOG/bench_graph_$v.txt" 2>&1
+      grep '^tcuda decode' "$LOG/bench_graph_$v.txt" >> "$LOG/rows.txt"
     done
   fi
   compare

@@ -2,7 +2,7 @@
  * on the CPU or a GPU, optionally with the decode step replayed as a graph.
  *
  *   gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16]
- *       [--graph] [--prompt 464,3290,318] [--new N]
+ *       [--graph] [--tf32] [--prompt 464,3290,318] [--new N]
  *       [--check REF.safetensors] [--bench]
  *
  * The weights are a GPT-2 checkpoint in safetensors with Hugging Face's names
@@ -13,7 +13,9 @@
  * (bench/torch/gpt_torch.py writes one from PyTorch) and exits 1 unless the
  * prompt's logits match within 1e-4 of their largest magnitude and the
  * greedy tokens are the same. --bench prints prefill (batch 8 x 512) and
- * decode (batch 1, 256 new tokens) tokens per second.
+ * decode (batch 1, 256 new tokens) tokens per second. --tf32 lets float32
+ * matrix products use TF32 (tc_set_float32_matmul_precision("high"), as
+ * torch.set_float32_matmul_precision("high")); its rows are named _tf32.
  *
  * The decode step has static shapes: the token and its position live in
  * device tensors, the new key and value are scattered into a cache as long as
@@ -509,9 +511,9 @@ static int check(gpt *m, const char *ref_path, bool graph)
     return rc;
 }
 
-static void bench(gpt *m, bool graph)
+static void bench(gpt *m, bool graph, bool tf32)
 {
-    const char *dt = m->dt == TC_FLOAT32 ? "float32" : "bfloat16";
+    const char *dt = m->dt == TC_FLOAT32 ? (tf32 ? "float32_tf32" : "float32") : "bfloat16";
     int64_t ps[2] = {8, 512}, one[2] = {1, 16}, os[2] = {1, 256};
     tc_tensor *x, *logits, *p, *out;
     if (m->n_ctx < 512) {
@@ -551,7 +553,8 @@ static void bench(gpt *m, bool graph)
 static void usage(void)
 {
     fprintf(stderr, "usage: gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16] "
-                    "[--graph] [--prompt 1,2,3] [--new N] [--check REF.safetensors] [--bench]\n");
+                    "[--graph] [--tf32] [--prompt 1,2,3] [--new N] [--check REF.safetensors] "
+                    "[--bench]\n");
     exit(2);
 }
 
@@ -561,7 +564,7 @@ int main(int argc, char **argv)
         usage();
     gpt m = {.dev = {TC_CPU, -1}, .dt = TC_FLOAT32};
     const char *ref = NULL, *prompt_text = "464,2068,7586,21831";
-    bool graph = false, do_bench = false;
+    bool graph = false, do_bench = false, tf32 = false;
     int64_t n_new = 20;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -569,6 +572,8 @@ int main(int argc, char **argv)
             graph = true;
         else if (!strcmp(a, "--bench"))
             do_bench = true;
+        else if (!strcmp(a, "--tf32")) /* torch.set_float32_matmul_precision("high") */
+            tf32 = true;
         else if (!v)
             usage();
         else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda")))
@@ -588,6 +593,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpt: --graph needs --device cuda\n");
         return 2;
     }
+    if (tf32)
+        TRY(tc_set_float32_matmul_precision("high"));
     gpt_load(&m, argv[1]);
     printf("gpt: %d layers, width %lld, %d heads, vocabulary %lld, on %s\n", m.n_layer,
            (long long)m.C, m.n_head, (long long)m.V, m.dev.type == TC_CUDA ? "cuda" : "cpu");
@@ -595,7 +602,7 @@ int main(int argc, char **argv)
     if (ref) {
         rc = check(&m, ref, graph);
     } else if (do_bench) {
-        bench(&m, graph);
+        bench(&m, graph, tf32);
     } else {
         int64_t toks[256], T = 0;
         for (const char *p = prompt_text; *p && T < 256;

@@ -225,7 +225,9 @@ def check_transformers(w, a, prompt, logits, gen):
 
 def bench(a):
     dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
-    torch.backends.cuda.matmul.allow_tf32 = False
+    # --tf32: TF32 for float32 matrix products, as tcuda's gpt --tf32
+    torch.set_float32_matmul_precision("high" if a.tf32 else "highest")
+    name = a.dtype + ("_tf32" if a.tf32 else "")
     w, meta = load_safetensors(os.path.join(a.dir, "model.safetensors"), "cuda")
     m = GPT({k: v.to(dt) for k, v in w.items()}, int(meta["n_head"]))
     V = w["wte.weight"].shape[0]
@@ -243,12 +245,12 @@ def bench(a):
         x = torch.randint(0, V, (8, 512), device="cuda")
         pos = torch.arange(512, device="cuda")
         s = timed(lambda: m.forward(x, pos), 5)
-        print(f"torch prefill_{a.dtype} {8 * 512 / s:.0f}")
+        print(f"torch prefill_{name} {8 * 512 / s:.0f}")
         p = torch.randint(0, V, (1, 16), device="cuda")
         for graph in (False, True):
             generate(m, p, 257, graph)  # warm
             _, s = generate(m, p, 257, graph)
-            print(f"torch decode{'_graph' if graph else ''}_{a.dtype} {256 / s:.0f}")
+            print(f"torch decode{'_graph' if graph else ''}_{name} {256 / s:.0f}")
 
 
 def main():
@@ -265,6 +267,7 @@ def main():
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--tf32", action="store_true")
     a = ap.parse_args()
     write(a) if a.what == "write" else bench(a)
 

@@ -7,7 +7,9 @@
  *
  * TCUDA_ALLOC_CONF takes PYTORCH_CUDA_ALLOC_CONF's keys, "key:value" joined
  * by commas: backend (native | cudaMallocAsync), max_split_size_mb,
- * roundup_power2_divisions (one number, or a list like [256:1,512:2,>:8]),
+ * roundup_power2_divisions (one number, or a list like [256:1,512:2,>:8],
+ * read as PyTorch reads it: sizes below 512 MiB in 1 division, from 512 MiB
+ * to 1 GiB in 2, larger in 8; the same setting rounds sizes as PyTorch),
  * garbage_collection_threshold (0 to 1), expandable_segments (True | False).
  * An unknown key or bad value fails tc_init, tc_get_allocator_backend and
  * every allocation with a message naming it. When TCUDA_ALLOC_CONF is unset,

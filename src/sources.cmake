@@ -74,6 +74,7 @@ set(TCUDA_SOURCES
   # dist: comm, dist and IPC
   src/dist/comm.c
   src/dist/comm_scatter.c
+  src/dist/ddp_buckets.c
   src/dist/dist_env.c
   src/dist/rendezvous.c
   src/dist/ipc_handle.c
@@ -139,6 +140,7 @@ set(TCUDA_CUDA_SOURCES
   src/jit/cuda/nvrtc.c
   # dist
   src/dist/cuda/comm_nccl.c
+  src/dist/cuda/ddp.c
   src/dist/cuda/dist.c
   src/dist/cuda/ipc.c
   src/dist/cuda/ipc_event.c

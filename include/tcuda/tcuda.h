@@ -20,6 +20,7 @@
 #include "comm.h"
 #include "ipc.h"
 #include "dist.h"
+#include "ddp.h"
 #include "nccl.h"
 #include "dlpack.h"
 #include "safetensors.h"

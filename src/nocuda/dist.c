@@ -6,6 +6,7 @@
 #include "dist/dist_internal.h"
 #include "base/handle_pool.h"
 #include "base/internal.h"
+#include "tcuda/ddp.h"
 
 static tc_status pg_arg(const tc_process_group *pg)
 {
@@ -65,3 +66,35 @@ WORK_OP(tc_work_wait, (tc_work * work))
 WORK_OP(tc_work_query, (tc_work * work))
 WORK_OP(tc_work_wait_stream, (tc_work * work, tc_stream *stream))
 WORK_OP(tc_work_destroy, (tc_work * work))
+
+/* ---- DDP's reducer: no group can exist here ---- */
+
+static tc_status ddp_arg(const tc_ddp *d) { return tc__handle_fail(d, 0, "tc_ddp"); }
+
+tc_status tc_ddp_create(tc_process_group *pg, tc_tensor *const *params, int n,
+                        const tc_ddp_options *opts, tc_ddp **out)
+{
+    TC_API_BEGIN;
+    (void)opts;
+    TC_CHECK_ARG(pg, "pg is NULL");
+    TC_CHECK_ARG(out, "out is NULL");
+    TC_CHECK_ARG(n >= 1 && params, "params is NULL or n (%d) is not positive", n);
+    return pg_arg(pg);
+}
+
+#define DDP_OP(name, params)                                                                       \
+    tc_status name params                                                                          \
+    {                                                                                              \
+        TC_API_BEGIN;                                                                              \
+        return ddp_arg(ddp);                                                                       \
+    }
+DDP_OP(tc_ddp_destroy, (tc_ddp * ddp))
+DDP_OP(tc_ddp_grad, (tc_ddp * ddp, int i, tc_tensor **out))
+DDP_OP(tc_ddp_zero_grad, (tc_ddp * ddp))
+DDP_OP(tc_ddp_set_require_sync, (tc_ddp * ddp, bool sync))
+DDP_OP(tc_ddp_grad_ready, (tc_ddp * ddp, int i))
+DDP_OP(tc_ddp_finish, (tc_ddp * ddp))
+DDP_OP(tc_ddp_bucket_params,
+       (const tc_ddp *ddp, int b, int *params, int capacity, int *n_out, size_t *bytes))
+
+int tc_ddp_num_buckets(const tc_ddp *ddp) { return (void)ddp, 0; }

@@ -24,6 +24,10 @@
 #             examples, comm against torch.cuda.comm (tests/torch/
 #             comm_check.sh) and the comm benchmark; MULTI_STEPS picks
 #             among "ctest cs examples oracle bench" (default: all, in order)
+#   train     training's pieces: the build, their tests (TRAIN_TESTS) once,
+#             their PyTorch oracles (tests/torch/*_torch.py named in
+#             TRAIN_ORACLES) and each test under compute-sanitizer memcheck
+#             and racecheck; on 2 or more GPUs test_ddp runs its ranks
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -44,7 +48,7 @@ PRESET=${1:-}
 shift
 OPTS=" $* "
 case $PRESET in
-  quick | sanitize | features | perf | full | multi) ;;
+  quick | sanitize | features | perf | full | multi | train) ;;
   *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac
 export PATH=/usr/local/cuda/bin:$PATH
@@ -214,9 +218,12 @@ step_examples() {
 # Memory against PyTorch: a snapshot's keys and settings
 # (tests/torch/snapshot_keys.py) and the allocator's rounding under the same
 # PYTORCH_CUDA_ALLOC_CONF (tests/torch/alloc_conf_check.py).
-step_torch_memory() {
+step_torch_memory() { step_oracles snapshot_keys alloc_conf_check; }
+
+# tests/torch/<name>.py against this build's libtcuda.so, one line each.
+step_oracles() {
   local s rc
-  for s in snapshot_keys alloc_conf_check; do
+  for s in "$@"; do
     timeout 300 python3 "tests/torch/$s.py" "$B/libtcuda.so" > "$L/$s.txt" 2>&1
     rc=$?
     case $rc in
@@ -376,6 +383,13 @@ case $PRESET in
     step_perf_checks
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;
+  train)
+    TRAIN_TESTS=${TRAIN_TESTS:-test_ddp}
+    # shellcheck disable=SC2086 # lists of names
+    ctest_step "ctest training" ctest.log -LE sanitizer -R "^($(echo $TRAIN_TESTS | tr ' ' '|'))\$"
+    # shellcheck disable=SC2086
+    step_oracles ${TRAIN_ORACLES:-}
+    CS_TESTS=$TRAIN_TESTS step_compute_sanitizer ;;
   multi)
     for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
       case $s in

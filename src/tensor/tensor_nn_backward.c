@@ -58,8 +58,9 @@ static tc_status check_same(const char *fn, const tc_tensor *x, const tc_tensor 
     for (int i = 0; ok && i < x->ndim; i++)
         ok = t->sizes[i] == x->sizes[i];
     if (!ok)
-        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have %s's shape (a %d-d tensor), got a %d-d one",
-                        fn, what, xname, x->ndim, t->ndim);
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: %s must have %s's shape (a %d-d tensor), got a %d-d one", fn, what,
+                        xname, x->ndim, t->ndim);
     return TC_OK;
 }
 
@@ -401,8 +402,7 @@ static tc_status check_targets(const char *fn, const tc_tensor *target, int64_t 
 {
     int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!t)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld targets", fn,
-                        (long long)n);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld targets", fn, (long long)n);
     tc_status st = tc_tensor_to_host(target, TC_INT64, t);
     for (int64_t i = 0; st == TC_OK && i < n; i++)
         if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
@@ -485,8 +485,8 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
 }
 
 tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *target,
-                                    int64_t ignore_index, tc_reduction reduction,
-                                    double grad_scale, tc_tensor **loss, tc_tensor **dlogits)
+                                    int64_t ignore_index, tc_reduction reduction, double grad_scale,
+                                    tc_tensor **loss, tc_tensor **dlogits)
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_cross_entropy_fused";

@@ -1,8 +1,9 @@
 /* The CUDA nn backend (tensor/nn_internal.h): row kernels from rows.cu,
  * cross_entropy from loss.cu, the GEMM from cuBLAS (blas.c), linear's GEMM
  * with its bias from cuBLASLt (blas_lt.c), fused attention from
- * attention.cu, the backward entries from backward.cu. Each entry enters the device, queues on its current stream
- * and reports launch errors in one place. */
+ * attention.cu, the backward entries from backward.cu. Each entry enters
+ * the device, queues on its current stream and reports launch errors in one
+ * place. */
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
 #include "runtime/cuda/kernel_errors.h"

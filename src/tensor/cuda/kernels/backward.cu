@@ -306,8 +306,7 @@ struct CeArgs {
  * written (0 for an ignored row, NaN for a target out of range). */
 template <typename T, bool WARP>
 __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
-                                                const Team<WARP> &tm,
-                                                typename Compute<T>::type *sh)
+                                                const Team<WARP> &tm, typename Compute<T>::type *sh)
 {
     typedef typename Compute<T>::type C;
     const T *r = (const T *)a.x + row * a.c;
@@ -370,7 +369,8 @@ template <typename T, bool WARP> __global__ void __launch_bounds__(512) ce_bwd_r
 /* out = the parts' sum, or for `mean` the sum over the rows counted (0 / 0,
  * NaN, when none is): one block, in a fixed order. */
 template <typename T>
-__global__ void __launch_bounds__(256) ce_bwd_total(const CePart *part, int parts, T *out, bool mean)
+__global__ void __launch_bounds__(256)
+    ce_bwd_total(const CePart *part, int parts, T *out, bool mean)
 {
     tck_pdl_entry();
     __shared__ double ss[256];
@@ -441,8 +441,7 @@ extern "C" void tc__k_nn_gelu_backward(cudaStream_t stream, int sms, const tc__n
     });
 }
 
-extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms,
-                                          const tc__nn_softmax_bwd *a)
+extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc__nn_softmax_bwd *a)
 {
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
@@ -451,26 +450,26 @@ extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms,
         if (a->inner > 1) {
             unsigned grid = grid_for(a->outer * a->inner, 256, sms);
             if (a->log)
-                softmax_bwd_cols<T, true><<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n,
-                                                                     a->inner);
+                softmax_bwd_cols<T, true>
+                    <<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n, a->inner);
             else
-                softmax_bwd_cols<T, false><<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n,
-                                                                      a->inner);
+                softmax_bwd_cols<T, false>
+                    <<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n, a->inner);
             return;
         }
         RowLaunch l = row_launch(a->outer, a->n, 256);
         if (l.warp && a->log)
-            softmax_bwd_rows<T, true, true><<<l.blocks, l.threads, 0, stream>>>(dy, y, dx,
-                                                                                a->outer, a->n);
+            softmax_bwd_rows<T, true, true>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
         else if (l.warp)
-            softmax_bwd_rows<T, false, true><<<l.blocks, l.threads, 0, stream>>>(dy, y, dx,
-                                                                                 a->outer, a->n);
+            softmax_bwd_rows<T, false, true>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
         else if (a->log)
-            softmax_bwd_rows<T, true, false><<<l.blocks, l.threads, 0, stream>>>(dy, y, dx,
-                                                                                 a->outer, a->n);
+            softmax_bwd_rows<T, true, false>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
         else
-            softmax_bwd_rows<T, false, false><<<l.blocks, l.threads, 0, stream>>>(dy, y, dx,
-                                                                                  a->outer, a->n);
+            softmax_bwd_rows<T, false, false>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
     });
 }
 
@@ -485,8 +484,8 @@ extern "C" void tc__k_nn_layer_norm(cudaStream_t stream, const tc__nn_ln *a)
             ln_fwd<T, true><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
                                                                 (C *)a->rstd, a->m, a->n, a->eps);
         else
-            ln_fwd<T, false><<<l.blocks, l.threads, 0, stream>>>(
-                x, w, b, (T *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
+            ln_fwd<T, false><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
+                                                                 (C *)a->rstd, a->m, a->n, a->eps);
     });
 }
 
@@ -523,8 +522,8 @@ extern "C" void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const
         dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
         ln_bwd_part<T><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
                                                                          a->m, a->n, chunk);
-        ln_bwd_total<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(
-            pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n);
+        ln_bwd_total<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(pw, pb, (T *)a->dweight,
+                                                                      (T *)a->dbias, chunks, a->n);
     });
 }
 
@@ -547,10 +546,19 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
     const i64 *target = (const i64 *)a->target;
     if (mean)
         ce_count<<<1, 256, 0, stream>>>(target, a->n, a->ignore_index, count);
-    CeArgs k = {a->logits, target, a->grad,  a->grad_per_row,
-                a->grad_scale, mean ? count : nullptr,
-                total ? nullptr : a->loss, total ? part : nullptr,
-                a->dlogits, a->n, a->c, a->ignore_index, err};
+    CeArgs k = {a->logits,
+                target,
+                a->grad,
+                a->grad_per_row,
+                a->grad_scale,
+                mean ? count : nullptr,
+                total ? nullptr : a->loss,
+                total ? part : nullptr,
+                a->dlogits,
+                a->n,
+                a->c,
+                a->ignore_index,
+                err};
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (l.warp)

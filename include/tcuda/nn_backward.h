@@ -6,7 +6,7 @@
  * There is no autograd: a training step calls the forward operations, keeps
  * what their backward needs, and calls these in reverse order (as llm.c
  * does). tc_nn_<op>_backward takes the gradient of the operation's output
- * first (grad_out, of the output's shape and dtype), then what the forward
+ * first (grad_output, of the output's shape and dtype), then what the forward
  * saved (its input or output, as ATen's op takes it), then the options, and
  * returns new contiguous gradients through out-parameters, written only on
  * success (all of them or none).
@@ -35,23 +35,23 @@ TCUDA_EXTERN_C_BEGIN
 
 /* ---- element-wise and row-wise ------------------------------------------------ */
 
-/* d gelu(x) / dx times grad_out (PyTorch's GeluBackward): for NONE
- * grad_out * (Phi(x) + x * phi(x)), for TANH the derivative of
- * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). grad_out and x have
+/* d gelu(x) / dx times grad_output (PyTorch's GeluBackward): for NONE
+ * grad_output * (Phi(x) + x * phi(x)), for TANH the derivative of
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). grad_output and x have
  * the same shape; *grad_in has it too. Errors: the common ones,
  * TC_ERROR_INVALID_ARGUMENT for an unknown `approximate`. */
-TCUDA_API tc_status tc_nn_gelu_backward(const tc_tensor *grad_out, const tc_tensor *x,
+TCUDA_API tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
                                         tc_gelu_approximate approximate, tc_tensor **grad_in);
 
 /* softmax's backward from its output y = softmax(x, dim):
- * grad_in = y * (grad_out - sum(grad_out * y, dim)); log_softmax's from its
- * output y = log_softmax(x, dim): grad_in = grad_out - exp(y) *
- * sum(grad_out, dim) (PyTorch's _softmax_backward_data and
- * _log_softmax_backward_data). grad_out and y have the same shape; dim
+ * grad_in = y * (grad_output - sum(grad_output * y, dim)); log_softmax's from its
+ * output y = log_softmax(x, dim): grad_in = grad_output - exp(y) *
+ * sum(grad_output, dim) (PyTorch's _softmax_backward_data and
+ * _log_softmax_backward_data). grad_output and y have the same shape; dim
  * counts from the end when negative. Errors: the common ones. */
-TCUDA_API tc_status tc_nn_softmax_backward(const tc_tensor *grad_out, const tc_tensor *y, int dim,
-                                           tc_tensor **grad_in);
-TCUDA_API tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_out, const tc_tensor *y,
+TCUDA_API tc_status tc_nn_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y,
+                                           int dim, tc_tensor **grad_in);
+TCUDA_API tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y,
                                                int dim, tc_tensor **grad_in);
 
 /* layer_norm (as tc_nn_layer_norm) that also returns what its backward
@@ -67,9 +67,9 @@ TCUDA_API tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape,
                                             tc_tensor **rstd);
 
 /* layer_norm's backward (PyTorch's native_layer_norm_backward) with
- * xhat = (x - mean) * rstd and g = grad_out * weight (grad_out without a
+ * xhat = (x - mean) * rstd and g = grad_output * weight (grad_output without a
  * weight): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row,
- * dweight = sum over the rows of grad_out * xhat, dbias = sum of grad_out
+ * dweight = sum over the rows of grad_output * xhat, dbias = sum of grad_output
  * (both of the normalized shape and x's dtype, summed in float32, or
  * float64 for float64, in a fixed order). mean and rstd are
  * tc_nn_native_layer_norm's (required: of x's leading size, float32 for
@@ -78,7 +78,7 @@ TCUDA_API tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape,
  * (PyTorch's output_mask): the bias itself is not needed. Errors: the
  * common ones; TC_ERROR_DTYPE or TC_ERROR_SHAPE for a mean or rstd not as
  * above; TC_ERROR_INVALID_ARGUMENT when no output is asked for. */
-TCUDA_API tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_out, const tc_tensor *x,
+TCUDA_API tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tensor *x,
                                               int nshape, const int64_t *normalized_shape,
                                               const tc_tensor *mean, const tc_tensor *rstd,
                                               const tc_tensor *weight, tc_tensor **dx,

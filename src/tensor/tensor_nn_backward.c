@@ -107,13 +107,13 @@ static void *data_or_null(const tc_tensor *t) { return t ? tc__data(t) : NULL; }
 
 /* ---- gelu ------------------------------------------------------------------------ */
 
-tc_status tc_nn_gelu_backward(const tc_tensor *grad_out, const tc_tensor *x,
+tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
                               tc_gelu_approximate approximate, tc_tensor **grad_in)
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_gelu_backward";
     TC_TRY(check_float(fn, x, "tc_tensor x"));
-    TC_TRY(check_same(fn, x, grad_out, "tc_tensor grad_out", "x"));
+    TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
     TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
                  "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
                  "TC_GELU_APPROXIMATE_TANH",
@@ -123,7 +123,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_out, const tc_tensor *x,
     const tc__nn_backend *be = nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
-    const tc_tensor *in[2] = {grad_out, x};
+    const tc_tensor *in[2] = {grad_output, x};
     tc_tensor *d[2], *res = NULL;
     TC_TRY(dense_all(2, in, d));
     tc_status st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &res);
@@ -148,11 +148,11 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_out, const tc_tensor *x,
 
 /* ---- softmax and log_softmax ------------------------------------------------------ */
 
-static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out,
+static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_output,
                              const tc_tensor *y, int dim, tc_tensor **grad_in)
 {
     TC_TRY(check_float(fn, y, "tc_tensor y"));
-    TC_TRY(check_same(fn, y, grad_out, "tc_tensor grad_out", "y"));
+    TC_TRY(check_same(fn, y, grad_output, "tc_tensor grad_output", "y"));
     TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
     int nd = y->ndim ? y->ndim : 1;
     if (dim < -nd || dim >= nd)
@@ -171,7 +171,7 @@ static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out
     const tc__nn_backend *be = nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
-    const tc_tensor *in[2] = {grad_out, y};
+    const tc_tensor *in[2] = {grad_output, y};
     tc_tensor *d[2], *res = NULL;
     TC_TRY(dense_all(2, in, d));
     tc_status st = tc__new_tensor(y->ndim, y->sizes, y->dtype, dev, false, &res);
@@ -195,18 +195,18 @@ static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out
     return TC_OK;
 }
 
-tc_status tc_nn_softmax_backward(const tc_tensor *grad_out, const tc_tensor *y, int dim,
+tc_status tc_nn_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y, int dim,
                                  tc_tensor **grad_in)
 {
     TC_API_BEGIN;
-    return softmax_bwd("tc_nn_softmax_backward", false, grad_out, y, dim, grad_in);
+    return softmax_bwd("tc_nn_softmax_backward", false, grad_output, y, dim, grad_in);
 }
 
-tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_out, const tc_tensor *y, int dim,
+tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y, int dim,
                                      tc_tensor **grad_in)
 {
     TC_API_BEGIN;
-    return softmax_bwd("tc_nn_log_softmax_backward", true, grad_out, y, dim, grad_in);
+    return softmax_bwd("tc_nn_log_softmax_backward", true, grad_output, y, dim, grad_in);
 }
 
 /* ---- layer_norm ------------------------------------------------------------------- */
@@ -323,17 +323,17 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
 }
 
 /* layer_norm_backward's checks (nshape and shape already checked). */
-static tc_status ln_bwd_check(const char *fn, const tc_tensor *grad_out, const tc_tensor *x,
+static tc_status ln_bwd_check(const char *fn, const tc_tensor *grad_output, const tc_tensor *x,
                               int nshape, const int64_t *shape, const tc_tensor *mean,
                               const tc_tensor *rstd, const tc_tensor *weight)
 {
-    TC_TRY(check_same(fn, x, grad_out, "tc_tensor grad_out", "x"));
+    TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
     TC_TRY(check_stat(fn, x, mean, nshape, "tc_tensor mean"));
     TC_TRY(check_stat(fn, x, rstd, nshape, "tc_tensor rstd"));
     return check_param(fn, x, weight, "tc_tensor weight", nshape, shape);
 }
 
-tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_out, const tc_tensor *x, int nshape,
+tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tensor *x, int nshape,
                                     const int64_t *normalized_shape, const tc_tensor *mean,
                                     const tc_tensor *rstd, const tc_tensor *weight, tc_tensor **dx,
                                     tc_tensor **dweight, tc_tensor **dbias)
@@ -342,7 +342,7 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_out, const tc_tensor *
     const char *fn = "tc_nn_layer_norm_backward";
     TC_TRY(check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
-    TC_TRY(ln_bwd_check(fn, grad_out, x, nshape, normalized_shape, mean, rstd, weight));
+    TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight));
     TC_CHECK_ARG(dx || dweight || dbias, "%s: dx, dweight and dbias are all NULL: nothing to do",
                  fn);
     tc_device dev = x->storage->device;
@@ -351,7 +351,7 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_out, const tc_tensor *
         return TC_ERROR_NO_DEVICE;
     int lead = x->ndim - nshape;
     int64_t m = prod(x->sizes, 0, lead), n = prod(x->sizes, lead, x->ndim);
-    const tc_tensor *in[5] = {grad_out, x, mean, rstd, weight};
+    const tc_tensor *in[5] = {grad_output, x, mean, rstd, weight};
     tc_tensor *d[5], *r[3] = {NULL, NULL, NULL};
     TC_TRY(dense_all(5, in, d));
     tc_status st = TC_OK;

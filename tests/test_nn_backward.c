@@ -3,11 +3,12 @@
  * CPU tensors (loss = sum(forward(x) * g) for a fixed random g) and (b) an
  * independent double-precision loop written here, in every floating dtype
  * (16-bit ones within the forward ops' tolerances); cross_entropy's edge
- * cases (ignored rows, every row ignored, no rows); bad input for every
- * function, nothing written. The same runs on the GPU when there is one,
- * then the GPU against the CPU on the same inputs for every dtype, the
- * sums over rows run twice for the same bits, and a GPU target out of range
- * reported by the next wait. */
+ * cases (ignored rows, every row ignored, no rows); 16-bit results against
+ * float32's on the same inputs, rounded; bad input for every function,
+ * nothing written. The same runs on the GPU when there is one, then the GPU
+ * against the CPU on the same inputs for every dtype, the sums over rows
+ * run twice for the same bits, and a GPU target out of range reported by
+ * the next wait. */
 #include "nn_check.h"
 
 /* A tensor of dtype on dev holding v (rounded to dtype). */
@@ -498,6 +499,62 @@ static void test_cross_entropy_edges(tc_device dev)
     }
 }
 
+/* ---- 16-bit against float32 ------------------------------------------------------ */
+
+/* Every function's results on inputs x, g (and weight w) of one dtype, in a
+ * fixed order: r[0..11]. */
+static void all_results(const tc_tensor *x, const tc_tensor *g, const tc_tensor *w, int64_t n,
+                        const tc_tensor *t, tc_tensor **r)
+{
+    tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
+    CHECK_OK(tc_nn_gelu_backward(g, x, TC_GELU_APPROXIMATE_NONE, &r[0]));
+    CHECK_OK(tc_nn_gelu_backward(g, x, TC_GELU_APPROXIMATE_TANH, &r[1]));
+    CHECK_OK(tc_nn_softmax(x, 1, &y));
+    CHECK_OK(tc_nn_softmax_backward(g, y, 1, &r[2]));
+    tc_tensor_release(y);
+    CHECK_OK(tc_nn_log_softmax(x, 1, &y));
+    CHECK_OK(tc_nn_log_softmax_backward(g, y, 1, &r[3]));
+    tc_tensor_release(y);
+    CHECK_OK(tc_nn_native_layer_norm(x, 1, &n, w, NULL, 1e-5, &r[4], &mean, &rstd));
+    CHECK_OK(tc_nn_layer_norm_backward(g, x, 1, &n, mean, rstd, w, &r[5], &r[6], &r[7]));
+    tc_tensor_release(mean), tc_tensor_release(rstd);
+    CHECK_OK(tc_nn_cross_entropy_fused(x, t, -1, TC_REDUCTION_MEAN, 1, &r[8], &r[9]));
+    CHECK_OK(tc_nn_cross_entropy_fused(x, t, -1, TC_REDUCTION_NONE, 1, &r[10], &r[11]));
+}
+
+/* float16 and bfloat16 results against float32's on the same (rounded)
+ * inputs, rounded to the 16-bit dtype: within the forward ops' tolerances. */
+static void test_half_vs_float(tc_device dev)
+{
+    const int64_t sz[2] = {12, 40}, n = 40, tv[12] = {0, 5, -1, 39, 7, 7, 1, 2, 3, -1, 20, 11};
+    tc_tensor *t = targets(dev, 1, 12, tv);
+    for (int d = 0; d < 2; d++) {
+        tc_dtype dt = FLOATS[d];
+        tc_tensor *x = rnd(dev, 2, sz, dt, -3, 3, NULL), *g = rnd(dev, 2, sz, dt, -1, 1, NULL);
+        tc_tensor *w = rnd(dev, 1, &n, dt, 0.5, 1.5, NULL), *xf = NULL, *gf = NULL, *wf = NULL;
+        CHECK_OK(tc_tensor_to(x, dev, TC_FLOAT32, false, &xf));
+        CHECK_OK(tc_tensor_to(g, dev, TC_FLOAT32, false, &gf));
+        CHECK_OK(tc_tensor_to(w, dev, TC_FLOAT32, false, &wf));
+        tc_tensor *rh[12] = {NULL}, *rf[12] = {NULL};
+        all_results(x, g, w, n, t, rh);
+        all_results(xf, gf, wf, n, t, rf);
+        for (int i = 0; i < 12; i++) {
+            tc_tensor *rounded = NULL;
+            CHECK_OK(tc_tensor_to(rf[i], dev, dt, false, &rounded));
+            double *want = tc_test_values(rounded);
+            char what[64];
+            snprintf(what, sizeof what, "16-bit result %d against float32's", i);
+            near_ref(what, dt, rh[i], want, tc_tensor_numel(rounded), 2);
+            free(want);
+            tc_tensor_release(rounded), tc_tensor_release(rh[i]), tc_tensor_release(rf[i]);
+        }
+        tc_tensor *ts[] = {x, g, w, xf, gf, wf};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            tc_tensor_release(ts[i]);
+    }
+    tc_tensor_release(t);
+}
+
 /* ---- bad input --------------------------------------------------------------------- */
 
 static void test_bad_input(tc_device dev)
@@ -800,6 +857,7 @@ static void run_all(tc_device dev)
     test_layer_norm(dev);
     test_cross_entropy(dev);
     test_cross_entropy_edges(dev);
+    test_half_vs_float(dev);
     test_bad_input(dev);
 }
 

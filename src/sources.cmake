@@ -51,6 +51,7 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_index.c
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
+  src/tensor/cpu/cpu_nn_backward.c
   src/tensor/cpu/cpu_ops.c
   src/tensor/iter.c
   src/tensor/storage.c
@@ -60,6 +61,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_index.c
   src/tensor/tensor_matmul.c
   src/tensor/tensor_nn.c
+  src/tensor/tensor_nn_backward.c
   src/tensor/tensor_ops.c
   src/tensor/tensor_random.c
   src/tensor/tensor_reduce.c
@@ -117,6 +119,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/blas_lt.c
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
+  src/tensor/cuda/kernels/backward.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/elementwise.cu
   src/tensor/cuda/kernels/gemm_scale.cu

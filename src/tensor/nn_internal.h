@@ -135,6 +135,71 @@ typedef struct tc__nn_ce {
     tc_reduction reduction;
 } tc__nn_ce;
 
+/* ---- backward (nn_backward.h; tensor_nn_backward.c) ---- */
+
+/* gelu's backward over n dense elements of dtype: grad_in = grad_out *
+ * gelu'(x), exact or (tanh) the tanh approximation's. */
+typedef struct tc__nn_gelu_bwd {
+    tc_dtype dtype;
+    bool tanh;
+    const void *grad_out, *x;
+    void *grad_in;
+    int64_t n;
+} tc__nn_gelu_bwd;
+
+/* softmax's (or, with log, log_softmax's) backward over contiguous
+ * [outer, n, inner] operands of dtype, the sums taken over n, from the
+ * forward's output y. */
+typedef struct tc__nn_softmax_bwd {
+    bool log;
+    tc_dtype dtype;
+    const void *grad_out, *y;
+    void *grad_in;
+    int64_t outer, n, inner;
+} tc__nn_softmax_bwd;
+
+/* layer_norm over m dense rows of n: y (dtype) as tc__nn_rows computes it,
+ * and each row's mean and rstd (m values of dtype's computation type:
+ * float32 for 16-bit dtypes). weight and bias of dtype, n values, NULL when
+ * absent. */
+typedef struct tc__nn_ln {
+    tc_dtype dtype;
+    const void *x, *weight, *bias;
+    void *y, *mean, *rstd;
+    int64_t m, n;
+    double eps;
+} tc__nn_ln;
+
+/* layer_norm's backward over m dense rows of n: grad_out, x and weight
+ * (NULL when absent) of dtype, mean and rstd of its computation type;
+ * dx [m, n], dweight and dbias [n] of dtype, each NULL when not wanted.
+ * dweight and dbias are summed over the rows in a fixed order. */
+typedef struct tc__nn_ln_bwd {
+    tc_dtype dtype;
+    const void *grad_out, *x, *mean, *rstd, *weight;
+    void *dx, *dweight, *dbias;
+    int64_t m, n;
+} tc__nn_ln_bwd;
+
+/* cross_entropy's gradient over contiguous logits [n, c] of dtype with
+ * int64 targets [n], checked as tc__nn_ce's: dlogits [n, c] of dtype is
+ * (softmax(row) - onehot(target)) * g, g = grad_scale times grad's value
+ * (grad of dtype: NULL for none, one value, or with grad_per_row one per
+ * row), divided for TC_REDUCTION_MEAN by the number of rows not ignored;
+ * ignored rows get 0, a target out of range NaN (reported as tc__nn_ce's).
+ * loss, NULL when not wanted, is tc__nn_ce's out. */
+typedef struct tc__nn_ce_bwd {
+    tc_dtype dtype;
+    const void *logits;
+    const int64_t *target;
+    const void *grad;
+    bool grad_per_row;
+    double grad_scale;
+    void *loss, *dlogits;
+    int64_t n, c, ignore_index;
+    tc_reduction reduction;
+} tc__nn_ce_bwd;
+
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
     tc_status (*rows)(int device, const tc__nn_rows *args);
@@ -153,9 +218,21 @@ typedef struct tc__nn_backend {
      * TC_OK) means nothing was queued (a dtype, head size or device the
      * fused kernel does not take): the caller runs GEMM, softmax, GEMM. */
     tc_status (*attention)(int device, const tc__nn_attention *a, bool *done);
+    /* The backward entries: see their structs above. */
+    tc_status (*gelu_backward)(int device, const tc__nn_gelu_bwd *a);
+    tc_status (*softmax_backward)(int device, const tc__nn_softmax_bwd *a);
+    tc_status (*layer_norm)(int device, const tc__nn_ln *a);
+    tc_status (*layer_norm_backward)(int device, const tc__nn_ln_bwd *a);
+    tc_status (*cross_entropy_backward)(int device, const tc__nn_ce_bwd *a);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
+/* The CPU's backward entries of that table (cpu/cpu_nn_backward.c). */
+tc_status tc__cpu_nn_gelu_backward(int device, const tc__nn_gelu_bwd *a);
+tc_status tc__cpu_nn_softmax_backward(int device, const tc__nn_softmax_bwd *a);
+tc_status tc__cpu_nn_layer_norm(int device, const tc__nn_ln *a);
+tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a);
+tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
 
 /* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
  * gemm_bias (the copy + GEMM path on every device); counts gives the calling

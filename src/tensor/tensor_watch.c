@@ -102,7 +102,7 @@ static tc_status declare_dense(bool host, int device, const char *what, int n,
                                const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
                                const bool *writes)
 {
-    tc__span sp[4];
+    tc__span sp[8];
     for (int i = 0; i < n; i++)
         tc__span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
     return declare(host, device, sp, n, what);
@@ -322,6 +322,100 @@ static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
     return order_done(prev_nn->cross_entropy(dev, a), od);
 }
 
+/* ---- the backward entries (nn_backward.h): their operands, outputs first ---- */
+
+/* Declares the operands of a backward kernel; NULL pointers (outputs not
+ * wanted, optional inputs) are left out. */
+static tc_status declare_bwd(int dev, const char *what, int n, const void *const *p,
+                             const size_t *b, const tc_dtype *d, const bool *w)
+{
+    const void *pp[8];
+    size_t bb[8];
+    tc_dtype dd[8];
+    bool ww[8];
+    int k = 0;
+    for (int i = 0; i < n && k < 8; i++)
+        if (p[i])
+            pp[k] = p[i], bb[k] = b[i], dd[k] = d[i], ww[k++] = w[i];
+    return declare_dense(false, dev, what, k, pp, bb, dd, ww);
+}
+
+static tc_status d_gelu_backward(int dev, const tc__nn_gelu_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t b = (size_t)a->n * esz(a->dtype), bs[3] = {b, b, b};
+        const void *p[3] = {a->grad_in, a->grad_out, a->x};
+        tc_dtype d[3] = {a->dtype, a->dtype, a->dtype};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_bwd(dev, "gelu_backward kernel", 3, p, bs, d, w));
+    }
+    return order_done(prev_nn->gelu_backward(dev, a), od);
+}
+
+static tc_status d_softmax_backward(int dev, const tc__nn_softmax_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t b = (size_t)(a->outer * a->n * a->inner) * esz(a->dtype), bs[3] = {b, b, b};
+        const void *p[3] = {a->grad_in, a->grad_out, a->y};
+        tc_dtype d[3] = {a->dtype, a->dtype, a->dtype};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_bwd(dev, "softmax_backward kernel", 3, p, bs, d, w));
+    }
+    return order_done(prev_nn->softmax_backward(dev, a), od);
+}
+
+/* layer_norm's statistics: float32 for 16-bit dtypes. */
+static tc_dtype stat_of(tc_dtype d) { return d == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32; }
+
+static tc_status d_layer_norm(int dev, const tc__nn_ln *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        tc_dtype t = a->dtype, s = stat_of(t);
+        size_t rows = (size_t)(a->m * a->n) * esz(t), vec = (size_t)a->n * esz(t);
+        size_t st = (size_t)a->m * esz(s), b[6] = {rows, st, st, rows, vec, vec};
+        const void *p[6] = {a->y, a->mean, a->rstd, a->x, a->weight, a->bias};
+        tc_dtype d[6] = {t, s, s, t, t, t};
+        bool w[6] = {true, true, true, false, false, false};
+        TC_TRY(declare_bwd(dev, "layer_norm kernel", 6, p, b, d, w));
+    }
+    return order_done(prev_nn->layer_norm(dev, a), od);
+}
+
+static tc_status d_layer_norm_backward(int dev, const tc__nn_ln_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        tc_dtype t = a->dtype, s = stat_of(t);
+        size_t rows = (size_t)(a->m * a->n) * esz(t), vec = (size_t)a->n * esz(t);
+        size_t st = (size_t)a->m * esz(s), b[8] = {rows, vec, vec, rows, rows, st, st, vec};
+        const void *p[8] = {a->dx, a->dweight, a->dbias, a->grad_out,
+                            a->x,  a->mean,    a->rstd,  a->weight};
+        tc_dtype d[8] = {t, t, t, t, t, s, s, t};
+        bool w[8] = {true, true, true, false, false, false, false, false};
+        TC_TRY(declare_bwd(dev, "layer_norm_backward kernel", 8, p, b, d, w));
+    }
+    return order_done(prev_nn->layer_norm_backward(dev, a), od);
+}
+
+static tc_status d_cross_entropy_backward(int dev, const tc__nn_ce_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t es = esz(a->dtype), n = (size_t)a->n;
+        bool none = a->reduction == TC_REDUCTION_NONE;
+        size_t b[5] = {n * (size_t)a->c * es, (none ? n : 1) * es, n * (size_t)a->c * es, n * 8,
+                       (a->grad_per_row ? n : 1) * es};
+        const void *p[5] = {a->dlogits, a->loss, a->logits, a->target, a->grad};
+        tc_dtype d[5] = {a->dtype, a->dtype, a->dtype, TC_INT64, a->dtype};
+        bool w[5] = {true, true, false, false, false};
+        TC_TRY(declare_bwd(dev, "cross_entropy_backward kernel", 5, p, b, d, w));
+    }
+    return order_done(prev_nn->cross_entropy_backward(dev, a), od);
+}
+
 /* The spans of an indexing iter; operand `along` (stride 0 along the
  * indexed dimension) reaches dim_size entries dim_stride apart. */
 static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dts, int along,
@@ -407,7 +501,12 @@ static void install(void)
                                  .gemm = d_gemm,
                                  .cross_entropy = d_cross_entropy,
                                  .gemm_bias = d_gemm_bias,
-                                 .attention = cur->nn->attention ? d_attention : NULL};
+                                 .attention = cur->nn->attention ? d_attention : NULL,
+                                 .gelu_backward = d_gelu_backward,
+                                 .softmax_backward = d_softmax_backward,
+                                 .layer_norm = d_layer_norm,
+                                 .layer_norm_backward = d_layer_norm_backward,
+                                 .cross_entropy_backward = d_cross_entropy_backward};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

@@ -206,4 +206,9 @@ const tc__nn_backend tc__cpu_nn_backend = {
     .gemm = cpu_gemm,
     .cross_entropy = cpu_cross_entropy,
     .gemm_bias = cpu_gemm_bias,
+    .gelu_backward = tc__cpu_nn_gelu_backward,
+    .softmax_backward = tc__cpu_nn_softmax_backward,
+    .layer_norm = tc__cpu_nn_layer_norm,
+    .layer_norm_backward = tc__cpu_nn_layer_norm_backward,
+    .cross_entropy_backward = tc__cpu_nn_cross_entropy_backward,
 };

@@ -1,8 +1,9 @@
 /* The CUDA nn backend (tensor/nn_internal.h): row kernels from rows.cu,
  * cross_entropy from loss.cu, the GEMM from cuBLAS (blas.c), linear's GEMM
  * with its bias from cuBLASLt (blas_lt.c), fused attention from
- * attention.cu. Each entry enters the device, queues on its current stream
- * and reports launch errors in one place. */
+ * attention.cu, the backward entries from backward.cu. Each entry enters
+ * the device, queues on its current stream and reports launch errors in one
+ * place. */
 #include "runtime/cuda/cuda_internal.h"
 #include "memory/cuda/device_alloc.h"
 #include "runtime/cuda/kernel_errors.h"
@@ -38,6 +39,63 @@ static tc_status cu_cross_entropy(int device, const tc__nn_ce *a)
     return st;
 }
 
+static tc_status cu_gelu_backward(int device, const tc__nn_gelu_bwd *a)
+{
+    TC_LAUNCH(device, "gelu_backward_kernel",
+              tc__k_nn_gelu_backward(cs_, tc__sm_count_for_grid(device), a));
+}
+
+static tc_status cu_softmax_backward(int device, const tc__nn_softmax_bwd *a)
+{
+    TC_LAUNCH(device, "softmax_backward_kernel",
+              tc__k_nn_softmax_backward(cs_, tc__sm_count_for_grid(device), a));
+}
+
+static tc_status cu_layer_norm(int device, const tc__nn_ln *a)
+{
+    TC_LAUNCH(device, "layer_norm_kernel", tc__k_nn_layer_norm(cs_, a));
+}
+
+/* Scratch from the cache on this stream, as cu_cross_entropy's: freed once
+ * the kernels that read it are queued. */
+static tc_status cu_layer_norm_backward(int device, const tc__nn_ln_bwd *a)
+{
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    void *scratch = NULL;
+    size_t sb = tc__k_nn_layer_norm_backward_scratch(a);
+    tc_status st = sb ? tc__device_alloc(device, cs, sb, &scratch) : TC_OK;
+    if (st == TC_OK) {
+        tc__k_nn_layer_norm_backward(cs, tc__sm_count_for_grid(device), a, scratch);
+        st = tc__launch_check(cs, "layer_norm_backward_kernel");
+        if (scratch)
+            (void)tc__device_free(scratch);
+    }
+    tc_device_guard_exit(&g);
+    return st;
+}
+
+static tc_status cu_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
+{
+    tc__kernel_error *err;
+    TC_TRY(tc__kernel_error_slot(device, &err));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    int sms = tc__sm_count_for_grid(device);
+    void *scratch = NULL;
+    tc_status st = tc__device_alloc(device, cs, tc__k_nn_cross_entropy_backward_scratch(sms, a),
+                                    &scratch);
+    if (st == TC_OK) {
+        tc__k_nn_cross_entropy_backward(cs, sms, a, scratch, err);
+        st = tc__launch_check(cs, "cross_entropy_backward_kernel");
+        (void)tc__device_free(scratch);
+    }
+    tc_device_guard_exit(&g);
+    return st;
+}
+
 static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
 {
     *done = false;
@@ -51,4 +109,9 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .cross_entropy = cu_cross_entropy,
     .gemm_bias = tc__cuda_gemm_bias,
     .attention = cu_attention,
+    .gelu_backward = cu_gelu_backward,
+    .softmax_backward = cu_softmax_backward,
+    .layer_norm = cu_layer_norm,
+    .layer_norm_backward = cu_layer_norm_backward,
+    .cross_entropy_backward = cu_cross_entropy_backward,
 };

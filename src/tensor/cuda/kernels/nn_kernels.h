@@ -1,5 +1,6 @@
 /* C launchers of the nn kernels, called by nn_cuda.c and blas.c: the row
- * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu) and
+ * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu), the
+ * backward kernels (backward.cu) and
  * the GEMMs tcuda computes without cuBLAS (gemm_small.cu, gemm_scale.cu).
  * As the other launchers (kernels.h), each queues its kernels on `stream` of
  * the current device and returns at once; the caller runs tc__launch_check
@@ -51,6 +52,23 @@ bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc_
  * batch is empty. */
 void tc__k_nn_scale(cudaStream_t stream, int sms, tc_dtype dtype, void *c, int64_t batch, int64_t m,
                     int64_t n, int64_t ldc, int64_t stride_c, double beta);
+
+/* The backward kernels (backward.cu): see each struct in
+ * tensor/nn_internal.h. layer_norm_backward's dweight and dbias need
+ * tc__k_nn_layer_norm_backward_scratch bytes of device memory for their
+ * partial sums (0: none), cross_entropy_backward's its scratch's (the
+ * mean's divisor and the blocks' partial losses), each read by a later
+ * kernel on the same stream. A target out of range is reported through err
+ * as tc__k_nn_cross_entropy's. */
+void tc__k_nn_gelu_backward(cudaStream_t stream, int sms, const tc__nn_gelu_bwd *a);
+void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc__nn_softmax_bwd *a);
+void tc__k_nn_layer_norm(cudaStream_t stream, const tc__nn_ln *a);
+size_t tc__k_nn_layer_norm_backward_scratch(const tc__nn_ln_bwd *a);
+void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const tc__nn_ln_bwd *a,
+                                  void *scratch);
+size_t tc__k_nn_cross_entropy_backward_scratch(int sms, const tc__nn_ce_bwd *a);
+void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms, const tc__nn_ce_bwd *a,
+                                     void *scratch, tc__kernel_error *err);
 
 /* Small float32 GEMMs without cuBLAS (gemm_small.cu): whether g is one
  * (float32 A, B and C; m and n at least 8; k up to 1024; at most 2^22

@@ -1,0 +1,118 @@
+/* tcuda: explicit backward functions of nn.h's and tensor.h's operations,
+ * with PyTorch's autograd formulas (ATen's gelu_backward,
+ * _softmax_backward_data, _log_softmax_backward_data,
+ * native_layer_norm_backward, and cross_entropy's gradient).
+ *
+ * There is no autograd: a training step calls the forward operations, keeps
+ * what their backward needs, and calls these in reverse order (as llm.c
+ * does). tc_nn_<op>_backward takes the gradient of the operation's output
+ * first (grad_output, of the output's shape and dtype), then what the forward
+ * saved (its input or output, as ATen's op takes it), then the options, and
+ * returns new contiguous gradients through out-parameters, written only on
+ * success (all of them or none).
+ *
+ * Common rules, as nn.h's: tensors are floating (float16, bfloat16,
+ * float32, float64; TC_ERROR_DTYPE otherwise) of one dtype and one device
+ * (TC_ERROR_DEVICE_MISMATCH otherwise); NULL is TC_ERROR_INVALID_ARGUMENT,
+ * a released or foreign tensor TC_ERROR_INVALID_HANDLE; shapes that do not
+ * fit give TC_ERROR_SHAPE, a dimension out of range
+ * TC_ERROR_INVALID_ARGUMENT. 16-bit inputs are computed in float32 (float64
+ * inputs in float64) and rounded once at the end; on a GPU the work is
+ * queued on the current stream of the tensors' device. Sums over many rows
+ * (layer_norm's weight and bias gradients, cross_entropy's loss) are taken
+ * in a fixed order: the same inputs give the same bits on every run. */
+#ifndef TCUDA_NN_BACKWARD_H
+#define TCUDA_NN_BACKWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nn.h"
+#include "status.h"
+#include "tensor.h"
+
+TCUDA_EXTERN_C_BEGIN
+
+/* ---- element-wise and row-wise ------------------------------------------------ */
+
+/* d gelu(x) / dx times grad_output (PyTorch's GeluBackward): for NONE
+ * grad_output * (Phi(x) + x * phi(x)), for TANH the derivative of
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). grad_output and x have
+ * the same shape; *grad_in has it too. Errors: the common ones,
+ * TC_ERROR_INVALID_ARGUMENT for an unknown `approximate`. */
+TCUDA_API tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
+                                        tc_gelu_approximate approximate, tc_tensor **grad_in);
+
+/* softmax's backward from its output y = softmax(x, dim):
+ * grad_in = y * (grad_output - sum(grad_output * y, dim)); log_softmax's from its
+ * output y = log_softmax(x, dim): grad_in = grad_output - exp(y) *
+ * sum(grad_output, dim) (PyTorch's _softmax_backward_data and
+ * _log_softmax_backward_data). grad_output and y have the same shape; dim
+ * counts from the end when negative. Errors: the common ones. */
+TCUDA_API tc_status tc_nn_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y,
+                                           int dim, tc_tensor **grad_in);
+TCUDA_API tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y,
+                                               int dim, tc_tensor **grad_in);
+
+/* layer_norm (as tc_nn_layer_norm) that also returns what its backward
+ * needs, as PyTorch's native_layer_norm: each row's mean and rstd =
+ * 1 / sqrt(biased variance + eps), of float32 for 16-bit x (x's dtype
+ * otherwise), shaped as PyTorch's: x's leading dims followed by nshape
+ * ones (a [B, T, C] x normalized over C gives [B, T, 1]). mean and rstd may
+ * be NULL when not wanted; out may not. Errors: as tc_nn_layer_norm. */
+TCUDA_API tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape,
+                                            const int64_t *normalized_shape,
+                                            const tc_tensor *weight, const tc_tensor *bias,
+                                            double eps, tc_tensor **out, tc_tensor **mean,
+                                            tc_tensor **rstd);
+
+/* layer_norm's backward (PyTorch's native_layer_norm_backward) with
+ * xhat = (x - mean) * rstd and g = grad_output * weight (grad_output without a
+ * weight): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row,
+ * dweight = sum over the rows of grad_output * xhat, dbias = sum of grad_output
+ * (both of the normalized shape and x's dtype, summed in float32, or
+ * float64 for float64, in a fixed order). mean and rstd are
+ * tc_nn_native_layer_norm's (required: of x's leading size, float32 for
+ * 16-bit x, x's dtype otherwise; with or without the trailing ones); weight
+ * is optional. dx, dweight and dbias are each NULL when not wanted
+ * (PyTorch's output_mask): the bias itself is not needed. Errors: the
+ * common ones; TC_ERROR_DTYPE or TC_ERROR_SHAPE for a mean or rstd not as
+ * above; TC_ERROR_INVALID_ARGUMENT when no output is asked for. */
+TCUDA_API tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tensor *x,
+                                              int nshape, const int64_t *normalized_shape,
+                                              const tc_tensor *mean, const tc_tensor *rstd,
+                                              const tc_tensor *weight, tc_tensor **dx,
+                                              tc_tensor **dweight, tc_tensor **dbias);
+
+/* cross_entropy forward and backward in one pass over the logits (llm.c's
+ * fused classifier): *loss as tc_nn_cross_entropy returns it (of logits'
+ * dtype: [N] for NONE, 0-d for MEAN and SUM; NULL when not wanted) and
+ * *dlogits, logits' shape and dtype, the gradient of grad_scale * loss
+ * (for NONE: of grad_scale * the sum of the losses):
+ * (softmax(row) - onehot(target)) * grad_scale, divided for MEAN by the
+ * number of rows not ignored. A row whose target is ignore_index gets a
+ * zero gradient; with every row ignored, MEAN's loss is NaN (0 / 0) and
+ * dlogits is all zeros, as PyTorch's formula gives (no row takes the
+ * 1 / 0). A target out of range is handled as tc_nn_cross_entropy does (the
+ * CPU: TC_ERROR_INVALID_ARGUMENT from this call; a GPU: its row's loss and
+ * gradient are NaN and the next call that waits for the device reports
+ * it). Errors: as tc_nn_cross_entropy; a grad_scale that is not finite is
+ * TC_ERROR_INVALID_ARGUMENT. */
+TCUDA_API tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *target,
+                                              int64_t ignore_index, tc_reduction reduction,
+                                              double grad_scale, tc_tensor **loss,
+                                              tc_tensor **dlogits);
+
+/* cross_entropy's backward alone: dlogits (logits' shape and dtype) for the
+ * gradient grad_loss of tc_nn_cross_entropy's result (logits' dtype, its
+ * shape: 0-d for MEAN and SUM, [N] for NONE), the formula of
+ * tc_nn_cross_entropy_fused with grad_scale read from grad_loss (row i's
+ * from grad_loss[i] for NONE). Errors: as tc_nn_cross_entropy_fused. */
+TCUDA_API tc_status tc_nn_cross_entropy_backward(const tc_tensor *grad_loss,
+                                                 const tc_tensor *logits, const tc_tensor *target,
+                                                 int64_t ignore_index, tc_reduction reduction,
+                                                 tc_tensor **dlogits);
+
+TCUDA_EXTERN_C_END
+
+#endif

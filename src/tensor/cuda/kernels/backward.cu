@@ -1,0 +1,571 @@
+/* The backward kernels of nn_backward.h: gelu's (element-wise), softmax's
+ * and log_softmax's (a team per row: a warp for rows of up to 1,024, else a
+ * block; a thread per column along an inner dim), layer_norm with its
+ * statistics, layer_norm's backward and cross_entropy's gradient.
+ *
+ * Each is one clear kernel per step, correct first: a row is read once for
+ * its sums and once more to write (the second read mostly from cache).
+ * layer_norm's dweight and dbias are sums over the rows taken without
+ * atomics, so that they are the same bits on every run: each block sums a
+ * chunk of rows for 32 columns (its 8 row lanes then added in order), and a
+ * second kernel adds the chunks' sums in order. cross_entropy's gradient is
+ * llm.c's fused classifier: a team per row takes the row's max and sum of
+ * exp in one read (online), then writes (softmax - onehot) * g; the mean's
+ * divisor, the rows not ignored, is counted first by one block, and the
+ * loss is summed per block then in a second kernel, in a fixed order.
+ * Values are computed in float for 16-bit dtypes (double for float64) and
+ * rounded once when stored. */
+#include <math.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+#include "nn_kernels.h"
+#include "rows.cuh"
+
+using namespace tck;
+
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
+namespace {
+
+__device__ __forceinline__ float erf_of(float x) { return erff(x); }
+__device__ __forceinline__ double erf_of(double x) { return erf(x); }
+__device__ __forceinline__ float tanh_of(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_of(double x) { return tanh(x); }
+__device__ __forceinline__ float rsqrt_of(float x) { return 1.0f / sqrtf(x); }
+__device__ __forceinline__ double rsqrt_of(double x) { return 1.0 / sqrt(x); }
+
+/* ---- gelu ------------------------------------------------------------------------ */
+
+/* d gelu / dx with PyTorch's formulas (GeluBackward's CUDA kernel). */
+template <typename C> __device__ __forceinline__ C gelu_grad(C x, bool tanh_approx)
+{
+    if (!tanh_approx) {
+        const C alpha = (C)0.70710678118654752440, beta = (C)0.39894228040143267794;
+        C cdf = (C)0.5 * ((C)1 + erf_of(x * alpha)), pdf = ex((C)-0.5 * x * x) * beta;
+        return cdf + x * pdf;
+    }
+    const C beta = (C)0.79788456080286535588, kappa = (C)0.044715;
+    C x2 = x * x, t = tanh_of(beta * (x + kappa * x2 * x));
+    C left = (C)0.5 * x, right = (C)1 + t;
+    C inner_d = beta * ((C)1 + (C)3 * kappa * x2);
+    return (C)0.5 * right + left * ((C)1 - t * t) * inner_d;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256)
+    gelu_bwd(const T *dy, const T *x, T *dx, i64 n, bool tanh_approx)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        store(dx + i, load<C>(dy + i) * gelu_grad(load<C>(x + i), tanh_approx));
+}
+
+/* ---- softmax and log_softmax ------------------------------------------------------ */
+
+/* The team (WARP: a warp, else the block) of the calling thread: its rank in
+ * the team, the team's size, the block's teams and this team's index. */
+template <bool WARP> struct Team {
+    int lane, size, teams, team;
+    __device__ Team()
+        : lane(WARP ? threadIdx.x & 31 : threadIdx.x), size(WARP ? 32 : blockDim.x),
+          teams(WARP ? blockDim.x / 32 : 1), team(WARP ? threadIdx.x / 32 : 0)
+    {
+    }
+};
+
+template <typename T, bool LOG, bool WARP>
+__global__ void __launch_bounds__(256)
+    softmax_bwd_rows(const T *dy, const T *y, T *dx, i64 rows, i64 n)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    const Team<WARP> tm;
+    for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
+         row += (i64)gridDim.x * tm.teams) {
+        const T *g = dy + row * n, *o = y + row * n;
+        C s = 0;
+        for (i64 j = tm.lane; j < n; j += tm.size)
+            s += LOG ? load<C>(g + j) : load<C>(g + j) * load<C>(o + j);
+        s = team_red<false, WARP>(s, sh);
+        for (i64 j = tm.lane; j < n; j += tm.size) {
+            C gv = load<C>(g + j), yv = load<C>(o + j);
+            store(dx + row * n + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
+        }
+    }
+}
+
+/* Along an inner dim: [outer, n, inner], a thread per column. */
+template <typename T, bool LOG>
+__global__ void __launch_bounds__(256)
+    softmax_bwd_cols(const T *dy, const T *y, T *dx, i64 outer, i64 n, i64 inner)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < outer * inner; i += step) {
+        const i64 base = (i / inner) * n * inner + i % inner;
+        C s = 0;
+        for (i64 j = 0; j < n; j++) {
+            i64 k = base + j * inner;
+            s += LOG ? load<C>(dy + k) : load<C>(dy + k) * load<C>(y + k);
+        }
+        for (i64 j = 0; j < n; j++) {
+            i64 k = base + j * inner;
+            C gv = load<C>(dy + k), yv = load<C>(y + k);
+            store(dx + k, LOG ? gv - ex(yv) * s : yv * (gv - s));
+        }
+    }
+}
+
+/* ---- layer_norm ------------------------------------------------------------------- */
+
+/* A team per row: the mean, then the mean of squared deviations (two sums:
+ * no cancellation), then y; lane 0 writes the row's mean and rstd. */
+template <typename T, bool WARP>
+__global__ void __launch_bounds__(256)
+    ln_fwd(const T *x, const T *w, const T *b, T *y, typename Compute<T>::type *mean,
+           typename Compute<T>::type *rstd, i64 rows, i64 n, double eps)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    const Team<WARP> tm;
+    for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
+         row += (i64)gridDim.x * tm.teams) {
+        const T *r = x + row * n;
+        C s = 0;
+        for (i64 j = tm.lane; j < n; j += tm.size)
+            s += load<C>(r + j);
+        const C mu = team_red<false, WARP>(s, sh) / (C)n;
+        C q = 0;
+        for (i64 j = tm.lane; j < n; j += tm.size) {
+            C d = load<C>(r + j) - mu;
+            q += d * d;
+        }
+        const C rs = rsqrt_of(team_red<false, WARP>(q, sh) / (C)n + (C)eps);
+        for (i64 j = tm.lane; j < n; j += tm.size) {
+            C v = (load<C>(r + j) - mu) * rs;
+            if (w)
+                v *= load<C>(w + j);
+            if (b)
+                v += load<C>(b + j);
+            store(y + row * n + j, v);
+        }
+        if (tm.lane == 0) {
+            mean[row] = mu;
+            rstd[row] = rs;
+        }
+    }
+}
+
+/* dx per row, a team per row: with g = dy * w and xhat = (x - mean) * rstd,
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+template <typename T, bool WARP>
+__global__ void __launch_bounds__(256)
+    ln_bwd_dx(const T *dy, const T *x, const typename Compute<T>::type *mean,
+              const typename Compute<T>::type *rstd, const T *w, T *dx, i64 rows, i64 n)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    const Team<WARP> tm;
+    for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
+         row += (i64)gridDim.x * tm.teams) {
+        const T *gr = dy + row * n, *xr = x + row * n;
+        const C mu = mean[row], rs = rstd[row];
+        C sg = 0, sgx = 0;
+        for (i64 j = tm.lane; j < n; j += tm.size) {
+            C g = w ? load<C>(gr + j) * load<C>(w + j) : load<C>(gr + j);
+            sg += g;
+            sgx += g * ((load<C>(xr + j) - mu) * rs);
+        }
+        sg = team_red<false, WARP>(sg, sh) / (C)n;
+        sgx = team_red<false, WARP>(sgx, sh) / (C)n;
+        for (i64 j = tm.lane; j < n; j += tm.size) {
+            C g = w ? load<C>(gr + j) * load<C>(w + j) : load<C>(gr + j);
+            C xh = (load<C>(xr + j) - mu) * rs;
+            store(dx + row * n + j, rs * (g - sg - xh * sgx));
+        }
+    }
+}
+
+/* dweight's and dbias's partial sums: block (bx, by) of 32 x 8 threads sums
+ * rows [by * chunk, (by + 1) * chunk) of columns bx * 32 + tx, row lane ty
+ * taking every 8th row; the 8 lanes are then added in order into
+ * part_w / part_b [by, column]. */
+enum { PART_COLS = 32, PART_LANES = 8 };
+
+template <typename T>
+__global__ void __launch_bounds__(PART_COLS *PART_LANES)
+    ln_bwd_part(const T *dy, const T *x, const typename Compute<T>::type *mean,
+                const typename Compute<T>::type *rstd, typename Compute<T>::type *part_w,
+                typename Compute<T>::type *part_b, i64 rows, i64 n, i64 chunk)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sw[PART_LANES][PART_COLS + 1], sb[PART_LANES][PART_COLS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const i64 col = (i64)blockIdx.x * PART_COLS + tx, r0 = (i64)blockIdx.y * chunk;
+    const i64 r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    C aw = 0, ab = 0;
+    if (col < n)
+        for (i64 r = r0 + ty; r < r1; r += PART_LANES) {
+            C g = load<C>(dy + r * n + col);
+            aw += g * ((load<C>(x + r * n + col) - mean[r]) * rstd[r]);
+            ab += g;
+        }
+    sw[ty][tx] = aw;
+    sb[ty][tx] = ab;
+    __syncthreads();
+    if (ty == 0 && col < n) {
+        for (int k = 1; k < PART_LANES; k++)
+            aw += sw[k][tx], ab += sb[k][tx];
+        part_w[(i64)blockIdx.y * n + col] = aw;
+        part_b[(i64)blockIdx.y * n + col] = ab;
+    }
+}
+
+/* dweight and dbias (either NULL when not wanted): the chunks' sums of each
+ * column, added in chunk order. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    ln_bwd_total(const typename Compute<T>::type *part_w, const typename Compute<T>::type *part_b,
+                 T *dw, T *db, i64 chunks, i64 n)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 col = (i64)blockIdx.x * blockDim.x + threadIdx.x; col < n; col += step) {
+        C aw = 0, ab = 0;
+        for (i64 k = 0; k < chunks; k++)
+            aw += part_w[k * n + col], ab += part_b[k * n + col];
+        if (dw)
+            store(dw + col, aw);
+        if (db)
+            store(db + col, ab);
+    }
+}
+
+/* ---- cross_entropy ---------------------------------------------------------------- */
+
+/* Claims err's slot for a target out of range (as loss.cu's kernels do). */
+__device__ void report_target(tc__kernel_error *err, i64 row, i64 t, i64 c, i64 ignore)
+{
+    if (atomicCAS(&err->kind, TC__KERR_NONE, TC__KERR_WRITING) != TC__KERR_NONE)
+        return;
+    err->v[0] = row, err->v[1] = t, err->v[2] = c, err->v[3] = ignore;
+    __threadfence_system();
+    atomicExch(&err->kind, TC__KERR_CE_TARGET);
+}
+
+/* The rows not ignored, into *count: one block, in a fixed order. */
+__global__ void __launch_bounds__(256) ce_count(const i64 *target, i64 n, i64 ignore, i64 *count)
+{
+    tck_pdl_entry();
+    __shared__ i64 s[256];
+    i64 k = 0;
+    for (i64 i = threadIdx.x; i < n; i += 256)
+        k += target[i] != ignore;
+    s[threadIdx.x] = k;
+    __syncthreads();
+    for (int o = 128; o > 0; o /= 2) {
+        if ((int)threadIdx.x < o)
+            s[threadIdx.x] += s[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *count = s[0];
+}
+
+/* A block's share of a reduced loss: the sum of its rows' losses and the
+ * number of them not ignored. */
+struct CePart {
+    double sum;
+    i64 rows;
+};
+
+struct CeArgs {
+    const void *x;
+    const i64 *target;
+    const void *grad;
+    bool per_row;
+    double scale;
+    const i64 *count; /* the mean's divisor (device), NULL for none */
+    void *loss;       /* each row's loss, or NULL */
+    CePart *part;     /* each block's CePart, or NULL */
+    void *dx;
+    i64 n, c, ignore;
+    tc__kernel_error *err;
+};
+
+/* One row, for every thread of its team: its loss, and its gradient
+ * written (0 for an ignored row, NaN for a target out of range). */
+template <typename T, bool WARP>
+__device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
+                                                const Team<WARP> &tm, typename Compute<T>::type *sh)
+{
+    typedef typename Compute<T>::type C;
+    const T *r = (const T *)a.x + row * a.c;
+    T *d = (T *)a.dx + row * a.c;
+    if (t == a.ignore || t < 0 || t >= a.c) {
+        const bool bad = t != a.ignore;
+        if (bad && tm.lane == 0)
+            report_target(a.err, row, t, a.c, a.ignore);
+        for (i64 j = tm.lane; j < a.c; j += tm.size)
+            store(d + j, bad ? (C)NAN : (C)0);
+        return bad ? (C)NAN : (C)0;
+    }
+    C m = ninf<C>(), s = 0;
+    for (i64 j = tm.lane; j < a.c; j += tm.size)
+        online(m, s, load<C>(r + j));
+    online_red<WARP>(m, s, sh);
+    double gd = a.scale;
+    if (a.grad)
+        gd *= (double)load<C>((const T *)a.grad + (a.per_row ? row : 0));
+    if (a.count)
+        gd /= (double)*a.count;
+    const C g = (C)gd, inv = (C)1 / s;
+    for (i64 j = tm.lane; j < a.c; j += tm.size)
+        store(d + j, (ex(load<C>(r + j) - m) * inv - (j == t ? (C)1 : (C)0)) * g);
+    return m + lg(s) - load<C>(r + t);
+}
+
+template <typename T, bool WARP> __global__ void __launch_bounds__(512) ce_bwd_rows(CeArgs a)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sh[32];
+    __shared__ CePart teams_part[16];
+    const Team<WARP> tm;
+    CePart mine = {0, 0};
+    for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < a.n;
+         row += (i64)gridDim.x * tm.teams) {
+        const i64 t = a.target[row];
+        C v = ce_bwd_row<T, WARP>(a, row, t, tm, sh);
+        if (tm.lane == 0) {
+            if (a.loss)
+                store((T *)a.loss + row, v);
+            mine.sum += (double)v;
+            mine.rows += t != a.ignore;
+        }
+    }
+    if (!a.part)
+        return;
+    if (WARP) {
+        if (tm.lane == 0)
+            teams_part[tm.team] = mine;
+        __syncthreads();
+        for (int k = 1; threadIdx.x == 0 && k < tm.teams; k++)
+            mine.sum += teams_part[k].sum, mine.rows += teams_part[k].rows;
+    }
+    if (threadIdx.x == 0)
+        a.part[blockIdx.x] = mine;
+}
+
+/* out = the parts' sum, or for `mean` the sum over the rows counted (0 / 0,
+ * NaN, when none is): one block, in a fixed order. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    ce_bwd_total(const CePart *part, int parts, T *out, bool mean)
+{
+    tck_pdl_entry();
+    __shared__ double ss[256];
+    __shared__ i64 sr[256];
+    const int t = threadIdx.x;
+    double s = 0;
+    i64 r = 0;
+    for (int i = t; i < parts; i += 256)
+        s += part[i].sum, r += part[i].rows;
+    ss[t] = s, sr[t] = r;
+    __syncthreads();
+    for (int o = 128; o > 0; o /= 2) {
+        if (t < o)
+            ss[t] += ss[t + o], sr[t] += sr[t + o];
+        __syncthreads();
+    }
+    if (t == 0)
+        store(out, (typename Compute<T>::type)(mean ? ss[0] / (double)sr[0] : ss[0]));
+}
+
+/* Teams for `rows` rows of n: a warp each (four to a block of 128) up to
+ * 1,024, else a block of `wide` threads. */
+struct RowLaunch {
+    bool warp;
+    int threads;
+    unsigned blocks;
+};
+
+RowLaunch row_launch(i64 rows, i64 n, int wide)
+{
+    RowLaunch l;
+    l.warp = n <= 1024;
+    l.threads = l.warp ? 128 : wide;
+    l.blocks = cap_grid(l.warp ? (rows + 3) / 4 : rows);
+    return l;
+}
+
+/* layer_norm_backward's chunks of rows: at least 32 rows, at most 1,024
+ * chunks. */
+i64 ln_chunk(i64 m)
+{
+    i64 c = (m + 1023) / 1024;
+    return c < 32 ? 32 : c;
+}
+
+/* cross_entropy's launch: a reduced loss has no more blocks than the GPU
+ * holds at once, so that the blocks' sums stay few. */
+RowLaunch ce_bwd_launch(int sms, const tc__nn_ce_bwd *a)
+{
+    RowLaunch l = row_launch(a->n, a->c, 512);
+    if (a->loss && a->reduction != TC_REDUCTION_NONE) {
+        unsigned most = (unsigned)(sms > 0 ? sms : 80) * (2048u / (unsigned)l.threads);
+        l.blocks = l.blocks < most ? l.blocks : most;
+    }
+    return l;
+}
+
+} // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
+
+extern "C" void tc__k_nn_gelu_backward(cudaStream_t stream, int sms, const tc__nn_gelu_bwd *a)
+{
+    dispatch_float(a->dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        gelu_bwd<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(
+            (const T *)a->grad_out, (const T *)a->x, (T *)a->grad_in, a->n, a->tanh);
+    });
+}
+
+extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc__nn_softmax_bwd *a)
+{
+    dispatch_float(a->dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        const T *dy = (const T *)a->grad_out, *y = (const T *)a->y;
+        T *dx = (T *)a->grad_in;
+        if (a->inner > 1) {
+            unsigned grid = grid_for(a->outer * a->inner, 256, sms);
+            if (a->log)
+                softmax_bwd_cols<T, true>
+                    <<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n, a->inner);
+            else
+                softmax_bwd_cols<T, false>
+                    <<<grid, 256, 0, stream>>>(dy, y, dx, a->outer, a->n, a->inner);
+            return;
+        }
+        RowLaunch l = row_launch(a->outer, a->n, 256);
+        if (l.warp && a->log)
+            softmax_bwd_rows<T, true, true>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+        else if (l.warp)
+            softmax_bwd_rows<T, false, true>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+        else if (a->log)
+            softmax_bwd_rows<T, true, false>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+        else
+            softmax_bwd_rows<T, false, false>
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+    });
+}
+
+extern "C" void tc__k_nn_layer_norm(cudaStream_t stream, const tc__nn_ln *a)
+{
+    dispatch_float(a->dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        typedef typename Compute<T>::type C;
+        RowLaunch l = row_launch(a->m, a->n, 256);
+        const T *x = (const T *)a->x, *w = (const T *)a->weight, *b = (const T *)a->bias;
+        if (l.warp)
+            ln_fwd<T, true><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
+                                                                (C *)a->rstd, a->m, a->n, a->eps);
+        else
+            ln_fwd<T, false><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
+                                                                 (C *)a->rstd, a->m, a->n, a->eps);
+    });
+}
+
+extern "C" size_t tc__k_nn_layer_norm_backward_scratch(const tc__nn_ln_bwd *a)
+{
+    if (!a->dweight && !a->dbias)
+        return 0;
+    size_t cs = a->dtype == TC_FLOAT64 ? sizeof(double) : sizeof(float);
+    i64 chunks = (a->m + ln_chunk(a->m) - 1) / ln_chunk(a->m);
+    return 2 * (size_t)chunks * (size_t)a->n * cs;
+}
+
+extern "C" void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const tc__nn_ln_bwd *a,
+                                             void *scratch)
+{
+    dispatch_float(a->dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        typedef typename Compute<T>::type C;
+        const T *dy = (const T *)a->grad_out, *x = (const T *)a->x, *w = (const T *)a->weight;
+        const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
+        if (a->dx) {
+            RowLaunch l = row_launch(a->m, a->n, 256);
+            if (l.warp)
+                ln_bwd_dx<T, true><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
+                                                                       (T *)a->dx, a->m, a->n);
+            else
+                ln_bwd_dx<T, false><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
+                                                                        (T *)a->dx, a->m, a->n);
+        }
+        if (!a->dweight && !a->dbias)
+            return;
+        const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
+        C *pw = (C *)scratch, *pb = pw + chunks * a->n;
+        dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
+        ln_bwd_part<T><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
+                                                                         a->m, a->n, chunk);
+        ln_bwd_total<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(pw, pb, (T *)a->dweight,
+                                                                      (T *)a->dbias, chunks, a->n);
+    });
+}
+
+extern "C" size_t tc__k_nn_cross_entropy_backward_scratch(int sms, const tc__nn_ce_bwd *a)
+{
+    bool total = a->loss && a->reduction != TC_REDUCTION_NONE;
+    return sizeof(CePart) + (total ? sizeof(CePart) * ce_bwd_launch(sms, a).blocks : 0);
+}
+
+extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
+                                                const tc__nn_ce_bwd *a, void *scratch,
+                                                tc__kernel_error *err)
+{
+    RowLaunch l = ce_bwd_launch(sms, a);
+    const bool mean = a->reduction == TC_REDUCTION_MEAN;
+    const bool total = a->loss && a->reduction != TC_REDUCTION_NONE;
+    /* scratch: the count (in a CePart's room, for alignment), then the parts */
+    i64 *count = (i64 *)scratch;
+    CePart *part = (CePart *)scratch + 1;
+    const i64 *target = (const i64 *)a->target;
+    if (mean)
+        ce_count<<<1, 256, 0, stream>>>(target, a->n, a->ignore_index, count);
+    CeArgs k = {a->logits,
+                target,
+                a->grad,
+                a->grad_per_row,
+                a->grad_scale,
+                mean ? count : nullptr,
+                total ? nullptr : a->loss,
+                total ? part : nullptr,
+                a->dlogits,
+                a->n,
+                a->c,
+                a->ignore_index,
+                err};
+    dispatch_float(a->dtype, [&](auto *tag) {
+        typedef typename std::remove_pointer<decltype(tag)>::type T;
+        if (l.warp)
+            ce_bwd_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(k);
+        else
+            ce_bwd_rows<T, false><<<l.blocks, l.threads, 0, stream>>>(k);
+        if (total)
+            ce_bwd_total<T><<<1, 256, 0, stream>>>(part, (int)l.blocks, (T *)a->loss, mean);
+    });
+}

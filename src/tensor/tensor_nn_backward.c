@@ -1,0 +1,528 @@
+/* nn_backward.h's element-wise and row-wise functions: argument checks,
+ * shapes and layouts, then the device's nn backend (nn_internal.h) on dense
+ * operands.
+ *
+ * As tensor_nn.c, everything that does not depend on the device is decided
+ * here: every tensor is checked before anything is allocated, the inputs
+ * are made contiguous, the results are new tensors, and the out-parameters
+ * are written only when every result is made. The range of cross_entropy's
+ * targets is checked here on the CPU; a GPU's kernel checks them itself so
+ * that the call does not wait for the device (kernel_errors.h). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn_internal.h"
+#include "tcuda/nn_backward.h"
+#include "tensor_internal.h"
+
+/* The nn backend of a device type; NULL with TC_ERROR_NO_DEVICE set. */
+static const tc__nn_backend *nn_of(tc_device device)
+{
+    if (device.type == TC_CPU)
+        return &tc__cpu_nn_backend;
+    const tc__nn_backend *be = tc__dev()->nn;
+    if (!be)
+        (void)tc__no_backend();
+    return be;
+}
+
+/* A live tensor of a floating dtype. */
+static tc_status check_float(const char *fn, const tc_tensor *t, const char *what)
+{
+    TC_TRY(tc__tensor_check(t, what));
+    if (!tc_dtype_is_floating(t->dtype))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: %s must be float16, bfloat16, float32 or float64, got %s", fn, what,
+                        tc_dtype_string(t->dtype));
+    return TC_OK;
+}
+
+/* A live tensor on x's device with dtype dt. */
+static tc_status check_on(const char *fn, const tc_tensor *x, const tc_tensor *t, tc_dtype dt,
+                          const char *what)
+{
+    TC_TRY(tc__tensor_check(t, what));
+    TC_TRY(tc__check_same_device(fn, x, t));
+    if (t->dtype != dt)
+        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s; it must be %s", fn, what,
+                        tc_dtype_string(t->dtype), tc_dtype_string(dt));
+    return TC_OK;
+}
+
+/* check_on with x's shape too. */
+static tc_status check_same(const char *fn, const tc_tensor *x, const tc_tensor *t,
+                            const char *what, const char *xname)
+{
+    TC_TRY(check_on(fn, x, t, x->dtype, what));
+    bool ok = t->ndim == x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++)
+        ok = t->sizes[i] == x->sizes[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: %s must have %s's shape (a %d-d tensor), got a %d-d one", fn, what,
+                        xname, x->ndim, t->ndim);
+    return TC_OK;
+}
+
+static int64_t prod(const int64_t *sizes, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= sizes[i];
+    return p;
+}
+
+/* Float32 for 16-bit dtypes: the type of layer_norm's statistics. */
+static tc_dtype acc_dtype(tc_dtype dt)
+{
+    return dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? TC_FLOAT32 : dt;
+}
+
+/* Contiguous copies (or new references) of n optional tensors; on failure
+ * those made are released. */
+static tc_status dense_all(int n, const tc_tensor *const *in, tc_tensor **out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!in[i])
+            continue;
+        tc_status st = tc_tensor_contiguous(in[i], &out[i]);
+        if (st != TC_OK) {
+            for (int j = 0; j < i; j++)
+                tc_tensor_release(out[j]);
+            return st;
+        }
+    }
+    return TC_OK;
+}
+
+static void release_all(int n, tc_tensor **t)
+{
+    for (int i = 0; i < n; i++)
+        tc_tensor_release(t[i]);
+}
+
+static void *data_or_null(const tc_tensor *t) { return t ? tc__data(t) : NULL; }
+
+/* ---- gelu ------------------------------------------------------------------------ */
+
+tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
+                              tc_gelu_approximate approximate, tc_tensor **grad_in)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_gelu_backward";
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
+    TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
+                 "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
+                 "TC_GELU_APPROXIMATE_TANH",
+                 fn, (int)approximate);
+    TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    const tc_tensor *in[2] = {grad_output, x};
+    tc_tensor *d[2], *res = NULL;
+    TC_TRY(dense_all(2, in, d));
+    tc_status st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &res);
+    int64_t n = tc__numel(x->ndim, x->sizes);
+    if (st == TC_OK && n > 0) {
+        tc__nn_gelu_bwd a = {.dtype = x->dtype,
+                             .tanh = approximate == TC_GELU_APPROXIMATE_TANH,
+                             .grad_out = tc__data(d[0]),
+                             .x = tc__data(d[1]),
+                             .grad_in = tc__data(res),
+                             .n = n};
+        st = be->gelu_backward(dev.index, &a);
+    }
+    release_all(2, d);
+    if (st != TC_OK) {
+        tc_tensor_release(res);
+        return st;
+    }
+    *grad_in = res;
+    return TC_OK;
+}
+
+/* ---- softmax and log_softmax ------------------------------------------------------ */
+
+static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_output,
+                             const tc_tensor *y, int dim, tc_tensor **grad_in)
+{
+    TC_TRY(check_float(fn, y, "tc_tensor y"));
+    TC_TRY(check_same(fn, y, grad_output, "tc_tensor grad_output", "y"));
+    TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
+    int nd = y->ndim ? y->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "%s: dim %d is out of range for a %d-d tensor (expected %d..%d)", fn, dim,
+                        y->ndim, -nd, nd - 1);
+    if (dim < 0)
+        dim += nd;
+    int64_t outer = 1, n = 1, inner = 1;
+    if (y->ndim) {
+        outer = prod(y->sizes, 0, dim);
+        n = y->sizes[dim];
+        inner = prod(y->sizes, dim + 1, y->ndim);
+    }
+    tc_device dev = y->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    const tc_tensor *in[2] = {grad_output, y};
+    tc_tensor *d[2], *res = NULL;
+    TC_TRY(dense_all(2, in, d));
+    tc_status st = tc__new_tensor(y->ndim, y->sizes, y->dtype, dev, false, &res);
+    if (st == TC_OK && outer * n * inner > 0) {
+        tc__nn_softmax_bwd a = {.log = log,
+                                .dtype = y->dtype,
+                                .grad_out = tc__data(d[0]),
+                                .y = tc__data(d[1]),
+                                .grad_in = tc__data(res),
+                                .outer = outer,
+                                .n = n,
+                                .inner = inner};
+        st = be->softmax_backward(dev.index, &a);
+    }
+    release_all(2, d);
+    if (st != TC_OK) {
+        tc_tensor_release(res);
+        return st;
+    }
+    *grad_in = res;
+    return TC_OK;
+}
+
+tc_status tc_nn_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y, int dim,
+                                 tc_tensor **grad_in)
+{
+    TC_API_BEGIN;
+    return softmax_bwd("tc_nn_softmax_backward", false, grad_output, y, dim, grad_in);
+}
+
+tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y, int dim,
+                                     tc_tensor **grad_in)
+{
+    TC_API_BEGIN;
+    return softmax_bwd("tc_nn_log_softmax_backward", true, grad_output, y, dim, grad_in);
+}
+
+/* ---- layer_norm ------------------------------------------------------------------- */
+
+/* x's last nshape dims equal shape (1..TC_MAX_DIMS sizes). */
+static tc_status check_nshape(const char *fn, const tc_tensor *x, int nshape, const int64_t *shape)
+{
+    TC_CHECK_ARG(nshape >= 1 && nshape <= TC_MAX_DIMS && shape,
+                 "%s: normalized_shape must have 1 to %d sizes, got %d%s", fn, TC_MAX_DIMS, nshape,
+                 shape ? "" : " (NULL)");
+    bool ok = nshape <= x->ndim;
+    for (int i = 0; ok && i < nshape; i++)
+        ok = shape[i] == x->sizes[x->ndim - nshape + i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: the last %d dims of x (a %d-d tensor) must equal normalized_shape", fn,
+                        nshape, x->ndim);
+    return TC_OK;
+}
+
+/* `p` (weight or bias, optional) of x's dtype with exactly the normalized
+ * shape. */
+static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor *p,
+                             const char *what, int nshape, const int64_t *shape)
+{
+    if (!p)
+        return TC_OK;
+    TC_TRY(check_on(fn, x, p, x->dtype, what));
+    bool ok = p->ndim == nshape;
+    for (int i = 0; ok && i < nshape; i++)
+        ok = p->sizes[i] == shape[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have the normalized shape (%d dims)", fn, what,
+                        nshape);
+    return TC_OK;
+}
+
+/* A mean or rstd for x normalized over its last nshape dims: of x's
+ * statistics dtype, x's leading sizes, then nothing or nshape ones. */
+static tc_status check_stat(const char *fn, const tc_tensor *x, const tc_tensor *s, int nshape,
+                            const char *what)
+{
+    TC_TRY(check_on(fn, x, s, acc_dtype(x->dtype), what));
+    int lead = x->ndim - nshape;
+    bool ok = s->ndim == lead || s->ndim == x->ndim;
+    for (int i = 0; ok && i < s->ndim; i++)
+        ok = s->sizes[i] == (i < lead ? x->sizes[i] : 1);
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: %s must have x's %d leading sizes (then %d ones or none), got a %d-d "
+                        "tensor",
+                        fn, what, lead, nshape, s->ndim);
+    return TC_OK;
+}
+
+tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
+                                  const tc_tensor *weight, const tc_tensor *bias, double eps,
+                                  tc_tensor **out, tc_tensor **mean, tc_tensor **rstd)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_native_layer_norm";
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
+    TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, normalized_shape));
+    TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, normalized_shape));
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int lead = x->ndim - nshape;
+    int64_t m = prod(x->sizes, 0, lead), n = prod(x->sizes, lead, x->ndim);
+    int64_t ssz[TC_MAX_DIMS]; /* the statistics: x's leading sizes, then ones */
+    for (int i = 0; i < x->ndim; i++)
+        ssz[i] = i < lead ? x->sizes[i] : 1;
+    const tc_tensor *in[3] = {x, weight, bias};
+    tc_tensor *d[3], *r[3] = {NULL, NULL, NULL};
+    TC_TRY(dense_all(3, in, d));
+    tc_status st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &r[0]);
+    for (int i = 1; i < 3 && st == TC_OK; i++)
+        st = tc__new_tensor(x->ndim, ssz, acc_dtype(x->dtype), dev, false, &r[i]);
+    if (st == TC_OK && m * n > 0) {
+        tc__nn_ln a = {.dtype = x->dtype,
+                       .x = tc__data(d[0]),
+                       .weight = data_or_null(d[1]),
+                       .bias = data_or_null(d[2]),
+                       .y = tc__data(r[0]),
+                       .mean = tc__data(r[1]),
+                       .rstd = tc__data(r[2]),
+                       .m = m,
+                       .n = n,
+                       .eps = eps};
+        st = be->layer_norm(dev.index, &a);
+    } else if (st == TC_OK && m > 0) { /* rows of nothing: their mean is 0 / 0 */
+        st = tc_tensor_fill_(r[1], NAN);
+        if (st == TC_OK)
+            st = tc_tensor_fill_(r[2], NAN);
+    }
+    release_all(3, d);
+    if (st != TC_OK) {
+        release_all(3, r);
+        return st;
+    }
+    *out = r[0];
+    if (mean)
+        *mean = r[1];
+    else
+        tc_tensor_release(r[1]);
+    if (rstd)
+        *rstd = r[2];
+    else
+        tc_tensor_release(r[2]);
+    return TC_OK;
+}
+
+/* layer_norm_backward's checks (nshape and shape already checked). */
+static tc_status ln_bwd_check(const char *fn, const tc_tensor *grad_output, const tc_tensor *x,
+                              int nshape, const int64_t *shape, const tc_tensor *mean,
+                              const tc_tensor *rstd, const tc_tensor *weight)
+{
+    TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
+    TC_TRY(check_stat(fn, x, mean, nshape, "tc_tensor mean"));
+    TC_TRY(check_stat(fn, x, rstd, nshape, "tc_tensor rstd"));
+    return check_param(fn, x, weight, "tc_tensor weight", nshape, shape);
+}
+
+tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tensor *x, int nshape,
+                                    const int64_t *normalized_shape, const tc_tensor *mean,
+                                    const tc_tensor *rstd, const tc_tensor *weight, tc_tensor **dx,
+                                    tc_tensor **dweight, tc_tensor **dbias)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_layer_norm_backward";
+    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
+    TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight));
+    TC_CHECK_ARG(dx || dweight || dbias, "%s: dx, dweight and dbias are all NULL: nothing to do",
+                 fn);
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int lead = x->ndim - nshape;
+    int64_t m = prod(x->sizes, 0, lead), n = prod(x->sizes, lead, x->ndim);
+    const tc_tensor *in[5] = {grad_output, x, mean, rstd, weight};
+    tc_tensor *d[5], *r[3] = {NULL, NULL, NULL};
+    TC_TRY(dense_all(5, in, d));
+    tc_status st = TC_OK;
+    if (dx)
+        st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &r[0]);
+    if (st == TC_OK && dweight)
+        st = tc__new_tensor(nshape, normalized_shape, x->dtype, dev, false, &r[1]);
+    if (st == TC_OK && dbias)
+        st = tc__new_tensor(nshape, normalized_shape, x->dtype, dev, false, &r[2]);
+    if (st == TC_OK && m * n > 0) {
+        tc__nn_ln_bwd a = {.dtype = x->dtype,
+                           .grad_out = tc__data(d[0]),
+                           .x = tc__data(d[1]),
+                           .mean = tc__data(d[2]),
+                           .rstd = tc__data(d[3]),
+                           .weight = data_or_null(d[4]),
+                           .dx = data_or_null(r[0]),
+                           .dweight = data_or_null(r[1]),
+                           .dbias = data_or_null(r[2]),
+                           .m = m,
+                           .n = n};
+        st = be->layer_norm_backward(dev.index, &a);
+    } else if (st == TC_OK) { /* no rows: the sums over them are 0 */
+        for (int i = 1; i < 3 && st == TC_OK; i++)
+            if (r[i])
+                st = tc_tensor_fill_(r[i], 0);
+    }
+    release_all(5, d);
+    if (st != TC_OK) {
+        release_all(3, r);
+        return st;
+    }
+    if (dx)
+        *dx = r[0];
+    if (dweight)
+        *dweight = r[1];
+    if (dbias)
+        *dbias = r[2];
+    return TC_OK;
+}
+
+/* ---- cross_entropy ---------------------------------------------------------------- */
+
+/* Reads CPU targets and checks them against [0, c) where they are not
+ * `ignore`. */
+static tc_status check_targets(const char *fn, const tc_tensor *target, int64_t n, int64_t c,
+                               int64_t ignore)
+{
+    int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!t)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld targets", fn, (long long)n);
+    tc_status st = tc_tensor_to_host(target, TC_INT64, t);
+    for (int64_t i = 0; st == TC_OK && i < n; i++)
+        if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
+            st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                          "%s: target %lld (row %lld) is out of range: classes are 0..%lld "
+                          "(ignore_index %lld)",
+                          fn, (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
+    free(t);
+    return st;
+}
+
+/* logits [N, C] or [C] and int64 target [N] or 0-d on its device, and the
+ * reduction; *n and *c written. */
+static tc_status ce_check(const char *fn, const tc_tensor *logits, const tc_tensor *target,
+                          tc_reduction reduction, int64_t *n, int64_t *c)
+{
+    TC_TRY(check_float(fn, logits, "tc_tensor logits"));
+    TC_TRY(check_on(fn, logits, target, TC_INT64, "tc_tensor target"));
+    TC_CHECK_ARG(reduction == TC_REDUCTION_NONE || reduction == TC_REDUCTION_MEAN ||
+                     reduction == TC_REDUCTION_SUM,
+                 "%s: reduction %d is not TC_REDUCTION_NONE, _MEAN or _SUM", fn, (int)reduction);
+    if (logits->ndim != 1 && logits->ndim != 2)
+        return tc__fail(TC_ERROR_SHAPE, "%s: logits must be [N, C] or [C], got a %d-d tensor", fn,
+                        logits->ndim);
+    *n = logits->ndim == 2 ? logits->sizes[0] : 1;
+    *c = logits->sizes[logits->ndim - 1];
+    if (target->ndim != logits->ndim - 1 || (target->ndim == 1 && target->sizes[0] != *n))
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: target must be [N] for logits [N, C] (0-d for [C]); got a %d-d "
+                        "target for %lld rows",
+                        fn, target->ndim, (long long)*n);
+    return TC_OK;
+}
+
+/* The loss's rank: [N] for NONE over [N, C] logits, else 0-d. */
+static int loss_rank(const tc_tensor *logits, tc_reduction reduction)
+{
+    return reduction == TC_REDUCTION_NONE && logits->ndim == 2 ? 1 : 0;
+}
+
+/* The shared second half: targets checked on the CPU, dense operands, the
+ * results made and the backend called. a's pointers and sizes are filled
+ * here; `grad` is the gradient tensor or NULL. */
+static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor *target,
+                        const tc_tensor *grad, tc__nn_ce_bwd *a, tc_tensor **loss,
+                        tc_tensor **dlogits)
+{
+    tc_device dev = logits->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    if (dev.type == TC_CPU)
+        TC_TRY(check_targets(fn, target, a->n, a->c, a->ignore_index));
+    const tc_tensor *in[3] = {logits, target, grad};
+    tc_tensor *d[3], *r[2] = {NULL, NULL};
+    TC_TRY(dense_all(3, in, d));
+    tc_status st = tc__new_tensor(logits->ndim, logits->sizes, logits->dtype, dev, false, &r[0]);
+    if (st == TC_OK && loss)
+        st = tc__new_tensor(loss_rank(logits, a->reduction), &a->n, logits->dtype, dev, false,
+                            &r[1]);
+    bool none = a->reduction == TC_REDUCTION_NONE;
+    if (st == TC_OK && (a->n > 0 || (loss && !none))) {
+        a->dtype = logits->dtype;
+        a->logits = tc__data(d[0]);
+        a->target = tc__data(d[1]);
+        a->grad = data_or_null(d[2]);
+        a->dlogits = tc__data(r[0]);
+        a->loss = data_or_null(r[1]);
+        st = be->cross_entropy_backward(dev.index, a);
+    }
+    release_all(3, d);
+    if (st != TC_OK) {
+        release_all(2, r);
+        return st;
+    }
+    *dlogits = r[0];
+    if (loss)
+        *loss = r[1];
+    return TC_OK;
+}
+
+tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *target,
+                                    int64_t ignore_index, tc_reduction reduction, double grad_scale,
+                                    tc_tensor **loss, tc_tensor **dlogits)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_cross_entropy_fused";
+    int64_t n, c;
+    TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
+    TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
+                 grad_scale);
+    TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
+    tc__nn_ce_bwd a = {.grad_scale = grad_scale,
+                       .n = n,
+                       .c = c,
+                       .ignore_index = ignore_index,
+                       .reduction = reduction};
+    return ce_run(fn, logits, target, NULL, &a, loss, dlogits);
+}
+
+tc_status tc_nn_cross_entropy_backward(const tc_tensor *grad_loss, const tc_tensor *logits,
+                                       const tc_tensor *target, int64_t ignore_index,
+                                       tc_reduction reduction, tc_tensor **dlogits)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_cross_entropy_backward";
+    int64_t n, c;
+    TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
+    TC_TRY(check_on(fn, logits, grad_loss, logits->dtype, "tc_tensor grad_loss"));
+    int rank = loss_rank(logits, reduction);
+    if (grad_loss->ndim != rank || (rank == 1 && grad_loss->sizes[0] != n))
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: grad_loss must have the loss's shape (%s), got a %d-d tensor", fn,
+                        rank ? "[N]" : "0-d", grad_loss->ndim);
+    TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
+    tc__nn_ce_bwd a = {.grad_per_row = rank == 1,
+                       .grad_scale = 1,
+                       .n = n,
+                       .c = c,
+                       .ignore_index = ignore_index,
+                       .reduction = reduction};
+    return ce_run(fn, logits, target, grad_loss, &a, NULL, dlogits);
+}

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""nn_backward.h against torch.autograd, on a GPU (and the CPU in float64).
+
+Runs on the GPU machine against a CUDA build's libtcuda.so (ctypes; no
+compiled glue):
+
+    python3 tests/torch/nn_backward_torch.py [path/to/libtcuda.so]   # or TCUDA_LIB=...
+
+The same inputs go through tcuda and through PyTorch, in float32, bfloat16
+and float16 on the GPU and float64 on the CPU:
+
+- gelu_backward (exact and tanh) against x.grad of F.gelu;
+- softmax_backward / log_softmax_backward, given torch's forward output y
+  (what ATen's _softmax_backward_data takes), against x.grad, along the
+  last dim and along a middle one;
+- native_layer_norm's out, mean and rstd against torch.native_layer_norm's;
+  layer_norm_backward, given torch's mean and rstd, against x.grad,
+  weight.grad and bias.grad of F.layer_norm (with and without affine);
+- cross_entropy_fused (loss and dlogits) and cross_entropy_backward against
+  F.cross_entropy's loss and logits.grad, for mean, sum and none, with some
+  rows ignored, on a GPT-2 sized vocabulary too, and every row ignored.
+
+Tolerances are torch.testing.assert_close's defaults for each dtype. Prints
+one last line, "PASS nn_backward_torch: ..." or "FAIL nn_backward_torch:
+...", and exits 0 / 1 (77 with "SKIP" when torch or a GPU is missing)."""
+import ctypes
+import os
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("SKIP nn_backward_torch: no torch")
+    sys.exit(77)
+
+# ---- the tcuda ABI (include/tcuda/tensor.h, nn.h, nn_backward.h) ------------------------
+TC_CPU, TC_CUDA = 0, 1
+TC_INT64, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT32, TC_FLOAT64 = 5, 6, 7, 8, 9
+TC_REDUCTION = {"none": 0, "mean": 1, "sum": 2}
+TC_OF = {torch.float16: TC_FLOAT16, torch.bfloat16: TC_BFLOAT16, torch.float32: TC_FLOAT32,
+         torch.float64: TC_FLOAT64, torch.int64: TC_INT64}
+# torch.testing.assert_close's defaults: (rtol, atol)
+TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
+       torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+
+class Device(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("index", ctypes.c_int)]
+
+
+def load_tcuda():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TCUDA_LIB", "build/libtcuda.so")
+    lib = ctypes.CDLL(path)
+    vp, i32, i64, dbl = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_double
+    i64p, vpp = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_void_p)
+    sigs = {
+        "tc_last_error": (ctypes.c_char_p, []),
+        "tc_is_available": (ctypes.c_bool, []),
+        "tc_synchronize": (i32, [i32]),
+        "tc_tensor_from_data": (i32, [vp, i32, i64p, i32, Device, vpp]),
+        "tc_tensor_to": (i32, [vp, Device, i32, ctypes.c_bool, vpp]),
+        "tc_tensor_release": (i32, [vp]),
+        "tc_tensor_ndim": (i32, [vp]),
+        "tc_tensor_size": (i64, [vp, i32]),
+        "tc_tensor_numel": (i64, [vp]),
+        "tc_tensor_to_host": (i32, [vp, i32, vp]),
+        "tc_nn_gelu_backward": (i32, [vp, vp, i32, vpp]),
+        "tc_nn_softmax_backward": (i32, [vp, vp, i32, vpp]),
+        "tc_nn_log_softmax_backward": (i32, [vp, vp, i32, vpp]),
+        "tc_nn_native_layer_norm": (i32, [vp, i32, i64p, vp, vp, dbl, vpp, vpp, vpp]),
+        "tc_nn_layer_norm_backward": (i32, [vp, vp, i32, i64p, vp, vp, vp, vpp, vpp, vpp]),
+        "tc_nn_cross_entropy_fused": (i32, [vp, vp, i64, i32, dbl, vpp, vpp]),
+        "tc_nn_cross_entropy_backward": (i32, [vp, vp, vp, i64, i32, vpp]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+tc = None
+failures = []
+checked = 0
+held = []  # tcuda tensors to release at the end of a case
+
+
+def ok(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what}: status {status}: {tc.tc_last_error().decode()}")
+
+
+def sizes_of(shape):
+    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def to_tc(t):
+    """A tcuda tensor with t's values, dtype and device."""
+    dev = Device(TC_CUDA if t.is_cuda else TC_CPU, t.device.index if t.is_cuda else -1)
+    src = t.detach().to("cpu", torch.int64 if t.dtype == torch.int64 else torch.float64)
+    src = src.contiguous()
+    host, out = ctypes.c_void_p(), ctypes.c_void_p()
+    code = TC_INT64 if t.dtype == torch.int64 else TC_FLOAT64
+    ok(tc.tc_tensor_from_data(src.data_ptr(), src.dim(), sizes_of(src.shape), code,
+                              Device(TC_CPU, -1), ctypes.byref(host)), "tc_tensor_from_data")
+    try:
+        ok(tc.tc_tensor_to(host, dev, TC_OF[t.dtype], False, ctypes.byref(out)), "tc_tensor_to")
+    finally:
+        tc.tc_tensor_release(host)
+    held.append(out)
+    return out
+
+
+def from_tc(h):
+    """A tcuda tensor's values as a float64 CPU torch tensor of its shape."""
+    shape = [tc.tc_tensor_size(h, i) for i in range(tc.tc_tensor_ndim(h))]
+    out = torch.empty(shape, dtype=torch.float64)
+    ok(tc.tc_tensor_to_host(h, TC_FLOAT64, out.data_ptr()), "tc_tensor_to_host")
+    return out
+
+
+def new_out():
+    p = ctypes.c_void_p()
+    held.append(p)
+    return p
+
+
+def release_held():
+    for h in held:
+        if h.value:
+            tc.tc_tensor_release(h)
+    held.clear()
+
+
+def close(what, got_h, want, dtype):
+    """got (a tcuda tensor) against torch's `want`, within dtype's defaults."""
+    global checked
+    checked += 1
+    got = from_tc(got_h)
+    want = want.detach().to("cpu", torch.float64)
+    if list(got.shape) != list(want.shape):
+        failures.append(f"{what} ({dtype}): shape {list(got.shape)}, torch {list(want.shape)}")
+        return
+    rtol, atol = TOL[dtype]
+    bad = ~((got - want).abs() <= atol + rtol * want.abs()) & ~(got.isnan() & want.isnan())
+    if bad.any():
+        i = bad.flatten().nonzero()[0].item()
+        failures.append(f"{what} ({dtype}): {bad.sum().item()} of {got.numel()} differ, e.g. "
+                        f"element {i}: {got.flatten()[i].item():.9g} vs torch "
+                        f"{want.flatten()[i].item():.9g}")
+
+
+# ---- the cases --------------------------------------------------------------------------
+
+
+def case_gelu(dev, dt):
+    x = (torch.randn(64, 768, dtype=torch.float64) * 3).to(dev, dt)
+    g = torch.randn(64, 768, dtype=torch.float64).to(dev, dt)
+    for ap, name in ((0, "none"), (1, "tanh")):
+        xr = x.clone().requires_grad_()
+        F.gelu(xr, approximate=name).backward(g)
+        out = new_out()
+        ok(tc.tc_nn_gelu_backward(to_tc(g), to_tc(x), ap, ctypes.byref(out)), "gelu_backward")
+        close(f"gelu_backward {name}", out, xr.grad, dt)
+
+
+def case_softmax(dev, dt):
+    for shape, dim in (((32, 1000), -1), ((4, 16, 8), 1), ((8, 3000), 1)):
+        x = (torch.randn(shape, dtype=torch.float64) * 2).to(dev, dt)
+        g = torch.randn(shape, dtype=torch.float64).to(dev, dt)
+        for log in (False, True):
+            xr = x.clone().requires_grad_()
+            y = (F.log_softmax if log else F.softmax)(xr, dim)
+            y.backward(g)
+            fn = tc.tc_nn_log_softmax_backward if log else tc.tc_nn_softmax_backward
+            out = new_out()
+            ok(fn(to_tc(g), to_tc(y), dim, ctypes.byref(out)), "softmax_backward")
+            close(f"{'log_' if log else ''}softmax_backward {list(shape)} dim {dim}", out,
+                  xr.grad, dt)
+
+
+def case_layer_norm(dev, dt):
+    for shape, nshape, affine in (((8, 64, 768), 1, True), ((16, 4, 50), 2, True),
+                                  ((100, 33), 1, False)):
+        x = (torch.randn(shape, dtype=torch.float64) * 2 + 0.5).to(dev, dt)
+        g = torch.randn(shape, dtype=torch.float64).to(dev, dt)
+        ns = list(shape[-nshape:])
+        w = (torch.rand(ns, dtype=torch.float64) + 0.5).to(dev, dt) if affine else None
+        b = torch.randn(ns, dtype=torch.float64).to(dev, dt) if affine else None
+        eps = 1e-5
+        out_t, mean_t, rstd_t = torch.native_layer_norm(x, ns, w, b, eps)
+        y, mean, rstd = new_out(), new_out(), new_out()
+        tw, tb = (to_tc(w), to_tc(b)) if affine else (None, None)
+        ok(tc.tc_nn_native_layer_norm(to_tc(x), nshape, sizes_of(ns), tw, tb, eps,
+                                      ctypes.byref(y), ctypes.byref(mean), ctypes.byref(rstd)),
+           "native_layer_norm")
+        what = f"native_layer_norm {list(shape)}"
+        close(f"{what} out", y, out_t, dt)
+        close(f"{what} mean", mean, mean_t, mean_t.dtype)
+        close(f"{what} rstd", rstd, rstd_t, rstd_t.dtype)
+        xr = x.clone().requires_grad_()
+        wr = w.clone().requires_grad_() if affine else None
+        br = b.clone().requires_grad_() if affine else None
+        F.layer_norm(xr, ns, wr, br, eps).backward(g)
+        dx, dw, db = new_out(), new_out(), new_out()
+        ok(tc.tc_nn_layer_norm_backward(to_tc(g), to_tc(x), nshape, sizes_of(ns),
+                                        to_tc(mean_t), to_tc(rstd_t), tw, ctypes.byref(dx),
+                                        ctypes.byref(dw) if affine else None,
+                                        ctypes.byref(db) if affine else None),
+           "layer_norm_backward")
+        what = f"layer_norm_backward {list(shape)}"
+        close(f"{what} dx", dx, xr.grad, dt)
+        if affine:
+            close(f"{what} dweight", dw, wr.grad, dt)
+            close(f"{what} dbias", db, br.grad, dt)
+
+
+def case_cross_entropy(dev, dt):
+    for n, c in ((128, 100), (64, 50257), (4, 7)):
+        x = (torch.randn(n, c, dtype=torch.float64) * 3).to(dev, dt)
+        t = torch.randint(0, c, (n,), device=dev)
+        t[::5] = -100
+        if n == 4:
+            t[:] = -100  # every row ignored: mean NaN, gradient 0
+        for red in ("mean", "sum", "none"):
+            scale = 0.5
+            xr = x.clone().requires_grad_()
+            loss_t = F.cross_entropy(xr, t, ignore_index=-100, reduction=red)
+            gl = (torch.randn(n, dtype=torch.float64).to(dev, dt) if red == "none"
+                  else torch.tensor(scale, dtype=dt, device=dev))
+            if red == "none":
+                loss_t.backward(gl)
+            else:
+                (loss_t * scale).backward()
+            what = f"cross_entropy [{n}, {c}] {red}"
+            if red != "none":
+                loss, dl = new_out(), new_out()
+                ok(tc.tc_nn_cross_entropy_fused(to_tc(x), to_tc(t), -100, TC_REDUCTION[red],
+                                                scale, ctypes.byref(loss), ctypes.byref(dl)),
+                   "cross_entropy_fused")
+                close(f"{what} fused loss", loss, loss_t, dt)
+                close(f"{what} fused dlogits", dl, xr.grad, dt)
+            dl2 = new_out()
+            ok(tc.tc_nn_cross_entropy_backward(to_tc(gl), to_tc(x), to_tc(t), -100,
+                                               TC_REDUCTION[red], ctypes.byref(dl2)),
+               "cross_entropy_backward")
+            close(f"{what} backward", dl2, xr.grad, dt)
+
+
+CASES = (case_gelu, case_softmax, case_layer_norm, case_cross_entropy)
+
+
+def main():
+    global tc
+    if not torch.cuda.is_available():
+        print("SKIP nn_backward_torch: torch sees no GPU")
+        return 77
+    tc = load_tcuda()
+    if not tc.tc_is_available():
+        print(f"SKIP nn_backward_torch: tcuda sees no GPU: {tc.tc_last_error().decode()}")
+        return 77
+    torch.manual_seed(27)
+    runs = [("cuda:0", dt) for dt in (torch.float32, torch.bfloat16, torch.float16)]
+    runs.append(("cpu", torch.float64))
+    for dev, dt in runs:
+        for case in CASES:
+            try:
+                case(dev, dt)
+                ok(tc.tc_synchronize(-1), "tc_synchronize")
+            except Exception as e:
+                failures.append(f"{case.__name__} {dev} {dt}: {type(e).__name__}: {e}")
+            finally:
+                release_held()
+    if failures:
+        for f in failures:
+            print("  " + f)
+        print(f"FAIL nn_backward_torch: {len(failures)} of {checked} comparisons: {failures[0]}")
+        return 1
+    print(f"PASS nn_backward_torch: {checked} comparisons (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,8 @@
 #include "shape.h"
 #include "indexing.h"
 #include "nn.h"
+#include "optim.h"
+#include "amp.h"
 #include "backends.h"
 #include "graph.h"
 #include "jit.h"

@@ -1,0 +1,6 @@
+#include "tc_test.h"
+int main(void)
+{
+    TC_TEST_REQUIRE_GPU();
+    return 0;
+}

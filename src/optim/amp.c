@@ -179,6 +179,10 @@ static tc_status unscale(tc_grad_scaler *s, per_opt *e, tc_tensor *const *grads,
     tc_status st = tc__mt_build_slot(&bl, 0, (const tc_tensor *const *)grads, "grads");
     if (st == TC_OK && (bl.device.type != s->device.type || bl.device.index != s->device.index))
         st = tc__fail(TC_ERROR_DEVICE_MISMATCH, "grads are on another device than the scaler");
+    tc__mt_scalar_use su[2] = {{tc__data(s->scale), TC_FLOAT32, false},
+                               {tc__data(e->found_inf), TC_FLOAT32, true}};
+    if (st == TC_OK)
+        st = tc__mt_publish(&bl, check_only ? 0u : 1u, su, 2, "unscale kernel");
     if (st == TC_OK)
         st = be->unscale(s->device.index, &bl.l, (const float *)tc__data(s->scale), check_only,
                          (float *)tc__data(e->found_inf));
@@ -248,6 +252,12 @@ tc_status tc_grad_scaler_update(tc_grad_scaler *scaler)
             sum = next;
         }
     }
+    tc__mt_scalar_use su[3] = {{tc__data(scaler->scale), TC_FLOAT32, true},
+                               {tc__data(scaler->tracker), TC_INT32, true},
+                               {tc__data(sum), TC_FLOAT32, false}};
+    tc__mt_build nb = {.device = scaler->device};
+    if (st == TC_OK)
+        st = tc__mt_publish(&nb, 0, su, 3, "update_scale kernel");
     if (st == TC_OK)
         st = be->update_scale(scaler->device.index, (float *)tc__data(scaler->scale),
                               (int32_t *)tc__data(scaler->tracker), (const float *)tc__data(sum),

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "optim_front.h"
+#include "access/access.h"
 #include "optim_math.h"
 #include "tcuda/optim.h"
 
@@ -134,6 +135,40 @@ tc_status tc__optim_backend_of(tc_device device, const tc__optim_backend **out)
     return TC_OK;
 }
 
+tc_status tc__mt_publish(const tc__mt_build *b, unsigned write_slots,
+                         const tc__mt_scalar_use *scalars, int n_scalars, const char *what)
+{
+    if (b->device.type == TC_CPU || !tc__access_on())
+        return TC_OK;
+    int n = n_scalars;
+    for (int s = 0; s < TC__MT_SLOTS; s++)
+        n += b->l.ptr[s] ? b->l.n : 0;
+    tc__span *sp = calloc((size_t)(n > 0 ? n : 1), sizeof *sp);
+    if (!sp)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory to declare a list's accesses");
+    int k = 0;
+    for (int s = 0; s < TC__MT_SLOTS; s++) {
+        if (!b->l.ptr[s])
+            continue;
+        tc_dtype dt = s == TC__MT_STEP ? TC_FLOAT32 : b->l.dtype;
+        for (int i = 0; i < b->l.n; i++) {
+            int64_t numel = s == TC__MT_STEP ? 1 : b->numel[i];
+            tc__span_dense(b->ptr[s][i], (size_t)numel * tc_dtype_size(dt), dt, 1, NULL,
+                           (write_slots >> s) & 1u, &sp[k++]);
+        }
+    }
+    for (int i = 0; i < n_scalars; i++)
+        if (scalars[i].ptr)
+            tc__span_dense(scalars[i].ptr, tc_dtype_size(scalars[i].dtype), scalars[i].dtype, 1,
+                           NULL, scalars[i].write, &sp[k++]);
+    int dev = b->device.index;
+    tc__access_op op = {
+        .dev = dev, .stream = tc__dev()->current_stream(dev), .spans = sp, .n = k, .what = what};
+    tc_status st = tc__access_op_publish(&op);
+    free(sp);
+    return st;
+}
+
 /* ---- foreach ------------------------------------------------------------------------ */
 
 /* One foreach op over self (and a, b where the op reads them). */
@@ -173,8 +208,11 @@ static tc_status run_foreach(tc_tensor *const *self, const tc_tensor *const *a,
     const tc__optim_backend *be = NULL;
     if (st == TC_OK)
         st = tc__optim_backend_of(bl.device, &be);
+    tc__mt_scalar_use su = {args->scalar_ptr, args->scalar_dtype, false};
     if (st == TC_OK)
-        st = be->foreach (bl.device.index, &bl.l, args);
+        st = tc__mt_publish(&bl, 1u, &su, 1, "foreach kernel");
+    if (st == TC_OK)
+        st = be->apply(bl.device.index, &bl.l, args);
     tc__mt_build_free(&bl);
     return st;
 }
@@ -271,7 +309,10 @@ static tc_status norms_of(const tc__mt_build *bl, double ord, tc_tensor **out)
     int64_t n = bl->l.n;
     tc_tensor *t;
     TC_TRY(tc__new_tensor(1, &n, bl->l.dtype, bl->device, false, &t));
-    tc_status st = be->norms(bl->device.index, &bl->l, ord, tc__data(t));
+    tc__mt_scalar_use su = {tc__data(t), bl->l.dtype, true}; /* the first norm stands for all */
+    tc_status st = tc__mt_publish(bl, 0, &su, 1, "foreach_norm kernel");
+    if (st == TC_OK)
+        st = be->norms(bl->device.index, &bl->l, ord, tc__data(t));
     if (st != TC_OK) {
         tc_tensor_release(t);
         return st;
@@ -327,6 +368,12 @@ static tc_status clip(tc__mt_build *bl, double max_norm, double ord, bool check,
         st = tc__new_tensor(0, NULL, bl->l.dtype, bl->device, false, &total);
     if (st == TC_OK)
         st = tc__new_tensor(0, NULL, bl->l.dtype, bl->device, false, &coef);
+    if (st == TC_OK && tc__access_on()) { /* total and coefficient written */
+        tc__mt_scalar_use su[2] = {{tc__data(total), bl->l.dtype, true},
+                                   {tc__data(coef), bl->l.dtype, true}};
+        tc__mt_build nb = {.l = {.dtype = bl->l.dtype}, .device = bl->device};
+        st = tc__mt_publish(&nb, 0, su, 2, "clip_grad_norm_ kernel");
+    }
     if (st == TC_OK)
         st = be->clip_coef(bl->device.index, bl->l.dtype, tc__data(norms), bl->l.n, ord, max_norm,
                            tc__data(total), tc__data(coef));
@@ -335,7 +382,10 @@ static tc_status clip(tc__mt_build *bl, double max_norm, double ord, bool check,
     if (st == TC_OK) {
         tc__foreach_args a = {
             .op = TC__FE_MUL_TENSOR, .scalar_ptr = tc__data(coef), .scalar_dtype = bl->l.dtype};
-        st = be->foreach (bl->device.index, &bl->l, &a);
+        tc__mt_scalar_use cu = {a.scalar_ptr, a.scalar_dtype, false};
+        st = tc__mt_publish(bl, 1u, &cu, 1, "foreach kernel");
+        if (st == TC_OK)
+            st = be->apply(bl->device.index, &bl->l, &a);
     }
     tc_tensor_release(norms);
     tc_tensor_release(coef);

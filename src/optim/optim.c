@@ -264,8 +264,10 @@ static tc_status step(tc_optimizer *o, tc_tensor *const *grads, int n, const tc_
     TC_TRY(tc__mt_check_count(grads, n, "grads"));
     TC_CHECK_ARG(n == o->n, "%d gradients for %d parameters", n, o->n);
     tc__mt_amp amp = {0};
-    TC_TRY(tc__mt_scalar(scale, o->device, "grad_scale", (float **)&amp.grad_scale));
-    TC_TRY(tc__mt_scalar(found_inf, o->device, "found_inf", (float **)&amp.found_inf));
+    float *sp, *fp;
+    TC_TRY(tc__mt_scalar(scale, o->device, "grad_scale", &sp));
+    TC_TRY(tc__mt_scalar(found_inf, o->device, "found_inf", &fp));
+    amp.grad_scale = sp, amp.found_inf = fp;
     if (o->lr_tensor)
         amp.lr = (const float *)tc__data(o->lr_tensor);
     tc__mt_build bl;
@@ -280,7 +282,14 @@ static tc_status step(tc_optimizer *o, tc_tensor *const *grads, int n, const tc_
         put_state(&bl, o, TC_OPTIMIZER_STATE_EXP_AVG_SQ, TC__MT_EXP_AVG_SQ);
         put_state(&bl, o, TC_OPTIMIZER_STATE_MAX_EXP_AVG_SQ, TC__MT_MAX_EXP_AVG_SQ);
         put_state(&bl, o, TC_OPTIMIZER_STATE_MOMENTUM_BUFFER, TC__MT_EXP_AVG);
-        st = run_step(o, &bl.l, &amp);
+        /* everything written but the gradients, which only a scaled step writes */
+        unsigned writes = ~0u & ~(amp.grad_scale ? 0u : 1u << TC__MT_GRAD);
+        tc__mt_scalar_use su[3] = {{amp.lr, TC_FLOAT32, false},
+                                   {amp.grad_scale, TC_FLOAT32, false},
+                                   {amp.found_inf, TC_FLOAT32, false}};
+        st = tc__mt_publish(&bl, writes, su, 3, "optimizer step kernel");
+        if (st == TC_OK)
+            st = run_step(o, &bl.l, &amp);
     }
     tc__mt_build_free(&bl);
     return st;

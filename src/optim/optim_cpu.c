@@ -221,7 +221,7 @@ static tc_status cpu_update_scale(int device, float *scale, int32_t *tracker,
 const tc__optim_backend tc__cpu_optim_backend = {
     .adam = cpu_adam,
     .sgd = cpu_sgd,
-    .foreach = cpu_foreach,
+    .apply = cpu_foreach,
     .norms = cpu_norms,
     .clip_coef = cpu_clip_coef,
     .unscale = cpu_unscale,

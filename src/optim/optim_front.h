@@ -30,6 +30,20 @@ tc_status tc__mt_check_count(const void *arr, int n, const char *what);
 /* A one-element float32 tensor on `device` (lr, grad_scale, found_inf) or
  * NULL when optional and absent; *out its data. */
 tc_status tc__mt_scalar(const tc_tensor *t, tc_device device, const char *what, float **out);
+/* A one-element float32 operand (a scalar read or written beside a list),
+ * for tc__mt_publish. */
+typedef struct tc__mt_scalar_use {
+    const void *ptr; /* NULL: none */
+    tc_dtype dtype;
+    bool write;
+} tc__mt_scalar_use;
+/* Declares a GPU operation on the list to the access layer's watchers (the
+ * stream sanitizer, captures ordered by data) before it is queued: the
+ * slots whose bit is set in write_slots are written, the other slots in
+ * use read, and the scalars as they say. Nothing for a CPU list or while
+ * nobody watches; a watcher's refusal (TC_ERROR_RACE) is returned. */
+tc_status tc__mt_publish(const tc__mt_build *b, unsigned write_slots,
+                         const tc__mt_scalar_use *scalars, int n_scalars, const char *what);
 /* The optimizer backend of a resolved device (TC_ERROR_NO_DEVICE where
  * there is none). */
 tc_status tc__optim_backend_of(tc_device device, const tc__optim_backend **out);

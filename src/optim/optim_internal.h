@@ -91,7 +91,7 @@ typedef struct tc__optim_backend {
     /* One SGD step, as adam (the step slot says which step is the first). */
     tc_status (*sgd)(int device, const tc__mt_list *l, const tc__sgd_args *a);
     /* One foreach operation over the list (slots 0, 1, 2). */
-    tc_status (*foreach)(int device, const tc__mt_list *l, const tc__foreach_args *a);
+    tc_status (*apply)(int device, const tc__mt_list *l, const tc__foreach_args *a);
     /* out[i] (n values of l->dtype) = the ord-norm of tensor i (2: in
      * float64; INFINITY: the largest magnitude, NaN where any is NaN). */
     tc_status (*norms)(int device, const tc__mt_list *l, double ord, void *out);

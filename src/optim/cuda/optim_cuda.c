@@ -53,7 +53,7 @@ static tc_status cu_update_scale(int device, float *scale, int32_t *tracker, con
 const tc__optim_backend tc__cuda_optim_backend = {
     .adam = cu_adam,
     .sgd = cu_sgd,
-    .foreach = cu_foreach,
+    .apply = cu_foreach,
     .norms = cu_norms,
     .clip_coef = cu_clip_coef,
     .unscale = cu_unscale,

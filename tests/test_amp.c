@@ -156,6 +156,21 @@ static void test_order(void)
     CHECK(same_vals(m.g, m2.g)); /* the step wrote the unscaled gradient back */
     CHECK_OK(tc_grad_scaler_update(s));
     CHECK(state_of(s).growth_tracker == 1);
+    /* float16 gradients: unscale_ refuses them, step takes them */
+    tc_tensor *hp = NULL, *hg = NULL;
+    int64_t n2 = 2;
+    CHECK_OK(tc_tensor_ones(1, &n2, TC_FLOAT16, CPU, &hp));
+    CHECK_OK(tc_tensor_full(1, &n2, 4096, TC_FLOAT16, CPU, &hg)); /* 1/16 scaled */
+    tc_optimizer *ho = NULL;
+    tc_sgd_options hs = tc_sgd_options_default();
+    hs.lr = 0.5;
+    CHECK_OK(tc_optimizer_create_sgd(&hp, 1, &hs, &ho));
+    CHECK_STATUS(tc_grad_scaler_unscale_(s, ho, &hg, 1), TC_ERROR_DTYPE);
+    CHECK_OK(tc_grad_scaler_step(s, ho, &hg, 1));
+    double hv[2] = {0.96875, 0.96875};
+    near_vals("float16 param stepped", hp, hv, 2, 0);
+    CHECK_OK(tc_optimizer_destroy(ho));
+    tc_tensor_release(hp), tc_tensor_release(hg);
     CHECK_OK(tc_grad_scaler_unscale_(s, m.opt, &m.g, 1)); /* READY again */
     CHECK_STATUS(tc_grad_scaler_unscale_(s, m.opt, &m.g, 2), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_grad_scaler_step(s, NULL, &m.g, 1), TC_ERROR_INVALID_ARGUMENT);
@@ -211,6 +226,11 @@ static void test_checkpoint_and_overflow(void)
     CHECK_STATUS(tc_grad_scaler_create(CPU, &b, &x), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_grad_scaler_create(CPU, NULL, &x), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_grad_scaler_create((tc_device){TC_CPU, 3}, &o, &x), TC_ERROR_INVALID_ARGUMENT);
+    if (tc_device_count() == 0) /* GradScaler("cuda") where there is no GPU */
+        CHECK_STATUS(tc_grad_scaler_create((tc_device){TC_CUDA, 0}, &o, &x), TC_ERROR_NO_DEVICE);
+    void *junk = tc_test_garbage(128);
+    CHECK_STATUS(tc_grad_scaler_update((tc_grad_scaler *)junk), TC_ERROR_INVALID_HANDLE);
+    free(junk);
     CHECK(x == NULL);
     model_free(&m);
     CHECK_OK(tc_grad_scaler_destroy(s));

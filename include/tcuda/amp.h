@@ -53,15 +53,17 @@ TCUDA_API tc_status tc_grad_scaler_create(tc_device device, const tc_grad_scaler
  * TC_ERROR_INVALID_HANDLE. */
 TCUDA_API tc_status tc_grad_scaler_destroy(tc_grad_scaler *scaler);
 
-/* GradScaler.scale: *out = loss * scale (a new tensor of loss's dtype; loss
- * on the scaler's device), or a new reference to loss when disabled. */
+/* GradScaler.scale: *out = loss * scale, a new tensor (type promotion as
+ * tc_tensor_mul: a 0-d 16-bit loss gives float32, as in PyTorch; loss on
+ * the scaler's device), or a new reference to loss when disabled. */
 TCUDA_API tc_status tc_grad_scaler_scale(tc_grad_scaler *scaler, const tc_tensor *loss,
                                          tc_tensor **out);
 /* GradScaler.unscale_(optimizer): grads (opt's gradients, in its parameter
  * order, on the scaler's device) multiplied by 1 / scale in one pass, and
  * the optimizer's found_inf set where any element was infinite or NaN.
  * TC_ERROR_INVALID_STATE when called twice for opt, or after its step,
- * before update. */
+ * before update; TC_ERROR_DTYPE for float16 gradients, as PyTorch refuses
+ * to unscale them (step without unscale_ takes them). */
 TCUDA_API tc_status tc_grad_scaler_unscale_(tc_grad_scaler *scaler, tc_optimizer *opt,
                                             tc_tensor *const *grads, int n);
 /* GradScaler.step(optimizer): the optimizer's step, skipped on the device

@@ -205,6 +205,10 @@ tc_status tc_grad_scaler_unscale_(tc_grad_scaler *scaler, tc_optimizer *opt,
                         "update()");
     if (e->stage == STAGE_STEPPED)
         return tc__fail(TC_ERROR_INVALID_STATE, "unscale_() is being called after step()");
+    TC_TRY(tc__mt_check_count(grads, n, "grads"));
+    for (int i = 0; i < n; i++) /* PyTorch's unscale_ refuses them (allow_fp16=False) */
+        if (tc__tensor_live(grads[i]) && grads[i]->dtype == TC_FLOAT16)
+            return tc__fail(TC_ERROR_DTYPE, "Attempting to unscale FP16 gradients.");
     TC_TRY(unscale(scaler, e, grads, n, false));
     e->stage = STAGE_UNSCALED;
     return TC_OK;

@@ -5,12 +5,16 @@
  * multiply-add, and nothing else is contracted).
  *
  * They follow PyTorch's CUDA kernels operation by operation, including
- * their mixed precision: the fused Adam kernel takes lr, betas, eps and
- * weight_decay as doubles, so for float32 (and 16-bit) tensors an
- * expression such as beta1 * m + (1 - beta1) * g is evaluated in double and
- * rounded to float once; its bias corrections are rounded to float. Where
- * PyTorch's source writes a * b + c, nvcc contracts it into one FMA (its
- * default), and so do these formulas (TC_DFMA / TC_FFMA). Where PyTorch may
+ * their mixed precision: the fused Adam kernel (fused_adam_utils.cuh as
+ * PyTorch 2.x has it, adam_math taking lr, betas, eps and weight_decay as
+ * doubles) evaluates an expression such as beta1 * m + (1 - beta1) * g in
+ * double for float32 (and 16-bit) tensors and rounds it to float once; its
+ * bias corrections are rounded to float. (PyTorch's main branch of 2026
+ * casts those scalars to float first and writes the moments as
+ * fma(beta1, m, fma(-beta1, g, g)): the results differ by about a float
+ * rounding per step, which the oracle tests/torch/optim_torch.py measures.)
+ * Where PyTorch's source writes a * b + c, nvcc contracts it into one FMA
+ * (its default), and so do these formulas (TC_DFMA / TC_FFMA). Where PyTorch may
  * still differ by a rounding: it computes beta^t with pow, these by
  * repeated squaring (exact on both of tcuda's sides, within a few double
  * ulps of pow, which float rounding nearly always hides); its foreach SGD

@@ -9,8 +9,9 @@
  * them as flat arrays). Lists given together (a tensor and its gradient)
  * match element by element in sizes (TC_ERROR_SHAPE otherwise). On a GPU a
  * call queues one kernel for up to 48 tensors (a table of their addresses
- * and sizes goes in the launch's arguments, as PyTorch's multi_tensor_apply)
- * on the current stream and returns at once: nothing here waits for the
+ * and sizes goes in the launch's arguments, as PyTorch's multi_tensor_apply;
+ * a step adds a one-block kernel that counts the step) on the current
+ * stream and returns at once: nothing here waits for the
  * device, except clip_grad_norm_'s error_if_nonfinite, which must read the
  * norm. Values are computed as PyTorch's CUDA kernels compute them (float32
  * for 16-bit and float32 tensors, float64 for float64), and the CPU does the

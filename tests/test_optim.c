@@ -2,6 +2,7 @@
  * over several steps (weight decay, amsgrad, maximize, momentum, dampening,
  * nesterov), on lists of tensors of different sizes and dtypes; the skip on
  * found_inf and the division by grad_scale; the learning rate as a tensor;
+ * a checkpoint saved and loaded through the state getters;
  * clip_grad_norm_ (2 and inf, clipping or not, error_if_nonfinite);
  * zero_grad; every foreach operation; and bad input. (test_optim_cuda
  * holds a GPU to these same CPU results.) */
@@ -288,6 +289,41 @@ static void test_lr_tensor(void)
         CHECK_OK(tc_optimizer_destroy(ob));
         list_free(&a), list_free(&b);
     }
+}
+
+/* A checkpoint: optimizer a steps twice; b, made over copies of a's
+ * parameters, loads a's state through tc_optimizer_get_state and
+ * tc_tensor_copy_; then both step once more and agree bit for bit. */
+static void test_checkpoint(void)
+{
+    list a, b;
+    list_make(&a, TC_FLOAT32), list_make(&b, TC_FLOAT32);
+    tc_adamw_options o = tc_adamw_options_default();
+    o.amsgrad = true, o.lr = 0.05;
+    tc_optimizer *oa = NULL, *ob = NULL;
+    CHECK_OK(tc_optimizer_create_adamw(a.p, NT, &o, &oa));
+    CHECK_OK(tc_optimizer_step(oa, a.g, NT));
+    CHECK_OK(tc_optimizer_step(oa, b.g, NT));
+    for (int i = 0; i < NT; i++)
+        CHECK_OK(tc_tensor_copy_(b.p[i], a.p[i], false));
+    CHECK_OK(tc_optimizer_create_adamw(b.p, NT, &o, &ob));
+    for (int i = 0; i < NT; i++)
+        for (int w = 0; w <= TC_OPTIMIZER_STATE_MAX_EXP_AVG_SQ; w++) {
+            tc_tensor *src = NULL, *dst = NULL;
+            CHECK_OK(tc_optimizer_get_state(oa, i, (tc_optimizer_state)w, &src));
+            CHECK_OK(tc_optimizer_get_state(ob, i, (tc_optimizer_state)w, &dst));
+            CHECK_OK(tc_tensor_copy_(dst, src, false));
+            tc_tensor_release(src), tc_tensor_release(dst);
+        }
+    CHECK_OK(tc_optimizer_step(oa, a.g, NT));
+    CHECK_OK(tc_optimizer_step(ob, a.g, NT));
+    for (int i = 0; i < NT; i++)
+        CHECK(same_vals(a.p[i], b.p[i]));
+    double three = 3;
+    check_state(ob, 1, TC_OPTIMIZER_STATE_STEP, &three, 1, 0, "step after a loaded checkpoint");
+    CHECK_OK(tc_optimizer_destroy(oa));
+    CHECK_OK(tc_optimizer_destroy(ob));
+    list_free(&a), list_free(&b);
 }
 
 /* ---- clip_grad_norm_, zero_grad ------------------------------------------------------------ */
@@ -592,6 +628,7 @@ int main(void)
     test_sgd();
     test_amp_inputs();
     test_lr_tensor();
+    test_checkpoint();
     test_clip();
     test_foreach();
     test_many();

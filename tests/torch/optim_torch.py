@@ -20,11 +20,15 @@ The same initial parameters and the same gradients, 10 steps, through:
    an infinity in the gradients at step 4, unscale_ before the step on odd
    steps, and tc_grad_scaler_*: the scale, the tracker and the parameters.
 
-What to expect: float32 parameters equal within 1e-6 relative (tcuda follows
-the fused kernels operation by operation, so most are bit-equal; the
-bias corrections' beta^t is computed by repeated squaring rather than pow,
-and the sums of the norms run in another order). bfloat16: within 2 ulps
-(1.6e-2 relative). The scaler's scale and tracker: equal.
+What to expect: float32 values equal within 1e-6 relative, plus 1e-7
+absolute for values near 0. tcuda follows the fused kernels operation by
+operation, so many are bit-equal; it differs where beta^t is computed by
+repeated squaring rather than pow, where the norms' sums run in another
+order, and, if this torch's fused Adam casts lr and the betas to float
+first (PyTorch's main branch of 2026 does), by about a rounding per step.
+Each comparison's largest relative difference is printed. bfloat16: within
+about 4 ulps (1.6e-2 relative, 1.6e-3 absolute). The scaler's scale and
+tracker: equal.
 
 Prints one line, "PASS optim_torch: ..." or "FAIL optim_torch: ...", and exits
 0 / 1 (77 with "SKIP" when torch or a GPU is missing)."""
@@ -145,12 +149,14 @@ def arr(handles):
 
 
 def compare(what, got, want, rtol):
-    """got, want: CPU tensors. Records the largest relative difference."""
+    """got, want: CPU tensors; |got - want| <= rtol * |want| + rtol / 10 (the
+    absolute part for values that cancel to near 0). Records the largest
+    relative difference."""
     g, w = got.double(), want.detach().cpu().double()
     diff = ((g - w).abs() / w.abs().clamp_min(1e-30)).nan_to_num(0.0)
     both_nan = g.isnan() & w.isnan()
     diff[both_nan] = 0.0
-    big = (g - w).abs() > rtol * w.abs() + 1e-30
+    big = (g - w).abs() > rtol * w.abs() + rtol / 10
     big &= ~both_nan
     worst[what] = max(worst.get(what, 0.0), float(diff.max()) if diff.numel() else 0.0)
     if bool(big.any()):

@@ -35,6 +35,8 @@ LAYERS = [
     ['random/cuda'],
     ['tensor', 'tensor/cpu'],
     ['tensor/cuda', 'tensor/cuda/kernels'],
+    ['optim'],
+    ['optim/cuda'],
     ['graph'],
     ['graph/cuda'],
     ['jit'],

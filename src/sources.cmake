@@ -67,6 +67,11 @@ set(TCUDA_SOURCES
   src/tensor/tensor_reduce.c
   src/tensor/tensor_shape.c
   src/tensor/tensor_watch.c
+  # optim: optimizers, foreach operations, clip_grad_norm_, the gradient scaler
+  src/optim/amp.c
+  src/optim/foreach.c
+  src/optim/optim.c
+  src/optim/optim_cpu.c
   # jit: jiterator
   src/jit/jit.c
   src/jit/jit_cache.c
@@ -131,6 +136,9 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
   src/tensor/cuda/tensor_cuda.c
+  # optim
+  src/optim/cuda/optim.cu
+  src/optim/cuda/optim_cuda.c
   # graph
   src/graph/cuda/graph.c
   src/graph/cuda/graph_callables.c

@@ -14,6 +14,8 @@
 #include "indexing.h"
 #include "nn.h"
 #include "nn_backward.h"
+#include "optim.h"
+#include "amp.h"
 #include "backends.h"
 #include "graph.h"
 #include "jit.h"

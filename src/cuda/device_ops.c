@@ -1,7 +1,7 @@
 /* The device seam (runtime/device_ops.h) of a CUDA build: the CUDA runtime
  * (devices, streams, the caching allocators) and the CUDA halves of the
  * modules that the core reaches through it: the tensor kernels, byte
- * transfers and cuBLAS (tensor/cuda), random fills (random/cuda), the
+ * transfers and cuBLAS (tensor/cuda), the optimizers' kernels (optim/cuda), random fills (random/cuda), the
  * collectives' NCCL path (dist/cuda/comm_nccl.c) and jiterator's NVRTC
  * (jit/cuda). This file is what registers them: the one place that names
  * every cuda/ half, and the one that code outside the cuda/ folders
@@ -10,6 +10,7 @@
 #include "dist/comm_internal.h"
 #include "jit/jit_internal.h"
 #include "memory/cuda/device_alloc.h"
+#include "optim/cuda/optim_cuda.h"
 #include "random/random_internal.h"
 #include "runtime/cuda/capture.h"
 #include "runtime/cuda/cuda_internal.h"
@@ -69,6 +70,7 @@ const tc__device_ops tc__device_ops_builtin = {
     .backend = &tc__cuda_backend,
     .index_backend = &tc__cuda_index_backend,
     .nn = &tc__cuda_nn_backend,
+    .optim = &tc__cuda_optim_backend,
     .transfer = tc__cuda_transfer,
     .blas_handle = tc__cuda_blas_handle,
     .rng_fill = tc__rng_cuda_fill,

@@ -136,6 +136,7 @@ const tc__device_ops tc__device_ops_builtin = {
     .record_stream = no_record_stream,
     .host_alloc = tc_host_alloc,
     .host_free = tc_host_free,
+    .optim = NULL, /* no GPU tensor exists to reach it: optim.c answers NO_DEVICE */
     .transfer = no_transfer,
     .blas_handle = no_blas_handle,
     .rng_fill = no_rng_fill,

@@ -38,6 +38,7 @@ extern "C" {
 struct tc__backend;
 struct tc__index_backend;
 struct tc__nn_backend;
+struct tc__optim_backend;
 struct tc__rng_params;
 struct tc__comm_accel;
 struct tc__jit_ops;
@@ -104,6 +105,10 @@ typedef struct tc__device_ops {
     /* The device type's neural-network kernels (nn.h's operations,
      * nn_internal.h); NULL when absent. CPU tensors use tc__cpu_nn_backend. */
     const struct tc__nn_backend *nn;
+    /* The device type's optimizer and foreach kernels (optim.h, amp.h;
+     * optim/optim_internal.h); NULL when absent. CPU tensors use
+     * tc__cpu_optim_backend. */
+    const struct tc__optim_backend *optim;
     /* Moves the bytes of `s` into `d` where their devices differ: both dense,
      * of one dtype and shape, at least one on a GPU (tensor_copy.c makes
      * them so). Queued on the current stream of the GPU side (of d's device

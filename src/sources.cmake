@@ -51,6 +51,7 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_index.c
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
+  src/tensor/cpu/cpu_nn_layers.c
   src/tensor/cpu/cpu_ops.c
   src/tensor/iter.c
   src/tensor/storage.c
@@ -60,6 +61,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_index.c
   src/tensor/tensor_matmul.c
   src/tensor/tensor_nn.c
+  src/tensor/tensor_nn_layers.c
   src/tensor/tensor_ops.c
   src/tensor/tensor_random.c
   src/tensor/tensor_reduce.c

@@ -135,6 +135,38 @@ typedef struct tc__nn_ce {
     tc_reduction reduction;
 } tc__nn_ce;
 
+/* embedding's backward (nn_backward.h): grad_weight [v, c] += the rows of
+ * grad_output [n, c] at indices[i] (n int64 entries), but not those whose
+ * index is padding_idx (-1: none). All dense, on the device, grad_weight
+ * and grad_output of `dtype`; grad_weight holds what the sum is added to
+ * (zeros for a new gradient). Sums in float32 for 16-bit dtypes and float32
+ * (double for float64), each row's added to it and rounded once. With
+ * `deterministic` a GPU sums each row in the order of i; without, it may add
+ * atomically (16-bit dtypes through a float32 scratch). An index outside
+ * [0, v): the CPU fails with TC_ERROR_INVALID_ARGUMENT before writing; a GPU
+ * skips it and reports it through kernel_errors.h. n > 0 and c > 0. */
+typedef struct tc__nn_embedding_bwd {
+    tc_dtype dtype;
+    const void *grad_output;
+    const int64_t *indices;
+    void *grad_weight;
+    int64_t n, c, v, padding_idx;
+    bool deterministic;
+} tc__nn_embedding_bwd;
+
+/* dropout's product, forward and backward: out[i] = x[i] * mask[i] * scale
+ * for n > 0 dense elements, x and out of `dtype`, mask bool (bytes 0 or 1);
+ * in float32 for 16-bit dtypes and float32, double for float64 (scale
+ * rounded to that type first, as PyTorch's). out may be x. */
+typedef struct tc__nn_dropout {
+    tc_dtype dtype;
+    const void *x;
+    const uint8_t *mask;
+    void *out;
+    int64_t n;
+    double scale;
+} tc__nn_dropout;
+
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
     tc_status (*rows)(int device, const tc__nn_rows *args);
@@ -153,9 +185,16 @@ typedef struct tc__nn_backend {
      * TC_OK) means nothing was queued (a dtype, head size or device the
      * fused kernel does not take): the caller runs GEMM, softmax, GEMM. */
     tc_status (*attention)(int device, const tc__nn_attention *a, bool *done);
+    /* See tc__nn_embedding_bwd. */
+    tc_status (*embedding_backward)(int device, const tc__nn_embedding_bwd *a);
+    /* See tc__nn_dropout. */
+    tc_status (*dropout)(int device, const tc__nn_dropout *a);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
+/* The CPU's embedding_backward and dropout (cpu/cpu_nn_layers.c). */
+tc_status tc__cpu_nn_embedding_backward(int device, const tc__nn_embedding_bwd *a);
+tc_status tc__cpu_nn_dropout(int device, const tc__nn_dropout *a);
 
 /* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
  * gemm_bias (the copy + GEMM path on every device); counts gives the calling

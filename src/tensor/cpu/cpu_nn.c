@@ -206,4 +206,6 @@ const tc__nn_backend tc__cpu_nn_backend = {
     .gemm = cpu_gemm,
     .cross_entropy = cpu_cross_entropy,
     .gemm_bias = cpu_gemm_bias,
+    .embedding_backward = tc__cpu_nn_embedding_backward,
+    .dropout = tc__cpu_nn_dropout,
 };

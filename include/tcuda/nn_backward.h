@@ -40,10 +40,9 @@ TCUDA_EXTERN_C_BEGIN
  * for the device, as tc_nn_cross_entropy's target. Errors: the common ones;
  * TC_ERROR_INVALID_ARGUMENT for num_weights < 0, a bad padding_idx, a NULL
  * grad_weight. */
-TCUDA_API tc_status tc_nn_embedding_backward(const tc_tensor *grad_output,
-                                             const tc_tensor *indices, int64_t num_weights,
-                                             int64_t padding_idx, bool scale_grad_by_freq,
-                                             tc_tensor **grad_weight);
+TCUDA_API tc_status tc_nn_embedding_backward(const tc_tensor *grad_output, const tc_tensor *indices,
+                                             int64_t num_weights, int64_t padding_idx,
+                                             bool scale_grad_by_freq, tc_tensor **grad_weight);
 /* As tc_nn_embedding_backward, added into grad_weight [V, C] (weight tying:
  * the classifier's gradient and the embedding's in one tensor), V its
  * num_weights. grad_weight must be dense (contiguous) and of grad_output's

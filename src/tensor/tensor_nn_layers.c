@@ -155,8 +155,7 @@ tc_status tc_nn_embedding_backward(const tc_tensor *grad_output, const tc_tensor
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_embedding_backward";
-    TC_TRY(embedding_check(fn, grad_output, indices, num_weights, padding_idx,
-                           scale_grad_by_freq));
+    TC_TRY(embedding_check(fn, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq));
     TC_CHECK_ARG(grad_weight, "%s: grad_weight is NULL", fn);
     int64_t sz[2] = {num_weights, grad_output->sizes[grad_output->ndim - 1]};
     tc_tensor *res = NULL;
@@ -178,8 +177,8 @@ tc_status tc_nn_embedding_backward_(tc_tensor *grad_weight, const tc_tensor *gra
     TC_TRY(check_like(fn, grad_output, grad_weight, "tc_tensor grad_weight"));
     int64_t c = grad_output->sizes[grad_output->ndim - 1];
     if (grad_weight->ndim != 2 || grad_weight->sizes[1] != c)
-        return tc__fail(TC_ERROR_SHAPE, "%s: grad_weight must be [V, %lld] (C of grad_output)",
-                        fn, (long long)c);
+        return tc__fail(TC_ERROR_SHAPE, "%s: grad_weight must be [V, %lld] (C of grad_output)", fn,
+                        (long long)c);
     TC_CHECK_ARG(tc__is_contiguous(grad_weight), "%s: grad_weight must be contiguous", fn);
     return embedding_add(grad_weight, grad_output, indices, padding_idx);
 }

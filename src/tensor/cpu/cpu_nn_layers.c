@@ -125,4 +125,3 @@ tc_status tc__cpu_nn_dropout(int device, const tc__nn_dropout *a)
     }
     return TC_OK;
 }
-

@@ -119,7 +119,9 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/copy.cu
+  src/tensor/cuda/kernels/dropout.cu
   src/tensor/cuda/kernels/elementwise.cu
+  src/tensor/cuda/kernels/embedding.cu
   src/tensor/cuda/kernels/gemm_scale.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
@@ -128,6 +130,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/rows.cu
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
+  src/tensor/cuda/nn_layers_cuda.c
   src/tensor/cuda/tensor_cuda.c
   # graph
   src/graph/cuda/graph.c

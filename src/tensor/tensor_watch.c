@@ -322,6 +322,37 @@ static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
     return order_done(prev_nn->cross_entropy(dev, a), od);
 }
 
+/* embedding's backward: grad_weight read and written, grad_output and the
+ * indices read (its scratch is the allocator's, declared there). */
+static tc_status d_embedding_backward(int dev, const tc__nn_embedding_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t es = esz(a->dtype);
+        const void *p[3] = {a->grad_weight, a->grad_output, a->indices};
+        size_t b[3] = {(size_t)(a->v * a->c) * es, (size_t)(a->n * a->c) * es, (size_t)a->n * 8};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_INT64};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "embedding backward kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->embedding_backward(dev, a), od);
+}
+
+/* dropout's product: out written, x and the mask read. */
+static tc_status d_dropout(int dev, const tc__nn_dropout *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t n = (size_t)a->n;
+        const void *p[3] = {a->out, a->x, a->mask};
+        size_t b[3] = {n * esz(a->dtype), n * esz(a->dtype), n};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_BOOL};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "dropout kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->dropout(dev, a), od);
+}
+
 /* The spans of an indexing iter; operand `along` (stride 0 along the
  * indexed dimension) reaches dim_size entries dim_stride apart. */
 static tc_status declare_indexed(int dev, const tc__iter *it, const tc_dtype *dts, int along,
@@ -407,7 +438,9 @@ static void install(void)
                                  .gemm = d_gemm,
                                  .cross_entropy = d_cross_entropy,
                                  .gemm_bias = d_gemm_bias,
-                                 .attention = cur->nn->attention ? d_attention : NULL};
+                                 .attention = cur->nn->attention ? d_attention : NULL,
+                                 .embedding_backward = d_embedding_backward,
+                                 .dropout = d_dropout};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

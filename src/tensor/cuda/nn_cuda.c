@@ -8,6 +8,7 @@
 #include "runtime/cuda/kernel_errors.h"
 #include "tensor/cuda/kernels/nn_kernels.h"
 #include "nn_cuda.h"
+#include "nn_layers_cuda.h"
 #include "tcuda/device.h"
 
 static tc_status cu_rows(int device, const tc__nn_rows *args)
@@ -51,4 +52,6 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .cross_entropy = cu_cross_entropy,
     .gemm_bias = tc__cuda_gemm_bias,
     .attention = cu_attention,
+    .embedding_backward = tc__cuda_nn_embedding_backward,
+    .dropout = tc__cuda_nn_dropout,
 };

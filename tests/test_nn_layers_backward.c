@@ -673,7 +673,26 @@ static void gpu_embedding(void)
     (void)wsz;
 }
 
+static void gpu_linear_once(void);
+
+/* Both ways of the weight and bias gradients: cuBLASLt's BGRADB epilogue
+ * where it takes them, and a GEMM with a column sum. */
 static void gpu_linear(void)
+{
+    for (int fused = 1; fused >= 0; fused--) {
+        tc__nn_linear_backward_set_fused(fused);
+        uint64_t before = tc__nn_linear_backward_fused_count();
+        gpu_linear_once();
+        uint64_t n = tc__nn_linear_backward_fused_count() - before;
+        printf("linear backward, fused %s: %llu of 8 calls in one cuBLASLt matmul\n",
+               fused ? "allowed" : "off", (unsigned long long)n);
+        if (!fused)
+            CHECK(n == 0);
+    }
+    tc__nn_linear_backward_set_fused(true);
+}
+
+static void gpu_linear_once(void)
 {
     int64_t xsz[3] = {4, 33, 40}, gsz[3] = {4, 33, 24}, wsz[2] = {24, 40};
     for (int d = 0; d < 4; d++) {

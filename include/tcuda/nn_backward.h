@@ -66,7 +66,9 @@ typedef enum tc_nn_linear_grad {
  * positions, grad_bias = grad_output summed over them [out]. `want` is a
  * set of tc_nn_linear_grad bits; only those outputs are written (the
  * others may be NULL). On a GPU the GEMMs are cuBLAS's (TF32 as backends.h
- * allows, as the forward), the bias gradient a deterministic column sum.
+ * allows, as the forward); grad_weight and grad_bias together are one
+ * cuBLASLt matmul with the bias-gradient epilogue (BGRADB) where cuBLASLt
+ * takes the shape and dtype, else a GEMM and a deterministic column sum.
  * Errors: the common ones; TC_ERROR_INVALID_ARGUMENT for want 0 or with
  * unknown bits, or a NULL output that is wanted. */
 TCUDA_API tc_status tc_nn_linear_backward(const tc_tensor *grad_output, const tc_tensor *x,

@@ -189,6 +189,14 @@ typedef struct tc__nn_backend {
     tc_status (*embedding_backward)(int device, const tc__nn_embedding_bwd *a);
     /* See tc__nn_dropout. */
     tc_status (*dropout)(int device, const tc__nn_dropout *a);
+    /* linear's weight gradient with its bias gradient in one step where the
+     * backend can (NULL where it never can): C = op(A) op(B) + beta C for g
+     * with batch 1, alpha 1, beta 0 or 1 and c_dtype == dtype, and
+     * bias_grad [m] (dense, of dtype) = the sums of op(A)'s rows (over k),
+     * written, not added. *fused false (with TC_OK) means nothing was
+     * queued and C and bias_grad are untouched: the caller runs gemm and
+     * sums the bias gradient itself. */
+    tc_status (*gemm_bgrad)(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -207,6 +215,12 @@ void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
  * that the backend's attention ran. */
 void tc__nn_attention_set_fused(bool fused);
 uint64_t tc__nn_attention_fused_count(void);
+/* Test hooks for tc_nn_linear_backward(_into) (tensor_nn_layers.c): fused
+ * false makes it skip gemm_bgrad (a GEMM and a column sum on every device);
+ * the count is the calling thread's backward calls whose weight and bias
+ * gradients gemm_bgrad computed in one step. */
+void tc__nn_linear_backward_set_fused(bool fused);
+uint64_t tc__nn_linear_backward_fused_count(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The layers of nn.h and nn_backward.h that training adds: embedding (its
  * forward is indexing's gather, its backward a backend kernel), linear's
- * backward (GEMMs of the nn backend and a column sum), dropout (a Philox
+ * backward (GEMMs of the nn backend and a column sum, or the weight and
+ * bias gradients in one backend step: cuBLASLt's BGRADB), dropout (a Philox
  * bernoulli mask from random.h, then one backend kernel for the product,
  * forward and backward alike).
  *
@@ -10,6 +11,7 @@
  * in place where the tensor is dense (a GEMM with beta = 1, the embedding
  * kernel adding into it), else into a temporary that is then added. */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "backends_internal.h"
 #include "nn_internal.h"
@@ -262,6 +264,56 @@ static tc_status linear_grad_b(const lin *L, tc_tensor *dst, bool acc, tc_tensor
     return st;
 }
 
+static atomic_bool bgrad_fuse = true;
+static _Thread_local uint64_t bgrad_fused; /* per thread: no shared cache line */
+
+void tc__nn_linear_backward_set_fused(bool fused) { atomic_store(&bgrad_fuse, fused); }
+
+uint64_t tc__nn_linear_backward_fused_count(void) { return bgrad_fused; }
+
+/* grad_weight and grad_bias in one backend step (gemm_bgrad: cuBLASLt's
+ * BGRADB epilogue) where it takes them; *done false: nothing computed, the
+ * caller runs the GEMM and the column sum. grad_weight goes straight into
+ * a dense dw (beta 1 with acc); the bias gradient, which the epilogue
+ * writes and never adds, straight into a dense db without acc, else into a
+ * temporary that is then stored. */
+static tc_status linear_grad_wb(const lin *L, tc_tensor *dw, tc_tensor *db, bool acc,
+                                tc_tensor **mw, tc_tensor **mb, bool *done)
+{
+    *done = false;
+    if (!L->be->gemm_bgrad || !atomic_load_explicit(&bgrad_fuse, memory_order_relaxed) ||
+        L->m == 0 || L->of * L->in == 0 || (dw && !tc__is_contiguous(dw)))
+        return TC_OK;
+    bool db_direct = db && !acc && tc__is_contiguous(db);
+    int64_t wsz[2] = {L->of, L->in};
+    tc_tensor *nw = NULL, *nb = NULL;
+    tc_status st = dw ? TC_OK : tc__new_tensor(2, wsz, L->dt, L->dev, false, &nw);
+    if (st == TC_OK && !db_direct)
+        st = tc__new_tensor(1, &L->of, L->dt, L->dev, false, &nb);
+    if (st == TC_OK) {
+        tc__nn_operand a = {.data = tc__data(L->go), .trans = true, .ld = at_least_1(L->of)};
+        tc__nn_operand b = {.data = tc__data(L->x), .ld = at_least_1(L->in)};
+        tc__nn_gemm g = tc__nn_gemm_of(L->dt, 1, L->of, L->in, L->m, a, b, tc__data(dw ? dw : nw));
+        g.beta = dw && acc ? 1 : 0;
+        st = L->be->gemm_bgrad(L->dev.index, &g, tc__data(db_direct ? db : nb), done);
+    }
+    if (st == TC_OK && *done && db && !db_direct)
+        st = store(db, nb, acc);
+    if (st != TC_OK || !*done) {
+        tc_tensor_release(nw);
+        tc_tensor_release(nb);
+        return st;
+    }
+    bgrad_fused++;
+    if (!dw)
+        *mw = nw;
+    if (!db)
+        *mb = nb;
+    else
+        tc_tensor_release(nb);
+    return TC_OK;
+}
+
 /* grad_output, x, weight checked against each other; *L filled but for its
  * dense copies. */
 static tc_status linear_check(const char *fn, const tc_tensor *go, const tc_tensor *x,
@@ -317,9 +369,12 @@ static tc_status linear_run(lin *L, const tc_tensor *go, const tc_tensor *x, con
         st = tc_tensor_contiguous(w, &L->w);
     if (st == TC_OK && want[0])
         st = linear_grad_x(L, dst[0], acc, &made[0]);
-    if (st == TC_OK && want[1])
+    bool both = false;
+    if (st == TC_OK && want[1] && want[2])
+        st = linear_grad_wb(L, dst[1], dst[2], acc, &made[1], &made[2], &both);
+    if (st == TC_OK && want[1] && !both)
         st = linear_grad_w(L, dst[1], acc, &made[1]);
-    if (st == TC_OK && want[2])
+    if (st == TC_OK && want[2] && !both)
         st = linear_grad_b(L, dst[2], acc, &made[2]);
     tc_tensor_release(L->go);
     tc_tensor_release(L->x);

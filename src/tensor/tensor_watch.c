@@ -338,6 +338,25 @@ static tc_status d_embedding_backward(int dev, const tc__nn_embedding_bwd *a)
     return order_done(prev_nn->embedding_backward(dev, a), od);
 }
 
+/* linear's weight and bias gradients: C and the bias gradient written (C
+ * read too where beta is 1), A and B read. */
+static tc_status d_gemm_bgrad(int dev, const tc__nn_gemm *g, void *bias_grad, bool *fused)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        const void *p[4] = {g->c, g->a, g->b, bias_grad};
+        size_t b[4] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype),
+            (size_t)g->m * esz(g->dtype)};
+        tc_dtype d[4] = {g->c_dtype, g->dtype, g->dtype, g->dtype};
+        bool w[4] = {true, false, false, true};
+        TC_TRY(declare_dense(false, dev, "gemm with bias gradient", 4, p, b, d, w));
+    }
+    return order_done(prev_nn->gemm_bgrad(dev, g, bias_grad, fused), od);
+}
+
 /* dropout's product: out written, x and the mask read. */
 static tc_status d_dropout(int dev, const tc__nn_dropout *a)
 {
@@ -440,7 +459,8 @@ static void install(void)
                                  .gemm_bias = d_gemm_bias,
                                  .attention = cur->nn->attention ? d_attention : NULL,
                                  .embedding_backward = d_embedding_backward,
-                                 .dropout = d_dropout};
+                                 .dropout = d_dropout,
+                                 .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

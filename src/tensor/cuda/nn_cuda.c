@@ -54,4 +54,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .attention = cu_attention,
     .embedding_backward = tc__cuda_nn_embedding_backward,
     .dropout = tc__cuda_nn_dropout,
+    .gemm_bgrad = tc__cuda_gemm_bgrad,
 };

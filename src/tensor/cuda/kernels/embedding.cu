@@ -65,7 +65,8 @@ template <typename T> __global__ void embedding_finish(T *gw, const float *scrat
     tck_pdl_entry();
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < count;
          e += (i64)gridDim.x * blockDim.x)
-        store(gw + e, load<float>(gw + e) + scratch[e]);
+        if (scratch[e] != 0) /* rows no position touched stay as they were, -0 too */
+            store(gw + e, load<float>(gw + e) + scratch[e]);
 }
 
 /* ---- deterministic: sort, then a fixed-order sum per row ----------------------------- */

@@ -98,7 +98,10 @@ static void embedding_values(tc_device dev)
             CHECK(gw && tc_tensor_ndim(gw) == 2 && tc_tensor_size(gw, 0) == EV &&
                   tc_tensor_is_contiguous(gw));
             CHECK_OK(tc_nn_embedding_backward(go, i32, EV, pad, false, &gw32));
-            CHECK(same_bytes(gw, gw32));
+            if (dev.type == TC_CPU) /* a GPU's atomic adds may take another order */
+                CHECK(same_bytes(gw, gw32));
+            else
+                near_ref("embedding_backward (int32)", dt, gw32, ref, EV * EC, 1);
             /* weight tying: added into an existing gradient */
             CHECK_OK(tc_nn_embedding_backward_(w0, go, idx, pad, false));
             ref_embedding_bwd(g, &E_IDX[0][0], 6, EC, EV, pad, old, ref);

@@ -11,7 +11,8 @@
  * GPU against the CPU in every dtype, the embedding backward in both modes
  * of tc_use_deterministic_algorithms (the deterministic one twice, bit for
  * bit), its out-of-range index reported by the next synchronize, and
- * dropout's mask and values equal to the CPU's for the same seed. */
+ * dropout's mask and values equal to the CPU's for the same seed, and the
+ * embedding and linear backward captured in a CUDA graph and replayed. */
 #include <string.h>
 
 #include "nn_check.h"
@@ -730,6 +731,69 @@ static void gpu_linear_once(void)
     }
 }
 
+/* The backward ops captured into a CUDA graph and replayed into zeroed
+ * gradients: the embedding's (both modes; the deterministic one gives the
+ * eager bits) and linear's into existing tensors (BGRADB where cuBLASLt
+ * takes it, its workspace and the sort's scratch from the graph's pool). */
+static void gpu_graph(void)
+{
+    int64_t isz = 512, gsz[2] = {512, 64}, wsz[2] = {40, 64}, xsz[2] = {512, 48};
+    int64_t lw[2] = {64, 48}, lb = 64;
+    int64_t *idx = malloc(sizeof(int64_t) * 512);
+    for (int i = 0; i < 512; i++)
+        idx[i] = (int64_t)(tc_test_rand() % 40);
+    for (int d = 0; d < 2; d++)
+        for (int det = 0; det < 2; det++) {
+            tc_dtype dt = d ? TC_BFLOAT16 : TC_FLOAT32;
+            CHECK_OK(tc_use_deterministic_algorithms(det));
+            tc_tensor *ig = idx_tensor(GPU, 1, &isz, idx, TC_INT64);
+            tc_tensor *go = rnd(GPU, 2, gsz, dt, -1, 1, NULL),
+                      *x = rnd(GPU, 2, xsz, dt, -1, 1, NULL);
+            tc_tensor *w = rnd(GPU, 2, lw, dt, -1, 1, NULL), *eager = NULL, *ex = NULL, *ew = NULL;
+            tc_tensor *eb = NULL, *gw = NULL, *gx = NULL, *glw = NULL, *glb = NULL;
+            CHECK_OK(tc_nn_embedding_backward(go, ig, 40, -1, false, &eager)); /* warm-up too */
+            CHECK_OK(tc_nn_linear_backward(go, x, w, 7, &ex, &ew, &eb));
+            CHECK_OK(tc_tensor_zeros(2, wsz, dt, GPU, &gw));
+            CHECK_OK(tc_tensor_zeros(2, xsz, dt, GPU, &gx));
+            CHECK_OK(tc_tensor_zeros(2, lw, dt, GPU, &glw));
+            CHECK_OK(tc_tensor_zeros(1, &lb, dt, GPU, &glb));
+            CHECK_OK(tc_synchronize(-1));
+            tc_graph *g = NULL;
+            CHECK_OK(tc_graph_create(&g));
+            tc_graph_pool_id none = {0};
+            tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, none, NULL,
+                                                                     TC_CAPTURE_MODE_GLOBAL);
+            CHECK_OK(gd.status);
+            CHECK_OK(tc_nn_embedding_backward_(gw, go, ig, -1, false));
+            CHECK_OK(tc_nn_linear_backward_into(go, x, w, false, gx, glw, glb));
+            CHECK_OK(tc_graph_capture_guard_exit(&gd));
+            for (int r = 0; r < 2; r++) { /* replays start from zeroed gradients */
+                CHECK_OK(tc_tensor_fill_(gw, 0));
+                CHECK_OK(tc_graph_replay(g));
+                CHECK_OK(tc_synchronize(-1));
+                double *ev = tc_test_values(eager);
+                near_ref("embedding_backward_ replayed", dt, gw, ev, 40 * 64, 4);
+                if (det)
+                    CHECK(same_bytes(gw, eager));
+                free(ev);
+                tc_tensor *want[3] = {ex, ew, eb}, *got[3] = {gx, glw, glb};
+                for (int k = 0; k < 3; k++) {
+                    double *wv = tc_test_values(want[k]);
+                    near_ref("linear_backward_into replayed", dt, got[k], wv,
+                             tc_tensor_numel(want[k]), 8);
+                    free(wv);
+                }
+            }
+            CHECK_OK(tc_graph_destroy(g));
+            tc_tensor_release(ig), tc_tensor_release(go), tc_tensor_release(x);
+            tc_tensor_release(w), tc_tensor_release(eager), tc_tensor_release(ex);
+            tc_tensor_release(ew), tc_tensor_release(eb), tc_tensor_release(gw);
+            tc_tensor_release(gx), tc_tensor_release(glw), tc_tensor_release(glb);
+        }
+    CHECK_OK(tc_use_deterministic_algorithms(false));
+    free(idx);
+}
+
 /* The same seed and offset give the same mask on the GPU as on the CPU, and
  * the same values (the same operations in the same types). */
 static void gpu_dropout(void)
@@ -784,6 +848,7 @@ int main(void)
         gpu_embedding();
         gpu_linear();
         gpu_dropout();
+        gpu_graph();
     } else {
         printf("no GPU: the GPU half is not run\n");
     }

@@ -10,7 +10,7 @@
  * for every function. With a GPU (label gpu_too): the same inputs on the
  * GPU against the CPU in every dtype, the embedding backward in both modes
  * of tc_use_deterministic_algorithms (the deterministic one twice, bit for
- * bit), its out-of-range index reported by the next synchronize, and
+ * bit; with and without scale_grad_by_freq), its out-of-range index reported by the next synchronize, and
  * dropout's mask and values equal to the CPU's for the same seed, and the
  * embedding and linear backward captured in a CUDA graph and replayed. */
 #include <string.h>
@@ -66,16 +66,23 @@ static double dot(const double *a, const double *b, int64_t n)
 
 /* ---- embedding ------------------------------------------------------------------------ */
 
-/* grad_weight [v, c] = old + the rows of g [n, c] at idx, but not padding. */
+/* grad_weight [v, c] = old + the rows of g [n, c] at idx, but not padding;
+ * with freq each row's sum divided by its count. */
 static void ref_embedding_bwd(const double *g, const int64_t *idx, int64_t n, int64_t c, int64_t v,
-                              int64_t padding, const double *old, double *gw)
+                              int64_t padding, bool freq, const double *old, double *gw)
 {
-    for (int64_t i = 0; i < v * c; i++)
-        gw[i] = old ? old[i] : 0;
-    for (int64_t i = 0; i < n; i++)
-        if (idx[i] != padding)
-            for (int64_t j = 0; j < c; j++)
-                gw[idx[i] * c + j] += g[i * c + j];
+    for (int64_t r = 0; r < v; r++) {
+        int64_t count = 0;
+        for (int64_t i = 0; i < n; i++)
+            count += idx[i] == r;
+        for (int64_t j = 0; j < c; j++) {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (idx[i] == r && r != padding)
+                    s += g[i * c + j];
+            gw[r * c + j] = (old ? old[r * c + j] : 0) + (freq && count ? s / (double)count : s);
+        }
+    }
 }
 
 enum { EV = 7, EC = 5 };
@@ -85,27 +92,29 @@ static void embedding_values(tc_device dev)
 {
     int64_t isz[2] = {2, 3}, gsz[3] = {2, 3, EC}, wsz[2] = {EV, EC};
     for (int d = 0; d < 4; d++)
-        for (int pad = -1; pad <= 1; pad += 2) { /* none, and row 1 (three hits) */
+        for (int pf = 0; pf < 4; pf++) { /* padding none or row 1 (three hits); freq */
             tc_dtype dt = FLOATS[d];
+            int pad = pf & 1 ? 1 : -1;
+            bool freq = pf & 2;
             double *g, *old, ref[EV * EC];
             tc_tensor *go = rnd(dev, 3, gsz, dt, -2, 2, &g);
             tc_tensor *w0 = rnd(dev, 2, wsz, dt, -1, 1, &old);
             tc_tensor *idx = idx_tensor(dev, 2, isz, &E_IDX[0][0], TC_INT64);
             tc_tensor *i32 = idx_tensor(dev, 2, isz, &E_IDX[0][0], TC_INT32);
             tc_tensor *gw = NULL, *gw32 = NULL;
-            CHECK_OK(tc_nn_embedding_backward(go, idx, EV, pad, false, &gw));
-            ref_embedding_bwd(g, &E_IDX[0][0], 6, EC, EV, pad, NULL, ref);
+            CHECK_OK(tc_nn_embedding_backward(go, idx, EV, pad, freq, &gw));
+            ref_embedding_bwd(g, &E_IDX[0][0], 6, EC, EV, pad, freq, NULL, ref);
             near_ref("embedding_backward", dt, gw, ref, EV * EC, 1);
             CHECK(gw && tc_tensor_ndim(gw) == 2 && tc_tensor_size(gw, 0) == EV &&
                   tc_tensor_is_contiguous(gw));
-            CHECK_OK(tc_nn_embedding_backward(go, i32, EV, pad, false, &gw32));
+            CHECK_OK(tc_nn_embedding_backward(go, i32, EV, pad, freq, &gw32));
             if (dev.type == TC_CPU) /* a GPU's atomic adds may take another order */
                 CHECK(same_bytes(gw, gw32));
             else
                 near_ref("embedding_backward (int32)", dt, gw32, ref, EV * EC, 1);
             /* weight tying: added into an existing gradient */
-            CHECK_OK(tc_nn_embedding_backward_(w0, go, idx, pad, false));
-            ref_embedding_bwd(g, &E_IDX[0][0], 6, EC, EV, pad, old, ref);
+            CHECK_OK(tc_nn_embedding_backward_(w0, go, idx, pad, freq));
+            ref_embedding_bwd(g, &E_IDX[0][0], 6, EC, EV, pad, freq, old, ref);
             near_ref("embedding_backward_", dt, w0, ref, EV * EC, 1);
             /* the forward: rows picked */
             tc_tensor *y = NULL;
@@ -200,7 +209,6 @@ static void embedding_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_embedding_backward(go, idx, -1, -1, false, &out), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_embedding_backward(go, idx, EV, EV, false, &out), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_embedding_backward(go, idx, EV, -2, false, &out), TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_nn_embedding_backward(go, idx, EV, -1, true, &out), TC_ERROR_NOT_SUPPORTED);
     CHECK_STATUS(tc_nn_embedding_backward_(NULL, go, idx, -1, false), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_embedding_backward_(gw16, go, idx, -1, false), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_nn_embedding_backward_(gwt, go, idx, -1, false), TC_ERROR_INVALID_ARGUMENT);
@@ -633,31 +641,34 @@ static void gpu_embedding(void)
         CHECK_OK(tc_tensor_to(gc, GPU, dt, false, &gg));
         ic = idx_tensor(CPU, 1, &isz, idx, TC_INT64);
         ig = idx_tensor(GPU, 1, &isz, idx, TC_INT64);
-        tc_tensor *ref = NULL;
-        CHECK_OK(tc_nn_embedding_backward(gc, ic, V, 3, false, &ref));
-        double *rv = tc_test_values(ref);
-        for (int det = 0; det < 2; det++) {
+        for (int mode = 0; mode < 4; mode++) {
+            bool det = mode & 1, freq = mode & 2;
+            tc_tensor *ref = NULL;
+            CHECK_OK(tc_nn_embedding_backward(gc, ic, V, 3, freq, &ref));
+            double *rv = tc_test_values(ref);
             CHECK_OK(tc_use_deterministic_algorithms(det));
             tc_tensor *a = NULL, *b = NULL;
-            CHECK_OK(tc_nn_embedding_backward(gg, ig, V, 3, false, &a));
+            CHECK_OK(tc_nn_embedding_backward(gg, ig, V, 3, freq, &a));
             near_ref(det ? "GPU embedding_backward (deterministic)" : "GPU embedding_backward", dt,
                      a, rv, V * C, 4);
-            CHECK_OK(tc_nn_embedding_backward(gg, ig, V, 3, false, &b));
+            CHECK_OK(tc_nn_embedding_backward(gg, ig, V, 3, freq, &b));
             if (det)
                 CHECK(same_bytes(a, b));
             /* accumulate into a (now twice the gradient) */
-            CHECK_OK(tc_nn_embedding_backward_(a, gg, ig, 3, false));
+            CHECK_OK(tc_nn_embedding_backward_(a, gg, ig, 3, freq));
             double *twice = malloc(sizeof(double) * V * C);
             for (int k = 0; k < V * C; k++)
                 twice[k] = 2 * rv[k];
             near_ref("GPU embedding_backward_", dt, a, twice, V * C, 8);
             free(twice);
             tc_tensor_release(a), tc_tensor_release(b);
+            free(rv);
+            tc_tensor_release(ref);
         }
         CHECK_OK(tc_use_deterministic_algorithms(false));
-        free(rv), free(g);
+        free(g);
         tc_tensor_release(gc), tc_tensor_release(gg), tc_tensor_release(ic);
-        tc_tensor_release(ig), tc_tensor_release(ref);
+        tc_tensor_release(ig);
     }
     /* an index out of range: TC_OK now, the error at the next synchronize */
     for (int det = 0; det < 2; det++) {

@@ -30,7 +30,8 @@ TCUDA_EXTERN_C_BEGIN
  * weight row. indices (int64 or int32, any shape) must be grad_output's
  * shape without its last dim. padding_idx is -1 (none) or a row in
  * [0, num_weights) that gets no gradient (F.embedding's padding_idx, made
- * non-negative). scale_grad_by_freq true is refused (TC_ERROR_NOT_SUPPORTED).
+ * non-negative). With scale_grad_by_freq each row's sum is divided by the
+ * number of positions that picked it (F.embedding's scale_grad_by_freq).
  * On a GPU, with tc_use_deterministic_algorithms (backends.h) on, the
  * indices are sorted and each row's contributions summed in the order of
  * their positions (bit-identical run to run); off (the default), float

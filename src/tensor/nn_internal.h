@@ -139,7 +139,8 @@ typedef struct tc__nn_ce {
  * grad_output [n, c] at indices[i] (n int64 entries), but not those whose
  * index is padding_idx (-1: none). All dense, on the device, grad_weight
  * and grad_output of `dtype`; grad_weight holds what the sum is added to
- * (zeros for a new gradient). Sums in float32 for 16-bit dtypes and float32
+ * (zeros for a new gradient). With scale_grad_by_freq each row's sum is
+ * divided by the number of positions whose index is that row. Sums in float32 for 16-bit dtypes and float32
  * (double for float64), each row's added to it and rounded once. With
  * `deterministic` a GPU sums each row in the order of i; without, it may add
  * atomically (16-bit dtypes through a float32 scratch). An index outside
@@ -151,7 +152,7 @@ typedef struct tc__nn_embedding_bwd {
     const int64_t *indices;
     void *grad_weight;
     int64_t n, c, v, padding_idx;
-    bool deterministic;
+    bool scale_grad_by_freq, deterministic;
 } tc__nn_embedding_bwd;
 
 /* dropout's product, forward and backward: out[i] = x[i] * mask[i] * scale

@@ -91,7 +91,7 @@ tc_status tc_nn_embedding(const tc_tensor *weight, const tc_tensor *indices, tc_
 /* grad_output [..., C] against indices [...] (int64 or int32) and the
  * weight's row count v; padding_idx -1 or a row. */
 static tc_status embedding_check(const char *fn, const tc_tensor *go, const tc_tensor *idx,
-                                 int64_t v, int64_t padding_idx, bool scale_grad_by_freq)
+                                 int64_t v, int64_t padding_idx)
 {
     TC_TRY(check_float(fn, go, "tc_tensor grad_output"));
     TC_TRY(tc__tensor_check(idx, "tc_tensor indices"));
@@ -108,17 +108,13 @@ static tc_status embedding_check(const char *fn, const tc_tensor *go, const tc_t
     TC_CHECK_ARG(padding_idx >= -1 && padding_idx < v,
                  "%s: padding_idx %lld must be -1 (none) or a row in [0, %lld)", fn,
                  (long long)padding_idx, (long long)v);
-    if (scale_grad_by_freq)
-        return tc__fail(TC_ERROR_NOT_SUPPORTED,
-                        "%s: scale_grad_by_freq is not supported; pass false and scale the "
-                        "gradient's rows by their counts",
-                        fn);
     return TC_OK;
 }
 
-/* grad_weight (dense [v, c]) += the rows of grad_output at indices. */
+/* grad_weight (dense [v, c]) += the rows of grad_output at indices (each
+ * row's sum divided by its count with freq). */
 static tc_status embedding_add(tc_tensor *gw, const tc_tensor *go, const tc_tensor *idx,
-                               int64_t padding_idx)
+                               int64_t padding_idx, bool freq)
 {
     tc_device dev = go->storage->device;
     const tc__nn_backend *be = nn_of(dev);
@@ -142,6 +138,7 @@ static tc_status embedding_add(tc_tensor *gw, const tc_tensor *go, const tc_tens
                                   .c = c,
                                   .v = gw->sizes[0],
                                   .padding_idx = padding_idx,
+                                  .scale_grad_by_freq = freq,
                                   .deterministic = tc__deterministic_algorithms()};
         st = be->embedding_backward(dev.index, &a);
     }
@@ -157,13 +154,13 @@ tc_status tc_nn_embedding_backward(const tc_tensor *grad_output, const tc_tensor
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_embedding_backward";
-    TC_TRY(embedding_check(fn, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq));
+    TC_TRY(embedding_check(fn, grad_output, indices, num_weights, padding_idx));
     TC_CHECK_ARG(grad_weight, "%s: grad_weight is NULL", fn);
     int64_t sz[2] = {num_weights, grad_output->sizes[grad_output->ndim - 1]};
     tc_tensor *res = NULL;
     tc_status st = tc_tensor_zeros(2, sz, grad_output->dtype, grad_output->storage->device, &res);
     if (st == TC_OK)
-        st = embedding_add(res, grad_output, indices, padding_idx);
+        st = embedding_add(res, grad_output, indices, padding_idx, scale_grad_by_freq);
     return finish(st, res, grad_weight);
 }
 
@@ -175,14 +172,14 @@ tc_status tc_nn_embedding_backward_(tc_tensor *grad_weight, const tc_tensor *gra
     const char *fn = "tc_nn_embedding_backward_";
     TC_TRY(tc__tensor_check(grad_weight, "tc_tensor grad_weight"));
     int64_t v = grad_weight->ndim == 2 ? grad_weight->sizes[0] : 0;
-    TC_TRY(embedding_check(fn, grad_output, indices, v, padding_idx, scale_grad_by_freq));
+    TC_TRY(embedding_check(fn, grad_output, indices, v, padding_idx));
     TC_TRY(check_like(fn, grad_output, grad_weight, "tc_tensor grad_weight"));
     int64_t c = grad_output->sizes[grad_output->ndim - 1];
     if (grad_weight->ndim != 2 || grad_weight->sizes[1] != c)
         return tc__fail(TC_ERROR_SHAPE, "%s: grad_weight must be [V, %lld] (C of grad_output)", fn,
                         (long long)c);
     TC_CHECK_ARG(tc__is_contiguous(grad_weight), "%s: grad_weight must be contiguous", fn);
-    return embedding_add(grad_weight, grad_output, indices, padding_idx);
+    return embedding_add(grad_weight, grad_output, indices, padding_idx, scale_grad_by_freq);
 }
 
 /* ---- linear's backward ------------------------------------------------------------ */

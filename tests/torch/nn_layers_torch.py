@@ -9,8 +9,9 @@ compiled glue):
 The same inputs (made by torch in each dtype, handed to tcuda as float32,
 which holds every 16-bit value exactly) go through both:
 
-1. embedding: F.embedding(idx, W, padding_idx).backward(G) against
-   tc_nn_embedding_backward (padding_idx none and 3; repeated indices),
+1. embedding: F.embedding(idx, W, padding_idx, scale_grad_by_freq)
+   .backward(G) against tc_nn_embedding_backward (padding_idx none and 3,
+   scale_grad_by_freq off and on; repeated indices),
    with tc_use_deterministic_algorithms off and on (twice: equal bits),
    and the accumulate form tc_nn_embedding_backward_ (weight tying: the
    gradient added to an existing one).
@@ -138,18 +139,18 @@ def check_embedding(dtype):
     V, C = 50, 16
     idx = torch.randint(0, V, (4, 9), device="cuda")
     idx[0, :4] = 3  # repeats, and the padding row when padding_idx is 3
-    for pad in (None, 3):
+    for pad, freq in ((None, False), (3, False), (None, True), (3, True)):
         W = torch.randn(V, C, device="cuda", dtype=dtype, requires_grad=True)
         G = torch.randn(4, 9, C, device="cuda", dtype=dtype)
-        F.embedding(idx, W, padding_idx=pad).backward(G)
+        F.embedding(idx, W, padding_idx=pad, scale_grad_by_freq=freq).backward(G)
         g, i = to_tc(G), to_tc(idx)
         last = None
         for det in (False, True, True):
             ok(tc.tc_use_deterministic_algorithms(det), "deterministic")
             gw = ctypes.c_void_p()
-            ok(tc.tc_nn_embedding_backward(g, i, V, -1 if pad is None else pad, False, ctypes.byref(gw)), "embedding_backward")
+            ok(tc.tc_nn_embedding_backward(g, i, V, -1 if pad is None else pad, freq, ctypes.byref(gw)), "embedding_backward")
             got = from_tc(gw, (V, C))
-            close(f"embedding_backward pad={pad} det={det}", got, W.grad, dtype)
+            close(f"embedding_backward pad={pad} freq={freq} det={det}", got, W.grad, dtype)
             if det:
                 if last is not None and not torch.equal(last, got):
                     failures.append(f"embedding_backward ({dtype}): deterministic runs differ")
@@ -157,10 +158,10 @@ def check_embedding(dtype):
             release(gw)
         # weight tying: torch's gradient accumulated twice against tcuda adding into its own
         W.grad = None
-        F.embedding(idx, W, padding_idx=pad).backward(G)
+        F.embedding(idx, W, padding_idx=pad, scale_grad_by_freq=freq).backward(G)
         base = torch.randn(V, C, device="cuda", dtype=dtype)
         acc = to_tc(base)
-        ok(tc.tc_nn_embedding_backward_(acc, g, i, -1 if pad is None else pad, False), "embedding_backward_")
+        ok(tc.tc_nn_embedding_backward_(acc, g, i, -1 if pad is None else pad, freq), "embedding_backward_")
         close(f"embedding_backward_ pad={pad}", from_tc(acc, (V, C)), (base.float() + W.grad.float()).to(dtype), dtype)
         release(acc, g, i)
     ok(tc.tc_use_deterministic_algorithms(False), "deterministic")

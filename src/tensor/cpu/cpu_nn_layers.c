@@ -53,7 +53,8 @@ static tc_status check_indices(const tc__nn_embedding_bwd *a)
     return TC_OK;
 }
 
-/* Adds row r's contributions (positions order[0..k-1], ascending) to it. */
+/* Adds row r's contributions (positions order[0..k-1], ascending) to it,
+ * their sum divided by k with scale_grad_by_freq. */
 static void add_row(const tc__nn_embedding_bwd *a, int64_t r, const int64_t *order, int64_t k,
                     double *acc)
 {
@@ -67,6 +68,8 @@ static void add_row(const tc__nn_embedding_bwd *a, int64_t r, const int64_t *ord
     }
     /* the row's old value joins in float32 for 16-bit dtypes, as a GPU does */
     bool half = a->dtype == TC_FLOAT16 || a->dtype == TC_BFLOAT16;
+    for (int64_t j = 0; a->scale_grad_by_freq && j < c; j++)
+        acc[j] /= (double)k;
     for (int64_t j = 0; j < c; j++) {
         double old = ld(a->grad_weight, a->dtype, r * c + j);
         double s = half ? (double)((float)old + (float)acc[j]) : old + acc[j];

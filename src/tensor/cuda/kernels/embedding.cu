@@ -5,15 +5,18 @@
  * grad_weight itself for float32 and float64, into a zeroed float32 scratch
  * for 16-bit dtypes, which a second kernel adds to grad_weight and rounds
  * (each element once). The order of the adds varies from run to run, and
- * so may the last bits.
+ * so may the last bits. With scale_grad_by_freq a first kernel counts each
+ * row's positions (integer atomics) and every contribution is divided by
+ * its row's count.
  *
  * Deterministic: a first kernel writes each position's sort key (its row;
  * `v` for a padding or out-of-range index, which is reported and then left
  * out) and the positions 0..n-1; CUB's stable radix sort orders them by
  * row, positions ascending within a row; then one block per run of equal
  * keys and tile of columns sums the run in position order (float32 for
- * 16-bit dtypes and float32, double for float64) and adds the sum to the
- * row, rounded once. No atomics: the same input gives the same bits. */
+ * 16-bit dtypes and float32, double for float64), divides it by the run's
+ * length with scale_grad_by_freq, and adds it to the row, rounded once. No
+ * atomics: the same input gives the same bits. */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "common.cuh"
@@ -38,11 +41,26 @@ __device__ void report_index(tc__kernel_error *err, i64 pos, i64 index, i64 v)
 
 /* ---- fast: atomic adds --------------------------------------------------------------- */
 
+typedef unsigned long long u64;
+
+/* counts[r]: the positions whose index is row r (r in range). */
+__global__ void embedding_counts(const i64 *index, u64 *counts, i64 n, i64 v)
+{
+    tck_pdl_entry();
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        i64 r = index[i];
+        if (r >= 0 && r < v)
+            atomicAdd(counts + r, 1ull);
+    }
+}
+
 /* dst[index[i] * c + j] += grad_output[i * c + j] (dst: grad_weight, or the
- * float32 scratch of a 16-bit one). */
+ * float32 scratch of a 16-bit one), divided by the row's count where counts
+ * is not NULL. */
 template <typename T, typename A>
-__global__ void embedding_atomic(const T *go, const i64 *index, A *dst, i64 n, i64 c, i64 v,
-                                 i64 padding, tc__kernel_error *err)
+__global__ void embedding_atomic(const T *go, const i64 *index, A *dst, const u64 *counts, i64 n,
+                                 i64 c, i64 v, i64 padding, tc__kernel_error *err)
 {
     tck_pdl_entry();
     i64 total = n * c;
@@ -54,8 +72,10 @@ __global__ void embedding_atomic(const T *go, const i64 *index, A *dst, i64 n, i
                 report_index(err, i, r, v);
             continue;
         }
-        if (r != padding)
-            atomicAdd(dst + r * c + j, load<A>(go + e));
+        if (r == padding)
+            continue;
+        A g = load<A>(go + e);
+        atomicAdd(dst + r * c + j, counts ? g / (A)counts[r] : g);
     }
 }
 
@@ -92,7 +112,7 @@ __global__ void embedding_keys(const i64 *index, i64 *keys, i64 *pos, i64 n, i64
  * columns, added to grad_weight's row. */
 template <typename T>
 __global__ void embedding_runs(const T *go, const i64 *keys, const i64 *pos, T *gw, i64 n, i64 c,
-                               i64 v)
+                               i64 v, bool freq)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -100,11 +120,16 @@ __global__ void embedding_runs(const T *go, const i64 *keys, const i64 *pos, T *
         i64 r = keys[p];
         if (r == v || (p > 0 && keys[p - 1] == r))
             continue;
+        i64 len = 1;
+        while (p + len < n && keys[p + len] == r)
+            len++;
         for (i64 j = (i64)blockIdx.y * blockDim.x + threadIdx.x; j < c;
              j += (i64)gridDim.y * blockDim.x) {
             C s = 0;
-            for (i64 q = p; q < n && keys[q] == r; q++)
+            for (i64 q = p; q < p + len; q++)
                 s += load<C>(go + pos[q] * c + j);
+            if (freq)
+                s /= (C)len;
             store(gw + r * c + j, load<C>(gw + r * c + j) + s);
         }
     }
@@ -153,11 +178,23 @@ bool is_16bit(tc_dtype dt) { return dt == TC_FLOAT16 || dt == TC_BFLOAT16; }
 
 using namespace tcuda_kernels;
 
+/* The fast path's scratch: the float32 sums of a 16-bit gradient, then the
+ * rows' counts with scale_grad_by_freq; each part 256-byte aligned. */
+static size_t atomic_sums_bytes(const tc__nn_embedding_bwd *a)
+{
+    return is_16bit(a->dtype) ? align256(sizeof(float) * (size_t)(a->v * a->c)) : 0;
+}
+
+static size_t atomic_counts_bytes(const tc__nn_embedding_bwd *a)
+{
+    return a->scale_grad_by_freq ? align256(sizeof(u64) * (size_t)a->v) : 0;
+}
+
 extern "C" size_t tc__k_nn_embedding_backward_scratch(const tc__nn_embedding_bwd *a)
 {
     if (a->deterministic)
         return sort_scratch(a, nullptr).total;
-    return is_16bit(a->dtype) ? sizeof(float) * (size_t)(a->v * a->c) : 0;
+    return atomic_sums_bytes(a) + atomic_counts_bytes(a);
 }
 
 static cudaError_t deterministic(cudaStream_t stream, int sms, const tc__nn_embedding_bwd *a,
@@ -177,7 +214,7 @@ static cudaError_t deterministic(cudaStream_t stream, int sms, const tc__nn_embe
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         embedding_runs<T><<<grid, THREADS, 0, stream>>>((const T *)a->grad_output, s.keys_out,
                                                         s.pos_out, (T *)a->grad_weight, a->n, a->c,
-                                                        a->v);
+                                                        a->v, a->scale_grad_by_freq);
     });
     return cudaSuccess;
 }
@@ -187,23 +224,28 @@ static cudaError_t atomics(cudaStream_t stream, int sms, const tc__nn_embedding_
 {
     unsigned grid = grid_for(a->n * a->c, THREADS, sms);
     i64 count = a->v * a->c;
-    if (is_16bit(a->dtype)) {
-        cudaError_t e = cudaMemsetAsync(scratch, 0, sizeof(float) * (size_t)count, stream);
+    size_t sums = atomic_sums_bytes(a), counted = atomic_counts_bytes(a);
+    if (sums + counted) { /* both parts start at 0 */
+        cudaError_t e = cudaMemsetAsync(scratch, 0, sums + counted, stream);
         if (e != cudaSuccess)
             return e;
     }
+    u64 *counts = counted ? (u64 *)((char *)scratch + sums) : nullptr;
+    if (counts)
+        embedding_counts<<<grid_for(a->n, THREADS, sms), THREADS, 0, stream>>>(
+            (const i64 *)a->indices, counts, a->n, a->v);
+    const i64 *index = (const i64 *)a->indices;
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         typedef typename Compute<T>::type A;
         const T *go = (const T *)a->grad_output;
         if (!is_16bit(a->dtype)) {
-            embedding_atomic<T, A><<<grid, THREADS, 0, stream>>>(go, (const i64 *)a->indices,
-                                                                 (A *)a->grad_weight, a->n, a->c,
-                                                                 a->v, a->padding_idx, err);
+            embedding_atomic<T, A><<<grid, THREADS, 0, stream>>>(
+                go, index, (A *)a->grad_weight, counts, a->n, a->c, a->v, a->padding_idx, err);
             return;
         }
         embedding_atomic<T, float><<<grid, THREADS, 0, stream>>>(
-            go, (const i64 *)a->indices, (float *)scratch, a->n, a->c, a->v, a->padding_idx, err);
+            go, index, (float *)scratch, counts, a->n, a->c, a->v, a->padding_idx, err);
         embedding_finish<T><<<grid_for(count, THREADS, sms), THREADS, 0, stream>>>(
             (T *)a->grad_weight, (const float *)scratch, count);
     });

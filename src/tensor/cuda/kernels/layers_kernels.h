@@ -19,7 +19,8 @@ extern "C" {
 
 /* Bytes of device scratch tc__k_nn_embedding_backward needs for `a` (0:
  * none): the sort's keys, positions and CUB's temporary storage when
- * deterministic; a float32 copy of the gradient for 16-bit dtypes when not. */
+ * deterministic; when not, a float32 copy of the gradient for 16-bit dtypes
+ * and the rows' counts for scale_grad_by_freq. */
 size_t tc__k_nn_embedding_backward_scratch(const tc__nn_embedding_bwd *a);
 /* See tc__nn_embedding_bwd (tensor/nn_internal.h). Deterministic: the
  * positions sorted by row (a stable radix sort, CUB's), then one block per

@@ -12,7 +12,8 @@
  * of tc_use_deterministic_algorithms (the deterministic one twice, bit for
  * bit; with and without scale_grad_by_freq), its out-of-range index reported by the next synchronize, and
  * dropout's mask and values equal to the CPU's for the same seed, and the
- * embedding and linear backward captured in a CUDA graph and replayed. */
+ * embedding and linear backward captured in a CUDA graph and replayed, and
+ * linear backward's float32 GEMMs following backends.h's TF32 switch. */
 #include <string.h>
 
 #include "nn_check.h"
@@ -742,6 +743,68 @@ static void gpu_linear_once(void)
     }
 }
 
+/* ||got - want|| / ||want|| of n values. */
+static double rel_error(const double *got, const double *want, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* TF32 follows backends.h in the backward's float32 GEMMs, as in the
+ * forward's: inputs with all 24 mantissa bits, full float32 accuracy under
+ * "highest", TF32's (relative error above 1e-4) under "high", unless
+ * NVIDIA_TF32_OVERRIDE=0 turns TF32 off in cuBLAS. */
+static void gpu_tf32(void)
+{
+    enum { M = 256, I = 512, O = 512 };
+    int64_t xsz[2] = {M, I}, gsz[2] = {M, O}, wsz[2] = {O, I};
+    double *x = malloc(sizeof(double) * M * I), *g = malloc(sizeof(double) * M * O);
+    double *w = malloc(sizeof(double) * O * I), *rx = malloc(sizeof(double) * M * I);
+    double *rw = malloc(sizeof(double) * O * I), rb[O];
+    for (int k = 0; k < M * I; k++)
+        x[k] = (float)(2 * tc_test_rand_uniform() - 1);
+    for (int k = 0; k < M * O; k++)
+        g[k] = (float)(2 * tc_test_rand_uniform() - 1);
+    for (int k = 0; k < O * I; k++)
+        w[k] = (float)(2 * tc_test_rand_uniform() - 1);
+    ref_linear_bwd(g, x, w, M, I, O, rx, rw, rb);
+    tc_tensor *xt = from(GPU, x, TC_FLOAT64, 2, xsz, TC_FLOAT32);
+    tc_tensor *gt = from(GPU, g, TC_FLOAT64, 2, gsz, TC_FLOAT32);
+    tc_tensor *wt = from(GPU, w, TC_FLOAT64, 2, wsz, TC_FLOAT32);
+    double err[2][2] = {{-1, -1}, {-1, -1}};
+    for (int high = 0; high < 2; high++) {
+        CHECK_OK(tc_set_float32_matmul_precision(high ? "high" : "highest"));
+        tc_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+        CHECK_OK(tc_nn_linear_backward(gt, xt, wt, 7, &gx, &gw, &gb));
+        double *vx = gx ? tc_test_values(gx) : NULL, *vw = gw ? tc_test_values(gw) : NULL;
+        if (vx && vw) {
+            err[high][0] = rel_error(vx, rx, M * I);
+            err[high][1] = rel_error(vw, rw, O * I);
+        }
+        free(vx), free(vw);
+        tc_tensor_release(gx), tc_tensor_release(gw), tc_tensor_release(gb);
+    }
+    CHECK_OK(tc_set_float32_matmul_precision("highest"));
+    printf("linear backward float32 relative error: highest %.3g / %.3g, high %.3g / %.3g "
+           "(grad_x / grad_weight)\n",
+           err[0][0], err[0][1], err[1][0], err[1][1]);
+    const char *override = getenv("NVIDIA_TF32_OVERRIDE");
+    bool tf32_possible = !(override && strcmp(override, "0") == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(err[0][k] >= 0 && err[0][k] < 1e-5);
+        if (tf32_possible)
+            CHECK(err[1][k] > 1e-4 && err[1][k] < 1e-2);
+        else
+            CHECK(err[1][k] >= 0 && err[1][k] < 1e-5);
+    }
+    free(x), free(g), free(w), free(rx), free(rw);
+    tc_tensor_release(xt), tc_tensor_release(gt), tc_tensor_release(wt);
+}
+
 /* The backward ops captured into a CUDA graph and replayed into zeroed
  * gradients: the embedding's (both modes; the deterministic one gives the
  * eager bits) and linear's into existing tensors (BGRADB where cuBLASLt
@@ -860,6 +923,7 @@ int main(void)
         gpu_linear();
         gpu_dropout();
         gpu_graph();
+        gpu_tf32();
     } else {
         printf("no GPU: the GPU half is not run\n");
     }

@@ -52,6 +52,7 @@ set(TCUDA_SOURCES
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
   src/tensor/cpu/cpu_nn_backward.c
+  src/tensor/cpu/cpu_nn_layers.c
   src/tensor/cpu/cpu_ops.c
   src/tensor/iter.c
   src/tensor/storage.c
@@ -62,6 +63,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_matmul.c
   src/tensor/tensor_nn.c
   src/tensor/tensor_nn_backward.c
+  src/tensor/tensor_nn_layers.c
   src/tensor/tensor_ops.c
   src/tensor/tensor_random.c
   src/tensor/tensor_reduce.c
@@ -126,7 +128,9 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/backward.cu
   src/tensor/cuda/kernels/copy.cu
+  src/tensor/cuda/kernels/dropout.cu
   src/tensor/cuda/kernels/elementwise.cu
+  src/tensor/cuda/kernels/embedding.cu
   src/tensor/cuda/kernels/gemm_scale.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
@@ -135,6 +139,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/rows.cu
   src/tensor/cuda/kernels/scan.cu
   src/tensor/cuda/nn_cuda.c
+  src/tensor/cuda/nn_layers_cuda.c
   src/tensor/cuda/tensor_cuda.c
   # optim
   src/optim/cuda/optim.cu

@@ -1,4 +1,5 @@
-/* The precision switches of tcuda/backends.h.
+/* The precision switches of tcuda/backends.h, and the deterministic
+ * switch (off by default, as PyTorch's; on and off again; a NULL out).
  *
  * Without a GPU: the getters and setters as PyTorch's (allow_tf32 and the
  * float32 matmul precision are one setting seen two ways; the 16-bit
@@ -295,6 +296,22 @@ static void gpu_small_kernel(void)
     free(a), free(b), free(want);
 }
 
+/* torch.use_deterministic_algorithms: off by default, set and read back. */
+static void deterministic_switch(void)
+{
+    bool on = true;
+    CHECK_OK(tc_are_deterministic_algorithms_enabled(&on));
+    CHECK(!on);
+    CHECK_OK(tc_use_deterministic_algorithms(true));
+    CHECK_OK(tc_are_deterministic_algorithms_enabled(&on));
+    CHECK(on);
+    CHECK_OK(tc_use_deterministic_algorithms(false));
+    CHECK_OK(tc_are_deterministic_algorithms_enabled(&on));
+    CHECK(!on);
+    CHECK_STATUS(tc_are_deterministic_algorithms_enabled(NULL), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "out is NULL") != NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--child") == 0)
@@ -309,6 +326,7 @@ int main(int argc, char **argv)
     bad_input();
     cpu_unchanged();
     environment(argv[0]);
+    deterministic_switch();
     if (!tc_is_available()) {
         printf("no GPU: the GPU GEMMs are not checked\n");
         return TC_TEST_DONE();

@@ -1,7 +1,9 @@
 /* tcuda: precision switches of the GPU matmul (torch.backends.cuda.matmul's
  * allow_tf32, allow_fp16_reduced_precision_reduction,
  * allow_bf16_reduced_precision_reduction, and
- * torch.set_float32_matmul_precision / get_float32_matmul_precision).
+ * torch.set_float32_matmul_precision / get_float32_matmul_precision), and
+ * the deterministic-algorithms switch (torch.use_deterministic_algorithms /
+ * are_deterministic_algorithms_enabled).
  *
  * Process-wide settings, read by every GPU GEMM when it is queued (the
  * tensor matmul, and nn's linear and its backward); safe from any thread.
@@ -64,6 +66,20 @@ TCUDA_API tc_status tc_backends_cuda_matmul_get_allow_fp16_reduced_precision_red
 TCUDA_API tc_status tc_backends_cuda_matmul_set_allow_bf16_reduced_precision_reduction(bool allow);
 /* The bfloat16 setting into *out. TC_ERROR_INVALID_ARGUMENT for a NULL out. */
 TCUDA_API tc_status tc_backends_cuda_matmul_get_allow_bf16_reduced_precision_reduction(bool *out);
+
+/* ---- deterministic algorithms ---- */
+
+/* Makes the operations that have a deterministic GPU algorithm use it
+ * (true), or their faster one (false, the default, as PyTorch's). Read when
+ * an operation is queued. The operations that follow it: the embedding
+ * backward of nn_backward.h (a sort of the indices and a fixed-order sum per
+ * weight row, bit-identical run to run, instead of float atomic adds).
+ * Unlike PyTorch, operations without a deterministic algorithm do not fail
+ * while it is on. Works without CUDA (only stored). Never fails (TC_OK). */
+TCUDA_API tc_status tc_use_deterministic_algorithms(bool enabled);
+/* Whether deterministic algorithms are on, into *out.
+ * TC_ERROR_INVALID_ARGUMENT for a NULL out. */
+TCUDA_API tc_status tc_are_deterministic_algorithms_enabled(bool *out);
 
 TCUDA_EXTERN_C_END
 

@@ -92,6 +92,38 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
 
+/* ---- embedding --------------------------------------------------------------- */
+
+/* F.embedding: the rows of weight [V, C] that indices (int64 or int32, any
+ * shape) pick, a new [..., C] tensor (tc_tensor_embedding of indexing.h
+ * under torch.nn.functional's name, with nn.h's floating weight). An index
+ * outside [0, V) is as indexing.h says. The gradient is
+ * tc_nn_embedding_backward (nn_backward.h). Errors: the common ones;
+ * TC_ERROR_SHAPE for a weight that is not 2-d; TC_ERROR_DTYPE for indices. */
+TCUDA_API tc_status tc_nn_embedding(const tc_tensor *weight, const tc_tensor *indices,
+                                    tc_tensor **out);
+
+/* ---- dropout ----------------------------------------------------------------- */
+
+/* F.dropout (aten's native_dropout): with training, a bool mask of x's
+ * shape whose elements are true with probability 1 - p, and a new
+ * out = x * mask * scale, scale = 1 / (1 - p) (0 for p == 1: all zeros, NaN
+ * where x is infinite or NaN, as PyTorch), computed in float32 for 16-bit
+ * dtypes. The mask is tc_generator_bernoulli(1 - p) drawn from `generator`
+ * (NULL: the default generator of x's device) over x's elements in
+ * row-major order: the same generator state gives the same mask on the CPU
+ * and on every GPU (random.h's Philox counter layout, 4 elements a block),
+ * and advances the offset past ceil(numel / 4) blocks. Masks equal
+ * PyTorch's in distribution, not bit for bit (PyTorch's counters differ).
+ * Without training (or for p == 0 with training, which still draws) out is
+ * a new copy of x; without training the mask is all true and nothing is
+ * drawn. *mask (NULL: not wanted) is a new bool tensor, written only on
+ * success. Errors: the common ones; TC_ERROR_INVALID_ARGUMENT for p outside
+ * [0, 1] or NaN; TC_ERROR_DEVICE_MISMATCH for a generator of another
+ * device. */
+TCUDA_API tc_status tc_nn_dropout(const tc_tensor *x, double p, bool training,
+                                  tc_generator *generator, tc_tensor **out, tc_tensor **mask);
+
 /* ---- attention --------------------------------------------------------------- */
 
 /* softmax(q k^T * scale + mask) v with q [..., L, E], k [..., S, E],

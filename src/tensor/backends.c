@@ -1,4 +1,5 @@
-/* The precision switches of tcuda/backends.h: three process-wide atomics.
+/* The switches of tcuda/backends.h: four process-wide atomics (the matmul
+ * precisions and whether deterministic algorithms are on).
  *
  * The float32 matmul precision is the one number behind both
  * set_float32_matmul_precision and allow_tf32 (PyTorch keeps them as one
@@ -20,6 +21,7 @@ static const char *const names[] = {"highest", "high", "medium"};
 
 static atomic_int precision = PRECISION_HIGHEST;
 static atomic_bool fp16_reduced = true, bf16_reduced = true;
+static atomic_bool deterministic = false;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* PyTorch's check_env reads "1" as set (and "0" as not); so does this. */
@@ -111,5 +113,21 @@ tc_status tc_backends_cuda_matmul_get_allow_bf16_reduced_precision_reduction(boo
     TC_API_BEGIN;
     TC_CHECK_ARG(out, "out is NULL");
     *out = atomic_load(&bf16_reduced);
+    return TC_OK;
+}
+
+bool tc__deterministic_algorithms(void) { return atomic_load(&deterministic); }
+
+tc_status tc_use_deterministic_algorithms(bool enabled)
+{
+    atomic_store(&deterministic, enabled);
+    return TC_OK;
+}
+
+tc_status tc_are_deterministic_algorithms_enabled(bool *out)
+{
+    TC_API_BEGIN;
+    TC_CHECK_ARG(out, "out is NULL");
+    *out = atomic_load(&deterministic);
     return TC_OK;
 }

@@ -13,5 +13,8 @@ bool tc__matmul_allow_tf32(void);
 /* Whether GEMMs of `dt` (float16 or bfloat16) may reduce partial sums in
  * their own type; true for every other dtype (nothing to forbid there). */
 bool tc__matmul_allow_reduced_reduction(tc_dtype dt);
+/* Whether tc_use_deterministic_algorithms is on (read by the operations
+ * that have a deterministic GPU algorithm when they are queued). */
+bool tc__deterministic_algorithms(void);
 
 #endif

@@ -199,6 +199,38 @@ typedef struct tc__nn_ce_bwd {
     int64_t n, c, ignore_index;
     tc_reduction reduction;
 } tc__nn_ce_bwd;
+/* embedding's backward (nn_backward.h): grad_weight [v, c] += the rows of
+ * grad_output [n, c] at indices[i] (n int64 entries), but not those whose
+ * index is padding_idx (-1: none). All dense, on the device, grad_weight
+ * and grad_output of `dtype`; grad_weight holds what the sum is added to
+ * (zeros for a new gradient). With scale_grad_by_freq each row's sum is
+ * divided by the number of positions whose index is that row. Sums in float32 for 16-bit dtypes and float32
+ * (double for float64), each row's added to it and rounded once. With
+ * `deterministic` a GPU sums each row in the order of i; without, it may add
+ * atomically (16-bit dtypes through a float32 scratch). An index outside
+ * [0, v): the CPU fails with TC_ERROR_INVALID_ARGUMENT before writing; a GPU
+ * skips it and reports it through kernel_errors.h. n > 0 and c > 0. */
+typedef struct tc__nn_embedding_bwd {
+    tc_dtype dtype;
+    const void *grad_output;
+    const int64_t *indices;
+    void *grad_weight;
+    int64_t n, c, v, padding_idx;
+    bool scale_grad_by_freq, deterministic;
+} tc__nn_embedding_bwd;
+
+/* dropout's product, forward and backward: out[i] = x[i] * mask[i] * scale
+ * for n > 0 dense elements, x and out of `dtype`, mask bool (bytes 0 or 1);
+ * in float32 for 16-bit dtypes and float32, double for float64 (scale
+ * rounded to that type first, as PyTorch's). out may be x. */
+typedef struct tc__nn_dropout {
+    tc_dtype dtype;
+    const void *x;
+    const uint8_t *mask;
+    void *out;
+    int64_t n;
+    double scale;
+} tc__nn_dropout;
 
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
@@ -233,6 +265,24 @@ tc_status tc__cpu_nn_softmax_backward(int device, const tc__nn_softmax_bwd *a);
 tc_status tc__cpu_nn_layer_norm(int device, const tc__nn_ln *a);
 tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a);
 tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
+    /* See tc__nn_embedding_bwd. */
+    tc_status (*embedding_backward)(int device, const tc__nn_embedding_bwd *a);
+    /* See tc__nn_dropout. */
+    tc_status (*dropout)(int device, const tc__nn_dropout *a);
+    /* linear's weight gradient with its bias gradient in one step where the
+     * backend can (NULL where it never can): C = op(A) op(B) + beta C for g
+     * with batch 1, alpha 1, beta 0 or 1 and c_dtype == dtype, and
+     * bias_grad [m] (dense, of dtype) = the sums of op(A)'s rows (over k),
+     * written, not added. *fused false (with TC_OK) means nothing was
+     * queued and C and bias_grad are untouched: the caller runs gemm and
+     * sums the bias gradient itself. */
+    tc_status (*gemm_bgrad)(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused);
+} tc__nn_backend;
+
+extern const tc__nn_backend tc__cpu_nn_backend;
+/* The CPU's embedding_backward and dropout (cpu/cpu_nn_layers.c). */
+tc_status tc__cpu_nn_embedding_backward(int device, const tc__nn_embedding_bwd *a);
+tc_status tc__cpu_nn_dropout(int device, const tc__nn_dropout *a);
 
 /* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
  * gemm_bias (the copy + GEMM path on every device); counts gives the calling
@@ -245,6 +295,12 @@ void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
  * that the backend's attention ran. */
 void tc__nn_attention_set_fused(bool fused);
 uint64_t tc__nn_attention_fused_count(void);
+/* Test hooks for tc_nn_linear_backward(_into) (tensor_nn_layers.c): fused
+ * false makes it skip gemm_bgrad (a GEMM and a column sum on every device);
+ * the count is the calling thread's backward calls whose weight and bias
+ * gradients gemm_bgrad computed in one step. */
+void tc__nn_linear_backward_set_fused(bool fused);
+uint64_t tc__nn_linear_backward_fused_count(void);
 
 #ifdef __cplusplus
 }

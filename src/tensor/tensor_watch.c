@@ -414,6 +414,54 @@ static tc_status d_cross_entropy_backward(int dev, const tc__nn_ce_bwd *a)
         TC_TRY(declare_bwd(dev, "cross_entropy_backward kernel", 5, p, b, d, w));
     }
     return order_done(prev_nn->cross_entropy_backward(dev, a), od);
+/* embedding's backward: grad_weight read and written, grad_output and the
+ * indices read (its scratch is the allocator's, declared there). */
+static tc_status d_embedding_backward(int dev, const tc__nn_embedding_bwd *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t es = esz(a->dtype);
+        const void *p[3] = {a->grad_weight, a->grad_output, a->indices};
+        size_t b[3] = {(size_t)(a->v * a->c) * es, (size_t)(a->n * a->c) * es, (size_t)a->n * 8};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_INT64};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "embedding backward kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->embedding_backward(dev, a), od);
+}
+
+/* linear's weight and bias gradients: C and the bias gradient written (C
+ * read too where beta is 1), A and B read. */
+static tc_status d_gemm_bgrad(int dev, const tc__nn_gemm *g, void *bias_grad, bool *fused)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        const void *p[4] = {g->c, g->a, g->b, bias_grad};
+        size_t b[4] = {
+            gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype),
+            gemm_extent(g->batch, g->stride_a, g->m, g->k, g->lda, g->trans_a) * esz(g->dtype),
+            gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype),
+            (size_t)g->m * esz(g->dtype)};
+        tc_dtype d[4] = {g->c_dtype, g->dtype, g->dtype, g->dtype};
+        bool w[4] = {true, false, false, true};
+        TC_TRY(declare_dense(false, dev, "gemm with bias gradient", 4, p, b, d, w));
+    }
+    return order_done(prev_nn->gemm_bgrad(dev, g, bias_grad, fused), od);
+}
+
+/* dropout's product: out written, x and the mask read. */
+static tc_status d_dropout(int dev, const tc__nn_dropout *a)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t n = (size_t)a->n;
+        const void *p[3] = {a->out, a->x, a->mask};
+        size_t b[3] = {n * esz(a->dtype), n * esz(a->dtype), n};
+        tc_dtype d[3] = {a->dtype, a->dtype, TC_BOOL};
+        bool w[3] = {true, false, false};
+        TC_TRY(declare_dense(false, dev, "dropout kernel", 3, p, b, d, w));
+    }
+    return order_done(prev_nn->dropout(dev, a), od);
 }
 
 /* The spans of an indexing iter; operand `along` (stride 0 along the
@@ -507,6 +555,9 @@ static void install(void)
                                  .layer_norm = d_layer_norm,
                                  .layer_norm_backward = d_layer_norm_backward,
                                  .cross_entropy_backward = d_cross_entropy_backward};
+                                 .embedding_backward = d_embedding_backward,
+                                 .dropout = d_dropout,
+                                 .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

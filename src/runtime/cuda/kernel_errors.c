@@ -61,5 +61,11 @@ tc_status tc__kernel_errors_check(int device)
                         "is out of range: classes are 0..%lld (ignore_index %lld); its row's "
                         "loss is NaN",
                         device, v[1], v[0], v[2] - 1, v[3]);
+    if (kind == TC__KERR_EMBEDDING_INDEX)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "tc_nn_embedding_backward (queued earlier on cuda:%d): index %lld "
+                        "(position %lld) is out of range: the weight has rows 0..%lld; the "
+                        "position was left out of the gradient",
+                        device, v[1], v[0], v[2] - 1);
     return tc__fail(TC_ERROR_INTERNAL, "a kernel on cuda:%d reported error kind %d", device, kind);
 }

@@ -211,4 +211,6 @@ const tc__nn_backend tc__cpu_nn_backend = {
     .layer_norm = tc__cpu_nn_layer_norm,
     .layer_norm_backward = tc__cpu_nn_layer_norm_backward,
     .cross_entropy_backward = tc__cpu_nn_cross_entropy_backward,
+    .embedding_backward = tc__cpu_nn_embedding_backward,
+    .dropout = tc__cpu_nn_dropout,
 };

@@ -1,6 +1,11 @@
 /* cuBLASLt, loaded at run time: linear's GEMM with its bias as one
  * cublasLtMatmul with the bias epilogue (nn_internal.h's gemm_bias), as
- * PyTorch's addmm does, instead of a copy kernel and a GEMM with beta = 1.
+ * PyTorch's addmm does, instead of a copy kernel and a GEMM with beta = 1;
+ * and linear's weight gradient with its bias gradient (gemm_bgrad) as one
+ * with the BGRADB epilogue, as llm.c does, instead of a GEMM and a column
+ * sum. BGRADB sums cuBLASLt's B (our op(A)) over k into a vector as long as
+ * D's columns (our m): our bias gradient, written (never accumulated) in
+ * D's type, while D itself may be C + the product (beta 1).
  *
  * As in blas.c, only the entry points used are declared here, so the build
  * needs no cuBLAS header or library. Whatever cuBLASLt does not take is a
@@ -54,6 +59,7 @@
 #include "memory/cuda/device_alloc.h"
 #include "runtime/cuda/capture.h"
 #include "nn_cuda.h"
+#include "nn_layers_cuda.h"
 #include "tcuda/device.h"
 
 /* cuBLASLt's values (part of its ABI), from the cuBLAS documentation,
@@ -72,7 +78,7 @@ enum {
     LT_DESC_EPILOGUE = 7,     /* uint32_t, a cublasLtEpilogue_t */
     LT_DESC_BIAS_POINTER = 8, /* const void *; its type: BIAS_DATA_TYPE, default D's */
 };
-enum { LT_EPILOGUE_BIAS = 4 };
+enum { LT_EPILOGUE_BIAS = 4, LT_EPILOGUE_BGRADB = 512 };
 enum {
     LT_PREF_MAX_WORKSPACE_BYTES = 1,   /* uint64_t, default 0 */
     LT_PREF_REDUCTION_SCHEME_MASK = 3, /* uint32_t, default all schemes */
@@ -163,6 +169,7 @@ static void load_syms(void)
 typedef struct lt_key {
     int device, dtype, trans_a, trans_b;
     int tf32, reduced; /* the switches of tcuda/backends.h as the plan was made */
+    int epilogue;      /* LT_EPILOGUE_BIAS or LT_EPILOGUE_BGRADB */
     int64_t m, n, k, lda, ldb;
     uint32_t align[4]; /* A, B, C (also D) and the bias, in bytes, at most 256 */
 } lt_key;
@@ -254,7 +261,7 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
     bool f64 = dt == TC_FLOAT64, half = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
     int32_t ta = g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_; /* cuBLASLt's A is our B */
     int32_t tb = g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
-    uint32_t epilogue = LT_EPILOGUE_BIAS;
+    uint32_t epilogue = (uint32_t)key->epilogue;
     int compute = f64         ? CUBLAS_COMPUTE_64F_
                   : key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32_
                               : CUBLAS_COMPUTE_32F_;
@@ -340,11 +347,12 @@ static lt_plan *plan_for(lt_thread *t, void *h, const lt_key *key, const tc__nn_
  * linear's output is always dense) and sizes within int. Before cuBLASLt
  * 12.1, 16-bit operands must be dense too (PyTorch's "leading dim >> rows"
  * guard, test_corner_cases_of_cublasltmatmul). */
-static bool eligible(const tc__nn_gemm *g, const void *bias)
+static bool eligible(const tc__nn_gemm *g, const void *bias, int epilogue)
 {
     tc_dtype dt = g->dtype;
     bool half = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
-    if (!bias || g->batch != 1 || g->alpha != 1 || g->beta != 0 || g->c_dtype != dt ||
+    bool beta_ok = g->beta == 0 || (epilogue == LT_EPILOGUE_BGRADB && g->beta == 1);
+    if (!bias || g->batch != 1 || g->alpha != 1 || !beta_ok || g->c_dtype != dt ||
         !(half || dt == TC_FLOAT32 || dt == TC_FLOAT64) || !g->a || !g->b || !g->c)
         return false;
     if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > INT32_MAX || g->n > INT32_MAX ||
@@ -392,8 +400,9 @@ static void *handle_for(int device, cudaStream_t cs)
     return mine->handles[device];
 }
 
-/* One cublasLtMatmul on the current stream, or a refusal. */
-static tc_status run(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
+/* One cublasLtMatmul on the current stream with `epilogue` (its vector:
+ * bias, read or written), or a refusal. beta is g's (0 or 1). */
+static tc_status run(int device, const tc__nn_gemm *g, const void *bias, int epilogue, bool *fused)
 {
     cudaStream_t cs = tc__current_cuda_stream(device);
     void *h = handle_for(device, cs);
@@ -405,6 +414,7 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, bool *f
     key.dtype = (int)g->dtype;
     key.trans_a = g->trans_a;
     key.trans_b = g->trans_b;
+    key.epilogue = epilogue;
     key.tf32 = g->dtype == TC_FLOAT32 && tc__matmul_allow_tf32();
     key.reduced = tc__matmul_allow_reduced_reduction(g->dtype);
     key.m = g->m, key.n = g->n, key.k = g->k, key.lda = g->lda, key.ldb = g->ldb;
@@ -418,11 +428,11 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, bool *f
     void *ws = NULL;
     if (p->workspace && tc__device_alloc(device, cs, p->workspace, &ws) != TC_OK)
         return TC_OK; /* no memory for it: the copy + GEMM path needs none */
-    float one_f = 1, zero_f = 0;
-    double one_d = 1, zero_d = 0;
+    float one_f = 1, beta_f = (float)g->beta;
+    double one_d = 1, beta_d = g->beta;
     bool f64 = g->dtype == TC_FLOAT64;
     const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
-    const void *beta = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+    const void *beta = f64 ? (const void *)&beta_d : (const void *)&beta_f;
     /* beta 0: C is not read; D is C */
     int rc = p_matmul(h, p->desc, alpha, g->b, p->la, g->a, p->lb, beta, g->c, p->lc, g->c, p->lc,
                       &p->algo, ws, p->workspace, cs);
@@ -440,11 +450,24 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
 {
     *fused = false;
     pthread_once(&syms_once, load_syms);
-    if (!syms_ok || !eligible(g, bias))
+    if (!syms_ok || !eligible(g, bias, LT_EPILOGUE_BIAS))
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = run(device, g, bias, fused);
+    tc_status st = run(device, g, bias, LT_EPILOGUE_BIAS, fused);
+    tc_device_guard_exit(&gd);
+    return st;
+}
+
+tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused)
+{
+    *fused = false;
+    pthread_once(&syms_once, load_syms);
+    if (!syms_ok || !eligible(g, bias_grad, LT_EPILOGUE_BGRADB))
+        return TC_OK;
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc_status st = run(device, g, bias_grad, LT_EPILOGUE_BGRADB, fused);
     tc_device_guard_exit(&gd);
     return st;
 }

@@ -9,6 +9,7 @@
 #include "runtime/cuda/kernel_errors.h"
 #include "tensor/cuda/kernels/nn_kernels.h"
 #include "nn_cuda.h"
+#include "nn_layers_cuda.h"
 #include "tcuda/device.h"
 
 static tc_status cu_rows(int device, const tc__nn_rows *args)
@@ -114,4 +115,7 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .layer_norm = cu_layer_norm,
     .layer_norm_backward = cu_layer_norm_backward,
     .cross_entropy_backward = cu_cross_entropy_backward,
+    .embedding_backward = tc__cuda_nn_embedding_backward,
+    .dropout = tc__cuda_nn_dropout,
+    .gemm_bgrad = tc__cuda_gemm_bgrad,
 };

@@ -256,15 +256,6 @@ typedef struct tc__nn_backend {
     tc_status (*layer_norm)(int device, const tc__nn_ln *a);
     tc_status (*layer_norm_backward)(int device, const tc__nn_ln_bwd *a);
     tc_status (*cross_entropy_backward)(int device, const tc__nn_ce_bwd *a);
-} tc__nn_backend;
-
-extern const tc__nn_backend tc__cpu_nn_backend;
-/* The CPU's backward entries of that table (cpu/cpu_nn_backward.c). */
-tc_status tc__cpu_nn_gelu_backward(int device, const tc__nn_gelu_bwd *a);
-tc_status tc__cpu_nn_softmax_backward(int device, const tc__nn_softmax_bwd *a);
-tc_status tc__cpu_nn_layer_norm(int device, const tc__nn_ln *a);
-tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a);
-tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
     /* See tc__nn_embedding_bwd. */
     tc_status (*embedding_backward)(int device, const tc__nn_embedding_bwd *a);
     /* See tc__nn_dropout. */
@@ -280,6 +271,12 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
+/* The CPU's backward entries of that table (cpu/cpu_nn_backward.c). */
+tc_status tc__cpu_nn_gelu_backward(int device, const tc__nn_gelu_bwd *a);
+tc_status tc__cpu_nn_softmax_backward(int device, const tc__nn_softmax_bwd *a);
+tc_status tc__cpu_nn_layer_norm(int device, const tc__nn_ln *a);
+tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a);
+tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
 /* The CPU's embedding_backward and dropout (cpu/cpu_nn_layers.c). */
 tc_status tc__cpu_nn_embedding_backward(int device, const tc__nn_embedding_bwd *a);
 tc_status tc__cpu_nn_dropout(int device, const tc__nn_dropout *a);

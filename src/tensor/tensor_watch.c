@@ -414,6 +414,8 @@ static tc_status d_cross_entropy_backward(int dev, const tc__nn_ce_bwd *a)
         TC_TRY(declare_bwd(dev, "cross_entropy_backward kernel", 5, p, b, d, w));
     }
     return order_done(prev_nn->cross_entropy_backward(dev, a), od);
+}
+
 /* embedding's backward: grad_weight read and written, grad_output and the
  * indices read (its scratch is the allocator's, declared there). */
 static tc_status d_embedding_backward(int dev, const tc__nn_embedding_bwd *a)
@@ -554,7 +556,7 @@ static void install(void)
                                  .softmax_backward = d_softmax_backward,
                                  .layer_norm = d_layer_norm,
                                  .layer_norm_backward = d_layer_norm_backward,
-                                 .cross_entropy_backward = d_cross_entropy_backward};
+                                 .cross_entropy_backward = d_cross_entropy_backward,
                                  .embedding_backward = d_embedding_backward,
                                  .dropout = d_dropout,
                                  .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL};

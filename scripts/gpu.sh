@@ -24,10 +24,11 @@
 #             examples, comm against torch.cuda.comm (tests/torch/
 #             comm_check.sh) and the comm benchmark; MULTI_STEPS picks
 #             among "ctest cs examples oracle bench" (default: all, in order)
-#   train     training's pieces: the build, their tests (TRAIN_TESTS) once,
-#             their PyTorch oracles (tests/torch/*_torch.py named in
-#             TRAIN_ORACLES) and each test under compute-sanitizer memcheck
-#             and racecheck; on 2 or more GPUs test_ddp runs its ranks
+#   train     training's pieces: the build, their tests (TRAIN_TESTS: the
+#             backward ops, optimizers, GradScaler, DDP buckets) once, their
+#             PyTorch oracles (tests/torch/<name>.py, TRAIN_ORACLES) and each
+#             test under compute-sanitizer memcheck and racecheck; on 2 or
+#             more GPUs test_ddp runs its ranks
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -384,7 +385,10 @@ case $PRESET in
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;
   train)
-    TRAIN_TESTS=${TRAIN_TESTS:-test_ddp}
+    TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
+      test_optim test_amp test_optim_cuda test_ddp}
+    TRAIN_ORACLES=${TRAIN_ORACLES:-nn_backward_torch nn_layers_torch attention_backward_torch \
+      optim_torch}
     # shellcheck disable=SC2086 # lists of names
     ctest_step "ctest training" ctest.log -LE sanitizer -R "^($(echo $TRAIN_TESTS | tr ' ' '|'))\$"
     # shellcheck disable=SC2086

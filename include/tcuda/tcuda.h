@@ -13,6 +13,7 @@
 #include "shape.h"
 #include "indexing.h"
 #include "nn.h"
+#include "nn_backward.h"
 #include "backends.h"
 #include "graph.h"
 #include "jit.h"

@@ -254,11 +254,14 @@ static void test_head_views(tc_device dev)
         }
 }
 
-/* L, S or a leading size 0: zeros of the inputs' shapes (sums of nothing). */
+/* L, S or a leading size 0: zeros of the inputs' shapes (sums of nothing);
+ * Ev 0: dO is empty, so dQ and dK are 0 and dV is empty. */
 static void test_empty(tc_device dev)
 {
-    const sdpa_case cases[] = {
-        {3, {2, 0}, 0, 5, 4, 3}, {3, {2, 0}, 5, 0, 4, 3}, {4, {0, 2}, 3, 3, 4, 4}};
+    const sdpa_case cases[] = {{3, {2, 0}, 0, 5, 4, 3},
+                               {3, {2, 0}, 5, 0, 4, 3},
+                               {4, {0, 2}, 3, 3, 4, 4},
+                               {3, {2, 0}, 3, 4, 4, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int d = 0; d < 4; d++)
             for (int causal = 0; causal < 2; causal++) {

@@ -165,6 +165,9 @@ def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
         truth = torch_grads(q, k, v, go, causal, scale, torch.float64)
         for which, a, t, ref in zip(("dq", "dk", "dv"), ours, theirs, truth):
             torch_err = (t - ref).abs().max().item()
+            if torch_err > 0.05 * ref.abs().max().item() + 1e-3:  # the bound would mean little
+                print(f"note: {name} {which}: torch's own {dtype} error {torch_err:.3g} is large "
+                      "(another kernel or causal alignment?)")
             tol_a = max(atol, FUDGE * torch_err)
             try:
                 torch.testing.assert_close(a.double(), ref, rtol=rtol, atol=tol_a)

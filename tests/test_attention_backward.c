@@ -284,6 +284,26 @@ static void test_empty(tc_device dev)
             }
 }
 
+/* E and Ev 0: every operand is empty, and B * L * S (2^80 here) is past
+ * int64_t though each operand's sizes multiply within it; the gradients are
+ * empty tensors of the inputs' shapes. */
+static void test_huge_empty(tc_device dev)
+{
+    const int64_t big = (int64_t)1 << 20;
+    int64_t qs[4] = {big, big, big, 0}, ks[4] = {big, big, big, 0};
+    tc_tensor *q = NULL, *k = NULL, *v = NULL, *go = NULL;
+    CHECK_OK(tc_tensor_zeros(4, qs, TC_FLOAT32, dev, &q));
+    CHECK_OK(tc_tensor_zeros(4, ks, TC_FLOAT32, dev, &k));
+    CHECK_OK(tc_tensor_zeros(4, ks, TC_FLOAT32, dev, &v));
+    CHECK_OK(tc_tensor_zeros(4, qs, TC_FLOAT32, dev, &go));
+    tc_tensor *g[3] = {NULL, NULL, NULL};
+    CHECK_OK(BWD(go, q, k, v, true, NULL, &g[0], &g[1], &g[2]));
+    CHECK(same_sizes(g[0], 4, qs) && same_sizes(g[1], 4, ks) && same_sizes(g[2], 4, ks));
+    for (int i = 0; i < 3; i++)
+        tc_tensor_release(g[i]);
+    tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v), tc_tensor_release(go);
+}
+
 /* ---- (a) finite differences of tcuda's own forward ------------------------------------- */
 
 /* sum(forward(q, k, v) * g) in float64 on the CPU from host values. */
@@ -497,6 +517,7 @@ static void run_all(tc_device dev)
     test_reference(dev);
     test_head_views(dev);
     test_empty(dev);
+    test_huge_empty(dev);
     test_bad_input(dev);
 }
 

@@ -188,6 +188,38 @@ static tc_status zero_grads(const tc_tensor *q, const tc_tensor *k, const tc_ten
     return st;
 }
 
+/* The gradients wanted for L, S and every leading size >= 1: the operands
+ * in the computation dtype as [b, *, *], the math, then each gradient back
+ * to its input's shape and dtype. */
+static tc_status math_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v, bool causal, double scale, int64_t b, bool want_q,
+                            bool want_k, bool want_v, sdpa_grads *g)
+{
+    tc_dtype cdt = q->dtype == TC_FLOAT16 || q->dtype == TC_BFLOAT16 ? TC_FLOAT32 : q->dtype;
+    sdpa_in in = {0};
+    tc_status st = as_batch(go, cdt, b, &in.go);
+    if (st == TC_OK)
+        st = as_batch(q, cdt, b, &in.q);
+    if (st == TC_OK)
+        st = as_batch(k, cdt, b, &in.k);
+    if (st == TC_OK)
+        st = as_batch(v, cdt, b, &in.v);
+    if (st == TC_OK)
+        st = sdpa_grads_of(&in, causal, scale, want_q, want_k, want_v, g);
+    release_in(&in);
+    tc_tensor *raw[3] = {g->dq, g->dk, g->dv};
+    const tc_tensor *like[3] = {q, k, v};
+    tc_tensor **slot[3] = {&g->dq, &g->dk, &g->dv};
+    for (int i = 0; i < 3; i++) { /* finish_grad takes raw[i] */
+        *slot[i] = NULL;
+        if (raw[i] && st == TC_OK)
+            st = finish_grad(raw[i], like[i], slot[i]);
+        else
+            tc_tensor_release(raw[i]);
+    }
+    return st;
+}
+
 tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_output,
                                                       const tc_tensor *q, const tc_tensor *k,
                                                       const tc_tensor *v, bool is_causal,
@@ -201,39 +233,23 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD);
     int nd = q->ndim;
-    int64_t b = 1, l = q->sizes[nd - 2], s = k->sizes[nd - 2];
+    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2];
+    /* Empty also when E and Ev are 0: every gradient is then empty, and
+     * B * L * S, which no operand's sizes bound then, may be past int64_t. */
+    bool empty = l == 0 || s == 0 || (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
     for (int i = 0; i < nd - 2; i++)
+        empty = empty || q->sizes[i] == 0;
+    int64_t b = 1;
+    for (int i = 0; !empty && i < nd - 2; i++)
         b *= q->sizes[i];
     sdpa_grads g = {0};
     tc_status st;
-    if (b * l * s == 0) {
+    if (empty) {
         st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
                         grad_v ? &g.dv : NULL);
     } else {
         double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
-        tc_dtype cdt = q->dtype == TC_FLOAT16 || q->dtype == TC_BFLOAT16 ? TC_FLOAT32 : q->dtype;
-        sdpa_in in = {0};
-        st = as_batch(grad_output, cdt, b, &in.go);
-        if (st == TC_OK)
-            st = as_batch(q, cdt, b, &in.q);
-        if (st == TC_OK)
-            st = as_batch(k, cdt, b, &in.k);
-        if (st == TC_OK)
-            st = as_batch(v, cdt, b, &in.v);
-        if (st == TC_OK)
-            st = sdpa_grads_of(&in, is_causal, sc, grad_q, grad_k, grad_v, &g);
-        release_in(&in);
-        /* back to the inputs' shapes and dtypes; each call takes its g.* */
-        tc_tensor *raw[3] = {g.dq, g.dk, g.dv};
-        const tc_tensor *like[3] = {q, k, v};
-        tc_tensor **slot[3] = {&g.dq, &g.dk, &g.dv};
-        for (int i = 0; i < 3; i++) {
-            *slot[i] = NULL;
-            if (raw[i] && st == TC_OK)
-                st = finish_grad(raw[i], like[i], slot[i]);
-            else
-                tc_tensor_release(raw[i]);
-        }
+        st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
     }
     if (st != TC_OK) {
         tc_tensor_release(g.dq);

@@ -57,6 +57,7 @@ set(TCUDA_SOURCES
   src/tensor/iter.c
   src/tensor/storage.c
   src/tensor/tensor.c
+  src/tensor/tensor_attention_backward.c
   src/tensor/tensor_copy.c
   src/tensor/tensor_copy_across.c
   src/tensor/tensor_index.c

@@ -2,7 +2,8 @@
  * with PyTorch's autograd formulas (ATen's gelu_backward,
  * _softmax_backward_data, _log_softmax_backward_data,
  * native_layer_norm_backward, cross_entropy's gradient,
- * embedding_dense_backward, linear's and native_dropout_backward).
+ * embedding_dense_backward, linear's, native_dropout_backward and
+ * scaled_dot_product_attention's).
  *
  * There is no autograd: a training step calls the forward operations, keeps
  * what their backward needs, and calls these in reverse order (as llm.c
@@ -191,6 +192,28 @@ TCUDA_API tc_status tc_nn_linear_backward_into(const tc_tensor *grad_output, con
  * TC_ERROR_INVALID_ARGUMENT for p outside [0, 1]. */
 TCUDA_API tc_status tc_nn_dropout_backward(const tc_tensor *grad_output, const tc_tensor *mask,
                                            double p, tc_tensor **grad_in);
+
+/* ---- attention --------------------------------------------------------------- */
+
+/* The gradients of tc_nn_scaled_dot_product_attention(q, k, v, is_causal,
+ * scale) given grad_output [..., L, Ev] (its output's gradient): q [..., L, E],
+ * k [..., S, E], v [..., S, Ev] under the forward's shape rules, grad_output
+ * with q's leading sizes; scale NULL means 1/sqrt(E). P = softmax(q k^T *
+ * scale) (with is_causal, query i sees keys j <= i, top-left aligned as the
+ * forward: every row sees key 0, so no row is fully masked, also when L > S)
+ * is recomputed here from q and k, so no state of the forward is kept or
+ * needed. Then dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
+ * dQ = dS K * scale, dK = dS^T Q * scale; rowsum(dP * P) is computed as
+ * rowsum(dO * (P V)), the same sum, to hold only two [L, S] matrices per
+ * batch entry (P and dP). Every device runs this math path: a GEMM for the
+ * scores with the forward's fused masked softmax, then GEMMs and
+ * element-wise ops, all in float32 for 16-bit inputs (the GEMMs follow
+ * backends.h). With L, S or a leading size 0 the gradients are zeros.
+ * Errors: the header's common ones. */
+TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    bool is_causal, const double *scale, tc_tensor **grad_q, tc_tensor **grad_k,
+    tc_tensor **grad_v);
 
 TCUDA_EXTERN_C_END
 

@@ -299,6 +299,18 @@ uint64_t tc__nn_attention_fused_count(void);
 void tc__nn_linear_backward_set_fused(bool fused);
 uint64_t tc__nn_linear_backward_fused_count(void);
 
+/* For tc_nn_scaled_dot_product_attention_backward (tensor_attention_backward.c),
+ * from tensor_nn.c. tc__nn_sdpa_check: the forward's checks of q, k and v
+ * (live, floating, alike; shapes [..., L, E], [..., S, E], [..., S, Ev]),
+ * messages naming fn. tc__nn_attention_probs: P = softmax(scale * q k^T),
+ * with the causal mask when causal, for checked q and k of float32 or
+ * float64 with L, S >= 1, as a new dense [B, L, S] of their dtype (B the
+ * product of the leading dims), computed as the forward's math path does. */
+tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v);
+tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool causal, double scale,
+                                 tc_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -614,14 +614,14 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
 }
 
 /* q [..., L, E], k [..., S, E] and v [..., S, Ev]: floating, alike, at
- * least 2-d with the same number of dims and equal leading sizes. */
-static tc_status sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
-                            const tc_tensor *v, tc_tensor **out)
+ * least 2-d with the same number of dims and equal leading sizes (shared
+ * with the backward, nn_internal.h). */
+tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v)
 {
     TC_TRY(check_float(fn, q, "tc_tensor q"));
     TC_TRY(check_like(fn, q, k, "tc_tensor k"));
     TC_TRY(check_like(fn, q, v, "tc_tensor v"));
-    TC_CHECK_ARG(out, "%s: out is NULL", fn);
     int nd = q->ndim;
     bool ok = nd >= 2 && k->ndim == nd && v->ndim == nd;
     for (int i = 0; ok && i < nd - 2; i++)
@@ -659,6 +659,38 @@ static tc_status attention_probs(const tc__nn_backend *be, int device, const tc_
                      .inner = 1,
                      .causal = causal ? l : 0};
     return be->rows(device, &a);
+}
+
+/* The backward's probabilities (nn_internal.h): the math path's scores
+ * GEMM and fused masked softmax, in place in one [B, L, S] tensor. */
+tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool causal, double scale,
+                                 tc_tensor **out)
+{
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int nd = q->ndim;
+    int64_t bt = prod(q->sizes, 0, nd - 2), l = q->sizes[nd - 2], e = q->sizes[nd - 1];
+    int64_t ssz[3] = {bt, l, k->sizes[nd - 2]};
+    tc_tensor *p = NULL;
+    mats mq = {0}, mk = {0};
+    tc_status st = as_mats(q, &mq);
+    if (st == TC_OK)
+        st = as_mats(k, &mk);
+    if (st == TC_OK)
+        st = tc__new_tensor(3, ssz, q->dtype, dev, false, &p);
+    if (st == TC_OK) {
+        tc__nn_gemm g = tc__nn_gemm_of(q->dtype, bt, l, ssz[2], e, mq.op, transposed(mk.op),
+                                       tc__data(p));
+        g.alpha = scale;
+        st = be->gemm(dev.index, &g);
+    }
+    if (st == TC_OK)
+        st = attention_probs(be, dev.index, p, tc__data(p), q->dtype, causal);
+    tc_tensor_release(mq.owned);
+    tc_tensor_release(mk.owned);
+    return finish(st, p, out);
 }
 
 /* Attention in three steps, *res of sizes osz: scores = scale * q k^T
@@ -714,7 +746,8 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
                                              const double *scale, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_TRY(sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v, out));
+    TC_TRY(tc__nn_sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v));
+    TC_CHECK_ARG(out, "tc_nn_scaled_dot_product_attention: out is NULL");
     tc_device dev = q->storage->device;
     const tc__nn_backend *be = nn_of(dev);
     if (!be)

@@ -1,0 +1,267 @@
+/* tc_nn_scaled_dot_product_attention_backward: attention's math-path
+ * backward, composed of tensor operations so that it runs on every device
+ * with no kernel of its own.
+ *
+ * Nothing of the forward is saved: P is recomputed from q and k by the
+ * forward's own scores GEMM and fused masked softmax (tensor_nn.c, through
+ * nn_internal.h), so the same mask and the same numerics hold. The rest is
+ * GEMMs on [B, L, *] views (bmm reads transposed views in place) and
+ * element-wise ops, everything in the computation dtype (float32 for 16-bit
+ * inputs, converted once at the start and rounded once at the end). At most
+ * two [B, L, S] matrices live at a time, P and dP (which becomes dS in
+ * place): the row sums rowsum(dP * P) are taken as rowsum(dO * (P V)), equal
+ * since dP = dO V^T, which needs [B, L, Ev] temporaries rather than a third
+ * [B, L, S] one. */
+#include <math.h>
+#include <stdio.h>
+
+#include "nn_internal.h"
+#include "tcuda/nn_backward.h"
+#include "tensor_internal.h"
+
+#define SDPA_BWD "tc_nn_scaled_dot_product_attention_backward"
+
+/* "[2, 3, 4]" into buf. */
+static const char *sizes_text(int nd, const int64_t *sizes, char *buf, size_t size)
+{
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < nd && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)sizes[i]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
+    return buf;
+}
+
+/* grad_output: live, like q, with the forward output's sizes [..., L, Ev]. */
+static tc_status check_grad_out(const tc_tensor *g, const tc_tensor *q, const tc_tensor *v)
+{
+    TC_TRY(tc__tensor_check(g, "tc_tensor grad_output"));
+    TC_TRY(tc__check_same_device(SDPA_BWD, q, g));
+    if (g->dtype != q->dtype)
+        return tc__fail(TC_ERROR_DTYPE, "%s: grad_output is %s but q is %s; they must match",
+                        SDPA_BWD, tc_dtype_string(g->dtype), tc_dtype_string(q->dtype));
+    int nd = q->ndim;
+    int64_t want[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        want[i] = q->sizes[i];
+    want[nd - 1] = v->sizes[nd - 1];
+    bool ok = g->ndim == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = g->sizes[i] == want[i];
+    if (!ok) {
+        char got[160], exp[160];
+        return tc__fail(TC_ERROR_SHAPE,
+                        "%s: grad_output is %s; it must have the forward output's sizes %s (q's "
+                        "leading sizes and L, v's last size)",
+                        SDPA_BWD, sizes_text(g->ndim, g->sizes, got, sizeof got),
+                        sizes_text(nd, want, exp, sizeof exp));
+    }
+    return TC_OK;
+}
+
+/* t in the computation dtype cdt as [b, rows, cols]: a view where t's
+ * layout allows, else a copy. */
+static tc_status as_batch(const tc_tensor *t, tc_dtype cdt, int64_t b, tc_tensor **out)
+{
+    int nd = t->ndim;
+    int64_t sz[3] = {b, t->sizes[nd - 2], t->sizes[nd - 1]};
+    tc_tensor *c = NULL;
+    TC_TRY(tc_tensor_to(t, t->storage->device, cdt, false, &c));
+    tc_status st = tc_tensor_reshape(c, 3, sz, out);
+    tc_tensor_release(c);
+    return st;
+}
+
+/* A gradient g [b, rows, cols] of cdt as a new contiguous tensor with like's
+ * sizes and dtype; g is released. */
+static tc_status finish_grad(tc_tensor *g, const tc_tensor *like, tc_tensor **out)
+{
+    tc_tensor *r = NULL;
+    tc_status st = tc_tensor_view(g, like->ndim, like->sizes, &r);
+    tc_tensor_release(g);
+    if (st == TC_OK)
+        st = tc_tensor_to(r, like->storage->device, like->dtype, false, out);
+    tc_tensor_release(r);
+    return st;
+}
+
+/* Operands as [B, *, *] in the computation dtype. */
+typedef struct sdpa_in {
+    tc_tensor *go, *q, *k, *v;
+} sdpa_in;
+
+static void release_in(sdpa_in *in)
+{
+    tc_tensor_release(in->go);
+    tc_tensor_release(in->q);
+    tc_tensor_release(in->k);
+    tc_tensor_release(in->v);
+}
+
+/* The gradients wanted (NULL slots are skipped), as [B, *, *] of the
+ * computation dtype. */
+typedef struct sdpa_grads {
+    tc_tensor *dq, *dk, *dv;
+} sdpa_grads;
+
+/* dS = P * (dP - rowsum(dO * (P V))) with dP = dO V^T, into a new [B, L, S]
+ * tensor. */
+static tc_status grad_scores(const sdpa_in *in, const tc_tensor *p, tc_tensor **out)
+{
+    tc_tensor *vt = NULL, *ds = NULL, *o = NULL, *go_o = NULL, *d = NULL;
+    tc_status st = tc_tensor_transpose(in->v, 1, 2, &vt);
+    if (st == TC_OK)
+        st = tc_tensor_bmm(p, in->v, &o);
+    if (st == TC_OK)
+        st = tc_tensor_mul(in->go, o, &go_o);
+    tc_tensor_release(o);
+    if (st == TC_OK)
+        st = tc_tensor_sum(go_o, -1, true, &d);
+    tc_tensor_release(go_o);
+    if (st == TC_OK)
+        st = tc_tensor_bmm(in->go, vt, &ds);
+    if (st == TC_OK)
+        st = tc_tensor_sub_(ds, d);
+    if (st == TC_OK)
+        st = tc_tensor_mul_(ds, p);
+    tc_tensor_release(vt);
+    tc_tensor_release(d);
+    if (st != TC_OK) {
+        tc_tensor_release(ds);
+        return st;
+    }
+    *out = ds;
+    return TC_OK;
+}
+
+/* dQ = dS K * scale and dK = dS^T Q * scale, as wanted: one GEMM each with
+ * the scale as its alpha (baddbmm with beta 0 does not read its input). */
+static tc_status grad_qk(const sdpa_in *in, const tc_tensor *ds, double scale, bool want_q,
+                         bool want_k, sdpa_grads *g)
+{
+    tc_tensor *zero = NULL, *dst = NULL;
+    tc_status st = tc_tensor_zeros(0, NULL, in->q->dtype, in->q->storage->device, &zero);
+    if (st == TC_OK && want_q)
+        st = tc_tensor_baddbmm(zero, ds, in->k, 0, scale, &g->dq);
+    if (st == TC_OK && want_k)
+        st = tc_tensor_transpose(ds, 1, 2, &dst);
+    if (st == TC_OK && want_k)
+        st = tc_tensor_baddbmm(zero, dst, in->q, 0, scale, &g->dk);
+    tc_tensor_release(dst);
+    tc_tensor_release(zero);
+    return st;
+}
+
+/* The gradients of attention over L, S >= 1, by the header's formulas. */
+static tc_status sdpa_grads_of(const sdpa_in *in, bool causal, double scale, bool want_q,
+                               bool want_k, bool want_v, sdpa_grads *g)
+{
+    tc_tensor *p = NULL, *pt = NULL, *ds = NULL;
+    tc_status st = tc__nn_attention_probs(in->q, in->k, causal, scale, &p);
+    if (st == TC_OK && want_v)
+        st = tc_tensor_transpose(p, 1, 2, &pt);
+    if (st == TC_OK && want_v)
+        st = tc_tensor_bmm(pt, in->go, &g->dv);
+    tc_tensor_release(pt);
+    if (st == TC_OK && (want_q || want_k))
+        st = grad_scores(in, p, &ds);
+    tc_tensor_release(p); /* P is done with: only dS and the operands stay */
+    if (st == TC_OK && (want_q || want_k))
+        st = grad_qk(in, ds, scale, want_q, want_k, g);
+    tc_tensor_release(ds);
+    return st;
+}
+
+/* Zeros for every gradient wanted: with L, S or a leading size 0 every sum
+ * that makes a gradient is a sum of nothing. */
+static tc_status zero_grads(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+                            tc_tensor **dq, tc_tensor **dk, tc_tensor **dv)
+{
+    tc_device dev = q->storage->device;
+    tc_status st = TC_OK;
+    if (dq)
+        st = tc_tensor_zeros(q->ndim, q->sizes, q->dtype, dev, dq);
+    if (st == TC_OK && dk)
+        st = tc_tensor_zeros(k->ndim, k->sizes, k->dtype, dev, dk);
+    if (st == TC_OK && dv)
+        st = tc_tensor_zeros(v->ndim, v->sizes, v->dtype, dev, dv);
+    return st;
+}
+
+/* The gradients wanted for L, S and every leading size >= 1: the operands
+ * in the computation dtype as [b, *, *], the math, then each gradient back
+ * to its input's shape and dtype. */
+static tc_status math_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                            const tc_tensor *v, bool causal, double scale, int64_t b, bool want_q,
+                            bool want_k, bool want_v, sdpa_grads *g)
+{
+    tc_dtype cdt = q->dtype == TC_FLOAT16 || q->dtype == TC_BFLOAT16 ? TC_FLOAT32 : q->dtype;
+    sdpa_in in = {0};
+    tc_status st = as_batch(go, cdt, b, &in.go);
+    if (st == TC_OK)
+        st = as_batch(q, cdt, b, &in.q);
+    if (st == TC_OK)
+        st = as_batch(k, cdt, b, &in.k);
+    if (st == TC_OK)
+        st = as_batch(v, cdt, b, &in.v);
+    if (st == TC_OK)
+        st = sdpa_grads_of(&in, causal, scale, want_q, want_k, want_v, g);
+    release_in(&in);
+    tc_tensor *raw[3] = {g->dq, g->dk, g->dv};
+    const tc_tensor *like[3] = {q, k, v};
+    tc_tensor **slot[3] = {&g->dq, &g->dk, &g->dv};
+    for (int i = 0; i < 3; i++) { /* finish_grad takes raw[i] */
+        *slot[i] = NULL;
+        if (raw[i] && st == TC_OK)
+            st = finish_grad(raw[i], like[i], slot[i]);
+        else
+            tc_tensor_release(raw[i]);
+    }
+    return st;
+}
+
+tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_output,
+                                                      const tc_tensor *q, const tc_tensor *k,
+                                                      const tc_tensor *v, bool is_causal,
+                                                      const double *scale, tc_tensor **grad_q,
+                                                      tc_tensor **grad_k, tc_tensor **grad_v)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__nn_sdpa_check(SDPA_BWD, q, k, v));
+    TC_TRY(check_grad_out(grad_output, q, v));
+    TC_CHECK_ARG(grad_q || grad_k || grad_v,
+                 "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
+                 SDPA_BWD);
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2];
+    /* Empty also when E and Ev are 0: every gradient is then empty, and
+     * B * L * S, which no operand's sizes bound then, may be past int64_t. */
+    bool empty = l == 0 || s == 0 || (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
+    for (int i = 0; i < nd - 2; i++)
+        empty = empty || q->sizes[i] == 0;
+    int64_t b = 1;
+    for (int i = 0; !empty && i < nd - 2; i++)
+        b *= q->sizes[i];
+    sdpa_grads g = {0};
+    tc_status st;
+    if (empty) {
+        st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
+                        grad_v ? &g.dv : NULL);
+    } else {
+        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
+        st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
+    }
+    if (st != TC_OK) {
+        tc_tensor_release(g.dq);
+        tc_tensor_release(g.dk);
+        tc_tensor_release(g.dv);
+        return st;
+    }
+    if (grad_q)
+        *grad_q = g.dq;
+    if (grad_k)
+        *grad_k = g.dk;
+    if (grad_v)
+        *grad_v = g.dv;
+    return TC_OK;
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""tc_nn_scaled_dot_product_attention_backward against torch.autograd, on a GPU.
+
+Runs on the GPU machine against a CUDA build's libtcuda.so (ctypes; no
+compiled glue):
+
+    python3 tests/torch/attention_backward_torch.py [path/to/libtcuda.so]   # or TCUDA_LIB=...
+
+For every dtype (float16, bfloat16, float32, float64), causal and not, L == S,
+L < S and L > S, scale given and None, dense [B, H, L, E] operands and head
+views (the transpose(1, 2) of [B, L, H, E] memory): the same inputs (rounded
+to the dtype once, on the CPU) go through
+torch.nn.functional.scaled_dot_product_attention + backward(grad_out) on the
+GPU (torch's own choice of kernel) and through tcuda's backward on the GPU.
+
+Tolerances:
+- float32 and float64: tcuda against torch in the same dtype with
+  torch.testing.assert_close's defaults (float32 rtol 1.3e-6, atol 1e-5;
+  float64 rtol 1e-7, atol 1e-7).
+- float16 and bfloat16 (looser, as PyTorch's own SDPA tests do it): both are
+  measured against torch's float64 gradients on the same rounded inputs;
+  tcuda's must be within rtol = the default (float16 1e-3, bfloat16 1.6e-2)
+  and atol = max(the default 1e-5, 4 * the largest error of torch's own
+  16-bit gradients). tcuda's largest difference from torch's 16-bit result
+  is printed beside it.
+
+Prints one last line, "PASS attention_backward_torch: ..." or
+"FAIL attention_backward_torch: ...", and exits 0 / 1 (77 with "SKIP" when
+torch or a GPU is missing)."""
+import ctypes
+import os
+import sys
+import zlib
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("SKIP attention_backward_torch: no torch")
+    sys.exit(77)
+
+# ---- the tcuda ABI (include/tcuda/tensor.h, nn_backward.h) ------------------------------
+TC_CUDA = 1
+TC_DTYPES = {torch.float16: 6, torch.bfloat16: 7, torch.float32: 8, torch.float64: 9}
+DEFAULT_TOL = {  # torch.testing.assert_close's defaults (rtol, atol)
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+FUDGE = 4.0
+
+
+class Device(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("index", ctypes.c_int)]
+
+
+def load_tcuda():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TCUDA_LIB", "build/libtcuda.so")
+    lib = ctypes.CDLL(path)
+    vp, i32, i64p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)
+    vpp = ctypes.POINTER(vp)
+    sigs = {
+        "tc_last_error": (ctypes.c_char_p, []),
+        "tc_is_available": (ctypes.c_bool, []),
+        "tc_synchronize": (i32, [i32]),
+        "tc_tensor_from_data": (i32, [vp, i32, i64p, i32, Device, vpp]),
+        "tc_tensor_transpose": (i32, [vp, i32, i32, vpp]),
+        "tc_tensor_release": (i32, [vp]),
+        "tc_tensor_ndim": (i32, [vp]),
+        "tc_tensor_size": (ctypes.c_int64, [vp, i32]),
+        "tc_tensor_to_host": (i32, [vp, i32, vp]),
+        "tc_nn_scaled_dot_product_attention_backward": (
+            i32,
+            [vp, vp, vp, vp, ctypes.c_bool, ctypes.POINTER(ctypes.c_double), vpp, vpp, vpp],
+        ),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+tc = None
+
+
+def ok(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what}: status {status}: {tc.tc_last_error().decode()}")
+
+
+def to_tc(t, head_view):
+    """A tcuda GPU tensor with t's values (t a CPU tensor [B, H, rows, cols]);
+    with head_view, the transpose(1, 2) of a [B, rows, H, cols] tensor."""
+    src = (t.transpose(1, 2) if head_view else t).contiguous()
+    sizes = (ctypes.c_int64 * src.dim())(*src.shape)
+    out = ctypes.c_void_p()
+    ok(tc.tc_tensor_from_data(ctypes.c_void_p(src.data_ptr()), src.dim(), sizes,
+                              TC_DTYPES[t.dtype], Device(TC_CUDA, 0), ctypes.byref(out)),
+       "tc_tensor_from_data")
+    if not head_view:
+        return out
+    view = ctypes.c_void_p()
+    st = tc.tc_tensor_transpose(out, 1, 2, ctypes.byref(view))
+    tc.tc_tensor_release(out)
+    ok(st, "tc_tensor_transpose")
+    return view
+
+
+def from_tc(h, dtype):
+    """A tcuda tensor's values as a CPU torch tensor of dtype."""
+    shape = [tc.tc_tensor_size(h, i) for i in range(tc.tc_tensor_ndim(h))]
+    out = torch.empty(shape, dtype=dtype)
+    ok(tc.tc_tensor_to_host(h, TC_DTYPES[dtype], ctypes.c_void_p(out.data_ptr())),
+       "tc_tensor_to_host")
+    return out
+
+
+def torch_grads(q, k, v, go, causal, scale, dtype):
+    """(dq, dk, dv) of torch's SDPA in dtype on the GPU, as CPU float64."""
+    ins = [x.to("cuda", dtype).requires_grad_() for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*ins, is_causal=causal, scale=scale)
+    out.backward(go.to("cuda", dtype))
+    return [x.grad.double().cpu() for x in ins]
+
+
+def tcuda_grads(q, k, v, go, causal, scale, head_view):
+    """(dq, dk, dv) of tcuda's backward on the GPU (q, k, v, go CPU tensors
+    of the dtype), as CPU tensors of that dtype."""
+    hs = [to_tc(x, head_view) for x in (go, q, k, v)]
+    outs = [ctypes.c_void_p() for _ in range(3)]
+    sc = ctypes.byref(ctypes.c_double(scale)) if scale is not None else None
+    try:
+        ok(tc.tc_nn_scaled_dot_product_attention_backward(
+            hs[0], hs[1], hs[2], hs[3], causal, sc, *[ctypes.byref(o) for o in outs]),
+           "tc_nn_scaled_dot_product_attention_backward")
+        ok(tc.tc_synchronize(-1), "tc_synchronize")
+        return [from_tc(o, q.dtype) for o in outs]
+    finally:
+        for h in hs + outs:
+            if h:
+                tc.tc_tensor_release(h)
+
+
+def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
+    name = (f"{str(dtype).split('.')[-1]} B={b} H={h} L={l} S={s} E={e} Ev={ev}"
+            f"{' causal' if causal else ''}{' scale=' + str(scale) if scale else ''}"
+            f"{' head-view' if head_view else ''}")
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    q, k, v, go = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64).to(dtype)
+                   for n, d in ((l, e), (s, e), (s, ev), (l, ev)))
+    ours = tcuda_grads(q, k, v, go, causal, scale, head_view)
+    theirs = torch_grads(q, k, v, go, causal, scale, dtype)
+    rtol, atol = DEFAULT_TOL[dtype]
+    worst = 0.0
+    for which, a, t in zip(("dq", "dk", "dv"), ours, theirs):
+        a = a.double()
+        worst = max(worst, (a - t).abs().max().item())
+        if dtype in (torch.float32, torch.float64):
+            try:
+                torch.testing.assert_close(a, t, rtol=rtol, atol=atol)
+            except AssertionError as err:
+                failures.append(f"{name} {which}: {str(err).splitlines()[0:3]}")
+    if dtype in (torch.float16, torch.bfloat16):
+        truth = torch_grads(q, k, v, go, causal, scale, torch.float64)
+        for which, a, t, ref in zip(("dq", "dk", "dv"), ours, theirs, truth):
+            torch_err = (t - ref).abs().max().item()
+            if torch_err > 0.05 * ref.abs().max().item() + 1e-3:  # the bound would mean little
+                print(f"note: {name} {which}: torch's own {dtype} error {torch_err:.3g} is large "
+                      "(another kernel or causal alignment?)")
+            tol_a = max(atol, FUDGE * torch_err)
+            try:
+                torch.testing.assert_close(a.double(), ref, rtol=rtol, atol=tol_a)
+            except AssertionError as err:
+                failures.append(f"{name} {which} (atol {tol_a:.3g}, torch's own error "
+                                f"{torch_err:.3g}): {str(err).splitlines()[0:3]}")
+    print(f"{name}: largest |tcuda - torch| {worst:.3g}")
+
+
+def main():
+    global tc
+    if not torch.cuda.is_available():
+        print("SKIP attention_backward_torch: no GPU")
+        return 77
+    tc = load_tcuda()
+    if not tc.tc_is_available():
+        print("SKIP attention_backward_torch: tcuda sees no GPU")
+        return 77
+    shapes = [(2, 3, 64, 64, 32, 32), (2, 2, 37, 53, 16, 24), (1, 2, 50, 20, 16, 16),
+              (1, 4, 128, 128, 64, 64)]
+    failures = []
+    count = 0
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        for (b, h, l, s, e, ev) in shapes:
+            for causal in (False, True):
+                for scale in (None, 0.3):
+                    for head_view in (False, True):
+                        if head_view and ev != e:
+                            continue
+                        check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures)
+                        count += 1
+    for f in failures[:20]:
+        print("  " + f)
+    if failures:
+        print(f"FAIL attention_backward_torch: {len(failures)} of {count * 3} gradients off")
+        return 1
+    print(f"PASS attention_backward_torch: {count} cases x dq, dk, dv, every dtype, "
+          "causal and not, head views")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -393,7 +393,10 @@ case $PRESET in
     ctest_step "ctest training" ctest.log -LE sanitizer -R "^($(echo $TRAIN_TESTS | tr ' ' '|'))\$"
     # shellcheck disable=SC2086
     step_oracles ${TRAIN_ORACLES:-}
-    CS_TESTS=$TRAIN_TESTS step_compute_sanitizer ;;
+    # (not test_optim: CPU only, and compute-sanitizer fails a program that
+    # makes no CUDA call; test_optim_cuda is its GPU half)
+    CS_TESTS=${TRAIN_CS_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
+      test_amp test_optim_cuda test_ddp} step_compute_sanitizer ;;
   multi)
     for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
       case $s in

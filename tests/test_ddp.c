@@ -291,7 +291,11 @@ static void bad_params(tc_process_group *pg)
     CHECK_OK(
         tc_tensor_zeros(1, &n, TC_INT64, (tc_device){TC_CUDA, tc_process_group_device(pg)}, &p[0]));
     CHECK_STATUS(tc_ddp_create(pg, p, 1, NULL, &d), TC_ERROR_DTYPE);
+    tc_tensor_release(p[0]);
+    CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, (tc_device){TC_CUDA, tc_process_group_device(pg)},
+                             &p[0]));
     CHECK_STATUS(tc_ddp_create(pg, p, 2, NULL, &d), TC_ERROR_INVALID_ARGUMENT); /* p[1] NULL */
+    CHECK(strstr(tc_last_error(), "params[1]") != NULL);
     tc_tensor_release(p[0]);
     CHECK(d == NULL);
 }

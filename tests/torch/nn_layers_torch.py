@@ -162,7 +162,7 @@ def check_embedding(dtype):
         base = torch.randn(V, C, device="cuda", dtype=dtype)
         acc = to_tc(base)
         ok(tc.tc_nn_embedding_backward_(acc, g, i, -1 if pad is None else pad, freq), "embedding_backward_")
-        close(f"embedding_backward_ pad={pad}", from_tc(acc, (V, C)), (base.float() + W.grad.float()).to(dtype), dtype)
+        close(f"embedding_backward_ pad={pad}", from_tc(acc, (V, C)), (base.double() + W.grad.double()).to(dtype), dtype)
         release(acc, g, i)
     ok(tc.tc_use_deterministic_algorithms(False), "deterministic")
 

@@ -294,6 +294,7 @@ def test_scaler():
     ok(tc.tc_grad_scaler_create(Device(TC_CUDA, torch.cuda.current_device()), ctypes.byref(so),
                                 ctypes.byref(s)), "tc_grad_scaler_create")
     for step in range(10):
+        scaler.scale(torch.ones((), device="cuda"))  # the loss scaling that starts torch's scaler
         scale = scaler.get_scale()
         grads = grads_for(step, torch.float32, 5, scale)
         if step == 4:

@@ -271,6 +271,15 @@ typedef struct tc__nn_backend {
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
+
+/* The nn front ends' shared pieces (tensor_nn.c). The nn backend of a
+ * device type; NULL with TC_ERROR_NO_DEVICE set. */
+const tc__nn_backend *tc__nn_of(tc_device device);
+/* A live tensor of a floating dtype (`fn` names the call, `what` t). */
+tc_status tc__nn_check_float(const char *fn, const tc_tensor *t, const char *what);
+/* A live tensor on x's device with x's dtype (xname names x in the message). */
+tc_status tc__nn_check_like(const char *fn, const tc_tensor *x, const char *xname,
+                            const tc_tensor *t, const char *what);
 /* The CPU's backward entries of that table (cpu/cpu_nn_backward.c). */
 tc_status tc__cpu_nn_gelu_backward(int device, const tc__nn_gelu_bwd *a);
 tc_status tc__cpu_nn_softmax_backward(int device, const tc__nn_softmax_bwd *a);

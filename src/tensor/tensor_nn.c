@@ -20,8 +20,7 @@
 #include "tcuda/nn.h"
 #include "tensor_internal.h"
 
-/* The nn backend of a device type; NULL with TC_ERROR_NO_DEVICE set. */
-static const tc__nn_backend *nn_of(tc_device device)
+const tc__nn_backend *tc__nn_of(tc_device device)
 {
     if (device.type == TC_CPU)
         return &tc__cpu_nn_backend;
@@ -31,8 +30,7 @@ static const tc__nn_backend *nn_of(tc_device device)
     return be;
 }
 
-/* A live tensor of a floating dtype. */
-static tc_status check_float(const char *fn, const tc_tensor *t, const char *what)
+tc_status tc__nn_check_float(const char *fn, const tc_tensor *t, const char *what)
 {
     TC_TRY(tc__tensor_check(t, what));
     if (!tc_dtype_is_floating(t->dtype))
@@ -42,16 +40,21 @@ static tc_status check_float(const char *fn, const tc_tensor *t, const char *wha
     return TC_OK;
 }
 
-/* A live tensor on x's device with x's dtype. */
-static tc_status check_like(const char *fn, const tc_tensor *x, const tc_tensor *t,
-                            const char *what)
+tc_status tc__nn_check_like(const char *fn, const tc_tensor *x, const char *xname,
+                            const tc_tensor *t, const char *what)
 {
     TC_TRY(tc__tensor_check(t, what));
     TC_TRY(tc__check_same_device(fn, x, t));
     if (t->dtype != x->dtype)
-        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but the input is %s; they must match", fn,
-                        what, tc_dtype_string(t->dtype), tc_dtype_string(x->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but %s is %s; they must match", fn, what,
+                        tc_dtype_string(t->dtype), xname, tc_dtype_string(x->dtype));
     return TC_OK;
+}
+
+static tc_status check_like(const char *fn, const tc_tensor *x, const tc_tensor *t,
+                            const char *what)
+{
+    return tc__nn_check_like(fn, x, "the input", t, what);
 }
 
 static int64_t prod(const int64_t *sizes, int from, int to)
@@ -144,7 +147,7 @@ static tc__nn_operand transposed(tc__nn_operand o)
 static tc_status softmax_impl(const char *fn, const tc_tensor *x, int dim, tc__nn_row_op op,
                               tc_tensor **out)
 {
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     int nd = x->ndim ? x->ndim : 1;
     if (dim < -nd || dim >= nd)
@@ -160,7 +163,7 @@ static tc_status softmax_impl(const char *fn, const tc_tensor *x, int dim, tc__n
         inner = prod(x->sizes, dim + 1, x->ndim);
     }
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     tc_tensor *xc = NULL, *res = NULL;
@@ -216,7 +219,7 @@ static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x,
                            const int64_t *shape, const tc_tensor *weight, const tc_tensor *bias,
                            double eps, tc_tensor **out)
 {
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     TC_CHECK_ARG(nshape >= 1 && nshape <= TC_MAX_DIMS && shape,
                  "%s: normalized_shape must have 1 to %d sizes, got %d%s", fn, TC_MAX_DIMS, nshape,
@@ -231,7 +234,7 @@ static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x,
     TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, shape));
     TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, shape));
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int64_t m = prod(x->sizes, 0, x->ndim - nshape), n = prod(x->sizes, x->ndim - nshape, x->ndim);
@@ -312,7 +315,7 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_cross_entropy";
-    TC_TRY(check_float(fn, logits, "tc_tensor logits"));
+    TC_TRY(tc__nn_check_float(fn, logits, "tc_tensor logits"));
     TC_TRY(tc__tensor_check(target, "tc_tensor target"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     TC_TRY(tc__check_same_device(fn, logits, target));
@@ -332,7 +335,7 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
                         "target for %lld rows",
                         fn, target->ndim, (long long)n);
     tc_device dev = logits->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     if (dev.type == TC_CPU)
@@ -403,7 +406,7 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_linear";
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_like(fn, x, weight, "tc_tensor weight"));
     if (bias)
         TC_TRY(check_like(fn, x, bias, "tc_tensor bias"));
@@ -418,7 +421,7 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
         return tc__fail(TC_ERROR_SHAPE, "%s: bias must be [%lld] (weight's out), got a %d-d bias",
                         fn, (long long)of, bias->ndim);
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int64_t osz[TC_MAX_DIMS];
@@ -448,7 +451,7 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
 static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tensor *a,
                           const tc_tensor *b, double beta, double alpha, tc_tensor **out)
 {
-    TC_TRY(check_float(fn, a, "tc_tensor a"));
+    TC_TRY(tc__nn_check_float(fn, a, "tc_tensor a"));
     TC_TRY(check_like(fn, a, b, "tc_tensor b"));
     if (input)
         TC_TRY(check_like(fn, a, input, "tc_tensor input"));
@@ -478,7 +481,7 @@ static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tenso
                             fn, input->ndim, (long long)bt, (long long)m, (long long)n);
     }
     tc_device dev = a->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     if (!input)
@@ -619,7 +622,7 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
 tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
                             const tc_tensor *v)
 {
-    TC_TRY(check_float(fn, q, "tc_tensor q"));
+    TC_TRY(tc__nn_check_float(fn, q, "tc_tensor q"));
     TC_TRY(check_like(fn, q, k, "tc_tensor k"));
     TC_TRY(check_like(fn, q, v, "tc_tensor v"));
     int nd = q->ndim;
@@ -667,7 +670,7 @@ tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool ca
                                  tc_tensor **out)
 {
     tc_device dev = q->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int nd = q->ndim;
@@ -749,7 +752,7 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     TC_TRY(tc__nn_sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v));
     TC_CHECK_ARG(out, "tc_nn_scaled_dot_product_attention: out is NULL");
     tc_device dev = q->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int nd = q->ndim;

@@ -15,28 +15,6 @@
 #include "tcuda/nn_backward.h"
 #include "tensor_internal.h"
 
-/* The nn backend of a device type; NULL with TC_ERROR_NO_DEVICE set. */
-static const tc__nn_backend *nn_of(tc_device device)
-{
-    if (device.type == TC_CPU)
-        return &tc__cpu_nn_backend;
-    const tc__nn_backend *be = tc__dev()->nn;
-    if (!be)
-        (void)tc__no_backend();
-    return be;
-}
-
-/* A live tensor of a floating dtype. */
-static tc_status check_float(const char *fn, const tc_tensor *t, const char *what)
-{
-    TC_TRY(tc__tensor_check(t, what));
-    if (!tc_dtype_is_floating(t->dtype))
-        return tc__fail(TC_ERROR_DTYPE,
-                        "%s: %s must be float16, bfloat16, float32 or float64, got %s", fn, what,
-                        tc_dtype_string(t->dtype));
-    return TC_OK;
-}
-
 /* A live tensor on x's device with dtype dt. */
 static tc_status check_on(const char *fn, const tc_tensor *x, const tc_tensor *t, tc_dtype dt,
                           const char *what)
@@ -112,7 +90,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_gelu_backward";
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
     TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
                  "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
@@ -120,7 +98,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
                  fn, (int)approximate);
     TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     const tc_tensor *in[2] = {grad_output, x};
@@ -151,7 +129,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
 static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_output,
                              const tc_tensor *y, int dim, tc_tensor **grad_in)
 {
-    TC_TRY(check_float(fn, y, "tc_tensor y"));
+    TC_TRY(tc__nn_check_float(fn, y, "tc_tensor y"));
     TC_TRY(check_same(fn, y, grad_output, "tc_tensor grad_output", "y"));
     TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
     int nd = y->ndim ? y->ndim : 1;
@@ -168,7 +146,7 @@ static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out
         inner = prod(y->sizes, dim + 1, y->ndim);
     }
     tc_device dev = y->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     const tc_tensor *in[2] = {grad_output, y};
@@ -268,13 +246,13 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_native_layer_norm";
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
     TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, normalized_shape));
     TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, normalized_shape));
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int lead = x->ndim - nshape;
@@ -340,13 +318,13 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tenso
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_layer_norm_backward";
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
     TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight));
     TC_CHECK_ARG(dx || dweight || dbias, "%s: dx, dweight and dbias are all NULL: nothing to do",
                  fn);
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int lead = x->ndim - nshape;
@@ -419,7 +397,7 @@ static tc_status check_targets(const char *fn, const tc_tensor *target, int64_t 
 static tc_status ce_check(const char *fn, const tc_tensor *logits, const tc_tensor *target,
                           tc_reduction reduction, int64_t *n, int64_t *c)
 {
-    TC_TRY(check_float(fn, logits, "tc_tensor logits"));
+    TC_TRY(tc__nn_check_float(fn, logits, "tc_tensor logits"));
     TC_TRY(check_on(fn, logits, target, TC_INT64, "tc_tensor target"));
     TC_CHECK_ARG(reduction == TC_REDUCTION_NONE || reduction == TC_REDUCTION_MEAN ||
                      reduction == TC_REDUCTION_SUM,
@@ -451,7 +429,7 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
                         tc_tensor **dlogits)
 {
     tc_device dev = logits->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     if (dev.type == TC_CPU)

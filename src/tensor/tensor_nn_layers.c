@@ -20,37 +20,10 @@
 #include "tcuda/random.h"
 #include "tensor_internal.h"
 
-/* The nn backend of a device type; NULL with TC_ERROR_NO_DEVICE set. */
-static const tc__nn_backend *nn_of(tc_device device)
-{
-    if (device.type == TC_CPU)
-        return &tc__cpu_nn_backend;
-    const tc__nn_backend *be = tc__dev()->nn;
-    if (!be)
-        (void)tc__no_backend();
-    return be;
-}
-
-static tc_status check_float(const char *fn, const tc_tensor *t, const char *what)
-{
-    TC_TRY(tc__tensor_check(t, what));
-    if (!tc_dtype_is_floating(t->dtype))
-        return tc__fail(TC_ERROR_DTYPE,
-                        "%s: %s must be float16, bfloat16, float32 or float64, got %s", fn, what,
-                        tc_dtype_string(t->dtype));
-    return TC_OK;
-}
-
-/* A live tensor on x's device with x's dtype. */
 static tc_status check_like(const char *fn, const tc_tensor *x, const tc_tensor *t,
                             const char *what)
 {
-    TC_TRY(tc__tensor_check(t, what));
-    TC_TRY(tc__check_same_device(fn, x, t));
-    if (t->dtype != x->dtype)
-        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but grad_output is %s; they must match", fn,
-                        what, tc_dtype_string(t->dtype), tc_dtype_string(x->dtype));
-    return TC_OK;
+    return tc__nn_check_like(fn, x, "grad_output", t, what);
 }
 
 static bool sizes_equal(const tc_tensor *t, int nd, const int64_t *sz)
@@ -84,7 +57,7 @@ static tc_status store(tc_tensor *dst, const tc_tensor *src, bool accumulate)
 tc_status tc_nn_embedding(const tc_tensor *weight, const tc_tensor *indices, tc_tensor **out)
 {
     TC_API_BEGIN;
-    TC_TRY(check_float("tc_nn_embedding", weight, "tc_tensor weight"));
+    TC_TRY(tc__nn_check_float("tc_nn_embedding", weight, "tc_tensor weight"));
     return tc_tensor_embedding(weight, indices, out);
 }
 
@@ -93,7 +66,7 @@ tc_status tc_nn_embedding(const tc_tensor *weight, const tc_tensor *indices, tc_
 static tc_status embedding_check(const char *fn, const tc_tensor *go, const tc_tensor *idx,
                                  int64_t v, int64_t padding_idx)
 {
-    TC_TRY(check_float(fn, go, "tc_tensor grad_output"));
+    TC_TRY(tc__nn_check_float(fn, go, "tc_tensor grad_output"));
     TC_TRY(tc__tensor_check(idx, "tc_tensor indices"));
     TC_TRY(tc__check_same_device(fn, go, idx));
     if (idx->dtype != TC_INT64 && idx->dtype != TC_INT32)
@@ -117,7 +90,7 @@ static tc_status embedding_add(tc_tensor *gw, const tc_tensor *go, const tc_tens
                                int64_t padding_idx, bool freq)
 {
     tc_device dev = go->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int64_t n = tc__numel(idx->ndim, idx->sizes), c = go->sizes[go->ndim - 1];
@@ -316,7 +289,7 @@ static tc_status linear_grad_wb(const lin *L, tc_tensor *dw, tc_tensor *db, bool
 static tc_status linear_check(const char *fn, const tc_tensor *go, const tc_tensor *x,
                               const tc_tensor *w, lin *L)
 {
-    TC_TRY(check_float(fn, go, "tc_tensor grad_output"));
+    TC_TRY(tc__nn_check_float(fn, go, "tc_tensor grad_output"));
     TC_TRY(check_like(fn, go, x, "tc_tensor x"));
     TC_TRY(check_like(fn, go, w, "tc_tensor weight"));
     if (x->ndim < 1 || w->ndim != 2 || w->sizes[1] != x->sizes[x->ndim - 1])
@@ -336,7 +309,7 @@ static tc_status linear_check(const char *fn, const tc_tensor *go, const tc_tens
                .in = w->sizes[1],
                .of = w->sizes[0],
                .m = tc__numel(x->ndim - 1, x->sizes)};
-    L->be = nn_of(L->dev);
+    L->be = tc__nn_of(L->dev);
     return L->be ? TC_OK : TC_ERROR_NO_DEVICE;
 }
 
@@ -450,7 +423,7 @@ static tc_status dropout_apply(const tc_tensor *x, const tc_tensor *mask, double
                                tc_tensor **out)
 {
     tc_device dev = x->storage->device;
-    const tc__nn_backend *be = nn_of(dev);
+    const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)
         return TC_ERROR_NO_DEVICE;
     int64_t n = tc__numel(x->ndim, x->sizes);
@@ -508,7 +481,7 @@ tc_status tc_nn_dropout(const tc_tensor *x, double p, bool training, tc_generato
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_dropout";
-    TC_TRY(check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_p(fn, p));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     tc_tensor *res = NULL, *m = NULL;
@@ -541,7 +514,7 @@ tc_status tc_nn_dropout_backward(const tc_tensor *grad_output, const tc_tensor *
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_dropout_backward";
-    TC_TRY(check_float(fn, grad_output, "tc_tensor grad_output"));
+    TC_TRY(tc__nn_check_float(fn, grad_output, "tc_tensor grad_output"));
     TC_TRY(tc__tensor_check(mask, "tc_tensor mask"));
     TC_TRY(tc__check_same_device(fn, grad_output, mask));
     if (mask->dtype != TC_BOOL)

@@ -13,26 +13,7 @@
 #include "tensor/nn_internal.h"
 #include "base/half.h"
 #include "tensor/tensor_internal.h"
-
-static double ld(const void *p, tc_dtype d, int64_t i)
-{
-    switch (d) {
-    case TC_FLOAT16: return tc__f16_to_f32(((const uint16_t *)p)[i]);
-    case TC_BFLOAT16: return tc__bf16_to_f32(((const uint16_t *)p)[i]);
-    case TC_FLOAT32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void st(void *p, tc_dtype d, int64_t i, double v)
-{
-    switch (d) {
-    case TC_FLOAT16: ((uint16_t *)p)[i] = tc__f32_to_f16((float)v); break;
-    case TC_BFLOAT16: ((uint16_t *)p)[i] = tc__f32_to_bf16((float)v); break;
-    case TC_FLOAT32: ((float *)p)[i] = (float)v; break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
+#include "cpu_float_io.h"
 
 /* The statistics' dtype: float32 for 16-bit dtypes. */
 static tc_dtype stat_dtype(tc_dtype d) { return d == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32; }

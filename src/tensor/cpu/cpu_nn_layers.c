@@ -17,26 +17,7 @@
 #include "base/half.h"
 #include "tensor/nn_internal.h"
 #include "tensor/tensor_internal.h"
-
-static double ld(const void *p, tc_dtype d, int64_t i)
-{
-    switch (d) {
-    case TC_FLOAT16: return tc__f16_to_f32(((const uint16_t *)p)[i]);
-    case TC_BFLOAT16: return tc__bf16_to_f32(((const uint16_t *)p)[i]);
-    case TC_FLOAT32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
-    }
-}
-
-static void st(void *p, tc_dtype d, int64_t i, double v)
-{
-    switch (d) {
-    case TC_FLOAT16: ((uint16_t *)p)[i] = tc__f32_to_f16((float)v); break;
-    case TC_BFLOAT16: ((uint16_t *)p)[i] = tc__f32_to_bf16((float)v); break;
-    case TC_FLOAT32: ((float *)p)[i] = (float)v; break;
-    default: ((double *)p)[i] = v; break;
-    }
-}
+#include "cpu_float_io.h"
 
 /* ---- embedding backward ------------------------------------------------------------ */
 

@@ -468,7 +468,7 @@ tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *ta
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_cross_entropy_fused";
-    int64_t n, c;
+    int64_t n = 0, c = 0;
     TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
     TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
                  grad_scale);
@@ -487,7 +487,7 @@ tc_status tc_nn_cross_entropy_backward(const tc_tensor *grad_loss, const tc_tens
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_cross_entropy_backward";
-    int64_t n, c;
+    int64_t n = 0, c = 0;
     TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
     TC_TRY(check_on(fn, logits, grad_loss, logits->dtype, "tc_tensor grad_loss"));
     int rank = loss_rank(logits, reduction);

@@ -40,14 +40,16 @@ static void assignment_is(const size_t *nbytes, const tc_dtype *dts, int n, size
 
 static void bucket_assignment(void)
 {
-    /* float32, default caps (1 MiB, then 25 MiB): {0,1} closes at 1.1 MiB,
-     * {2,3} at 30, {4,5} at 31, {6} stays open; reduced last to first */
+    /* float32, default caps (1 MiB, then 25 MiB), from the last parameter:
+     * {6,5} closes at 30.1 MiB, {4,3,2} at 31, {1,0} stays open (1.1 < 25) */
     const size_t a[] = {MIB / 2, MIB * 6 / 10, 10 * MIB, 20 * MIB, MIB, 30 * MIB, MIB / 10};
     tc_dtype f[7] = {TC_FLOAT32, TC_FLOAT32, TC_FLOAT32, TC_FLOAT32,
                      TC_FLOAT32, TC_FLOAT32, TC_FLOAT32};
-    const int wa[] = {3, 3, 2, 2, 1, 1, 0};
-    assignment_is(a, f, 7, 0, 0, wa, 4);
-    /* two dtypes fill buckets of their own, each with its own first cap */
+    const int wa[] = {2, 2, 1, 1, 1, 0, 0};
+    assignment_is(a, f, 7, 0, 0, wa, 3);
+    /* two dtypes fill buckets of their own, each with its own first cap:
+     * {5} and {4} close at 5 MiB; {3,1} and {2,0} stay open, last in the
+     * order they opened */
     const size_t b[] = {MIB * 8 / 10, MIB * 8 / 10, MIB * 3 / 10, MIB * 3 / 10, 5 * MIB, 5 * MIB};
     tc_dtype mixed[6] = {TC_FLOAT32, TC_BFLOAT16, TC_FLOAT32, TC_BFLOAT16, TC_FLOAT32, TC_BFLOAT16};
     const int wb[] = {3, 2, 3, 2, 1, 0};
@@ -56,9 +58,9 @@ static void bucket_assignment(void)
     const size_t c[] = {100 * MIB};
     const int wc[] = {0};
     assignment_is(c, f, 1, 0, 0, wc, 1);
-    /* custom caps: 12 bytes close {0,1,2}; {3,4} stays open */
+    /* custom caps: 12 bytes close {4,3,2}; {1,0} stays open */
     const size_t d[] = {4, 4, 4, 4, 4};
-    const int wd[] = {1, 1, 1, 0, 0};
+    const int wd[] = {1, 1, 0, 0, 0};
     assignment_is(d, f, 5, 10, 10, wd, 2);
     /* none */
     int nb = -1;
@@ -296,6 +298,9 @@ static void bad_params(tc_process_group *pg)
                              &p[0]));
     CHECK_STATUS(tc_ddp_create(pg, p, 2, NULL, &d), TC_ERROR_INVALID_ARGUMENT); /* p[1] NULL */
     CHECK(strstr(tc_last_error(), "params[1]") != NULL);
+    p[1] = p[0]; /* a tied weight given twice */
+    CHECK_STATUS(tc_ddp_create(pg, p, 2, NULL, &d), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "the same parameter") != NULL);
     tc_tensor_release(p[0]);
     CHECK(d == NULL);
 }

@@ -8,13 +8,16 @@
  * out: backward writes or accumulates into tc_ddp_grad's tensors, and the
  * all_reduce reads and writes them in place.
  *
- * Buckets are formed as PyTorch's DDP forms them: parameters in their
- * order, grouped by dtype, a bucket closed once it holds at least its cap
- * (the first one 1 MiB, the rest 25 MiB by default); the buckets are then
- * reduced in reverse (the last parameters' gradients, which backward
- * produces first, go first). Within a bucket each gradient starts on a
- * 256-byte boundary (cuBLAS and vector kernels want aligned rows); the
- * padding is zero and reduced with the rest.
+ * Buckets are formed as PyTorch's DDP forms them once it has seen the
+ * order backward makes gradients ready, taking that order to be the
+ * reverse of the parameters' (backward produces the last layers' gradients
+ * first): walking the parameters from last to first, grouped by dtype, a
+ * bucket is closed once it holds at least its cap (each dtype's first
+ * bucket 1 MiB, so that the first reduction starts early; the rest 25 MiB
+ * by default), and buckets are reduced in the order they close. Within a
+ * bucket each gradient starts on a 256-byte boundary (cuBLAS and vector
+ * kernels want aligned rows); the padding is zero and reduced with the
+ * rest.
  *
  * A step: tc_ddp_zero_grad (or keep accumulating), backward writing the
  * gradients on the current stream, calling tc_ddp_grad_ready for each
@@ -62,9 +65,10 @@ TCUDA_API tc_ddp_options tc_ddp_options_default(void);
 /* ---- bucket assignment --------------------------------------------------- */
 
 /* DDP's assignment of n gradients of nbytes[i] bytes and dtype dtypes[i] to
- * buckets (dist._compute_bucket_assignment_by_size, then reversed): into
- * bucket_of[i] (n entries) the bucket of gradient i, numbered in the order
- * they are reduced, and into *num_buckets their count. Caps of 0 mean the
+ * buckets (dist._compute_bucket_assignment_by_size over the gradients from
+ * the last to the first, as above): into bucket_of[i] (n entries) the
+ * bucket of gradient i, numbered in the order they are reduced, and into
+ * *num_buckets their count. Caps of 0 mean the
  * defaults. Needs no GPU. TC_ERROR_INVALID_ARGUMENT for NULL arrays (n > 0)
  * or a dtype out of range. */
 TCUDA_API tc_status tc_ddp_bucket_assignment(const size_t *nbytes, const tc_dtype *dtypes, int n,
@@ -79,12 +83,14 @@ TCUDA_API tc_status tc_ddp_bucket_assignment(const size_t *nbytes, const tc_dtyp
  * needs them contiguous). Its gradients start at zero. opts NULL means the
  * defaults. The caller destroys it with tc_ddp_destroy.
  * TC_ERROR_DEVICE_MISMATCH for a parameter on another device than the
- * group's; TC_ERROR_DTYPE for a non-floating one. */
+ * group's; TC_ERROR_DTYPE for a non-floating one; TC_ERROR_INVALID_ARGUMENT
+ * for a parameter given twice (a tied weight is one parameter). */
 TCUDA_API tc_status tc_ddp_create(tc_process_group *pg, tc_tensor *const *params, int n,
                                   const tc_ddp_options *opts, tc_ddp **out);
 
-/* Waits for the ddp's reductions and frees its buckets and stream. Views
- * handed out by tc_ddp_grad stay valid (they hold the memory). */
+/* Makes the current stream wait for the ddp's reductions (no host wait)
+ * and frees its buckets and stream. Views handed out by tc_ddp_grad stay
+ * valid (they hold the memory). */
 TCUDA_API tc_status tc_ddp_destroy(tc_ddp *ddp);
 
 /* A new view of parameter i's gradient (its shape and dtype) inside its
@@ -108,7 +114,8 @@ TCUDA_API tc_status tc_ddp_grad_ready(tc_ddp *ddp, int i);
 /* Ends the step's reduction: launches every bucket not yet launched, in
  * order, and makes the current stream wait for all of them, so that work
  * queued after it (the optimizer) reads averaged gradients. Clears the
- * marks for the next step. With sync off it only clears the marks. */
+ * marks for the next step. With sync off it only clears the marks. When a
+ * launch fails, the current stream still waits for those launched. */
 TCUDA_API tc_status tc_ddp_finish(tc_ddp *ddp);
 
 /* The number of buckets (in reduction order), and bucket b's parameters:

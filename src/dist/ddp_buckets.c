@@ -2,12 +2,17 @@
  * reducer (dist/cuda/ddp.c) forms its buckets with it, and a program can
  * ask for it to see where its gradients go.
  *
- * PyTorch's rule (compute_bucket_assignment_by_size, then DDP reverses
- * the list): walk the gradients in parameter order, each into the open
- * bucket of its dtype; a bucket that reaches its cap is closed, and that
- * dtype's next bucket takes the next cap (the first cap once, then the
- * general one); the buckets left open are closed at the end. The buckets,
- * ordered by their first gradient, are then reduced last to first. */
+ * PyTorch's rule for the buckets DDP uses from its second iteration on
+ * (Reducer::rebuild_buckets, compute_bucket_assignment_by_size over the
+ * gradients in the order backward made them ready): walk the gradients in
+ * that order, each into the open bucket of its dtype; a bucket that
+ * reaches its cap is closed, and that dtype's next bucket takes the next
+ * cap (the first cap once, then the general one); the buckets left open
+ * are closed at the end. Buckets are reduced in the order they closed.
+ * tcuda takes the reverse of the parameters' order as the ready order (as
+ * DDP's first buckets assume), so the small first bucket holds the last
+ * parameters, whose gradients come first; the buckets left open go last,
+ * in the order they opened (PyTorch's order there is its hash map's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,48 +35,40 @@ tc_status tc__ddp_assign(const size_t *nbytes, const tc_dtype *dtypes, int n, si
         first_cap = MIB;
     if (!cap)
         cap = 25 * MIB;
-    /* per dtype: its open bucket (a provisional number), its fill, whether
-     * its first bucket was closed */
+    /* per dtype: its open bucket (a provisional number, in opening order),
+     * its fill, whether its first bucket was closed */
     int open[TC_NUM_DTYPES];
     size_t fill[TC_NUM_DTYPES];
     bool past_first[TC_NUM_DTYPES];
     for (int d = 0; d < TC_NUM_DTYPES; d++)
         open[d] = -1, fill[d] = 0, past_first[d] = false;
-    /* first[b]: the first gradient of provisional bucket b (buckets are
-     * numbered as they open, so b's first gradient grows with b within a
-     * dtype but not across dtypes) */
-    int *first = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    int *rank_of = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!first || !rank_of) {
-        free(first), free(rank_of);
+    /* final[b]: provisional bucket b's place in reduction order, -1 while open */
+    int *final = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!final)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no host memory for %d gradients' buckets", n);
-    }
-    int nb = 0;
-    for (int i = 0; i < n; i++) {
+    int nb = 0, closed = 0;
+    for (int i = n - 1; i >= 0; i--) {
         int d = (int)dtypes[i];
         if (open[d] < 0) {
-            first[nb] = i;
+            final[nb] = -1;
             open[d] = nb++;
         }
         bucket_of[i] = open[d];
         fill[d] += nbytes[i];
         if (fill[d] >= (past_first[d] ? cap : first_cap)) {
+            final[open[d]] = closed++;
             open[d] = -1;
             fill[d] = 0;
             past_first[d] = true;
         }
     }
-    /* order by first gradient, then reverse: rank_of[b] is b's place */
-    for (int b = 0; b < nb; b++) {
-        int before = 0;
-        for (int c = 0; c < nb; c++)
-            before += first[c] < first[b];
-        rank_of[b] = nb - 1 - before;
-    }
+    for (int b = 0; b < nb; b++) /* left open: last, in the order they opened */
+        if (final[b] < 0)
+            final[b] = closed++;
     for (int i = 0; i < n; i++)
-        bucket_of[i] = rank_of[bucket_of[i]];
+        bucket_of[i] = final[bucket_of[i]];
     *num_buckets = nb;
-    free(first), free(rank_of);
+    free(final);
     return TC_OK;
 }
 

@@ -158,6 +158,9 @@ static tc_status check_params(tc_process_group *pg, tc_tensor *const *params, in
                             tc_dtype_string(tc_tensor_dtype(p)));
         TC_CHECK_ARG(!o->broadcast_params || tc_tensor_is_contiguous(p),
                      "params[%d] is not contiguous, which broadcast_params needs", i);
+        for (int j = 0; j < i; j++) /* a tied weight is one parameter */
+            TC_CHECK_ARG(params[j] != p && tc_tensor_data_ptr(params[j]) != tc_tensor_data_ptr(p),
+                         "params[%d] and params[%d] are the same parameter", j, i);
     }
     return TC_OK;
 }
@@ -194,12 +197,23 @@ tc_status tc_ddp_create(tc_process_group *pg, tc_tensor *const *params, int n,
     return TC_OK;
 }
 
+/* The current stream waits for what comm has queued (the reductions). */
+static tc_status join_comm(tc_ddp *d)
+{
+    tc_stream *cur = NULL;
+    TC_TRY(tc_current_stream(d->device, &cur));
+    return tc_stream_wait_stream(cur, d->comm);
+}
+
 tc_status tc_ddp_destroy(tc_ddp *ddp)
 {
     TC_API_BEGIN;
     TC_TRY(ddp_check(ddp));
-    /* the reductions queued on comm finish before the buckets are reused */
-    return ddp_free(ddp);
+    /* work queued after this on the current stream (reading the views) comes
+     * after the reductions; the allocator reuses the buckets after them too */
+    tc_status st = join_comm(ddp);
+    tc_status s2 = ddp_free(ddp);
+    return st == TC_OK ? s2 : st;
 }
 
 tc_status tc_ddp_grad(tc_ddp *ddp, int i, tc_tensor **out)
@@ -305,11 +319,9 @@ tc_status tc_ddp_finish(tc_ddp *ddp)
     if (ddp->sync) {
         for (int k = ddp->next; st == TC_OK && k < ddp->nb; k++)
             st = launch(ddp, k);
-        tc_stream *cur = NULL;
-        if (st == TC_OK)
-            st = tc_current_stream(ddp->device, &cur);
-        if (st == TC_OK)
-            st = tc_stream_wait_stream(cur, ddp->comm);
+        /* also after a failed launch: those queued must be waited for */
+        tc_status s2 = join_comm(ddp);
+        st = st == TC_OK ? s2 : st;
     }
     step_reset(ddp);
     return st;

@@ -166,6 +166,9 @@ static void test_order(void)
     hs.lr = 0.5;
     CHECK_OK(tc_optimizer_create_sgd(&hp, 1, &hs, &ho));
     CHECK_STATUS(tc_grad_scaler_unscale_(s, ho, &hg, 1), TC_ERROR_DTYPE);
+    /* the refused call recorded no check: update has nothing to go on */
+    CHECK_STATUS(tc_grad_scaler_update(s), TC_ERROR_INVALID_STATE);
+    CHECK(state_of(s).growth_tracker == 1);
     CHECK_OK(tc_grad_scaler_step(s, ho, &hg, 1));
     double hv[2] = {0.96875, 0.96875};
     near_vals("float16 param stepped", hp, hv, 2, 0);

@@ -428,6 +428,15 @@ static void linear_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_linear_backward_into(gt, xt, wt, true, NULL, w16, NULL), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_nn_linear_backward_into(gt, xt, wt, true, NULL, NULL, bexp),
                  TC_ERROR_INVALID_ARGUMENT);
+    /* an output may not share memory with an input or another output */
+    CHECK_STATUS(tc_nn_linear_backward_into(gt, xt, wt, true, NULL, wt, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "grad_weight shares memory with weight") != NULL);
+    tc_tensor *wv = NULL;
+    CHECK_OK(tc_tensor_view(wt, 2, wsz, &wv));
+    CHECK_STATUS(tc_nn_linear_backward_into(gt, xt, wt, false, NULL, wv, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(wv);
     tc_tensor_release(xt), tc_tensor_release(gt), tc_tensor_release(wt), tc_tensor_release(w16);
     tc_tensor_release(gbad), tc_tensor_release(bt), tc_tensor_release(bexp);
     tc_tensor_release(one);

@@ -13,7 +13,8 @@
  * Per optimizer, a scaler goes READY -> (unscale_) UNSCALED -> (step)
  * STEPPED, and update makes every optimizer READY again. As PyTorch, a
  * second unscale_ or step before update is refused
- * (TC_ERROR_INVALID_STATE), and so is update with no step before it. A
+ * (TC_ERROR_INVALID_STATE), and so is update with no unscale_ or step
+ * before it (a call that failed counts as none). A
  * scaler made with enabled false does nothing: scale returns the loss
  * itself, unscale_ and update do nothing, step is the optimizer's plain
  * step. A scaler tracks at most 16 optimizers between two updates. */

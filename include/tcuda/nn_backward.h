@@ -178,7 +178,11 @@ TCUDA_API tc_status tc_nn_linear_backward(const tc_tensor *grad_output, const tc
  * added to what it holds (gradient accumulation over micro-batches: one
  * GEMM with beta = 1 where the tensor is contiguous), else overwritten.
  * Errors: as tc_nn_linear_backward; TC_ERROR_INVALID_ARGUMENT when all
- * three are NULL or one has several elements in one place. */
+ * three are NULL, one has several elements in one place, or one shares
+ * memory with an input or another output. Unlike the other calls here, a
+ * failure after the first output was written (host or device memory for a
+ * temporary running out, a cuBLAS error) can leave grad_x updated and the
+ * others not, so with accumulate the same call is not to be retried. */
 TCUDA_API tc_status tc_nn_linear_backward_into(const tc_tensor *grad_output, const tc_tensor *x,
                                                const tc_tensor *weight, bool accumulate,
                                                tc_tensor *grad_x, tc_tensor *grad_weight,

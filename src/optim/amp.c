@@ -133,10 +133,11 @@ tc_status tc_grad_scaler_scale(tc_grad_scaler *scaler, const tc_tensor *loss, tc
 
 /* ---- per optimizer ---------------------------------------------------------------- */
 
-/* The entry of opt in this round, made READY with a zeroed flag when new;
- * checks that opt is live and its gradients' count. */
-static tc_status entry_of(tc_grad_scaler *s, tc_optimizer *opt, int n, per_opt **out)
+/* The entry of opt in this round, made READY with a zeroed flag when new
+ * (*created then true); checks that opt is live and its gradients' count. */
+static tc_status entry_of(tc_grad_scaler *s, tc_optimizer *opt, int n, per_opt **out, bool *created)
 {
+    *created = false;
     if (!opt)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "opt is NULL");
     tc_tensor *step;
@@ -162,7 +163,21 @@ static tc_status entry_of(tc_grad_scaler *s, tc_optimizer *opt, int n, per_opt *
     e->stage = STAGE_READY;
     s->n_opts++;
     *out = e;
+    *created = true;
     return TC_OK;
+}
+
+/* A call that made e (the newest entry) failed: as PyTorch, which records
+ * nothing for a call that raised, the round forgets it, so that update()
+ * does not count a check that never ran. Returns st. */
+static tc_status forget_new(tc_grad_scaler *s, per_opt *e, bool created, tc_status st)
+{
+    if (st != TC_OK && created && e == &s->opts_seen[s->n_opts - 1]) {
+        tc_tensor_release(e->found_inf);
+        memset(e, 0, sizeof *e);
+        s->n_opts--;
+    }
+    return st;
 }
 
 /* unscale (or only check, check_only) grads into e's flag. */
@@ -197,19 +212,20 @@ tc_status tc_grad_scaler_unscale_(tc_grad_scaler *scaler, tc_optimizer *opt,
     TC_TRY(check_scaler(scaler));
     if (!scaler->opts.enabled)
         return TC_OK;
+    TC_TRY(tc__mt_check_count(grads, n, "grads"));
+    for (int i = 0; i < n; i++) /* PyTorch's unscale_ refuses them (allow_fp16=False) */
+        if (tc__tensor_live(grads[i]) && grads[i]->dtype == TC_FLOAT16)
+            return tc__fail(TC_ERROR_DTYPE, "Attempting to unscale FP16 gradients.");
     per_opt *e;
-    TC_TRY(entry_of(scaler, opt, n, &e));
+    bool created;
+    TC_TRY(entry_of(scaler, opt, n, &e, &created));
     if (e->stage == STAGE_UNSCALED)
         return tc__fail(TC_ERROR_INVALID_STATE,
                         "unscale_() has already been called on this optimizer since the last "
                         "update()");
     if (e->stage == STAGE_STEPPED)
         return tc__fail(TC_ERROR_INVALID_STATE, "unscale_() is being called after step()");
-    TC_TRY(tc__mt_check_count(grads, n, "grads"));
-    for (int i = 0; i < n; i++) /* PyTorch's unscale_ refuses them (allow_fp16=False) */
-        if (tc__tensor_live(grads[i]) && grads[i]->dtype == TC_FLOAT16)
-            return tc__fail(TC_ERROR_DTYPE, "Attempting to unscale FP16 gradients.");
-    TC_TRY(unscale(scaler, e, grads, n, false));
+    TC_TRY(forget_new(scaler, e, created, unscale(scaler, e, grads, n, false)));
     e->stage = STAGE_UNSCALED;
     return TC_OK;
 }
@@ -222,16 +238,18 @@ tc_status tc_grad_scaler_step(tc_grad_scaler *scaler, tc_optimizer *opt, tc_tens
     if (!scaler->opts.enabled)
         return tc_optimizer_step(opt, grads, n);
     per_opt *e;
-    TC_TRY(entry_of(scaler, opt, n, &e));
+    bool created;
+    TC_TRY(entry_of(scaler, opt, n, &e, &created));
     if (e->stage == STAGE_STEPPED)
         return tc__fail(TC_ERROR_INVALID_STATE,
                         "step() has already been called since the last update()");
     const tc_tensor *grad_scale = NULL;
     if (e->stage == STAGE_READY) { /* check only; the step divides by the scale */
-        TC_TRY(unscale(scaler, e, grads, n, true));
+        TC_TRY(forget_new(scaler, e, created, unscale(scaler, e, grads, n, true)));
         grad_scale = scaler->scale;
     }
-    TC_TRY(tc_optimizer_step_scaled(opt, grads, n, grad_scale, e->found_inf));
+    TC_TRY(forget_new(scaler, e, created,
+                      tc_optimizer_step_scaled(opt, grads, n, grad_scale, e->found_inf)));
     e->stage = STAGE_STEPPED;
     return TC_OK;
 }

@@ -326,6 +326,29 @@ static tc_status check_dst(const char *fn, const tc_tensor *go, const tc_tensor 
     return tc__check_writable(t);
 }
 
+/* The caller's gradients share no memory with the inputs or each other:
+ * a GEMM's output may not alias what it reads. */
+static tc_status check_apart(const char *fn, tc_tensor *const dst[3], const tc_tensor *go,
+                             const tc_tensor *x, const tc_tensor *w)
+{
+    static const char *names[3] = {"grad_x", "grad_weight", "grad_bias"};
+    const tc_tensor *in[3] = {go, x, w};
+    static const char *in_names[3] = {"grad_output", "x", "weight"};
+    for (int i = 0; i < 3; i++) {
+        if (!dst[i])
+            continue;
+        for (int j = 0; j < 3; j++)
+            if (tc__overlap_of(dst[i], in[j]) != TC__OVERLAP_NONE)
+                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s", fn,
+                                names[i], in_names[j]);
+        for (int j = 0; j < i; j++)
+            if (dst[j] && tc__overlap_of(dst[i], dst[j]) != TC__OVERLAP_NONE)
+                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s", fn,
+                                names[i], names[j]);
+    }
+    return TC_OK;
+}
+
 /* Computes the wanted gradients: into the caller's tensors (dst[i] not
  * NULL) or new ones (made[i]). */
 static tc_status linear_run(lin *L, const tc_tensor *go, const tc_tensor *x, const tc_tensor *w,
@@ -402,6 +425,7 @@ tc_status tc_nn_linear_backward_into(const tc_tensor *grad_output, const tc_tens
     TC_TRY(check_dst(fn, grad_output, grad_weight, "tc_tensor grad_weight", 2, wsz));
     TC_TRY(check_dst(fn, grad_output, grad_bias, "tc_tensor grad_bias", 1, &L.of));
     tc_tensor *const dst[3] = {grad_x, grad_weight, grad_bias};
+    TC_TRY(check_apart(fn, dst, grad_output, x, weight));
     bool w3[3] = {grad_x != NULL, grad_weight != NULL, grad_bias != NULL};
     tc_tensor *made[3] = {NULL, NULL, NULL}; /* stays empty: every output is the caller's */
     return linear_run(&L, grad_output, x, weight, accumulate, dst, w3, made);

@@ -29,8 +29,8 @@ static void twin_make(twin *t, int n, tc_dtype dt, double lo, double hi)
     for (int i = 0; i < n; i++) {
         t->c[i] = rnd_tensor(CPU, dt, size_of(i), lo, hi, NULL);
         t->g[i] = NULL;
-        int64_t n = size_of(i);
-        CHECK_OK(tc_tensor_empty(1, &n, dt, GPU, &t->g[i]));
+        int64_t sz = size_of(i);
+        CHECK_OK(tc_tensor_empty(1, &sz, dt, GPU, &t->g[i]));
         CHECK_OK(tc_tensor_copy_(t->g[i], t->c[i], false));
     }
 }

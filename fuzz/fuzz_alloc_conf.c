@@ -19,7 +19,7 @@ static void check_config(const tc__alloc_config *c)
     FZ_CHECK(c->backend == 0 || c->backend == 1);
     FZ_CHECK(c->max_split_size == SIZE_MAX || c->max_split_size >= ((size_t)2 << 20));
     FZ_CHECK(c->gc_threshold == 0.0 || (c->gc_threshold > 0.0 && c->gc_threshold < 1.0));
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < TC__ROUNDUP_INTERVALS; i++) {
         unsigned d = c->roundup_power2_divisions[i];
         FZ_CHECK(d <= 64 && (d & (d - 1)) == 0);
     }

@@ -6,6 +6,7 @@
  * would overflow kept back; two optimizers in one round; the checkpoint
  * round trip; a disabled scaler; bad input. (test_optim_cuda runs a scaler
  * on a GPU against the CPU.) */
+#include "base/handle_pool.h"
 #include "optim_check.h"
 
 /* One parameter of 5 elements and its gradient. */
@@ -270,6 +271,33 @@ static void test_disabled(void)
     CHECK_OK(tc_grad_scaler_destroy(s));
 }
 
+/* An optimizer destroyed between step and update, whose handle's memory a
+ * new optimizer gets: the new one starts READY, it does not inherit the
+ * old one's STEPPED. */
+static void test_reused_handle(void)
+{
+    tc_grad_scaler *s = NULL;
+    tc_grad_scaler_options o = tc_grad_scaler_options_default();
+    CHECK_OK(tc_grad_scaler_create(CPU, &o, &s));
+    model a;
+    model_make(&a, 0.5);
+    CHECK_OK(tc_grad_scaler_step(s, a.opt, &a.g, 1));
+    tc_optimizer *gone = a.opt;
+    model_free(&a);
+    bool reused = false;
+    for (int i = 0; i < 4 * TC_HANDLE_POOL_QUARANTINE && !reused; i++) {
+        model b;
+        model_make(&b, 0.5);
+        if (b.opt == gone) {
+            reused = true;
+            CHECK_OK(tc_grad_scaler_step(s, b.opt, &b.g, 1));
+        }
+        model_free(&b);
+    }
+    CHECK(reused); /* the pool hands memory out again after its quarantine */
+    CHECK_OK(tc_grad_scaler_destroy(s));
+}
+
 int main(void)
 {
     tc_test_init();
@@ -278,5 +306,6 @@ int main(void)
     test_order();
     test_checkpoint_and_overflow();
     test_disabled();
+    test_reused_handle();
     return TC_TEST_DONE();
 }

@@ -614,6 +614,11 @@ static void test_bad_input(void)
     CHECK_STATUS(tc_foreach_mul_tensor_(l.p, NT, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_foreach_mul_tensor_(l.p, NT, i32), TC_ERROR_DTYPE);
     CHECK_STATUS(tc_foreach_mul_tensor_(l.p, NT, wide), TC_ERROR_SHAPE);
+    tc_tensor *first = NULL; /* a scalar that is part of self */
+    CHECK_OK(tc_tensor_narrow(l.p[1], 0, 0, 1, &first));
+    CHECK_STATUS(tc_foreach_mul_tensor_(l.p, NT, first), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "shares memory with self[1]") != NULL);
+    tc_tensor_release(first);
     for (int i = 0; i < NT; i++)
         near_vals("param after refused foreach", l.p[i], l.pv[i], SIZES[i], 0);
     tc_tensor_release(d64), tc_tensor_release(i32), tc_tensor_release(wide);

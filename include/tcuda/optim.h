@@ -174,7 +174,8 @@ TCUDA_API tc_status tc_foreach_add_scalar_(tc_tensor *const *self, int n, double
 /* self[i] *= scalar. */
 TCUDA_API tc_status tc_foreach_mul_scalar_(tc_tensor *const *self, int n, double scalar);
 /* self[i] *= scalar[0], a float32 one-element tensor on self's device, read
- * there (no wait). */
+ * there (no wait); a scalar that shares memory with a self tensor is
+ * TC_ERROR_INVALID_ARGUMENT. */
 TCUDA_API tc_status tc_foreach_mul_tensor_(tc_tensor *const *self, int n, const tc_tensor *scalar);
 /* self[i] += alpha * other[i] (one fused multiply-add). */
 TCUDA_API tc_status tc_foreach_add_list_(tc_tensor *const *self, const tc_tensor *const *other,

@@ -20,6 +20,7 @@ typedef enum stage { STAGE_READY, STAGE_UNSCALED, STAGE_STEPPED } stage;
 
 typedef struct per_opt {
     const tc_optimizer *opt;
+    uint64_t serial; /* tc__optimizer_serial: a later optimizer at opt's address is another */
     stage stage;
     tc_tensor *found_inf;
 } per_opt;
@@ -149,8 +150,9 @@ static tc_status entry_of(tc_grad_scaler *s, tc_optimizer *opt, int n, per_opt *
                         "the optimizer's parameters are on another device than the scaler");
     TC_CHECK_ARG(n == tc_optimizer_param_count(opt), "%d gradients for %d parameters", n,
                  tc_optimizer_param_count(opt));
+    uint64_t serial = tc__optimizer_serial(opt);
     for (int i = 0; i < s->n_opts; i++)
-        if (s->opts_seen[i].opt == opt) {
+        if (s->opts_seen[i].opt == opt && s->opts_seen[i].serial == serial) {
             *out = &s->opts_seen[i];
             return TC_OK;
         }
@@ -160,6 +162,7 @@ static tc_status entry_of(tc_grad_scaler *s, tc_optimizer *opt, int n, per_opt *
     per_opt *e = &s->opts_seen[s->n_opts];
     TC_TRY(tc_tensor_zeros(0, NULL, TC_FLOAT32, s->device, &e->found_inf));
     e->opt = opt;
+    e->serial = serial;
     e->stage = STAGE_READY;
     s->n_opts++;
     *out = e;

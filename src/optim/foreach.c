@@ -202,6 +202,9 @@ static tc_status run_foreach(tc_tensor *const *self, const tc_tensor *const *a,
         else if (scalar->storage->device.type != bl.device.type ||
                  scalar->storage->device.index != bl.device.index)
             st = tc__fail(TC_ERROR_DEVICE_MISMATCH, "scalar is on another device than self");
+        for (int i = 0; st == TC_OK && i < n; i++) /* read by every block while written */
+            if (tc__overlap_of(self[i], scalar) != TC__OVERLAP_NONE)
+                st = tc__fail(TC_ERROR_INVALID_ARGUMENT, "scalar shares memory with self[%d]", i);
         args->scalar_ptr = tc__data(scalar);
         args->scalar_dtype = scalar->dtype;
     }

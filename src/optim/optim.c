@@ -6,6 +6,7 @@
  * may be one. A step checks the gradients, then hands the backend of the
  * device one tc__mt_list (optim_internal.h). */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,9 +31,16 @@ struct tc_optimizer {
     tc_tensor **state[N_STATES]; /* by tc_optimizer_state; NULL: not kept */
     tc_dtype dtype;
     tc_device device;
+    uint64_t serial; /* tc__optimizer_serial */
 };
 
 static tc__handle_pool pool = TC_HANDLE_POOL_INIT(struct tc_optimizer);
+static atomic_uint_fast64_t serials;
+
+uint64_t tc__optimizer_serial(const tc_optimizer *opt)
+{
+    return tc__handle_live(opt, TC_OPTIMIZER_MAGIC) ? opt->serial : 0;
+}
 
 tc_adamw_options tc_adamw_options_default(void)
 {
@@ -151,6 +159,7 @@ static tc_status create(tc_tensor *const *params, int n, opt_kind kind, const vo
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for an optimizer");
     }
     o->magic = TC_OPTIMIZER_MAGIC;
+    o->serial = atomic_fetch_add(&serials, 1) + 1;
     o->kind = kind;
     o->dtype = bl.l.dtype;
     o->device = bl.device;

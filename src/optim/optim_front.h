@@ -5,6 +5,7 @@
 #define TCUDA_OPTIM_FRONT_H
 
 #include "optim_internal.h"
+#include "tcuda/optim.h"
 #include "tensor/tensor_internal.h"
 
 /* A list being built over n tensors; its arrays are the builder's. */
@@ -25,6 +26,10 @@ void tc__mt_build_free(tc__mt_build *b);
  * it tensor by tensor. Every tensor must be live and contiguous. */
 tc_status tc__mt_build_slot(tc__mt_build *b, int slot, const tc_tensor *const *ts,
                             const char *what);
+/* A number no other optimizer of this process had or will have (a handle's
+ * memory may serve a later optimizer): how the scaler tells them apart.
+ * 0 for a handle that is not a live optimizer. */
+uint64_t tc__optimizer_serial(const tc_optimizer *opt);
 /* Checks an array argument and its count: not NULL where n > 0, n >= 0. */
 tc_status tc__mt_check_count(const void *arr, int n, const char *what);
 /* A one-element float32 tensor on `device` (lr, grad_scale, found_inf) or

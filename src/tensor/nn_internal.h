@@ -277,6 +277,11 @@ extern const tc__nn_backend tc__cpu_nn_backend;
 const tc__nn_backend *tc__nn_of(tc_device device);
 /* A live tensor of a floating dtype (`fn` names the call, `what` t). */
 tc_status tc__nn_check_float(const char *fn, const tc_tensor *t, const char *what);
+/* Splits t's sizes around dimension `dim` (negative counts from the end; a
+ * 0-d tensor has one): the product of those before it, its size, the
+ * product of those after. TC_ERROR_INVALID_ARGUMENT for a dim out of range. */
+tc_status tc__nn_split_dim(const char *fn, const tc_tensor *t, int dim, int64_t *outer, int64_t *n,
+                           int64_t *inner);
 /* A live tensor on x's device with x's dtype (xname names x in the message). */
 tc_status tc__nn_check_like(const char *fn, const tc_tensor *x, const char *xname,
                             const tc_tensor *t, const char *what);

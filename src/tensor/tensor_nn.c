@@ -65,6 +65,25 @@ static int64_t prod(const int64_t *sizes, int from, int to)
     return p;
 }
 
+tc_status tc__nn_split_dim(const char *fn, const tc_tensor *t, int dim, int64_t *outer, int64_t *n,
+                           int64_t *inner)
+{
+    int nd = t->ndim ? t->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "%s: dim %d is out of range for a %d-d tensor (expected %d..%d)", fn, dim,
+                        t->ndim, -nd, nd - 1);
+    if (dim < 0)
+        dim += nd;
+    *outer = *n = *inner = 1;
+    if (t->ndim) {
+        *outer = prod(t->sizes, 0, dim);
+        *n = t->sizes[dim];
+        *inner = prod(t->sizes, dim + 1, t->ndim);
+    }
+    return TC_OK;
+}
+
 /* Float32 for 16-bit dtypes: where scores and losses are kept. */
 static tc_dtype acc_dtype(tc_dtype dt)
 {
@@ -149,19 +168,8 @@ static tc_status softmax_impl(const char *fn, const tc_tensor *x, int dim, tc__n
 {
     TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
-    int nd = x->ndim ? x->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "%s: dim %d is out of range for a %d-d tensor (expected %d..%d)", fn, dim,
-                        x->ndim, -nd, nd - 1);
-    if (dim < 0)
-        dim += nd;
-    int64_t outer = 1, n = 1, inner = 1;
-    if (x->ndim) {
-        outer = prod(x->sizes, 0, dim);
-        n = x->sizes[dim];
-        inner = prod(x->sizes, dim + 1, x->ndim);
-    }
+    int64_t outer, n, inner;
+    TC_TRY(tc__nn_split_dim(fn, x, dim, &outer, &n, &inner));
     tc_device dev = x->storage->device;
     const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)

@@ -132,19 +132,8 @@ static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out
     TC_TRY(tc__nn_check_float(fn, y, "tc_tensor y"));
     TC_TRY(check_same(fn, y, grad_output, "tc_tensor grad_output", "y"));
     TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
-    int nd = y->ndim ? y->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "%s: dim %d is out of range for a %d-d tensor (expected %d..%d)", fn, dim,
-                        y->ndim, -nd, nd - 1);
-    if (dim < 0)
-        dim += nd;
-    int64_t outer = 1, n = 1, inner = 1;
-    if (y->ndim) {
-        outer = prod(y->sizes, 0, dim);
-        n = y->sizes[dim];
-        inner = prod(y->sizes, dim + 1, y->ndim);
-    }
+    int64_t outer, n, inner;
+    TC_TRY(tc__nn_split_dim(fn, y, dim, &outer, &n, &inner));
     tc_device dev = y->storage->device;
     const tc__nn_backend *be = tc__nn_of(dev);
     if (!be)

@@ -318,36 +318,6 @@ static int rank_main(void)
     return TC_TEST_DONE();
 }
 
-static int spawn_ranks(int world, int port)
-{
-    pid_t kids[8];
-    for (int r = 0; r < world; r++) {
-        kids[r] = fork();
-        if (kids[r] == 0) {
-            char v[32];
-            snprintf(v, sizeof v, "%d", r), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", world), setenv("WORLD_SIZE", v, 1);
-            snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            const char *slow = getenv("TC_TEST_DIST_TIMEOUT");
-            setenv("TCUDA_DIST_TIMEOUT", slow ? slow : "30", 1);
-            setenv("NCCL_NVLS_ENABLE", "0", 1);
-            execl("/proc/self/exe", "test_ddp", "rank", (char *)NULL);
-            _exit(99);
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < world; r++) {
-        int status = 0;
-        waitpid(kids[r], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            printf("rank %d of %d ended with status 0x%x\n", r, world, status);
-            failed++;
-        }
-    }
-    return failed;
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "rank"))
@@ -376,7 +346,8 @@ int main(int argc, char **argv)
     }
     int n = tc_device_count();
     if (n >= 2)
-        CHECK(spawn_ranks(n > 8 ? 8 : n, tc_test_free_port(29532)) == 0);
+        CHECK(tc_test_spawn_ranks("test_ddp", "rank", NULL, n > 8 ? 8 : n, tc_test_free_port(29532),
+                                  "30", "test_ddp") == 0);
     else
         printf("the multi-rank part skipped: %d GPU\n", n);
     return TC_TEST_DONE();

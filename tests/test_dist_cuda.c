@@ -422,36 +422,13 @@ static int rank_main(const char *mode)
     return TC_TEST_DONE();
 }
 
+/* The group `mode` of `world` ranks (this test again, "rank MODE"). */
 static int spawn_group(int world, const char *mode, int port)
 {
-    pid_t kids[16];
-    for (int r = 0; r < world; r++) {
-        kids[r] = fork();
-        if (kids[r] == 0) {
-            char v[32];
-            snprintf(v, sizeof v, "%d", r), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", world), setenv("WORLD_SIZE", v, 1);
-            snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
-            /* TC_TEST_DIST_TIMEOUT: longer, under compute-sanitizer (NCCL's
-             * setup took over 20 s under memcheck on 2 H200s) */
-            const char *slow = getenv("TC_TEST_DIST_TIMEOUT");
-            setenv("TCUDA_DIST_TIMEOUT", slow ? slow : strcmp(mode, "die") ? "20" : "5", 1);
-            setenv("NCCL_NVLS_ENABLE", "0", 1);
-            execl("/proc/self/exe", "test_dist_cuda", "rank", mode, (char *)NULL);
-            _exit(99);
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < world; r++) {
-        int status = 0;
-        waitpid(kids[r], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            printf("%s group: rank %d ended with status 0x%x\n", mode, r, status);
-            failed++;
-        }
-    }
-    return failed;
+    char label[64];
+    snprintf(label, sizeof label, "%s group", mode);
+    return tc_test_spawn_ranks("test_dist_cuda", "rank", mode, world, port,
+                               strcmp(mode, "die") ? "20" : "5", label);
 }
 
 int main(int argc, char **argv)

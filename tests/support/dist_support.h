@@ -6,8 +6,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tcuda/dist.h"
@@ -41,6 +44,44 @@ static inline tc_dist_options tc_test_dist_opts(int rank, int world, int port, d
     o.master_port = port;
     o.timeout_s = timeout;
     return o;
+}
+
+/* Runs this program again as `world` ranks of one group (world <= 16), as
+ * torchrun starts them: RANK and LOCAL_RANK r, WORLD_SIZE, MASTER_ADDR
+ * 127.0.0.1, MASTER_PORT port, TCUDA_DIST_TIMEOUT from TC_TEST_DIST_TIMEOUT
+ * (set longer under compute-sanitizer: NCCL's setup took over 20 s under
+ * memcheck on 2 H200s) or else `timeout`, no NVLink multicast; each runs
+ * argv[0] `name` then `arg` (and `arg2` unless NULL). Waits for all; the
+ * number of ranks that did not exit 0, each named under `label`. */
+static inline int tc_test_spawn_ranks(const char *name, const char *arg, const char *arg2,
+                                      int world, int port, const char *timeout, const char *label)
+{
+    pid_t kids[16];
+    for (int r = 0; r < world && r < 16; r++) {
+        kids[r] = fork();
+        if (kids[r] == 0) {
+            char v[32];
+            snprintf(v, sizeof v, "%d", r), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", world), setenv("WORLD_SIZE", v, 1);
+            snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            const char *slow = getenv("TC_TEST_DIST_TIMEOUT");
+            setenv("TCUDA_DIST_TIMEOUT", slow ? slow : timeout, 1);
+            setenv("NCCL_NVLS_ENABLE", "0", 1);
+            execl("/proc/self/exe", name, arg, arg2, (char *)NULL);
+            _exit(99);
+        }
+    }
+    int failed = 0;
+    for (int r = 0; r < world && r < 16; r++) {
+        int status = 0;
+        waitpid(kids[r], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            printf("%s: rank %d of %d ended with status 0x%x\n", label, r, world, status);
+            failed++;
+        }
+    }
+    return failed;
 }
 
 #endif

@@ -7,7 +7,9 @@
  *                       and reduce_scatter, each in coll_plan.h's two
  *                       modes: tcuda_stream (K calls with out = NULL queued
  *                       back to back, one tc_synchronize; what a training
- *                       step sees) and tcuda_wait (each call's tc_work
+ *                       step sees; tcuda_queue is the host's time per
+ *                       call of those loops, before the synchronize) and
+ *                       tcuda_wait (each call's tc_work
  *                       waited with tc_work_wait, then destroyed, each
  *                       beside a call waited for with tc_stream_synchronize:
  *                       tcuda_sync); every batch starts after a
@@ -53,6 +55,10 @@ static void issue(const cell *c, tc_work **out)
     }
 }
 
+/* Host nanoseconds per call of the last stream batch's loop: the time to
+ * queue a call, which bounds the stream-ordered rate of small messages. */
+static double queued_ns;
+
 /* Nanoseconds per call of `calls` calls queued back to back, the ranks
  * started together, one device synchronize at the end. */
 static double stream_batch(const cell *c, int calls)
@@ -61,6 +67,7 @@ static double stream_batch(const cell *c, int calls)
     double t0 = bench_now_ns();
     for (int i = 0; i < calls; i++)
         issue(c, NULL);
+    queued_ns = (bench_now_ns() - t0) / calls;
     TRY(tc_synchronize(c->device));
     return (bench_now_ns() - t0) / calls;
 }
@@ -96,9 +103,13 @@ static void dist_cell(const cell *c, int64_t bytes)
     double est = agree_max(c, stream_batch(c, COLL_PROBE));
     int k = coll_batch_calls(est), m = coll_wait_calls(est);
     double t[COLL_MAX_WAITS];
-    for (int b = 0; b < COLL_BATCHES; b++)
+    double q[COLL_BATCHES];
+    for (int b = 0; b < COLL_BATCHES; b++) {
         t[b] = stream_batch(c, k);
+        q[b] = queued_ns;
+    }
     print_row(c, bytes, "tcuda_stream", bench_median(t, COLL_BATCHES));
+    print_row(c, bytes, "tcuda_queue", bench_median(q, COLL_BATCHES));
     /* the same on the device's default stream (CUDA's legacy stream) */
     TRY(tc_set_stream(c->legacy));
     for (int b = 0; b < COLL_BATCHES; b++)

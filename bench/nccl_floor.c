@@ -7,7 +7,9 @@
  * It times all_reduce, broadcast, all_gather and reduce_scatter of
  * bench/coll_plan.h's sizes in its two modes (stream: queued back to back,
  * one cudaDeviceSynchronize; wait: cudaStreamSynchronize after each call)
- * and rank 0 prints a ROW line per cell (variants nccl_stream, nccl_wait).
+ * and rank 0 prints a ROW line per cell (variants nccl_stream, nccl_wait;
+ * nccl_queue is the host's time per call of the stream loops, before the
+ * synchronize).
  *
  * Nothing of tcuda is used, so that the floor measures NCCL alone: NCCL is
  * loaded with dlopen ($TCUDA_NCCL_LIBRARY, else libnccl.so.2) and its few
@@ -230,6 +232,10 @@ static void issue(const cell *c)
     }
 }
 
+/* Host nanoseconds per call of the last stream batch's loop: the time to
+ * queue a call, which bounds the stream-ordered rate of small messages. */
+static double queued_ns;
+
 /* Nanoseconds per call of `calls` calls queued back to back, the ranks
  * started together, one device synchronize at the end. */
 static double stream_batch(const cell *c, int calls)
@@ -238,6 +244,7 @@ static double stream_batch(const cell *c, int calls)
     double t0 = bench_now_ns();
     for (int i = 0; i < calls; i++)
         issue(c);
+    queued_ns = (bench_now_ns() - t0) / calls;
     CUDA(cudaDeviceSynchronize());
     return (bench_now_ns() - t0) / calls;
 }
@@ -259,9 +266,13 @@ static void run_cell(const cell *c, int64_t bytes)
     double est = agree_max(c->g, stream_batch(c, COLL_PROBE));
     int k = coll_batch_calls(est), m = coll_wait_calls(est);
     double t[COLL_MAX_WAITS];
-    for (int b = 0; b < COLL_BATCHES; b++)
+    double q[COLL_BATCHES];
+    for (int b = 0; b < COLL_BATCHES; b++) {
         t[b] = stream_batch(c, k);
+        q[b] = queued_ns;
+    }
     print_row(c, bytes, "nccl_stream", bench_median(t, COLL_BATCHES));
+    print_row(c, bytes, "nccl_queue", bench_median(q, COLL_BATCHES));
     barrier(c->g);
     for (int i = 0; i < m; i++) {
         double t0 = bench_now_ns();

@@ -170,13 +170,20 @@ def close(what, got_h, want, dtype, ref=None):
 # ---- the cases --------------------------------------------------------------------------
 
 
+def leaf64(t):
+    """A float64 copy of t that autograd treats as a leaf of its own: for a float64
+    t, t.double() is t itself, and requires_grad_ on it would turn every later
+    t.clone() into a non-leaf whose .grad stays None."""
+    return t.detach().double().clone().requires_grad_()
+
+
 def case_gelu(dev, dt):
     x = (torch.randn(64, 768, dtype=torch.float64) * 3).to(dev, dt)
     g = torch.randn(64, 768, dtype=torch.float64).to(dev, dt)
     for ap, name in ((0, "none"), (1, "tanh")):
         xr = x.clone().requires_grad_()
         F.gelu(xr, approximate=name).backward(g)
-        x64 = x.double().requires_grad_()
+        x64 = leaf64(x)
         F.gelu(x64, approximate=name).backward(g.double())
         out = new_out()
         ok(tc.tc_nn_gelu_backward(to_tc(g), to_tc(x), ap, ctypes.byref(out)), "gelu_backward")
@@ -224,9 +231,9 @@ def case_layer_norm(dev, dt):
         wr = w.clone().requires_grad_() if affine else None
         br = b.clone().requires_grad_() if affine else None
         F.layer_norm(xr, ns, wr, br, eps).backward(g)
-        x64 = x.double().requires_grad_()
-        w64 = w.double().requires_grad_() if affine else None
-        b64 = b.double().requires_grad_() if affine else None
+        x64 = leaf64(x)
+        w64 = leaf64(w) if affine else None
+        b64 = leaf64(b) if affine else None
         F.layer_norm(x64, ns, w64, b64, eps).backward(g.double())
         dx, dw, db = new_out(), new_out(), new_out()
         ok(tc.tc_nn_layer_norm_backward(to_tc(g), to_tc(x), nshape, sizes_of(ns),
@@ -254,7 +261,7 @@ def case_cross_entropy(dev, dt):
             loss_t = F.cross_entropy(xr, t, ignore_index=-100, reduction=red)
             gl = (torch.randn(n, dtype=torch.float64).to(dev, dt) if red == "none"
                   else torch.tensor(scale, dtype=dt, device=dev))
-            x64 = x.double().requires_grad_()
+            x64 = leaf64(x)
             loss64 = F.cross_entropy(x64, t, ignore_index=-100, reduction=red)
             if red == "none":
                 loss_t.backward(gl)

@@ -22,6 +22,7 @@
 #include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/ddp.h"
+#include "tcuda/graph.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -194,6 +195,52 @@ static double mean_accumulated(int i, int64_t j, int world, int unused)
     return 2.5 * mean_grad(i, j, world, unused);
 }
 
+/* One synced step from device tensors only (what a graph can capture):
+ * zero, add src[i] into each gradient, mark them last to first, finish. */
+static void device_step(tc_ddp *d, tc_tensor *const *src)
+{
+    CHECK_OK(tc_ddp_zero_grad(d));
+    for (int i = NP - 1; i >= 0; i--) {
+        tc_tensor *g = NULL;
+        CHECK_OK(tc_ddp_grad(d, i, &g));
+        CHECK_OK(tc_tensor_add_(g, src[i]));
+        tc_tensor_release(g);
+        CHECK_OK(tc_ddp_grad_ready(d, i));
+    }
+    CHECK_OK(tc_ddp_finish(d));
+}
+
+/* A whole step captured into a CUDA graph (global mode): the buckets'
+ * all_reduces on the ddp's stream join the capture and every replay
+ * averages the gradients again. */
+static void captured_step(tc_ddp *d, int dev, int rank, int world)
+{
+    tc_tensor *src[NP];
+    for (int i = 0; i < NP; i++)
+        src[i] = make_param(i, dev, grad_value, rank);
+    tc_stream *s = NULL;
+    tc_graph *gr = NULL;
+    CHECK_OK(tc_stream_create(dev, 0, &s));
+    CHECK_OK(tc_graph_create(&gr));
+    tc_stream_guard sg = tc_stream_guard_enter(s);
+    device_step(d, src); /* the warm-up a capture wants */
+    CHECK_OK(tc_graph_capture_begin(gr, (tc_graph_pool_id){0}, s, TC_CAPTURE_MODE_GLOBAL));
+    device_step(d, src);
+    CHECK_OK(tc_graph_capture_end(gr));
+    for (int replay = 0; replay < 2; replay++) {
+        CHECK_OK(tc_ddp_zero_grad(d));
+        CHECK_OK(tc_graph_replay(gr));
+        CHECK_OK(tc_stream_synchronize(s));
+        for (int i = 0; i < NP; i++)
+            CHECK(grad_is(d, i, mean_grad, world) == 0);
+    }
+    tc_stream_guard_exit(&sg);
+    CHECK_OK(tc_graph_destroy(gr));
+    CHECK_OK(tc_stream_destroy(s));
+    for (int i = 0; i < NP; i++)
+        tc_tensor_release(src[i]);
+}
+
 /* What a group of any size checks; order: 0 forward, 1 reverse, others odd first. */
 static void reducer_checks(tc_process_group *pg, int rank, int world)
 {
@@ -250,6 +297,7 @@ static void reducer_checks(tc_process_group *pg, int rank, int world)
     CHECK_OK(tc_ddp_finish(d));
     for (int i = 0; i < NP; i++)
         CHECK(grad_is(d, i, mean_grad, world) == 0);
+    captured_step(d, dev, rank, world);
     /* accumulation: two steps without sync, one with; finish alone launches */
     CHECK_OK(tc_ddp_zero_grad(d));
     CHECK_OK(tc_ddp_set_require_sync(d, false));

@@ -29,6 +29,7 @@
 #include "nccl_find.h"
 #include "tc_test.h"
 #include "tcuda/dist.h"
+#include "tcuda/graph.h"
 
 static tc_tensor *filled(int dev, int64_t n, tc_dtype dt, double (*f)(int64_t, int), int rank)
 {
@@ -194,6 +195,71 @@ static void run_all(tc_process_group *pg)
         tc_tensor_release(s);
         tc_tensor_release(r);
     }
+    CHECK_OK(tc_dist_barrier(pg));
+}
+
+/* The sum of val over `world` ranks at i, reduced `times` more times (each
+ * all_reduce of equal values multiplies by world). */
+typedef struct {
+    int world, times;
+} again_ctx;
+static double summed_again(int64_t i, void *p)
+{
+    again_ctx *c = p;
+    red_ctx r = {c->world, TC_REDUCE_OP_SUM};
+    return reduced(i, &r) * pow(c->world, c->times);
+}
+
+/* Collectives captured into a graph in global mode (PyTorch's default)
+ * while the watchdog looks at the group: a tail queued on the stream just
+ * before the capture and an op in flight must not put their events into
+ * the capture or invalidate it; each replay reduces again; a captured work
+ * orders streams but has no host wait. */
+static void captured(tc_process_group *pg)
+{
+    int rank = tc_process_group_rank(pg), world = tc_process_group_size(pg),
+        dev = tc_process_group_device(pg);
+    const int64_t n = 4096;
+    tc_tensor *t = filled(dev, n, TC_FLOAT32, val, rank);
+    tc_tensor *tail = filled(dev, n, TC_FLOAT32, val, rank);
+    tc_tensor *other = filled(dev, n, TC_FLOAT32, val, rank);
+    tc_stream *s = NULL, *side = NULL;
+    CHECK_OK(tc_stream_create(dev, 0, &s));
+    CHECK_OK(tc_stream_create(dev, 0, &side));
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_create(&g));
+    tc_work *pending = NULL, *w = NULL;
+    tc_stream_guard sg = tc_stream_guard_enter(side);
+    CHECK_OK(tc_dist_all_reduce(pg, other, TC_REDUCE_OP_SUM, &pending)); /* in the list */
+    tc_stream_guard_exit(&sg);
+    sg = tc_stream_guard_enter(s);
+    CHECK_OK(tc_dist_all_reduce(pg, tail, TC_REDUCE_OP_SUM, NULL)); /* a tail on s */
+    CHECK_OK(tc_graph_capture_begin(g, (tc_graph_pool_id){0}, s, TC_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, NULL));
+    CHECK_OK(tc_dist_all_reduce(pg, t, TC_REDUCE_OP_SUM, &w));
+    CHECK_STATUS(tc_work_wait(w), TC_ERROR_INVALID_STATE);
+    CHECK_STATUS(tc_work_query(w), TC_ERROR_INVALID_STATE);
+    CHECK_OK(tc_work_wait_stream(w, s));
+    usleep(300 * 1000); /* the watchdog looks every 10 to 100 ms */
+    CHECK_OK(tc_graph_capture_end(g));
+    CHECK_OK(tc_work_destroy(w));
+    wait_destroy(pending);
+    CHECK_OK(tc_stream_synchronize(s));
+    again_ctx once = {world, 0};
+    CHECK(all_near(tail, summed_again, &once));
+    CHECK(all_near(t, of_rank, &rank)); /* captured, not run */
+    CHECK_OK(tc_graph_replay(g));
+    CHECK_OK(tc_graph_replay(g));
+    CHECK_OK(tc_stream_synchronize(s));
+    again_ctx four = {world, 3}; /* four all_reduces: the sum, then times world three times */
+    CHECK(all_near(t, summed_again, &four));
+    tc_stream_guard_exit(&sg);
+    CHECK_OK(tc_graph_destroy(g));
+    CHECK_OK(tc_stream_destroy(s));
+    CHECK_OK(tc_stream_destroy(side));
+    tc_tensor_release(t);
+    tc_tensor_release(tail);
+    tc_tensor_release(other);
     CHECK_OK(tc_dist_barrier(pg));
 }
 
@@ -393,6 +459,7 @@ static int rank_main(const char *mode)
     }
     if (!strcmp(mode, "all")) {
         run_all(pg);
+        captured(pg);
         bad_arguments(pg);
     } else { /* "die": rank 1 leaves; rank 0's all_reduce must fail cleanly */
         if (tc_process_group_rank(pg) == 1)
@@ -457,6 +524,7 @@ int main(int argc, char **argv)
     CHECK(tc_process_group_rank(pg) == 0 && tc_process_group_size(pg) == 1 &&
           tc_process_group_device(pg) == 0);
     run_all(pg);
+    captured(pg);
     bad_arguments(pg);
     threads_share_a_group(pg);
     CHECK_OK(tc_process_group_destroy(pg));

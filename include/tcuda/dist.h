@@ -51,6 +51,16 @@
  * group was created, and static destructors, are skipped (CUDA's and
  * NCCL's teardown would crash under the thread).
  *
+ * CUDA graphs: a collective queued on a stream that is being captured
+ * (graph.h) is recorded into the graph, as NCCL allows, and runs at every
+ * replay; the communicator's connections must exist already (a collective
+ * of the same kind before the capture sets them up, as any warm-up does).
+ * Such a collective is not watched: a replay whose peer died hangs, as in
+ * PyTorch (its watchdog skips captured work too). Its tc_work has no host
+ * wait: tc_work_wait and tc_work_query give TC_ERROR_INVALID_STATE, and
+ * tc_work_wait_stream orders another stream of the same capture after it.
+ * The watchdog keeps working during captures in every mode.
+ *
  * Threads: a group may be used from several threads; NCCL calls on it are
  * made one thread at a time (a communicator is not thread-safe), in the
  * order the threads arrive. Works stay valid handles after an abort:

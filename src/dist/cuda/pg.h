@@ -43,6 +43,7 @@ struct pg_op {
     atomic_int refs;                     /* the group's list, plus its tc_work */
     atomic_bool failed;                  /* cut short by an abort */
     atomic_uint_fast64_t waiter_devices; /* devices whose streams waited for it */
+    bool captured; /* recorded into a graph capture: not in the list, no host wait */
     pg_op *next_free;
 };
 

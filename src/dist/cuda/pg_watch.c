@@ -21,6 +21,7 @@
 #include "base/device_fault.h"
 #include "base/handle_pool.h"
 #include "pg.h"
+#include "runtime/cuda/capture.h"
 
 #define TC_WORK_MAGIC 0x7c3e0271u
 
@@ -34,6 +35,19 @@ static tc__handle_pool work_pool = TC_HANDLE_POOL_INIT(struct tc_work);
 
 /* How old a tail may grow before an op covers it (pg.h). */
 #define TAIL_MAX_S 0.001
+
+/* Whether `cs` is being captured into a graph now (only asked while tcuda
+ * has a capture underway: tc__capturing is one atomic load). */
+static bool stream_capturing(cudaStream_t cs)
+{
+    if (!tc__capturing())
+        return false;
+    enum cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+    cudaError_t err = cudaStreamIsCapturing(cs, &c);
+    if (err != cudaSuccess)
+        (void)cudaGetLastError();
+    return err == cudaSuccess && c != cudaStreamCaptureStatusNone;
+}
 
 void tc__pg_pause(double waited_s)
 {
@@ -213,6 +227,7 @@ static tc_status cover(tc_process_group *pg, cudaStream_t cs, tc_work **out)
         op->what = pg->tail_what;
         op->seq = pg->tail_seq;
         atomic_store(&op->refs, out ? 2 : 1);
+        op->captured = false;
         atomic_store(&op->failed, false);
         atomic_store(&op->waiter_devices, 0);
         pg->ops[pg->n_ops++] = op;
@@ -238,14 +253,62 @@ static tc_status cover(tc_process_group *pg, cudaStream_t cs, tc_work **out)
 
 tc_status tc__pg_tail_cover(tc_process_group *pg)
 {
-    return pg->tail_n > 0 ? cover(pg, pg->tail_stream, NULL) : TC_OK;
+    /* a tail queued before a capture began on its stream: its event would
+     * be recorded into the graph, so it waits for the capture's end */
+    if (pg->tail_n == 0 || stream_capturing(pg->tail_stream))
+        return TC_OK;
+    return cover(pg, pg->tail_stream, NULL);
+}
+
+/* A collective captured into a graph: it runs at each replay, where no host
+ * wait or watchdog follows it (as PyTorch's captured collectives), so it
+ * joins no tail and no list. A work asked for gets an op of its own whose
+ * event is recorded into the capture, for tc_work_wait_stream within it. */
+static tc_status record_captured(tc_process_group *pg, cudaStream_t cs, const char *what,
+                                 double queued_s, tc_work **out)
+{
+    pg->seq++;
+    if (!out)
+        return TC_OK;
+    tc_work *w = tc__handle_get(&work_pool);
+    if (!w)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    pg_op *op = NULL;
+    tc_status st = op_get(pg, &op);
+    cudaError_t err = st == TC_OK ? cudaEventRecord(op->done, cs) : cudaSuccess;
+    if (err != cudaSuccess)
+        st = tc__cuda_fail(err, "cudaEventRecord", __FILE__, __LINE__);
+    if (st != TC_OK) {
+        if (op) {
+            pthread_mutex_lock(&pg->mu);
+            op_free_locked(pg, op);
+            pthread_mutex_unlock(&pg->mu);
+        }
+        tc__handle_put(&work_pool, w);
+        return st;
+    }
+    op->queued_s = queued_s;
+    op->what = what;
+    op->seq = pg->seq;
+    op->captured = true;
+    atomic_store(&op->refs, 1);
+    atomic_store(&op->failed, false);
+    atomic_store(&op->waiter_devices, 0);
+    w->pg = pg;
+    w->op = op;
+    atomic_fetch_add(&pg->refs, 1);
+    w->magic = TC_WORK_MAGIC;
+    *out = w;
+    return TC_OK;
 }
 
 tc_status tc__pg_op_record(tc_process_group *pg, cudaStream_t cs, const char *what, double queued_s,
                            tc_work **out)
 {
+    if (stream_capturing(cs))
+        return record_captured(pg, cs, what, queued_s, out);
     if (pg->tail_n > 0 && cs != pg->tail_stream) /* the old tail is on another stream */
-        TC_TRY(cover(pg, pg->tail_stream, NULL));
+        TC_TRY(tc__pg_tail_cover(pg));
     pg->seq++;
     if (pg->tail_n++ == 0) {
         pg->tail_first_s = queued_s;
@@ -370,6 +433,11 @@ static void *watch_main(void *arg)
 {
     tc_process_group *pg = arg;
     (void)cudaSetDevice(pg->device);
+    /* The watchdog queries events while another thread may capture a graph
+     * in global mode, which refuses such calls on every thread that has not
+     * chosen otherwise (as PyTorch's watchdog, this one chooses its own). */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     /* a twentieth of the timeout, between 10 and 100 ms */
     double every = pg->timeout_s / 20 < 0.01  ? 0.01
                    : pg->timeout_s / 20 > 0.1 ? 0.1
@@ -434,6 +502,12 @@ static tc_status op_failed(tc_work *w)
  * group's error when an abort cut it short. */
 static tc_status query(tc_work *w)
 {
+    if (w->op->captured)
+        return tc__fail(TC_ERROR_INVALID_STATE,
+                        "%s (collective #%llu) was captured into a graph: it runs when the graph "
+                        "is replayed, so there is nothing to wait for on the host; order streams "
+                        "with tc_work_wait_stream during the capture, and wait for the replay",
+                        w->op->what, (unsigned long long)w->op->seq);
     if (atomic_load(&w->op->failed))
         return op_failed(w);
     cudaError_t err = cudaEventQuery(w->op->done);

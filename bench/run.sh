@@ -22,7 +22,9 @@
 #                         times (3); each cell keeps each side's best run (at
 #                         64 KiB to 1 MiB one run can be 40% off another).
 #                         NCCL_NVLS_ENABLE=0 for all; each part bounded by
-#                         COMM_PART_TIMEOUT s (300), its time printed
+#                         COMM_PART_TIMEOUT s (300), its time printed.
+#                         COMM_WORLDS ("2 4") picks the group sizes;
+#                         COMM_QUICK=1 runs tcuda and the floor only.
 #   device                host cost of device, stream and event calls
 #   gpt                   examples/gpt checked against PyTorch, then tokens/s
 #                         (GPT_CHECK_ONLY=1 stops after the checks)
@@ -196,16 +198,18 @@ topic_comm() {
   start=$(date +%s)
   local r runs=${COMM_RUNS:-3}
   for r in $(seq "$runs"); do
-    for w in 2 4; do
+    for w in ${COMM_WORLDS:-2 4}; do
       [ "$w" -le "$gpus" ] || break
       part tcuda "tcuda dist x$w #$r" "tcuda_dist${w}_$r" tools/tcuda-run -n "$w" \
         --master-port $((29700 + w)) -- "$BUILD/bench/bench_comm" dist
       rm -rf "$LOG/ncclid" && mkdir -p "$LOG/ncclid" # a fresh folder: no stale id
       part tcuda "nccl floor x$w #$r" "nccl_dist${w}_$r" tools/tcuda-run -n "$w" \
         --master-port $((29710 + w)) -- "$BUILD/bench/nccl_floor" "$LOG/ncclid"
-      part torch "torch dist x$w #$r" "torch_dist${w}_$r" "${torchrun[@]}" --nproc_per_node "$w" \
-        --master_port $((29720 + w)) "$TORCH_DIR/bench_dist_torch.py"
+      [ "${COMM_QUICK:-0}" = 1 ] ||
+        part torch "torch dist x$w #$r" "torch_dist${w}_$r" "${torchrun[@]}" --nproc_per_node "$w" \
+          --master_port $((29720 + w)) "$TORCH_DIR/bench_dist_torch.py"
     done
+    [ "${COMM_QUICK:-0}" = 1 ] && continue
     part tcuda "tcuda comm #$r" "tcuda_comm_$r" "$BUILD/bench/bench_comm" comm
     part torch "torch comm #$r" "torch_comm_$r" python3 "$TORCH_DIR/bench_comm_torch.py"
   done

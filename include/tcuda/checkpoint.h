@@ -87,8 +87,11 @@ TCUDA_API tc_status tc_checkpoint_save(const char *path, const tc_checkpoint *ck
  * ck->step. A file without "tcuda.checkpoint" is a plain model file: its
  * parameters load, ck->step becomes 0, and asking it for an optimizer, a
  * scaler or rng states is TC_ERROR_INVALID_ARGUMENT. Everything is checked
- * first (see the top of this header); a failure changes nothing, and its
- * message names the tensor or key and what differs. Errors: the common
+ * first (see the top of this header): a file that fails a check changes
+ * nothing, and the message names the tensor or key and what differs (only
+ * a device's error during the final copies can leave a part loaded). The
+ * values of every tensor named are held in host memory at once, and the
+ * call waits for their copies to GPUs. Errors: the common
  * ones; TC_ERROR_IO (no such file, a file that is not well-formed, or
  * shorter than its header says); TC_ERROR_INVALID_ARGUMENT (a tensor or
  * key missing, a metadata value that does not parse, the optimizer's kind

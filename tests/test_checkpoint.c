@@ -191,6 +191,43 @@ static void test_round_trip_sgd(void)
         tc_tensor_release(p[i]), tc_tensor_release(q[i]), tc_tensor_release(g[i]);
 }
 
+/* An optimizer that reads its learning rate from a tensor: the tensor is the
+ * caller's schedule, which a load leaves alone (its value and the number). */
+static void test_lr_tensor(void)
+{
+    const char *path = file_named("lr_tensor.safetensors");
+    const char *name = "w";
+    int64_t n = 4;
+    tc_tensor *p = NULL, *g = NULL, *lr = NULL;
+    CHECK_OK(tc_tensor_full(1, &n, 1, TC_FLOAT32, CPU, &p));
+    CHECK_OK(tc_tensor_full(1, &n, 0.5, TC_FLOAT32, CPU, &g));
+    CHECK_OK(tc_tensor_full(0, NULL, 0.25, TC_FLOAT32, CPU, &lr));
+    tc_adamw_options o = tc_adamw_options_default();
+    tc_optimizer *opt = NULL;
+    CHECK_OK(tc_optimizer_create_adamw(&p, 1, &o, &opt));
+    CHECK_OK(tc_optimizer_set_lr(opt, 0.125));
+    tc_checkpoint ck = {.names = &name, .params = &p, .n = 1, .optimizer = opt};
+    CHECK_OK(tc_checkpoint_save(path, &ck)); /* lr 0.125 */
+    CHECK_OK(tc_optimizer_set_lr(opt, 0.5));
+    CHECK_OK(tc_optimizer_set_lr_tensor(opt, lr));
+    CHECK_OK(tc_checkpoint_load(path, &ck));
+    double v = 0, num = 0;
+    CHECK_OK(tc_tensor_item(lr, &v));
+    CHECK_OK(tc_optimizer_get_lr(opt, &num));
+    CHECK(v == 0.25 && num == 0.5);
+    /* the step still reads the tensor */
+    CHECK_OK(tc_optimizer_step(opt, &g, 1));
+    double got = 0;
+    tc_tensor *first = NULL;
+    CHECK_OK(tc_tensor_narrow(p, 0, 0, 1, &first));
+    CHECK_OK(tc_tensor_item(first, &got));
+    /* AdamW's first step moves by lr (m / sqrt(v) = 1) after the decay */
+    CHECK(fabs(got - (1 * (1 - 0.25 * 0.01) - 0.25)) < 1e-6);
+    tc_tensor_release(first);
+    CHECK_OK(tc_optimizer_destroy(opt));
+    tc_tensor_release(p), tc_tensor_release(g), tc_tensor_release(lr);
+}
+
 /* Parameters only, of several dtypes, one of them a strided view (saved
  * row-major, loaded through its strides); a disabled scaler. */
 static void test_round_trip_params(void)
@@ -569,6 +606,7 @@ int main(void)
     test_round_trip_adamw();
     test_round_trip_sgd();
     test_round_trip_params();
+    test_lr_tensor();
     test_model_file();
     train_resume_check(CPU, file_named("resume.safetensors"), tc_test_seed());
     test_bad_files();

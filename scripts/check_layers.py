@@ -44,6 +44,7 @@ LAYERS = [
     ['dist'],
     ['dist/cuda'],
     ['io', 'interop'],
+    ['train'],
     ['cuda', 'nocuda'],
 ]
 RANK = {folder: i for i, group in enumerate(LAYERS) for folder in group}

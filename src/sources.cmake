@@ -95,7 +95,9 @@ set(TCUDA_SOURCES
   src/io/safetensors_parse.c
   src/io/safetensors_save.c
   # interop: DLPack
-  src/interop/dlpack.c)
+  src/interop/dlpack.c
+  # train: training checkpoints
+  src/train/checkpoint.c)
 # The cuda/ halves: host code and kernels.
 set(TCUDA_CUDA_SOURCES
   # memory

@@ -27,5 +27,6 @@
 #include "nccl.h"
 #include "dlpack.h"
 #include "safetensors.h"
+#include "checkpoint.h"
 
 #endif

@@ -367,3 +367,22 @@ int tc_optimizer_param_count(const tc_optimizer *opt)
 {
     return tc__handle_live(opt, TC_OPTIMIZER_MAGIC) ? opt->n : 0;
 }
+
+tc_status tc__optimizer_info_get(const tc_optimizer *opt, tc__optimizer_info *out)
+{
+    TC_TRY(check_opt(opt));
+    static const tc__optimizer_kind kinds[] = {[KIND_ADAM] = TC__OPTIMIZER_ADAM,
+                                               [KIND_ADAMW] = TC__OPTIMIZER_ADAMW,
+                                               [KIND_SGD] = TC__OPTIMIZER_SGD};
+    *out = (tc__optimizer_info){.kind = kinds[opt->kind],
+                                .adam = opt->adam,
+                                .sgd = opt->sgd,
+                                .lr_tensor = opt->lr_tensor != NULL,
+                                .params = opt->params,
+                                .n = opt->n};
+    if (opt->kind == KIND_SGD)
+        out->sgd.lr = opt->lr;
+    else
+        out->adam.lr = opt->lr;
+    return TC_OK;
+}

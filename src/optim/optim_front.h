@@ -30,6 +30,25 @@ tc_status tc__mt_build_slot(tc__mt_build *b, int slot, const tc_tensor *const *t
  * memory may serve a later optimizer): how the scaler tells them apart.
  * 0 for a handle that is not a live optimizer. */
 uint64_t tc__optimizer_serial(const tc_optimizer *opt);
+/* What a checkpoint (src/train) reads of an optimizer that the public calls
+ * do not give: its kind, its options (the kind's; lr is the number set
+ * last), whether it reads its learning rate from a tensor, and its
+ * parameters (borrowed, params[0..n)). TC_ERROR_INVALID_HANDLE for a handle
+ * that is not a live optimizer. */
+typedef enum tc__optimizer_kind {
+    TC__OPTIMIZER_ADAM,
+    TC__OPTIMIZER_ADAMW,
+    TC__OPTIMIZER_SGD
+} tc__optimizer_kind;
+typedef struct tc__optimizer_info {
+    tc__optimizer_kind kind;
+    tc_adamw_options adam; /* Adam and AdamW */
+    tc_sgd_options sgd;    /* SGD */
+    bool lr_tensor;
+    tc_tensor *const *params;
+    int n;
+} tc__optimizer_info;
+tc_status tc__optimizer_info_get(const tc_optimizer *opt, tc__optimizer_info *out);
 /* Checks an array argument and its count: not NULL where n > 0, n >= 0. */
 tc_status tc__mt_check_count(const void *arr, int n, const char *what);
 /* A one-element float32 tensor on `device` (lr, grad_scale, found_inf) or

@@ -11,6 +11,8 @@
 #        within 1e-4 relative of the CPU's, --graph's within 1e-5 of eager's,
 #        bfloat16 finite and within 0.05 of float32's.
 #   test_train_gpt2.sh TRAIN_GPT2 TCUDA_TOKENS cpu|cuda
+# (The comparison with PyTorch, step by step, is tests/torch/train_gpt2_torch.py,
+# for a GPU machine.)
 set -u
 train=$1
 tokens=$2

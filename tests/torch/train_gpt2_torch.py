@@ -25,7 +25,13 @@
    (--log, --save), and again with --graph.
 5. Prints "step | torch loss | tcuda loss | rel diff" and checks every step's
    loss within 1e-5 relative (eager and --graph), and every parameter after
-   the last step within 1e-4: max |tcuda - torch| / max |torch| per tensor.
+   the last step with torch.allclose(rtol=1e-4, atol=1e-4). (Not max |diff| /
+   max |param|: the key third of each c_attn bias has a gradient of exactly
+   0 in exact arithmetic, softmax being blind to a constant added to every
+   key's score, so both sides' gradients there are rounding noise, which
+   AdamW's normalization turns into steps of up to lr; those elements stay
+   within the atol, not within 1e-4 of the bias's largest. Both numbers are
+   printed.)
 6. bfloat16: torch under torch.autocast("cuda", torch.bfloat16) gives a
    spread |bf16 - fp32| per step; train_gpt2 --dtype bfloat16's losses must
    be within 3 x that spread + 1e-3 of torch's float32 losses.
@@ -349,19 +355,22 @@ def main():
     if len(tc_graph) != a.steps or not worst_graph <= 1e-5:
         failures.append(f"--graph losses differ by {worst_graph:.2e} relative (1e-5 allowed)")
     got = load_safetensors(final)
-    worst_p, worst_name = 0.0, ""
+    worst_p, worst_name, not_close = 0.0, "", []
     for n, p in ref_params.items():
         if n not in got or tuple(got[n].shape) != tuple(p.shape):
             failures.append(f"{n} missing or misshapen in {final}")
             continue
-        d = ((got[n].float() - p).abs().max() / p.abs().max().clamp_min(1e-30)).item()
+        g = got[n].float()
+        d = ((g - p).abs().max() / p.abs().max().clamp_min(1e-30)).item()
         if d > worst_p:
             worst_p, worst_name = d, n
+        if not torch.allclose(g, p, rtol=1e-4, atol=1e-4):
+            not_close.append(f"{n} (max abs diff {(g - p).abs().max().item():.2e})")
     print(f"parameters after {a.steps} steps: max |tcuda - torch| / max |torch| = "
-          f"{worst_p:.2e} ({worst_name})")
-    if not worst_p <= 1e-4:
-        failures.append(f"parameter {worst_name} differs by {worst_p:.2e} of its largest "
-                        f"(1e-4 allowed)")
+          f"{worst_p:.2e} ({worst_name}); not allclose(rtol=1e-4, atol=1e-4): "
+          f"{len(not_close)}")
+    if not_close:
+        failures.append("parameters not allclose(rtol=1e-4, atol=1e-4): " + ", ".join(not_close))
 
     # 6. bfloat16 against torch's own bf16 - fp32 spread
     ref16, _ = train_torch(a, init, toks, bf16=True)
@@ -393,7 +402,7 @@ def main():
                 failures.append(f"DDP x{a.ddp} losses differ by {worst_ddp:.2e} (1e-5 allowed)")
 
     summary = (f"{a.steps} steps, float32 losses within {worst:.1e} (--graph {worst_graph:.1e}), "
-               f"parameters within {worst_p:.1e}, bfloat16 within torch's spread{ddp_note}")
+               f"parameters allclose(1e-4, 1e-4), bfloat16 within torch's spread{ddp_note}")
     if failures:
         print("FAIL train_gpt2_torch: " + "; ".join(failures))
         return 1

@@ -420,7 +420,12 @@ static void setup_device(trainer *t)
 {
     opts *o = &t->o;
     t->world = 1;
-    if (getenv("WORLD_SIZE")) { /* started by tools/tcuda-run (or torchrun) */
+    const char *ws = getenv("WORLD_SIZE");
+    if (o->graph && ws && atoi(ws) > 1) /* before any rank joins a group */
+        die_input("--graph with several ranks is not supported: tcuda's process groups track "
+                  "each collective from the host, which a replayed graph would bypass%s%s",
+                  "", "");
+    if (ws) { /* started by tools/tcuda-run (or torchrun) */
         if (o->dev_set && o->dev.type == TC_CPU)
             die_input("DDP (WORLD_SIZE is set) needs --device cuda%s%s", "", "");
         TRY(tc_process_group_create_from_env(&t->pg));
@@ -437,10 +442,6 @@ static void setup_device(trainer *t)
     }
     if (o->graph && o->dev.type != TC_CUDA)
         die_input("--graph needs --device cuda%s%s", "", "");
-    if (o->graph && t->world > 1)
-        die_input("--graph with several ranks is not supported: tcuda's process groups track "
-                  "each collective from the host, which a replayed graph would bypass%s%s",
-                  "", "");
     if (o->tf32)
         TRY(tc_set_float32_matmul_precision("high"));
 }

@@ -38,10 +38,14 @@ tiny=(--train "$dir/tok_train.bin" --layers 2 --width 64 --heads 4 --vocab 256 -
     --seq 32 --batch 2 --lr 1e-3)
 
 # run NAME ARGS...: runs train_gpt2, output in $dir/NAME.out, log $dir/NAME.log
-run() {
-    local name=$1
+run() { # NAME ARGS... [--launch]: with --launch (last), under ${launch[@]}
+    local name=$1 pre=()
     shift
-    "$train" "${tiny[@]}" --log "$dir/$name.log" "$@" > "$dir/$name.out" 2>&1
+    if [ "${*: -1}" = "--launch" ]; then
+        pre=("${launch[@]}")
+        set -- "${@:1:$#-1}"
+    fi
+    "${pre[@]}" "$train" "${tiny[@]}" --log "$dir/$name.log" "$@" > "$dir/$name.out" 2>&1
     local rc=$?
     [ $rc = 0 ] || say_fail "$name exited $rc: $(tail -3 "$dir/$name.out")"
     return $rc
@@ -90,6 +94,21 @@ print("bfloat16 within 0.05 of float32")
 PY
     run graph_bf16 --device cuda --steps 10 --graph --dtype bfloat16 && compare graph_bf16 bf16 1e-5
     grep -q "peak [0-9]* MiB" "$dir/gpu.out" || say_fail "no peak memory: $(head -3 "$dir/gpu.out")"
+    # DDP on 2 GPUs (when there are): 2 ranks of batch 1 train as one process of batch 2,
+    # also with gradient accumulation (the first micro-step without communication)
+    ngpu=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+    if [ "$ngpu" -ge 2 ]; then
+        launch=("$(dirname "$tokens")/tcuda-run" -n 2 --timeout 120 --)
+        run batch2 --device cuda --steps 10 --batch 2 &&
+            run ddp2 --steps 10 --batch 1 --launch && compare ddp2 batch2 1e-5
+        run accum2 --device cuda --steps 5 --batch 2 --grad-accum 2 &&
+            run ddp2_accum --steps 5 --batch 1 --grad-accum 2 --launch &&
+            compare ddp2_accum accum2 1e-5
+        "${launch[@]}" "$train" "${tiny[@]}" --steps 2 --graph > "$dir/ddp_graph.out" 2>&1
+        grep -q "not supported" "$dir/ddp_graph.out" || say_fail "--graph under DDP: $(tail -2 "$dir/ddp_graph.out")"
+    else
+        echo "DDP not checked: $ngpu GPU(s)"
+    fi
     [ $fail = 0 ] && echo "test_train_gpt2 (cuda): passed"
     exit $fail
 fi

@@ -5,7 +5,9 @@
 #   cpu: 10 steps exit 0 with finite losses, the last below the first; the
 #        same run twice gives the same log; --save of an untrained model
 #        then --init of that file gives the same first loss (the Hugging
-#        Face layout round-trips); batch 2 equals batch 1 with --grad-accum 2;
+#        Face layout round-trips), also under GPT2LMHeadModel's names
+#        ("transformer.", lm_head.weight); batch 2 equals batch 1 with
+#        --grad-accum 2;
 #        bad flags, token files and checkpoints exit 2 with a message.
 #   cuda: exits 77 without a GPU; else 10 steps on the GPU, float32 losses
 #        within 1e-4 relative of the CPU's, --graph's within 1e-5 of eager's,
@@ -119,6 +121,31 @@ run again --device cpu --steps 10 --val "$dir/tok_val.bin" --val-every 5 && comp
 # an untrained model saved (lr 0 changes nothing), then read back
 run saved --device cpu --steps 1 --lr 0 --save "$dir/init.safetensors"
 run loaded --device cpu --steps 1 --init "$dir/init.safetensors" && compare loaded saved 0
+# the same weights under Hugging Face's GPT2LMHeadModel names ("transformer."
+# and the tied lm_head.weight); a missing tensor; a tensor of the wrong shape
+python3 - "$dir" << 'PY' || say_fail "rewriting the checkpoint"
+import json, struct, sys
+d = sys.argv[1]
+data = open(f"{d}/init.safetensors", "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header, body = json.loads(data[8:8 + n]), data[8 + n:]
+def write(name, h, extra=b""):
+    raw = json.dumps(h).encode()
+    raw += b" " * (-len(raw) % 8)
+    open(f"{d}/{name}", "wb").write(struct.pack("<Q", len(raw)) + raw + body + extra)
+meta = header.pop("__metadata__")
+hf = {"transformer." + k: v for k, v in header.items()}
+a, b = header["wte.weight"]["data_offsets"]  # lm_head: a copy of wte's bytes at the end
+hf["lm_head.weight"] = dict(header["wte.weight"], data_offsets=[len(body), len(body) + b - a])
+write("prefixed.safetensors", dict(hf, __metadata__=meta), body[a:b])
+missing = dict(header)
+missing["unused"] = missing.pop("h.1.mlp.c_fc.weight")
+write("missing.safetensors", missing)
+bad = dict(header)
+bad["wpe.weight"] = dict(bad["wpe.weight"], shape=bad["wpe.weight"]["shape"][::-1])
+write("misshapen.safetensors", dict(bad, __metadata__=meta))
+PY
+run prefixed --device cpu --steps 1 --init "$dir/prefixed.safetensors" && compare prefixed saved 0
 run bf16 --device cpu --steps 3 --dtype bfloat16
 run accum --device cpu --steps 3 --batch 1 --grad-accum 2
 run batch2 --device cpu --steps 3 && compare accum batch2 1e-6
@@ -175,6 +202,10 @@ expect_bad "--graph on the CPU" "needs --device cuda" "${tiny[@]}" "${cpu[@]}" -
 expect_bad "--init of a text file" "in.txt" "${tiny[@]}" "${cpu[@]}" --init "$dir/in.txt"
 expect_bad "--init of a missing file" "none.safetensors" "${tiny[@]}" "${cpu[@]}" \
     --init "$dir/none.safetensors"
+expect_bad "--init without a tensor" "no tensor \"h.1.mlp.c_fc.weight\"" "${tiny[@]}" \
+    "${cpu[@]}" --init "$dir/missing.safetensors"
+expect_bad "--init with a misshapen tensor" "wpe.weight\" is 2-d \[64, 32\]" "${tiny[@]}" \
+    "${cpu[@]}" --init "$dir/misshapen.safetensors"
 if [ -f "$dir/init.safetensors" ]; then # a checkpoint of another vocabulary than the tokens need
     expect_bad "tokens past an --init model's vocabulary" "outside the model's vocabulary" \
         "${tiny[@]}" "${cpu[@]}" --init "$dir/init.safetensors" --train "$dir/big_token.bin"

@@ -52,6 +52,7 @@
  * "step loss lr grad_norm" (losses %.9g, for scripts). Exit 0; 2 for bad
  * flags, token files or checkpoints (with a message); 1 when training fails. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +67,20 @@
 
 static int g_rank; /* for messages */
 
-static void die_input(const char *fmt, const char *a, const char *b)
+/* Bad flags, token files or checkpoints: the message, exit 2. */
+_Noreturn static void die_input(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "train_gpt2: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
+    va_end(ap);
     exit(2);
 }
 
-static void die(const char *what, tc_status st)
+/* A failure while training: the call, tcuda's message, exit 1. */
+_Noreturn static void die(const char *what, tc_status st)
 {
     fprintf(stderr, "train_gpt2 (rank %d): %s: %s: %s\n", g_rank, what, tc_status_string(st),
             tc_last_error());
@@ -257,32 +263,27 @@ static tokens tokens_load(const char *path, int64_t V, int64_t need)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        die_input("cannot open token file %s%s", path, "");
+        die_input("cannot open token file %s", path);
     int32_t h[256];
     struct stat sb;
     if (fread(h, sizeof h, 1, f) != 1 || fstat(fileno(f), &sb) != 0)
-        die_input("%s is shorter than a token file's 1024-byte header%s", path, "");
+        die_input("%s is shorter than a token file's 1024-byte header", path);
     if (h[0] != 20240520 || h[1] != 1)
-        die_input("%s is not an llm.c token file (magic 20240520, version 1 expected)%s", path, "");
+        die_input("%s is not an llm.c token file (magic 20240520, version 1 expected)", path);
     if (h[2] < 0 || (int64_t)sb.st_size != 1024 + 2 * (int64_t)h[2])
-        die_input("%s: the header's token count does not match the file's size%s", path, "");
+        die_input("%s: the header's token count does not match the file's size", path);
     tokens t = {malloc((size_t)h[2] * 2 + 2), h[2]};
     if (!t.tok || (t.n && fread(t.tok, 2, (size_t)t.n, f) != (size_t)t.n))
-        die_input("cannot read the tokens of %s%s", path, "");
+        die_input("cannot read the tokens of %s", path);
     fclose(f);
     for (int64_t i = 0; i < t.n; i++)
-        if (t.tok[i] >= V) {
-            char msg[96];
-            snprintf(msg, sizeof msg, " (token %lld is %u; the vocabulary is %lld)", (long long)i,
-                     t.tok[i], (long long)V);
-            die_input("%s holds a token outside the model's vocabulary%s", path, msg);
-        }
-    if (t.n < need) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "%lld tokens, a global micro-batch needs %lld", (long long)t.n,
-                 (long long)need);
-        die_input("%s holds %s", path, msg);
-    }
+        if (t.tok[i] >= V)
+            die_input("%s holds a token outside the model's vocabulary (token %lld is %u; the "
+                      "vocabulary is %lld)",
+                      path, (long long)i, t.tok[i], (long long)V);
+    if (t.n < need)
+        die_input("%s holds %lld tokens, a global micro-batch needs %lld", path, (long long)t.n,
+                  (long long)need);
     return t;
 }
 
@@ -423,11 +424,10 @@ static void setup_device(trainer *t)
     const char *ws = getenv("WORLD_SIZE");
     if (o->graph && ws && atoi(ws) > 1) /* before any rank joins a group */
         die_input("--graph with several ranks is not supported: tcuda's process groups track "
-                  "each collective from the host, which a replayed graph would bypass%s%s",
-                  "", "");
+                  "each collective from the host, which a replayed graph would bypass");
     if (ws) { /* started by tools/tcuda-run (or torchrun) */
         if (o->dev_set && o->dev.type == TC_CPU)
-            die_input("DDP (WORLD_SIZE is set) needs --device cuda%s%s", "", "");
+            die_input("DDP (WORLD_SIZE is set) needs --device cuda");
         TRY(tc_process_group_create_from_env(&t->pg));
         t->rank = g_rank = tc_process_group_rank(t->pg);
         t->world = tc_process_group_size(t->pg);
@@ -437,11 +437,11 @@ static void setup_device(trainer *t)
     }
     if (o->dev.type == TC_CUDA) {
         if (!tc_is_available())
-            die_input("--device cuda: no GPU (%s)%s", tc_last_error(), "");
+            die_input("--device cuda: no GPU (%s)", tc_last_error());
         TRY(tc_set_device(o->dev.index));
     }
     if (o->graph && o->dev.type != TC_CUDA)
-        die_input("--graph needs --device cuda%s%s", "", "");
+        die_input("--graph needs --device cuda");
     if (o->tf32)
         TRY(tc_set_float32_matmul_precision("high"));
 }
@@ -454,14 +454,11 @@ static void setup_model(trainer *t)
                        ? gpt2_load(o->init, o->cfg.n_head, o->dev, o->dtype, &t->m, err, sizeof err)
                        : gpt2_create(&o->cfg, o->dev, o->dtype, o->seed, &t->m, err, sizeof err);
     if (st != TC_OK) /* a bad checkpoint or config is the input's fault */
-        die_input("%s%s", err, "");
+        die_input("%s", err);
     o->cfg = t->m.cfg;
-    if (o->T > o->cfg.maxT) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "--seq %lld is longer than the model's %lld positions", o->T,
-                 (long long)o->cfg.maxT);
-        die_input("%s%s", msg, "");
-    }
+    if (o->T > o->cfg.maxT)
+        die_input("--seq %lld is longer than the model's %lld positions", o->T,
+                  (long long)o->cfg.maxT);
     gpt2 *m = &t->m;
     if (t->pg) { /* gradients are views into DDP's buckets; rank 0's weights everywhere */
         TRY(tc_ddp_create(t->pg, m->params, m->n, NULL, &t->ddp));
@@ -542,7 +539,7 @@ static void train(trainer *t)
     opts *o = &t->o;
     FILE *log = NULL;
     if (o->log && t->rank == 0 && !(log = fopen(o->log, "w")))
-        die_input("cannot write the log %s%s", o->log, "");
+        die_input("cannot write the log %s", o->log);
     tc_graph *graph = NULL;
     if (o->graph) /* the learning rate is read on the device at each step */
         for (int g = 0; g < 2; g++)

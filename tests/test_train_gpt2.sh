@@ -11,7 +11,9 @@
 #        bad flags, token files and checkpoints exit 2 with a message.
 #   cuda: exits 77 without a GPU; else 10 steps on the GPU, float32 losses
 #        within 1e-4 relative of the CPU's, --graph's within 1e-5 of eager's,
-#        bfloat16 finite and within 0.05 of float32's.
+#        bfloat16 finite and within 0.05 of float32's (--graph's within 1e-4 of
+#        eager's: embedding's atomic adds may round bfloat16 copies apart);
+#        DDP on 2 GPUs (when there are) as one process of the global batch.
 #   test_train_gpt2.sh TRAIN_GPT2 TCUDA_TOKENS cpu|cuda
 # (The comparison with PyTorch, step by step, is tests/torch/train_gpt2_torch.py,
 # for a GPU machine.)
@@ -94,7 +96,7 @@ b = [float(l.split()[1]) for l in open(sys.argv[2])]
 assert all(math.isfinite(x) and abs(x - y) < 0.05 for x, y in zip(a, b)), (a, b)
 print("bfloat16 within 0.05 of float32")
 PY
-    run graph_bf16 --device cuda --steps 10 --graph --dtype bfloat16 && compare graph_bf16 bf16 1e-5
+    run graph_bf16 --device cuda --steps 10 --graph --dtype bfloat16 && compare graph_bf16 bf16 1e-4
     grep -q "peak [0-9]* MiB" "$dir/gpu.out" || say_fail "no peak memory: $(head -3 "$dir/gpu.out")"
     # DDP on 2 GPUs (when there are): 2 ranks of batch 1 train as one process of batch 2,
     # also with gradient accumulation (the first micro-step without communication)

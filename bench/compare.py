@@ -593,6 +593,23 @@ def topic_attention(log, args):
           rows, notes_of(f"{log}/torch.txt"))
 
 
+def topic_train(log, args):
+    rows, base = [], None
+    for line in read_lines(f"{log}/rows.txt"):
+        parts = line.split()
+        if len(parts) == 5 and parts[0] in ("tcuda", "torch") and number(parts[3]) is not None:
+            rows.append([f"{parts[0]} {parts[1]}", number(parts[2]), number(parts[3]),
+                         number(parts[4])])
+            if parts[:2] == ["torch", "compile"]:
+                base = number(parts[3])
+    for r in rows:
+        r.append(ratio(r[2], base))
+    table(title_of(log, "GPT-2 small training, seq 1024, bfloat16, largest batch that fits"),
+          [("row", ""), ("batch", "{:.0f}"), ("tokens/s", "{:,.0f}"), ("peak MiB", "{:,.0f}"),
+           ("÷ torch.compile", "{:.3f}")],
+          rows, notes_of(f"{log}/rows.txt"))
+
+
 TOPICS = {name[len("topic_"):]: fn for name, fn in globals().items() if name.startswith("topic_")}
 
 if __name__ == "__main__":

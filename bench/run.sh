@@ -36,6 +36,10 @@
 #   random [log2 n] [reps]  random fills (28 21)
 #   sanitizer             the stream sanitizer's host cost per op
 #   tensor                element-wise, reduction, copy, matmul and host cost rows
+#   train                 GPT-2 small training, seq 1024, bfloat16, the largest batch
+#                         that fits: examples/train_gpt2 (eager and --graph) beside
+#                         PyTorch eager, eager + CUDA graphs, torch.compile default
+#                         and max-autotune (tokens/s, peak memory)
 #   trace [file]          a recorded training trace (bench/traces/transformer.bin.gz)
 #                         replayed with GPU work, for each allocator
 # Exits 1 when a tcuda program (or a raw CUDA floor) fails, 2 on bad usage.
@@ -370,8 +374,19 @@ topic_trace() {
   [ -s "$LOG/errors.txt" ] && { echo "errors:"; tail -5 "$LOG/errors.txt"; }
 }
 
+topic_train() {
+  need examples/train_gpt2
+  local exe=$BUILD/examples/train_gpt2
+  : > "$LOG/rows.txt"
+  tcuda python3 "$TORCH_DIR/train_gpt2_bench.py" tcuda "$exe" "$LOG" >> "$LOG/rows.txt"
+  tcuda python3 "$TORCH_DIR/train_gpt2_bench.py" tcuda "$exe" "$LOG" --graph >> "$LOG/rows.txt"
+  python3 "$TORCH_DIR/train_gpt2_bench.py" torch "$LOG" >> "$LOG/rows.txt" 2> "$LOG/torch.err" ||
+    echo "run.sh train: PyTorch's side failed (see $LOG/torch.err)" >&2
+  compare
+}
+
 case $TOPIC in
-  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | random | sanitizer | tensor | trace) ;;
+  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | random | sanitizer | tensor | trace | train) ;;
   *) usage ;;
 esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -1 > "$LOG/gpu.txt"

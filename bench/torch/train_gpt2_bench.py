@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""GPT-2 small training throughput: examples/train_gpt2 beside PyTorch (bench/run.sh train).
+
+    train_gpt2_bench.py tcuda EXE DIR [--graph]   largest batch train_gpt2 fits, then its row
+    train_gpt2_bench.py torch DIR                 PyTorch's rows: eager, eager + CUDA graphs,
+                                                  torch.compile default and max-autotune
+
+Both sides train GPT-2 small (124M: 12 layers, 12 heads, width 768,
+vocabulary 50257) on sequences of 1024 tokens in bfloat16 mixed precision
+(float32 master weights, autocast), with fused AdamW in two groups (weight
+decay on the 2-d parameters), clip_grad_norm_(1.0), and the loss read on the
+host every step (as train_gpt2 prints it). DIR gets a token file of random
+tokens (written once). Each side takes the largest micro-batch of 64, 48, 32,
+24, 16, 12, 8, 4, 2, 1 that fits: train_gpt2 tries them (3 steps each); PyTorch
+finds it in eager mode and uses it for every variant. Rows, one a line:
+
+    SIDE VARIANT BATCH TOKENS_PER_S PEAK_MIB
+
+measured over STEPS (20) steps after WARMUP (5; torch.compile's compilation
+happens there); PEAK_MIB is the allocator's peak (tc_max_memory_allocated,
+torch.cuda.max_memory_allocated). Lines starting "#" are notes."""
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+BATCHES = (64, 48, 32, 24, 16, 12, 8, 4, 2, 1)
+SEQ, VOCAB = 1024, 50257
+STEPS, WARMUP = int(os.environ.get("STEPS", 20)), int(os.environ.get("WARMUP", 5))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tokens(workdir):
+    """A token file of random GPT-2 tokens in llm.c's format (made once)."""
+    path = os.path.join(workdir, "train_tokens.bin")
+    if not os.path.exists(path):
+        import random
+        rng = random.Random(1)
+        n = 4 * 1024 * 1024
+        header = [0] * 256
+        header[0], header[1], header[2] = 20240520, 1, n
+        with open(path, "wb") as f:
+            f.write(struct.pack("<256i", *header))
+            f.write(struct.pack(f"<{n}H", *(rng.randrange(VOCAB) for _ in range(n))))
+    return path
+
+
+# ---- tcuda ---------------------------------------------------------------------------------
+
+def run_tcuda(exe, train, batch, steps, graph):
+    cmd = [exe, "--train", train, "--device", "cuda", "--dtype", "bfloat16", "--batch",
+           str(batch), "--seq", str(SEQ), "--steps", str(steps), "--lr", "6e-4",
+           "--warmup", "0", "--min-lr-frac", "1"] + (["--graph"] if graph else [])
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def bench_tcuda(exe, workdir, graph):
+    train = tokens(workdir)
+    name = "graph" if graph else "eager"
+    for b in BATCHES:
+        if run_tcuda(exe, train, b, 3, graph).returncode == 0:
+            break
+    else:
+        print(f"# tcuda {name}: no batch fits", file=sys.stderr)
+        return 1
+    r = run_tcuda(exe, train, b, WARMUP + STEPS, graph)
+    with open(os.path.join(workdir, f"tcuda_{name}.txt"), "w") as f:
+        f.write(r.stdout)
+    steps = re.findall(r"^step (\d+)/\d+ .*\| ([\d.]+) ms \| \d+ tok/s \| peak (\d+) MiB",
+                       r.stdout, re.M)
+    if r.returncode != 0 or len(steps) != WARMUP + STEPS:
+        print(f"# tcuda {name} failed (rc={r.returncode}): {r.stdout[-500:]}", file=sys.stderr)
+        return 1
+    ms = sum(float(s[1]) for s in steps[WARMUP:])
+    print(f"tcuda {name} {b} {b * SEQ * STEPS / (ms / 1e3):.0f} {steps[-1][2]}")
+    return 0
+
+
+# ---- PyTorch -------------------------------------------------------------------------------
+
+def bench_torch(workdir):
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("# PyTorch: not installed")
+        return 0
+    sys.path.insert(0, os.path.join(ROOT, "tests", "torch"))
+    from train_gpt2_torch import PlainGPT2
+    import types
+    cfg = types.SimpleNamespace(layers=12, heads=12, width=768, vocab=VOCAB, ctx=SEQ)
+    print(f"# torch {torch.__version__}, GPU {torch.cuda.get_device_name()}")
+    data = torch.randint(0, VOCAB, (64 * SEQ + 1,), generator=torch.Generator().manual_seed(1))
+
+    def setup(batch, variant):
+        torch.manual_seed(0)
+        model = PlainGPT2(cfg).cuda()
+        params = list(model.parameters())
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        graphs = variant == "graphs"
+        lr = torch.tensor(6e-4, device="cuda") if graphs else 6e-4
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True,
+                                capturable=graphs)
+        fwd = model
+        if variant.startswith("compile"):
+            fwd = torch.compile(model, mode="max-autotune" if variant.endswith("autotune")
+                                else None)
+        x = data[:batch * SEQ].view(batch, SEQ).cuda()
+        y = data[1:batch * SEQ + 1].view(batch, SEQ).cuda()
+
+        def step():
+            with torch.autocast("cuda", torch.bfloat16):
+                logits = fwd(x)
+            loss = F.cross_entropy(logits.float().view(-1, VOCAB), y.view(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=not graphs)
+            return loss
+
+        if not graphs:
+            return lambda: step().item()
+        s = torch.cuda.Stream()  # warm up on a side stream, then capture the whole step
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_loss = step()
+
+        def replay():
+            g.replay()
+            return static_loss.item()
+        return replay
+
+    def measure(batch, variant):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        run = setup(batch, variant)
+        for _ in range(WARMUP):
+            run()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            run()
+        dt = time.perf_counter() - t0
+        return batch * SEQ * STEPS / dt, torch.cuda.max_memory_allocated() >> 20
+
+    batch = None
+    for b in BATCHES:
+        try:
+            measure_fit = setup(b, "eager")
+            for _ in range(2):
+                measure_fit()
+            batch = b
+            break
+        except torch.cuda.OutOfMemoryError:
+            pass
+        finally:
+            measure_fit = None
+            torch.cuda.empty_cache()
+    if batch is None:
+        print("# PyTorch: no batch fits")
+        return 0
+    for variant in ("eager", "graphs", "compile", "compile_max_autotune"):
+        try:
+            tps, peak = measure(batch, variant)
+            print(f"torch {variant} {batch} {tps:.0f} {peak}", flush=True)
+        except Exception as e:  # a variant that fails leaves its row empty
+            print(f"# torch {variant} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "tcuda":
+        return bench_tcuda(sys.argv[2], sys.argv[3], "--graph" in sys.argv[4:])
+    if len(sys.argv) == 3 and sys.argv[1] == "torch":
+        return bench_torch(sys.argv[2])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

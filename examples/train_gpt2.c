@@ -1,0 +1,659 @@
+/* Trains GPT-2 on tcuda, with the backward pass written out op by op
+ * (train_gpt2_model.c) as llm.c does, on the CPU, one GPU, or several GPUs
+ * under tools/tcuda-run (DDP).
+ *
+ *   train_gpt2 --train TRAIN.bin [--val VAL.bin] [--init MODEL.safetensors]
+ *       [--layers 12 --heads 12 --width 768 --vocab 50257 --ctx 1024]
+ *       [--device cpu|cuda] [--dtype float32|bfloat16] [--tf32] [--graph]
+ *       [--batch 4] [--seq 64] [--steps 20] [--grad-accum 1]
+ *       [--lr 3e-4] [--warmup 0] [--min-lr-frac 0.1] [--weight-decay 0.1]
+ *       [--grad-clip 1.0] [--val-every 0] [--val-steps 10] [--seed 1337]
+ *       [--log FILE] [--save MODEL.safetensors]
+ *   tools/tcuda-run -n 4 -- train_gpt2 ...          (one process per GPU)
+ *
+ * The model is GPT-2 small unless the flags say otherwise, initialized as
+ * GPT-2 is (train_gpt2_model.h), or read from a Hugging Face GPT-2
+ * checkpoint (--init; the model flags are then ignored, but --heads, used
+ * when the file has no "n_head" metadata). --save writes the trained
+ * weights in the same layout: examples/gpt generates from them.
+ *
+ * Token files are llm.c's: 256 int32 (magic 20240520, version 1, the token
+ * count), then the tokens as uint16 (tools/tcuda-tokens writes them).
+ * A micro-batch is B*T+1 consecutive tokens: x the first B*T, y the last
+ * B*T (x shifted by one), as B rows of T; the next micro-batch starts B*T
+ * further on, and reading wraps to the start when fewer than B*T+1 are
+ * left. Under DDP with N ranks, a global micro-batch is N*B*T+1 tokens and
+ * rank r takes the r-th B*T of it: exactly the rows one process with
+ * --batch N*B would read, so N ranks with --batch B train the same model as
+ * one process with --batch N*B (gradients are averaged, losses are means).
+ *
+ * A step, as a PyTorch training loop: zero_grad; for each of --grad-accum K
+ * micro-batches, forward, loss / K, backward (under DDP the first K-1
+ * without communication, as no_sync()); clip_grad_norm_(1.0); the AdamW
+ * step (betas 0.9, 0.95, eps 1e-8, fused; weight decay on the 2-d
+ * parameters only, as nanoGPT: two optimizers). The learning rate of step s
+ * (0-based, of N) is llm.c's and nanoGPT's schedule:
+ *   s < W:  lr * (s + 1) / W
+ *   else:   min_lr + 0.5 * (1 + cos(pi * (s - W) / (N - W))) * (lr - min_lr),
+ *           min_lr = lr * min_lr_frac.
+ * The host runs ahead of the GPU: batches go through pinned memory with
+ * non-blocking copies, the next batch is read while the step runs, and the
+ * only wait is for the numbers each progress line prints.
+ *
+ * --graph captures one whole step (forward, backward, clipping, optimizer)
+ * as a CUDA graph after an eager warm-up step and replays it: batches are
+ * copied into the same device buffers, and the learning rate lives in a
+ * device tensor (tc_optimizer_set_lr_tensor) filled before each replay.
+ * It is refused with several ranks: tcuda's process groups track each
+ * collective from the host (the watchdog), which a replayed graph bypasses.
+ *
+ * Output (rank 0): one line per step, a validation loss every --val-every
+ * steps and after the last (with --val), and with --log one line per step
+ * "step loss lr grad_norm" (losses %.9g, for scripts). Exit 0; 2 for bad
+ * flags, token files or checkpoints (with a message); 1 when training fails. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <tcuda/tcuda.h>
+
+#include "train_gpt2_model.h"
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+static int g_rank; /* for messages */
+
+/* Bad flags, token files or checkpoints: the message, exit 2. */
+_Noreturn static void die_input(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "train_gpt2: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+/* A failure while training: the call, tcuda's message, exit 1. */
+_Noreturn static void die(const char *what, tc_status st)
+{
+    fprintf(stderr, "train_gpt2 (rank %d): %s: %s: %s\n", g_rank, what, tc_status_string(st),
+            tc_last_error());
+    exit(1);
+}
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK)                                                                          \
+            die(#call, st_);                                                                       \
+    } while (0)
+/* In functions that return a status (the step, which a graph captures). */
+#define TRYS(call)                                                                                 \
+    do {                                                                                           \
+        tc_status st_ = (call);                                                                    \
+        if (st_ != TC_OK)                                                                          \
+            return st_;                                                                            \
+    } while (0)
+
+/* ---- flags -------------------------------------------------------------------------- */
+
+typedef struct opts {
+    gpt2_config cfg;
+    const char *train, *val, *init, *save, *log;
+    tc_device dev;
+    bool dev_set;
+    tc_dtype dtype;
+    bool tf32, graph;
+    long long B, T, steps, accum, warmup, val_every, val_steps;
+    double lr, min_lr_frac, weight_decay, grad_clip;
+    unsigned long long seed;
+} opts;
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: train_gpt2 --train TRAIN.bin [--val VAL.bin] [--init MODEL.safetensors]\n"
+            "  [--layers N] [--heads N] [--width N] [--vocab N] [--ctx N]\n"
+            "  [--device cpu|cuda] [--dtype float32|bfloat16] [--tf32] [--graph]\n"
+            "  [--batch B] [--seq T] [--steps N] [--grad-accum K] [--lr X] [--warmup W]\n"
+            "  [--min-lr-frac F] [--weight-decay X] [--grad-clip X] [--val-every K]\n"
+            "  [--val-steps M] [--seed S] [--log FILE] [--save MODEL.safetensors]\n");
+    exit(2);
+}
+
+static long long int_flag(const char *flag, const char *v, long long lo, long long hi)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        char range[64];
+        snprintf(range, sizeof range, "%lld..%lld", lo, hi);
+        fprintf(stderr, "train_gpt2: %s wants an integer in %s, got \"%s\"\n", flag, range, v);
+        exit(2);
+    }
+    return x;
+}
+
+static double num_flag(const char *flag, const char *v, double lo, double hi)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "train_gpt2: %s wants a number in [%g, %g], got \"%s\"\n", flag, lo, hi, v);
+        exit(2);
+    }
+    return x;
+}
+
+static opts parse(int argc, char **argv)
+{
+    opts o = {.cfg = {12, 12, 768, 50257, 1024},
+              .dtype = TC_FLOAT32,
+              .B = 4,
+              .T = 64,
+              .steps = 20,
+              .accum = 1,
+              .val_steps = 10,
+              .lr = 3e-4,
+              .min_lr_frac = 0.1,
+              .weight_decay = 0.1,
+              .grad_clip = 1.0,
+              .seed = 1337};
+    const long long big = 1LL << 40;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--tf32")) {
+            o.tf32 = true;
+            continue;
+        }
+        if (!strcmp(a, "--graph")) {
+            o.graph = true;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            usage();
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "train_gpt2: unexpected argument \"%s\"\n", a);
+            usage();
+        }
+        if (!v) {
+            fprintf(stderr, "train_gpt2: %s needs a value\n", a);
+            usage();
+        }
+        i++;
+        if (!strcmp(a, "--train"))
+            o.train = v;
+        else if (!strcmp(a, "--val"))
+            o.val = v;
+        else if (!strcmp(a, "--init"))
+            o.init = v;
+        else if (!strcmp(a, "--save"))
+            o.save = v;
+        else if (!strcmp(a, "--log"))
+            o.log = v;
+        else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda")))
+            o.dev = (tc_device){v[1] == 'u' ? TC_CUDA : TC_CPU, v[1] == 'u' ? 0 : -1},
+            o.dev_set = true;
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "float32") || !strcmp(v, "bfloat16")))
+            o.dtype = v[0] == 'f' ? TC_FLOAT32 : TC_BFLOAT16;
+        else if (!strcmp(a, "--layers"))
+            o.cfg.n_layer = (int)int_flag(a, v, 1, 1000);
+        else if (!strcmp(a, "--heads"))
+            o.cfg.n_head = (int)int_flag(a, v, 1, 1000);
+        else if (!strcmp(a, "--width"))
+            o.cfg.C = int_flag(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--vocab")) /* token files hold uint16 */
+            o.cfg.V = int_flag(a, v, 1, 65536);
+        else if (!strcmp(a, "--ctx"))
+            o.cfg.maxT = int_flag(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--batch"))
+            o.B = int_flag(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--seq"))
+            o.T = int_flag(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--steps"))
+            o.steps = int_flag(a, v, 1, big);
+        else if (!strcmp(a, "--grad-accum"))
+            o.accum = int_flag(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--warmup"))
+            o.warmup = int_flag(a, v, 0, big);
+        else if (!strcmp(a, "--val-every"))
+            o.val_every = int_flag(a, v, 0, big);
+        else if (!strcmp(a, "--val-steps"))
+            o.val_steps = int_flag(a, v, 1, big);
+        else if (!strcmp(a, "--seed"))
+            o.seed = (unsigned long long)int_flag(a, v, 0, big);
+        else if (!strcmp(a, "--lr"))
+            o.lr = num_flag(a, v, 0, 1e3);
+        else if (!strcmp(a, "--min-lr-frac"))
+            o.min_lr_frac = num_flag(a, v, 0, 1);
+        else if (!strcmp(a, "--weight-decay"))
+            o.weight_decay = num_flag(a, v, 0, 1e3);
+        else if (!strcmp(a, "--grad-clip")) /* 0: no clipping */
+            o.grad_clip = num_flag(a, v, 0, 1e30);
+        else {
+            fprintf(stderr, "train_gpt2: unknown flag or value: %s %s\n", a, v);
+            usage();
+        }
+    }
+    if (!o.train) {
+        fprintf(stderr, "train_gpt2: --train is required\n");
+        usage();
+    }
+    /* TODO(checkpoints): --checkpoint FILE / --resume FILE (model, both
+     * optimizers' state, RNG states, step and loader positions) go here,
+     * on the tc_checkpoint API. */
+    return o;
+}
+
+/* ---- token files -------------------------------------------------------------------- */
+
+typedef struct tokens {
+    uint16_t *tok;
+    int64_t n;
+} tokens;
+
+/* Reads an llm.c token file and checks it: header, size, tokens < V, at
+ * least `need` tokens. Exits 2 with a message on any fault. */
+static tokens tokens_load(const char *path, int64_t V, int64_t need)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die_input("cannot open token file %s", path);
+    int32_t h[256];
+    struct stat sb;
+    if (fread(h, sizeof h, 1, f) != 1 || fstat(fileno(f), &sb) != 0)
+        die_input("%s is shorter than a token file's 1024-byte header", path);
+    if (h[0] != 20240520 || h[1] != 1)
+        die_input("%s is not an llm.c token file (magic 20240520, version 1 expected)", path);
+    if (h[2] < 0 || (int64_t)sb.st_size != 1024 + 2 * (int64_t)h[2])
+        die_input("%s: the header's token count does not match the file's size", path);
+    tokens t = {malloc((size_t)h[2] * 2 + 2), h[2]};
+    if (!t.tok || (t.n && fread(t.tok, 2, (size_t)t.n, f) != (size_t)t.n))
+        die_input("cannot read the tokens of %s", path);
+    fclose(f);
+    for (int64_t i = 0; i < t.n; i++)
+        if (t.tok[i] >= V)
+            die_input("%s holds a token outside the model's vocabulary (token %lld is %u; the "
+                      "vocabulary is %lld)",
+                      path, (long long)i, t.tok[i], (long long)V);
+    if (t.n < need)
+        die_input("%s holds %lld tokens, a global micro-batch needs %lld", path, (long long)t.n,
+                  (long long)need);
+    return t;
+}
+
+/* This rank's next micro-batch (B*T+1 tokens as int64 into dst); *pos is
+ * the global batch's start. */
+static void next_batch(const tokens *d, int64_t *pos, int rank, int world, int64_t BT, int64_t *dst)
+{
+    if (*pos + world * BT + 1 > d->n)
+        *pos = 0;
+    const uint16_t *src = d->tok + *pos + rank * BT;
+    for (int64_t i = 0; i <= BT; i++)
+        dst[i] = src[i];
+    *pos += world * BT;
+}
+
+/* ---- the trainer ---------------------------------------------------------------------- */
+
+typedef struct trainer {
+    opts o;
+    gpt2 m;
+    int rank, world;
+    tc_process_group *pg;
+    tc_ddp *ddp;
+    tc_optimizer *opt[2]; /* with weight decay, without */
+    tc_tensor **pgrads[2];
+    int np[2];
+    tc_tensor **x, **y;          /* the step's K micro-batches: views of dev_tok */
+    tc_tensor *host_tok[2];      /* [K, B*T+1] int64, pinned on a GPU: two, filled in turn */
+    tc_tensor *dev_tok;          /* [K, B*T+1] int64 on the device */
+    tc_tensor *loss, *norm, *lr; /* float32 0-d: the step's summed loss, grad norm, lr */
+    tokens train, val;
+    int64_t train_pos;
+} trainer;
+
+static double lr_at(const opts *o, long long s)
+{
+    if (s < o->warmup)
+        return o->lr * (double)(s + 1) / (double)o->warmup;
+    double ratio = (double)(s - o->warmup) / (double)(o->steps - o->warmup);
+    double min_lr = o->lr * o->min_lr_frac;
+    return min_lr + 0.5 * (1.0 + cos(acos(-1.0) * ratio)) * (o->lr - min_lr);
+}
+
+static tc_status ddp_ready(int param, void *ctx) { return tc_ddp_grad_ready(ctx, param); }
+
+/* x and y [B, T] of row k of a [K, B*T+1] token tensor. */
+static void xy_views(tc_tensor *tok, int64_t k, int64_t B, int64_t T, tc_tensor **x, tc_tensor **y)
+{
+    tc_tensor *row, *flat, *a, *b;
+    int64_t n = B * T + 1, bt[2] = {B, T};
+    TRY(tc_tensor_narrow(tok, 0, k, 1, &row));
+    TRY(tc_tensor_view(row, 1, &n, &flat));
+    TRY(tc_tensor_narrow(flat, 0, 0, B * T, &a));
+    TRY(tc_tensor_narrow(flat, 0, 1, B * T, &b));
+    TRY(tc_tensor_view(a, 2, bt, x));
+    TRY(tc_tensor_view(b, 2, bt, y));
+    tc_tensor_release(row), tc_tensor_release(flat), tc_tensor_release(a), tc_tensor_release(b);
+}
+
+/* One training step on the micro-batches already in dev_tok; queues work
+ * only (a graph captures exactly this). */
+static tc_status train_step(void *ctx)
+{
+    trainer *t = ctx;
+    gpt2 *m = &t->m;
+    TRYS(t->ddp ? tc_ddp_zero_grad(t->ddp) : tc_optimizer_zero_grad(m->grads, m->n));
+    TRYS(tc_tensor_fill_(t->loss, 0));
+    TRYS(gpt2_cast_weights(m));
+    for (long long k = 0; k < t->o.accum; k++) {
+        if (t->ddp) /* no_sync() for all but the last micro-step */
+            TRYS(tc_ddp_set_require_sync(t->ddp, k == t->o.accum - 1));
+        TRYS(gpt2_forward_backward(m, t->x[k], t->y[k], 1.0 / (double)t->o.accum, true, t->loss));
+        if (t->ddp)
+            TRYS(tc_ddp_finish(t->ddp));
+    }
+    tc_tensor *norm;
+    double max_norm = t->o.grad_clip > 0 ? t->o.grad_clip : INFINITY;
+    TRYS(tc_clip_grad_norm_(m->grads, m->n, max_norm, 2.0, false, &norm));
+    tc_status st = tc_tensor_copy_(t->norm, norm, false);
+    tc_tensor_release(norm);
+    TRYS(st);
+    for (int g = 0; g < 2; g++)
+        TRYS(tc_optimizer_step(t->opt[g], t->pgrads[g], t->np[g]));
+    return TC_OK;
+}
+
+/* The mean over ranks of a float32 0-d tensor, read on the host (a wait). */
+static double read_mean(trainer *t, tc_tensor *v)
+{
+    if (t->pg) {
+        tc_work *w;
+        TRY(tc_dist_all_reduce(t->pg, v, TC_REDUCE_OP_AVG, &w));
+        TRY(tc_work_wait_stream(w, NULL));
+        TRY(tc_work_destroy(w));
+    }
+    double x;
+    TRY(tc_tensor_item(v, &x));
+    return x;
+}
+
+/* The mean validation loss over val_steps micro-batches from the start of
+ * the validation file. */
+static double validate(trainer *t)
+{
+    const opts *o = &t->o;
+    int64_t BT = o->B * o->T, pos = 0, sizes[2] = {1, BT + 1};
+    tc_tensor *host, *dev, *x, *y, *sum;
+    TRY(tc_tensor_empty(2, sizes, TC_INT64, (tc_device){TC_CPU, -1}, &host));
+    TRY(tc_tensor_empty(2, sizes, TC_INT64, t->m.dev, &dev));
+    TRY(tc_tensor_zeros(0, NULL, TC_FLOAT32, t->m.dev, &sum));
+    xy_views(dev, 0, o->B, o->T, &x, &y);
+    TRY(gpt2_cast_weights(&t->m));
+    for (long long i = 0; i < o->val_steps; i++) {
+        next_batch(&t->val, &pos, t->rank, t->world, BT, tc_tensor_data_ptr(host));
+        TRY(tc_tensor_copy_(dev, host, false));
+        TRY(gpt2_forward_backward(&t->m, x, y, 1.0, false, sum));
+    }
+    double loss = read_mean(t, sum) / (double)o->val_steps;
+    tc_tensor *ts[] = {host, dev, x, y, sum};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        tc_tensor_release(ts[i]);
+    return loss;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+static void setup_device(trainer *t)
+{
+    opts *o = &t->o;
+    t->world = 1;
+    const char *ws = getenv("WORLD_SIZE");
+    if (o->graph && ws && atoi(ws) > 1) /* before any rank joins a group */
+        die_input("--graph with several ranks is not supported: tcuda's process groups track "
+                  "each collective from the host, which a replayed graph would bypass");
+    if (ws) { /* started by tools/tcuda-run (or torchrun) */
+        if (o->dev_set && o->dev.type == TC_CPU)
+            die_input("DDP (WORLD_SIZE is set) needs --device cuda");
+        TRY(tc_process_group_create_from_env(&t->pg));
+        t->rank = g_rank = tc_process_group_rank(t->pg);
+        t->world = tc_process_group_size(t->pg);
+        o->dev = (tc_device){TC_CUDA, tc_process_group_device(t->pg)};
+    } else if (!o->dev_set) {
+        o->dev = tc_is_available() ? (tc_device){TC_CUDA, 0} : (tc_device){TC_CPU, -1};
+    }
+    if (o->dev.type == TC_CUDA) {
+        if (!tc_is_available())
+            die_input("--device cuda: no GPU (%s)", tc_last_error());
+        TRY(tc_set_device(o->dev.index));
+    }
+    if (o->graph && o->dev.type != TC_CUDA)
+        die_input("--graph needs --device cuda");
+    if (o->tf32)
+        TRY(tc_set_float32_matmul_precision("high"));
+}
+
+static void setup_model(trainer *t)
+{
+    opts *o = &t->o;
+    char err[512];
+    tc_status st = o->init
+                       ? gpt2_load(o->init, o->cfg.n_head, o->dev, o->dtype, &t->m, err, sizeof err)
+                       : gpt2_create(&o->cfg, o->dev, o->dtype, o->seed, &t->m, err, sizeof err);
+    if (st != TC_OK) /* a bad checkpoint or config is the input's fault */
+        die_input("%s", err);
+    o->cfg = t->m.cfg;
+    if (o->T > o->cfg.maxT)
+        die_input("--seq %lld is longer than the model's %lld positions", o->T,
+                  (long long)o->cfg.maxT);
+    gpt2 *m = &t->m;
+    if (t->pg) { /* gradients are views into DDP's buckets; rank 0's weights everywhere */
+        TRY(tc_ddp_create(t->pg, m->params, m->n, NULL, &t->ddp));
+        for (int i = 0; i < m->n; i++)
+            TRY(tc_ddp_grad(t->ddp, i, &m->grads[i]));
+        m->ready = ddp_ready;
+        m->ready_ctx = t->ddp;
+    } else {
+        for (int i = 0; i < m->n; i++)
+            TRY(tc_tensor_zeros_like(m->params[i], &m->grads[i]));
+    }
+    /* two AdamW optimizers: the 2-d parameters with weight decay, the rest without */
+    tc_tensor **pp[2];
+    for (int g = 0; g < 2; g++) {
+        pp[g] = calloc((size_t)m->n, sizeof *pp[g]);
+        t->pgrads[g] = calloc((size_t)m->n, sizeof *t->pgrads[g]);
+        if (!pp[g] || !t->pgrads[g])
+            die("allocating parameter lists", TC_ERROR_OUT_OF_MEMORY);
+    }
+    for (int i = 0; i < m->n; i++) {
+        int g = gpt2_param_decays(m, i) ? 0 : 1;
+        pp[g][t->np[g]] = m->params[i];
+        t->pgrads[g][t->np[g]++] = m->grads[i];
+    }
+    for (int g = 0; g < 2; g++) {
+        tc_adamw_options ao = tc_adamw_options_default();
+        ao.lr = o->lr;
+        ao.beta2 = 0.95;
+        ao.weight_decay = g == 0 ? o->weight_decay : 0.0;
+        TRY(tc_optimizer_create_adamw(pp[g], t->np[g], &ao, &t->opt[g]));
+        free(pp[g]);
+    }
+}
+
+static void setup_data(trainer *t)
+{
+    opts *o = &t->o;
+    int64_t BT = o->B * o->T, need = t->world * BT + 1, sizes[2] = {o->accum, BT + 1};
+    t->train = tokens_load(o->train, o->cfg.V, need);
+    if (o->val)
+        t->val = tokens_load(o->val, o->cfg.V, need);
+    tc_device cpu = {TC_CPU, -1};
+    for (int i = 0; i < 2; i++) {
+        tc_tensor *h;
+        TRY(tc_tensor_empty(2, sizes, TC_INT64, cpu, &h));
+        if (o->dev.type == TC_CUDA) { /* pinned, so copies need not wait */
+            TRY(tc_tensor_pin_memory(h, &t->host_tok[i]));
+            tc_tensor_release(h);
+        } else {
+            t->host_tok[i] = h;
+        }
+    }
+    TRY(tc_tensor_empty(2, sizes, TC_INT64, o->dev, &t->dev_tok));
+    t->x = calloc((size_t)o->accum, sizeof *t->x);
+    t->y = calloc((size_t)o->accum, sizeof *t->y);
+    if (!t->x || !t->y)
+        die("allocating batch views", TC_ERROR_OUT_OF_MEMORY);
+    for (long long k = 0; k < o->accum; k++)
+        xy_views(t->dev_tok, k, o->B, o->T, &t->x[k], &t->y[k]);
+    TRY(tc_tensor_zeros(0, NULL, TC_FLOAT32, o->dev, &t->loss));
+    TRY(tc_tensor_zeros(0, NULL, TC_FLOAT32, o->dev, &t->norm));
+    TRY(tc_tensor_zeros(0, NULL, TC_FLOAT32, o->dev, &t->lr));
+}
+
+/* The K micro-batches of the next step into host buffer i. */
+static void fill_host(trainer *t, int i)
+{
+    int64_t BT = t->o.B * t->o.T;
+    int64_t *p = tc_tensor_data_ptr(t->host_tok[i]);
+    for (long long k = 0; k < t->o.accum; k++)
+        next_batch(&t->train, &t->train_pos, t->rank, t->world, BT, p + k * (BT + 1));
+}
+
+/* ---- the loop --------------------------------------------------------------------------- */
+
+static void train(trainer *t)
+{
+    opts *o = &t->o;
+    FILE *log = NULL;
+    if (o->log && t->rank == 0 && !(log = fopen(o->log, "w")))
+        die_input("cannot write the log %s", o->log);
+    tc_graph *graph = NULL;
+    if (o->graph) /* the learning rate is read on the device at each step */
+        for (int g = 0; g < 2; g++)
+            TRY(tc_optimizer_set_lr_tensor(t->opt[g], t->lr));
+    double tokens_per_step = (double)(o->B * o->T * o->accum * t->world);
+    fill_host(t, 0);
+    for (long long s = 0; s < o->steps; s++) {
+        if (o->val && o->val_every > 0 && s % o->val_every == 0) {
+            double vl = validate(t);
+            if (t->rank == 0)
+                printf("val loss %.6f (before step %lld)\n", vl, s + 1);
+        }
+        double lr = lr_at(o, s), t0 = now_s();
+        TRY(tc_tensor_copy_(t->dev_tok, t->host_tok[s % 2], true));
+        if (o->graph) {
+            TRY(tc_tensor_fill_(t->lr, lr));
+        } else {
+            for (int g = 0; g < 2; g++)
+                TRY(tc_optimizer_set_lr(t->opt[g], lr));
+        }
+        if (graph) {
+            TRY(tc_graph_replay(graph));
+        } else {
+            TRY(train_step(t));
+        }
+        if (o->graph && !graph) { /* warmed up: capture the step once */
+            TRY(tc_graph_create(&graph));
+            tc_graph_capture_guard cg = tc_graph_capture_guard_enter(graph, (tc_graph_pool_id){0},
+                                                                     NULL, TC_CAPTURE_MODE_GLOBAL);
+            TRY(cg.status);
+            tc_status st = train_step(t);
+            tc_status end = tc_graph_capture_guard_exit(&cg);
+            TRY(st);
+            TRY(end);
+        }
+        if (s + 1 < o->steps) /* the next batch, while the GPU works */
+            fill_host(t, (int)((s + 1) % 2));
+        double loss = read_mean(t, t->loss) / (double)o->accum, norm;
+        TRY(tc_tensor_item(t->norm, &norm));
+        double dt = now_s() - t0;
+        if (t->rank != 0)
+            continue;
+        char peak[32] = "peak n/a";
+        if (o->dev.type == TC_CUDA) {
+            size_t bytes;
+            TRY(tc_max_memory_allocated(o->dev.index, &bytes));
+            snprintf(peak, sizeof peak, "peak %zu MiB", bytes >> 20);
+        }
+        printf("step %lld/%lld | loss %.6f | lr %.1e | norm %.3f | %.1f ms | %.0f tok/s | %s\n",
+               s + 1, o->steps, loss, lr, norm, 1e3 * dt, tokens_per_step / dt, peak);
+        fflush(stdout);
+        if (log) {
+            fprintf(log, "%lld %.9g %.9g %.9g\n", s + 1, loss, lr, norm);
+            fflush(log);
+        }
+    }
+    if (o->val) {
+        double vl = validate(t);
+        if (t->rank == 0)
+            printf("val loss %.6f (after step %lld)\n", vl, o->steps);
+    }
+    if (graph)
+        TRY(tc_graph_destroy(graph));
+    if (log)
+        fclose(log);
+}
+
+static void cleanup(trainer *t)
+{
+    for (int g = 0; g < 2; g++) {
+        TRY(tc_optimizer_destroy(t->opt[g]));
+        free(t->pgrads[g]);
+    }
+    for (long long k = 0; k < t->o.accum; k++) {
+        tc_tensor_release(t->x[k]);
+        tc_tensor_release(t->y[k]);
+    }
+    free(t->x);
+    free(t->y);
+    tc_tensor *ts[] = {t->host_tok[0], t->host_tok[1], t->dev_tok, t->loss, t->norm, t->lr};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        tc_tensor_release(ts[i]);
+    for (int i = 0; i < t->m.n; i++)
+        tc_tensor_release(t->m.grads[i]);
+    if (t->ddp)
+        TRY(tc_ddp_destroy(t->ddp));
+    gpt2_free(&t->m);
+    free(t->train.tok);
+    free(t->val.tok);
+    if (t->pg)
+        TRY(tc_process_group_destroy(t->pg));
+}
+
+int main(int argc, char **argv)
+{
+    trainer t = {.o = parse(argc, argv)};
+    setup_device(&t);
+    setup_model(&t);
+    setup_data(&t);
+    opts *o = &t.o;
+    if (t.rank == 0) {
+        char dev[32];
+        tc_device_format(o->dev, dev, sizeof dev);
+        printf("train_gpt2: %d layers, %d heads, width %lld, vocabulary %lld, %lld positions; "
+               "%s %s; %d rank%s x batch %lld x seq %lld x accum %lld; %lld train tokens\n",
+               o->cfg.n_layer, o->cfg.n_head, (long long)o->cfg.C, (long long)o->cfg.V,
+               (long long)o->cfg.maxT, dev, tc_dtype_string(o->dtype), t.world,
+               t.world > 1 ? "s" : "", o->B, o->T, o->accum, (long long)t.train.n);
+    }
+    train(&t);
+    if (o->save && t.rank == 0) {
+        TRY(gpt2_save(&t.m, o->save));
+        printf("saved %s\n", o->save);
+    }
+    cleanup(&t);
+    return 0;
+}

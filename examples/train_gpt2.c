@@ -44,8 +44,9 @@
  * as a CUDA graph after an eager warm-up step and replays it: batches are
  * copied into the same device buffers, and the learning rate lives in a
  * device tensor (tc_optimizer_set_lr_tensor) filled before each replay.
- * It is refused with several ranks: tcuda's process groups track each
- * collective from the host (the watchdog), which a replayed graph bypasses.
+ * Under DDP the buckets' all_reduces are captured too (NCCL inside the
+ * graph); a replayed collective is not watched (dist.h): a dead peer then
+ * hangs the replay, as in PyTorch.
  *
  * Output (rank 0): one line per step, a validation loss every --val-every
  * steps and after the last (with --val), and with --log one line per step
@@ -422,9 +423,6 @@ static void setup_device(trainer *t)
     opts *o = &t->o;
     t->world = 1;
     const char *ws = getenv("WORLD_SIZE");
-    if (o->graph && ws && atoi(ws) > 1) /* before any rank joins a group */
-        die_input("--graph with several ranks is not supported: tcuda's process groups track "
-                  "each collective from the host, which a replayed graph would bypass");
     if (ws) { /* started by tools/tcuda-run (or torchrun) */
         if (o->dev_set && o->dev.type == TC_CPU)
             die_input("DDP (WORLD_SIZE is set) needs --device cuda");

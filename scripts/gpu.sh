@@ -26,9 +26,11 @@
 #             among "ctest cs examples oracle bench" (default: all, in order)
 #   train     training's pieces: the build, their tests (TRAIN_TESTS: the
 #             backward ops, optimizers, GradScaler, DDP buckets) once, their
-#             PyTorch oracles (tests/torch/<name>.py, TRAIN_ORACLES) and each
-#             test under compute-sanitizer memcheck and racecheck; on 2 or
-#             more GPUs test_ddp runs its ranks
+#             PyTorch oracles (tests/torch/<name>.py, TRAIN_ORACLES),
+#             examples/train_gpt2 against PyTorch (tests/torch/
+#             train_gpt2_torch.py; also --ddp 2 and 4 where the GPUs are;
+#             TRAIN_TORCH=0 skips it) and each test under compute-sanitizer
+#             memcheck and racecheck; on 2 or more GPUs test_ddp runs its ranks
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -235,6 +237,26 @@ step_oracles() {
   done
 }
 
+# examples/train_gpt2 against a plain PyTorch training run (20 steps, the
+# same initial weights and batches), then with --ddp N on the GPUs there are.
+step_train_torch() {
+  local n rc gpus ddp=()
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  for n in 1 2 4; do
+    [ "$n" -le "$gpus" ] || break
+    ddp=()
+    [ "$n" -gt 1 ] && ddp=(--ddp "$n")
+    timeout 400 python3 tests/torch/train_gpt2_torch.py --exe "$B/examples/train_gpt2" "${ddp[@]}" \
+      > "$L/train_gpt2_torch_$n.txt" 2>&1
+    rc=$?
+    case $rc in
+      0) result "train_gpt2_torch x$n" pass "$(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
+      77) result "train_gpt2_torch x$n" skip "$(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
+      *) result "train_gpt2_torch x$n" fail "rc=$rc $(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
+    esac
+  done
+}
+
 step_dlpack() {
   timeout 120 python3 tests/torch/dlpack_torch.py "$B/libtcuda.so" > "$L/dlpack.txt" 2>&1
   local rc=$?
@@ -386,13 +408,15 @@ case $PRESET in
     step_benches $EVERY_TOPIC ;;
   train)
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda}
+      test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
+      test_train_gpt2_grad test_train_gpt2_cuda}
     TRAIN_ORACLES=${TRAIN_ORACLES:-nn_backward_torch nn_layers_torch attention_backward_torch \
       optim_torch checkpoint_torch}
     # shellcheck disable=SC2086 # lists of names
     ctest_step "ctest training" ctest.log -LE sanitizer -R "^($(echo $TRAIN_TESTS | tr ' ' '|'))\$"
     # shellcheck disable=SC2086
     step_oracles ${TRAIN_ORACLES:-}
+    [ "${TRAIN_TORCH:-1}" = 1 ] && step_train_torch
     # (not test_optim: CPU only, and compute-sanitizer fails a program that
     # makes no CUDA call; test_optim_cuda is its GPU half)
     CS_TESTS=${TRAIN_CS_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \

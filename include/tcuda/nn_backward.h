@@ -237,7 +237,7 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, c
                                                            tc_tensor **lse);
 
 /* The gradients of attention from what tc_nn_scaled_dot_product_attention_lse
- * kept: its out (grad_output's sizes and dtype) and lse ([..., L], float32
+ * kept: its out as `output` (grad_output's sizes and dtype) and lse ([..., L], float32
  * for 16-bit and float32 q, float64 for float64), with the same is_causal
  * and scale. Results as tc_nn_scaled_dot_product_attention_backward's (new,
  * contiguous, q's dtype; NULL slots not computed). On a GPU, for float32,
@@ -247,14 +247,14 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, c
  * queries for dQ, recomputing P = exp(scale * q k^T - lse) tile by tile in
  * float32, no [L, S] matrix in memory and no atomics (the same bits on
  * every run). Elsewhere the math path of
- * tc_nn_scaled_dot_product_attention_backward runs and out and lse are only
- * checked. Errors: the header's common ones; TC_ERROR_SHAPE for an out not
- * of grad_output's sizes or an lse not of q's sizes without E,
- * TC_ERROR_DTYPE for an out not of q's dtype or an lse not of the dtype
+ * tc_nn_scaled_dot_product_attention_backward runs and output and lse are
+ * only checked. Errors: the header's common ones; TC_ERROR_SHAPE for an
+ * output not of grad_output's sizes or an lse not of q's sizes without E,
+ * TC_ERROR_DTYPE for an output not of q's dtype or an lse not of the dtype
  * above. */
 TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward_lse(
     const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
-    const tc_tensor *out, const tc_tensor *lse, bool is_causal, const double *scale,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
     tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v);
 
 TCUDA_EXTERN_C_END

@@ -516,17 +516,15 @@ static tc_status check_lse(const tc_tensor *lse, const tc_tensor *q)
     return TC_OK;
 }
 
-tc_status tc_nn_scaled_dot_product_attention_backward_lse(const tc_tensor *grad_output,
-                                                          const tc_tensor *q, const tc_tensor *k,
-                                                          const tc_tensor *v, const tc_tensor *out,
-                                                          const tc_tensor *lse, bool is_causal,
-                                                          const double *scale, tc_tensor **grad_q,
-                                                          tc_tensor **grad_k, tc_tensor **grad_v)
+tc_status tc_nn_scaled_dot_product_attention_backward_lse(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
+    tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v)
 {
     TC_API_BEGIN;
     TC_TRY(tc__nn_sdpa_check(SDPA_BWD_LSE, q, k, v));
     TC_TRY(check_grad_out(SDPA_BWD_LSE, "grad_output", grad_output, q, v));
-    TC_TRY(check_grad_out(SDPA_BWD_LSE, "out", out, q, v));
+    TC_TRY(check_grad_out(SDPA_BWD_LSE, "output", output, q, v));
     TC_TRY(check_lse(lse, q));
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
@@ -548,7 +546,7 @@ tc_status tc_nn_scaled_dot_product_attention_backward_lse(const tc_tensor *grad_
         bool done = false;
         st = q->sizes[nd - 1] == 0
                  ? TC_OK
-                 : fused_grads(grad_output, q, k, v, out, lse, is_causal, sc, &g, &done);
+                 : fused_grads(grad_output, q, k, v, output, lse, is_causal, sc, &g, &done);
         if (st == TC_OK && !done)
             st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
     }

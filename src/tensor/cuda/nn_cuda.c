@@ -110,7 +110,9 @@ static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
 static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a, bool *done)
 {
     *done = false;
-    if (!tc__k_nn_attention_backward_takes(a))
+    /* 16-bit from compute capability 8.0, as the forward that made lse */
+    bool half = a->dtype == TC_FLOAT16 || a->dtype == TC_BFLOAT16;
+    if (!tc__k_nn_attention_backward_takes(a) || (half && tc__cc_major(device) < 8))
         return TC_OK;
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);

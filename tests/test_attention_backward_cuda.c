@@ -6,8 +6,8 @@
  * L < S and L > S with odd lengths (1, 63, 65, 257), causal and not, the
  * scale given and not, dense operands and head views of one [B, L, H, 3E]
  * qkv projection; the fused counts go up once per call. The fused backward
- * sums in a fixed order: a second call, and the plain backward, give the
- * same bits. Cases the kernels do not take (E > 128, float64, the switch
+ * sums in a fixed order: a second call, the plain backward, and a replay
+ * of the pair captured in a CUDA graph give the same bits. Cases the kernels do not take (E > 128, float64, the switch
  * off) run the math path, counted as such, with the same values.
  *
  * Tolerances, relative to the largest magnitude of each result (the
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "nn_check.h"
+#include "tcuda/graph.h"
 #include "tcuda/nn_backward.h"
 
 /* The device's compute capability: 16-bit operands are fused from 8.0. */
@@ -230,6 +231,57 @@ static void test_math_path(void)
     tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v), tc_tensor_release(go);
 }
 
+/* The training pair captured into a CUDA graph (after an eager call that
+ * set the kernels up): nothing waits, the scratch comes from the graph's
+ * pool, and a replay gives the eager call's bits. */
+static void test_graph(void)
+{
+    static const tc_dtype dts[2] = {TC_FLOAT32, TC_BFLOAT16};
+    for (int d = 0; d < 2; d++) {
+        if (!takes(dts[d]))
+            continue;
+        int64_t qs[4] = {2, 3, 65, 64};
+        tc_tensor *in[4]; /* grad_out, q, k, v */
+        for (int i = 0; i < 4; i++)
+            in[i] = rnd(GPU, 4, qs, dts[d], -1, 1, NULL);
+        tc_tensor *out = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
+        CHECK_OK(
+            tc_nn_scaled_dot_product_attention_lse(in[1], in[2], in[3], true, NULL, &out, &lse));
+        CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(
+            in[0], in[1], in[2], in[3], out, lse, true, NULL, &g[0], &g[1], &g[2]));
+        CHECK_OK(tc_synchronize(-1));
+        tc_graph *graph = NULL;
+        CHECK_OK(tc_graph_create(&graph));
+        tc_tensor *cout = NULL, *clse = NULL, *cg[3] = {NULL, NULL, NULL};
+        uint64_t b0 = tc__nn_attention_backward_fused_count();
+        tc_graph_pool_id none = {0};
+        tc_graph_capture_guard gd = tc_graph_capture_guard_enter(graph, none, NULL,
+                                                                 TC_CAPTURE_MODE_GLOBAL);
+        CHECK_OK(gd.status);
+        CHECK_OK(
+            tc_nn_scaled_dot_product_attention_lse(in[1], in[2], in[3], true, NULL, &cout, &clse));
+        CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(
+            in[0], in[1], in[2], in[3], cout, clse, true, NULL, &cg[0], &cg[1], &cg[2]));
+        CHECK_OK(tc_graph_capture_guard_exit(&gd));
+        CHECK(tc__nn_attention_backward_fused_count() - b0 == 1);
+        CHECK_OK(tc_graph_replay(graph));
+        CHECK_OK(tc_synchronize(-1));
+        same_bits("attention forward replayed from a graph", out, cout);
+        same_bits("attention lse replayed from a graph", lse, clse);
+        for (int i = 0; i < 3; i++)
+            same_bits("attention backward replayed from a graph", g[i], cg[i]);
+        for (int i = 0; i < 3; i++) {
+            tc_tensor_release(g[i]);
+            tc_tensor_release(cg[i]);
+        }
+        tc_tensor_release(out), tc_tensor_release(lse);
+        tc_tensor_release(cout), tc_tensor_release(clse);
+        CHECK_OK(tc_graph_destroy(graph));
+        for (int i = 0; i < 4; i++)
+            tc_tensor_release(in[i]);
+    }
+}
+
 int main(void)
 {
     tc_test_init();
@@ -241,6 +293,7 @@ int main(void)
     test_dense();
     test_head_views();
     test_math_path();
+    test_graph();
     CHECK_OK(tc_synchronize(-1));
     return TC_TEST_DONE();
 }

@@ -357,14 +357,15 @@ tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool ca
  * row stride (st); false when they do not collapse so, or the columns are
  * not unit-stride. */
 bool tc__nn_attention_levels(const tc_tensor *t, int64_t st[3]);
-/* The forward for checked q, k, v with L, S, E >= 1 and B >= 1: the fused
- * kernel where the backend takes the operands (and the switch is on), else
- * the math path, into a new *out [..., L, Ev]. lse, NULL when not wanted,
- * is a dense float32 tensor of B * L elements that the fused kernel fills;
- * *lse_done says whether it did (false: the math path ran, lse untouched). */
+/* The forward for checked q, k, v with L, S, B, Ev >= 1: the fused kernel
+ * where the backend takes the operands (and the switch is on), else the
+ * math path (or with fused_only nothing: *out stays NULL), into a new *out
+ * [..., L, Ev]. lse, NULL when not wanted, is a dense float32 tensor of
+ * B * L elements that the fused kernel fills; *lse_done says whether it
+ * did (false: lse untouched). */
 tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
-                              bool causal, double scale, tc_tensor *lse, bool *lse_done,
-                              tc_tensor **out);
+                              bool causal, double scale, tc_tensor *lse, bool fused_only,
+                              bool *lse_done, tc_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -310,9 +310,9 @@ static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_t
 }
 
 /* tc_nn_scaled_dot_product_attention_backward on a device with a fused
- * backward: the forward again, keeping lse, then the fused backward. *done
- * false (g untouched) where either is not fused: the caller runs the math
- * path. */
+ * backward: the fused forward again, keeping lse, then the fused backward.
+ * *done false (g untouched) where either is not fused (the forward then
+ * computes nothing): the caller runs the math path. */
 static tc_status reforward_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
                                  const tc_tensor *v, bool causal, double scale, sdpa_grads *g,
                                  bool *done)
@@ -327,7 +327,7 @@ static tc_status reforward_grads(const tc_tensor *go, const tc_tensor *q, const 
     bool lse_done = false;
     tc_status st = tc__new_tensor(nd - 1, q->sizes, TC_FLOAT32, q->storage->device, false, &lse);
     if (st == TC_OK)
-        st = tc__nn_sdpa_forward(q, k, v, causal, scale, lse, &lse_done, &out);
+        st = tc__nn_sdpa_forward(q, k, v, causal, scale, lse, true, &lse_done, &out);
     if (st == TC_OK && lse_done)
         st = fused_grads(go, q, k, v, out, lse, causal, scale, g, done);
     tc_tensor_release(out);
@@ -431,7 +431,8 @@ static tc_status forward_lse(const tc_tensor *q, const tc_tensor *k, const tc_te
     bool done = false;
     tc_status st = tc__new_tensor(nd - 1, q->sizes, cdt, q->storage->device, false, &m);
     if (st == TC_OK)
-        st = tc__nn_sdpa_forward(q, k, v, causal, scale, cdt == TC_FLOAT32 ? m : NULL, &done, &o);
+        st = tc__nn_sdpa_forward(q, k, v, causal, scale, cdt == TC_FLOAT32 ? m : NULL, false, &done,
+                                 &o);
     if (st == TC_OK && !done) {
         tc_tensor_release(m);
         m = NULL;

@@ -757,8 +757,8 @@ static tc_status sdpa_unfused(const tc__nn_backend *be, const tc_tensor *q, cons
 }
 
 tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
-                              bool causal, double scale, tc_tensor *lse, bool *lse_done,
-                              tc_tensor **out)
+                              bool causal, double scale, tc_tensor *lse, bool fused_only,
+                              bool *lse_done, tc_tensor **out)
 {
     tc_device dev = q->storage->device;
     const tc__nn_backend *be = tc__nn_of(dev);
@@ -777,6 +777,8 @@ tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_t
         if (st != TC_OK || res)
             return finish(st, res, out);
     }
+    if (fused_only)
+        return TC_OK;
     tc_status st = sdpa_unfused(be, q, k, v, causal, scale, osz, &res);
     return finish(st, res, out);
 }
@@ -803,5 +805,5 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
         return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
     bool lse_done;
-    return tc__nn_sdpa_forward(q, k, v, is_causal, sc, NULL, &lse_done, out);
+    return tc__nn_sdpa_forward(q, k, v, is_causal, sc, NULL, false, &lse_done, out);
 }

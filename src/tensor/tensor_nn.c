@@ -767,8 +767,7 @@ tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_t
     int nd = q->ndim;
     int64_t osz[TC_MAX_DIMS];
     for (int i = 0; i < nd; i++)
-        osz[i] = q->sizes[i];
-    osz[nd - 1] = v->sizes[nd - 1];
+        osz[i] = i == nd - 1 ? v->sizes[i] : q->sizes[i];
     tc_tensor *res = NULL;
     *lse_done = false;
     if (be->attention && osz[nd - 1] == q->sizes[nd - 1] && atomic_load(&attention_fuse)) {
@@ -790,20 +789,15 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     TC_API_BEGIN;
     TC_TRY(tc__nn_sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v));
     TC_CHECK_ARG(out, "tc_nn_scaled_dot_product_attention: out is NULL");
-    tc_device dev = q->storage->device;
-    const tc__nn_backend *be = tc__nn_of(dev);
-    if (!be)
+    if (!tc__nn_of(q->storage->device))
         return TC_ERROR_NO_DEVICE;
     int nd = q->ndim;
-    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
-    int64_t ev = v->sizes[nd - 1];
-    double sc = scale ? *scale : 1.0 / sqrt((double)e);
-    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
+    int64_t osz[TC_MAX_DIMS];
     for (int i = 0; i < nd; i++)
-        osz[i] = q->sizes[i];
-    osz[nd - 1] = ev;
-    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
-        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
+        osz[i] = i == nd - 1 ? v->sizes[i] : q->sizes[i];
+    if (prod(osz, 0, nd) == 0 || k->sizes[nd - 2] == 0) /* a sum of nothing */
+        return tc_tensor_zeros(nd, osz, q->dtype, q->storage->device, out);
+    double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
     bool lse_done;
     return tc__nn_sdpa_forward(q, k, v, is_causal, sc, NULL, false, &lse_done, out);
 }

@@ -237,9 +237,9 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, c
                                                            tc_tensor **lse);
 
 /* The gradients of attention from what tc_nn_scaled_dot_product_attention_lse
- * kept: its out as `output` (grad_output's sizes and dtype) and lse ([..., L], float32
- * for 16-bit and float32 q, float64 for float64), with the same is_causal
- * and scale. Results as tc_nn_scaled_dot_product_attention_backward's (new,
+ * kept: its out, here `output` (grad_output's sizes and dtype), and lse
+ * ([..., L], float32 for 16-bit and float32 q, float64 for float64), with
+ * the same is_causal and scale. Results as tc_nn_scaled_dot_product_attention_backward's (new,
  * contiguous, q's dtype; NULL slots not computed). On a GPU, for float32,
  * float16 and bfloat16 with E == Ev <= 128 (16-bit from compute capability
  * 8.0) and a contiguous lse, FlashAttention-2's backward: D = rowsum(dO * O),

@@ -5,6 +5,11 @@
  * softmax, GEMM, with the copies its GEMMs need) for comparison, in float32
  * and bfloat16. Each row is the median of repeats timed with CUDA events on
  * the current stream; TFLOP/s counts the causal half of both products.
+ * Then the backward at batch 8, 12 heads, 1024 tokens, head size 64,
+ * causal, in float32, float16 and bfloat16: tc_nn_scaled_dot_product_attention_backward_lse
+ * from the lse forward's out and lse, fused and on the math path, rows whose
+ * dtype cell reads "<dtype> backward 1024" (TFLOP/s counts the causal half
+ * of its five products: the scores again, dP, dV, dK, dQ).
  * Prints CSV (bench/run.sh attention puts PyTorch's numbers beside it).
  * Usage: bench_attention [repeats] */
 #include <stdio.h>
@@ -25,6 +30,67 @@ static void run_attention(void *qkv)
     tc_tensor_release(y);
 }
 
+enum { BT = 1024 }; /* the backward's tokens */
+
+/* The backward's operands: grad_out, q, k, v, out, lse. */
+typedef struct bwd_in {
+    tc_tensor *t[6];
+} bwd_in;
+
+/* One backward from lse (causal); the gradients are dropped. */
+static void run_backward(void *arg)
+{
+    tc_tensor *const *t = ((bwd_in *)arg)->t, *g[3] = {NULL, NULL, NULL};
+    TRY(tc_nn_scaled_dot_product_attention_backward_lse(t[0], t[1], t[2], t[3], t[4], t[5], true,
+                                                        NULL, &g[0], &g[1], &g[2]));
+    for (int i = 0; i < 3; i++)
+        tc_tensor_release(g[i]);
+}
+
+/* q, k and v: the head views of one [B, tokens, 3 * H * D] projection. */
+static void head_views(tc_device gpu, tc_dtype dt, int64_t tokens, tc_tensor **proj,
+                       tc_tensor *qkv[3])
+{
+    int64_t ps[3] = {B, tokens, 3 * H * D}, hs[4] = {B, tokens, H, D};
+    TRY(tc_tensor_randn(3, ps, dt, gpu, NULL, proj));
+    for (int i = 0; i < 3; i++) {
+        tc_tensor *part = NULL, *split = NULL;
+        TRY(tc_tensor_narrow(*proj, 2, i * H * D, H * D, &part));
+        TRY(tc_tensor_view(part, 4, hs, &split));
+        TRY(tc_tensor_transpose(split, 1, 2, &qkv[i]));
+        tc_tensor_release(part);
+        tc_tensor_release(split);
+    }
+}
+
+/* The backward rows: fused, then the math path, per dtype. */
+static void bench_backward(tc_device gpu, int reps)
+{
+    static const tc_dtype dts[3] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16};
+    double flops = 5.0 * 2.0 * B * H * (double)BT * BT * D / 2;
+    for (int di = 0; di < 3; di++) {
+        tc_tensor *proj = NULL, *gproj = NULL;
+        bwd_in in;
+        head_views(gpu, dts[di], BT, &proj, &in.t[1]);
+        int64_t gs[4] = {B, BT, H, D};
+        TRY(tc_tensor_randn(4, gs, dts[di], gpu, NULL, &gproj));
+        TRY(tc_tensor_transpose(gproj, 1, 2, &in.t[0]));
+        TRY(tc_nn_scaled_dot_product_attention_lse(in.t[1], in.t[2], in.t[3], true, NULL, &in.t[4],
+                                                   &in.t[5]));
+        for (int fused = 1; fused >= 0; fused--) {
+            tc__nn_attention_set_fused(fused);
+            double ms = bench_gpu_median_ms(run_backward, &in, reps);
+            printf("%s backward %d,%s,%.4f,%.1f\n", tc_dtype_string(dts[di]), BT,
+                   fused ? "fused" : "unfused", ms, flops / ms / 1e9);
+        }
+        tc__nn_attention_set_fused(true);
+        for (int i = 0; i < 6; i++)
+            tc_tensor_release(in.t[i]);
+        tc_tensor_release(proj);
+        tc_tensor_release(gproj);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 51;
@@ -37,17 +103,8 @@ int main(int argc, char **argv)
     double flops = 2.0 * 2.0 * B * H * (double)T * T * D / 2;
     printf("dtype,path,ms,TFLOPs\n");
     for (int di = 0; di < 2; di++) {
-        int64_t ps[3] = {B, T, 3 * H * D}, hs[4] = {B, T, H, D};
         tc_tensor *proj = NULL, *qkv[3];
-        TRY(tc_tensor_randn(3, ps, dts[di], gpu, NULL, &proj));
-        for (int i = 0; i < 3; i++) {
-            tc_tensor *part = NULL, *split = NULL;
-            TRY(tc_tensor_narrow(proj, 2, i * H * D, H * D, &part));
-            TRY(tc_tensor_view(part, 4, hs, &split));
-            TRY(tc_tensor_transpose(split, 1, 2, &qkv[i]));
-            tc_tensor_release(part);
-            tc_tensor_release(split);
-        }
+        head_views(gpu, dts[di], T, &proj, qkv);
         for (int fused = 1; fused >= 0; fused--) {
             tc__nn_attention_set_fused(fused);
             double ms = bench_gpu_median_ms(run_attention, qkv, reps);
@@ -59,5 +116,6 @@ int main(int argc, char **argv)
             tc_tensor_release(qkv[i]);
         tc_tensor_release(proj);
     }
+    bench_backward(gpu, reps);
     return 0;
 }

@@ -129,6 +129,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/blas_lt.c
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
+  src/tensor/cuda/kernels/attention_backward.cu
   src/tensor/cuda/kernels/backward.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/dropout.cu

@@ -146,6 +146,81 @@ static void check_against(const char *what, const tc_tensor *go, const tc_tensor
         release_grads(&g);
 }
 
+/* Each query row's log-sum-exp of its scaled, masked scores in double, for
+ * dense q [nb, l, e] and k [nb, s, e] (-inf for s == 0). */
+static void ref_lse(const double *q, const double *k, int64_t nb, int64_t l, int64_t s, int64_t e,
+                    bool causal, double scale, double *lse)
+{
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < l; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (int64_t j = 0; j < s && !(causal && j > i); j++) {
+                    double d = 0;
+                    for (int64_t x = 0; x < e; x++)
+                        d += q[(b * l + i) * e + x] * k[(b * s + j) * e + x];
+                    if (pass == 0)
+                        m = fmax(m, d * scale);
+                    else
+                        sum += exp(d * scale - m);
+                }
+            lse[b * l + i] = m == -INFINITY ? -INFINITY : m + log(sum);
+        }
+}
+
+/* The training pair on (go, q, k, v) with host values qv, kv, vv (dense
+ * [nb, rows, cols]): tc_nn_scaled_dot_product_attention_lse's out against
+ * the double forward and its lse against ref_lse (of the computation
+ * dtype), then tc_nn_scaled_dot_product_attention_backward_lse's gradients
+ * against ref (dq, dk, dv), within the dtypes' tolerances times mul. */
+static void check_lse_pair(const char *what, const tc_tensor *go, const tc_tensor *q,
+                           const tc_tensor *k, const tc_tensor *v, const double *qv,
+                           const double *kv, const double *vv, bool causal, const double *scale,
+                           double *const ref[3], double mul)
+{
+    int nd = tc_tensor_ndim(q);
+    int64_t l = tc_tensor_size(q, nd - 2), s = tc_tensor_size(k, nd - 2);
+    int64_t e = tc_tensor_size(q, nd - 1), ev = tc_tensor_size(v, nd - 1), nb = 1;
+    for (int i = 0; i < nd - 2; i++)
+        nb *= tc_tensor_size(q, i);
+    tc_dtype dt = tc_tensor_dtype(q), cdt = dt == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32;
+    double sc = scale ? *scale : 1 / sqrt((double)e);
+    double *o = malloc(sizeof(double) * (size_t)(nb * l * ev + 1));
+    double *m = malloc(sizeof(double) * (size_t)(nb * l + 1));
+    ref_sdpa(qv, kv, vv, nb, l, s, e, ev, causal, sc, o);
+    ref_lse(qv, kv, nb, l, s, e, causal, sc, m);
+    tc_tensor *out = NULL, *lse = NULL;
+    char name[200];
+    CHECK_OK(tc_nn_scaled_dot_product_attention_lse(q, k, v, causal, scale, &out, &lse));
+    CHECK(same_sizes(lse, nd - 1, tc_tensor_sizes(q)) && tc_tensor_dtype(lse) == cdt);
+    snprintf(name, sizeof name, "%s, the lse forward's out", what);
+    near_ref(name, dt, out, o, nb * l * ev, mul);
+    snprintf(name, sizeof name, "%s, the lse forward's lse", what);
+    near_ref(name, cdt, lse, m, nb * l, mul);
+    grads g = {{NULL, NULL, NULL}};
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(go, q, k, v, out, lse, causal, scale,
+                                                             &g.t[0], &g.t[1], &g.t[2]));
+    const tc_tensor *like[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s, backward from lse, gradient %d", what, i);
+        CHECK(g.t[i] && tc_tensor_is_contiguous(g.t[i]) && tc_tensor_dtype(g.t[i]) == dt);
+        near_ref(name, dt, g.t[i], ref[i], tc_tensor_numel(like[i]), mul);
+    }
+    /* one gradient at a time: the others stay NULL */
+    tc_tensor *one = NULL, *none = NULL;
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(go, q, k, v, out, lse, causal, scale,
+                                                             NULL, &one, NULL));
+    snprintf(name, sizeof name, "%s, backward from lse, dk alone", what);
+    near_ref(name, dt, one, ref[1], tc_tensor_numel(k), mul);
+    CHECK(none == NULL);
+    tc_tensor_release(one);
+    release_grads(&g);
+    tc_tensor_release(out);
+    tc_tensor_release(lse);
+    free(o);
+    free(m);
+}
+
 /* Case c in dtype dt on dev against the double loop; each gradient alone
  * too (the others NULL); 16-bit results also against float32 on the same
  * rounded inputs. */
@@ -172,6 +247,7 @@ static void check_case(tc_device dev, const sdpa_case *c, tc_dtype dt, bool caus
              (long long)c->s, causal ? " causal" : "", scale ? " scaled" : "");
     grads all = {{NULL, NULL, NULL}};
     check_against(what, tg, tq, tk, tv, causal, scale, ref, 4, &all);
+    check_lse_pair(what, tg, tq, tk, tv, q, k, v, causal, scale, ref, 4);
     /* one gradient at a time: the same values */
     for (int i = 0; i < 3; i++) {
         tc_tensor *one[3] = {NULL, NULL, NULL};
@@ -246,6 +322,8 @@ static void test_head_views(tc_device dev)
                          1 / sqrt((double)e), ref[0], ref[1], ref[2]);
             check_against(causal ? "sdpa backward head views causal" : "sdpa backward head views",
                           t[3], t[0], t[1], t[2], causal, NULL, ref, 4, NULL);
+            check_lse_pair("sdpa head views", t[3], t[0], t[1], t[2], val[0], val[1], val[2],
+                           causal, NULL, ref, 4);
             for (int i = 0; i < 4; i++) {
                 tc_tensor_release(mem[i]);
                 tc_tensor_release(t[i]);
@@ -281,6 +359,10 @@ static void test_empty(tc_device dev)
                 double *ref[3] = {zeros, zeros, zeros};
                 check_against("sdpa backward of empty sizes", go, q, k, v, causal, NULL, ref, 1,
                               NULL);
+                double *qv = tc_test_values(q), *kv = tc_test_values(k), *vv = tc_test_values(v);
+                check_lse_pair("sdpa lse pair of empty sizes", go, q, k, v, qv, kv, vv, causal,
+                               NULL, ref, 1);
+                free(qv), free(kv), free(vv);
                 tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
                 tc_tensor_release(go);
             }
@@ -514,8 +596,105 @@ static void test_bad_input(tc_device dev)
         tc_tensor_release(all[i]);
 }
 
+/* The lse pair's bad input: a status, a message naming the call, no output
+ * written. */
+static void bad_pair(const char *fn, tc_status got, tc_status want, tc_tensor *const *out, int n,
+                     tc_tensor *sentinel)
+{
+    CHECK_STATUS(got, want);
+    CHECK(strstr(tc_last_error(), fn) == tc_last_error());
+    for (int i = 0; i < n; i++)
+        CHECK(out[i] == sentinel);
+}
+
+#define FWD_LSE tc_nn_scaled_dot_product_attention_lse
+#define BWD_LSE tc_nn_scaled_dot_product_attention_backward_lse
+
+static void test_bad_lse_pair(tc_device dev)
+{
+    static char mark;
+    tc_tensor *const S = (tc_tensor *)(void *)&mark;
+    tc_tensor *o[3] = {S, S, S};
+    const char *F = "tc_nn_scaled_dot_product_attention_lse";
+    const char *B = "tc_nn_scaled_dot_product_attention_backward_lse";
+    tc_tensor *q = rnd(dev, 3, (int64_t[]){2, 3, 4}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *k = rnd(dev, 3, (int64_t[]){2, 5, 4}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *v = rnd(dev, 3, (int64_t[]){2, 5, 6}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *go = rnd(dev, 3, (int64_t[]){2, 3, 6}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *ke = rnd(dev, 3, (int64_t[]){2, 5, 3}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *o_l = rnd(dev, 3, (int64_t[]){2, 4, 6}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *o64 = rnd(dev, 3, (int64_t[]){2, 3, 6}, TC_FLOAT64, -1, 1, NULL);
+    tc_tensor *lse64 = rnd(dev, 2, (int64_t[]){2, 3}, TC_FLOAT64, -1, 1, NULL);
+    tc_tensor *lse16 = rnd(dev, 2, (int64_t[]){2, 3}, TC_BFLOAT16, -1, 1, NULL);
+    tc_tensor *lse_l = rnd(dev, 2, (int64_t[]){2, 4}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *lse_3d = rnd(dev, 3, (int64_t[]){2, 3, 1}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *lse_1d = rnd(dev, 1, (int64_t[]){6}, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *qi = NULL, *dead = NULL, *out = NULL, *lse = NULL;
+    CHECK_OK(tc_tensor_zeros(3, (int64_t[]){2, 3, 4}, TC_INT32, dev, &qi));
+    CHECK_OK(tc_tensor_zeros(2, (int64_t[]){2, 3}, TC_FLOAT32, dev, &dead));
+    tc_tensor_release(dead);
+    tc_status A = TC_ERROR_INVALID_ARGUMENT, H = TC_ERROR_INVALID_HANDLE, D = TC_ERROR_DTYPE,
+              Z = TC_ERROR_SHAPE;
+
+    /* the forward: the good call, then each bad one */
+    CHECK_OK(FWD_LSE(q, k, v, true, NULL, &out, &lse));
+    CHECK(out && lse && same_sizes(lse, 2, (int64_t[]){2, 3}));
+    bad_pair(F, FWD_LSE(NULL, k, v, false, NULL, &o[0], &o[1]), A, o, 2, S);
+    bad_pair(F, FWD_LSE(q, NULL, v, false, NULL, &o[0], &o[1]), A, o, 2, S);
+    bad_pair(F, FWD_LSE(q, k, NULL, false, NULL, &o[0], &o[1]), A, o, 2, S);
+    bad_pair(F, FWD_LSE(q, k, v, false, NULL, NULL, &o[1]), A, o, 2, S);
+    bad_pair(F, FWD_LSE(q, k, v, false, NULL, &o[0], NULL), A, o, 2, S);
+    bad_pair(F, FWD_LSE(lse_1d, k, v, false, NULL, &o[0], &o[1]), Z, o, 2, S); /* 1-d q */
+    bad_pair(F, FWD_LSE(qi, k, v, false, NULL, &o[0], &o[1]), D, o, 2, S);
+    bad_pair(F, FWD_LSE(q, ke, v, false, NULL, &o[0], &o[1]), Z, o, 2, S);
+    bad_pair(F, FWD_LSE(q, k, o64, false, NULL, &o[0], &o[1]), D, o, 2, S);
+
+    /* the backward: the good call, then each bad one */
+    CHECK_OK(BWD_LSE(go, q, k, v, out, lse, true, NULL, &o[0], &o[1], &o[2]));
+    for (int i = 0; i < 3; i++) {
+        CHECK(o[i] != S);
+        tc_tensor_release(o[i]);
+        o[i] = S;
+    }
+    bad_pair(B, BWD_LSE(go, q, k, v, NULL, lse, true, NULL, &o[0], &o[1], &o[2]), A, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, NULL, true, NULL, &o[0], &o[1], &o[2]), A, o, 3, S);
+    bad_pair(B, BWD_LSE(NULL, q, k, v, out, lse, true, NULL, &o[0], &o[1], &o[2]), A, o, 3, S);
+    bad_pair(B, BWD_LSE(go, NULL, k, v, out, lse, true, NULL, &o[0], &o[1], &o[2]), A, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse, true, NULL, NULL, NULL, NULL), A, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, dead, lse, true, NULL, &o[0], &o[1], &o[2]), H, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, dead, true, NULL, &o[0], &o[1], &o[2]), H, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, o_l, lse, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, o64, lse, true, NULL, &o[0], &o[1], &o[2]), D, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse64, true, NULL, &o[0], &o[1], &o[2]), D, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse16, true, NULL, &o[0], &o[1], &o[2]), D, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse_l, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse_3d, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse_1d, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    bad_pair(B, BWD_LSE(o_l, q, k, v, out, lse, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    bad_pair(B, BWD_LSE(go, q, ke, v, out, lse, true, NULL, &o[0], &o[1], &o[2]), Z, o, 3, S);
+    /* the one gradient asked for is not written either */
+    bad_pair(B, BWD_LSE(go, q, k, v, out, lse_l, true, NULL, NULL, &o[1], NULL), Z, o, 3, S);
+    if (tc_is_available()) { /* lse and out on another device */
+        tc_device other = dev.type == TC_CPU ? GPU : CPU;
+        tc_tensor *lse_other = NULL, *out_other = NULL;
+        CHECK_OK(tc_tensor_to(lse, other, TC_FLOAT32, false, &lse_other));
+        CHECK_OK(tc_tensor_to(out, other, TC_FLOAT32, false, &out_other));
+        bad_pair(B, BWD_LSE(go, q, k, v, out, lse_other, true, NULL, &o[0], &o[1], &o[2]),
+                 TC_ERROR_DEVICE_MISMATCH, o, 3, S);
+        bad_pair(B, BWD_LSE(go, q, k, v, out_other, lse, true, NULL, &o[0], &o[1], &o[2]),
+                 TC_ERROR_DEVICE_MISMATCH, o, 3, S);
+        tc_tensor_release(lse_other);
+        tc_tensor_release(out_other);
+    }
+    tc_tensor *all[] = {q,     k,     v,      go,     ke, o_l, o64, lse64,
+                        lse16, lse_l, lse_3d, lse_1d, qi, out, lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
 static void run_all(tc_device dev)
 {
+    test_bad_lse_pair(dev);
     test_reference(dev);
     test_head_views(dev);
     test_empty(dev);

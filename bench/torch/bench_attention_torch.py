@@ -2,7 +2,12 @@
 own choice of kernel), causal, at GPT-2 small's prefill shape (batch 8, 12
 heads, 512 tokens, head size 64), q, k and v the head views of one
 projection as in bench_attention.c; the median of event-timed calls.
-Prints CSV: dtype,ms,TFLOPs (the causal half of both products).
+Prints CSV: dtype,ms,TFLOPs (the causal half of both products). Then the
+backward at batch 8, 12 heads, 1024 tokens, head size 64, causal, in
+float32, float16 and bfloat16 (torch's flash or efficient kernel, its own
+choice): torch.autograd.grad of the output for q, k and v, the forward done
+once outside the timing; rows "<dtype> backward 1024" as bench_attention.c
+prints them (TFLOP/s: the causal half of five products).
 Usage: python3 bench_attention_torch.py [repeats]"""
 import sys
 
@@ -22,3 +27,14 @@ for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
     q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in p.split(H * D, 2))
     ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), reps)
     print(f"{name},{ms:.4f},{flops / ms / 1e9:.1f}")
+
+BT = 1024
+bflops = 5.0 * 2.0 * B * H * BT * BT * D / 2
+for name, dt in (("float32", torch.float32), ("float16", torch.float16),
+                 ("bfloat16", torch.bfloat16)):
+    p = torch.randn(B, BT, 3 * H * D, device="cuda", dtype=dt, requires_grad=True)
+    q, k, v = (t.view(B, BT, H, D).transpose(1, 2) for t in p.split(H * D, 2))
+    go = torch.randn(B, BT, H, D, device="cuda", dtype=dt).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ms = median_ms(lambda: torch.autograd.grad(out, (q, k, v), go, retain_graph=True), reps)
+    print(f"{name} backward {BT},{ms:.4f},{bflops / ms / 1e9:.1f}")

@@ -209,15 +209,53 @@ TCUDA_API tc_status tc_nn_dropout_backward(const tc_tensor *grad_output, const t
  * needed. Then dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
  * dQ = dS K * scale, dK = dS^T Q * scale; rowsum(dP * P) is computed as
  * rowsum(dO * (P V)), the same sum, to hold only two [L, S] matrices per
- * batch entry (P and dP). Every device runs this math path: a GEMM for the
- * scores with the forward's fused masked softmax, then GEMMs and
- * element-wise ops, all in float32 for 16-bit inputs (the GEMMs follow
- * backends.h). With L, S or a leading size 0 the gradients are zeros.
- * Errors: the header's common ones. */
+ * batch entry (P and dP). On a GPU, for float32, float16 and bfloat16
+ * with E == Ev <= 128 (16-bit from compute capability 8.0), this runs
+ * tc_nn_scaled_dot_product_attention_lse's fused forward again and then
+ * tc_nn_scaled_dot_product_attention_backward_lse's fused kernels. Every
+ * other case runs the math path: a GEMM for the scores with the forward's
+ * fused masked softmax, then GEMMs and element-wise ops, all in float32 for
+ * 16-bit inputs (the GEMMs follow backends.h). With L, S or a leading size
+ * 0 the gradients are zeros. Errors: the header's common ones. */
 TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward(
     const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
     bool is_causal, const double *scale, tc_tensor **grad_q, tc_tensor **grad_k,
     tc_tensor **grad_v);
+
+/* The training forward of attention: *out as tc_nn_scaled_dot_product_attention
+ * gives it, and *lse [..., L] (q's sizes without E), each query row's
+ * log-sum-exp of its scaled, masked scores (natural log; PyTorch's flash
+ * attention's logsumexp), float32 for 16-bit and float32 inputs, float64 for
+ * float64; -inf for rows with no key (S == 0). Where the fused forward runs
+ * (a GPU, float32/float16/bfloat16, E == Ev <= 128) the kernel writes lse
+ * in the same pass; elsewhere it is a logsumexp of the math path's scores.
+ * Both results are new; out and lse must not be NULL. Errors: as
+ * tc_nn_scaled_dot_product_attention. */
+TCUDA_API tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, const tc_tensor *k,
+                                                           const tc_tensor *v, bool is_causal,
+                                                           const double *scale, tc_tensor **out,
+                                                           tc_tensor **lse);
+
+/* The gradients of attention from what tc_nn_scaled_dot_product_attention_lse
+ * kept: its out, here `output` (grad_output's sizes and dtype), and lse
+ * ([..., L], float32 for 16-bit and float32 q, float64 for float64), with
+ * the same is_causal and scale. Results as tc_nn_scaled_dot_product_attention_backward's (new,
+ * contiguous, q's dtype; NULL slots not computed). On a GPU, for float32,
+ * float16 and bfloat16 with E == Ev <= 128 (16-bit from compute capability
+ * 8.0) and a contiguous lse, FlashAttention-2's backward: D = rowsum(dO * O),
+ * then one kernel over blocks of keys for dK and dV and one over blocks of
+ * queries for dQ, recomputing P = exp(scale * q k^T - lse) tile by tile in
+ * float32, no [L, S] matrix in memory and no atomics (the same bits on
+ * every run). Elsewhere the math path of
+ * tc_nn_scaled_dot_product_attention_backward runs and output and lse are
+ * only checked. Errors: the header's common ones; TC_ERROR_SHAPE for an
+ * output not of grad_output's sizes or an lse not of q's sizes without E,
+ * TC_ERROR_DTYPE for an output not of q's dtype or an lse not of the dtype
+ * above. */
+TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward_lse(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
+    tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v);
 
 TCUDA_EXTERN_C_END
 

@@ -106,16 +106,36 @@ static inline tc__nn_gemm tc__nn_gemm_of(tc_dtype dtype, int64_t batch, int64_t 
  * [s, e], v [s, e] and out [l, e] per entry, all of `dtype`, with unit
  * column stride; entry b = bo * inner + bi of `batch` starts at
  * bo * strides[0] + bi * strides[1] elements and rows are strides[2]
- * apart. l, s and e are at least 1. */
+ * apart. l, s and e are at least 1. lse, NULL when not wanted, is dense
+ * float32 [batch, l]: each row's log-sum-exp of its scaled, masked scores
+ * (natural log), what the fused backward reads. */
 typedef struct tc__nn_attention {
     tc_dtype dtype;
     const void *q, *k, *v;
     void *out;
+    float *lse;
     int64_t q_strides[3], k_strides[3], v_strides[3], out_strides[3];
     int64_t batch, inner, l, s, e;
     double scale;
     bool causal;
 } tc__nn_attention;
+
+/* Attention's fused backward (FlashAttention-2's): from q, k, v, the
+ * forward's out and grad_out (each [l or s, e] per entry, strided as
+ * tc__nn_attention's operands, of `dtype`) and lse (dense float32
+ * [batch, l], tc__nn_attention's), the gradients dq [l, e], dk [s, e] and
+ * dv [s, e] of `dtype`, dense ([batch, rows, e], written whole, never
+ * NULL). l, s and e are at least 1; the scale is positive and finite. */
+typedef struct tc__nn_attention_bwd {
+    tc_dtype dtype;
+    const void *q, *k, *v, *out, *grad_out;
+    const float *lse;
+    void *dq, *dk, *dv;
+    int64_t q_strides[3], k_strides[3], v_strides[3], out_strides[3], go_strides[3];
+    int64_t batch, inner, l, s, e;
+    double scale;
+    bool causal;
+} tc__nn_attention_bwd;
 
 /* cross_entropy of contiguous logits [n, c] of `dtype` against int64
  * targets [n] (device memory; CPU targets already checked to be in [0, c)
@@ -268,6 +288,10 @@ typedef struct tc__nn_backend {
      * queued and C and bias_grad are untouched: the caller runs gemm and
      * sums the bias gradient itself. */
     tc_status (*gemm_bgrad)(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused);
+    /* See tc__nn_attention_bwd; NULL where there is none. *done false
+     * (with TC_OK) means nothing was queued: the caller runs the math
+     * path. */
+    tc_status (*attention_backward)(int device, const tc__nn_attention_bwd *a, bool *done);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -306,6 +330,11 @@ void tc__nn_linear_counts(uint64_t *fused, uint64_t *unfused);
  * that the backend's attention ran. */
 void tc__nn_attention_set_fused(bool fused);
 uint64_t tc__nn_attention_fused_count(void);
+/* The same switch for attention's backward (tensor_attention_backward.c):
+ * the count is the calling thread's backward calls that the backend's
+ * fused backward ran. */
+bool tc__nn_attention_fuse_on(void);
+uint64_t tc__nn_attention_backward_fused_count(void);
 /* Test hooks for tc_nn_linear_backward(_into) (tensor_nn_layers.c): fused
  * false makes it skip gemm_bgrad (a GEMM and a column sum on every device);
  * the count is the calling thread's backward calls whose weight and bias
@@ -324,6 +353,19 @@ tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor 
                             const tc_tensor *v);
 tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool causal, double scale,
                                  tc_tensor **out);
+/* An attention operand's batch dims as tc__nn_attention's two levels and
+ * row stride (st); false when they do not collapse so, or the columns are
+ * not unit-stride. */
+bool tc__nn_attention_levels(const tc_tensor *t, int64_t st[3]);
+/* The forward for checked q, k, v with L, S, B, Ev >= 1: the fused kernel
+ * where the backend takes the operands (and the switch is on), else the
+ * math path (or with fused_only nothing: *out stays NULL), into a new *out
+ * [..., L, Ev]. lse, NULL when not wanted, is a dense float32 tensor of
+ * B * L elements that the fused kernel fills; *lse_done says whether it
+ * did (false: lse untouched). */
+tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+                              bool causal, double scale, tc_tensor *lse, bool fused_only,
+                              bool *lse_done, tc_tensor **out);
 
 #ifdef __cplusplus
 }

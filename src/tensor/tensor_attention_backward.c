@@ -1,6 +1,12 @@
-/* tc_nn_scaled_dot_product_attention_backward: attention's math-path
- * backward, composed of tensor operations so that it runs on every device
- * with no kernel of its own.
+/* Attention's backward (nn_backward.h): the math path, composed of tensor
+ * operations so that it runs on every device with no kernel of its own; the
+ * training pair tc_nn_scaled_dot_product_attention_lse and
+ * tc_nn_scaled_dot_product_attention_backward_lse; and the choice of the
+ * backend's fused backward (FlashAttention-2's, attention_backward.cu)
+ * where it takes the operands, the plain backward running the fused
+ * forward again for the lse it needs.
+ *
+ * The math path:
  *
  * Nothing of the forward is saved: P is recomputed from q and k by the
  * forward's own scores GEMM and fused masked softmax (tensor_nn.c, through
@@ -16,6 +22,7 @@
 #include <stdio.h>
 
 #include "nn_internal.h"
+#include "tcuda/indexing.h"
 #include "tcuda/nn_backward.h"
 #include "tensor_internal.h"
 
@@ -32,14 +39,18 @@ static const char *sizes_text(int nd, const int64_t *sizes, char *buf, size_t si
     return buf;
 }
 
-/* grad_output: live, like q, with the forward output's sizes [..., L, Ev]. */
-static tc_status check_grad_out(const tc_tensor *g, const tc_tensor *q, const tc_tensor *v)
+/* g (grad_output, or the forward's out, named by `what`): live, like q,
+ * with the forward output's sizes [..., L, Ev]; fn names the call. */
+static tc_status check_grad_out(const char *fn, const char *what, const tc_tensor *g,
+                                const tc_tensor *q, const tc_tensor *v)
 {
-    TC_TRY(tc__tensor_check(g, "tc_tensor grad_output"));
-    TC_TRY(tc__check_same_device(SDPA_BWD, q, g));
+    char handle[48];
+    snprintf(handle, sizeof handle, "tc_tensor %s", what);
+    TC_TRY(tc__tensor_check(g, handle));
+    TC_TRY(tc__check_same_device(fn, q, g));
     if (g->dtype != q->dtype)
-        return tc__fail(TC_ERROR_DTYPE, "%s: grad_output is %s but q is %s; they must match",
-                        SDPA_BWD, tc_dtype_string(g->dtype), tc_dtype_string(q->dtype));
+        return tc__fail(TC_ERROR_DTYPE, "%s: %s is %s but q is %s; they must match", fn, what,
+                        tc_dtype_string(g->dtype), tc_dtype_string(q->dtype));
     int nd = q->ndim;
     int64_t want[TC_MAX_DIMS];
     for (int i = 0; i < nd; i++)
@@ -51,9 +62,9 @@ static tc_status check_grad_out(const tc_tensor *g, const tc_tensor *q, const tc
     if (!ok) {
         char got[160], exp[160];
         return tc__fail(TC_ERROR_SHAPE,
-                        "%s: grad_output is %s; it must have the forward output's sizes %s (q's "
+                        "%s: %s is %s; it must have the forward output's sizes %s (q's "
                         "leading sizes and L, v's last size)",
-                        SDPA_BWD, sizes_text(g->ndim, g->sizes, got, sizeof got),
+                        fn, what, sizes_text(g->ndim, g->sizes, got, sizeof got),
                         sizes_text(nd, want, exp, sizeof exp));
     }
     return TC_OK;
@@ -220,6 +231,110 @@ static tc_status math_grads(const tc_tensor *go, const tc_tensor *q, const tc_te
     return st;
 }
 
+/* ---- the fused backward ---------------------------------------------------------------- */
+
+static _Thread_local uint64_t bwd_fused;
+
+uint64_t tc__nn_attention_backward_fused_count(void) { return bwd_fused; }
+
+/* The gradients wanted into the caller's slots, or on failure all of g
+ * released. */
+static tc_status hand_out(tc_status st, sdpa_grads *g, tc_tensor **grad_q, tc_tensor **grad_k,
+                          tc_tensor **grad_v)
+{
+    tc_tensor **slot[3] = {grad_q, grad_k, grad_v}, *got[3] = {g->dq, g->dk, g->dv};
+    for (int i = 0; i < 3; i++) {
+        if (st == TC_OK && slot[i])
+            *slot[i] = got[i];
+        else
+            tc_tensor_release(got[i]);
+    }
+    return st;
+}
+
+/* The backend's fused backward for L, S, E >= 1: reads every operand in
+ * place, lse (dense float32 [..., L]) included, and fills all three of g
+ * with new dense tensors; *done false (g untouched) where the backend does
+ * not take the operands or there is none. */
+static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                             const tc_tensor *v, const tc_tensor *out, const tc_tensor *lse,
+                             bool causal, double scale, sdpa_grads *g, bool *done)
+{
+    *done = false;
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = tc__nn_of(dev);
+    int nd = q->ndim;
+    if (!be || !be->attention_backward || !tc__nn_attention_fuse_on() ||
+        v->sizes[nd - 1] != q->sizes[nd - 1] || lse->dtype != TC_FLOAT32 || !tc__is_contiguous(lse))
+        return TC_OK;
+    tc__nn_attention_bwd a = {.dtype = q->dtype,
+                              .q = tc__data(q),
+                              .k = tc__data(k),
+                              .v = tc__data(v),
+                              .out = tc__data(out),
+                              .grad_out = tc__data(go),
+                              .lse = (const float *)tc__data(lse),
+                              .inner = nd > 2 ? q->sizes[nd - 3] : 1,
+                              .l = q->sizes[nd - 2],
+                              .s = k->sizes[nd - 2],
+                              .e = q->sizes[nd - 1],
+                              .scale = scale,
+                              .causal = causal};
+    a.batch = 1;
+    for (int i = 0; i < nd - 2; i++)
+        a.batch *= q->sizes[i];
+    if (!tc__nn_attention_levels(q, a.q_strides) || !tc__nn_attention_levels(k, a.k_strides) ||
+        !tc__nn_attention_levels(v, a.v_strides) || !tc__nn_attention_levels(out, a.out_strides) ||
+        !tc__nn_attention_levels(go, a.go_strides))
+        return TC_OK;
+    sdpa_grads r = {0};
+    tc_status st = tc__new_tensor(nd, q->sizes, q->dtype, dev, false, &r.dq);
+    if (st == TC_OK)
+        st = tc__new_tensor(nd, k->sizes, k->dtype, dev, false, &r.dk);
+    if (st == TC_OK)
+        st = tc__new_tensor(nd, v->sizes, v->dtype, dev, false, &r.dv);
+    if (st == TC_OK) {
+        a.dq = tc__data(r.dq), a.dk = tc__data(r.dk), a.dv = tc__data(r.dv);
+        st = be->attention_backward(dev.index, &a, done);
+    }
+    if (st != TC_OK || !*done) {
+        *done = false;
+        tc_tensor_release(r.dq);
+        tc_tensor_release(r.dk);
+        tc_tensor_release(r.dv);
+        return st;
+    }
+    bwd_fused++;
+    *g = r;
+    return TC_OK;
+}
+
+/* tc_nn_scaled_dot_product_attention_backward on a device with a fused
+ * backward: the fused forward again, keeping lse, then the fused backward.
+ * *done false (g untouched) where either is not fused (the forward then
+ * computes nothing): the caller runs the math path. */
+static tc_status reforward_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                                 const tc_tensor *v, bool causal, double scale, sdpa_grads *g,
+                                 bool *done)
+{
+    *done = false;
+    const tc__nn_backend *be = tc__nn_of(q->storage->device);
+    int nd = q->ndim;
+    if (!be || !be->attention_backward || !tc__nn_attention_fuse_on() || q->dtype == TC_FLOAT64 ||
+        v->sizes[nd - 1] != q->sizes[nd - 1])
+        return TC_OK;
+    tc_tensor *lse = NULL, *out = NULL;
+    bool lse_done = false;
+    tc_status st = tc__new_tensor(nd - 1, q->sizes, TC_FLOAT32, q->storage->device, false, &lse);
+    if (st == TC_OK)
+        st = tc__nn_sdpa_forward(q, k, v, causal, scale, lse, true, &lse_done, &out);
+    if (st == TC_OK && lse_done)
+        st = fused_grads(go, q, k, v, out, lse, causal, scale, g, done);
+    tc_tensor_release(out);
+    tc_tensor_release(lse);
+    return st;
+}
+
 tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_output,
                                                       const tc_tensor *q, const tc_tensor *k,
                                                       const tc_tensor *v, bool is_causal,
@@ -228,7 +343,7 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
 {
     TC_API_BEGIN;
     TC_TRY(tc__nn_sdpa_check(SDPA_BWD, q, k, v));
-    TC_TRY(check_grad_out(grad_output, q, v));
+    TC_TRY(check_grad_out(SDPA_BWD, "grad_output", grad_output, q, v));
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD);
@@ -249,19 +364,192 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
                         grad_v ? &g.dv : NULL);
     } else {
         double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
-        st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
+        bool done = false;
+        st = reforward_grads(grad_output, q, k, v, is_causal, sc, &g, &done);
+        if (st == TC_OK && !done)
+            st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
+    }
+    return hand_out(st, &g, grad_q, grad_k, grad_v);
+}
+
+/* ---- the training pair: forward with lse, backward from it ----------------------------- */
+
+#define SDPA_LSE "tc_nn_scaled_dot_product_attention_lse"
+#define SDPA_BWD_LSE "tc_nn_scaled_dot_product_attention_backward_lse"
+
+/* The computation dtype: float32 for 16-bit dtypes (lse's dtype). */
+static tc_dtype comp_dtype(tc_dtype dt)
+{
+    return dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? TC_FLOAT32 : dt;
+}
+
+/* The math path's lse for L, S >= 1: logsumexp over the keys of the scaled
+ * scores in the computation dtype, -inf where causal masks them, as a new
+ * [..., L] tensor. */
+static tc_status math_lse(const tc_tensor *q, const tc_tensor *k, bool causal, double scale,
+                          int64_t b, tc_tensor **out)
+{
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2], msz[2] = {l, s};
+    tc_dtype cdt = comp_dtype(q->dtype);
+    tc_device dev = q->storage->device;
+    tc_tensor *qb = NULL, *kb = NULL, *kt = NULL, *zero = NULL, *sc = NULL, *ones = NULL;
+    tc_tensor *mask = NULL, *masked = NULL, *r = NULL;
+    tc_status st = as_batch(q, cdt, b, &qb);
+    if (st == TC_OK)
+        st = as_batch(k, cdt, b, &kb);
+    if (st == TC_OK)
+        st = tc_tensor_transpose(kb, 1, 2, &kt);
+    if (st == TC_OK)
+        st = tc_tensor_zeros(0, NULL, cdt, dev, &zero);
+    if (st == TC_OK)
+        st = tc_tensor_baddbmm(zero, qb, kt, 0, scale, &sc);
+    if (st == TC_OK && causal) /* key j > query i is masked: the upper triangle */
+        st = tc_tensor_ones(2, msz, TC_BOOL, dev, &ones);
+    if (st == TC_OK && causal)
+        st = tc_tensor_triu(ones, 1, &mask);
+    if (st == TC_OK && causal)
+        st = tc_tensor_masked_fill(sc, mask, -INFINITY, &masked);
+    if (st == TC_OK)
+        st = tc_tensor_logsumexp(causal ? masked : sc, -1, false, &r);
+    if (st == TC_OK)
+        st = tc_tensor_view(r, nd - 1, q->sizes, out);
+    tc_tensor *tmp[9] = {qb, kb, kt, zero, sc, ones, mask, masked, r};
+    for (int i = 0; i < 9; i++)
+        tc_tensor_release(tmp[i]);
+    return st;
+}
+
+/* The forward and its lse for L, S, B, Ev >= 1: the fused kernel's where it
+ * takes the operands, else the math path's output and math_lse. */
+static tc_status forward_lse(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+                             bool causal, double scale, int64_t b, tc_tensor **out, tc_tensor **lse)
+{
+    int nd = q->ndim;
+    tc_dtype cdt = comp_dtype(q->dtype);
+    tc_tensor *o = NULL, *m = NULL;
+    bool done = false;
+    tc_status st = tc__new_tensor(nd - 1, q->sizes, cdt, q->storage->device, false, &m);
+    if (st == TC_OK)
+        st = tc__nn_sdpa_forward(q, k, v, causal, scale, cdt == TC_FLOAT32 ? m : NULL, false, &done,
+                                 &o);
+    if (st == TC_OK && !done) {
+        tc_tensor_release(m);
+        m = NULL;
+        st = math_lse(q, k, causal, scale, b, &m);
     }
     if (st != TC_OK) {
-        tc_tensor_release(g.dq);
-        tc_tensor_release(g.dk);
-        tc_tensor_release(g.dv);
+        tc_tensor_release(o);
+        tc_tensor_release(m);
         return st;
     }
-    if (grad_q)
-        *grad_q = g.dq;
-    if (grad_k)
-        *grad_k = g.dk;
-    if (grad_v)
-        *grad_v = g.dv;
+    *out = o;
+    *lse = m;
     return TC_OK;
+}
+
+tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, const tc_tensor *k,
+                                                 const tc_tensor *v, bool is_causal,
+                                                 const double *scale, tc_tensor **out,
+                                                 tc_tensor **lse)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__nn_sdpa_check(SDPA_LSE, q, k, v));
+    TC_CHECK_ARG(out, "%s: out is NULL", SDPA_LSE);
+    TC_CHECK_ARG(lse, "%s: lse is NULL", SDPA_LSE);
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
+    int64_t ev = v->sizes[nd - 1], b = 1, osz[TC_MAX_DIMS];
+    bool none = l == 0 || s == 0;
+    for (int i = 0; i < nd - 2; i++)
+        none = none || q->sizes[i] == 0;
+    for (int i = 0; !none && i < nd - 2; i++) /* bounded by k's elements (E > 0) or lse's */
+        b *= q->sizes[i];
+    for (int i = 0; i < nd; i++)
+        osz[i] = q->sizes[i];
+    osz[nd - 1] = ev;
+    double sc = scale ? *scale : 1.0 / sqrt((double)e);
+    tc_device dev = q->storage->device;
+    tc_dtype cdt = comp_dtype(q->dtype);
+    tc_tensor *o = NULL, *m = NULL;
+    tc_status st;
+    if (none) { /* a sum of nothing: log(0) */
+        st = tc_tensor_zeros(nd, osz, q->dtype, dev, &o);
+        if (st == TC_OK)
+            st = tc_tensor_full(nd - 1, q->sizes, -INFINITY, cdt, dev, &m);
+    } else if (ev == 0) { /* an empty output, but each row still has its lse */
+        st = tc_tensor_zeros(nd, osz, q->dtype, dev, &o);
+        if (st == TC_OK)
+            st = math_lse(q, k, is_causal, sc, b, &m);
+    } else {
+        st = forward_lse(q, k, v, is_causal, sc, b, &o, &m);
+    }
+    if (st != TC_OK) {
+        tc_tensor_release(o);
+        tc_tensor_release(m);
+        return st;
+    }
+    *out = o;
+    *lse = m;
+    return TC_OK;
+}
+
+/* lse: live, on q's device, of the computation dtype, sized [..., L]. */
+static tc_status check_lse(const tc_tensor *lse, const tc_tensor *q)
+{
+    TC_TRY(tc__tensor_check(lse, "tc_tensor lse"));
+    TC_TRY(tc__check_same_device(SDPA_BWD_LSE, q, lse));
+    tc_dtype cdt = comp_dtype(q->dtype);
+    if (lse->dtype != cdt)
+        return tc__fail(TC_ERROR_DTYPE, "%s: lse is %s; for %s q it must be %s", SDPA_BWD_LSE,
+                        tc_dtype_string(lse->dtype), tc_dtype_string(q->dtype),
+                        tc_dtype_string(cdt));
+    int nd = q->ndim;
+    bool ok = lse->ndim == nd - 1;
+    for (int i = 0; ok && i < nd - 1; i++)
+        ok = lse->sizes[i] == q->sizes[i];
+    if (!ok) {
+        char got[160], exp[160];
+        return tc__fail(TC_ERROR_SHAPE, "%s: lse is %s; it must be %s (q's sizes without E)",
+                        SDPA_BWD_LSE, sizes_text(lse->ndim, lse->sizes, got, sizeof got),
+                        sizes_text(nd - 1, q->sizes, exp, sizeof exp));
+    }
+    return TC_OK;
+}
+
+tc_status tc_nn_scaled_dot_product_attention_backward_lse(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
+    tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__nn_sdpa_check(SDPA_BWD_LSE, q, k, v));
+    TC_TRY(check_grad_out(SDPA_BWD_LSE, "grad_output", grad_output, q, v));
+    TC_TRY(check_grad_out(SDPA_BWD_LSE, "output", output, q, v));
+    TC_TRY(check_lse(lse, q));
+    TC_CHECK_ARG(grad_q || grad_k || grad_v,
+                 "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
+                 SDPA_BWD_LSE);
+    int nd = q->ndim;
+    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2], b = 1;
+    bool empty = l == 0 || s == 0 || (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
+    for (int i = 0; i < nd - 2; i++)
+        empty = empty || q->sizes[i] == 0;
+    for (int i = 0; !empty && i < nd - 2; i++) /* bounded by q's or v's elements */
+        b *= q->sizes[i];
+    sdpa_grads g = {0};
+    tc_status st;
+    if (empty) {
+        st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
+                        grad_v ? &g.dv : NULL);
+    } else {
+        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
+        bool done = false;
+        st = q->sizes[nd - 1] == 0
+                 ? TC_OK
+                 : fused_grads(grad_output, q, k, v, output, lse, is_causal, sc, &g, &done);
+        if (st == TC_OK && !done)
+            st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
+    }
+    return hand_out(st, &g, grad_q, grad_k, grad_v);
 }

@@ -540,12 +540,14 @@ void tc__nn_attention_set_fused(bool fused) { atomic_store(&attention_fuse, fuse
 
 uint64_t tc__nn_attention_fused_count(void) { return attention_fused; }
 
+bool tc__nn_attention_fuse_on(void) { return atomic_load(&attention_fuse); }
+
 /* An attention operand's batch dims (all but the last two) as two levels,
  * entry b = bo * inner + bi with inner the last batch dim's size: st =
  * {stride of bo, stride of bi, row stride}. False when the dims before the
  * last batch dim do not collapse into one stride, or the columns are not
  * unit-stride. */
-static bool attention_levels(const tc_tensor *t, int64_t st[3])
+bool tc__nn_attention_levels(const tc_tensor *t, int64_t st[3])
 {
     int nd = t->ndim, nb = nd - 2;
     if (t->sizes[nd - 1] > 1 && t->strides[nd - 1] != 1)
@@ -588,11 +590,12 @@ static tc_status attention_result(const tc_tensor *q, int64_t ev, tc_tensor **re
     return st;
 }
 
-/* The backend's fused attention, reading q, k and v in place; *res stays
- * NULL when the backend does not take these operands (or it failed). */
+/* The backend's fused attention, reading q, k and v in place (and writing
+ * lse, dense float32, when not NULL); *res stays NULL when the backend does
+ * not take these operands (or it failed). */
 static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_tensor *q,
                                  const tc_tensor *k, const tc_tensor *v, bool causal, double scale,
-                                 tc_tensor **res)
+                                 tc_tensor *lse, tc_tensor **res)
 {
     int nd = q->ndim;
     tc__nn_attention a = {.dtype = q->dtype,
@@ -605,13 +608,14 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
                           .s = k->sizes[nd - 2],
                           .e = q->sizes[nd - 1],
                           .scale = scale,
-                          .causal = causal};
-    if (!attention_levels(q, a.q_strides) || !attention_levels(k, a.k_strides) ||
-        !attention_levels(v, a.v_strides))
+                          .causal = causal,
+                          .lse = lse ? (float *)tc__data(lse) : NULL};
+    if (!tc__nn_attention_levels(q, a.q_strides) || !tc__nn_attention_levels(k, a.k_strides) ||
+        !tc__nn_attention_levels(v, a.v_strides))
         return TC_OK;
     tc_tensor *r = NULL;
     TC_TRY(attention_result(q, a.e, &r));
-    (void)attention_levels(r, a.out_strides); /* dense rows: always two levels */
+    (void)tc__nn_attention_levels(r, a.out_strides); /* dense rows: always two levels */
     a.out = tc__data(r);
     bool done = false;
     tc_status st = be->attention(device, &a, &done);
@@ -752,6 +756,32 @@ static tc_status sdpa_unfused(const tc__nn_backend *be, const tc_tensor *q, cons
     return st;
 }
 
+tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+                              bool causal, double scale, tc_tensor *lse, bool fused_only,
+                              bool *lse_done, tc_tensor **out)
+{
+    tc_device dev = q->storage->device;
+    const tc__nn_backend *be = tc__nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int nd = q->ndim;
+    int64_t osz[TC_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        osz[i] = i == nd - 1 ? v->sizes[i] : q->sizes[i];
+    tc_tensor *res = NULL;
+    *lse_done = false;
+    if (be->attention && osz[nd - 1] == q->sizes[nd - 1] && atomic_load(&attention_fuse)) {
+        tc_status st = fused_attention(be, dev.index, q, k, v, causal, scale, lse, &res);
+        *lse_done = st == TC_OK && res && lse;
+        if (st != TC_OK || res)
+            return finish(st, res, out);
+    }
+    if (fused_only)
+        return TC_OK;
+    tc_status st = sdpa_unfused(be, q, k, v, causal, scale, osz, &res);
+    return finish(st, res, out);
+}
+
 tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,
                                              const tc_tensor *v, bool is_causal,
                                              const double *scale, tc_tensor **out)
@@ -759,26 +789,15 @@ tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor
     TC_API_BEGIN;
     TC_TRY(tc__nn_sdpa_check("tc_nn_scaled_dot_product_attention", q, k, v));
     TC_CHECK_ARG(out, "tc_nn_scaled_dot_product_attention: out is NULL");
-    tc_device dev = q->storage->device;
-    const tc__nn_backend *be = tc__nn_of(dev);
-    if (!be)
+    if (!tc__nn_of(q->storage->device))
         return TC_ERROR_NO_DEVICE;
     int nd = q->ndim;
-    int64_t l = q->sizes[nd - 2], e = q->sizes[nd - 1], s = k->sizes[nd - 2];
-    int64_t ev = v->sizes[nd - 1];
-    double sc = scale ? *scale : 1.0 / sqrt((double)e);
-    int64_t bt = prod(q->sizes, 0, nd - 2), osz[TC_MAX_DIMS];
+    int64_t osz[TC_MAX_DIMS];
     for (int i = 0; i < nd; i++)
-        osz[i] = q->sizes[i];
-    osz[nd - 1] = ev;
-    if (bt * l * ev == 0 || s == 0) /* nothing to attend to: a sum of nothing */
-        return tc_tensor_zeros(nd, osz, q->dtype, dev, out);
-    tc_tensor *res = NULL;
-    if (be->attention && ev == e && atomic_load(&attention_fuse)) {
-        tc_status st = fused_attention(be, dev.index, q, k, v, is_causal, sc, &res);
-        if (st != TC_OK || res)
-            return finish(st, res, out);
-    }
-    tc_status st = sdpa_unfused(be, q, k, v, is_causal, sc, osz, &res);
-    return finish(st, res, out);
+        osz[i] = i == nd - 1 ? v->sizes[i] : q->sizes[i];
+    if (prod(osz, 0, nd) == 0 || k->sizes[nd - 2] == 0) /* a sum of nothing */
+        return tc_tensor_zeros(nd, osz, q->dtype, q->storage->device, out);
+    double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
+    bool lse_done;
+    return tc__nn_sdpa_forward(q, k, v, is_causal, sc, NULL, false, &lse_done, out);
 }

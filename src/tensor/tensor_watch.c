@@ -98,12 +98,16 @@ static tc_status declare_iter(bool host, int device, const tc__iter *it, const t
     return declare(host, device, sp, it->nops, what);
 }
 
+/* The most operands a kernel declared by byte spans has (attention's
+ * backward: three gradients, six inputs). */
+#define DENSE_MAX 9
+
 static tc_status declare_dense(bool host, int device, const char *what, int n,
                                const void *const *ptrs, const size_t *bytes, const tc_dtype *dts,
                                const bool *writes)
 {
-    tc__span sp[8];
-    for (int i = 0; i < n; i++)
+    tc__span sp[DENSE_MAX];
+    for (int i = 0; i < n && i < DENSE_MAX; i++)
         tc__span_dense(ptrs[i], bytes[i], dts[i], 0, NULL, writes[i], &sp[i]);
     return declare(host, device, sp, n, what);
 }
@@ -288,25 +292,6 @@ static size_t attention_extent(const int64_t *st, int64_t batch, int64_t inner, 
     return (size_t)((batch / inner - 1) * st[0] + (inner - 1) * st[1] + (rows - 1) * st[2] + e);
 }
 
-/* Fused attention: out written, q, k and v read. A refusal (*done false)
- * queues nothing; the GEMMs and softmax that follow declare themselves. */
-static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
-{
-    int od = tc__access_depth;
-    if (tc__access_on()) {
-        size_t es = esz(a->dtype);
-        const void *p[4] = {a->out, a->q, a->k, a->v};
-        size_t b[4] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
-                       attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
-                       attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
-                       attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es};
-        tc_dtype d[4] = {a->dtype, a->dtype, a->dtype, a->dtype};
-        bool w[4] = {true, false, false, false};
-        TC_TRY(declare_dense(false, dev, "attention kernel", 4, p, b, d, w));
-    }
-    return order_done(prev_nn->attention(dev, a, done), od);
-}
-
 static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
 {
     int od = tc__access_depth;
@@ -329,15 +314,62 @@ static tc_status d_cross_entropy(int dev, const tc__nn_ce *a)
 static tc_status declare_bwd(int dev, const char *what, int n, const void *const *p,
                              const size_t *b, const tc_dtype *d, const bool *w)
 {
-    const void *pp[8];
-    size_t bb[8];
-    tc_dtype dd[8];
-    bool ww[8];
+    const void *pp[DENSE_MAX];
+    size_t bb[DENSE_MAX];
+    tc_dtype dd[DENSE_MAX];
+    bool ww[DENSE_MAX];
     int k = 0;
-    for (int i = 0; i < n && k < 8; i++)
+    for (int i = 0; i < n && k < DENSE_MAX; i++)
         if (p[i])
             pp[k] = p[i], bb[k] = b[i], dd[k] = d[i], ww[k++] = w[i];
     return declare_dense(false, dev, what, k, pp, bb, dd, ww);
+}
+
+/* Fused attention: out (and lse, when asked) written, q, k and v read. A
+ * refusal (*done false) queues nothing; the GEMMs and softmax that follow
+ * declare themselves. */
+static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t es = esz(a->dtype);
+        const void *p[5] = {a->out, a->lse, a->q, a->k, a->v};
+        size_t b[5] = {attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
+                       (size_t)(a->batch * a->l) * sizeof(float),
+                       attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es};
+        tc_dtype d[5] = {a->dtype, TC_FLOAT32, a->dtype, a->dtype, a->dtype};
+        bool w[5] = {true, true, false, false, false};
+        TC_TRY(declare_bwd(dev, "attention kernel", 5, p, b, d, w));
+    }
+    return order_done(prev_nn->attention(dev, a, done), od);
+}
+
+/* Fused attention backward: dq, dk and dv (dense) written; q, k, v, out,
+ * grad_out and lse read. Its scratch (D) comes from the allocator, which
+ * declares it. */
+static tc_status d_attention_backward(int dev, const tc__nn_attention_bwd *a, bool *done)
+{
+    int od = tc__access_depth;
+    if (tc__access_on()) {
+        size_t es = esz(a->dtype);
+        const void *p[9] = {a->dq, a->dk, a->dv, a->q, a->k, a->v, a->out, a->grad_out, a->lse};
+        size_t b[9] = {(size_t)(a->batch * a->l * a->e) * es,
+                       (size_t)(a->batch * a->s * a->e) * es,
+                       (size_t)(a->batch * a->s * a->e) * es,
+                       attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->out_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->go_strides, a->batch, a->inner, a->l, a->e) * es,
+                       (size_t)(a->batch * a->l) * sizeof(float)};
+        tc_dtype d[9] = {a->dtype, a->dtype, a->dtype, a->dtype,  a->dtype,
+                         a->dtype, a->dtype, a->dtype, TC_FLOAT32};
+        bool w[9] = {true, true, true, false, false, false, false, false, false};
+        TC_TRY(declare_bwd(dev, "attention_backward kernel", 9, p, b, d, w));
+    }
+    return order_done(prev_nn->attention_backward(dev, a, done), od);
 }
 
 static tc_status d_gelu_backward(int dev, const tc__nn_gelu_bwd *a)
@@ -547,19 +579,21 @@ static void install(void)
     }
     if (cur->nn) {
         prev_nn = cur->nn;
-        nn_be = (tc__nn_backend){.rows = d_rows,
-                                 .gemm = d_gemm,
-                                 .cross_entropy = d_cross_entropy,
-                                 .gemm_bias = d_gemm_bias,
-                                 .attention = cur->nn->attention ? d_attention : NULL,
-                                 .gelu_backward = d_gelu_backward,
-                                 .softmax_backward = d_softmax_backward,
-                                 .layer_norm = d_layer_norm,
-                                 .layer_norm_backward = d_layer_norm_backward,
-                                 .cross_entropy_backward = d_cross_entropy_backward,
-                                 .embedding_backward = d_embedding_backward,
-                                 .dropout = d_dropout,
-                                 .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL};
+        nn_be = (tc__nn_backend){
+            .rows = d_rows,
+            .gemm = d_gemm,
+            .cross_entropy = d_cross_entropy,
+            .gemm_bias = d_gemm_bias,
+            .attention = cur->nn->attention ? d_attention : NULL,
+            .gelu_backward = d_gelu_backward,
+            .softmax_backward = d_softmax_backward,
+            .layer_norm = d_layer_norm,
+            .layer_norm_backward = d_layer_norm_backward,
+            .cross_entropy_backward = d_cross_entropy_backward,
+            .embedding_backward = d_embedding_backward,
+            .dropout = d_dropout,
+            .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL,
+            .attention_backward = cur->nn->attention_backward ? d_attention_backward : NULL};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

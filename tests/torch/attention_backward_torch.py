@@ -24,6 +24,14 @@ Tolerances:
   16-bit gradients). tcuda's largest difference from torch's 16-bit result
   is printed beside it.
 
+The training pair runs too: tc_nn_scaled_dot_product_attention_lse (its out
+and lse against torch's float64 SDPA and logsumexp of the scaled, masked
+scores on the same rounded inputs: float32 and float64 within rtol 1e-5,
+atol 1e-5; 16-bit out within the dtype's rounding, 2 ** -7 of the largest
+value, lse within 1e-4 as it is float32) and
+tc_nn_scaled_dot_product_attention_backward_lse from them, its gradients held
+to the same tolerances as the plain backward's.
+
 Prints one last line, "PASS attention_backward_torch: ..." or
 "FAIL attention_backward_torch: ...", and exits 0 / 1 (77 with "SKIP" when
 torch or a GPU is missing)."""
@@ -74,6 +82,15 @@ def load_tcuda():
             i32,
             [vp, vp, vp, vp, ctypes.c_bool, ctypes.POINTER(ctypes.c_double), vpp, vpp, vpp],
         ),
+        "tc_nn_scaled_dot_product_attention_lse": (
+            i32, [vp, vp, vp, ctypes.c_bool, ctypes.POINTER(ctypes.c_double), vpp, vpp],
+        ),
+        "tc_nn_scaled_dot_product_attention_backward_lse": (
+            i32,
+            [vp, vp, vp, vp, vp, vp, ctypes.c_bool, ctypes.POINTER(ctypes.c_double), vpp, vpp,
+             vpp],
+        ),
+        "tc_tensor_dtype": (i32, [vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -142,15 +159,52 @@ def tcuda_grads(q, k, v, go, causal, scale, head_view):
                 tc.tc_tensor_release(h)
 
 
-def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
-    name = (f"{str(dtype).split('.')[-1]} B={b} H={h} L={l} S={s} E={e} Ev={ev}"
-            f"{' causal' if causal else ''}{' scale=' + str(scale) if scale else ''}"
-            f"{' head-view' if head_view else ''}")
-    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    q, k, v, go = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64).to(dtype)
-                   for n, d in ((l, e), (s, e), (s, ev), (l, ev)))
-    ours = tcuda_grads(q, k, v, go, causal, scale, head_view)
-    theirs = torch_grads(q, k, v, go, causal, scale, dtype)
+def tcuda_pair(q, k, v, go, causal, scale, head_view):
+    """The training pair on the GPU: (out, lse) of
+    tc_nn_scaled_dot_product_attention_lse and (dq, dk, dv) of
+    tc_nn_scaled_dot_product_attention_backward_lse from them, as CPU
+    tensors (out and the gradients of q's dtype, lse float64)."""
+    hs = [to_tc(x, head_view) for x in (go, q, k, v)]
+    out, lse = ctypes.c_void_p(), ctypes.c_void_p()
+    grads = [ctypes.c_void_p() for _ in range(3)]
+    sc = ctypes.byref(ctypes.c_double(scale)) if scale is not None else None
+    try:
+        ok(tc.tc_nn_scaled_dot_product_attention_lse(hs[1], hs[2], hs[3], causal, sc,
+                                                     ctypes.byref(out), ctypes.byref(lse)),
+           "tc_nn_scaled_dot_product_attention_lse")
+        ok(tc.tc_nn_scaled_dot_product_attention_backward_lse(
+            hs[0], hs[1], hs[2], hs[3], out, lse, causal, sc, *[ctypes.byref(g) for g in grads]),
+           "tc_nn_scaled_dot_product_attention_backward_lse")
+        ok(tc.tc_synchronize(-1), "tc_synchronize")
+        lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        if tc.tc_tensor_dtype(lse) != TC_DTYPES[lse_dtype]:
+            raise RuntimeError(f"lse is tcuda dtype {tc.tc_tensor_dtype(lse)}, not {lse_dtype}")
+        return (from_tc(out, q.dtype), from_tc(lse, lse_dtype).double(),
+                [from_tc(g, q.dtype) for g in grads])
+    finally:
+        for h in hs + grads + [out, lse]:
+            if h:
+                tc.tc_tensor_release(h)
+
+
+def torch_forward64(q, k, v, causal, scale):
+    """torch's SDPA output and each row's logsumexp of the scaled, masked
+    scores, in float64 on the CPU."""
+    q, k, v = q.double(), k.double(), v.double()
+    sc = scale if scale is not None else q.shape[-1] ** -0.5
+    scores = (q @ k.transpose(-2, -1)) * sc
+    if causal:  # top-left aligned: query i sees keys j <= i
+        l, s = scores.shape[-2:]
+        mask = torch.ones(l, s, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                          scale=scale), torch.logsumexp(scores, -1)
+
+
+def check_grads(name, dtype, ours, theirs, truth, failures):
+    """ours against theirs (same dtype) or, for 16-bit, against truth
+    (float64) within the module docstring's tolerances; the largest
+    |ours - theirs|."""
     rtol, atol = DEFAULT_TOL[dtype]
     worst = 0.0
     for which, a, t in zip(("dq", "dk", "dv"), ours, theirs):
@@ -162,19 +216,56 @@ def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
             except AssertionError as err:
                 failures.append(f"{name} {which}: {str(err).splitlines()[0:3]}")
     if dtype in (torch.float16, torch.bfloat16):
-        truth = torch_grads(q, k, v, go, causal, scale, torch.float64)
         for which, a, t, ref in zip(("dq", "dk", "dv"), ours, theirs, truth):
             torch_err = (t - ref).abs().max().item()
-            if torch_err > 0.05 * ref.abs().max().item() + 1e-3:  # the bound would mean little
-                print(f"note: {name} {which}: torch's own {dtype} error {torch_err:.3g} is large "
-                      "(another kernel or causal alignment?)")
             tol_a = max(atol, FUDGE * torch_err)
             try:
                 torch.testing.assert_close(a.double(), ref, rtol=rtol, atol=tol_a)
             except AssertionError as err:
                 failures.append(f"{name} {which} (atol {tol_a:.3g}, torch's own error "
                                 f"{torch_err:.3g}): {str(err).splitlines()[0:3]}")
+    return worst
+
+
+def check_pair(name, dtype, q, k, v, go, causal, scale, head_view, theirs, truth, failures):
+    """The training pair against torch: out and lse, then the gradients."""
+    out, lse, grads = tcuda_pair(q, k, v, go, causal, scale, head_view)
+    out_ref, lse_ref = torch_forward64(q, k, v, causal, scale)
+    if dtype in (torch.float32, torch.float64):
+        out_tol = (1e-5, 1e-5)
+    else:
+        out_tol = (0.0, 2.0 ** -7 * out_ref.abs().max().item() + 1e-5)
+    lse_tol = (1e-5, 1e-5) if dtype == torch.float64 else (1e-5, 1e-4)
+    for which, a, t, (rtol, atol) in (("out", out.double(), out_ref, out_tol),
+                                      ("lse", lse, lse_ref, lse_tol)):
+        try:
+            torch.testing.assert_close(a, t, rtol=rtol, atol=atol)
+        except AssertionError as err:
+            failures.append(f"{name} lse pair {which}: {str(err).splitlines()[0:3]}")
+    worst = check_grads(name + " lse pair", dtype, grads, theirs, truth, failures)
+    print(f"{name}: lse pair, largest |tcuda - torch| {worst:.3g}")
+
+
+def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
+    name = (f"{str(dtype).split('.')[-1]} B={b} H={h} L={l} S={s} E={e} Ev={ev}"
+            f"{' causal' if causal else ''}{' scale=' + str(scale) if scale else ''}"
+            f"{' head-view' if head_view else ''}")
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    q, k, v, go = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64).to(dtype)
+                   for n, d in ((l, e), (s, e), (s, ev), (l, ev)))
+    ours = tcuda_grads(q, k, v, go, causal, scale, head_view)
+    theirs = torch_grads(q, k, v, go, causal, scale, dtype)
+    truth = None
+    if dtype in (torch.float16, torch.bfloat16):
+        truth = torch_grads(q, k, v, go, causal, scale, torch.float64)
+        for which, t, ref in zip(("dq", "dk", "dv"), theirs, truth):
+            torch_err = (t - ref).abs().max().item()
+            if torch_err > 0.05 * ref.abs().max().item() + 1e-3:  # the bound would mean little
+                print(f"note: {name} {which}: torch's own {dtype} error {torch_err:.3g} is large "
+                      "(another kernel or causal alignment?)")
+    worst = check_grads(name, dtype, ours, theirs, truth, failures)
     print(f"{name}: largest |tcuda - torch| {worst:.3g}")
+    check_pair(name, dtype, q, k, v, go, causal, scale, head_view, theirs, truth, failures)
 
 
 def main():
@@ -202,10 +293,11 @@ def main():
     for f in failures[:20]:
         print("  " + f)
     if failures:
-        print(f"FAIL attention_backward_torch: {len(failures)} of {count * 3} gradients off")
+        print(f"FAIL attention_backward_torch: {len(failures)} of {count * 8} results off "
+              "(dq, dk, dv twice; out and lse)")
         return 1
     print(f"PASS attention_backward_torch: {count} cases x dq, dk, dv, every dtype, "
-          "causal and not, head views")
+          "causal and not, head views, the lse pair too")
     return 0
 
 

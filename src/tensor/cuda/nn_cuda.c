@@ -1,7 +1,8 @@
 /* The CUDA nn backend (tensor/nn_internal.h): row kernels from rows.cu,
  * cross_entropy from loss.cu, the GEMM from cuBLAS (blas.c), linear's GEMM
  * with its bias from cuBLASLt (blas_lt.c), fused attention from
- * attention.cu, the backward entries from backward.cu. Each entry enters
+ * attention.cu and its backward from attention_backward.cu, the backward
+ * entries from backward.cu. Each entry enters
  * the device, queues on its current stream and reports launch errors in one
  * place. */
 #include "runtime/cuda/cuda_internal.h"
@@ -104,6 +105,29 @@ static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
               *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), a));
 }
 
+/* D = rowsum(dO * O) in scratch from the cache on this stream, as
+ * cu_cross_entropy's: freed once the kernels that read it are queued. */
+static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a, bool *done)
+{
+    *done = false;
+    /* 16-bit from compute capability 8.0, as the forward that made lse */
+    bool half = a->dtype == TC_FLOAT16 || a->dtype == TC_BFLOAT16;
+    if (!tc__k_nn_attention_backward_takes(a) || (half && tc__cc_major(device) < 8))
+        return TC_OK;
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    void *dsum = NULL;
+    tc_status st = tc__device_alloc(device, cs, (size_t)(a->batch * a->l) * sizeof(float), &dsum);
+    if (st == TC_OK) {
+        *done = tc__k_nn_attention_backward(cs, device, a, (float *)dsum);
+        st = tc__launch_check(cs, "attention_backward_kernel");
+        (void)tc__device_free(dsum);
+    }
+    tc_device_guard_exit(&g);
+    return st;
+}
+
 const tc__nn_backend tc__cuda_nn_backend = {
     .rows = cu_rows,
     .gemm = tc__cuda_gemm,
@@ -118,4 +142,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .embedding_backward = tc__cuda_nn_embedding_backward,
     .dropout = tc__cuda_nn_dropout,
     .gemm_bgrad = tc__cuda_gemm_bgrad,
+    .attention_backward = cu_attention_backward,
 };

@@ -20,7 +20,9 @@
  * Operands are read in place through two batch strides and a row stride
  * (the head views of a fused qkv projection need no copy), with 16-byte
  * loads when every row is aligned and element loads otherwise. Head dims up
- * to 128; the column tail past head_dim reads as zero. */
+ * to 128; the column tail past head_dim reads as zero. Where asked, each
+ * row's log-sum-exp of its scaled scores (natural log, float32) is written
+ * too, for the fused backward (attention_backward.cu). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -39,10 +41,12 @@ namespace {
 constexpr int BM = 64; /* query rows of a block */
 constexpr int BN = 64; /* keys of one step */
 constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
 
 struct Args {
     const void *q, *k, *v;
     void *o;
+    float *lse;                     /* [batch, l], NULL when not wanted */
     i64 qs[3], ks[3], vs[3], os[3]; /* outer, inner and row strides, in elements */
     i64 inner, batch;
     int l, s, e, nqb;
@@ -383,6 +387,8 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             if (rows[mt][r] >= a.l)
                 continue;
+            if (a.lse && t == 0) /* ln(2^base * l): base is the max in log2 units */
+                a.lse[b * a.l + rows[mt][r]] = m[mt][r] * a.scale_log2 * LN2 + logf(l);
             float inv = 1.0f / l;
             uint16_t *dst = out + rows[mt][r] * a.os[2];
 #pragma unroll
@@ -554,6 +560,8 @@ template <int D> __global__ void __launch_bounds__(256) attention_f32(Args a)
         int row = q0 + ty * 4 + i;
         if (row >= a.l)
             continue;
+        if (a.lse && tx == 0) /* the scores are in log2 units (q was scaled by scale_log2) */
+            a.lse[b * a.l + row] = m[i] * LN2 + logf(lsum[i]);
         float inv = 1.0f / lsum[i], *dst = out + row * a.os[2];
 #pragma unroll
         for (int c = 0; c < CW; c++)
@@ -619,7 +627,7 @@ extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major
     if (x->batch < 1 || x->inner < 1 || nqb > INT32_MAX / x->batch)
         return false;
     Args a;
-    a.q = x->q, a.k = x->k, a.v = x->v, a.o = x->out;
+    a.q = x->q, a.k = x->k, a.v = x->v, a.o = x->out, a.lse = x->lse;
     for (int i = 0; i < 3; i++)
         a.qs[i] = x->q_strides[i], a.ks[i] = x->k_strides[i], a.vs[i] = x->v_strides[i],
         a.os[i] = x->out_strides[i];

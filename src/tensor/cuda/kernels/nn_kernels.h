@@ -1,6 +1,6 @@
 /* C launchers of the nn kernels, called by nn_cuda.c and blas.c: the row
- * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu), the
- * backward kernels (backward.cu) and
+ * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu) and
+ * its backward (attention_backward.cu), the backward kernels (backward.cu) and
  * the GEMMs tcuda computes without cuBLAS (gemm_small.cu, gemm_scale.cu).
  * As the other launchers (kernels.h), each queues its kernels on `stream` of
  * the current device and returns at once; the caller runs tc__launch_check
@@ -46,6 +46,14 @@ void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a, vo
  * float64, 16-bit dtypes before compute capability 8.0, head sizes over 128,
  * a scale that is not positive and finite (attention.cu). */
 bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc__nn_attention *a);
+/* See tc__nn_attention_bwd: whether the fused backward takes a (float32,
+ * float16 or bfloat16, head sizes up to 128, a positive finite scale), and
+ * its kernels queued on `stream` of `device` with dsum, device scratch of
+ * batch * l floats (false, queuing nothing, where it does not take a)
+ * (attention_backward.cu). */
+bool tc__k_nn_attention_backward_takes(const tc__nn_attention_bwd *a);
+bool tc__k_nn_attention_backward(cudaStream_t stream, int device, const tc__nn_attention_bwd *a,
+                                 float *dsum);
 /* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
  * matrices of dtype (floating) with leading dimension ldc and batch stride
  * stride_c: a GEMM with k = 0 (gemm_scale.cu). Launches nothing when the

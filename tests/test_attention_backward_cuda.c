@@ -1,0 +1,305 @@
+/* nn_backward.h's fused attention on a GPU: tc_nn_scaled_dot_product_attention_lse
+ * and tc_nn_scaled_dot_product_attention_backward_lse (and the plain backward,
+ * which runs both) against the CPU's math path in float64 on the same input
+ * values (the GPU's inputs read back, 16-bit ones as rounded), for float32,
+ * float16 and bfloat16, head sizes 32, 64, 128 and 80 (a column tail), L == S,
+ * L < S and L > S with odd lengths (1, 63, 65, 257), causal and not, the
+ * scale given and not, dense operands and head views of one [B, L, H, 3E]
+ * qkv projection; the fused counts go up once per call. The fused backward
+ * sums in a fixed order: a second call, the plain backward, and a replay
+ * of the pair captured in a CUDA graph give the same bits. Cases the kernels do not take (E > 128, float64, the switch
+ * off) run the math path, counted as such, with the same values.
+ *
+ * Tolerances, relative to the largest magnitude of each result (the
+ * kernels compute in float32 and round each result once): float32 3e-5
+ * (sums of up to 257 products, exp of float32 scores); float16 and bfloat16
+ * 2e-2 (the gradients' one rounding, 2^-8 for bfloat16, and D from the
+ * forward's rounded output); 0.05 is added to the largest magnitude (for
+ * gradients that are 0 but for rounding). lse, float32 for every dtype
+ * here: 2e-5 of 1 + its largest magnitude. Exits 77 without a GPU. */
+#include <string.h>
+
+#include "nn_check.h"
+#include "tcuda/graph.h"
+#include "tcuda/nn_backward.h"
+
+/* The device's compute capability: 16-bit operands are fused from 8.0. */
+static int cc_major;
+
+static bool takes(tc_dtype dt) { return dt == TC_FLOAT32 || cc_major >= 8; }
+
+/* Added to the largest magnitude: with L == 1 and causal, dq and dk are
+ * exactly 0 (P is 1, so dS = dP - D = 0), and both sides are only
+ * rounding. */
+#define FLOOR 0.05
+
+static double tol_max(tc_dtype dt) { return dt == TC_FLOAT32 ? 3e-5 : 2e-2; }
+
+/* got against ref (n values): every |got - ref| <= tol * (floor + max |ref|). */
+static void near_max(const char *what, const tc_tensor *got, const tc_tensor *ref, double tol,
+                     double floor)
+{
+    int64_t n = tc_tensor_numel(ref);
+    bool ok = got && tc_tensor_numel(got) == n;
+    double *g = ok ? tc_test_values(got) : NULL, *r = ok ? tc_test_values(ref) : NULL;
+    double mx = 0;
+    for (int64_t i = 0; ok && i < n; i++)
+        mx = fmax(mx, fabs(r[i]));
+    for (int64_t i = 0; ok && i < n; i++)
+        if (!(fabs(g[i] - r[i]) <= tol * (floor + mx))) {
+            fprintf(stderr, "%s: element %lld of %lld is %.9g, expected %.9g (largest %.6g)\n",
+                    what, (long long)i, (long long)n, g[i], r[i], mx);
+            ok = false;
+        }
+    free(g);
+    free(r);
+    CHECK(ok);
+}
+
+/* The same bits (values read back as doubles, compared exactly). */
+static void same_bits(const char *what, const tc_tensor *a, const tc_tensor *b)
+{
+    int64_t n = tc_tensor_numel(a);
+    bool ok = b && tc_tensor_numel(b) == n;
+    double *x = ok ? tc_test_values(a) : NULL, *y = ok ? tc_test_values(b) : NULL;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = memcmp(&x[i], &y[i], sizeof x[i]) == 0;
+    if (!ok)
+        fprintf(stderr, "%s: not the same bits\n", what);
+    free(x);
+    free(y);
+    CHECK(ok);
+}
+
+static tc_tensor *to64(const tc_tensor *t)
+{
+    tc_tensor *r = NULL;
+    CHECK_OK(tc_tensor_to(t, CPU, TC_FLOAT64, false, &r));
+    return r;
+}
+
+/* One problem on the GPU: q, k, v, grad_out (any strides) of one dtype.
+ * fused says whether the kernels take it (the counts go up) or not. */
+static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v, tc_tensor *go,
+                     bool causal, const double *scale, bool fused)
+{
+    tc_dtype dt = tc_tensor_dtype(q);
+    double tol = dt == TC_FLOAT64 ? 1e-10 : tol_max(dt);
+    uint64_t f0 = tc__nn_attention_fused_count(), b0 = tc__nn_attention_backward_fused_count();
+    tc_tensor *out = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
+    CHECK_OK(tc_nn_scaled_dot_product_attention_lse(q, k, v, causal, scale, &out, &lse));
+    CHECK(tc__nn_attention_fused_count() - f0 == (fused ? 1u : 0u));
+    CHECK(lse && tc_tensor_dtype(lse) == (dt == TC_FLOAT64 ? TC_FLOAT64 : TC_FLOAT32));
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(go, q, k, v, out, lse, causal, scale,
+                                                             &g[0], &g[1], &g[2]));
+    CHECK(tc__nn_attention_backward_fused_count() - b0 == (fused ? 1u : 0u));
+
+    /* the reference: the CPU's math path in float64 on the same values */
+    tc_tensor *c[4] = {to64(q), to64(k), to64(v), to64(go)};
+    tc_tensor *rout = NULL, *rlse = NULL, *rg[3] = {NULL, NULL, NULL};
+    CHECK_OK(tc_nn_scaled_dot_product_attention_lse(c[0], c[1], c[2], causal, scale, &rout, &rlse));
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward(c[3], c[0], c[1], c[2], causal, scale,
+                                                         &rg[0], &rg[1], &rg[2]));
+    char name[200];
+    static const char *names[3] = {"dq", "dk", "dv"};
+    snprintf(name, sizeof name, "%s (%s) out", what, tc_dtype_string(dt));
+    near_max(name, out, rout, tol, FLOOR);
+    snprintf(name, sizeof name, "%s (%s) lse", what, tc_dtype_string(dt));
+    near_max(name, lse, rlse, dt == TC_FLOAT64 ? 1e-10 : 2e-5, 1);
+    const tc_tensor *like[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s (%s) %s", what, tc_dtype_string(dt), names[i]);
+        CHECK(g[i] && tc_tensor_is_contiguous(g[i]) && tc_tensor_dtype(g[i]) == dt);
+        CHECK(g[i] && tc_tensor_ndim(g[i]) == tc_tensor_ndim(like[i]));
+        near_max(name, g[i], rg[i], tol, FLOOR);
+    }
+
+    /* a second call and the plain backward (forward again, then the same
+     * kernels): the same bits */
+    tc_tensor *again[3] = {NULL, NULL, NULL}, *plain[3] = {NULL, NULL, NULL};
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(go, q, k, v, out, lse, causal, scale,
+                                                             &again[0], &again[1], &again[2]));
+    b0 = tc__nn_attention_backward_fused_count();
+    CHECK_OK(tc_nn_scaled_dot_product_attention_backward(go, q, k, v, causal, scale, &plain[0],
+                                                         &plain[1], &plain[2]));
+    CHECK(tc__nn_attention_backward_fused_count() - b0 == (fused ? 1u : 0u));
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s (%s) %s, second call", what, tc_dtype_string(dt), names[i]);
+        if (fused) {
+            same_bits(name, g[i], again[i]);
+            same_bits(name, g[i], plain[i]);
+        } else {
+            near_max(name, plain[i], rg[i], tol, FLOOR);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        tc_tensor_release(g[i]);
+        tc_tensor_release(rg[i]);
+        tc_tensor_release(again[i]);
+        tc_tensor_release(plain[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        tc_tensor_release(c[i]);
+    tc_tensor_release(out), tc_tensor_release(lse);
+    tc_tensor_release(rout), tc_tensor_release(rlse);
+}
+
+static const tc_dtype KERNEL_DTYPES[3] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16};
+
+/* Dense [B, H, L, E] operands over every head size, length pair and mode. */
+static void test_dense(void)
+{
+    static const int64_t es[4] = {32, 64, 128, 80};
+    static const int64_t ls[][2] = {{1, 1}, {1, 65}, {63, 63}, {65, 257}, {257, 63}, {64, 128}};
+    const double scale = 0.3;
+    for (int d = 0; d < 3; d++)
+        for (int ei = 0; ei < 4; ei++)
+            for (size_t li = 0; li < sizeof ls / sizeof ls[0]; li++)
+                for (int mode = 0; mode < 4; mode++) {
+                    tc_dtype dt = KERNEL_DTYPES[d];
+                    int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
+                    int64_t qs[4] = {1, 2, l, e}, ks[4] = {1, 2, s, e};
+                    tc_tensor *q = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+                    tc_tensor *k = rnd(GPU, 4, ks, dt, -1, 1, NULL);
+                    tc_tensor *v = rnd(GPU, 4, ks, dt, -1, 1, NULL);
+                    tc_tensor *go = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+                    char what[120];
+                    snprintf(what, sizeof what, "fused sdpa backward E=%lld L=%lld S=%lld%s%s",
+                             (long long)e, (long long)l, (long long)s, mode & 1 ? " causal" : "",
+                             mode & 2 ? " scaled" : "");
+                    run_case(what, q, k, v, go, mode & 1, mode & 2 ? &scale : NULL, takes(dt));
+                    tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
+                    tc_tensor_release(go);
+                }
+}
+
+/* q, k and v as the heads of one [B, L, H, 3E] projection (narrowed, then
+ * transpose(1, 2)), grad_out as the heads of [B, L, H, E]: read in place. */
+static void test_head_views(void)
+{
+    static const int64_t es[2] = {64, 80}, ls[2] = {63, 128};
+    for (int d = 0; d < 3; d++)
+        for (int ei = 0; ei < 2; ei++)
+            for (int li = 0; li < 2; li++)
+                for (int causal = 0; causal < 2; causal++) {
+                    tc_dtype dt = KERNEL_DTYPES[d];
+                    int64_t b = 2, h = 3, l = ls[li], e = es[ei];
+                    int64_t ps[4] = {b, l, h, 3 * e}, gs[4] = {b, l, h, e};
+                    tc_tensor *proj = rnd(GPU, 4, ps, dt, -1, 1, NULL);
+                    tc_tensor *gm = rnd(GPU, 4, gs, dt, -1, 1, NULL);
+                    tc_tensor *part[3] = {NULL, NULL, NULL}, *t[4] = {NULL, NULL, NULL, NULL};
+                    for (int i = 0; i < 3; i++) {
+                        CHECK_OK(tc_tensor_narrow(proj, 3, i * e, e, &part[i]));
+                        CHECK_OK(tc_tensor_transpose(part[i], 1, 2, &t[i]));
+                    }
+                    CHECK_OK(tc_tensor_transpose(gm, 1, 2, &t[3]));
+                    CHECK(!tc_tensor_is_contiguous(t[0]));
+                    char what[120];
+                    snprintf(what, sizeof what, "fused sdpa backward, qkv heads E=%lld L=%lld%s",
+                             (long long)e, (long long)l, causal ? " causal" : "");
+                    run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt));
+                    for (int i = 0; i < 3; i++)
+                        tc_tensor_release(part[i]);
+                    for (int i = 0; i < 4; i++)
+                        tc_tensor_release(t[i]);
+                    tc_tensor_release(proj), tc_tensor_release(gm);
+                }
+}
+
+/* What the kernels do not take runs the math path: E over 128, Ev != E,
+ * float64, and everything with the switch off. */
+static void test_math_path(void)
+{
+    struct {
+        tc_dtype dt;
+        int64_t e, ev;
+    } cases[] = {{TC_FLOAT32, 160, 160}, {TC_BFLOAT16, 32, 16}, {TC_FLOAT64, 64, 64}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            int64_t qs[3] = {2, 65, cases[i].e}, ks[3] = {2, 33, cases[i].e};
+            int64_t vs[3] = {2, 33, cases[i].ev}, os[3] = {2, 65, cases[i].ev};
+            tc_tensor *q = rnd(GPU, 3, qs, cases[i].dt, -1, 1, NULL);
+            tc_tensor *k = rnd(GPU, 3, ks, cases[i].dt, -1, 1, NULL);
+            tc_tensor *v = rnd(GPU, 3, vs, cases[i].dt, -1, 1, NULL);
+            tc_tensor *go = rnd(GPU, 3, os, cases[i].dt, -1, 1, NULL);
+            run_case("sdpa backward, math path", q, k, v, go, causal, NULL, false);
+            tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
+            tc_tensor_release(go);
+        }
+    int64_t qs[4] = {1, 2, 63, 64};
+    tc_tensor *q = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
+    tc_tensor *k = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
+    tc_tensor *v = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
+    tc_tensor *go = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
+    tc__nn_attention_set_fused(false);
+    run_case("sdpa backward, fused switched off", q, k, v, go, true, NULL, false);
+    tc__nn_attention_set_fused(true);
+    tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v), tc_tensor_release(go);
+}
+
+/* The training pair captured into a CUDA graph (after an eager call that
+ * set the kernels up): nothing waits, the scratch comes from the graph's
+ * pool, and a replay gives the eager call's bits. */
+static void test_graph(void)
+{
+    static const tc_dtype dts[2] = {TC_FLOAT32, TC_BFLOAT16};
+    for (int d = 0; d < 2; d++) {
+        if (!takes(dts[d]))
+            continue;
+        int64_t qs[4] = {2, 3, 65, 64};
+        tc_tensor *in[4]; /* grad_out, q, k, v */
+        for (int i = 0; i < 4; i++)
+            in[i] = rnd(GPU, 4, qs, dts[d], -1, 1, NULL);
+        tc_tensor *out = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
+        CHECK_OK(
+            tc_nn_scaled_dot_product_attention_lse(in[1], in[2], in[3], true, NULL, &out, &lse));
+        CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(
+            in[0], in[1], in[2], in[3], out, lse, true, NULL, &g[0], &g[1], &g[2]));
+        CHECK_OK(tc_synchronize(-1));
+        tc_graph *graph = NULL;
+        CHECK_OK(tc_graph_create(&graph));
+        tc_tensor *cout = NULL, *clse = NULL, *cg[3] = {NULL, NULL, NULL};
+        uint64_t b0 = tc__nn_attention_backward_fused_count();
+        tc_graph_pool_id none = {0};
+        tc_graph_capture_guard gd = tc_graph_capture_guard_enter(graph, none, NULL,
+                                                                 TC_CAPTURE_MODE_GLOBAL);
+        CHECK_OK(gd.status);
+        CHECK_OK(
+            tc_nn_scaled_dot_product_attention_lse(in[1], in[2], in[3], true, NULL, &cout, &clse));
+        CHECK_OK(tc_nn_scaled_dot_product_attention_backward_lse(
+            in[0], in[1], in[2], in[3], cout, clse, true, NULL, &cg[0], &cg[1], &cg[2]));
+        CHECK_OK(tc_graph_capture_guard_exit(&gd));
+        CHECK(tc__nn_attention_backward_fused_count() - b0 == 1);
+        CHECK_OK(tc_graph_replay(graph));
+        CHECK_OK(tc_synchronize(-1));
+        same_bits("attention forward replayed from a graph", out, cout);
+        same_bits("attention lse replayed from a graph", lse, clse);
+        for (int i = 0; i < 3; i++)
+            same_bits("attention backward replayed from a graph", g[i], cg[i]);
+        for (int i = 0; i < 3; i++) {
+            tc_tensor_release(g[i]);
+            tc_tensor_release(cg[i]);
+        }
+        tc_tensor_release(out), tc_tensor_release(lse);
+        tc_tensor_release(cout), tc_tensor_release(clse);
+        CHECK_OK(tc_graph_destroy(graph));
+        for (int i = 0; i < 4; i++)
+            tc_tensor_release(in[i]);
+    }
+}
+
+int main(void)
+{
+    tc_test_init();
+    TC_TEST_REQUIRE_GPU();
+    int minor = 0;
+    CHECK_OK(tc_get_device_capability(-1, &cc_major, &minor));
+    if (cc_major < 8)
+        printf("compute capability %d.%d: 16-bit operands take the math path\n", cc_major, minor);
+    test_dense();
+    test_head_views();
+    test_math_path();
+    test_graph();
+    CHECK_OK(tc_synchronize(-1));
+    return TC_TEST_DONE();
+}

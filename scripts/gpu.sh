@@ -408,7 +408,7 @@ case $PRESET in
     step_benches $EVERY_TOPIC ;;
   train)
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
+      test_attention_backward_cuda test_nn_cuda test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
       test_train_gpt2_grad test_train_gpt2_cuda}
     TRAIN_ORACLES=${TRAIN_ORACLES:-nn_backward_torch nn_layers_torch attention_backward_torch \
       optim_torch checkpoint_torch}
@@ -420,7 +420,7 @@ case $PRESET in
     # (not test_optim: CPU only, and compute-sanitizer fails a program that
     # makes no CUDA call; test_optim_cuda is its GPU half)
     CS_TESTS=${TRAIN_CS_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_amp test_optim_cuda test_ddp test_checkpoint_cuda} step_compute_sanitizer ;;
+      test_attention_backward_cuda test_amp test_optim_cuda test_ddp test_checkpoint_cuda} step_compute_sanitizer ;;
   multi)
     for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
       case $s in

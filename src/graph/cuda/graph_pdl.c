@@ -71,19 +71,28 @@ tc_status tc__graph_programmatic_edges(int device, cudaGraph_t graph)
         if (data[i].type != cudaGraphDependencyTypeDefault || data[i].from_port != 0 ||
             !kernel_node(from[i]) || !tcuda_kernel(to[i]))
             continue;
+        /* An edge CUDA will not change (seen on an H200 with CUDA 13 in a
+         * training step's graph: cudaErrorNotSupported) stays as captured:
+         * the edge is an optimization, never a need. */
         cudaError_t err = cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1);
-        if (err == cudaSuccess) {
-            err = cudaGraphAddDependencies(graph, &from[i], &to[i], &prog, 1);
-            if (err == cudaSuccess) {
-                made++;
-                continue;
-            }
-            (void)cudaGetLastError(); /* put the edge back as it was */
-            err = cudaGraphAddDependencies(graph, &from[i], &to[i], &data[i], 1);
-            if (err == cudaSuccess)
-                continue;
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
         }
-        st = tc__cuda_fail(err, "cudaGraphRemoveDependencies/AddDependencies", __FILE__, __LINE__);
+        err = cudaGraphAddDependencies(graph, &from[i], &to[i], &prog, 1);
+        if (err == cudaSuccess) {
+            made++;
+            continue;
+        }
+        (void)cudaGetLastError(); /* put the edge back as it was */
+        err = cudaGraphAddDependencies(graph, &from[i], &to[i], &data[i], 1);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            err = cudaGraphAddDependencies(graph, &from[i], &to[i], NULL, 1);
+        }
+        if (err == cudaSuccess)
+            continue;
+        st = tc__cuda_fail(err, "cudaGraphAddDependencies (restoring an edge)", __FILE__, __LINE__);
     }
     atomic_fetch_add(&tc__graph_pdl_edges, made);
     free(from);

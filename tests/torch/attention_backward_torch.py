@@ -14,15 +14,17 @@ torch.nn.functional.scaled_dot_product_attention + backward(grad_out) on the
 GPU (torch's own choice of kernel) and through tcuda's backward on the GPU.
 
 Tolerances:
-- float32 and float64: tcuda against torch in the same dtype with
-  torch.testing.assert_close's defaults (float32 rtol 1.3e-6, atol 1e-5;
-  float64 rtol 1e-7, atol 1e-7).
-- float16 and bfloat16 (looser, as PyTorch's own SDPA tests do it): both are
-  measured against torch's float64 gradients on the same rounded inputs;
-  tcuda's must be within rtol = the default (float16 1e-3, bfloat16 1.6e-2)
-  and atol = max(the default 1e-5, 4 * the largest error of torch's own
-  16-bit gradients). tcuda's largest difference from torch's 16-bit result
-  is printed beside it.
+- float64: tcuda against torch in the same dtype with
+  torch.testing.assert_close's defaults (rtol 1e-7, atol 1e-7).
+- float32, float16 and bfloat16, as PyTorch's own SDPA tests judge fused
+  kernels: both are measured against torch's float64 gradients on the same
+  rounded inputs; tcuda's must be within rtol = the default (float32 1.3e-6,
+  float16 1e-3, bfloat16 1.6e-2) and atol = max(the default 1e-5, 4 * the
+  largest error of torch's own gradients in that dtype). (float32 was once
+  held to torch's float32 result directly; the fused float32 kernel sums in
+  another order than torch's, and a few of 32,768 elements then differed by
+  a little more than 1e-5.) tcuda's largest difference from torch's result
+  in the same dtype is printed beside it.
 
 The training pair runs too: tc_nn_scaled_dot_product_attention_lse (its out
 and lse against torch's float64 SDPA and logsumexp of the scaled, masked
@@ -202,20 +204,20 @@ def torch_forward64(q, k, v, causal, scale):
 
 
 def check_grads(name, dtype, ours, theirs, truth, failures):
-    """ours against theirs (same dtype) or, for 16-bit, against truth
-    (float64) within the module docstring's tolerances; the largest
+    """ours against theirs (float64) or against truth (float64 gradients; the
+    other dtypes) within the module docstring's tolerances; the largest
     |ours - theirs|."""
     rtol, atol = DEFAULT_TOL[dtype]
     worst = 0.0
     for which, a, t in zip(("dq", "dk", "dv"), ours, theirs):
         a = a.double()
         worst = max(worst, (a - t).abs().max().item())
-        if dtype in (torch.float32, torch.float64):
+        if dtype == torch.float64:
             try:
                 torch.testing.assert_close(a, t, rtol=rtol, atol=atol)
             except AssertionError as err:
                 failures.append(f"{name} {which}: {str(err).splitlines()[0:3]}")
-    if dtype in (torch.float16, torch.bfloat16):
+    if dtype != torch.float64:
         for which, a, t, ref in zip(("dq", "dk", "dv"), ours, theirs, truth):
             torch_err = (t - ref).abs().max().item()
             tol_a = max(atol, FUDGE * torch_err)
@@ -256,7 +258,7 @@ def check_case(dtype, b, h, l, s, e, ev, causal, scale, head_view, failures):
     ours = tcuda_grads(q, k, v, go, causal, scale, head_view)
     theirs = torch_grads(q, k, v, go, causal, scale, dtype)
     truth = None
-    if dtype in (torch.float16, torch.bfloat16):
+    if dtype != torch.float64:
         truth = torch_grads(q, k, v, go, causal, scale, torch.float64)
         for which, t, ref in zip(("dq", "dk", "dv"), theirs, truth):
             torch_err = (t - ref).abs().max().item()

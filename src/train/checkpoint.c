@@ -531,7 +531,7 @@ static void last_message(char *buf, size_t size)
  * scaler (the range checks are amp.c's own; nothing live changes). */
 static tc_status check_scaler(const source *s, tc_grad_scaler *live, loaded *l)
 {
-    bool enabled;
+    bool enabled = false; /* set by meta_bool; GCC -O3 cannot see it */
     TC_TRY(meta_bool(s, "tcuda.scaler.enabled", &enabled));
     if (enabled != scaler_enabled(live))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: the file's scaler is %s, the live one %s",

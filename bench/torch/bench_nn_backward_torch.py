@@ -77,7 +77,7 @@ def gelu(dt):
     for approx in ("tanh", "none"):
         def fn(a=approx):
             return aten.gelu_backward(g, x, approximate=a)
-        row(f"gelu_backward {approx}", dt, "8192x3072", fn, "aten.gelu_backward", nbytes,
+        row(f"gelu_backward {approx}", dt, f"{ROWS}x{C4}", fn, "aten.gelu_backward", nbytes,
             comp=compiled(fn, "gelu_backward"))
 
 
@@ -87,14 +87,14 @@ def softmax(dt):
 
     def fn():
         return aten._softmax_backward_data(g, y, -1, dt)
-    row("softmax_backward", dt, "98304x1024", fn, "aten._softmax_backward_data",
+    row("softmax_backward", dt, f"{s[0]}x{s[1]}", fn, "aten._softmax_backward_data",
         3 * s[0] * s[1] * g.element_size(), comp=compiled(fn, "softmax_backward"))
     del g, y
     g, y = randn(ROWS, V, dt=dt), torch.log_softmax(randn(ROWS, V, dt=dt), -1)
 
     def fn2():
         return aten._log_softmax_backward_data(g, y, -1, dt)
-    row("log_softmax_backward", dt, "8192x50257", fn2, "aten._log_softmax_backward_data",
+    row("log_softmax_backward", dt, f"{ROWS}x{V}", fn2, "aten._log_softmax_backward_data",
         3 * ROWS * V * g.element_size(), comp=compiled(fn2, "log_softmax_backward"))
 
 
@@ -106,7 +106,7 @@ def layer_norm(dt):
     def fn():
         return aten.native_layer_norm_backward(g, x, [C], mean, rstd, w, b, [True, True, True])
     es = g.element_size()
-    row("layer_norm_backward", dt, "8192x768", fn, "aten.native_layer_norm_backward",
+    row("layer_norm_backward", dt, f"{ROWS}x{C}", fn, "aten.native_layer_norm_backward",
         3 * ROWS * C * es + 2 * ROWS * 4 + 3 * C * es, comp=compiled(fn, "layer_norm_backward"))
 
 
@@ -122,7 +122,7 @@ def cross_entropy(dt):
     def fused():
         return torch.autograd.grad(loss(x), x)
     comp = warm(lambda: torch.autograd.grad(closs(x), x), "cross_entropy") if closs else None
-    row("cross_entropy_fused", dt, "8192x50257", fused,
+    row("cross_entropy_fused", dt, f"{ROWS}x{V}", fused,
         "F.cross_entropy + autograd.grad", nbytes, comp=comp)
     saved = loss(x)
 
@@ -132,7 +132,7 @@ def cross_entropy(dt):
     if closs and warm(lambda: closs(x), "cross_entropy"):
         csaved = closs(x)
         comp = warm(lambda: torch.autograd.grad(csaved, x, retain_graph=True), "cross_entropy")
-    row("cross_entropy_backward", dt, "8192x50257", backward,
+    row("cross_entropy_backward", dt, f"{ROWS}x{V}", backward,
         "autograd.grad of F.cross_entropy (nll_loss and log_softmax backward)", nbytes, comp=comp)
 
 
@@ -144,10 +144,10 @@ def embedding(dt):
 
     def fn():
         return aten.embedding_dense_backward(g, idx, V, -1, False)
-    row("embedding_backward", dt, "8x1024x768->50257", fn, "aten.embedding_dense_backward",
+    row("embedding_backward", dt, f"{B}x{T}x{C}->{V}", fn, "aten.embedding_dense_backward",
         read + V * C * es)
     gw = torch.zeros(V, C, device="cuda", dtype=dt)
-    row("embedding_backward_ into", dt, "8x1024x768->50257", lambda: gw.add_(fn()),
+    row("embedding_backward_ into", dt, f"{B}x{T}x{C}->{V}", lambda: gw.add_(fn()),
         "aten.embedding_dense_backward + add_ (AccumulateGrad)", read + 2 * ROWS * C * es)
 
 
@@ -182,7 +182,7 @@ def dropout(dt):
 
     def fn():
         return aten.native_dropout_backward(g, mask, 1.0 / (1.0 - P_DROP))
-    row("dropout_backward", dt, "8192x768", fn, "aten.native_dropout_backward",
+    row("dropout_backward", dt, f"{ROWS}x{C}", fn, "aten.native_dropout_backward",
         ROWS * C * (2 * g.element_size() + 1), comp=compiled(fn, "dropout_backward"))
 
 
@@ -192,7 +192,7 @@ def attention(dt):
     q, k, v = (s.view(B, T, H, HD).transpose(1, 2) for s in p.split(C, 2))
     go = randn(B, T, H, HD, dt=dt).transpose(1, 2)
     flops = 5.0 * 2.0 * B * H * T * T * HD / 2
-    shape = "8x12x1024x64 causal"
+    shape = f"{B}x{H}x{T}x{HD} causal"
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     row("sdpa_backward_lse", dt, shape,
         lambda: torch.autograd.grad(out, (q, k, v), go, retain_graph=True),

@@ -167,17 +167,15 @@ static tc_tensor *indices(int ndim, const int64_t *sizes, int64_t hi)
     return t;
 }
 
-/* "8192x3072": the sizes joined by x, then `tail`, in a buffer that the
- * next call overwrites (a row's shape cell). */
-static const char *dims(int ndim, const int64_t *sizes, const char *tail)
+/* "8192x3072": the sizes joined by x, in a buffer that the next call
+ * overwrites (a row's shape cell). */
+static const char *dims(int ndim, const int64_t *sizes)
 {
     static char buf[96];
     int at = 0;
     for (int i = 0; i < ndim && at < (int)sizeof buf; i++)
         at += snprintf(buf + at, sizeof buf - (size_t)at, "%s%lld", i ? "x" : "",
                        (long long)sizes[i]);
-    if (at < (int)sizeof buf)
-        snprintf(buf + at, sizeof buf - (size_t)at, "%s", tail);
     return buf;
 }
 
@@ -192,9 +190,9 @@ static void bench_gelu(tc_dtype dt)
     job j = {.kind = GELU, .t = {randn(2, s, dt), randn(2, s, dt)}};
     double bytes = 3.0 * ROWS * C4 * esize(dt);
     j.want = TC_GELU_APPROXIMATE_TANH;
-    row("gelu_backward tanh", dt, dims(2, s, ""), &j, bytes, 0);
+    row("gelu_backward tanh", dt, dims(2, s), &j, bytes, 0);
     j.want = TC_GELU_APPROXIMATE_NONE;
-    row("gelu_backward none", dt, dims(2, s, ""), &j, bytes, 0);
+    row("gelu_backward none", dt, dims(2, s), &j, bytes, 0);
     job_release(&j);
 }
 
@@ -207,14 +205,14 @@ static void bench_softmax(tc_dtype dt)
     tc_tensor *x = randn(2, s, dt);
     TRY(tc_nn_softmax(x, -1, &j.t[1]));
     tc_tensor_release(x);
-    row("softmax_backward", dt, dims(2, s, ""), &j, 3.0 * s[0] * s[1] * esize(dt), 0);
+    row("softmax_backward", dt, dims(2, s), &j, 3.0 * s[0] * s[1] * esize(dt), 0);
     job_release(&j);
 
     job k = {.kind = LOG_SOFTMAX, .t = {randn(2, l, dt)}};
     x = randn(2, l, dt);
     TRY(tc_nn_log_softmax(x, -1, &k.t[1]));
     tc_tensor_release(x);
-    row("log_softmax_backward", dt, dims(2, l, ""), &k, 3.0 * l[0] * l[1] * esize(dt), 0);
+    row("log_softmax_backward", dt, dims(2, l), &k, 3.0 * l[0] * l[1] * esize(dt), 0);
     job_release(&k);
 }
 
@@ -230,7 +228,7 @@ static void bench_layer_norm(tc_dtype dt)
     tc_tensor_release(b);
     tc_tensor_release(out);
     double bytes = 3.0 * ROWS * C * esize(dt) + 2.0 * ROWS * 4 + 3.0 * C * esize(dt);
-    row("layer_norm_backward", dt, dims(2, s, ""), &j, bytes, 0);
+    row("layer_norm_backward", dt, dims(2, s), &j, bytes, 0);
     job_release(&j);
 }
 
@@ -241,10 +239,10 @@ static void bench_cross_entropy(tc_dtype dt)
     int64_t s[2] = {ROWS, V}, rows = ROWS;
     job j = {.kind = CE_FUSED, .t = {randn(2, s, dt), indices(1, &rows, V)}};
     double bytes = 2.0 * ROWS * V * esize(dt) + 8.0 * ROWS;
-    row("cross_entropy_fused", dt, dims(2, s, ""), &j, bytes, 0);
+    row("cross_entropy_fused", dt, dims(2, s), &j, bytes, 0);
     job k = {.kind = CE_BACKWARD, .t = {NULL, j.t[0], j.t[1]}};
     TRY(tc_tensor_full(0, NULL, 1.0, dt, GPU, &k.t[0]));
-    row("cross_entropy_backward", dt, dims(2, s, ""), &k, bytes, 0);
+    row("cross_entropy_backward", dt, dims(2, s), &k, bytes, 0);
     tc_tensor_release(k.t[0]);
     job_release(&j);
 }
@@ -258,7 +256,7 @@ static void bench_embedding(tc_dtype dt)
     double read = (double)ROWS * C * esize(dt) + 8.0 * ROWS;
     double bytes = read + (double)V * C * esize(dt);
     char shape[96];
-    snprintf(shape, sizeof shape, "%s->%d", dims(3, s, ""), V);
+    snprintf(shape, sizeof shape, "%s->%d", dims(3, s), V);
     row("embedding_backward", dt, shape, &j, bytes, 0);
     TRY(tc_use_deterministic_algorithms(true));
     row("embedding_backward det", dt, shape, &j, bytes, 0);
@@ -284,7 +282,7 @@ static void bench_linear(tc_dtype dt)
         int64_t in = LINEARS[i].in, out = LINEARS[i].out, g[2] = {ROWS, out}, x[2] = {ROWS, in},
                 w[2] = {out, in};
         char shape[96];
-        snprintf(shape, sizeof shape, "%s->%lld", dims(2, x, ""), (long long)out);
+        snprintf(shape, sizeof shape, "%s->%lld", dims(2, x), (long long)out);
         job j = {.kind = LINEAR, .t = {randn(2, g, dt), randn(2, x, dt), randn(2, w, dt)}};
         double flops = 2.0 * ROWS * (double)in * (double)out;
         j.want = TC_NN_LINEAR_GRAD_X;
@@ -315,7 +313,7 @@ static void bench_dropout(tc_dtype dt)
     TRY(tc_nn_dropout(x, P_DROP, true, NULL, &y, &j.t[1]));
     tc_tensor_release(x);
     tc_tensor_release(y);
-    row("dropout_backward", dt, dims(2, s, ""), &j, (double)ROWS * C * (2.0 * esize(dt) + 1), 0);
+    row("dropout_backward", dt, dims(2, s), &j, (double)ROWS * C * (2.0 * esize(dt) + 1), 0);
     job_release(&j);
 }
 
@@ -342,7 +340,7 @@ static void bench_attention(tc_dtype dt)
                                                &j.t[5]));
     double flops = 5.0 * 2.0 * B * H * (double)T * T * HD / 2;
     char shape[96];
-    snprintf(shape, sizeof shape, "%s causal", dims(4, (int64_t[]){B, H, T, HD}, ""));
+    snprintf(shape, sizeof shape, "%s causal", dims(4, (int64_t[]){B, H, T, HD}));
     row("sdpa_backward", dt, shape, &j, 0, flops);
     j.kind = SDPA_LSE;
     row("sdpa_backward_lse", dt, shape, &j, 0, flops);

@@ -593,6 +593,69 @@ def topic_attention(log, args):
           rows, notes_of(f"{log}/torch.txt"))
 
 
+# tcuda rows judged against a PyTorch row of another name: the deterministic
+# embedding backward against PyTorch's one algorithm (it sorts the indices
+# either way); the attention backward that recomputes the forward (the call
+# examples/train_gpt2 makes) against PyTorch's backward from what its forward
+# saved (what PyTorch's training step pays in its backward).
+NN_BACKWARD_TWIN = {"embedding_backward det": "embedding_backward",
+                    "sdpa_backward": "sdpa_backward_lse"}
+
+
+def topic_nn_backward(log, args):
+    t = csv_rows(f"{log}/tcuda.txt", "op")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    pr = csv_rows(f"{log}/torch.txt", "op") or []
+    p = {(r["op"], r["dtype"], r["shape"]): r for r in pr}
+
+    def wait_us(rows):  # the host time of a synchronize behind the queue
+        return next((number(r["host_us"] or "-") for r in rows if r["op"] == "synchronize"), None)
+    t_wait, p_wait = wait_us(t), wait_us(pr)
+    any_compile = any(number(r.get("compile_us") or "-") is not None for r in pr)
+    rows, misses, compared, waited = [], 0, 0, 0
+    for r in t:
+        if r["op"] == "synchronize":
+            continue
+        q = p.get((NN_BACKWARD_TWIN.get(r["op"], r["op"]), r["dtype"], r["shape"]), {})
+        us, pus = number(r["us"] or "-"), number(q.get("us") or "-")
+        speed = ratio(pus, us)
+        ok = speed is None or speed >= 1.0
+        misses += not ok
+        compared += speed is not None
+        host = number(r["host_us"] or "-")
+        free = host is None or not t_wait or host <= t_wait / 2
+        waited += not free
+        rate, prate = number(r["rate"] or "-"), number(q.get("rate") or "-")
+        cells = [r["op"], r["dtype"], r["shape"], us, pus, marked(speed, ok, "{:.2f}"),
+                 None if rate is None else f"{rate:.1f} {r['unit']}",
+                 None if prate is None else f"{prate:.1f} {q.get('unit', '')}",
+                 marked(host, free, "{:.1f}"), number(q.get("host_us") or "-")]
+        if any_compile:
+            cells.append(number(q.get("compile_us") or "-"))
+        rows.append(cells + [q.get("what")])
+    head = [("op", ""), ("dtype", ""), ("shape", ""), ("tcuda us", "{:.1f}"),
+            ("torch us", "{:.1f}"), ("speed tcuda ÷ torch", "{}"), ("tcuda rate", "{}"),
+            ("torch rate", "{}"), ("tcuda host us", "{}"), ("torch host us", "{:.1f}")]
+    if any_compile:
+        head.append(("torch.compile us", "{:.1f}"))
+    head.append(("PyTorch runs", ""))
+    notes = notes_of(f"{log}/tcuda.txt") + notes_of(f"{log}/torch.txt")
+    notes.append(verdict(misses, compared) + " (target: every backward op at least PyTorch's "
+                 "speed: torch us ÷ tcuda us >= 1.0; ✗ marks a miss)")
+    if t_wait:
+        notes.append(f"host us: the call's host time with a 4096^3 float32 matmul queued ahead; a "
+                     f"synchronize there takes {t_wait:.0f} us in tcuda"
+                     + (f" ({p_wait:.0f} us in PyTorch)" if p_wait else "")
+                     + f"; ✗ marks a call over half of that, one that waited for the device: "
+                     f"{waited} of {len(rows)}")
+    notes.append("rates: GB/s of the bytes each op must move at least, TFLOP/s of linear's GEMM "
+                 "and of attention's five products (causal half); judged against PyTorch's row of "
+                 "another name: " + ", ".join(f"{a} against {b}" for a, b in NN_BACKWARD_TWIN.items()))
+    table(title_of(log, "backward ops at GPT-2 small's training shapes (8 x 1024 tokens), GPU us "
+                        "(median of events)"), head, rows, notes)
+
+
 def topic_train(log, args):
     rows, base = [], None
     for line in read_lines(f"{log}/rows.txt"):

@@ -33,6 +33,10 @@
 #   jit [log2 n] [reps]   jiterator: compile, cache, host and kernel (28 21)
 #   loss                  cross_entropy behind queued GPU work
 #   nn [repeats]          softmax and layer_norm GB/s (51)
+#   nn_backward [repeats] each backward op of nn_backward.h at GPT-2 small's training
+#                         shapes beside PyTorch's backward kernel: GPU us (median of
+#                         repeats, 51) and host us behind queued work;
+#                         NN_BACKWARD_COMPILE=1 adds torch.compile's times
 #   random [log2 n] [reps]  random fills (28 21)
 #   sanitizer             the stream sanitizer's host cost per op
 #   tensor                element-wise, reduction, copy, matmul and host cost rows
@@ -324,6 +328,14 @@ topic_nn() {
   compare
 }
 
+topic_nn_backward() {
+  local reps=${1:-51}
+  need bench/bench_nn_backward
+  tcuda "$BUILD/bench/bench_nn_backward" "$reps" > "$LOG/tcuda.txt"
+  twin bench_nn_backward_torch.py "$reps" "${NN_BACKWARD_COMPILE:-0}"
+  compare
+}
+
 topic_random() {
   local lg=${1:-28} reps=${2:-21}
   need bench/bench_random
@@ -386,7 +398,8 @@ topic_train() {
 }
 
 case $TOPIC in
-  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | random | sanitizer | tensor | trace | train) ;;
+  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | nn_backward | random | \
+    sanitizer | tensor | trace | train) ;;
   *) usage ;;
 esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -1 > "$LOG/gpu.txt"

@@ -30,7 +30,12 @@
 #             examples/train_gpt2 against PyTorch (tests/torch/
 #             train_gpt2_torch.py; also --ddp 2 and 4 where the GPUs are;
 #             TRAIN_TORCH=0 skips it) and each test under compute-sanitizer
-#             memcheck and racecheck; on 2 or more GPUs test_ddp runs its ranks
+#             memcheck and racecheck; on 2 or more GPUs test_ddp runs its ranks.
+#             TRAIN_BENCH=1 adds, at the end, the benchmarks bench/run.sh
+#             nn_backward (each backward op beside PyTorch's) and train (GPT-2
+#             training tokens/s beside PyTorch), each bounded by BENCH_TIMEOUT
+#             (540 s here); TRAIN_BENCH=only runs the build and those two alone
+#             (the preset without them is already near 10 minutes)
 # Logs go to $OUT/logs (OUT is set by the GPU machine; ./gpu-out when unset)
 # and are packed into $OUT/logs.tgz, also LIMIT - 20 s after the start (LIMIT
 # 590) in case the call's time limit stops the script; when OUT was given the
@@ -407,6 +412,10 @@ case $PRESET in
     # shellcheck disable=SC2086
     step_benches $EVERY_TOPIC ;;
   train)
+    if [ "${TRAIN_BENCH:-0}" = only ]; then
+      BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches nn_backward train
+      finish
+    fi
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
       test_attention_backward_cuda test_nn_cuda test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
       test_train_gpt2_grad test_train_gpt2_cuda}
@@ -420,7 +429,10 @@ case $PRESET in
     # (not test_optim: CPU only, and compute-sanitizer fails a program that
     # makes no CUDA call; test_optim_cuda is its GPU half)
     CS_TESTS=${TRAIN_CS_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_attention_backward_cuda test_amp test_optim_cuda test_ddp test_checkpoint_cuda} step_compute_sanitizer ;;
+      test_attention_backward_cuda test_amp test_optim_cuda test_ddp test_checkpoint_cuda} step_compute_sanitizer
+    if [ "${TRAIN_BENCH:-0}" = 1 ]; then
+      BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches nn_backward train
+    fi ;;
   multi)
     for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
       case $s in

@@ -13,6 +13,8 @@
  *     into fragments by ldmatrix. The probabilities go from the scores'
  *     accumulator registers straight into the next product's operand
  *     registers, rounded to the input dtype, as flash attention does.
+ *     The helpers (mma, ldmatrix, cp.async) are attention_mma.cuh's,
+ *     shared with the backward.
  *   float32: 256 threads, each 4 query rows by 4 keys of the scores and 4
  *     rows by head_dim/16 columns of the output, in float32 FMAs (no TF32:
  *     the math of PyTorch's float32 attention).
@@ -471,16 +473,6 @@ bool launch_mma(cudaStream_t stream, int device, const Args &a, unsigned grid, i
     return d == 32   ? launch_mma<T, 32>(stream, device, a, grid)
            : d == 64 ? launch_mma<T, 64>(stream, device, a, grid)
                      : launch_mma<T, 128>(stream, device, a, grid);
-}
-
-bool aligned(const void *p, const int64_t *st, int64_t elems)
-{
-    if ((uintptr_t)p % 16)
-        return false;
-    for (int i = 0; i < 3; i++)
-        if (st[i] % elems)
-            return false;
-    return true;
 }
 
 } // namespace

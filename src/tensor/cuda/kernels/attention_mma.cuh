@@ -163,6 +163,19 @@ __device__ __forceinline__ void ldmatrix4(uint32_t *r, const uint16_t *row_addre
 #endif
 }
 
+/* Whether an operand at p with strides st (outer, inner, row; in elements)
+ * has every row 16-byte aligned, elems elements making 16 bytes: the
+ * condition of fill_tile's cp.async (vec) and of load8's vector loads. */
+inline bool aligned(const void *p, const int64_t *st, int64_t elems)
+{
+    if ((uintptr_t)p % 16)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (st[i] % elems)
+            return false;
+    return true;
+}
+
 } // namespace amma
 } // namespace tcuda_kernels
 

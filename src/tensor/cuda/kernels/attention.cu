@@ -131,10 +131,7 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             int c = kk * 16 + 2 * t, r = w0 + mt * 16 + g;
-            qf[mt][kk][0] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c]);
-            qf[mt][kk][1] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c]);
-            qf[mt][kk][2] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c + 8]);
-            qf[mt][kk][3] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c + 8]);
+            frag_a<LD>(qf[mt][kk], vs[1], r, c);
         }
     __syncthreads(); /* vs[1] is free for the second step's values */
 

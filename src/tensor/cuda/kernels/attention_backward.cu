@@ -295,19 +295,6 @@ template <int D> struct MmaSmem {
     static constexpr int bytes = rows * LD * (int)sizeof(uint16_t);
 };
 
-/* The A fragment of rows [r0, r0 + 16), columns [c0, c0 + 16) of a
- * row-major tile (attention_mma.cuh's layout), by 32-bit loads. */
-template <int LD>
-__device__ __forceinline__ void frag_a(uint32_t *f, const uint16_t (*tile)[LD], int r0, int c0,
-                                       int lane)
-{
-    int r = r0 + lane / 4, c = c0 + 2 * (lane % 4);
-    f[0] = *reinterpret_cast<const uint32_t *>(&tile[r][c]);
-    f[1] = *reinterpret_cast<const uint32_t *>(&tile[r + 8][c]);
-    f[2] = *reinterpret_cast<const uint32_t *>(&tile[r][c + 8]);
-    f[3] = *reinterpret_cast<const uint32_t *>(&tile[r + 8][c + 8]);
-}
-
 /* acc[n] (N/8 accumulators of 16 rows by 8 columns) += the warp's rows of
  * a (a [.][LD] tile, rows r0.., all D columns) times b^T, b's rows
  * [0, N) of a [.][LD] tile: a b^T, over the D columns both have. ldmatrix
@@ -317,14 +304,11 @@ template <typename H, int D, int N, int LD>
 __device__ __forceinline__ void mma_abt(float (*acc)[4], const uint16_t (*a)[LD], int r0,
                                         const uint16_t (*b)[LD], int lane)
 {
-    /* ldmatrix row addresses: lanes 0-7 rows 0-7 at column 0, 8-15 rows
-     * 0-7 at column 8, 16-23 rows 8-15 at column 0, 24-31 rows 8-15 at 8:
-     * B fragments b0, b1 of rows (n) 0-7, then b0, b1 of rows 8-15 */
-    int br = (lane % 8) + (lane / 16) * 8, bc = ((lane / 8) % 2) * 8;
+    int br = ldm_b_nk_row(lane), bc = ldm_b_nk_col(lane);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         uint32_t af[4];
-        frag_a<LD>(af, a, r0, kk * 16, lane);
+        frag_a<LD>(af, a, r0 + lane / 4, kk * 16 + 2 * (lane % 4));
 #pragma unroll
         for (int n = 0; n < N / 8; n += 2) {
             uint32_t bf[4];
@@ -344,10 +328,7 @@ template <typename H, int D, int K, int LD>
 __device__ __forceinline__ void mma_pb(float (*acc)[4], const float (*p)[4],
                                        const uint16_t (*b)[LD], int lane)
 {
-    /* ldmatrix row addresses: lanes 0-7 rows 0-7 at column 0, 8-15 rows
-     * 8-15 at column 0, 16-23 rows 0-7 at column 8, 24-31 rows 8-15 at 8:
-     * transposed, B fragments b0, b1 of columns (n) 0-7, then of 8-15 */
-    int br = (lane % 8) + ((lane / 8) % 2) * 8, bc = (lane / 16) * 8;
+    int br = ldm_b_kn_row(lane), bc = ldm_b_kn_col(lane);
 #pragma unroll
     for (int j = 0; j < K / 16; j++) {
         uint32_t pa[4]; /* columns 16j..16j+15 of p: accumulators 2j and 2j + 1 */

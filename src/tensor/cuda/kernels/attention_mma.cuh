@@ -163,6 +163,37 @@ __device__ __forceinline__ void ldmatrix4(uint32_t *r, const uint16_t *row_addre
 #endif
 }
 
+/* A lane's A fragment of a 16x16 block of a row-major tile in shared
+ * memory (the layout above), by 32-bit loads: r and c are the lane's
+ * first row and column, the block's corner plus lane / 4 and
+ * 2 * (lane % 4). */
+template <int LD>
+__device__ __forceinline__ void frag_a(uint32_t *f, const uint16_t (*tile)[LD], int r, int c)
+{
+    f[0] = *reinterpret_cast<const uint32_t *>(&tile[r][c]);
+    f[1] = *reinterpret_cast<const uint32_t *>(&tile[r + 8][c]);
+    f[2] = *reinterpret_cast<const uint32_t *>(&tile[r][c + 8]);
+    f[3] = *reinterpret_cast<const uint32_t *>(&tile[r + 8][c + 8]);
+}
+
+/* A lane's row and column, from a block's corner, in the
+ * ldmatrix4 that reads the B fragments of two neighbouring 8-column
+ * blocks (n) of a product 16 deep (k): b0, b1 of the first block, then
+ * b0, b1 of the second.
+ *   ldm_b_nk: the tile holds B's transpose, row n, column k (keys for
+ *     q k^T), read as is: lanes 0-7 rows 0-7 at column 0, 8-15 rows 0-7
+ *     at column 8, 16-23 rows 8-15 at 0, 24-31 rows 8-15 at 8.
+ *   ldm_b_kn: the tile holds B, row k, column n (values for p v), read
+ *     transposed: lanes 0-7 rows 0-7 at column 0, 8-15 rows 8-15 at 0,
+ *     16-23 rows 0-7 at column 8, 24-31 rows 8-15 at 8.
+ * (attention_mma writes the same expressions inline, as kr, kc, vr, vc:
+ * through these calls nvcc schedules its integer math differently, and
+ * the forward's PTX is kept as it was measured.) */
+__device__ __forceinline__ int ldm_b_nk_row(int lane) { return (lane % 8) + (lane / 16) * 8; }
+__device__ __forceinline__ int ldm_b_nk_col(int lane) { return ((lane / 8) % 2) * 8; }
+__device__ __forceinline__ int ldm_b_kn_row(int lane) { return (lane % 8) + ((lane / 8) % 2) * 8; }
+__device__ __forceinline__ int ldm_b_kn_col(int lane) { return (lane / 16) * 8; }
+
 /* Whether an operand at p with strides st (outer, inner, row; in elements)
  * has every row 16-byte aligned, elems elements making 16 bytes: the
  * condition of fill_tile's cp.async (vec) and of load8's vector loads. */

@@ -26,7 +26,8 @@
  *     dtype (as FlashAttention-2 does); the dQ kernel does the same with
  *     S, dP and dS. The other operands go through shared memory, copied
  *     by cp.async into two buffers (the next step's copy runs while this
- *     one computes) and read into fragments by ldmatrix.
+ *     one computes) and read into fragments by 32-bit loads (A) and
+ *     ldmatrix (B).
  *   float32 (and 16-bit where the test hook asks): 256 threads, 32 keys or
  *     queries a block; tiles are converted to float32 in shared memory and
  *     all math is float32 FMAs.

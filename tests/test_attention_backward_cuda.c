@@ -5,28 +5,53 @@
  * float16 and bfloat16, head sizes 32, 64, 128 and 80 (a column tail), L == S,
  * L < S and L > S with odd lengths (1, 63, 65, 257), causal and not, the
  * scale given and not, dense operands and head views of one [B, L, H, 3E]
- * qkv projection; the fused counts go up once per call. The fused backward
- * sums in a fixed order: a second call, the plain backward, and a replay
- * of the pair captured in a CUDA graph give the same bits. Cases the kernels do not take (E > 128, float64, the switch
+ * qkv projection (E 64, 80 and 128), and E = 36 (rows not 16-byte
+ * aligned: element loads); the fused counts go up once per call. float16
+ * and bfloat16 take the backward's tensor core kernels (their count goes
+ * up once per backward call); with E 64 and 128 each case runs again on
+ * the float32-in-shared-memory kernels the test hook forces (the count
+ * stays): each path against the CPU reference, and the two against each
+ * other within the same tolerance.
+ * The fused backward sums in a fixed order: a second call, the plain
+ * backward, and a replay of the pair captured in a CUDA graph give the
+ * same bits. Cases the kernels do not take (E > 128, float64, the switch
  * off) run the math path, counted as such, with the same values.
  *
  * Tolerances, relative to the largest magnitude of each result (the
  * kernels compute in float32 and round each result once): float32 3e-5
  * (sums of up to 257 products, exp of float32 scores); float16 and bfloat16
- * 2e-2 (the gradients' one rounding, 2^-8 for bfloat16, and D from the
- * forward's rounded output); 0.05 is added to the largest magnitude (for
- * gradients that are 0 but for rounding). lse, float32 for every dtype
- * here: 2e-5 of 1 + its largest magnitude. Exits 77 without a GPU. */
+ * 2e-2 (the gradients' one rounding, 2^-8 for bfloat16, D from the
+ * forward's rounded output, and on the tensor core path P and dS rounded
+ * to the dtype before their products, as FlashAttention-2 does); 0.05 is
+ * added to the largest magnitude (for gradients that are 0 but for
+ * rounding). lse, float32 for every dtype here: 2e-5 of 1 + its largest
+ * magnitude. Exits 77 without a GPU. */
 #include <string.h>
 
 #include "nn_check.h"
 #include "tcuda/graph.h"
 #include "tcuda/nn_backward.h"
+#include "tensor/cuda/kernels/nn_kernels.h" /* the backward's path switch and count */
 
 /* The device's compute capability: 16-bit operands are fused from 8.0. */
 static int cc_major;
 
 static bool takes(tc_dtype dt) { return dt == TC_FLOAT32 || cc_major >= 8; }
+
+/* Whether the test hook sends 16-bit operands to the float32 kernels. */
+static bool fma_forced;
+
+static void force_fma(bool on)
+{
+    tc__k_nn_attention_backward_set_fma(on);
+    fma_forced = on;
+}
+
+/* Whether a fused backward of dt runs the tensor core kernels. */
+static bool on_mma(tc_dtype dt)
+{
+    return (dt == TC_FLOAT16 || dt == TC_BFLOAT16) && takes(dt) && !fma_forced;
+}
 
 /* Added to the largest magnitude: with L == 1 and causal, dq and dk are
  * exactly 0 (P is 1, so dS = dP - D = 0), and both sides are only
@@ -79,13 +104,16 @@ static tc_tensor *to64(const tc_tensor *t)
 }
 
 /* One problem on the GPU: q, k, v, grad_out (any strides) of one dtype.
- * fused says whether the kernels take it (the counts go up) or not. */
+ * fused says whether the kernels take it (the counts go up) or not. keep,
+ * where not NULL, gets the backward's dq, dk and dv (the caller releases
+ * them). */
 static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v, tc_tensor *go,
-                     bool causal, const double *scale, bool fused)
+                     bool causal, const double *scale, bool fused, tc_tensor *keep[3])
 {
     tc_dtype dt = tc_tensor_dtype(q);
     double tol = dt == TC_FLOAT64 ? 1e-10 : tol_max(dt);
     uint64_t f0 = tc__nn_attention_fused_count(), b0 = tc__nn_attention_backward_fused_count();
+    uint64_t m0 = tc__k_nn_attention_backward_mma_count();
     tc_tensor *out = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
     CHECK_OK(tc_nn_scaled_dot_product_attention_lse(q, k, v, causal, scale, &out, &lse));
     CHECK(tc__nn_attention_fused_count() - f0 == (fused ? 1u : 0u));
@@ -132,7 +160,13 @@ static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v,
             near_max(name, plain[i], rg[i], tol, FLOOR);
         }
     }
+    /* three backward calls, each on the tensor cores or none */
+    CHECK(tc__k_nn_attention_backward_mma_count() - m0 == (fused && on_mma(dt) ? 3u : 0u));
     for (int i = 0; i < 3; i++) {
+        if (keep) {
+            keep[i] = g[i];
+            g[i] = NULL;
+        }
         tc_tensor_release(g[i]);
         tc_tensor_release(rg[i]);
         tc_tensor_release(again[i]);
@@ -146,14 +180,47 @@ static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v,
 
 static const tc_dtype KERNEL_DTYPES[3] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16};
 
-/* Dense [B, H, L, E] operands over every head size, length pair and mode. */
+/* One problem the kernels take (where the device does): run_case, and
+ * with both, for float16 and bfloat16 on a device that fuses them, once on
+ * each path (the tensor core kernels, then the float32 ones by the test
+ * hook), the two paths' gradients within the dtype's tolerance of each
+ * other. */
+static void run_fused(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v, tc_tensor *go,
+                      bool causal, const double *scale, bool both)
+{
+    tc_dtype dt = tc_tensor_dtype(q);
+    if (!both || dt == TC_FLOAT32 || !takes(dt)) {
+        run_case(what, q, k, v, go, causal, scale, takes(dt), NULL);
+        return;
+    }
+    tc_tensor *mma[3] = {NULL, NULL, NULL}, *fma[3] = {NULL, NULL, NULL};
+    char name[200];
+    snprintf(name, sizeof name, "%s, tensor cores", what);
+    run_case(name, q, k, v, go, causal, scale, true, mma);
+    force_fma(true);
+    snprintf(name, sizeof name, "%s, float32 kernels", what);
+    run_case(name, q, k, v, go, causal, scale, true, fma);
+    force_fma(false);
+    static const char *names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s (%s) %s, tensor cores against the float32 kernels", what,
+                 tc_dtype_string(dt), names[i]);
+        near_max(name, mma[i], fma[i], tol_max(dt), FLOOR);
+        tc_tensor_release(mma[i]);
+        tc_tensor_release(fma[i]);
+    }
+}
+
+/* Dense [B, H, L, E] operands over every head size, length pair and mode
+ * (E = 36: rows of 72 bytes, not 16-byte aligned for 16-bit dtypes); both
+ * 16-bit paths for E 64 and 128. */
 static void test_dense(void)
 {
-    static const int64_t es[4] = {32, 64, 128, 80};
+    static const int64_t es[5] = {32, 64, 128, 80, 36};
     static const int64_t ls[][2] = {{1, 1}, {1, 65}, {63, 63}, {65, 257}, {257, 63}, {64, 128}};
     const double scale = 0.3;
     for (int d = 0; d < 3; d++)
-        for (int ei = 0; ei < 4; ei++)
+        for (int ei = 0; ei < 5; ei++)
             for (size_t li = 0; li < sizeof ls / sizeof ls[0]; li++)
                 for (int mode = 0; mode < 4; mode++) {
                     tc_dtype dt = KERNEL_DTYPES[d];
@@ -167,7 +234,8 @@ static void test_dense(void)
                     snprintf(what, sizeof what, "fused sdpa backward E=%lld L=%lld S=%lld%s%s",
                              (long long)e, (long long)l, (long long)s, mode & 1 ? " causal" : "",
                              mode & 2 ? " scaled" : "");
-                    run_case(what, q, k, v, go, mode & 1, mode & 2 ? &scale : NULL, takes(dt));
+                    run_fused(what, q, k, v, go, mode & 1, mode & 2 ? &scale : NULL,
+                              e == 64 || e == 128);
                     tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
                     tc_tensor_release(go);
                 }
@@ -177,9 +245,9 @@ static void test_dense(void)
  * transpose(1, 2)), grad_out as the heads of [B, L, H, E]: read in place. */
 static void test_head_views(void)
 {
-    static const int64_t es[2] = {64, 80}, ls[2] = {63, 128};
+    static const int64_t es[3] = {64, 80, 128}, ls[2] = {63, 128};
     for (int d = 0; d < 3; d++)
-        for (int ei = 0; ei < 2; ei++)
+        for (int ei = 0; ei < 3; ei++)
             for (int li = 0; li < 2; li++)
                 for (int causal = 0; causal < 2; causal++) {
                     tc_dtype dt = KERNEL_DTYPES[d];
@@ -197,7 +265,7 @@ static void test_head_views(void)
                     char what[120];
                     snprintf(what, sizeof what, "fused sdpa backward, qkv heads E=%lld L=%lld%s",
                              (long long)e, (long long)l, causal ? " causal" : "");
-                    run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt));
+                    run_fused(what, t[0], t[1], t[2], t[3], causal, NULL, e != 80);
                     for (int i = 0; i < 3; i++)
                         tc_tensor_release(part[i]);
                     for (int i = 0; i < 4; i++)
@@ -222,7 +290,7 @@ static void test_math_path(void)
             tc_tensor *k = rnd(GPU, 3, ks, cases[i].dt, -1, 1, NULL);
             tc_tensor *v = rnd(GPU, 3, vs, cases[i].dt, -1, 1, NULL);
             tc_tensor *go = rnd(GPU, 3, os, cases[i].dt, -1, 1, NULL);
-            run_case("sdpa backward, math path", q, k, v, go, causal, NULL, false);
+            run_case("sdpa backward, math path", q, k, v, go, causal, NULL, false, NULL);
             tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
             tc_tensor_release(go);
         }
@@ -232,7 +300,7 @@ static void test_math_path(void)
     tc_tensor *v = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
     tc_tensor *go = rnd(GPU, 4, qs, TC_FLOAT16, -1, 1, NULL);
     tc__nn_attention_set_fused(false);
-    run_case("sdpa backward, fused switched off", q, k, v, go, true, NULL, false);
+    run_case("sdpa backward, fused switched off", q, k, v, go, true, NULL, false, NULL);
     tc__nn_attention_set_fused(true);
     tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v), tc_tensor_release(go);
 }
@@ -260,6 +328,7 @@ static void test_graph(void)
         CHECK_OK(tc_graph_create(&graph));
         tc_tensor *cout = NULL, *clse = NULL, *cg[3] = {NULL, NULL, NULL};
         uint64_t b0 = tc__nn_attention_backward_fused_count();
+        uint64_t m0 = tc__k_nn_attention_backward_mma_count();
         tc_graph_pool_id none = {0};
         tc_graph_capture_guard gd = tc_graph_capture_guard_enter(graph, none, NULL,
                                                                  TC_CAPTURE_MODE_GLOBAL);
@@ -270,6 +339,7 @@ static void test_graph(void)
             in[0], in[1], in[2], in[3], cout, clse, true, NULL, &cg[0], &cg[1], &cg[2]));
         CHECK_OK(tc_graph_capture_guard_exit(&gd));
         CHECK(tc__nn_attention_backward_fused_count() - b0 == 1);
+        CHECK(tc__k_nn_attention_backward_mma_count() - m0 == (on_mma(dts[d]) ? 1u : 0u));
         CHECK_OK(tc_graph_replay(graph));
         CHECK_OK(tc_synchronize(-1));
         same_bits("attention forward replayed from a graph", out, cout);

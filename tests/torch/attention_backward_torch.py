@@ -279,8 +279,10 @@ def main():
     if not tc.tc_is_available():
         print("SKIP attention_backward_torch: tcuda sees no GPU")
         return 77
+    # the last two: float16 and bfloat16 on the backward's tensor core path with
+    # head sizes 64 and 128, lengths off its 64-row blocks and 32- or 64-row steps
     shapes = [(2, 3, 64, 64, 32, 32), (2, 2, 37, 53, 16, 24), (1, 2, 50, 20, 16, 16),
-              (1, 4, 128, 128, 64, 64)]
+              (1, 4, 128, 128, 64, 64), (1, 2, 130, 97, 128, 128), (2, 2, 200, 200, 64, 64)]
     failures = []
     count = 0
     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):

@@ -13,6 +13,8 @@
  *     into fragments by ldmatrix. The probabilities go from the scores'
  *     accumulator registers straight into the next product's operand
  *     registers, rounded to the input dtype, as flash attention does.
+ *     The helpers (mma, ldmatrix, cp.async) are attention_mma.cuh's,
+ *     shared with the backward.
  *   float32: 256 threads, each 4 query rows by 4 keys of the scores and 4
  *     rows by head_dim/16 columns of the output, in float32 FMAs (no TF32:
  *     the math of PyTorch's float32 attention).
@@ -30,6 +32,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "attention_mma.cuh"
 #include "common.cuh"
 #include "nn_kernels.h"
 
@@ -37,6 +40,8 @@ using namespace tck;
 
 namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
+
+using namespace amma; /* the 16-bit path's helpers, shared with the backward */
 
 constexpr int BM = 64; /* query rows of a block */
 constexpr int BN = 64; /* keys of one step */
@@ -81,136 +86,6 @@ __device__ __forceinline__ int key_end(const Args &a, int q0)
 
 /* ---- float16 and bfloat16: tensor cores --------------------------------------------- */
 
-/* 2^x by the hardware's approximation (denormal results flush to 0). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* The 16-bit type T's tensor core product, d += a b (mma.sync m16n8k16,
- * float32 accumulation), and its conversions from float. */
-template <typename T> struct Mma {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint32_t b0,
-                                               uint32_t b1)
-    {
-#if __CUDA_ARCH__ >= 800
-        if constexpr (std::is_same<T, __nv_bfloat16>::value)
-            asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-        else
-            asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-    }
-    /* x rounded to T, as bits */
-    static __device__ __forceinline__ uint16_t bits(float x)
-    {
-        T h;
-        store(&h, x);
-        uint16_t r;
-        memcpy(&r, &h, sizeof r);
-        return r;
-    }
-    /* lo and hi rounded to T, lo in the low half: one paired conversion */
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        uint32_t r;
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-            memcpy(&r, &h, sizeof r);
-        } else {
-            __half2 h = __floats2half2_rn(lo, hi);
-            memcpy(&r, &h, sizeof r);
-        }
-        return r;
-    }
-};
-
-/* Eight 16-bit elements of row `src` from column `col`: one 16-byte load
- * when aligned and whole, else element loads with zeros past e. The bits
- * are moved, not converted: zero bits are 0.0 in both dtypes. */
-__device__ __forceinline__ uint4 load8(const uint16_t *src, int col, int e, bool vec)
-{
-    if (vec && col + 8 <= e)
-        return *reinterpret_cast<const uint4 *>(src + col);
-    uint16_t h[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        h[i] = col + i < e ? src[col + i] : (uint16_t)0;
-    uint4 r;
-    memcpy(&r, h, sizeof r);
-    return r;
-}
-
-/* A 64-row tile, rows [0, n) of src (row stride `row`), into dst [64][LD]
- * row-major, zeros below n and right of e. Aligned rows go by cp.async,
- * 16 bytes a thread at a time, left in flight (the caller commits and
- * waits); others by element loads and stores. Blocks of NT threads. */
-template <int D, int LD, int NT>
-__device__ __forceinline__ void fill_tile(uint16_t (*dst)[LD], const uint16_t *src, i64 row, int n,
-                                          int e, bool vec)
-{
-    constexpr int CH = D / 8;
-#pragma unroll
-    for (int i = 0; i < BM * CH / NT; i++) {
-        int c = threadIdx.x + i * NT, r = c / CH, col = (c % CH) * 8;
-        if (vec) {
-            int bytes = r < n ? min(max(e - col, 0), 8) * 2 : 0; /* the rest is zero-filled */
-            const uint16_t *from = bytes ? src + r * row + col : src;
-#if __CUDA_ARCH__ >= 800
-            unsigned to = (unsigned)__cvta_generic_to_shared(&dst[r][col]);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                         "r"(bytes));
-#endif
-        } else {
-            uint4 v = r < n ? load8(src + r * row, col, e, false) : make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4 *>(&dst[r][col]) = v;
-        }
-    }
-}
-
-__device__ __forceinline__ void cp_commit()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-/* Waits until at most `pending` committed groups of this thread are in
- * flight. */
-template <int pending> __device__ __forceinline__ void cp_wait()
-{
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
-#endif
-}
-
-/* Four 8x8 matrices of 16-bit elements from shared memory, each row's
- * address given by one of the warp's lanes (lanes 8i..8i+7: matrix i), as
- * mma fragments: lane holds row lane/4, columns 2(lane%4) and +1 of each
- * matrix, or with TRANS its column lane/4, rows 2(lane%4) and +1. */
-template <bool TRANS>
-__device__ __forceinline__ void ldmatrix4(uint32_t *r, const uint16_t *row_address)
-{
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(row_address);
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-#endif
-}
-
 /* Shared memory of attention_mma<T, D>: keys and values, row-major, two
  * buffers each (the next step's copies land in one while the other is
  * read); rows padded by 16 bytes, so that the 8 rows of an ldmatrix
@@ -242,10 +117,10 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
     int kend = key_end(a, q0);
 
     /* the first keys and values in flight; the queries through vs[1] */
-    fill_tile<D, LD, NT>(ks[0], k, a.ks[2], min(BN, a.s), a.e, a.vec);
-    fill_tile<D, LD, NT>(vs[0], v, a.vs[2], min(BN, a.s), a.e, a.vec);
+    fill_tile<BN, D, LD, NT>(ks[0], k, a.ks[2], min(BN, a.s), a.e, a.vec);
+    fill_tile<BN, D, LD, NT>(vs[0], v, a.vs[2], min(BN, a.s), a.e, a.vec);
     cp_commit();
-    fill_tile<D, LD, NT>(vs[1], q, a.qs[2], min(BM, a.l - q0), a.e, a.vec);
+    fill_tile<BM, D, LD, NT>(vs[1], q, a.qs[2], min(BM, a.l - q0), a.e, a.vec);
     cp_commit();
     cp_wait<0>();
     __syncthreads();
@@ -256,10 +131,7 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             int c = kk * 16 + 2 * t, r = w0 + mt * 16 + g;
-            qf[mt][kk][0] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c]);
-            qf[mt][kk][1] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c]);
-            qf[mt][kk][2] = *reinterpret_cast<const uint32_t *>(&vs[1][r][c + 8]);
-            qf[mt][kk][3] = *reinterpret_cast<const uint32_t *>(&vs[1][r + 8][c + 8]);
+            frag_a<LD>(qf[mt][kk], vs[1], r, c);
         }
     __syncthreads(); /* vs[1] is free for the second step's values */
 
@@ -282,10 +154,10 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
     for (int kb = 0, buf = 0; kb < kend; kb += BN, buf ^= 1) {
         int nb = kb + BN;
         if (nb < kend) { /* the next step's copies, into the other buffers */
-            fill_tile<D, LD, NT>(ks[buf ^ 1], k + nb * a.ks[2], a.ks[2], min(BN, a.s - nb), a.e,
-                                 a.vec);
-            fill_tile<D, LD, NT>(vs[buf ^ 1], v + nb * a.vs[2], a.vs[2], min(BN, a.s - nb), a.e,
-                                 a.vec);
+            fill_tile<BN, D, LD, NT>(ks[buf ^ 1], k + nb * a.ks[2], a.ks[2], min(BN, a.s - nb), a.e,
+                                     a.vec);
+            fill_tile<BN, D, LD, NT>(vs[buf ^ 1], v + nb * a.vs[2], a.vs[2], min(BN, a.s - nb), a.e,
+                                     a.vec);
             cp_commit();
             cp_wait<1>();
         } else {
@@ -598,16 +470,6 @@ bool launch_mma(cudaStream_t stream, int device, const Args &a, unsigned grid, i
     return d == 32   ? launch_mma<T, 32>(stream, device, a, grid)
            : d == 64 ? launch_mma<T, 64>(stream, device, a, grid)
                      : launch_mma<T, 128>(stream, device, a, grid);
-}
-
-bool aligned(const void *p, const int64_t *st, int64_t elems)
-{
-    if ((uintptr_t)p % 16)
-        return false;
-    for (int i = 0; i < 3; i++)
-        if (st[i] % elems)
-            return false;
-    return true;
 }
 
 } // namespace

@@ -4,18 +4,34 @@
  * (attention.cu writes it), with the [l, s] matrices never in memory.
  *
  *   1. D[i] = rowsum(dO[i] * O[i]), float32, one warp a row.
- *   2. dK and dV: a block per (batch entry, 32 keys) walks the query blocks
- *      (from the block's first key on when causal: earlier queries see none
- *      of its keys), recomputes P = exp(scale * q k^T - lse) and
- *      dS = P * (dO v^T - D) in shared memory, and accumulates
- *      dV += P^T dO and dK += scale * dS^T q in registers.
- *   3. dQ: a block per (batch entry, 32 queries) walks the key blocks (up to
- *      the diagonal when causal), recomputes dS the same way and accumulates
- *      dQ += scale * dS k.
+ *   2. dK and dV: a block per (batch entry, block of keys) walks the query
+ *      blocks (from the block's first key on when causal: earlier queries
+ *      see none of its keys), recomputes P = exp(scale * q k^T - lse) and
+ *      dS = P * (dO v^T - D), and accumulates dV += P^T dO and
+ *      dK += scale * dS^T q.
+ *   3. dQ: a block per (batch entry, block of queries) walks the key blocks
+ *      (up to the diagonal when causal), recomputes dS the same way and
+ *      accumulates dQ += scale * dS k.
  * Each gradient element is summed by one thread in a fixed order, so the
- * result is deterministic (no atomics). Every dtype takes the same path:
- * tiles are converted to float32 in shared memory and all math is float32
- * FMAs; gradients are rounded to the input dtype once, at the end.
+ * result is deterministic (no atomics). Two paths:
+ *
+ *   float16, bfloat16 (compute capability 8.0 and newer: the caller,
+ *     nn_cuda.c, sends no 16-bit problem to older devices): blocks of four
+ *     warps, 64 keys (dK, dV) or 64 queries (dQ) a block, 16 a warp; the
+ *     five products on tensor cores (mma.sync m16n8k16, float32
+ *     accumulation, attention_mma.cuh). The dK/dV kernel computes the
+ *     transposes S^T = k q^T and dP^T = v dO^T, so that each warp's rows
+ *     are its own keys and P^T and dS^T go from the accumulator registers
+ *     straight into dV's and dK's operand registers, rounded to the input
+ *     dtype (as FlashAttention-2 does); the dQ kernel does the same with
+ *     S, dP and dS. The other operands go through shared memory, copied
+ *     by cp.async into two buffers (the next step's copy runs while this
+ *     one computes) and read into fragments by 32-bit loads (A) and
+ *     ldmatrix (B).
+ *   float32 (and 16-bit where the test hook asks): 256 threads, 32 keys or
+ *     queries a block; tiles are converted to float32 in shared memory and
+ *     all math is float32 FMAs.
+ * Gradients are rounded to the input dtype once, at the end.
  *
  * Operands are read in place through two batch strides and a row stride,
  * as the forward's; the gradients are written dense. Head dims up to 128
@@ -27,6 +43,7 @@
 
 #include <atomic>
 
+#include "attention_mma.cuh"
 #include "common.cuh"
 #include "nn_kernels.h"
 
@@ -34,6 +51,8 @@ using namespace tck;
 
 namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
+
+using namespace amma; /* the 16-bit path's helpers, shared with the forward */
 
 constexpr int T = 32;   /* queries and keys of a tile */
 constexpr int NT = 256; /* threads of a block: 8 per tile row */
@@ -47,7 +66,9 @@ struct BwdArgs {
     i64 inner, batch;
     int l, s, e;
     float scale;
+    float scale_log2; /* scale * log2(e): the tensor core path uses exp2 */
     bool causal;
+    bool vec; /* every operand's rows are 16-byte aligned (the tensor core path) */
 };
 
 __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
@@ -256,7 +277,289 @@ template <typename E, int D> __global__ void __launch_bounds__(NT) attention_bwd
     grad_out<E, D>((E *)a.dq + b * a.l * a.e, dq, q0, qn, a.e);
 }
 
+/* ---- 2 and 3 for float16 and bfloat16: tensor cores ------------------------------------- */
+
+constexpr int RB = 64;   /* keys (dK, dV) or queries (dQ) of a block, 16 a warp */
+constexpr int NTM = 128; /* threads of a block: four warps */
+constexpr float LOG2E = 1.4426950408889634f;
+
+/* Shared memory of attention_bwd_dkv_mma and attention_bwd_dq_mma: the
+ * block's two [RB][LD] tiles (keys and values, or queries and dO) and two
+ * buffers each of the other two, [ST][LD] (ST rows a step: 32 for head
+ * dims over 64, which keeps dK's and dV's accumulators and the step's in
+ * registers). Rows padded by 16 bytes, so that the 8 rows of an ldmatrix
+ * matrix, and the 8 rows of a fragment's 32-bit loads, fall in distinct
+ * banks. */
+template <int D> struct MmaSmem {
+    static constexpr int LD = D + 8, ST = D <= 64 ? 64 : 32;
+    static constexpr int rows = 2 * RB + 4 * ST;
+    static constexpr int bytes = rows * LD * (int)sizeof(uint16_t);
+};
+
+/* acc[n] (N/8 accumulators of 16 rows by 8 columns) += the warp's rows of
+ * a (a [.][LD] tile, rows r0.., all D columns) times b^T, b's rows
+ * [0, N) of a [.][LD] tile: a b^T, over the D columns both have. ldmatrix
+ * of b's rows, not transposed: b's [n][k] is the B operand's column-major
+ * k by n. */
+template <typename H, int D, int N, int LD>
+__device__ __forceinline__ void mma_abt(float (*acc)[4], const uint16_t (*a)[LD], int r0,
+                                        const uint16_t (*b)[LD], int lane)
+{
+    int br = ldm_b_nk_row(lane), bc = ldm_b_nk_col(lane);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t af[4];
+        frag_a<LD>(af, a, r0 + lane / 4, kk * 16 + 2 * (lane % 4));
+#pragma unroll
+        for (int n = 0; n < N / 8; n += 2) {
+            uint32_t bf[4];
+            ldmatrix4<false>(bf, &b[n * 8 + br][kk * 16 + bc]);
+            Mma<H>::run(acc[n], af, bf[0], bf[1]);
+            Mma<H>::run(acc[n + 1], af, bf[2], bf[3]);
+        }
+    }
+}
+
+/* acc[n] (D/8 accumulators of 16 rows by 8 columns) += p b: p, 16 rows by
+ * K columns, in the accumulator registers of the product that made it
+ * (p[j]: columns 8j.., float32), rounded to H in pairs into A fragments;
+ * b's rows [0, K) of a [.][LD] tile, row-major k by n, read by ldmatrix
+ * transposed. */
+template <typename H, int D, int K, int LD>
+__device__ __forceinline__ void mma_pb(float (*acc)[4], const float (*p)[4],
+                                       const uint16_t (*b)[LD], int lane)
+{
+    int br = ldm_b_kn_row(lane), bc = ldm_b_kn_col(lane);
+#pragma unroll
+    for (int j = 0; j < K / 16; j++) {
+        uint32_t pa[4]; /* columns 16j..16j+15 of p: accumulators 2j and 2j + 1 */
+        pa[0] = Mma<H>::pack(p[2 * j][0], p[2 * j][1]);
+        pa[1] = Mma<H>::pack(p[2 * j][2], p[2 * j][3]);
+        pa[2] = Mma<H>::pack(p[2 * j + 1][0], p[2 * j + 1][1]);
+        pa[3] = Mma<H>::pack(p[2 * j + 1][2], p[2 * j + 1][3]);
+#pragma unroll
+        for (int n = 0; n < D / 8; n += 2) {
+            uint32_t bf[4];
+            ldmatrix4<true>(bf, &b[j * 16 + br][n * 8 + bc]);
+            Mma<H>::run(acc[n], pa, bf[0], bf[1]);
+            Mma<H>::run(acc[n + 1], pa, bf[2], bf[3]);
+        }
+    }
+}
+
+template <int N> __device__ __forceinline__ void zero(float (*acc)[4])
+{
+#pragma unroll
+    for (int n = 0; n < N / 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
+}
+
+/* Rows r0 + lane/4 and + 8 of a dense [rows, e] gradient, those below n,
+ * from the warp's accumulators acc (D/8 of 16 rows by 8 columns) times
+ * mul, rounded to H; columns past e are not written. */
+template <typename H, int D>
+__device__ __forceinline__ void grad_out_mma(uint16_t *dst, const float (*acc)[4], int r0, int n,
+                                             int e, float mul, int lane)
+{
+    int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = r0 + g + 8 * h;
+        if (r >= n)
+            continue;
+        uint16_t *row = dst + (i64)r * e;
+#pragma unroll
+        for (int c = 0; c < D / 8; c++) {
+            int col = c * 8 + 2 * t;
+            if (col < e)
+                row[col] = Mma<H>::bits(acc[c][2 * h] * mul);
+            if (col + 1 < e)
+                row[col + 1] = Mma<H>::bits(acc[c][2 * h + 1] * mul);
+        }
+    }
+}
+
+/* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
+ * rows of its accumulators; the query steps' columns. */
+template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_mma(BwdArgs a)
+{
+    tck_pdl_entry();
+    typedef MmaSmem<D> L;
+    constexpr int LD = L::LD, ST = L::ST;
+    typedef uint16_t Row[LD];
+    extern __shared__ uint4 smem_h[];
+    Row *kt = reinterpret_cast<Row *>(smem_h), *vt = kt + RB;
+    Row *qs = vt + RB, *gs = qs + 2 * ST; /* two buffers each: [buf * ST + row] */
+    int nkb = (a.s + RB - 1) / RB;
+    i64 b = blockIdx.x / nkb;
+    int k0 = (int)(blockIdx.x % nkb) * RB;
+    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner);
+    const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner);
+    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner) + k0 * a.ks[2];
+    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner) + k0 * a.vs[2];
+    const float *lse = a.lse + b * a.l, *dsum = a.dsum + b * a.l;
+    int lane = threadIdx.x % 32, w0 = (threadIdx.x / 32) * 16, t = lane % 4;
+    int keys[2] = {k0 + w0 + lane / 4, k0 + w0 + lane / 4 + 8}; /* accumulator rows 0-1, 2-3 */
+    /* queries before k0 see none of these keys when causal */
+    int qstart = a.causal ? k0 : 0;
+
+    /* the block's keys and values and the first queries and dO in flight */
+    fill_tile<RB, D, LD, NTM>(kt, k, a.ks[2], min(RB, a.s - k0), a.e, a.vec);
+    fill_tile<RB, D, LD, NTM>(vt, v, a.vs[2], min(RB, a.s - k0), a.e, a.vec);
+    if (qstart < a.l) {
+        fill_tile<ST, D, LD, NTM>(qs, q + qstart * a.qs[2], a.qs[2], min(ST, a.l - qstart), a.e,
+                                  a.vec);
+        fill_tile<ST, D, LD, NTM>(gs, go + qstart * a.gs[2], a.gs[2], min(ST, a.l - qstart), a.e,
+                                  a.vec);
+    }
+    cp_commit();
+
+    float dk[D / 8][4], dv[D / 8][4];
+    zero<D>(dk);
+    zero<D>(dv);
+    for (int q0 = qstart, buf = 0; q0 < a.l; q0 += ST, buf ^= 1) {
+        int nq = q0 + ST;
+        if (nq < a.l) { /* the next step's copies, into the other buffers */
+            fill_tile<ST, D, LD, NTM>(qs + (buf ^ 1) * ST, q + nq * a.qs[2], a.qs[2],
+                                      min(ST, a.l - nq), a.e, a.vec);
+            fill_tile<ST, D, LD, NTM>(gs + (buf ^ 1) * ST, go + nq * a.gs[2], a.gs[2],
+                                      min(ST, a.l - nq), a.e, a.vec);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads(); /* this step's queries and dO are in (the first: keys and values too) */
+        const Row *qt = qs + buf * ST, *gt = gs + buf * ST;
+
+        /* S^T = k q^T and dP^T = v dO^T: the warp's 16 keys by ST queries */
+        float st[ST / 8][4], dpt[ST / 8][4];
+        zero<ST>(st);
+        zero<ST>(dpt);
+        mma_abt<H, D, ST, LD>(st, kt, w0, qt, lane);
+        mma_abt<H, D, ST, LD>(dpt, vt, w0, gt, lane);
+
+        /* P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural log),
+         * dS^T = P^T * (dP^T - D); 0 where masked or past l or s */
+        bool edge = nq > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
+#pragma unroll
+        for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int col = q0 + n * 8 + 2 * t + j; /* the query */
+                bool in = col < a.l;
+                float lse2 = in ? lse[col] * LOG2E : 0.0f, dd = in ? dsum[col] : 0.0f;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int i = 2 * h + j;
+                    bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
+                    float p = seen ? ex2(fmaf(st[n][i], a.scale_log2, -lse2)) : 0.0f;
+                    st[n][i] = p;
+                    dpt[n][i] = p * (dpt[n][i] - dd);
+                }
+            }
+        /* dV += P^T dO, dK += dS^T q */
+        mma_pb<H, D, ST, LD>(dv, st, gt, lane);
+        mma_pb<H, D, ST, LD>(dk, dpt, qt, lane);
+        __syncthreads(); /* done with this step's buffers before they refill */
+    }
+    cp_wait<0>(); /* no step ran (causal keys past l): the first copies still land */
+
+    i64 off = b * a.s * a.e;
+    grad_out_mma<H, D>((uint16_t *)a.dk + off, dk, k0 + w0, a.s, a.e, a.scale, lane);
+    grad_out_mma<H, D>((uint16_t *)a.dv + off, dv, k0 + w0, a.s, a.e, 1.0f, lane);
+}
+
+/* dQ of queries q0..q0+63 of entry b: warp w's queries q0 + 16w.., the
+ * rows of its accumulators; the key steps' columns. */
+template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
+{
+    tck_pdl_entry();
+    typedef MmaSmem<D> L;
+    constexpr int LD = L::LD, ST = L::ST;
+    typedef uint16_t Row[LD];
+    extern __shared__ uint4 smem_h[];
+    Row *qt = reinterpret_cast<Row *>(smem_h), *gt = qt + RB;
+    Row *ks = gt + RB, *vs = ks + 2 * ST; /* two buffers each: [buf * ST + row] */
+    int nqb = (a.l + RB - 1) / RB;
+    i64 b = blockIdx.x / nqb;
+    int q0 = (int)(blockIdx.x % nqb) * RB;
+    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
+    const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner) + q0 * a.gs[2];
+    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner);
+    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner);
+    int lane = threadIdx.x % 32, w0 = (threadIdx.x / 32) * 16, t = lane % 4;
+    int rows[2] = {q0 + w0 + lane / 4, q0 + w0 + lane / 4 + 8}; /* accumulator rows 0-1, 2-3 */
+    float lse2[2], dd[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        bool in = rows[h] < a.l;
+        lse2[h] = in ? a.lse[b * a.l + rows[h]] * LOG2E : 0.0f;
+        dd[h] = in ? a.dsum[b * a.l + rows[h]] : 0.0f;
+    }
+    /* keys past the block's last query are masked for all of its rows */
+    int kend = a.causal ? min(a.s, q0 + RB) : a.s;
+
+    /* the block's queries and dO and the first keys and values in flight */
+    fill_tile<RB, D, LD, NTM>(qt, q, a.qs[2], min(RB, a.l - q0), a.e, a.vec);
+    fill_tile<RB, D, LD, NTM>(gt, go, a.gs[2], min(RB, a.l - q0), a.e, a.vec);
+    fill_tile<ST, D, LD, NTM>(ks, k, a.ks[2], min(ST, a.s), a.e, a.vec);
+    fill_tile<ST, D, LD, NTM>(vs, v, a.vs[2], min(ST, a.s), a.e, a.vec);
+    cp_commit();
+
+    float dq[D / 8][4];
+    zero<D>(dq);
+    for (int kb = 0, buf = 0; kb < kend; kb += ST, buf ^= 1) {
+        int nb = kb + ST;
+        if (nb < kend) { /* the next step's copies, into the other buffers */
+            fill_tile<ST, D, LD, NTM>(ks + (buf ^ 1) * ST, k + nb * a.ks[2], a.ks[2],
+                                      min(ST, a.s - nb), a.e, a.vec);
+            fill_tile<ST, D, LD, NTM>(vs + (buf ^ 1) * ST, v + nb * a.vs[2], a.vs[2],
+                                      min(ST, a.s - nb), a.e, a.vec);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads(); /* this step's keys and values are in (the first: queries and dO too) */
+        const Row *kt = ks + buf * ST, *vt = vs + buf * ST;
+
+        /* S = q k^T and dP = dO v^T: the warp's 16 queries by ST keys */
+        float s[ST / 8][4], dp[ST / 8][4];
+        zero<ST>(s);
+        zero<ST>(dp);
+        mma_abt<H, D, ST, LD>(s, qt, w0, kt, lane);
+        mma_abt<H, D, ST, LD>(dp, gt, w0, vt, lane);
+
+        /* P = 2^(S * scale_log2 - lse * log2(e)), dS = P * (dP - D); 0 where
+         * masked or past l or s */
+        bool edge = nb > a.s || q0 + RB > a.l || (a.causal && nb - 1 > q0);
+#pragma unroll
+        for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int h = i >> 1, col = kb + n * 8 + 2 * t + (i & 1); /* the key */
+                bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
+                float p = seen ? ex2(fmaf(s[n][i], a.scale_log2, -lse2[h])) : 0.0f;
+                s[n][i] = p;
+                dp[n][i] = p * (dp[n][i] - dd[h]);
+            }
+        /* dQ += dS k */
+        mma_pb<H, D, ST, LD>(dq, dp, kt, lane);
+        __syncthreads(); /* done with this step's buffers before they refill */
+    }
+
+    grad_out_mma<H, D>((uint16_t *)a.dq + b * a.l * a.e, dq, q0 + w0, a.l, a.e, a.scale, lane);
+}
+
 /* ---- launch ------------------------------------------------------------------------------- */
+
+/* Step 1, D, for either path. */
+template <typename E> void launch_dsum(cudaStream_t stream, const BwdArgs &a)
+{
+    i64 rows = a.batch * a.l;
+    attention_bwd_dsum<E><<<(unsigned)((rows + NT / 32 - 1) / (NT / 32)), NT, 0, stream>>>(a);
+}
 
 template <typename E, int D> bool launch(cudaStream_t stream, int device, const BwdArgs &a)
 {
@@ -265,8 +568,7 @@ template <typename E, int D> bool launch(cudaStream_t stream, int device, const 
     if (!smem_allowed(attention_bwd_dkv<E, D>, bytes, device, set_kv) ||
         !smem_allowed(attention_bwd_dq<E, D>, bytes, device, set_q))
         return false;
-    i64 rows = a.batch * a.l;
-    attention_bwd_dsum<E><<<(unsigned)((rows + NT / 32 - 1) / (NT / 32)), NT, 0, stream>>>(a);
+    launch_dsum<E>(stream, a);
     unsigned gkv = (unsigned)(a.batch * ((a.s + T - 1) / T));
     unsigned gq = (unsigned)(a.batch * ((a.l + T - 1) / T));
     attention_bwd_dkv<E, D><<<gkv, NT, bytes, stream>>>(a);
@@ -279,6 +581,46 @@ template <typename E> bool launch(cudaStream_t stream, int device, const BwdArgs
     return a.e <= 32   ? launch<E, 32>(stream, device, a)
            : a.e <= 64 ? launch<E, 64>(stream, device, a)
                        : launch<E, 128>(stream, device, a);
+}
+
+/* The tensor core path; false, queuing nothing, where the device will not
+ * give the kernels their shared memory. Its grids are no larger than the
+ * float32 path's (blocks of 64 rows, not 32). */
+template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, const BwdArgs &a)
+{
+    static std::atomic<unsigned long long> set_kv{0}, set_q{0};
+    int bytes = MmaSmem<D>::bytes;
+    if (!smem_allowed(attention_bwd_dkv_mma<H, D>, bytes, device, set_kv) ||
+        !smem_allowed(attention_bwd_dq_mma<H, D>, bytes, device, set_q))
+        return false;
+    launch_dsum<H>(stream, a);
+    unsigned gkv = (unsigned)(a.batch * ((a.s + RB - 1) / RB));
+    unsigned gq = (unsigned)(a.batch * ((a.l + RB - 1) / RB));
+    attention_bwd_dkv_mma<H, D><<<gkv, NTM, bytes, stream>>>(a);
+    attention_bwd_dq_mma<H, D><<<gq, NTM, bytes, stream>>>(a);
+    return true;
+}
+
+/* tc__k_nn_attention_backward_set_fma's switch, and the calling thread's
+ * runs of the tensor core path. */
+std::atomic<bool> force_fma{false};
+thread_local uint64_t mma_runs = 0;
+
+/* float16 and bfloat16: the tensor core path unless the test hook says
+ * otherwise (or the device refuses its shared memory), else the float32
+ * one. */
+template <typename H> bool launch_half(cudaStream_t stream, int device, const BwdArgs &a)
+{
+    if (!force_fma.load(std::memory_order_relaxed)) {
+        bool ran = a.e <= 32   ? launch_mma<H, 32>(stream, device, a)
+                   : a.e <= 64 ? launch_mma<H, 64>(stream, device, a)
+                               : launch_mma<H, 128>(stream, device, a);
+        if (ran) {
+            mma_runs++;
+            return true;
+        }
+    }
+    return launch<H>(stream, device, a);
 }
 
 } // namespace
@@ -312,10 +654,20 @@ extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device,
     a.inner = x->inner, a.batch = x->batch;
     a.l = (int)x->l, a.s = (int)x->s, a.e = (int)x->e;
     a.scale = (float)x->scale;
+    a.scale_log2 = (float)x->scale * LOG2E;
     a.causal = x->causal;
+    a.vec = aligned(x->q, x->q_strides, 8) && aligned(x->k, x->k_strides, 8) &&
+            aligned(x->v, x->v_strides, 8) && aligned(x->grad_out, x->go_strides, 8);
     if (x->dtype == TC_FLOAT32)
         return launch<float>(stream, device, a);
     if (x->dtype == TC_BFLOAT16)
-        return launch<__nv_bfloat16>(stream, device, a);
-    return launch<__half>(stream, device, a);
+        return launch_half<__nv_bfloat16>(stream, device, a);
+    return launch_half<__half>(stream, device, a);
 }
+
+extern "C" void tc__k_nn_attention_backward_set_fma(bool fma)
+{
+    force_fma.store(fma, std::memory_order_relaxed);
+}
+
+extern "C" uint64_t tc__k_nn_attention_backward_mma_count(void) { return mma_runs; }

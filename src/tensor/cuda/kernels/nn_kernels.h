@@ -54,6 +54,13 @@ bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc_
 bool tc__k_nn_attention_backward_takes(const tc__nn_attention_bwd *a);
 bool tc__k_nn_attention_backward(cudaStream_t stream, int device, const tc__nn_attention_bwd *a,
                                  float *dsum);
+/* Test hooks of that backward: fma true makes float16 and bfloat16 take
+ * the float32-in-shared-memory kernels, as float32 does, instead of the
+ * tensor core ones (one setting for the whole process; false, the default,
+ * restores them); the count is the calling thread's calls that queued the
+ * tensor core kernels. */
+void tc__k_nn_attention_backward_set_fma(bool fma);
+uint64_t tc__k_nn_attention_backward_mma_count(void);
 /* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
  * matrices of dtype (floating) with leading dimension ldc and batch stride
  * stride_c: a GEMM with k = 0 (gemm_scale.cu). Launches nothing when the

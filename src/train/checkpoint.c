@@ -2,7 +2,7 @@
  * to one safetensors file and back.
  *
  * Both directions first make a plan: one entry per tensor of the file, with
- * its name there and a tensor of the process: the parameters, then the
+ * its name there and a tensor of the process: the parameters, then each
  * optimizer's state (both live tensors), then the random states (32-byte
  * CPU tensors made here, which hold tc_rng_state blobs). Save fills the
  * random entries and hands the plan and the metadata to
@@ -14,7 +14,14 @@
  * memory (where a short file fails). Only then are the values copied into
  * the live tensors and objects. Numbers are written with %.17g, which reads
  * back as the same double, so the optimizer's learning rate and the
- * scaler's scale survive bit for bit. */
+ * scaler's scale survive bit for bit.
+ *
+ * Several optimizers (param groups) are a list: optimizer 0 keeps the
+ * names of a file of one ("optimizer.<name>...", "tcuda.optimizer.<key>"),
+ * optimizer g >= 1 has "optimizer<g>." and "tcuda.optimizer<g>." in front,
+ * so a version-1 reader of one optimizer reads a new file of one, and a
+ * parameter loaded into another group than it was saved from is a missing
+ * tensor, not a silent mix-up. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -35,6 +42,8 @@
 /* The layout's version ("tcuda.checkpoint"); a file of another is refused. */
 #define VERSION "1"
 #define KEY_VERSION "tcuda.checkpoint"
+/* The number of optimizers; absent from a file of one written before it. */
+#define KEY_OPTIMIZERS "tcuda.optimizers"
 
 /* ---- the plan ---------------------------------------------------------------------------- */
 
@@ -44,11 +53,21 @@ typedef struct entry {
     tc_tensor *read; /* load: the file's value, on the CPU */
 } entry;
 
+/* One optimizer of the checkpoint. */
+typedef struct group {
+    tc_optimizer *opt;
+    tc__optimizer_info info;
+    int *param;      /* the index in ck->params of each of info.n parameters */
+    char prefix[24]; /* of its states' names: "optimizer." or "optimizer<g>." */
+    char keys[32];   /* of its metadata keys: "tcuda.optimizer." or "tcuda.optimizer<g>." */
+} group;
+
 typedef struct plan {
     entry *e;
     int n, cap;
-    int rng_first;          /* entries from here on are random states */
-    tc__optimizer_info opt; /* valid with an optimizer */
+    int rng_first; /* entries from here on are random states */
+    group *g;      /* the optimizers, ck->optimizer's or ck->optimizers' */
+    int n_g;
 } plan;
 
 static void plan_free(plan *p)
@@ -58,7 +77,10 @@ static void plan_free(plan *p)
         tc_tensor_release(p->e[i].live);
         tc_tensor_release(p->e[i].read);
     }
+    for (int g = 0; g < p->n_g; g++)
+        free(p->g[g].param);
     free(p->e);
+    free(p->g);
     *p = (plan){0};
 }
 
@@ -139,8 +161,103 @@ static tc_status plan_check_unique(const plan *p)
     return st;
 }
 
+static bool same_tensor(const tc_tensor *a, const tc_tensor *b)
+{
+    return a == b ||
+           (tc_tensor_data_ptr(a) == tc_tensor_data_ptr(b) &&
+            tc_tensor_dtype(a) == tc_tensor_dtype(b) && tc_tensor_numel(a) == tc_tensor_numel(b));
+}
+
+/* Optimizer g of the plan: its options and parameters, the prefixes of its
+ * names. */
+static tc_status group_init(plan *p, int g, tc_optimizer *opt)
+{
+    group *gr = &p->g[g];
+    gr->opt = opt;
+    TC_TRY(tc__optimizer_info_get(opt, &gr->info));
+    if (g == 0) {
+        snprintf(gr->prefix, sizeof gr->prefix, "optimizer.");
+        snprintf(gr->keys, sizeof gr->keys, "tcuda.optimizer.");
+    } else {
+        snprintf(gr->prefix, sizeof gr->prefix, "optimizer%d.", g);
+        snprintf(gr->keys, sizeof gr->keys, "tcuda.optimizer%d.", g);
+    }
+    gr->param = malloc((size_t)(gr->info.n ? gr->info.n : 1) * sizeof *gr->param);
+    if (!gr->param)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for the checkpoint's list");
+    return TC_OK;
+}
+
+/* ck->optimizer: its parameters are params[0..n), in this order. */
+static tc_status check_one_optimizer(const tc_checkpoint *ck, group *gr)
+{
+    TC_CHECK_ARG(gr->info.n == ck->n, "the optimizer has %d parameters, the checkpoint %d",
+                 gr->info.n, ck->n);
+    for (int i = 0; i < ck->n; i++) {
+        TC_CHECK_ARG(same_tensor(ck->params[i], gr->info.params[i]),
+                     "the optimizer's parameter %d is not ck->params[%d] (\"%s\"): its "
+                     "parameters must be ck->params[0..n) in this order",
+                     i, i, ck->names[i]);
+        gr->param[i] = i;
+    }
+    return TC_OK;
+}
+
+/* ck->optimizers: each parameter of each is one of params, and in one
+ * optimizer only (owner[k]: the optimizer of params[k], or -1). */
+static tc_status check_optimizer_list(const tc_checkpoint *ck, const plan *p, int *owner)
+{
+    for (int k = 0; k < ck->n; k++)
+        owner[k] = -1;
+    for (int g = 0; g < p->n_g; g++) {
+        const group *gr = &p->g[g];
+        for (int i = 0; i < gr->info.n; i++) {
+            int k = 0;
+            while (k < ck->n && !same_tensor(ck->params[k], gr->info.params[i]))
+                k++;
+            TC_CHECK_ARG(k < ck->n, "ck->optimizers[%d]'s parameter %d is none of ck->params", g,
+                         i);
+            TC_CHECK_ARG(owner[k] < 0,
+                         "ck->params[%d] (\"%s\") is a parameter of ck->optimizers[%d] and of "
+                         "ck->optimizers[%d]: each parameter belongs to one optimizer",
+                         k, ck->names[k], owner[k], g);
+            owner[k] = g;
+            gr->param[i] = k;
+        }
+    }
+    return TC_OK;
+}
+
+/* The optimizers of ck, into the plan, checked against ck->params. */
+static tc_status check_optimizers(const tc_checkpoint *ck, plan *p)
+{
+    TC_CHECK_ARG(!(ck->optimizer && ck->optimizers && ck->n_optimizers > 0),
+                 "ck->optimizer and ck->optimizers are both set: give one optimizer, or a list");
+    TC_CHECK_ARG(ck->n_optimizers >= 0, "ck->n_optimizers is %d: it must be >= 0",
+                 ck->n_optimizers);
+    TC_CHECK_ARG(ck->n_optimizers == 0 || ck->optimizers, "ck->optimizers is NULL");
+    for (int g = 0; g < ck->n_optimizers; g++)
+        TC_CHECK_ARG(ck->optimizers[g], "ck->optimizers[%d] is NULL", g);
+    int n = ck->optimizer ? 1 : ck->n_optimizers;
+    if (!n)
+        return TC_OK;
+    p->g = calloc((size_t)n, sizeof *p->g);
+    if (!p->g)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for the checkpoint's list");
+    for (; p->n_g < n; p->n_g++)
+        TC_TRY(group_init(p, p->n_g, ck->optimizer ? ck->optimizer : ck->optimizers[p->n_g]));
+    if (ck->optimizer)
+        return check_one_optimizer(ck, &p->g[0]);
+    int *owner = malloc((size_t)(ck->n ? ck->n : 1) * sizeof *owner);
+    if (!owner)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for the checkpoint's list");
+    tc_status st = check_optimizer_list(ck, p, owner);
+    free(owner);
+    return st;
+}
+
 /* The checkpoint's own arguments: counts, names, live handles, and the
- * optimizer over params[0..n) in order. */
+ * optimizers over params. */
 static tc_status check_ck(const tc_checkpoint *ck, plan *p)
 {
     TC_CHECK_ARG(ck, "ck is NULL");
@@ -155,38 +272,26 @@ static tc_status check_ck(const tc_checkpoint *ck, plan *p)
     }
     if (ck->scaler) /* a live handle (no cheaper public check) */
         TC_TRY(tc_grad_scaler_get_state(ck->scaler, &(tc_grad_scaler_state){0}));
-    if (!ck->optimizer)
-        return TC_OK;
-    TC_TRY(tc__optimizer_info_get(ck->optimizer, &p->opt));
-    TC_CHECK_ARG(p->opt.n == ck->n, "the optimizer has %d parameters, the checkpoint %d", p->opt.n,
-                 ck->n);
-    for (int i = 0; i < ck->n; i++) {
-        const tc_tensor *a = ck->params[i], *b = p->opt.params[i];
-        bool same = a == b || (tc_tensor_data_ptr(a) == tc_tensor_data_ptr(b) &&
-                               tc_tensor_dtype(a) == tc_tensor_dtype(b) &&
-                               tc_tensor_numel(a) == tc_tensor_numel(b));
-        TC_CHECK_ARG(same,
-                     "the optimizer's parameter %d is not ck->params[%d] (\"%s\"): its "
-                     "parameters must be ck->params[0..n) in this order",
-                     i, i, ck->names[i]);
-    }
-    return TC_OK;
+    return check_optimizers(ck, p);
 }
 
-/* The entries: parameters, the optimizer's state, and with rng a 32-byte
+/* The entries: parameters, each optimizer's state, and with rng a 32-byte
  * holder for the CPU's state and one per GPU. */
 static tc_status plan_build(const tc_checkpoint *ck, plan *p)
 {
     for (int i = 0; i < ck->n; i++)
         TC_TRY(plan_add(p, "", ck->names[i], "", tc__tensor_ref(ck->params[i])));
-    for (int i = 0; ck->optimizer && i < ck->n; i++)
-        for (size_t s = 0; s < sizeof STATES / sizeof STATES[0]; s++) {
-            if (!keeps(&p->opt, STATES[s].which))
-                continue;
-            tc_tensor *t;
-            TC_TRY(tc_optimizer_get_state(ck->optimizer, i, STATES[s].which, &t));
-            TC_TRY(plan_add(p, "optimizer.", ck->names[i], STATES[s].suffix, t));
-        }
+    for (int g = 0; g < p->n_g; g++) {
+        const group *gr = &p->g[g];
+        for (int i = 0; i < gr->info.n; i++)
+            for (size_t s = 0; s < sizeof STATES / sizeof STATES[0]; s++) {
+                if (!keeps(&gr->info, STATES[s].which))
+                    continue;
+                tc_tensor *t;
+                TC_TRY(tc_optimizer_get_state(gr->opt, i, STATES[s].which, &t));
+                TC_TRY(plan_add(p, gr->prefix, ck->names[gr->param[i]], STATES[s].suffix, t));
+            }
+    }
     p->rng_first = p->n;
     int n_rng = ck->rng ? 1 + tc__dev()->device_count() : 0; /* tc_device_count() */
     for (int i = 0; i < n_rng; i++) {
@@ -202,8 +307,8 @@ static tc_status plan_build(const tc_checkpoint *ck, plan *p)
 
 /* ---- options and their keys ---------------------------------------------------------------- */
 
-/* An option saved as "tcuda.<prefix>.<name>": a double, an int or a bool of
- * a struct, at `offset`. */
+/* An option saved as "<prefix><name>" ("tcuda.optimizer.lr"): a double, an
+ * int or a bool of a struct, at `offset`. */
 typedef enum field_type { FIELD_DOUBLE, FIELD_INT, FIELD_BOOL } field_type;
 typedef struct field {
     const char *key;
@@ -213,7 +318,7 @@ typedef struct field {
 
 #define F(type, name, kind)                                                                        \
     {                                                                                              \
-        "tcuda.optimizer." #name, offsetof(type, name), kind                                       \
+#name, offsetof(type, name), kind                                                          \
     }
 static const field ADAM_FIELDS[] = {
     F(tc_adamw_options, lr, FIELD_DOUBLE),           F(tc_adamw_options, beta1, FIELD_DOUBLE),
@@ -230,7 +335,7 @@ static const field SGD_FIELDS[] = {F(tc_sgd_options, lr, FIELD_DOUBLE),
 #undef F
 #define F(name, kind)                                                                              \
     {                                                                                              \
-        "tcuda.scaler." #name, offsetof(tc_grad_scaler_state, name), kind                          \
+#name, offsetof(tc_grad_scaler_state, name), kind                                          \
     }
 static const field SCALER_FIELDS[] = {
     F(scale, FIELD_DOUBLE),        F(growth_factor, FIELD_DOUBLE), F(backoff_factor, FIELD_DOUBLE),
@@ -254,36 +359,49 @@ static const void *options_of(const tc__optimizer_info *o)
 
 /* ---- save ---------------------------------------------------------------------------------- */
 
-#define META_MAX 40
-
-/* The checkpoint's metadata: keys are string constants, values its own. */
+/* The checkpoint's metadata, key and value strings of its own; a failure
+ * to grow is kept in st and returned at the end. */
+typedef struct meta_item {
+    char key[64], value[48];
+} meta_item;
 typedef struct meta {
-    const char *key[META_MAX];
-    char value[META_MAX][48];
-    int n;
+    meta_item *item;
+    int n, cap;
+    tc_status st;
 } meta;
 
-static void meta_add(meta *m, const char *key, const char *fmt, ...) TC_PRINTF(3, 4);
-static void meta_add(meta *m, const char *key, const char *fmt, ...)
+static void meta_add(meta *m, const char *prefix, const char *key, const char *fmt, ...)
+    TC_PRINTF(4, 5);
+static void meta_add(meta *m, const char *prefix, const char *key, const char *fmt, ...)
 {
+    if (m->n == m->cap && m->st == TC_OK) {
+        int cap = m->cap ? 2 * m->cap : 32;
+        meta_item *item = realloc(m->item, (size_t)cap * sizeof *item);
+        if (item)
+            m->item = item, m->cap = cap;
+        else
+            m->st = tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for the checkpoint's metadata");
+    }
+    if (m->st != TC_OK)
+        return;
+    meta_item *it = &m->item[m->n++];
+    snprintf(it->key, sizeof it->key, "%s%s", prefix, key);
     va_list ap;
     va_start(ap, fmt);
-    m->key[m->n] = key;
-    vsnprintf(m->value[m->n], sizeof m->value[0], fmt, ap);
-    m->n++;
+    vsnprintf(it->value, sizeof it->value, fmt, ap);
     va_end(ap);
 }
 
-static void meta_add_fields(meta *m, const field *f, const void *base)
+static void meta_add_fields(meta *m, const char *prefix, const field *f, const void *base)
 {
     for (; f->key; f++) {
         const char *p = (const char *)base + f->offset;
         if (f->type == FIELD_DOUBLE)
-            meta_add(m, f->key, "%.17g", *(const double *)p);
+            meta_add(m, prefix, f->key, "%.17g", *(const double *)p);
         else if (f->type == FIELD_INT)
-            meta_add(m, f->key, "%d", *(const int *)p);
+            meta_add(m, prefix, f->key, "%d", *(const int *)p);
         else
-            meta_add(m, f->key, "%s", *(const bool *)p ? "true" : "false");
+            meta_add(m, prefix, f->key, "%s", *(const bool *)p ? "true" : "false");
     }
 }
 
@@ -319,22 +437,27 @@ static tc_status check_user_metadata(const char *const *md, int *n_out)
 /* The metadata of ck, and the random states into their holders. */
 static tc_status gather(const tc_checkpoint *ck, const plan *p, meta *m)
 {
-    meta_add(m, "format", "pt");
-    meta_add(m, KEY_VERSION, VERSION);
-    meta_add(m, "tcuda.step", "%" PRId64, ck->step);
-    if (ck->optimizer) {
-        meta_add(m, "tcuda.optimizer.kind", "%s", kind_name(p->opt.kind));
-        meta_add_fields(m, fields_of(&p->opt), options_of(&p->opt));
+    meta_add(m, "", "format", "pt");
+    meta_add(m, "", KEY_VERSION, VERSION);
+    meta_add(m, "", "tcuda.step", "%" PRId64, ck->step);
+    if (p->n_g)
+        meta_add(m, "", KEY_OPTIMIZERS, "%d", p->n_g);
+    for (int g = 0; g < p->n_g; g++) {
+        const group *gr = &p->g[g];
+        meta_add(m, gr->keys, "kind", "%s", kind_name(gr->info.kind));
+        meta_add_fields(m, gr->keys, fields_of(&gr->info), options_of(&gr->info));
     }
     if (ck->scaler) {
         tc_grad_scaler_state s;
         TC_TRY(tc_grad_scaler_get_state(ck->scaler, &s));
-        meta_add(m, "tcuda.scaler.enabled", "%s", scaler_enabled(ck->scaler) ? "true" : "false");
-        meta_add_fields(m, SCALER_FIELDS, &s);
+        meta_add(m, "tcuda.scaler.", "enabled", "%s",
+                 scaler_enabled(ck->scaler) ? "true" : "false");
+        meta_add_fields(m, "tcuda.scaler.", SCALER_FIELDS, &s);
     }
     if (!ck->rng)
-        return TC_OK;
-    meta_add(m, "tcuda.rng.cuda_devices", "%d", p->n - p->rng_first - 1);
+        return m->st;
+    meta_add(m, "", "tcuda.rng.cuda_devices", "%d", p->n - p->rng_first - 1);
+    TC_TRY(m->st);
     tc_generator *cpu;
     TC_TRY(tc_default_generator((tc_device){TC_CPU, -1}, &cpu));
     TC_TRY(tc_generator_get_state(cpu, tc_tensor_data_ptr(p->e[p->rng_first].live)));
@@ -356,7 +479,7 @@ static tc_status write_file(const char *path, const tc_checkpoint *ck, const pla
         names[i] = p->e[i].name, ts[i] = p->e[i].live;
     if (st == TC_OK) {
         for (int i = 0; i < m->n; i++)
-            md[2 * i] = m->key[i], md[2 * i + 1] = m->value[i];
+            md[2 * i] = m->item[i].key, md[2 * i + 1] = m->item[i].value;
         for (int i = 0; i < n_user; i++)
             md[2 * m->n + i] = ck->metadata[i];
         md[2 * m->n + n_user] = NULL;
@@ -385,6 +508,7 @@ tc_status tc_checkpoint_save(const char *path, const tc_checkpoint *ck)
         st = gather(ck, &p, &m);
     if (st == TC_OK)
         st = write_file(path, ck, &p, &m, n_user);
+    free(m.item);
     plan_free(&p);
     return st;
 }
@@ -400,7 +524,7 @@ typedef struct source {
 /* What load sets after the tensors' copies, once all is checked. */
 typedef struct loaded {
     int64_t step;
-    double lr;
+    double *lr; /* each optimizer's */
     tc_grad_scaler_state scaler;
     tc_rng_state *rng; /* the CPU's, then GPU 0, 1, ... */
     int n_rng;
@@ -456,43 +580,48 @@ static tc_status meta_bool(const source *s, const char *key, bool *out)
     return TC_OK;
 }
 
-/* Reads fields into the struct at base. */
-static tc_status meta_fields(const source *s, const field *f, void *base)
+/* Reads fields, keys "<prefix><field>", into the struct at base. */
+static tc_status meta_fields(const source *s, const char *prefix, const field *f, void *base)
 {
     for (; f->key; f++) {
-        char *p = (char *)base + f->offset;
+        char *p = (char *)base + f->offset, key[64];
+        snprintf(key, sizeof key, "%s%s", prefix, f->key);
         if (f->type == FIELD_DOUBLE) {
-            TC_TRY(meta_double(s, f->key, (double *)p));
+            TC_TRY(meta_double(s, key, (double *)p));
         } else if (f->type == FIELD_INT) {
             int64_t x;
-            TC_TRY(meta_int64(s, f->key, INT32_MIN, INT32_MAX, &x));
+            TC_TRY(meta_int64(s, key, INT32_MIN, INT32_MAX, &x));
             *(int *)p = (int)x;
         } else {
-            TC_TRY(meta_bool(s, f->key, (bool *)p));
+            TC_TRY(meta_bool(s, key, (bool *)p));
         }
     }
     return TC_OK;
 }
 
-/* The file's optimizer: the live one's kind and options, lr aside (read). */
-static tc_status check_optimizer(const source *s, const tc__optimizer_info *o, loaded *l)
+/* The file's optimizer g: the live one's kind and options, lr aside (read
+ * into *lr). */
+static tc_status check_optimizer(const source *s, const group *gr, double *lr)
 {
+    const tc__optimizer_info *o = &gr->info;
     const char *kind;
-    TC_TRY(meta_get(s, "tcuda.optimizer.kind", &kind));
+    char key[64];
+    snprintf(key, sizeof key, "%skind", gr->keys);
+    TC_TRY(meta_get(s, key, &kind));
     if (strcmp(kind, kind_name(o->kind)))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                        "%s: the file's optimizer is \"%s\", the live one \"%s\"", s->path, kind,
-                        kind_name(o->kind));
+                        "%s: the file's optimizer is \"%s\" (\"%s\"), the live one \"%s\"", s->path,
+                        kind, key, kind_name(o->kind));
     union {
         tc_adamw_options adam;
         tc_sgd_options sgd;
     } file;
     const field *fields = fields_of(o);
-    TC_TRY(meta_fields(s, fields, &file));
+    TC_TRY(meta_fields(s, gr->keys, fields, &file));
     const char *live = options_of(o);
     for (const field *f = fields; f->key; f++) {
         const char *a = (const char *)&file + f->offset, *b = live + f->offset;
-        if (!strcmp(f->key, "tcuda.optimizer.lr"))
+        if (!strcmp(f->key, "lr"))
             continue; /* restored, not compared */
         char fa[32], fb[32];
         if (f->type == FIELD_DOUBLE) {
@@ -506,13 +635,36 @@ static tc_status check_optimizer(const source *s, const tc__optimizer_info *o, l
                                             : *(const bool *)a == *(const bool *)b;
         if (!same)
             return tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                            "%s: \"%s\" is %s in the file, %s in the live optimizer: load into "
-                            "an optimizer made with the file's options",
-                            s->path, f->key, fa, fb);
+                            "%s: \"%s%s\" is %s in the file, %s in the live optimizer: load "
+                            "into an optimizer made with the file's options",
+                            s->path, gr->keys, f->key, fa, fb);
     }
-    l->lr = file.adam.lr;
-    TC_CHECK_ARG(isfinite(l->lr) && l->lr >= 0,
-                 "%s: \"tcuda.optimizer.lr\" is %g: it must be finite and >= 0", s->path, l->lr);
+    *lr = file.adam.lr;
+    TC_CHECK_ARG(isfinite(*lr) && *lr >= 0, "%s: \"%slr\" is %g: it must be finite and >= 0",
+                 s->path, gr->keys, *lr);
+    return TC_OK;
+}
+
+/* As many optimizers in the file as live, each like its live one. */
+static tc_status check_optimizers_of_file(const source *s, const plan *p, loaded *l)
+{
+    const char *count, *kind;
+    TC_TRY(tc_safetensors_metadata(s->f, KEY_OPTIMIZERS, &count));
+    TC_TRY(tc_safetensors_metadata(s->f, "tcuda.optimizer.kind", &kind));
+    int64_t n = kind ? 1 : 0; /* a file of one may predate the count */
+    if (count)
+        TC_TRY(meta_int64(s, KEY_OPTIMIZERS, 0, INT32_MAX, &n));
+    if (n != p->n_g)
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT,
+                        "%s: holds the state of %" PRId64
+                        " optimizer(s), the checkpoint names %d: load with as many, made as the "
+                        "saved ones were",
+                        s->path, n, p->n_g);
+    l->lr = malloc((size_t)p->n_g * sizeof *l->lr);
+    if (!l->lr)
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for the learning rates");
+    for (int g = 0; g < p->n_g; g++)
+        TC_TRY(check_optimizer(s, &p->g[g], &l->lr[g]));
     return TC_OK;
 }
 
@@ -537,7 +689,7 @@ static tc_status check_scaler(const source *s, tc_grad_scaler *live, loaded *l)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: the file's scaler is %s, the live one %s",
                         s->path, enabled ? "enabled" : "disabled",
                         enabled ? "disabled" : "enabled");
-    TC_TRY(meta_fields(s, SCALER_FIELDS, &l->scaler));
+    TC_TRY(meta_fields(s, "tcuda.scaler.", SCALER_FIELDS, &l->scaler));
     tc_grad_scaler_options o = tc_grad_scaler_options_default();
     o.enabled = false;
     tc_grad_scaler *scratch;
@@ -558,10 +710,10 @@ static tc_status read_header(const source *s, const tc_checkpoint *ck, const pla
     const char *version;
     TC_TRY(tc_safetensors_metadata(s->f, KEY_VERSION, &version));
     if (!version) {
-        const char *wanted = ck->optimizer ? "an optimizer's state"
-                             : ck->scaler  ? "a scaler's state"
-                             : ck->rng     ? "random states"
-                                           : NULL;
+        const char *wanted = p->n_g       ? "an optimizer's state"
+                             : ck->scaler ? "a scaler's state"
+                             : ck->rng    ? "random states"
+                                          : NULL;
         if (wanted)
             return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                             "%s: is a model file, not a checkpoint (its metadata has no \"%s\"), "
@@ -575,8 +727,8 @@ static tc_status read_header(const source *s, const tc_checkpoint *ck, const pla
                         "%s: is a checkpoint of version \"%s\"; this tcuda reads version " VERSION,
                         s->path, version);
     TC_TRY(meta_int64(s, "tcuda.step", INT64_MIN, INT64_MAX, &l->step));
-    if (ck->optimizer)
-        TC_TRY(check_optimizer(s, &p->opt, l));
+    if (p->n_g)
+        TC_TRY(check_optimizers_of_file(s, p, l));
     if (ck->scaler)
         TC_TRY(check_scaler(s, ck->scaler, l));
     if (ck->rng) {
@@ -670,8 +822,9 @@ static tc_status apply(tc_checkpoint *ck, const plan *p, const loaded *l)
 {
     for (int i = 0; i < p->rng_first; i++)
         TC_TRY(tc_tensor_copy_(p->e[i].live, p->e[i].read, false));
-    if (ck->optimizer && !p->opt.lr_tensor)
-        TC_TRY(tc_optimizer_set_lr(ck->optimizer, l->lr));
+    for (int g = 0; g < p->n_g; g++)
+        if (!p->g[g].info.lr_tensor)
+            TC_TRY(tc_optimizer_set_lr(p->g[g].opt, l->lr[g]));
     if (ck->scaler)
         TC_TRY(tc_grad_scaler_set_state(ck->scaler, &l->scaler));
     if (l->n_rng) {
@@ -708,6 +861,7 @@ tc_status tc_checkpoint_load(const char *path, tc_checkpoint *ck)
     if (f)
         tc_safetensors_close(f);
     free(l.rng);
+    free(l.lr);
     plan_free(&p);
     return st;
 }

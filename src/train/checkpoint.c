@@ -710,14 +710,14 @@ static tc_status read_header(const source *s, const tc_checkpoint *ck, const pla
     const char *version;
     TC_TRY(tc_safetensors_metadata(s->f, KEY_VERSION, &version));
     if (!version) {
-        const char *wanted = p->n_g       ? "an optimizer's state"
-                             : ck->scaler ? "a scaler's state"
+        const char *wanted = p->n_g       ? "optimizer state"
+                             : ck->scaler ? "scaler state"
                              : ck->rng    ? "random states"
                                           : NULL;
         if (wanted)
             return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                             "%s: is a model file, not a checkpoint (its metadata has no \"%s\"), "
-                            "so it has no %s",
+                            "so it holds no %s",
                             s->path, KEY_VERSION, wanted);
         l->step = 0;
         return TC_OK;

@@ -30,7 +30,8 @@
 #        (rank 0's checkpoint, every rank resuming from it), also with --graph.
 #   test_train_gpt2.sh TRAIN_GPT2 TCUDA_TOKENS cpu|cuda
 # (The comparison with PyTorch, step by step, is tests/torch/train_gpt2_torch.py,
-# for a GPU machine.)
+# and PyTorch resuming from train_gpt2's checkpoint is
+# tests/torch/train_gpt2_resume_torch.py, both for a GPU machine.)
 set -u
 train=$1
 tokens=$2

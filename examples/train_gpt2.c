@@ -8,7 +8,8 @@
  *       [--batch 4] [--seq 64] [--steps 20] [--grad-accum 1]
  *       [--lr 3e-4] [--warmup 0] [--min-lr-frac 0.1] [--weight-decay 0.1]
  *       [--grad-clip 1.0] [--val-every 0] [--val-steps 10] [--seed 1337]
- *       [--log FILE] [--save MODEL.safetensors]
+ *       [--deterministic] [--log FILE] [--save MODEL.safetensors]
+ *       [--checkpoint FILE [--checkpoint-every K]] [--resume FILE] [--stop-after S]
  *   tools/tcuda-run -n 4 -- train_gpt2 ...          (one process per GPU)
  *
  * The model is GPT-2 small unless the flags say otherwise, initialized as
@@ -47,6 +48,32 @@
  * Under DDP the buckets' all_reduces are captured too (NCCL inside the
  * graph); a replayed collective is not watched (dist.h): a dead peer then
  * hangs the replay, as in PyTorch.
+ *
+ * --deterministic makes the GPU's embedding backward sum its rows in a fixed
+ * order (tc_use_deterministic_algorithms) instead of with atomic adds, so
+ * that two runs on a GPU give the same bits (the CPU always does).
+ *
+ * Checkpoints (checkpoint.h): --checkpoint FILE writes the whole training
+ * state every --checkpoint-every K steps (0: never in between) and after
+ * the last step this run takes: the parameters under Hugging Face's names
+ * and layout (the file is also a model for --init and examples/gpt), both
+ * AdamW optimizers' state (the second group's names start "optimizer1."),
+ * the CPU's and every visible GPU's random state, the step, the model's
+ * "n_head" and the run's batch shape. --resume FILE loads one into the
+ * model and optimizers built from the flags (a file of another model, or
+ * another weight decay, is refused, exit 2) and continues at the step
+ * after the saved one: the learning rate is the schedule's at that step,
+ * the data position is where the loader stands after step * grad-accum
+ * global micro-batches (derived from the step, wrapping as the loader
+ * does), and the random states are the file's. With the same flags the
+ * next steps are those of a run that never stopped, bit for bit (on a GPU
+ * with --deterministic). --stop-after S ends this run after step S of the
+ * --steps schedule, as a job cut short would. Under DDP, rank 0 writes the
+ * file: the parameters and the optimizers' state are the same on every
+ * rank (every rank applies the same averaged gradients), so rank 0's are
+ * everyone's; the random states in it are rank 0's, and on --resume every
+ * rank loads the same file, so each rank continues with rank 0's random
+ * states (training draws none: the model has no dropout).
  *
  * Output (rank 0): one line per step, a validation loss every --val-every
  * steps and after the last (with --val), and with --log one line per step
@@ -105,12 +132,12 @@ _Noreturn static void die(const char *what, tc_status st)
 
 typedef struct opts {
     gpt2_config cfg;
-    const char *train, *val, *init, *save, *log;
+    const char *train, *val, *init, *save, *log, *checkpoint, *resume;
     tc_device dev;
     bool dev_set;
     tc_dtype dtype;
-    bool tf32, graph;
-    long long B, T, steps, accum, warmup, val_every, val_steps;
+    bool tf32, graph, deterministic;
+    long long B, T, steps, accum, warmup, val_every, val_steps, checkpoint_every, stop_after;
     double lr, min_lr_frac, weight_decay, grad_clip;
     unsigned long long seed;
 } opts;
@@ -123,7 +150,9 @@ static void usage(void)
             "  [--device cpu|cuda] [--dtype float32|bfloat16] [--tf32] [--graph]\n"
             "  [--batch B] [--seq T] [--steps N] [--grad-accum K] [--lr X] [--warmup W]\n"
             "  [--min-lr-frac F] [--weight-decay X] [--grad-clip X] [--val-every K]\n"
-            "  [--val-steps M] [--seed S] [--log FILE] [--save MODEL.safetensors]\n");
+            "  [--val-steps M] [--seed S] [--deterministic] [--log FILE]\n"
+            "  [--save MODEL.safetensors] [--checkpoint FILE] [--checkpoint-every K]\n"
+            "  [--resume FILE] [--stop-after S]\n");
     exit(2);
 }
 
@@ -176,6 +205,10 @@ static opts parse(int argc, char **argv)
             o.graph = true;
             continue;
         }
+        if (!strcmp(a, "--deterministic")) {
+            o.deterministic = true;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             usage();
         if (strncmp(a, "--", 2) != 0) {
@@ -197,6 +230,14 @@ static opts parse(int argc, char **argv)
             o.save = v;
         else if (!strcmp(a, "--log"))
             o.log = v;
+        else if (!strcmp(a, "--checkpoint"))
+            o.checkpoint = v;
+        else if (!strcmp(a, "--checkpoint-every"))
+            o.checkpoint_every = int_flag(a, v, 0, big);
+        else if (!strcmp(a, "--resume"))
+            o.resume = v;
+        else if (!strcmp(a, "--stop-after"))
+            o.stop_after = int_flag(a, v, 1, big);
         else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda")))
             o.dev = (tc_device){v[1] == 'u' ? TC_CUDA : TC_CPU, v[1] == 'u' ? 0 : -1},
             o.dev_set = true;
@@ -245,9 +286,12 @@ static opts parse(int argc, char **argv)
         fprintf(stderr, "train_gpt2: --train is required\n");
         usage();
     }
-    /* TODO(checkpoints): --checkpoint FILE / --resume FILE (model, both
-     * optimizers' state, RNG states, step and loader positions) go here,
-     * on the tc_checkpoint API. */
+    if (o.checkpoint_every && !o.checkpoint) {
+        fprintf(stderr, "train_gpt2: --checkpoint-every needs --checkpoint FILE\n");
+        usage();
+    }
+    if (!o.stop_after || o.stop_after > o.steps)
+        o.stop_after = o.steps;
     return o;
 }
 
@@ -302,6 +346,24 @@ static void next_batch(const tokens *d, int64_t *pos, int rank, int world, int64
 
 /* ---- the trainer ---------------------------------------------------------------------- */
 
+/* The run's shape, saved in a checkpoint beside the state, with the flag
+ * that sets each. */
+enum { RUN_KEYS = 6 };
+static const char *const run_keys[RUN_KEYS] = {"train_gpt2.batch",      "train_gpt2.seq",
+                                               "train_gpt2.grad_accum", "train_gpt2.ranks",
+                                               "train_gpt2.steps",      "train_gpt2.dtype"};
+static const char *const run_flags[RUN_KEYS] = {"--batch", "--seq",   "--grad-accum",
+                                                "ranks",   "--steps", "--dtype"};
+
+/* What --checkpoint and --resume hand to tc_checkpoint. */
+typedef struct ckpt {
+    char (*name)[96];   /* Hugging Face's name of each parameter */
+    const char **names; /* -> name */
+    tc_tensor **params; /* each parameter in Hugging Face's layout (Conv1D's transposed views) */
+    char heads[16], run[RUN_KEYS][32];
+    const char *meta[2 * (RUN_KEYS + 1) + 1]; /* "n_head", then the run's shape */
+} ckpt;
+
 typedef struct trainer {
     opts o;
     gpt2 m;
@@ -317,6 +379,7 @@ typedef struct trainer {
     tc_tensor *loss, *norm, *lr; /* float32 0-d: the step's summed loss, grad norm, lr */
     tokens train, val;
     int64_t train_pos;
+    ckpt ck; /* with --checkpoint or --resume */
 } trainer;
 
 static double lr_at(const opts *o, long long s)
@@ -442,6 +505,8 @@ static void setup_device(trainer *t)
         die_input("--graph needs --device cuda");
     if (o->tf32)
         TRY(tc_set_float32_matmul_precision("high"));
+    if (o->deterministic)
+        TRY(tc_use_deterministic_algorithms(true));
 }
 
 static void setup_model(trainer *t)
@@ -530,9 +595,153 @@ static void fill_host(trainer *t, int i)
         next_batch(&t->train, &t->train_pos, t->rank, t->world, BT, p + k * (BT + 1));
 }
 
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+static void run_values(const trainer *t, char v[RUN_KEYS][32])
+{
+    const opts *o = &t->o;
+    const long long n[5] = {o->B, o->T, o->accum, t->world, o->steps};
+    for (int k = 0; k < 5; k++)
+        snprintf(v[k], 32, "%lld", n[k]);
+    snprintf(v[5], 32, "%s", tc_dtype_string(o->dtype));
+}
+
+/* The names, the parameters as the file holds them, and the metadata. */
+static void setup_checkpoint(trainer *t)
+{
+    if (!t->o.checkpoint && !t->o.resume)
+        return;
+    gpt2 *m = &t->m;
+    ckpt *c = &t->ck;
+    c->name = calloc((size_t)m->n, sizeof *c->name);
+    c->names = calloc((size_t)m->n, sizeof *c->names);
+    c->params = calloc((size_t)m->n, sizeof *c->params);
+    if (!c->name || !c->names || !c->params)
+        die("allocating the checkpoint's lists", TC_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < m->n; i++) {
+        gpt2_param_name(m, i, c->name[i], (int)sizeof c->name[i]);
+        c->names[i] = c->name[i];
+        if (gpt2_param_is_conv1d(m, i)) { /* a view: the optimizers know it by its memory */
+            TRY(tc_tensor_transpose(m->params[i], 0, 1, &c->params[i]));
+        } else {
+            TRY(tc_tensor_retain(m->params[i]));
+            c->params[i] = m->params[i];
+        }
+    }
+    snprintf(c->heads, sizeof c->heads, "%d", m->cfg.n_head);
+    run_values(t, c->run);
+    int k = 0;
+    c->meta[k++] = "n_head", c->meta[k++] = c->heads;
+    for (int i = 0; i < RUN_KEYS; i++)
+        c->meta[k++] = run_keys[i], c->meta[k++] = c->run[i];
+    c->meta[k] = NULL;
+}
+
+static tc_checkpoint checkpoint_of(trainer *t, long long step)
+{
+    return (tc_checkpoint){.names = t->ck.names,
+                           .params = t->ck.params,
+                           .n = t->m.n,
+                           .optimizers = t->opt,
+                           .n_optimizers = 2,
+                           .rng = true,
+                           .step = step,
+                           .metadata = t->ck.meta};
+}
+
+/* The whole state after `step` steps to --checkpoint (rank 0: the state is
+ * every rank's, see the top). */
+static void save_checkpoint(trainer *t, long long step)
+{
+    if (t->rank != 0)
+        return;
+    tc_checkpoint ck = checkpoint_of(t, step);
+    TRY(tc_checkpoint_save(t->o.checkpoint, &ck));
+    printf("checkpoint %s (step %lld)\n", t->o.checkpoint, step);
+    fflush(stdout);
+}
+
+/* What --resume's file says of the model and the run, before loading it:
+ * another head count is another model (its shapes cannot tell); another
+ * run shape is allowed, with a note (rank 0). A file that does not open is
+ * left to tc_checkpoint_load's message. */
+static void check_resume_file(trainer *t)
+{
+    const char *path = t->o.resume, *v = NULL;
+    tc_safetensors *f;
+    if (tc_safetensors_open(path, &f) != TC_OK)
+        return;
+    if (tc_safetensors_metadata(f, "n_head", &v) == TC_OK && v && atoi(v) != t->m.cfg.n_head)
+        die_input("--resume %s: was saved from a model of %s heads, this one has %d (--heads)",
+                  path, v, t->m.cfg.n_head);
+    char now[RUN_KEYS][32];
+    run_values(t, now);
+    for (int k = 0; k < RUN_KEYS && t->rank == 0; k++)
+        if (tc_safetensors_metadata(f, run_keys[k], &v) == TC_OK && v && strcmp(v, now[k]))
+            printf("train_gpt2: note: %s was saved by a run with %s %s, this one has %s: the "
+                   "schedule and data position follow this run's flags\n",
+                   path, run_flags[k], v, now[k]);
+    tc_safetensors_close(f);
+}
+
+/* Where the loader stands after `micro` global micro-batches from the start:
+ * it reads them at 0, g, 2g, ... (g = ranks * B * T) and wraps to 0 when one
+ * would run past the end, so its positions repeat every (n - 1) / g. */
+static int64_t train_pos_after(const trainer *t, int64_t micro)
+{
+    int64_t g = t->world * t->o.B * t->o.T, per_pass = (t->train.n - 1) / g;
+    return (micro % per_pass) * g;
+}
+
+/* --resume: the file into the model, both optimizers and the random
+ * states; the step to start from, and the loader there. Exit 2 for a file
+ * that does not fit. */
+static long long resume(trainer *t)
+{
+    const opts *o = &t->o;
+    check_resume_file(t);
+    tc_checkpoint ck = checkpoint_of(t, 0);
+    if (tc_checkpoint_load(o->resume, &ck) != TC_OK) {
+        const char *why = tc_last_error();
+        die_input("--resume: %s%s", why,
+                  strstr(why, "model file") ? " (--resume reads a --checkpoint file; --init reads "
+                                              "weights only)"
+                                            : "");
+    }
+    if (ck.step < 0 || ck.step >= o->stop_after)
+        die_input("--resume %s is at step %lld: --steps %lld%s leaves nothing to train", o->resume,
+                  (long long)ck.step, o->steps, o->stop_after < o->steps ? " (--stop-after)" : "");
+    t->train_pos = train_pos_after(t, ck.step * o->accum);
+    if (t->rank == 0)
+        printf("resumed from %s at step %lld\n", o->resume, (long long)ck.step);
+    return ck.step;
+}
+
 /* ---- the loop --------------------------------------------------------------------------- */
 
-static void train(trainer *t)
+/* Rank 0's line for step s (0-based), and the log's. */
+static void report(trainer *t, FILE *log, long long s, double loss, double lr, double norm,
+                   double dt)
+{
+    const opts *o = &t->o;
+    double tokens_per_step = (double)(o->B * o->T * o->accum * t->world);
+    char peak[32] = "peak n/a";
+    if (o->dev.type == TC_CUDA) {
+        size_t bytes;
+        TRY(tc_max_memory_allocated(o->dev.index, &bytes));
+        snprintf(peak, sizeof peak, "peak %zu MiB", bytes >> 20);
+    }
+    printf("step %lld/%lld | loss %.6f | lr %.1e | norm %.3f | %.1f ms | %.0f tok/s | %s\n", s + 1,
+           o->steps, loss, lr, norm, 1e3 * dt, tokens_per_step / dt, peak);
+    fflush(stdout);
+    if (log) {
+        fprintf(log, "%lld %.9g %.9g %.9g\n", s + 1, loss, lr, norm);
+        fflush(log);
+    }
+}
+
+/* Steps first..stop_after-1 of the schedule. */
+static void train(trainer *t, long long first)
 {
     opts *o = &t->o;
     FILE *log = NULL;
@@ -542,9 +751,8 @@ static void train(trainer *t)
     if (o->graph) /* the learning rate is read on the device at each step */
         for (int g = 0; g < 2; g++)
             TRY(tc_optimizer_set_lr_tensor(t->opt[g], t->lr));
-    double tokens_per_step = (double)(o->B * o->T * o->accum * t->world);
-    fill_host(t, 0);
-    for (long long s = 0; s < o->steps; s++) {
+    fill_host(t, (int)(first % 2));
+    for (long long s = first; s < o->stop_after; s++) {
         if (o->val && o->val_every > 0 && s % o->val_every == 0) {
             double vl = validate(t);
             if (t->rank == 0)
@@ -573,31 +781,21 @@ static void train(trainer *t)
             TRY(st);
             TRY(end);
         }
-        if (s + 1 < o->steps) /* the next batch, while the GPU works */
+        if (s + 1 < o->stop_after) /* the next batch, while the GPU works */
             fill_host(t, (int)((s + 1) % 2));
         double loss = read_mean(t, t->loss) / (double)o->accum, norm;
         TRY(tc_tensor_item(t->norm, &norm));
         double dt = now_s() - t0;
-        if (t->rank != 0)
-            continue;
-        char peak[32] = "peak n/a";
-        if (o->dev.type == TC_CUDA) {
-            size_t bytes;
-            TRY(tc_max_memory_allocated(o->dev.index, &bytes));
-            snprintf(peak, sizeof peak, "peak %zu MiB", bytes >> 20);
-        }
-        printf("step %lld/%lld | loss %.6f | lr %.1e | norm %.3f | %.1f ms | %.0f tok/s | %s\n",
-               s + 1, o->steps, loss, lr, norm, 1e3 * dt, tokens_per_step / dt, peak);
-        fflush(stdout);
-        if (log) {
-            fprintf(log, "%lld %.9g %.9g %.9g\n", s + 1, loss, lr, norm);
-            fflush(log);
-        }
+        if (t->rank == 0)
+            report(t, log, s, loss, lr, norm, dt);
+        bool every = o->checkpoint_every && (s + 1) % o->checkpoint_every == 0;
+        if (o->checkpoint && (every || s + 1 == o->stop_after))
+            save_checkpoint(t, s + 1);
     }
     if (o->val) {
         double vl = validate(t);
         if (t->rank == 0)
-            printf("val loss %.6f (after step %lld)\n", vl, o->steps);
+            printf("val loss %.6f (after step %lld)\n", vl, o->stop_after);
     }
     if (graph)
         TRY(tc_graph_destroy(graph));
@@ -620,8 +818,14 @@ static void cleanup(trainer *t)
     tc_tensor *ts[] = {t->host_tok[0], t->host_tok[1], t->dev_tok, t->loss, t->norm, t->lr};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         tc_tensor_release(ts[i]);
-    for (int i = 0; i < t->m.n; i++)
+    for (int i = 0; i < t->m.n; i++) {
         tc_tensor_release(t->m.grads[i]);
+        if (t->ck.params)
+            tc_tensor_release(t->ck.params[i]);
+    }
+    free(t->ck.name);
+    free(t->ck.names);
+    free(t->ck.params);
     if (t->ddp)
         TRY(tc_ddp_destroy(t->ddp));
     gpt2_free(&t->m);
@@ -637,6 +841,7 @@ int main(int argc, char **argv)
     setup_device(&t);
     setup_model(&t);
     setup_data(&t);
+    setup_checkpoint(&t);
     opts *o = &t.o;
     if (t.rank == 0) {
         char dev[32];
@@ -647,7 +852,7 @@ int main(int argc, char **argv)
                (long long)o->cfg.maxT, dev, tc_dtype_string(o->dtype), t.world,
                t.world > 1 ? "s" : "", o->B, o->T, o->accum, (long long)t.train.n);
     }
-    train(&t);
+    train(&t, o->resume ? resume(&t) : 0);
     if (o->save && t.rank == 0) {
         TRY(gpt2_save(&t.m, o->save));
         printf("saved %s\n", o->save);

@@ -97,7 +97,8 @@ set(TCUDA_SOURCES
   # interop: DLPack
   src/interop/dlpack.c
   # train: training checkpoints
-  src/train/checkpoint.c)
+  src/train/checkpoint.c
+  src/train/checkpoint_meta.c)
 # The cuda/ halves: host code and kernels.
 set(TCUDA_CUDA_SOURCES
   # memory

@@ -7,7 +7,9 @@
  * (support/checkpoint_train.h); a plain model file loaded as parameters;
  * and every bad input: each failed load is checked to change nothing (the
  * parameters' and the optimizer's bytes, the scaler, the random state and
- * the step). test_checkpoint_cuda runs the resume on a GPU. */
+ * the step); several optimizers (param groups) in one file: a resume,
+ * their names, and lists or files that do not match. test_checkpoint_cuda
+ * runs the resume on a GPU. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -492,6 +494,313 @@ static void test_bad_files(void)
     free(before.bytes);
 }
 
+/* ---- several optimizers -------------------------------------------------------------------- */
+
+/* Two optimizers over four parameters, as nanoGPT's param groups: AdamW
+ * with weight decay over the weights, SGD with momentum over the biases
+ * (listed out of the parameters' order), gradients from a generator seeded
+ * by the step, a learning rate per group from the step. */
+#define DUO_N 4
+static const char *const duo_names[DUO_N] = {"a.weight", "a.bias", "b.weight", "b.bias"};
+static const int64_t duo_sizes[DUO_N][2] = {{3, 4}, {4, 1}, {4, 2}, {2, 1}};
+
+typedef struct duo {
+    tc_tensor *p[DUO_N], *g[DUO_N];
+    tc_optimizer *opt[2];
+    int64_t step;
+} duo;
+
+static void duo_make(duo *d, uint64_t seed, double momentum)
+{
+    *d = (duo){0};
+    tc_generator *gen = NULL;
+    CHECK_OK(tc_generator_create(CPU, seed, &gen));
+    for (int i = 0; i < DUO_N; i++) {
+        CHECK_OK(tc_tensor_randn(2, duo_sizes[i], TC_FLOAT32, CPU, gen, &d->p[i]));
+        CHECK_OK(tc_tensor_zeros(2, duo_sizes[i], TC_FLOAT32, CPU, &d->g[i]));
+    }
+    CHECK_OK(tc_generator_destroy(gen));
+    tc_tensor *weights[2] = {d->p[0], d->p[2]}, *biases[2] = {d->p[3], d->p[1]};
+    tc_adamw_options ao = tc_adamw_options_default();
+    ao.weight_decay = 0.1;
+    CHECK_OK(tc_optimizer_create_adamw(weights, 2, &ao, &d->opt[0]));
+    tc_sgd_options so = tc_sgd_options_default();
+    so.momentum = momentum;
+    CHECK_OK(tc_optimizer_create_sgd(biases, 2, &so, &d->opt[1]));
+}
+
+static void duo_free(duo *d)
+{
+    for (int k = 0; k < 2; k++)
+        CHECK_OK(tc_optimizer_destroy(d->opt[k]));
+    for (int i = 0; i < DUO_N; i++)
+        tc_tensor_release(d->p[i]), tc_tensor_release(d->g[i]);
+}
+
+static void duo_step(duo *d)
+{
+    tc_generator *gen = NULL;
+    CHECK_OK(tc_generator_create(CPU, 1000 + (uint64_t)d->step, &gen));
+    for (int i = 0; i < DUO_N; i++)
+        CHECK_OK(tc_tensor_normal_(d->g[i], 0, 1, gen));
+    CHECK_OK(tc_generator_destroy(gen));
+    CHECK_OK(tc_optimizer_set_lr(d->opt[0], 1e-2 / (double)(d->step + 1)));
+    CHECK_OK(tc_optimizer_set_lr(d->opt[1], 0.1 / (double)(d->step + 2)));
+    tc_tensor *gw[2] = {d->g[0], d->g[2]}, *gb[2] = {d->g[3], d->g[1]};
+    CHECK_OK(tc_optimizer_step(d->opt[0], gw, 2));
+    CHECK_OK(tc_optimizer_step(d->opt[1], gb, 2));
+    d->step++;
+}
+
+/* The parameters', both optimizers' state and learning rates, as bytes. */
+static train_state duo_state(const duo *d)
+{
+    train_state s = {0};
+    for (int i = 0; i < DUO_N; i++)
+        put_bytes(&s, d->p[i]);
+    static const tc_optimizer_state adam[] = {TC_OPTIMIZER_STATE_STEP, TC_OPTIMIZER_STATE_EXP_AVG,
+                                              TC_OPTIMIZER_STATE_EXP_AVG_SQ};
+    static const tc_optimizer_state sgd[] = {TC_OPTIMIZER_STATE_STEP,
+                                             TC_OPTIMIZER_STATE_MOMENTUM_BUFFER};
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < 3; k++) {
+            tc_tensor *x = NULL;
+            CHECK_OK(tc_optimizer_get_state(d->opt[0], i, adam[k], &x));
+            put_bytes(&s, x);
+            tc_tensor_release(x);
+        }
+        for (int k = 0; k < 2; k++) {
+            tc_tensor *x = NULL;
+            CHECK_OK(tc_optimizer_get_state(d->opt[1], i, sgd[k], &x));
+            put_bytes(&s, x);
+            tc_tensor_release(x);
+        }
+    }
+    double lr1 = 0;
+    CHECK_OK(tc_optimizer_get_lr(d->opt[0], &s.lr));
+    CHECK_OK(tc_optimizer_get_lr(d->opt[1], &lr1));
+    s.lr += 1e3 * lr1; /* both in one number: either changing shows */
+    s.step = d->step;
+    return s;
+}
+
+/* The parameters' and an AdamW's state, as bytes. */
+static train_state adam_bytes(const tc_optimizer *opt, tc_tensor *const *p, int n)
+{
+    train_state s = {0};
+    for (int i = 0; i < n; i++) {
+        put_bytes(&s, p[i]);
+        for (int k = TC_OPTIMIZER_STATE_STEP; k <= TC_OPTIMIZER_STATE_EXP_AVG_SQ; k++) {
+            tc_tensor *x = NULL;
+            CHECK_OK(tc_optimizer_get_state(opt, i, (tc_optimizer_state)k, &x));
+            put_bytes(&s, x);
+            tc_tensor_release(x);
+        }
+    }
+    return s;
+}
+
+static tc_checkpoint duo_ck(duo *d)
+{
+    return (tc_checkpoint){.names = duo_names,
+                           .params = d->p,
+                           .n = DUO_N,
+                           .optimizers = d->opt,
+                           .n_optimizers = 2,
+                           .step = d->step};
+}
+
+/* 4 steps in one go against 2, a save, fresh objects, a load and 2 more:
+ * the same bytes; the file names the second optimizer's state and keys
+ * "optimizer1." and "tcuda.optimizer1.". */
+static void test_two_optimizers_resume(void)
+{
+    const char *path = file_named("duo.safetensors");
+    duo a;
+    duo_make(&a, 3, 0.9);
+    for (int s = 0; s < 4; s++)
+        duo_step(&a);
+    train_state want = duo_state(&a);
+    duo_free(&a);
+
+    duo b;
+    duo_make(&b, 3, 0.9);
+    duo_step(&b), duo_step(&b);
+    train_state saved = duo_state(&b);
+    tc_checkpoint ck = duo_ck(&b);
+    CHECK_OK(tc_checkpoint_save(path, &ck));
+    duo_free(&b);
+
+    tc_safetensors *f = NULL;
+    CHECK_OK(tc_safetensors_open(path, &f));
+    CHECK(tc_safetensors_count(f) == DUO_N + 2 * 3 + 2 * 2);
+    const char *v = NULL;
+    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizers", &v));
+    CHECK(v && !strcmp(v, "2"));
+    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer.kind", &v));
+    CHECK(v && !strcmp(v, "adamw"));
+    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.kind", &v));
+    CHECK(v && !strcmp(v, "sgd"));
+    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.momentum", &v));
+    CHECK(v && strtod(v, NULL) == 0.9);
+    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.lr", &v));
+    CHECK(v && strtod(v, NULL) == 0.1 / 3);
+    tc_dtype dt;
+    int nd;
+    int64_t sz[TC_MAX_DIMS];
+    CHECK_OK(tc_safetensors_info(f, "optimizer.b.weight.exp_avg", &dt, &nd, sz));
+    CHECK(nd == 2 && sz[0] == 4 && sz[1] == 2);
+    CHECK_OK(tc_safetensors_info(f, "optimizer1.a.bias.momentum_buffer", &dt, &nd, sz));
+    CHECK(nd == 2 && sz[0] == 4 && sz[1] == 1);
+    CHECK_STATUS(tc_safetensors_info(f, "optimizer.a.bias.step", &dt, &nd, sz),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_OK(tc_safetensors_close(f));
+
+    duo c;
+    duo_make(&c, 77, 0.9);
+    duo_step(&c);
+    tc_checkpoint ck2 = duo_ck(&c);
+    CHECK_OK(tc_checkpoint_load(path, &ck2));
+    CHECK(ck2.step == 2);
+    c.step = ck2.step;
+    train_state loaded = duo_state(&c);
+    CHECK(train_state_equal(&saved, &loaded));
+    duo_step(&c), duo_step(&c);
+    train_state got = duo_state(&c);
+    CHECK(train_state_equal(&want, &got));
+    duo_free(&c);
+    free(want.bytes), free(saved.bytes), free(loaded.bytes), free(got.bytes);
+}
+
+/* Bad lists and files unlike the live optimizers: each refused, naming
+ * the problem, and a failed load changes nothing. A file of one optimizer
+ * without "tcuda.optimizers" (as the first version wrote) still loads. */
+static void test_two_optimizers_bad(void)
+{
+    const char *path = file_named("duo_bad.safetensors"), *bad = file_named("duo_bad2.safetensors");
+    duo d;
+    duo_make(&d, 5, 0.9);
+    duo_step(&d);
+    tc_checkpoint ck = duo_ck(&d);
+    CHECK_OK(tc_checkpoint_save(path, &ck));
+    duo_step(&d); /* now unlike the file */
+    train_state before = duo_state(&d);
+
+    tc_checkpoint x = ck;
+    x.optimizer = d.opt[0];
+    CHECK_STATUS(tc_checkpoint_save(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("both set"));
+    x = ck, x.n_optimizers = -1;
+    CHECK_STATUS(tc_checkpoint_load(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("n_optimizers is -1"));
+    x = ck, x.optimizers = NULL;
+    CHECK_STATUS(tc_checkpoint_save(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("ck->optimizers is NULL"));
+    tc_optimizer *with_null[2] = {d.opt[0], NULL};
+    x = ck, x.optimizers = with_null;
+    CHECK_STATUS(tc_checkpoint_save(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("ck->optimizers[1] is NULL"));
+    tc_optimizer *twice[2] = {d.opt[0], d.opt[0]};
+    x = ck, x.optimizers = twice;
+    CHECK_STATUS(tc_checkpoint_load(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("ck->params[0] (\"a.weight\")") && says("one optimizer"));
+    void *garbage = tc_test_garbage(256);
+    tc_optimizer *with_garbage[2] = {d.opt[0], garbage};
+    x = ck, x.optimizers = with_garbage;
+    CHECK_STATUS(tc_checkpoint_save(path, &x), TC_ERROR_INVALID_HANDLE);
+    free(garbage);
+    /* an optimizer over a tensor that is not a parameter of the checkpoint */
+    tc_tensor *other = NULL;
+    CHECK_OK(tc_tensor_zeros(2, duo_sizes[1], TC_FLOAT32, CPU, &other));
+    tc_tensor *foreign_params[2] = {d.p[3], other};
+    tc_optimizer *foreign = NULL;
+    tc_sgd_options so = tc_sgd_options_default();
+    so.momentum = 0.9;
+    CHECK_OK(tc_optimizer_create_sgd(foreign_params, 2, &so, &foreign));
+    tc_optimizer *list[2] = {d.opt[0], foreign};
+    x = ck, x.optimizers = list;
+    CHECK_STATUS(tc_checkpoint_save(path, &x), TC_ERROR_INVALID_ARGUMENT);
+    CHECK(says("ck->optimizers[1]'s parameter 1 is none of ck->params"));
+    CHECK_OK(tc_optimizer_destroy(foreign));
+    tc_tensor_release(other);
+
+#define DUO_BAD_LOAD(file, ckp, status, needle)                                                    \
+    do {                                                                                           \
+        tc_checkpoint c_ = (ckp);                                                                  \
+        int64_t step_ = c_.step;                                                                   \
+        CHECK_STATUS(tc_checkpoint_load(file, &c_), status);                                       \
+        if (!says(needle))                                                                         \
+            printf("  message \"%s\" lacks \"%s\"\n", tc_last_error(), needle);                    \
+        CHECK(says(needle));                                                                       \
+        train_state now_ = duo_state(&d);                                                          \
+        CHECK(train_state_equal(&before, &now_) && c_.step == step_);                              \
+        free(now_.bytes);                                                                          \
+    } while (0)
+
+    /* one optimizer over everything, or a list of one, for a file of two */
+    tc_optimizer *all = NULL;
+    tc_adamw_options ao = tc_adamw_options_default();
+    ao.weight_decay = 0.1;
+    CHECK_OK(tc_optimizer_create_adamw(d.p, DUO_N, &ao, &all));
+    x = ck, x.optimizers = NULL, x.n_optimizers = 0, x.optimizer = all;
+    DUO_BAD_LOAD(path, x, TC_ERROR_INVALID_ARGUMENT, "state of 2 optimizer(s)");
+    x = ck, x.optimizers = &all, x.n_optimizers = 1;
+    DUO_BAD_LOAD(path, x, TC_ERROR_INVALID_ARGUMENT, "the checkpoint names 1");
+    CHECK_OK(tc_optimizer_destroy(all));
+    /* the second optimizer's options unlike the file's */
+    tc_tensor *biases[2] = {d.p[3], d.p[1]};
+    tc_optimizer *slow = NULL;
+    so.momentum = 0.8;
+    CHECK_OK(tc_optimizer_create_sgd(biases, 2, &so, &slow));
+    tc_optimizer *unlike[2] = {d.opt[0], slow};
+    x = ck, x.optimizers = unlike;
+    DUO_BAD_LOAD(path, x, TC_ERROR_INVALID_ARGUMENT, "\"tcuda.optimizer1.momentum\" is 0.9");
+    CHECK_OK(tc_optimizer_destroy(slow));
+    /* the groups in the other order: kinds unlike */
+    tc_optimizer *swapped[2] = {d.opt[1], d.opt[0]};
+    x = ck, x.optimizers = swapped;
+    DUO_BAD_LOAD(path, x, TC_ERROR_INVALID_ARGUMENT, "tcuda.optimizer.kind");
+    /* a parameter in the other group than in the file: its state is missing */
+    tc_tensor *w3[3] = {d.p[0], d.p[2], d.p[1]}, *b1[1] = {d.p[3]};
+    tc_optimizer *moved[2] = {NULL, NULL};
+    so.momentum = 0.9;
+    CHECK_OK(tc_optimizer_create_adamw(w3, 3, &ao, &moved[0]));
+    CHECK_OK(tc_optimizer_create_sgd(b1, 1, &so, &moved[1]));
+    x = ck, x.optimizers = moved;
+    DUO_BAD_LOAD(path, x, TC_ERROR_INVALID_ARGUMENT, "no tensor \"optimizer.a.bias.step\"");
+    CHECK_OK(tc_optimizer_destroy(moved[0]));
+    CHECK_OK(tc_optimizer_destroy(moved[1]));
+    /* the count: missing (a file of one, then), or not a number */
+    rewrite(path, bad, "tcuda.optimizers", NULL, NULL, NULL, NULL);
+    DUO_BAD_LOAD(bad, ck, TC_ERROR_INVALID_ARGUMENT, "state of 1 optimizer(s)");
+    rewrite(path, bad, "tcuda.optimizers", "two", NULL, NULL, NULL);
+    DUO_BAD_LOAD(bad, ck, TC_ERROR_INVALID_ARGUMENT, "\"tcuda.optimizers\" is \"two\"");
+    rewrite(path, bad, "tcuda.optimizer1.kind", NULL, NULL, NULL, NULL);
+    DUO_BAD_LOAD(bad, ck, TC_ERROR_INVALID_ARGUMENT, "tcuda.optimizer1.kind");
+#undef DUO_BAD_LOAD
+    free(before.bytes);
+
+    /* a file of one optimizer without the count loads, through the list too */
+    tc_checkpoint one = {.names = duo_names, .params = d.p, .n = 2, .optimizer = NULL};
+    tc_tensor *first2[2] = {d.p[0], d.p[1]};
+    tc_optimizer *opt = NULL;
+    CHECK_OK(tc_optimizer_create_adamw(first2, 2, &ao, &opt));
+    CHECK_OK(tc_optimizer_step(opt, d.g, 2));
+    one.optimizer = opt, one.step = 12;
+    CHECK_OK(tc_checkpoint_save(path, &one));
+    rewrite(path, bad, "tcuda.optimizers", NULL, NULL, NULL, NULL);
+    train_state one_before = adam_bytes(opt, first2, 2);
+    CHECK_OK(tc_optimizer_step(opt, d.g, 2)); /* now unlike the file */
+    one.optimizer = NULL, one.optimizers = &opt, one.n_optimizers = 1, one.step = 0;
+    CHECK_OK(tc_checkpoint_load(bad, &one));
+    train_state one_after = adam_bytes(opt, first2, 2);
+    CHECK(one.step == 12 && one_before.size == one_after.size &&
+          !memcmp(one_before.bytes, one_after.bytes, one_before.size));
+    CHECK_OK(tc_optimizer_destroy(opt));
+    free(one_before.bytes), free(one_after.bytes);
+    duo_free(&d);
+}
+
 static void test_bad_args(void)
 {
     const char *path = file_named("args.safetensors");
@@ -617,6 +926,8 @@ int main(void)
     train_resume_check(CPU, file_named("resume.safetensors"), tc_test_seed());
     test_bad_files();
     test_bad_args();
+    test_two_optimizers_resume();
+    test_two_optimizers_bad();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

@@ -8,16 +8,30 @@
 #        Face layout round-trips), also under GPT2LMHeadModel's names
 #        ("transformer.", lm_head.weight); batch 2 equals batch 1 with
 #        --grad-accum 2;
-#        bad flags, token files and checkpoints exit 2 with a message.
+#        bad flags, token files and checkpoints exit 2 with a message;
+#        resume: 10 steps in one go against a run cut after step 5
+#        (--stop-after 5 --checkpoint C, the schedule still of 10 steps) and
+#        a new process with --resume C: the log lines (loss, lr, grad norm)
+#        of steps 6..10 byte for byte the same, in float32, bfloat16, with
+#        --grad-accum 2, on a token file the loader wraps around; also
+#        --steps 5 then --steps 10 under a schedule that does not depend on
+#        --steps; --checkpoint-every; the checkpoint is a model file in
+#        --save's layout (--init reads it); --resume of a missing file, of
+#        another model, of a weights-only --save file, with another weight
+#        decay, or past the last step exits 2 with a message.
 #   cuda: exits 77 without a GPU; else 10 steps on the GPU, float32 losses
 #        within 1e-4 relative of the CPU's, --graph's within 1e-5 of eager's,
 #        bfloat16 finite and within 0.05 of float32's (--graph's within 1e-4 of
 #        eager's: embedding's atomic adds may round bfloat16 copies apart);
 #        DDP on 2 GPUs (when there are) as one process of the global batch,
-#        also with --grad-accum and with --graph.
+#        also with --grad-accum and with --graph; resume bit for bit as on
+#        the CPU (with --deterministic: embedding's backward in a fixed
+#        order), eager, with --graph, bfloat16, and under DDP on 2 GPUs
+#        (rank 0's checkpoint, every rank resuming from it), also with --graph.
 #   test_train_gpt2.sh TRAIN_GPT2 TCUDA_TOKENS cpu|cuda
 # (The comparison with PyTorch, step by step, is tests/torch/train_gpt2_torch.py,
-# for a GPU machine.)
+# and PyTorch resuming from train_gpt2's checkpoint is
+# tests/torch/train_gpt2_resume_torch.py, both for a GPU machine.)
 set -u
 train=$1
 tokens=$2
@@ -69,6 +83,28 @@ for i, (x, y) in enumerate(zip(a, b)):
 print(f"{sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: {len(a)} steps within {tol}")
 PY
 }
+# resume_check NAME ARGS... [--launch]: ARGS for 10 steps in one go (NAME_whole),
+# cut after step 5 with a checkpoint (NAME_first), and resumed from it in a
+# new process (NAME_rest): steps 1..5 and 6..10 are the whole run's log
+# lines, byte for byte
+resume_check() {
+    local n=$1
+    shift
+    run "${n}_whole" --steps 10 "$@" &&
+        run "${n}_first" --steps 10 --stop-after 5 --checkpoint "$dir/$n.ckpt" "$@" &&
+        run "${n}_rest" --steps 10 --resume "$dir/$n.ckpt" "$@" || return
+    same_lines "$n" "${n}_whole" "${n}_first" "${n}_rest"
+}
+# same_lines WHAT WHOLE FIRST REST: FIRST's log is WHOLE's lines 1..5, REST's its 6..10
+same_lines() {
+    if ! cmp -s <(head -5 "$dir/$2.log") "$dir/$3.log"; then
+        say_fail "$1: the cut run's steps 1..5 differ: $(diff <(head -5 "$dir/$2.log") "$dir/$3.log")"
+    elif ! cmp -s <(sed -n 6,10p "$dir/$2.log") "$dir/$4.log"; then
+        say_fail "$1: the resumed steps differ: $(diff <(sed -n 6,10p "$dir/$2.log") "$dir/$4.log")"
+    else
+        echo "$1: steps 6..10 resumed bit for bit"
+    fi
+}
 # decreasing NAME: finite losses, the last below the first
 decreasing() {
     python3 - "$dir/$1.log" << 'PY' || say_fail "$1's loss did not go down"
@@ -99,6 +135,10 @@ print("bfloat16 within 0.05 of float32")
 PY
     run graph_bf16 --device cuda --steps 10 --graph --dtype bfloat16 && compare graph_bf16 bf16 1e-4
     grep -q "peak [0-9]* MiB" "$dir/gpu.out" || say_fail "no peak memory: $(head -3 "$dir/gpu.out")"
+    # resume bit for bit (--deterministic: embedding's backward without atomic adds)
+    resume_check resume_gpu --device cuda --deterministic
+    resume_check resume_graph --device cuda --deterministic --graph
+    resume_check resume_gpu_bf16 --device cuda --deterministic --dtype bfloat16
     # DDP on 2 GPUs (when there are): 2 ranks of batch 1 train as one process of batch 2,
     # also with gradient accumulation (the first micro-step without communication)
     # and with the step captured as a graph
@@ -112,6 +152,9 @@ PY
             compare ddp2_accum accum2 1e-5
         # the whole step as a graph under DDP: the buckets' all_reduces replayed
         run ddp2_graph --steps 10 --batch 1 --graph --launch && compare ddp2_graph ddp2 1e-5
+        # rank 0 writes the checkpoint, both ranks resume from it
+        resume_check resume_ddp2 --batch 1 --deterministic --launch
+        resume_check resume_ddp2_graph --batch 1 --deterministic --graph --launch
     else
         echo "DDP not checked: $ngpu GPU(s)"
     fi
@@ -153,6 +196,57 @@ run prefixed --device cpu --steps 1 --init "$dir/prefixed.safetensors" && compar
 run bf16 --device cpu --steps 3 --dtype bfloat16
 run accum --device cpu --steps 3 --batch 1 --grad-accum 2
 run batch2 --device cpu --steps 3 && compare accum batch2 1e-6
+
+# resume: steps 6..10 of a resumed run are those of a run that never stopped
+resume_check resume --device cpu
+resume_check resume_bf16 --device cpu --dtype bfloat16
+resume_check resume_accum --device cpu --batch 1 --grad-accum 2
+# 300 tokens hold 4 global micro-batches: the loader wraps twice in 10 steps,
+# and the resumed one must stand where it would have
+python3 - "$dir/tok_train.bin" "$dir/small.bin" << 'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+h = list(struct.unpack("<256i", data[:1024]))
+h[2] = 300
+open(sys.argv[2], "wb").write(struct.pack("<256i", *h) + data[1024:1024 + 600])
+PY
+resume_check resume_wrap --device cpu --train "$dir/small.bin"
+# --steps 5, then --steps 10: the same steps where the schedule does not
+# depend on --steps (warmup, then a constant rate)
+flat=(--device cpu --warmup 2 --min-lr-frac 1)
+run flat_whole --steps 10 "${flat[@]}" &&
+    run flat_first --steps 5 --checkpoint "$dir/flat.ckpt" "${flat[@]}" &&
+    run flat_rest --steps 10 --resume "$dir/flat.ckpt" "${flat[@]}" &&
+    same_lines "--steps 5 then 10" flat_whole flat_first flat_rest
+# --checkpoint-every 3, cut after 7: saved after steps 3, 6 and 7; then resumed
+if run every_first --device cpu --steps 10 --stop-after 7 --checkpoint "$dir/every.ckpt" \
+    --checkpoint-every 3 --save "$dir/every.safetensors" &&
+    run every_rest --device cpu --steps 10 --resume "$dir/every.ckpt"; then
+    cmp -s <(sed -n 8,10p "$dir/resume_whole.log") "$dir/every_rest.log" ||
+        say_fail "--checkpoint-every: steps 8..10 differ from the whole run's"
+fi
+[ "$(grep -c '^checkpoint .*every.ckpt (step [367])$' "$dir/every_first.out")" = 3 ] ||
+    say_fail "--checkpoint-every 3 --stop-after 7 did not save after steps 3, 6, 7: \
+$(grep ^checkpoint "$dir/every_first.out")"
+# the checkpoint is a model file: its parameters are --save's, byte for byte
+# (Hugging Face's names and layout), and --init reads it
+python3 - "$dir/every.ckpt" "$dir/every.safetensors" << 'PY' || say_fail "the checkpoint is not --save's model"
+import json, struct, sys
+def read(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    h = json.loads(data[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}
+ck, model = read(sys.argv[1]), read(sys.argv[2])
+assert model and all(ck[k] == v for k, v in model.items()), [k for k, v in model.items() if ck.get(k) != v]
+assert "optimizer1.ln_f.weight.exp_avg" in ck and "rng.cpu" in ck, sorted(ck)[:8]
+print(f"checkpoint: {len(model)} parameters as --save writes them")
+PY
+run init_ckpt --device cpu --steps 1 --lr 0 --init "$dir/every.ckpt" &&
+    run init_saved --device cpu --steps 1 --lr 0 --init "$dir/every.safetensors" &&
+    compare init_ckpt init_saved 0
 
 # bad input: exit 2 and a message naming the problem
 expect_bad() { # WHAT PATTERN ARGS...
@@ -214,5 +308,27 @@ if [ -f "$dir/init.safetensors" ]; then # a checkpoint of another vocabulary tha
     expect_bad "tokens past an --init model's vocabulary" "outside the model's vocabulary" \
         "${tiny[@]}" "${cpu[@]}" --init "$dir/init.safetensors" --train "$dir/big_token.bin"
 fi
+# --resume's bad input
+if [ -f "$dir/resume.ckpt" ]; then
+    ck=(--resume "$dir/resume.ckpt" --steps 10)
+    expect_bad "--resume of a missing file" "none.ckpt" "${tiny[@]}" "${cpu[@]}" \
+        --resume "$dir/none.ckpt"
+    expect_bad "--resume into another width" "has shape \[256, 64\] in the file, \[256, 32\] live" \
+        "${tiny[@]}" "${cpu[@]}" "${ck[@]}" --width 32
+    expect_bad "--resume into another depth" "no tensor \"h.2.ln_1.weight\"" "${tiny[@]}" \
+        "${cpu[@]}" "${ck[@]}" --layers 3
+    expect_bad "--resume into other heads" "model of 4 heads, this one has 2" "${tiny[@]}" \
+        "${cpu[@]}" "${ck[@]}" --heads 2
+    expect_bad "--resume with another weight decay" "weight_decay" "${tiny[@]}" "${cpu[@]}" \
+        "${ck[@]}" --weight-decay 0.2
+    expect_bad "--resume of a weights-only --save file" "not a checkpoint" "${tiny[@]}" \
+        "${cpu[@]}" --resume "$dir/init.safetensors"
+    expect_bad "--resume of a text file" "in.txt" "${tiny[@]}" "${cpu[@]}" --resume "$dir/in.txt"
+    expect_bad "--resume past the last step" "at step 5: --steps 5 leaves nothing" "${tiny[@]}" \
+        "${cpu[@]}" --resume "$dir/resume.ckpt" --steps 5
+fi
+expect_bad "--checkpoint-every without --checkpoint" "needs --checkpoint" "${tiny[@]}" \
+    "${cpu[@]}" --checkpoint-every 2
+expect_bad "--stop-after 0" "--stop-after wants" "${tiny[@]}" "${cpu[@]}" --stop-after 0
 [ $fail = 0 ] && echo "test_train_gpt2: passed"
 exit $fail

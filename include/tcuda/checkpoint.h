@@ -9,18 +9,24 @@
  * - the optimizer's state per parameter, as "optimizer.<name>.step" (float32
  *   0-d), ".exp_avg", ".exp_avg_sq", ".max_exp_avg_sq" (Adam and AdamW, the
  *   last with amsgrad) and ".momentum_buffer" (SGD with momentum), each of
- *   its parameter's dtype and shape;
+ *   its parameter's dtype and shape; with several optimizers (PyTorch's
+ *   param groups, e.g. one with weight decay and one without), the first's
+ *   state is named so and optimizer g's (g >= 1) "optimizer<g>.<name>...",
+ *   so a parameter's state says which optimizer it belongs to;
  * - the random states, as 32-byte uint8 tensors "rng.cpu" (the CPU's default
  *   generator) and "rng.cuda.<i>" (GPU i's default generator), the blobs of
  *   random.h's tc_rng_state;
  * - in the header's "__metadata__" (strings; numbers printed with %.17g, so
  *   they read back exactly): "format" "pt" (what Hugging Face's loaders ask
  *   of a model file), "tcuda.checkpoint" (this layout's version, "1"),
- *   "tcuda.step", "tcuda.rng.cuda_devices", the optimizer's kind and options
- *   ("tcuda.optimizer.kind" is "adam", "adamw" or "sgd"; then
- *   "tcuda.optimizer.<option>", named as the fields of tc_adamw_options and
- *   tc_sgd_options) and the scaler's state ("tcuda.scaler.<field>" for the
- *   fields of tc_grad_scaler_state, and "tcuda.scaler.enabled").
+ *   "tcuda.step", "tcuda.rng.cuda_devices", the number of optimizers
+ *   ("tcuda.optimizers"), each one's kind and options ("tcuda.optimizer.kind"
+ *   is "adam", "adamw" or "sgd"; then "tcuda.optimizer.<option>", named as
+ *   the fields of tc_adamw_options and tc_sgd_options; optimizer g >= 1's
+ *   keys start "tcuda.optimizer<g>.") and the scaler's state
+ *   ("tcuda.scaler.<field>" for the fields of tc_grad_scaler_state, and
+ *   "tcuda.scaler.enabled"). A file of one optimizer without
+ *   "tcuda.optimizers" (as the first tcuda wrote) holds one.
  *
  * Loading checks the whole file against the live objects before it changes
  * anything: a file that fails any check leaves every parameter, the
@@ -34,8 +40,11 @@
  * Common errors: TC_ERROR_INVALID_ARGUMENT (a NULL or empty path, a NULL
  * checkpoint, a negative n, NULL names or params with n > 0, a NULL or
  * duplicate name, an optimizer whose parameters are not params[0..n) in
- * this order), TC_ERROR_INVALID_HANDLE (a released tensor, a destroyed
- * optimizer or scaler). */
+ * this order; both optimizer and optimizers set, a negative n_optimizers,
+ * NULL optimizers or a NULL entry with n_optimizers > 0, an entry with a
+ * parameter that is none of params, a parameter in two entries),
+ * TC_ERROR_INVALID_HANDLE (a released tensor, a destroyed optimizer or
+ * scaler). */
 #ifndef TCUDA_CHECKPOINT_H
 #define TCUDA_CHECKPOINT_H
 
@@ -56,9 +65,14 @@ typedef struct tc_checkpoint {
     tc_tensor *const *params; /* the live parameters (any device, any layout) */
     int n;                    /* the number of names and params */
     tc_optimizer *optimizer;  /* NULL: none; else its parameters are params[0..n) */
-    tc_grad_scaler *scaler;   /* NULL: none */
-    bool rng;                 /* the CPU's and every visible GPU's default generator */
-    int64_t step;             /* the training step: saved; load writes it */
+    /* Several optimizers instead of one (NULL or n_optimizers 0: none):
+     * each over some of params, in any order, no parameter in two; the
+     * list's order names them in the file (see above). */
+    tc_optimizer *const *optimizers;
+    int n_optimizers;
+    tc_grad_scaler *scaler; /* NULL: none */
+    bool rng;               /* the CPU's and every visible GPU's default generator */
+    int64_t step;           /* the training step: saved; load writes it */
     /* save: NULL or a NULL-terminated key, value, key, value, ... list of
      * the caller's own strings for "__metadata__" (read them back with
      * tc_safetensors_open and tc_safetensors_metadata); "format" and keys
@@ -84,7 +98,9 @@ TCUDA_API tc_status tc_checkpoint_save(const char *path, const tc_checkpoint *ck
  * schedule and is left alone); with a scaler, its state (scale, growth
  * tracker, factors); with rng, the CPU's and every GPU's default generator
  * (the file must hold as many GPUs' states as tc_device_count()); and
- * ck->step. A file without "tcuda.checkpoint" is a plain model file: its
+ * ck->step. With optimizers, the file must hold as many optimizers' states
+ * as the list has, each over the same parameters (by name) as the live one.
+ * A file without "tcuda.checkpoint" is a plain model file: its
  * parameters load, ck->step becomes 0, and asking it for an optimizer, a
  * scaler or rng states is TC_ERROR_INVALID_ARGUMENT. Everything is checked
  * first (see the top of this header): a file that fails a check changes
@@ -95,7 +111,8 @@ TCUDA_API tc_status tc_checkpoint_save(const char *path, const tc_checkpoint *ck
  * ones; TC_ERROR_IO (no such file, a file that is not well-formed, or
  * shorter than its header says); TC_ERROR_INVALID_ARGUMENT (a tensor or
  * key missing, a metadata value that does not parse, the optimizer's kind
- * or options or the scaler's enabled flag unlike the file's, a different
+ * or options or the scaler's enabled flag unlike the file's, another
+ * number of optimizers, a different
  * number of GPU random states, a random state that is not a valid blob);
  * TC_ERROR_SHAPE and TC_ERROR_DTYPE (a tensor of the file unlike the live
  * one); TC_ERROR_NOT_SUPPORTED (a checkpoint version this tcuda does not

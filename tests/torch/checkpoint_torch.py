@@ -66,7 +66,9 @@ class AdamWOptions(ctypes.Structure):
 
 class Checkpoint(ctypes.Structure):
     _fields_ = [("names", ctypes.POINTER(ctypes.c_char_p)), ("params", ctypes.POINTER(ctypes.c_void_p)),
-                ("n", ctypes.c_int), ("optimizer", ctypes.c_void_p), ("scaler", ctypes.c_void_p),
+                ("n", ctypes.c_int), ("optimizer", ctypes.c_void_p),
+                ("optimizers", ctypes.POINTER(ctypes.c_void_p)), ("n_optimizers", ctypes.c_int),
+                ("scaler", ctypes.c_void_p),
                 ("rng", ctypes.c_bool), ("step", ctypes.c_int64),
                 ("metadata", ctypes.POINTER(ctypes.c_char_p))]
 
@@ -225,9 +227,9 @@ def checkpoint(handles, opt, step):
     """A tc_checkpoint, and the arrays it points into (keep them alive)."""
     names = (ctypes.c_char_p * len(NAMES))(*[n.encode() for n in NAMES])
     params = arr(handles)
-    ck = Checkpoint(ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p)),
-                    ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)), len(handles), opt, None,
-                    False, step, None)
+    ck = Checkpoint(names=ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p)),
+                    params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)), n=len(handles),
+                    optimizer=opt, step=step)
     return ck, (names, params)
 
 

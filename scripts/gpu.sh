@@ -229,23 +229,28 @@ step_examples() {
 step_torch_memory() { step_oracles snapshot_keys alloc_conf_check; }
 
 # tests/torch/<name>.py against this build's libtcuda.so, one line each.
+# A python check's verdict from its exit status: 0 pass, 77 skip, else fail;
+# its last line is the message.
+judge() { # NAME LOG RC
+  case $3 in
+    0) result "$1" pass "$(tail -1 "$2")" ;;
+    77) result "$1" skip "$(tail -1 "$2")" ;;
+    *) result "$1" fail "rc=$3 $(tail -1 "$2")" ;;
+  esac
+}
+
 step_oracles() {
-  local s rc
+  local s
   for s in "$@"; do
     timeout 300 python3 "tests/torch/$s.py" "$B/libtcuda.so" > "$L/$s.txt" 2>&1
-    rc=$?
-    case $rc in
-      0) result "$s" pass "$(tail -1 "$L/$s.txt")" ;;
-      77) result "$s" skip "$(tail -1 "$L/$s.txt")" ;;
-      *) result "$s" fail "rc=$rc $(tail -1 "$L/$s.txt")" ;;
-    esac
+    judge "$s" "$L/$s.txt" $?
   done
 }
 
 # examples/train_gpt2 against a plain PyTorch training run (20 steps, the
 # same initial weights and batches), then with --ddp N on the GPUs there are.
 step_train_torch() {
-  local n rc gpus ddp=()
+  local n gpus ddp=()
   gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
   for n in 1 2 4; do
     [ "$n" -le "$gpus" ] || break
@@ -253,23 +258,17 @@ step_train_torch() {
     [ "$n" -gt 1 ] && ddp=(--ddp "$n")
     timeout 400 python3 tests/torch/train_gpt2_torch.py --exe "$B/examples/train_gpt2" "${ddp[@]}" \
       > "$L/train_gpt2_torch_$n.txt" 2>&1
-    rc=$?
-    case $rc in
-      0) result "train_gpt2_torch x$n" pass "$(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
-      77) result "train_gpt2_torch x$n" skip "$(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
-      *) result "train_gpt2_torch x$n" fail "rc=$rc $(tail -1 "$L/train_gpt2_torch_$n.txt")" ;;
-    esac
+    judge "train_gpt2_torch x$n" "$L/train_gpt2_torch_$n.txt" $?
   done
+  # a run cut at step 5 and resumed from its checkpoint, against the whole run and PyTorch
+  timeout 400 python3 tests/torch/train_gpt2_resume_torch.py --exe "$B/examples/train_gpt2" \
+    > "$L/train_gpt2_resume_torch.txt" 2>&1
+  judge train_gpt2_resume_torch "$L/train_gpt2_resume_torch.txt" $?
 }
 
 step_dlpack() {
   timeout 120 python3 tests/torch/dlpack_torch.py "$B/libtcuda.so" > "$L/dlpack.txt" 2>&1
-  local rc=$?
-  case $rc in
-    0) result dlpack_torch pass "$(tail -1 "$L/dlpack.txt")" ;;
-    77) result dlpack_torch skip "$(tail -1 "$L/dlpack.txt")" ;;
-    *) result dlpack_torch fail "rc=$rc $(tail -1 "$L/dlpack.txt")" ;;
-  esac
+  judge dlpack_torch "$L/dlpack.txt" $?
 }
 
 # bench/run.sh TOPIC [ARGS]: its table printed now, its status in the summary.
@@ -357,7 +356,8 @@ EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss n
 # torch.cuda.comm against tc_comm on the same inputs (tests/torch/comm_check.sh),
 # on every GPU (at most 4) and on two.
 step_comm_oracle() {
-  local gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU') v
+  local gpus v
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
   for v in all 0,1; do
     [ "$v" = 0,1 ] && [ "$gpus" -le 2 ] && continue
     if [ "$v" = all ]; then
@@ -366,12 +366,7 @@ step_comm_oracle() {
       CUDA_VISIBLE_DEVICES=$v timeout 300 tests/torch/comm_check.sh "$B/tests/comm_cases" \
         > "$L/comm_check_$v.txt" 2>&1
     fi
-    local rc=$?
-    case $rc in
-      0) result "comm = torch.cuda.comm ($v)" pass "$(tail -1 "$L/comm_check_$v.txt")" ;;
-      77) result "comm = torch.cuda.comm ($v)" skip "$(tail -1 "$L/comm_check_$v.txt")" ;;
-      *) result "comm = torch.cuda.comm ($v)" fail "rc=$rc $(tail -1 "$L/comm_check_$v.txt")" ;;
-    esac
+    judge "comm = torch.cuda.comm ($v)" "$L/comm_check_$v.txt" $?
   done
 }
 

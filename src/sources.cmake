@@ -65,6 +65,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_nn.c
   src/tensor/tensor_nn_backward.c
   src/tensor/tensor_nn_layers.c
+  src/tensor/tensor_nn_loss.c
   src/tensor/tensor_ops.c
   src/tensor/tensor_random.c
   src/tensor/tensor_reduce.c

@@ -71,6 +71,18 @@ typedef struct tc__nn_operand {
     int64_t ld, bstride;
 } tc__nn_operand;
 
+/* The end of an op that made res: *out = res on success, else res released
+ * and the status passed on. */
+static inline tc_status tc__nn_finish(tc_status st, tc_tensor *res, tc_tensor **out)
+{
+    if (st != TC_OK) {
+        tc_tensor_release(res);
+        return st;
+    }
+    *out = res;
+    return TC_OK;
+}
+
 #ifndef __cplusplus /* the kernels take GEMMs, they do not build them */
 /* C = op(A) op(B) for `batch` entries of op(A) [m, k] and op(B) [k, n] of
  * dtype, into dense C of dtype (ldc n, batch stride m * n); an operand's

@@ -1,8 +1,8 @@
 /* nn.h's operations: argument checks, shapes and layouts, then the device's
  * nn backend (nn_internal.h) on dense operands.
  *
- * Everything that does not depend on the device is decided here: dims and
- * shapes, dtypes, the range of cross_entropy's targets, which operand layouts
+ * Everything that does not depend on the device is decided here (and, for
+ * cross_entropy, in tensor_nn_loss.c): dims and shapes, dtypes, which operand layouts
  * a GEMM reads as they are (row-major or transposed matrices whose batch
  * dims collapse into one stride) and which need a contiguous copy first.
  * Composite operations are built from the backend's kernels and the public
@@ -88,16 +88,6 @@ tc_status tc__nn_split_dim(const char *fn, const tc_tensor *t, int dim, int64_t 
 static tc_dtype acc_dtype(tc_dtype dt)
 {
     return dt == TC_FLOAT16 || dt == TC_BFLOAT16 ? TC_FLOAT32 : dt;
-}
-
-static tc_status finish(tc_status st, tc_tensor *res, tc_tensor **out)
-{
-    if (st != TC_OK) {
-        tc_tensor_release(res);
-        return st;
-    }
-    *out = res;
-    return TC_OK;
 }
 
 /* ---- matrices as a GEMM reads them ------------------------------------------------- */
@@ -190,7 +180,7 @@ static tc_status softmax_impl(const char *fn, const tc_tensor *x, int dim, tc__n
         st = be->rows(dev.index, &a);
     }
     tc_tensor_release(xc);
-    return finish(st, res, out);
+    return tc__nn_finish(st, res, out);
 }
 
 tc_status tc_nn_softmax(const tc_tensor *x, int dim, tc_tensor **out)
@@ -271,7 +261,7 @@ static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x,
     tc_tensor_release(xc);
     tc_tensor_release(wc);
     tc_tensor_release(bc);
-    return finish(st, res, out);
+    return tc__nn_finish(st, res, out);
 }
 
 tc_status tc_nn_layer_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
@@ -294,83 +284,6 @@ tc_status tc_nn_rms_norm(const tc_tensor *x, int nshape, const int64_t *normaliz
                                                               : 1.1920928955078125e-07;
     return norm_impl("tc_nn_rms_norm", TC__NN_RMS_NORM, x, nshape, normalized_shape, weight, NULL,
                      e, out);
-}
-
-/* ---- cross_entropy --------------------------------------------------------------- */
-
-/* Reads CPU targets and checks them against [0, c) where they are not
- * `ignore`. (GPU targets are checked by the kernel, so that the call does
- * not wait for the device: kernel_errors.h.) */
-static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore)
-{
-    int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!t)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
-                        (long long)n);
-    tc_status st = tc_tensor_to_host(target, TC_INT64, t);
-    for (int64_t i = 0; st == TC_OK && i < n; i++)
-        if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
-            st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                          "tc_nn_cross_entropy: target %lld (row %lld) is out of range: classes "
-                          "are 0..%lld (ignore_index %lld)",
-                          (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
-    free(t);
-    return st;
-}
-
-tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
-                              int64_t ignore_index, tc_reduction reduction, tc_tensor **out)
-{
-    TC_API_BEGIN;
-    const char *fn = "tc_nn_cross_entropy";
-    TC_TRY(tc__nn_check_float(fn, logits, "tc_tensor logits"));
-    TC_TRY(tc__tensor_check(target, "tc_tensor target"));
-    TC_CHECK_ARG(out, "%s: out is NULL", fn);
-    TC_TRY(tc__check_same_device(fn, logits, target));
-    if (target->dtype != TC_INT64)
-        return tc__fail(TC_ERROR_DTYPE, "%s: target must hold int64 class indices, got %s", fn,
-                        tc_dtype_string(target->dtype));
-    TC_CHECK_ARG(reduction == TC_REDUCTION_NONE || reduction == TC_REDUCTION_MEAN ||
-                     reduction == TC_REDUCTION_SUM,
-                 "%s: reduction %d is not TC_REDUCTION_NONE, _MEAN or _SUM", fn, (int)reduction);
-    if (logits->ndim != 1 && logits->ndim != 2)
-        return tc__fail(TC_ERROR_SHAPE, "%s: logits must be [N, C] or [C], got a %d-d tensor", fn,
-                        logits->ndim);
-    int64_t n = logits->ndim == 2 ? logits->sizes[0] : 1, c = logits->sizes[logits->ndim - 1];
-    if (target->ndim != logits->ndim - 1 || (target->ndim == 1 && target->sizes[0] != n))
-        return tc__fail(TC_ERROR_SHAPE,
-                        "%s: target must be [N] for logits [N, C] (0-d for [C]); got a %d-d "
-                        "target for %lld rows",
-                        fn, target->ndim, (long long)n);
-    tc_device dev = logits->storage->device;
-    const tc__nn_backend *be = tc__nn_of(dev);
-    if (!be)
-        return TC_ERROR_NO_DEVICE;
-    if (dev.type == TC_CPU)
-        TC_TRY(check_targets(target, n, c, ignore_index));
-    /* the losses ([N], or 0-d for logits [C]) or their sum or mean, 0-d */
-    bool none = reduction == TC_REDUCTION_NONE;
-    int rank = none && logits->ndim == 2 ? 1 : 0;
-    tc_tensor *xc = NULL, *tcn = NULL, *res = NULL;
-    tc_status st = tc_tensor_contiguous(logits, &xc);
-    if (st == TC_OK)
-        st = tc_tensor_contiguous(target, &tcn);
-    if (st == TC_OK)
-        st = tc__new_tensor(rank, &n, logits->dtype, dev, false, &res);
-    if (st == TC_OK && (n > 0 || !none)) {
-        tc__nn_ce a = {.dtype = logits->dtype,
-                       .logits = tc__data(xc),
-                       .target = tc__data(tcn),
-                       .out = tc__data(res),
-                       .n = n,
-                       .c = c,
-                       .ignore_index = ignore_index,
-                       .reduction = reduction};
-        st = be->cross_entropy(dev.index, &a);
-    }
-    tc_tensor_release(xc);
-    tc_tensor_release(tcn);
-    return finish(st, res, out);
 }
 
 /* ---- linear, bmm, baddbmm ---------------------------------------------------------- */
@@ -451,7 +364,7 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
     }
     tc_tensor_release(xc);
     tc_tensor_release(w.owned);
-    return finish(st, res, out);
+    return tc__nn_finish(st, res, out);
 }
 
 /* Shared by bmm and baddbmm: b1 [B, M, K] @ b2 [B, K, N] checked; with
@@ -511,7 +424,7 @@ static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tenso
     }
     tc_tensor_release(ma.owned);
     tc_tensor_release(mb.owned);
-    return finish(st, res, out);
+    return tc__nn_finish(st, res, out);
 }
 
 tc_status tc_tensor_bmm(const tc_tensor *a, const tc_tensor *b, tc_tensor **out)
@@ -705,7 +618,7 @@ tc_status tc__nn_attention_probs(const tc_tensor *q, const tc_tensor *k, bool ca
         st = attention_probs(be, dev.index, p, tc__data(p), q->dtype, causal);
     tc_tensor_release(mq.owned);
     tc_tensor_release(mk.owned);
-    return finish(st, p, out);
+    return tc__nn_finish(st, p, out);
 }
 
 /* Attention in three steps, *res of sizes osz: scores = scale * q k^T
@@ -774,12 +687,12 @@ tc_status tc__nn_sdpa_forward(const tc_tensor *q, const tc_tensor *k, const tc_t
         tc_status st = fused_attention(be, dev.index, q, k, v, causal, scale, lse, &res);
         *lse_done = st == TC_OK && res && lse;
         if (st != TC_OK || res)
-            return finish(st, res, out);
+            return tc__nn_finish(st, res, out);
     }
     if (fused_only)
         return TC_OK;
     tc_status st = sdpa_unfused(be, q, k, v, causal, scale, osz, &res);
-    return finish(st, res, out);
+    return tc__nn_finish(st, res, out);
 }
 
 tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const tc_tensor *k,

@@ -29,7 +29,6 @@
 
 Last line "PASS train_gpt2_resume_torch: ..." or "FAIL train_gpt2_resume_torch: ...",
 exit 0 / 1; 77 with "SKIP" when torch or a GPU is missing."""
-import argparse
 import json
 import os
 import struct
@@ -143,23 +142,8 @@ def same_tail(whole, rest, cut, what, failures):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--exe", default=os.environ.get(
-        "TRAIN_GPT2", os.path.join(base.ROOT, "build-gpu/examples/train_gpt2")))
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--ctx", type=int, default=128)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=10)
+    ap = base.run_args(__doc__.split("\n")[0], 10)
     ap.add_argument("--cut", type=int, default=5)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
     if not torch.cuda.is_available():

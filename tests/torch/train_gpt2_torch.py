@@ -290,24 +290,25 @@ def rel(x, y):
     return abs(x - y) / max(abs(y), 1e-30)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run_args(description, steps):
+    """The flags both comparison scripts take: the program, the model, the
+    batches and the schedule (train_gpt2_resume_torch.py adds its own)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--exe", default=os.environ.get(
         "TRAIN_GPT2", os.path.join(ROOT, "build-gpu/examples/train_gpt2")))
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--ctx", type=int, default=128)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--lr", type=float, default=3e-4)
+    for flag, default in (("--layers", 4), ("--width", 256), ("--heads", 4), ("--vocab", 512),
+                          ("--ctx", 128), ("--seq", 128), ("--batch", 4), ("--steps", steps),
+                          ("--seed", 1234)):
+        ap.add_argument(flag, type=int, default=default)
+    for flag, default in (("--lr", 3e-4), ("--min-lr-frac", 0.1), ("--weight-decay", 0.1)):
+        ap.add_argument(flag, type=float, default=default)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
+    return ap
+
+
+def main():
+    ap = run_args(__doc__.split("\n")[0], 20)
     ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--ddp", type=int, default=0, help="also compare N ranks with one")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()

@@ -255,7 +255,7 @@ static void bench_embedding(tc_dtype dt)
     job j = {.kind = EMBEDDING, .n = V, .t = {randn(3, s, dt), indices(2, s, V)}};
     double read = (double)ROWS * C * esize(dt) + 8.0 * ROWS;
     double bytes = read + (double)V * C * esize(dt);
-    char shape[96];
+    char shape[200]; /* dims() and a suffix */
     snprintf(shape, sizeof shape, "%s->%d", dims(3, s), V);
     row("embedding_backward", dt, shape, &j, bytes, 0);
     TRY(tc_use_deterministic_algorithms(true));
@@ -281,7 +281,7 @@ static void bench_linear(tc_dtype dt)
     for (size_t i = 0; i < sizeof LINEARS / sizeof LINEARS[0]; i++) {
         int64_t in = LINEARS[i].in, out = LINEARS[i].out, g[2] = {ROWS, out}, x[2] = {ROWS, in},
                 w[2] = {out, in};
-        char shape[96];
+        char shape[200]; /* dims() and a suffix */
         snprintf(shape, sizeof shape, "%s->%lld", dims(2, x), (long long)out);
         job j = {.kind = LINEAR, .t = {randn(2, g, dt), randn(2, x, dt), randn(2, w, dt)}};
         double flops = 2.0 * ROWS * (double)in * (double)out;
@@ -339,7 +339,7 @@ static void bench_attention(tc_dtype dt)
     TRY(tc_nn_scaled_dot_product_attention_lse(j.t[1], j.t[2], j.t[3], true, NULL, &j.t[4],
                                                &j.t[5]));
     double flops = 5.0 * 2.0 * B * H * (double)T * T * HD / 2;
-    char shape[96];
+    char shape[200]; /* dims() and a suffix */
     snprintf(shape, sizeof shape, "%s causal", dims(4, (int64_t[]){B, H, T, HD}));
     row("sdpa_backward", dt, shape, &j, 0, flops);
     j.kind = SDPA_LSE;

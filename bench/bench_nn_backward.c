@@ -319,9 +319,9 @@ static void bench_dropout(tc_dtype dt)
 
 /* Attention's backward, causal, q, k and v the head views of one
  * [B, T, 3C] projection and grad_out a head view of [B, T, C], as
- * examples/train_gpt2 has them: recomputing the forward (the call
- * train_gpt2 makes), and from the lse forward's out and lse, fused and on
- * the math path. */
+ * examples/train_gpt2 has them: recomputing the forward (the plain
+ * backward call), and from the lse forward's out and lse (the call
+ * train_gpt2 makes), fused and on the math path. */
 static void bench_attention(tc_dtype dt)
 {
     int64_t ps[3] = {B, T, 3 * C}, hs[4] = {B, T, H, HD};

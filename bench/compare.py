@@ -595,9 +595,10 @@ def topic_attention(log, args):
 
 # tcuda rows judged against a PyTorch row of another name: the deterministic
 # embedding backward against PyTorch's one algorithm (it sorts the indices
-# either way); the attention backward that recomputes the forward (the call
-# examples/train_gpt2 makes) against PyTorch's backward from what its forward
-# saved (what PyTorch's training step pays in its backward).
+# either way); the plain attention backward, which recomputes the forward,
+# against PyTorch's backward from what its forward saved (what PyTorch's
+# training step pays in its backward; examples/train_gpt2 keeps the lse
+# forward's out and lse, as PyTorch does, and calls the _lse backward).
 NN_BACKWARD_TWIN = {"embedding_backward det": "embedding_backward",
                     "sdpa_backward": "sdpa_backward_lse"}
 

@@ -141,7 +141,7 @@ static int param_shape(const gpt2 *m, int i, int64_t *s)
 }
 
 struct gpt2_layer_acts {
-    tc_tensor *x, *mean1, *rstd1, *h1, *q, *k, *v, *ym, *x2, *mean2, *rstd2, *h2, *f, *g;
+    tc_tensor *x, *mean1, *rstd1, *h1, *q, *k, *v, *y, *lse, *ym, *x2, *mean2, *rstd2, *h2, *f, *g;
 };
 
 static tc_status check_config(const gpt2_config *c, char *err, int size)
@@ -421,7 +421,14 @@ static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x)
         LET(r, saved, t, tc_tensor_transpose(split, 1, 2, &t)); /* [B, H, T, hd] */
         *qkv_out[i] = t;
     }
-    LET(r, saved, y, tc_nn_scaled_dot_product_attention(a->q, a->k, a->v, true, NULL, &y));
+    /* the training forward: it also keeps each row's log-sum-exp, from which
+     * the fused backward recomputes the probabilities without a forward pass */
+    tc_tensor *y = NULL, *lse = NULL;
+    if (OK(r, tc_nn_scaled_dot_product_attention_lse(a->q, a->k, a->v, true, NULL, &y, &lse))) {
+        keep(r, &r->saved, y);
+        keep(r, &r->saved, lse);
+    }
+    a->y = y, a->lse = lse;
     LET(r, tmp, yt, tc_tensor_transpose(y, 1, 2, &yt));
     LET(r, saved, ym, tc_tensor_reshape(yt, 3, merged, &ym));
     a->ym = ym;
@@ -538,8 +545,8 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     LET(r, tmp, dys, tc_tensor_view(dym, 4, heads, &dys));
     LET(r, tmp, dy, tc_tensor_transpose(dys, 1, 2, &dy)); /* [B, H, T, hd] */
     tc_tensor *dq = NULL, *dk = NULL, *dv = NULL;
-    if (OK(r, tc_nn_scaled_dot_product_attention_backward(dy, a->q, a->k, a->v, true, NULL, &dq,
-                                                          &dk, &dv))) {
+    if (OK(r, tc_nn_scaled_dot_product_attention_backward_lse(dy, a->q, a->k, a->v, a->y, a->lse,
+                                                              true, NULL, &dq, &dk, &dv))) {
         keep(r, &r->tmp, dq);
         keep(r, &r->tmp, dk);
         keep(r, &r->tmp, dv);

@@ -12,7 +12,9 @@
  * state (read again here with tc_safetensors_get_copy), and its
  * "tcuda.step" into the step (0 for a plain model file, which loads only
  * with no optimizer, scaler or rng asked: the last input byte's low bit asks
- * for parameters only). */
+ * for parameters only). An input that names "tcuda.optimizers" anywhere is
+ * loaded into two optimizers instead (param groups: one over "w", one over
+ * "b"), whose states the file names "optimizer.w..." and "optimizer1.b...". */
 #define _GNU_SOURCE /* memfd_create */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,8 @@ static void write_input(const uint8_t *data, size_t size)
 
 typedef struct live {
     tc_tensor *p[2];
-    tc_optimizer *opt;
+    tc_optimizer *opt[2]; /* one over both parameters, or one per parameter */
+    bool groups;
     tc_grad_scaler *scaler;
 } live;
 
@@ -66,8 +69,11 @@ static void tensors_of(const live *l, tc_tensor **ts, char (*tnames)[64])
     }
     for (int i = 0; i < 2; i++)
         for (int s = 0; s < 4; s++) {
-            FZ_CHECK(tc_optimizer_get_state(l->opt, i, (tc_optimizer_state)s, &ts[k]) == TC_OK);
-            snprintf(tnames[k++], 64, "optimizer.%s.%s", names[i], suffix[s]);
+            tc_optimizer *opt = l->groups ? l->opt[i] : l->opt[0];
+            FZ_CHECK(tc_optimizer_get_state(opt, l->groups ? 0 : i, (tc_optimizer_state)s,
+                                            &ts[k]) == TC_OK);
+            snprintf(tnames[k++], 64, "%s.%s.%s", l->groups && i ? "optimizer1" : "optimizer",
+                     names[i], suffix[s]);
         }
 }
 
@@ -77,7 +83,7 @@ typedef struct snapshot {
     size_t size;
     tc_grad_scaler_state scaler;
     tc_rng_state rng;
-    double lr;
+    double lr[2];
 } snapshot;
 
 static void take(const live *l, snapshot *s)
@@ -97,18 +103,27 @@ static void take(const live *l, snapshot *s)
     tc_generator *g;
     FZ_CHECK(tc_default_generator((tc_device){TC_CPU, -1}, &g) == TC_OK);
     FZ_CHECK(tc_generator_get_state(g, &s->rng) == TC_OK);
-    FZ_CHECK(tc_optimizer_get_lr(l->opt, &s->lr) == TC_OK);
+    for (int i = 0; i < (l->groups ? 2 : 1); i++)
+        FZ_CHECK(tc_optimizer_get_lr(l->opt[i], &s->lr[i]) == TC_OK);
 }
 
-static void make(live *l)
+static void make(live *l, bool groups)
 {
+    l->groups = groups;
+    l->opt[1] = NULL;
     for (int i = 0; i < 2; i++) {
         FZ_CHECK(tc_tensor_full(ndims[i], sizes[i], 0.5 + i, TC_FLOAT32, (tc_device){TC_CPU, -1},
                                 &l->p[i]) == TC_OK);
     }
     tc_adamw_options o = tc_adamw_options_default();
     o.amsgrad = true;
-    FZ_CHECK(tc_optimizer_create_adamw(l->p, 2, &o, &l->opt) == TC_OK);
+    if (groups) {
+        FZ_CHECK(tc_optimizer_create_adamw(&l->p[0], 1, &o, &l->opt[0]) == TC_OK);
+        o.weight_decay = 0;
+        FZ_CHECK(tc_optimizer_create_adamw(&l->p[1], 1, &o, &l->opt[1]) == TC_OK);
+    } else {
+        FZ_CHECK(tc_optimizer_create_adamw(l->p, 2, &o, &l->opt[0]) == TC_OK);
+    }
     tc_grad_scaler_options so = tc_grad_scaler_options_default();
     FZ_CHECK(tc_grad_scaler_create((tc_device){TC_CPU, -1}, &so, &l->scaler) == TC_OK);
     tc_generator *g;
@@ -151,11 +166,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     write_input(data, size);
     live l;
-    make(&l);
+    static const char groups_key[] = "tcuda.optimizers";
+    make(&l, memmem(data, size, groups_key, sizeof groups_key - 1) != NULL);
     bool params_only = size && (data[size - 1] & 1);
     tc_checkpoint ck = {.names = names, .params = l.p, .n = 2, .step = 12345};
-    if (!params_only)
-        ck.optimizer = l.opt, ck.scaler = l.scaler, ck.rng = true;
+    if (!params_only) {
+        ck.scaler = l.scaler, ck.rng = true;
+        if (l.groups)
+            ck.optimizers = l.opt, ck.n_optimizers = 2;
+        else
+            ck.optimizer = l.opt[0];
+    }
     snapshot before, after;
     take(&l, &before);
     tc_status st = tc_checkpoint_load(path, &ck);
@@ -167,7 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         check_loaded(&l, params_only, ck.step);
     }
-    FZ_CHECK(tc_optimizer_destroy(l.opt) == TC_OK);
+    for (int i = 0; i < (l.groups ? 2 : 1); i++)
+        FZ_CHECK(tc_optimizer_destroy(l.opt[i]) == TC_OK);
     FZ_CHECK(tc_grad_scaler_destroy(l.scaler) == TC_OK);
     tc_tensor_release(l.p[0]), tc_tensor_release(l.p[1]);
     return 0;

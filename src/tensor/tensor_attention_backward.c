@@ -335,6 +335,23 @@ static tc_status reforward_grads(const tc_tensor *go, const tc_tensor *q, const 
     return st;
 }
 
+/* Whether attention on q, k, v has nothing to compute (L, S or a leading
+ * size 0, or E and Ev both 0: every gradient is then empty, and B * L * S,
+ * which no operand's sizes bound then, may be past int64_t); else *b, the
+ * product of the leading sizes (bounded by q's or v's elements). */
+static bool batch_of(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v, int64_t *b)
+{
+    int nd = q->ndim;
+    bool empty = q->sizes[nd - 2] == 0 || k->sizes[nd - 2] == 0 ||
+                 (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
+    for (int i = 0; i < nd - 2; i++)
+        empty = empty || q->sizes[i] == 0;
+    *b = 1;
+    for (int i = 0; !empty && i < nd - 2; i++)
+        *b *= q->sizes[i];
+    return empty;
+}
+
 tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_output,
                                                       const tc_tensor *q, const tc_tensor *k,
                                                       const tc_tensor *v, bool is_causal,
@@ -348,15 +365,8 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD);
     int nd = q->ndim;
-    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2];
-    /* Empty also when E and Ev are 0: every gradient is then empty, and
-     * B * L * S, which no operand's sizes bound then, may be past int64_t. */
-    bool empty = l == 0 || s == 0 || (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
-    for (int i = 0; i < nd - 2; i++)
-        empty = empty || q->sizes[i] == 0;
-    int64_t b = 1;
-    for (int i = 0; !empty && i < nd - 2; i++)
-        b *= q->sizes[i];
+    int64_t b;
+    bool empty = batch_of(q, k, v, &b);
     sdpa_grads g = {0};
     tc_status st;
     if (empty) {
@@ -531,12 +541,8 @@ tc_status tc_nn_scaled_dot_product_attention_backward_lse(
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD_LSE);
     int nd = q->ndim;
-    int64_t l = q->sizes[nd - 2], s = k->sizes[nd - 2], b = 1;
-    bool empty = l == 0 || s == 0 || (q->sizes[nd - 1] == 0 && v->sizes[nd - 1] == 0);
-    for (int i = 0; i < nd - 2; i++)
-        empty = empty || q->sizes[i] == 0;
-    for (int i = 0; !empty && i < nd - 2; i++) /* bounded by q's or v's elements */
-        b *= q->sizes[i];
+    int64_t b;
+    bool empty = batch_of(q, k, v, &b);
     sdpa_grads g = {0};
     tc_status st;
     if (empty) {

@@ -71,6 +71,15 @@ typedef struct tc__nn_operand {
     int64_t ld, bstride;
 } tc__nn_operand;
 
+/* layer_norm's and rms_norm's shape rules, for the forward (tensor_nn.c) and
+ * the backward (tensor_nn_backward.c): x's last nshape dims equal shape
+ * (1..TC_MAX_DIMS sizes); a weight or bias p has exactly that shape.
+ * Messages name fn and, for p, what. */
+tc_status tc__nn_check_norm_shape(const char *fn, const tc_tensor *x, int nshape,
+                                  const int64_t *shape);
+tc_status tc__nn_check_norm_param(const char *fn, const tc_tensor *p, const char *what, int nshape,
+                                  const int64_t *shape);
+
 /* The end of an op that made res: *out = res on success, else res released
  * and the status passed on. */
 static inline tc_status tc__nn_finish(tc_status st, tc_tensor *res, tc_tensor **out)

@@ -197,28 +197,9 @@ tc_status tc_nn_log_softmax(const tc_tensor *x, int dim, tc_tensor **out)
 
 /* ---- layer_norm and rms_norm ------------------------------------------------------- */
 
-/* `p` (weight or bias, optional) has exactly the normalized shape. */
-static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor *p,
-                             const char *what, int nshape, const int64_t *shape)
+tc_status tc__nn_check_norm_shape(const char *fn, const tc_tensor *x, int nshape,
+                                  const int64_t *shape)
 {
-    if (!p)
-        return TC_OK;
-    TC_TRY(check_like(fn, x, p, what));
-    bool ok = p->ndim == nshape;
-    for (int i = 0; ok && i < nshape; i++)
-        ok = p->sizes[i] == shape[i];
-    if (!ok)
-        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have the normalized shape (%d dims)", fn, what,
-                        nshape);
-    return TC_OK;
-}
-
-static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x, int nshape,
-                           const int64_t *shape, const tc_tensor *weight, const tc_tensor *bias,
-                           double eps, tc_tensor **out)
-{
-    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
-    TC_CHECK_ARG(out, "%s: out is NULL", fn);
     TC_CHECK_ARG(nshape >= 1 && nshape <= TC_MAX_DIMS && shape,
                  "%s: normalized_shape must have 1 to %d sizes, got %d%s", fn, TC_MAX_DIMS, nshape,
                  shape ? "" : " (NULL)");
@@ -229,6 +210,38 @@ static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x,
         return tc__fail(TC_ERROR_SHAPE,
                         "%s: the last %d dims of x (a %d-d tensor) must equal normalized_shape", fn,
                         nshape, x->ndim);
+    return TC_OK;
+}
+
+tc_status tc__nn_check_norm_param(const char *fn, const tc_tensor *p, const char *what, int nshape,
+                                  const int64_t *shape)
+{
+    bool ok = p->ndim == nshape;
+    for (int i = 0; ok && i < nshape; i++)
+        ok = p->sizes[i] == shape[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have the normalized shape (%d dims)", fn, what,
+                        nshape);
+    return TC_OK;
+}
+
+/* `p` (weight or bias, optional) has exactly the normalized shape. */
+static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor *p,
+                             const char *what, int nshape, const int64_t *shape)
+{
+    if (!p)
+        return TC_OK;
+    TC_TRY(check_like(fn, x, p, what));
+    return tc__nn_check_norm_param(fn, p, what, nshape, shape);
+}
+
+static tc_status norm_impl(const char *fn, tc__nn_row_op op, const tc_tensor *x, int nshape,
+                           const int64_t *shape, const tc_tensor *weight, const tc_tensor *bias,
+                           double eps, tc_tensor **out)
+{
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, shape));
     TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, shape));
     TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, shape));
     tc_device dev = x->storage->device;

@@ -116,12 +116,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
         st = be->gelu_backward(dev.index, &a);
     }
     release_all(2, d);
-    if (st != TC_OK) {
-        tc_tensor_release(res);
-        return st;
-    }
-    *grad_in = res;
-    return TC_OK;
+    return tc__nn_finish(st, res, grad_in);
 }
 
 /* ---- softmax and log_softmax ------------------------------------------------------ */
@@ -154,12 +149,7 @@ static tc_status softmax_bwd(const char *fn, bool log, const tc_tensor *grad_out
         st = be->softmax_backward(dev.index, &a);
     }
     release_all(2, d);
-    if (st != TC_OK) {
-        tc_tensor_release(res);
-        return st;
-    }
-    *grad_in = res;
-    return TC_OK;
+    return tc__nn_finish(st, res, grad_in);
 }
 
 tc_status tc_nn_softmax_backward(const tc_tensor *grad_output, const tc_tensor *y, int dim,
@@ -178,22 +168,6 @@ tc_status tc_nn_log_softmax_backward(const tc_tensor *grad_output, const tc_tens
 
 /* ---- layer_norm ------------------------------------------------------------------- */
 
-/* x's last nshape dims equal shape (1..TC_MAX_DIMS sizes). */
-static tc_status check_nshape(const char *fn, const tc_tensor *x, int nshape, const int64_t *shape)
-{
-    TC_CHECK_ARG(nshape >= 1 && nshape <= TC_MAX_DIMS && shape,
-                 "%s: normalized_shape must have 1 to %d sizes, got %d%s", fn, TC_MAX_DIMS, nshape,
-                 shape ? "" : " (NULL)");
-    bool ok = nshape <= x->ndim;
-    for (int i = 0; ok && i < nshape; i++)
-        ok = shape[i] == x->sizes[x->ndim - nshape + i];
-    if (!ok)
-        return tc__fail(TC_ERROR_SHAPE,
-                        "%s: the last %d dims of x (a %d-d tensor) must equal normalized_shape", fn,
-                        nshape, x->ndim);
-    return TC_OK;
-}
-
 /* `p` (weight or bias, optional) of x's dtype with exactly the normalized
  * shape. */
 static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor *p,
@@ -202,13 +176,7 @@ static tc_status check_param(const char *fn, const tc_tensor *x, const tc_tensor
     if (!p)
         return TC_OK;
     TC_TRY(check_on(fn, x, p, x->dtype, what));
-    bool ok = p->ndim == nshape;
-    for (int i = 0; ok && i < nshape; i++)
-        ok = p->sizes[i] == shape[i];
-    if (!ok)
-        return tc__fail(TC_ERROR_SHAPE, "%s: %s must have the normalized shape (%d dims)", fn, what,
-                        nshape);
-    return TC_OK;
+    return tc__nn_check_norm_param(fn, p, what, nshape, shape);
 }
 
 /* A mean or rstd for x normalized over its last nshape dims: of x's
@@ -237,7 +205,7 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
     const char *fn = "tc_nn_native_layer_norm";
     TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
-    TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
+    TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
     TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, normalized_shape));
     TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, normalized_shape));
     tc_device dev = x->storage->device;
@@ -308,7 +276,7 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tenso
     TC_API_BEGIN;
     const char *fn = "tc_nn_layer_norm_backward";
     TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
-    TC_TRY(check_nshape(fn, x, nshape, normalized_shape));
+    TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
     TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight));
     TC_CHECK_ARG(dx || dweight || dbias, "%s: dx, dweight and dbias are all NULL: nothing to do",
                  fn);

@@ -38,12 +38,7 @@ static bool sizes_equal(const tc_tensor *t, int nd, const int64_t *sz)
 
 static tc_status finish(tc_status st, tc_tensor *res, tc_tensor **out)
 {
-    if (st != TC_OK) {
-        tc_tensor_release(res);
-        return st;
-    }
-    *out = res;
-    return TC_OK;
+    return tc__nn_finish(st, res, out);
 }
 
 /* dst = src, or dst += src with accumulate; dst the caller's (any layout). */

@@ -137,12 +137,7 @@ static tc_status grad_scores(const sdpa_in *in, const tc_tensor *p, tc_tensor **
         st = tc_tensor_mul_(ds, p);
     tc_tensor_release(vt);
     tc_tensor_release(d);
-    if (st != TC_OK) {
-        tc_tensor_release(ds);
-        return st;
-    }
-    *out = ds;
-    return TC_OK;
+    return tc__nn_finish(st, ds, out);
 }
 
 /* dQ = dS K * scale and dK = dS^T Q * scale, as wanted: one GEMM each with
@@ -352,6 +347,13 @@ static bool batch_of(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
     return empty;
 }
 
+/* Both backward entries after their checks (defined with the training
+ * pair, below). */
+static tc_status grads_of(const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k,
+                          const tc_tensor *v, const tc_tensor *output, const tc_tensor *lse,
+                          bool is_causal, const double *scale, tc_tensor **grad_q,
+                          tc_tensor **grad_k, tc_tensor **grad_v);
+
 tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_output,
                                                       const tc_tensor *q, const tc_tensor *k,
                                                       const tc_tensor *v, bool is_causal,
@@ -364,22 +366,7 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD);
-    int nd = q->ndim;
-    int64_t b;
-    bool empty = batch_of(q, k, v, &b);
-    sdpa_grads g = {0};
-    tc_status st;
-    if (empty) {
-        st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
-                        grad_v ? &g.dv : NULL);
-    } else {
-        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
-        bool done = false;
-        st = reforward_grads(grad_output, q, k, v, is_causal, sc, &g, &done);
-        if (st == TC_OK && !done)
-            st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
-    }
-    return hand_out(st, &g, grad_q, grad_k, grad_v);
+    return grads_of(grad_output, q, k, v, NULL, NULL, is_causal, scale, grad_q, grad_k, grad_v);
 }
 
 /* ---- the training pair: forward with lse, backward from it ----------------------------- */
@@ -527,6 +514,37 @@ static tc_status check_lse(const tc_tensor *lse, const tc_tensor *q)
     return TC_OK;
 }
 
+/* Zeros for empty operands; else, from the forward's output and lse when
+ * given (the training pair) or from its fused forward run again for them
+ * (the plain backward), the fused kernels where the backend has them, and
+ * the math path where it has not. */
+static tc_status grads_of(const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k,
+                          const tc_tensor *v, const tc_tensor *output, const tc_tensor *lse,
+                          bool is_causal, const double *scale, tc_tensor **grad_q,
+                          tc_tensor **grad_k, tc_tensor **grad_v)
+{
+    int nd = q->ndim;
+    int64_t b;
+    sdpa_grads g = {0};
+    tc_status st;
+    if (batch_of(q, k, v, &b)) {
+        st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
+                        grad_v ? &g.dv : NULL);
+    } else {
+        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
+        bool done = false;
+        if (!lse)
+            st = reforward_grads(grad_output, q, k, v, is_causal, sc, &g, &done);
+        else if (q->sizes[nd - 1] == 0)
+            st = TC_OK;
+        else
+            st = fused_grads(grad_output, q, k, v, output, lse, is_causal, sc, &g, &done);
+        if (st == TC_OK && !done)
+            st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
+    }
+    return hand_out(st, &g, grad_q, grad_k, grad_v);
+}
+
 tc_status tc_nn_scaled_dot_product_attention_backward_lse(
     const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
     const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
@@ -540,22 +558,5 @@ tc_status tc_nn_scaled_dot_product_attention_backward_lse(
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD_LSE);
-    int nd = q->ndim;
-    int64_t b;
-    bool empty = batch_of(q, k, v, &b);
-    sdpa_grads g = {0};
-    tc_status st;
-    if (empty) {
-        st = zero_grads(q, k, v, grad_q ? &g.dq : NULL, grad_k ? &g.dk : NULL,
-                        grad_v ? &g.dv : NULL);
-    } else {
-        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
-        bool done = false;
-        st = q->sizes[nd - 1] == 0
-                 ? TC_OK
-                 : fused_grads(grad_output, q, k, v, output, lse, is_causal, sc, &g, &done);
-        if (st == TC_OK && !done)
-            st = math_grads(grad_output, q, k, v, is_causal, sc, b, grad_q, grad_k, grad_v, &g);
-    }
-    return hand_out(st, &g, grad_q, grad_k, grad_v);
+    return grads_of(grad_output, q, k, v, output, lse, is_causal, scale, grad_q, grad_k, grad_v);
 }

@@ -24,6 +24,8 @@
 #             examples, comm against torch.cuda.comm (tests/torch/
 #             comm_check.sh) and the comm benchmark; MULTI_STEPS picks
 #             among "ctest cs examples oracle bench" (default: all, in order)
+#             and "pair": the multi-GPU tests again with GPUs 0 and 1 alone
+#             visible, so one call on a 4-GPU host checks 2 GPUs too
 #   train     training's pieces: the build, their tests (TRAIN_TESTS: the
 #             backward ops, optimizers, GradScaler, DDP buckets) once, their
 #             PyTorch oracles (tests/torch/<name>.py, TRAIN_ORACLES),
@@ -432,6 +434,8 @@ case $PRESET in
     for s in ${MULTI_STEPS:-ctest cs examples oracle bench}; do
       case $s in
         ctest) step_ctest ;;
+        pair) CUDA_VISIBLE_DEVICES=0,1 ctest_step "ctest on GPUs 0,1" ctest_pair.log -LE sanitizer \
+          -R '^(test_(comm|dist|ipc|ddp|nccl|multi_gpu|pinned_across|train_gpt2)[a-z_0-9]*|comm_torch)$' ;;
         # the NCCL tests one at a time: GPUs time-slice processes, and NCCL
         # kernels that must run together on several GPUs then crawl
         cs) CS_TESTS=${CS_TESTS:-$MULTI_GPU_TESTS_ALONE} step_compute_sanitizer

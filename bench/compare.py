@@ -657,20 +657,46 @@ def topic_nn_backward(log, args):
                         "(median of events)"), head, rows, notes)
 
 
-def topic_train(log, args):
-    rows, base = [], None
+def train_rows(log):
+    """rows.txt of train and train_ddp: [side variant, batch, tokens/s, peak MiB]."""
+    rows = []
     for line in read_lines(f"{log}/rows.txt"):
         parts = line.split()
         if len(parts) == 5 and parts[0] in ("tcuda", "torch") and number(parts[3]) is not None:
             rows.append([f"{parts[0]} {parts[1]}", number(parts[2]), number(parts[3]),
                          number(parts[4])])
-            if parts[:2] == ["torch", "compile"]:
-                base = number(parts[3])
+    return rows
+
+
+def topic_train(log, args):
+    # the target's yardstick: torch.compile's better mode
+    rows = train_rows(log)
+    base = max((r[2] for r in rows if r[0].startswith("torch compile")), default=None)
     for r in rows:
         r.append(ratio(r[2], base))
     table(title_of(log, "GPT-2 small training, seq 1024, bfloat16, largest batch that fits"),
           [("row", ""), ("batch", "{:.0f}"), ("tokens/s", "{:,.0f}"), ("peak MiB", "{:,.0f}"),
-           ("÷ torch.compile", "{:.3f}")],
+           ("÷ best torch.compile", "{:.3f}")],
+          rows, notes_of(f"{log}/rows.txt"))
+
+
+def topic_train_ddp(log, args):
+    # scaling: N GPUs' tokens/s over N x the same side's one-GPU row
+    rows = train_rows(log)
+    one = {}
+    for r in rows:
+        side, variant = r[0].split()
+        n = int(re.match(r"ddp(\d+)", variant).group(1))
+        r.insert(1, n)
+        if n == 1:
+            one[(side, variant[len("ddp1"):])] = r[3]
+    for r in rows:
+        side, variant = r[0].split()
+        single = one.get((side, variant[len(f"ddp{r[1]}"):]))
+        r.append(ratio(r[3], single * r[1]) if single else None)
+    table(title_of(log, "GPT-2 small training on several GPUs, seq 1024, bfloat16"),
+          [("row", ""), ("GPUs", "{:.0f}"), ("batch a GPU", "{:.0f}"), ("tokens/s", "{:,.0f}"),
+           ("peak MiB", "{:,.0f}"), ("÷ (GPUs × 1 GPU)", "{:.3f}")],
           rows, notes_of(f"{log}/rows.txt"))
 
 

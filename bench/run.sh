@@ -44,6 +44,10 @@
 #                         that fits: examples/train_gpt2 (eager and --graph) beside
 #                         PyTorch eager, eager + CUDA graphs, torch.compile default
 #                         and max-autotune (tokens/s, peak memory)
+#   train_ddp             the same on 1, 2 and 4 GPUs (those there are), DDP_BATCH (16)
+#                         sequences a GPU: train_gpt2 under tools/tcuda-run (eager
+#                         and --graph) beside PyTorch DDP under torchrun; each
+#                         row's scaling against its own side's 1-GPU row
 #   trace [file]          a recorded training trace (bench/traces/transformer.bin.gz)
 #                         replayed with GPU work, for each allocator
 # Exits 1 when a tcuda program (or a raw CUDA floor) fails, 2 on bad usage.
@@ -397,9 +401,26 @@ topic_train() {
   compare
 }
 
+topic_train_ddp() {
+  need examples/train_gpt2
+  local exe=$BUILD/examples/train_gpt2 b=${DDP_BATCH:-16} gpus n
+  local py=$TORCH_DIR/train_gpt2_bench.py
+  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  : > "$LOG/rows.txt"
+  for n in 1 2 4; do
+    [ "$n" -gt "$gpus" ] && break
+    tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" >> "$LOG/rows.txt"
+    tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" --graph >> "$LOG/rows.txt"
+    torchrun --nproc-per-node "$n" --master-port 29511 "$py" torch_ddp "$LOG" "$b" \
+      >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
+      echo "run.sh train_ddp: PyTorch's DDP x$n failed (see $LOG/torch.err)" >&2
+  done
+  compare
+}
+
 case $TOPIC in
   alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | nn_backward | random | \
-    sanitizer | tensor | trace | train) ;;
+    sanitizer | tensor | trace | train | train_ddp) ;;
   *) usage ;;
 esac
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -1 > "$LOG/gpu.txt"

@@ -4,6 +4,9 @@
     train_gpt2_bench.py tcuda EXE DIR [--graph]   largest batch train_gpt2 fits, then its row
     train_gpt2_bench.py torch DIR                 PyTorch's rows: eager, eager + CUDA graphs,
                                                   torch.compile default and max-autotune
+    train_gpt2_bench.py tcuda_ddp EXE DIR N B [--graph]   N ranks (tools/tcuda-run), B each
+    torchrun --nproc-per-node N train_gpt2_bench.py torch_ddp DIR B
+                                                  N ranks of PyTorch DDP, B each
 
 Both sides train GPT-2 small (124M: 12 layers, 12 heads, width 768,
 vocabulary 50257) on sequences of 1024 tokens in bfloat16 mixed precision
@@ -18,7 +21,12 @@ finds it in eager mode and uses it for every variant. Rows, one a line:
 
 measured over STEPS (20) steps after WARMUP (5; torch.compile's compilation
 happens there); PEAK_MIB is the allocator's peak (tc_max_memory_allocated,
-torch.cuda.max_memory_allocated). Lines starting "#" are notes."""
+torch.cuda.max_memory_allocated). Lines starting "#" are notes.
+
+The DDP rows (bench/run.sh train_ddp) name their variant ddpN (ddpN_graph for
+train_gpt2 --graph); TOKENS_PER_S counts every rank's tokens, PEAK_MIB is
+rank 0's. PyTorch's side is DistributedDataParallel over NCCL in eager mode
+with its default buckets (25 MiB), started by torchrun."""
 import os
 import re
 import struct
@@ -49,8 +57,10 @@ def tokens(workdir):
 
 # ---- tcuda ---------------------------------------------------------------------------------
 
-def run_tcuda(exe, train, batch, steps, graph):
-    cmd = [exe, "--train", train, "--device", "cuda", "--dtype", "bfloat16", "--batch",
+def run_tcuda(exe, train, batch, steps, graph, ranks=0):
+    """train_gpt2's run; with RANKS, that many processes under tools/tcuda-run."""
+    launcher = [os.path.join(ROOT, "tools", "tcuda-run"), "-n", str(ranks), "--"] if ranks else []
+    cmd = launcher + [exe, "--train", train, "--device", "cuda", "--dtype", "bfloat16", "--batch",
            str(batch), "--seq", str(SEQ), "--steps", str(steps), "--lr", "6e-4",
            "--warmup", "0", "--min-lr-frac", "1"] + (["--graph"] if graph else [])
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -78,7 +88,86 @@ def bench_tcuda(exe, workdir, graph):
     return 0
 
 
+def bench_tcuda_ddp(exe, workdir, ranks, batch, graph):
+    """train_gpt2 on RANKS processes, BATCH sequences each: rank 0's step times."""
+    name = f"ddp{ranks}" + ("_graph" if graph else "")
+    r = run_tcuda(exe, tokens(workdir), batch, WARMUP + STEPS, graph, ranks)
+    with open(os.path.join(workdir, f"tcuda_{name}.txt"), "w") as f:
+        f.write(r.stdout)
+    # tcuda-run prefixes each line with its rank: "[rank 0] step 1/25 | ..."
+    steps = re.findall(r"^\[rank 0\] step (\d+)/\d+ .*\| ([\d.]+) ms \| \d+ tok/s \| peak (\d+) MiB",
+                       r.stdout, re.M)
+    if r.returncode != 0 or len(steps) != WARMUP + STEPS:
+        print(f"# tcuda {name} failed (rc={r.returncode}): {r.stdout[-500:]}", file=sys.stderr)
+        return 1
+    ms = sum(float(s[1]) for s in steps[WARMUP:])
+    print(f"tcuda {name} {batch} {ranks * batch * SEQ * STEPS / (ms / 1e3):.0f} {steps[-1][2]}")
+    return 0
+
+
 # ---- PyTorch -------------------------------------------------------------------------------
+
+def torch_model(torch):
+    """GPT-2 small in PyTorch (tests/torch/train_gpt2_torch.py's PlainGPT2) on the GPU."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "torch"))
+    from train_gpt2_torch import PlainGPT2
+    import types
+    torch.manual_seed(0)
+    return PlainGPT2(types.SimpleNamespace(layers=12, heads=12, width=768, vocab=VOCAB,
+                                           ctx=SEQ)).cuda()
+
+
+def torch_optimizer(torch, params, lr, capturable=False):
+    """Fused AdamW in train_gpt2's two groups (weight decay on the 2-d parameters)."""
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True,
+                             capturable=capturable)
+
+
+def bench_torch_ddp(workdir, batch):
+    """One rank of PyTorch DDP (run by torchrun): rank 0 prints the row."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl")
+    model = torch_model(torch)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    params = list(model.parameters())
+    opt = torch_optimizer(torch, params, 6e-4)
+    data = torch.randint(0, VOCAB, (ranks * batch * SEQ + 1,),
+                         generator=torch.Generator().manual_seed(1))
+    lo = rank * batch * SEQ
+    x = data[lo:lo + batch * SEQ].view(batch, SEQ).cuda()
+    y = data[lo + 1:lo + batch * SEQ + 1].view(batch, SEQ).cuda()
+
+    def step():
+        with torch.autocast("cuda", torch.bfloat16):
+            logits = ddp(x)
+        loss = F.cross_entropy(logits.float().view(-1, VOCAB), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(WARMUP):
+        step()
+    torch.cuda.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    dt = time.perf_counter() - t0
+    if rank == 0:
+        print(f"torch ddp{ranks} {batch} {ranks * batch * SEQ * STEPS / dt:.0f} "
+              f"{torch.cuda.max_memory_allocated() >> 20}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
 
 def bench_torch(workdir):
     try:
@@ -87,23 +176,15 @@ def bench_torch(workdir):
     except ImportError:
         print("# PyTorch: not installed")
         return 0
-    sys.path.insert(0, os.path.join(ROOT, "tests", "torch"))
-    from train_gpt2_torch import PlainGPT2
-    import types
-    cfg = types.SimpleNamespace(layers=12, heads=12, width=768, vocab=VOCAB, ctx=SEQ)
     print(f"# torch {torch.__version__}, GPU {torch.cuda.get_device_name()}")
     data = torch.randint(0, VOCAB, (64 * SEQ + 1,), generator=torch.Generator().manual_seed(1))
 
     def setup(batch, variant):
-        torch.manual_seed(0)
-        model = PlainGPT2(cfg).cuda()
+        model = torch_model(torch)
         params = list(model.parameters())
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         graphs = variant == "graphs"
-        lr = torch.tensor(6e-4, device="cuda") if graphs else 6e-4
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=True,
-                                capturable=graphs)
+        opt = torch_optimizer(torch, params, torch.tensor(6e-4, device="cuda") if graphs else 6e-4,
+                              graphs)
         fwd = model
         if variant.startswith("compile"):
             fwd = torch.compile(model, mode="max-autotune" if variant.endswith("autotune")
@@ -182,6 +263,11 @@ def main():
         return bench_tcuda(sys.argv[2], sys.argv[3], "--graph" in sys.argv[4:])
     if len(sys.argv) == 3 and sys.argv[1] == "torch":
         return bench_torch(sys.argv[2])
+    if len(sys.argv) >= 6 and sys.argv[1] == "tcuda_ddp":
+        return bench_tcuda_ddp(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                               "--graph" in sys.argv[6:])
+    if len(sys.argv) == 4 and sys.argv[1] == "torch_ddp":
+        return bench_torch_ddp(sys.argv[2], int(sys.argv[3]))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -530,6 +530,9 @@ static void train(trainer *t, long long first)
                 printf("val loss %.6f (before step %lld)\n", vl, s + 1);
         }
         double lr = lr_at(o, s), t0 = now_s();
+        char range[32]; /* "step N" for profilers: scripts/profile.sh train */
+        snprintf(range, sizeof range, "step %lld", s + 1);
+        tc_nvtx_range_push(range, NULL);
         TRY(tc_tensor_copy_(t->dev_tok, t->host_tok[s % 2], true));
         if (o->graph) {
             TRY(tc_tensor_fill_(t->lr, lr));
@@ -552,6 +555,7 @@ static void train(trainer *t, long long first)
             TRY(st);
             TRY(end);
         }
+        tc_nvtx_range_pop(NULL);
         if (s + 1 < o->stop_after) /* the next batch, while the GPU works */
             fill_host(t, (int)((s + 1) % 2));
         double loss = read_mean(t, t->loss) / (double)o->accum, norm;

@@ -10,6 +10,11 @@
 #                one eager decode step (NVTX ranges "prefill", "decode_step"),
 #                grouped by name, beside PyTorch's prefill on the same weights
 #                (bench/torch/gpt_torch.py); dtype bfloat16 (default) or float32
+#   train [batch]  examples/train_gpt2's kernels of one bfloat16 step of GPT-2
+#                small (seq 1024, batch 8; NVTX range "step 3"), grouped by name,
+#                beside PyTorch's eager and torch.compile steps (bench/torch/
+#                train_gpt2_bench.py's model) under torch.profiler; then
+#                train_gpt2 once at batch 64, its message kept (train.txt)
 #   mlp          each kernel of one eager training step of examples/graph_mlp
 #                (NVTX range "mlp_step") in order, beside PyTorch's same step
 #                (bench/torch/mlp_torch.py); a graph replays these kernels back
@@ -23,7 +28,7 @@ BUILD=${BUILD:-build}
 [ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
 cd "$(dirname "$0")/.." || exit 2
 case $NAME in
-  attention | gpt | mlp) ;;
+  attention | gpt | mlp | train) ;;
   *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac
 LOG=${OUT:-/tmp}/profile_$NAME
@@ -53,7 +58,7 @@ for name, t in ks:
     c, s = agg.get(name[:90], (0, 0.0))
     agg[name[:90]] = (c + 1, s + t)
 print(f"== tcuda {title}: {len(ks)} kernels, {sum(s for _, s in agg.values()) / 1e3:.1f} us")
-for name, (c, s) in sorted(agg.items(), key=lambda x: -x[1][1])[:14]:
+for name, (c, s) in sorted(agg.items(), key=lambda x: -x[1][1])[:30]:
     print(f"{s / 1e3:9.1f} us {c:4d}x  {name}")
 PY
 }
@@ -133,6 +138,57 @@ print(f"== torch: {len(ev)} kernels, {sum(e.device_time for e in ev):.1f} us")
 for e in ev:
     print(f"{e.device_time:8.2f} us  {e.name[:100]}")
 PY
+}
+
+profile_train() {
+  local b=${1:-8} tok=$LOG/tokens.bin
+  python3 -c "import sys; sys.path.insert(0, 'bench/torch'); import train_gpt2_bench as t, shutil
+shutil.copy(t.tokens(sys.argv[1]), sys.argv[2])" "$LOG" "$tok" || return 1
+  timeout 240 ncu --nvtx --nvtx-include "step 3/" --clock-control none --metrics gpu__time_duration.sum \
+    --print-units base --csv "$BUILD/examples/train_gpt2" --train "$tok" --device cuda --dtype bfloat16 \
+    --batch "$b" --seq 1024 --steps 3 > "$LOG/tcuda.csv" 2> "$LOG/tcuda.err"
+  ncu_kernels "$LOG/tcuda.csv" sum "step, batch $b"
+  python3 - "$b" << 'PY' 2>&1 | grep -v Warning | tee "$LOG/torch.txt"
+import sys, torch
+import torch.nn.functional as F
+from torch.profiler import profile, ProfilerActivity
+sys.path.insert(0, "bench/torch")
+import train_gpt2_bench as tb
+B, T, V = int(sys.argv[1]), 1024, tb.VOCAB
+x = torch.randint(0, V, (B, T), device="cuda")
+y = torch.randint(0, V, (B, T), device="cuda")
+for variant in ("eager", "compile"):
+    model = tb.torch_model(torch)
+    params = list(model.parameters())
+    opt = tb.torch_optimizer(torch, params, 6e-4)
+    fwd = torch.compile(model) if variant == "compile" else model
+    def step():
+        with torch.autocast("cuda", torch.bfloat16):
+            logits = fwd(x)
+        loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        step()
+        torch.cuda.synchronize()
+    ev = [e for e in p.key_averages() if e.self_device_time_total > 0]
+    tot = sum(e.self_device_time_total for e in ev)
+    print(f"== torch {variant} step, batch {B}: {sum(e.count for e in ev)} kernels, {tot:.1f} us")
+    for e in sorted(ev, key=lambda e: -e.self_device_time_total)[:24]:
+        print(f"{e.self_device_time_total:9.1f} us {e.count:4d}x  {e.key[:90]}")
+    del model, opt, fwd
+    torch.cuda.empty_cache()
+PY
+  timeout 60 "$BUILD/examples/train_gpt2" --train "$tok" --device cuda --dtype bfloat16 --batch 64 \
+    --seq 1024 --steps 1 > "$LOG/train.txt" 2>&1
+  echo "== train_gpt2 --batch 64: rc=$?"
+  tail -3 "$LOG/train.txt"
 }
 
 "profile_$NAME" "$@"

@@ -43,7 +43,8 @@
 #   train                 GPT-2 small training, seq 1024, bfloat16, the largest batch
 #                         that fits: examples/train_gpt2 (eager and --graph) beside
 #                         PyTorch eager, eager + CUDA graphs, torch.compile default
-#                         and max-autotune (tokens/s, peak memory)
+#                         and max-autotune (tokens/s, peak memory); TRAIN_TORCH_SIDE=0
+#                         runs tcuda's rows alone (PyTorch's take some 7 minutes)
 #   train_ddp             the same on 1, 2 and 4 GPUs (those there are), DDP_BATCH (16)
 #                         sequences a GPU: train_gpt2 under tools/tcuda-run (eager
 #                         and --graph) beside PyTorch DDP under torchrun; each
@@ -396,8 +397,9 @@ topic_train() {
   : > "$LOG/rows.txt"
   tcuda python3 "$TORCH_DIR/train_gpt2_bench.py" tcuda "$exe" "$LOG" >> "$LOG/rows.txt"
   tcuda python3 "$TORCH_DIR/train_gpt2_bench.py" tcuda "$exe" "$LOG" --graph >> "$LOG/rows.txt"
-  python3 "$TORCH_DIR/train_gpt2_bench.py" torch "$LOG" >> "$LOG/rows.txt" 2> "$LOG/torch.err" ||
-    echo "run.sh train: PyTorch's side failed (see $LOG/torch.err)" >&2
+  [ "${TRAIN_TORCH_SIDE:-1}" = 1 ] &&
+    { python3 "$TORCH_DIR/train_gpt2_bench.py" torch "$LOG" >> "$LOG/rows.txt" 2> "$LOG/torch.err" ||
+      echo "run.sh train: PyTorch's side failed (see $LOG/torch.err)" >&2; }
   compare
 }
 

@@ -259,6 +259,40 @@ static void foreach_case(tc_dtype dt)
     twin_free(&a), twin_free(&b), twin_free(&c);
 }
 
+/* The norms of a tensor of many chunks (the GPU adds fixed chunks of
+ * 32,768 elements, then the chunks in order): exact values, a NaN in a
+ * later chunk, and an empty tensor beside them. */
+static void test_norm_chunks(void)
+{
+    printf("norm chunks\n");
+    int64_t n = 1000003, zero = 0;
+    float *h = calloc((size_t)n, sizeof *h);
+    CHECK(h != NULL);
+    h[5] = -4.0f, h[n - 1] = 3.0f; /* the last chunk is a partial one */
+    tc_tensor *x[2] = {NULL, NULL}, *norm = NULL;
+    CHECK_OK(tc_tensor_from_data(h, 1, &n, TC_FLOAT32, GPU, &x[0]));
+    CHECK_OK(tc_tensor_empty(1, &zero, TC_FLOAT32, GPU, &x[1]));
+    double two[2] = {5.0, 0.0}, inf[2] = {4.0, 0.0};
+    CHECK_OK(tc_foreach_norm((const tc_tensor *const *)x, 2, 2.0, &norm));
+    near_vals("2-norms", norm, two, 2, 0);
+    tc_tensor_release(norm);
+    CHECK_OK(tc_foreach_norm((const tc_tensor *const *)x, 2, INFINITY, &norm));
+    near_vals("inf-norms", norm, inf, 2, 0);
+    tc_tensor_release(norm);
+    tc_tensor_release(x[0]);
+    h[700000] = NAN;
+    CHECK_OK(tc_tensor_from_data(h, 1, &n, TC_FLOAT32, GPU, &x[0]));
+    for (int o = 0; o < 2; o++) {
+        CHECK_OK(tc_foreach_norm((const tc_tensor *const *)x, 1, o ? INFINITY : 2.0, &norm));
+        double *got = tc_test_values(norm);
+        CHECK(isnan(got[0]));
+        free(got);
+        tc_tensor_release(norm);
+    }
+    tc_tensor_release(x[0]), tc_tensor_release(x[1]);
+    free(h);
+}
+
 static void test_foreach(void)
 {
     tc_dtype dts[] = {TC_FLOAT32, TC_BFLOAT16, TC_FLOAT16, TC_FLOAT64};
@@ -350,6 +384,7 @@ int main(void)
     test_steps();
     test_graph_lr_tensor();
     test_foreach();
+    test_norm_chunks();
     test_scaler();
     return TC_TEST_DONE();
 }

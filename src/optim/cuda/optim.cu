@@ -8,8 +8,8 @@
  * thread walks the chunk's tensors in order with a grid-stride loop over
  * each. A step reads each tensor's count, then a second one-block kernel
  * increments the counts (not where found_inf is set): every read of a count
- * is ordered before its write, with no atomics. Simple before fast: the
- * norms take one block per tensor. */
+ * is ordered before its write, with no atomics. The norms split each
+ * tensor into fixed chunks, a block each, then add the chunks in order. */
 #include <math.h>
 #include <stdint.h>
 
@@ -184,17 +184,50 @@ __device__ double block_combine(double v, bool inf)
     return part[0];
 }
 
-/* One block per tensor: out[blockIdx.x] = its norm. */
-__global__ void norms_kernel(Table t, tc_dtype dt, bool inf, void *out)
+/* The norms in two kernels. Each block of the first takes NORM_CHUNK
+ * elements of one tensor (a tensor's chunks in order, one part at least, so
+ * an empty tensor's norm is 0); one block per tensor of the second combines
+ * its parts in order. The split depends on the sizes alone: the same list
+ * gives the same bits on any GPU. */
+#define NORM_CHUNK (NORM_THREADS * 64)
+
+/* Where each tensor's parts start among a chunk's: first[i] .. first[i + 1]. */
+struct Parts {
+    int first[TC__MT_CHUNK + 1];
+};
+
+__host__ __device__ __forceinline__ i64 parts_of(i64 numel)
+{
+    return numel > NORM_CHUNK ? (numel + NORM_CHUNK - 1) / NORM_CHUNK : 1;
+}
+
+__global__ void norm_parts_kernel(Table t, Parts p, tc_dtype dt, bool inf, double *part)
 {
     tck_pdl_entry();
-    int i = blockIdx.x;
+    int b = blockIdx.x, i = 0;
+    while (i + 1 < t.n && p.first[i + 1] <= b)
+        i++;
+    i64 lo = (i64)(b - p.first[i]) * NORM_CHUNK;
+    i64 hi = lo + NORM_CHUNK < t.numel[i] ? lo + NORM_CHUNK : t.numel[i];
     const void *x = t.ptr[0][i];
     double acc = 0;
-    for (i64 k = threadIdx.x; k < t.numel[i]; k += NORM_THREADS) {
+    for (i64 k = lo + threadIdx.x; k < hi; k += NORM_THREADS) {
         double v = fabs(load_d(x, k, dt));
         acc = inf ? max_nan(acc, v) : acc + v * v;
     }
+    acc = block_combine(acc, inf);
+    if (threadIdx.x == 0)
+        part[b] = acc;
+}
+
+/* One block per tensor: out[blockIdx.x] = its norm, from its parts. */
+__global__ void norm_total_kernel(Parts p, const double *part, tc_dtype dt, bool inf, void *out)
+{
+    tck_pdl_entry();
+    int i = blockIdx.x;
+    double acc = 0;
+    for (int k = p.first[i] + threadIdx.x; k < p.first[i + 1]; k += NORM_THREADS)
+        acc = inf ? max_nan(acc, part[k]) : acc + part[k];
     acc = block_combine(acc, inf);
     if (threadIdx.x == 0)
         store_d(out, i, dt, inf ? acc : sqrt(acc));
@@ -310,12 +343,29 @@ extern "C" void tc__k_optim_foreach(cudaStream_t stream, int sms, const tc__mt_l
     });
 }
 
-extern "C" void tc__k_optim_norms(cudaStream_t stream, const tc__mt_list *l, double ord, void *out)
+extern "C" size_t tc__k_optim_norms_scratch(const tc__mt_list *l)
+{
+    i64 parts = 0;
+    for (int i = 0; i < l->n; i++)
+        parts += parts_of(l->numel[i]);
+    return (size_t)parts * sizeof(double);
+}
+
+extern "C" void tc__k_optim_norms(cudaStream_t stream, const tc__mt_list *l, double ord, void *out,
+                                  void *scratch)
 {
     size_t es = l->dtype == TC_FLOAT64 ? 8 : l->dtype == TC_FLOAT32 ? 4 : 2;
+    double *part = (double *)scratch;
+    bool inf = isinf(ord) != 0;
     for_chunks(l, [&](const Table &t, int start, i64) {
-        norms_kernel<<<t.n, NORM_THREADS, 0, stream>>>(t, l->dtype, isinf(ord) != 0,
-                                                       (char *)out + (size_t)start * es);
+        Parts p;
+        p.first[0] = 0;
+        for (int i = 0; i < t.n; i++)
+            p.first[i + 1] = p.first[i] + (int)parts_of(t.numel[i]);
+        norm_parts_kernel<<<p.first[t.n], NORM_THREADS, 0, stream>>>(t, p, l->dtype, inf, part);
+        norm_total_kernel<<<t.n, NORM_THREADS, 0, stream>>>(p, part, l->dtype, inf,
+                                                            (char *)out + (size_t)start * es);
+        part += p.first[t.n];
     });
 }
 

@@ -1,6 +1,8 @@
 /* The CUDA optimizer backend (optim/optim_internal.h): each entry enters the
  * device, queues optim.cu's kernels on its current stream and reports launch
- * errors in one place. Nothing here allocates or waits. */
+ * errors in one place. Nothing here waits; only the norms take scratch, from
+ * the caching allocator on the stream. */
+#include "memory/cuda/device_alloc.h"
 #include "optim_cuda.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "tcuda/device.h"
@@ -25,7 +27,20 @@ static tc_status cu_foreach(int device, const tc__mt_list *l, const tc__foreach_
 
 static tc_status cu_norms(int device, const tc__mt_list *l, double ord, void *out)
 {
-    TC_LAUNCH(device, "optim_norms_kernel", tc__k_optim_norms(cs_, l, ord, out));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    /* the chunks' partial sums, from the cache on this stream: freed once
+     * the kernels are queued, reused only by later work on the stream */
+    void *scratch = NULL;
+    tc_status st = tc__device_alloc(device, cs, tc__k_optim_norms_scratch(l), &scratch);
+    if (st == TC_OK) {
+        tc__k_optim_norms(cs, l, ord, out, scratch);
+        st = tc__launch_check(cs, "optim_norms_kernel");
+        (void)tc__device_free(scratch);
+    }
+    tc_device_guard_exit(&g);
+    return st;
 }
 
 static tc_status cu_clip_coef(int device, tc_dtype dtype, const void *norms, int n, double ord,

@@ -27,7 +27,11 @@ void tc__k_optim_adam(cudaStream_t stream, int sms, const tc__mt_list *l, const 
 void tc__k_optim_sgd(cudaStream_t stream, int sms, const tc__mt_list *l, const tc__sgd_args *a);
 void tc__k_optim_foreach(cudaStream_t stream, int sms, const tc__mt_list *l,
                          const tc__foreach_args *a);
-void tc__k_optim_norms(cudaStream_t stream, const tc__mt_list *l, double ord, void *out);
+/* The bytes of device scratch tc__k_optim_norms needs for l (the chunks'
+ * partial sums; at least 8 a tensor). */
+size_t tc__k_optim_norms_scratch(const tc__mt_list *l);
+void tc__k_optim_norms(cudaStream_t stream, const tc__mt_list *l, double ord, void *out,
+                       void *scratch);
 void tc__k_optim_clip_coef(cudaStream_t stream, tc_dtype dtype, const void *norms, int n,
                            double ord, double max_norm, void *total, void *coef);
 void tc__k_optim_unscale(cudaStream_t stream, int sms, const tc__mt_list *l, const float *scale,

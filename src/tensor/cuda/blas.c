@@ -44,6 +44,9 @@ typedef int (*set_workspace_fn)(tc__cublas_handle, void *, size_t);
 typedef int (*gemm_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *, int,
                        int, long long, const void *, int, int, long long, const void *, void *, int,
                        int, long long, int, int, int);
+typedef int (*gemm_one_fn)(tc__cublas_handle, int, int, int, int, int, const void *, const void *,
+                           int, int, const void *, int, int, const void *, void *, int, int, int,
+                           int);
 
 static const char *const cublas_names[] = {"libcublas.so.13",
                                            "/usr/local/cuda/lib64/libcublas.so.13",
@@ -57,6 +60,7 @@ static set_stream_fn p_set_stream;
 static set_math_mode_fn p_set_math_mode;
 static set_pointer_mode_fn p_set_pointer_mode;
 static gemm_fn p_gemm;
+static gemm_one_fn p_gemm_one;
 static set_workspace_fn p_set_workspace;
 
 static _Thread_local tc__cublas_handle handles[TC_MAX_DEVICES];
@@ -71,6 +75,7 @@ static void load_syms(void)
                 {"cublasSetMathMode", (void **)&p_set_math_mode},
                 {"cublasSetPointerMode_v2", (void **)&p_set_pointer_mode},
                 {"cublasGemmStridedBatchedEx", (void **)&p_gemm},
+                {"cublasGemmEx", (void **)&p_gemm_one},
                 {"cublasSetWorkspace_v2", (void **)&p_set_workspace}};
     syms_status = tc__dynlib_load(&cublas_lib);
     for (size_t i = 0; syms_status == TC_OK && i < sizeof syms / sizeof syms[0]; i++)
@@ -162,7 +167,7 @@ static tc_status scale_c(int device, const tc__nn_gemm *g)
     return tc__launch_check(cs, "gemm_scale_kernel");
 }
 
-/* One cublasGemmStridedBatchedEx on the current stream (device current). */
+/* One cuBLAS GEMM call on the current stream (device current). */
 static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
 {
     /* 16-bit GEMMs reduce split-K sums in float32 unless allowed otherwise
@@ -184,18 +189,26 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
     const void *alpha = f64 ? (const void *)&g->alpha : (const void *)&af;
     const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
     int type = tc__cuda_data_type(g->dtype);
-    /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m) */
-    int rc = p_gemm(h, g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
-                    g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_, (int)g->n, (int)g->m, (int)g->k,
-                    alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
-                    (long long)g->stride_a, beta, g->c, tc__cuda_data_type(g->c_dtype), (int)g->ldc,
-                    (long long)g->stride_c, (int)g->batch, compute, CUBLAS_GEMM_DEFAULT_);
+    /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m). One GEMM
+     * goes to cublasGemmEx, as PyTorch's mm: the strided-batched entry
+     * failed (status 14) for one whose matrices pass 2^31 elements, GPT-2's
+     * classifier gradient at 65,536 tokens (m=50257 k=65536). */
+    int ta = g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
+        tb = g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
+    int ct = tc__cuda_data_type(g->c_dtype);
+    bool one = g->batch == 1;
+    int rc = one ? p_gemm_one(h, tb, ta, (int)g->n, (int)g->m, (int)g->k, alpha, g->b, type,
+                              (int)g->ldb, g->a, type, (int)g->lda, beta, g->c, ct, (int)g->ldc,
+                              compute, CUBLAS_GEMM_DEFAULT_)
+                 : p_gemm(h, tb, ta, (int)g->n, (int)g->m, (int)g->k, alpha, g->b, type,
+                          (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
+                          (long long)g->stride_a, beta, g->c, ct, (int)g->ldc,
+                          (long long)g->stride_c, (int)g->batch, compute, CUBLAS_GEMM_DEFAULT_);
     if (rc != 0)
-        return tc__fail(TC_ERROR_CUDA,
-                        "cublasGemmStridedBatchedEx failed with status %d (%s, m=%lld n=%lld "
-                        "k=%lld batch=%lld)",
-                        rc, tc_dtype_string(g->dtype), (long long)g->m, (long long)g->n,
-                        (long long)g->k, (long long)g->batch);
+        return tc__fail(
+            TC_ERROR_CUDA, "%s failed with status %d (%s, m=%lld n=%lld k=%lld batch=%lld)",
+            one ? "cublasGemmEx" : "cublasGemmStridedBatchedEx", rc, tc_dtype_string(g->dtype),
+            (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch);
     return TC_OK;
 }
 

@@ -7,7 +7,7 @@
 #include "tensor/nn_internal.h"
 
 extern const tc__nn_backend tc__cuda_nn_backend;
-/* See tc__nn_gemm: one cublasGemmStridedBatchedEx on the current stream. */
+/* See tc__nn_gemm: one cuBLAS GEMM call on the current stream. */
 tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
 /* See tc__nn_backend.gemm_bias: one cublasLtMatmul with the bias epilogue
  * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing

@@ -17,6 +17,9 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
  * (blas.c): a 16-bit C of one matrix, dense, wider than 8 and not a
  * multiple of 8, with at least 2^22 elements; the bias GEMM refuses these. */
 bool tc__gemm_pads_rows(const tc__nn_gemm *g);
+/* Does g go through padded copies of an operand whose rows are not whole
+ * 16-byte vectors (large 16-bit GEMMs; blas_lt.c leaves them to blas.c)? */
+bool tc__gemm_pads_operands(const tc__nn_gemm *g);
 /* The cuBLAS(Lt) workspace size PyTorch uses by default on `device`:
  * 1 MiB, 4 MiB on a compute capability 8.x GPU of 24 GiB or more, 32 MiB
  * from 9.0 on (blas_lt.c). */

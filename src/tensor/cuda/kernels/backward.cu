@@ -8,7 +8,8 @@
  * layer_norm's dweight and dbias are sums over the rows taken without
  * atomics, so that they are the same bits on every run: each block sums a
  * chunk of rows for 32 columns (its 8 row lanes then added in order), and a
- * second kernel adds the chunks' sums in order. cross_entropy's gradient is
+ * second kernel adds the chunks' sums the same way (8 lanes over the
+ * chunks, then the lanes in order). cross_entropy's gradient is
  * llm.c's fused classifier: a team per row takes the row's max and sum of
  * exp in one read (online), then writes (softmax - onehot) * g; the mean's
  * divisor, the rows not ignored, is counted first by one block, and the
@@ -199,6 +200,22 @@ __global__ void __launch_bounds__(256)
  * part_w / part_b [by, column]. */
 enum { PART_COLS = 32, PART_LANES = 8 };
 
+/* The block's PART_LANES sums of each of its columns added in lane order:
+ * true for the threads of lane 0, which then hold their column's sums. */
+template <typename C> __device__ bool lanes_combine(C &aw, C &ab)
+{
+    __shared__ C sw[PART_LANES][PART_COLS + 1], sb[PART_LANES][PART_COLS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    sw[ty][tx] = aw;
+    sb[ty][tx] = ab;
+    __syncthreads();
+    if (ty != 0)
+        return false;
+    for (int k = 1; k < PART_LANES; k++)
+        aw += sw[k][tx], ab += sb[k][tx];
+    return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(PART_COLS *PART_LANES)
     ln_bwd_part(const T *dy, const T *x, const typename Compute<T>::type *mean,
@@ -207,42 +224,37 @@ __global__ void __launch_bounds__(PART_COLS *PART_LANES)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
-    __shared__ C sw[PART_LANES][PART_COLS + 1], sb[PART_LANES][PART_COLS + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const i64 col = (i64)blockIdx.x * PART_COLS + tx, r0 = (i64)blockIdx.y * chunk;
+    const i64 col = (i64)blockIdx.x * PART_COLS + threadIdx.x, r0 = (i64)blockIdx.y * chunk;
     const i64 r1 = r0 + chunk < rows ? r0 + chunk : rows;
     C aw = 0, ab = 0;
     if (col < n)
-        for (i64 r = r0 + ty; r < r1; r += PART_LANES) {
+        for (i64 r = r0 + threadIdx.y; r < r1; r += PART_LANES) {
             C g = load<C>(dy + r * n + col);
             aw += g * ((load<C>(x + r * n + col) - mean[r]) * rstd[r]);
             ab += g;
         }
-    sw[ty][tx] = aw;
-    sb[ty][tx] = ab;
-    __syncthreads();
-    if (ty == 0 && col < n) {
-        for (int k = 1; k < PART_LANES; k++)
-            aw += sw[k][tx], ab += sb[k][tx];
+    if (lanes_combine(aw, ab) && col < n) {
         part_w[(i64)blockIdx.y * n + col] = aw;
         part_b[(i64)blockIdx.y * n + col] = ab;
     }
 }
 
-/* dweight and dbias (either NULL when not wanted): the chunks' sums of each
- * column, added in chunk order. */
+/* dweight and dbias (either NULL when not wanted): each column's chunk sums
+ * added by PART_LANES lanes (lane j takes chunks j, j + PART_LANES, ...),
+ * then the lanes in order; blocks of PART_COLS columns. */
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(PART_COLS *PART_LANES)
     ln_bwd_total(const typename Compute<T>::type *part_w, const typename Compute<T>::type *part_b,
                  T *dw, T *db, i64 chunks, i64 n)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
-    const i64 step = (i64)gridDim.x * blockDim.x;
-    for (i64 col = (i64)blockIdx.x * blockDim.x + threadIdx.x; col < n; col += step) {
-        C aw = 0, ab = 0;
-        for (i64 k = 0; k < chunks; k++)
+    const i64 col = (i64)blockIdx.x * PART_COLS + threadIdx.x;
+    C aw = 0, ab = 0;
+    if (col < n)
+        for (i64 k = threadIdx.y; k < chunks; k += PART_LANES)
             aw += part_w[k * n + col], ab += part_b[k * n + col];
+    if (lanes_combine(aw, ab) && col < n) {
         if (dw)
             store(dw + col, aw);
         if (db)
@@ -522,8 +534,8 @@ extern "C" void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const
         dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
         ln_bwd_part<T><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
                                                                          a->m, a->n, chunk);
-        ln_bwd_total<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(pw, pb, (T *)a->dweight,
-                                                                      (T *)a->dbias, chunks, a->n);
+        ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
+            pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n);
     });
 }
 

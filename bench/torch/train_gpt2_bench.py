@@ -70,8 +70,12 @@ def bench_tcuda(exe, workdir, graph):
     train = tokens(workdir)
     name = "graph" if graph else "eager"
     for b in BATCHES:
-        if run_tcuda(exe, train, b, 3, graph).returncode == 0:
+        trial = run_tcuda(exe, train, b, 3, graph)
+        if trial.returncode == 0:
             break
+        # why a batch did not fit, as a note under the table
+        why = [ln for ln in trial.stdout.splitlines() if "train_gpt2" in ln][:1]
+        print(f"# tcuda {name}: batch {b} refused: {(why or ['rc=%d' % trial.returncode])[0][:200]}")
     else:
         print(f"# tcuda {name}: no batch fits", file=sys.stderr)
         return 1

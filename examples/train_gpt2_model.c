@@ -581,23 +581,30 @@ static void head(run *r, gpt2 *m, tc_tensor *xL, const tc_tensor *y, double grad
     tc_tensor *hf = layer_norm(r, m, xL, lnf, &meanf, &rstdf);
     tc_tensor *hfc = cast(r, &r->saved, hf, m->dtype, m->dev);
     LET(r, tmp, logits, tc_nn_linear(hfc, W(m, GPT2_WTE), NULL, &logits)); /* tied to wte */
-    tc_tensor *logits32 = cast(r, &r->tmp, logits, TC_FLOAT32, m->dev);    /* logits.float() */
-    LET(r, tmp, l2, tc_tensor_view(logits32, 2, rows, &l2));
     LET(r, tmp, y1, tc_tensor_reshape(y, 1, &flat, &y1));
     tc_tensor *loss = NULL, *dl = NULL;
     if (!backward) {
+        tc_tensor *logits32 = cast(r, &r->tmp, logits, TC_FLOAT32, m->dev); /* logits.float() */
+        LET(r, tmp, l2, tc_tensor_view(logits32, 2, rows, &l2));
         if (OK(r, tc_nn_cross_entropy(l2, y1, -100, TC_REDUCTION_MEAN, &loss)))
             keep(r, &r->tmp, loss);
         DO(r, tc_tensor_add_(loss_acc, loss));
         return;
     }
-    if (OK(r, tc_nn_cross_entropy_fused(l2, y1, -100, TC_REDUCTION_MEAN, grad_scale, &loss, &dl))) {
+    /* cross_entropy(logits.float()) and its gradient cast back, in one pass
+     * over the 16-bit logits (the same values, without the float32 copies) */
+    LET(r, tmp, l2, tc_tensor_view(logits, 2, rows, &l2));
+    bool mixed = m->dtype != TC_FLOAT32;
+    if (r->st == TC_OK &&
+        ok_(r,
+            (mixed ? tc_nn_cross_entropy_fused_autocast : tc_nn_cross_entropy_fused)(
+                l2, y1, -100, TC_REDUCTION_MEAN, grad_scale, &loss, &dl),
+            mixed ? "tc_nn_cross_entropy_fused_autocast" : "tc_nn_cross_entropy_fused")) {
         keep(r, &r->tmp, loss);
         keep(r, &r->tmp, dl);
     }
     DO(r, tc_tensor_add_(loss_acc, loss));
-    LET(r, tmp, dl3, tc_tensor_view(dl, 3, bt_v, &dl3));
-    tc_tensor *dlc = cast(r, &r->tmp, dl3, m->dtype, m->dev);
+    LET(r, tmp, dlc, tc_tensor_view(dl, 3, bt_v, &dlc));
     tc_tensor *dhfc = NULL;
     /* wte's gradient is final only after the embedding's backward */
     linear_backward(r, m, dlc, hfc, GPT2_WTE, -1, &dhfc, false);

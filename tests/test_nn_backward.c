@@ -386,6 +386,57 @@ static void ref_ce_bwd(const double *x, const int64_t *t, int64_t n, int64_t c, 
     }
 }
 
+/* cross_entropy's loss in double: each row's for NONE, else their sum or
+ * their mean over the rows not ignored (target -1). */
+static void ref_ce_loss(const double *x, const int64_t *t, int64_t n, int64_t c, tc_reduction red,
+                        double *out)
+{
+    double sum = 0;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double *r = x + i * c;
+        double m = -INFINITY, s = 0, l = 0;
+        for (int64_t j = 0; j < c; j++)
+            m = fmax(m, r[j]);
+        for (int64_t j = 0; j < c; j++)
+            s += exp(r[j] - m);
+        if (t[i] != -1)
+            l = m + log(s) - r[t[i]], kept++;
+        if (red == TC_REDUCTION_NONE)
+            out[i] = l;
+        sum += l;
+    }
+    if (red != TC_REDUCTION_NONE)
+        out[0] = red == TC_REDUCTION_MEAN ? sum / (double)kept : sum;
+}
+
+/* tc_nn_cross_entropy_fused_autocast on 16-bit logits tx (values xv): a
+ * float32 loss and dlogits of tx's dtype, both against double references;
+ * other dtypes refused with nothing written. */
+static void check_ce_autocast(const tc_tensor *tx, const tc_tensor *tt, const double *xv,
+                              const int64_t *t, int64_t n, int64_t c, tc_reduction red,
+                              double scale)
+{
+    tc_dtype dt = tc_tensor_dtype(tx);
+    tc_tensor *loss = NULL, *dl = NULL;
+    if (dt != TC_FLOAT16 && dt != TC_BFLOAT16) {
+        CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(tx, tt, -1, red, scale, &loss, &dl),
+                     TC_ERROR_DTYPE);
+        CHECK(loss == NULL && dl == NULL);
+        return;
+    }
+    bool none = red == TC_REDUCTION_NONE;
+    double *lref = malloc(sizeof(double) * (size_t)n),
+           *ref = malloc(sizeof(double) * (size_t)(n * c));
+    CHECK_OK(tc_nn_cross_entropy_fused_autocast(tx, tt, -1, red, scale, &loss, &dl));
+    ref_ce_loss(xv, t, n, c, red, lref);
+    near_ref("cross_entropy_fused_autocast's loss", TC_FLOAT32, loss, lref, none ? n : 1, 2);
+    ref_ce_bwd(xv, t, n, c, red, &scale, false, ref);
+    near_ref("cross_entropy_fused_autocast's dlogits", dt, dl, ref, n * c, 2);
+    tc_tensor_release(loss), tc_tensor_release(dl);
+    free(lref), free(ref);
+}
+
 typedef struct ce_ctx {
     int64_t n, c;
     double *x;
@@ -433,6 +484,7 @@ static void test_cross_entropy(tc_device dev)
                 CHECK(tc_tensor_ndim(loss) == (none ? 1 : 0) && tc_tensor_dtype(loss) == dt);
                 ref_ce_bwd(xv, t, n, c, red, &scale, false, ref);
                 near_ref("cross_entropy_fused's dlogits", dt, dl, ref, n * c, 2);
+                check_ce_autocast(tx, tt, xv, t, n, c, red, scale);
                 /* the plain backward: grad_loss per row for NONE, else 0-d */
                 double *gq = none ? gr : &scale;
                 tg = from(dev, dt, none ? 1 : 0, &n, gq);

@@ -108,6 +108,18 @@ TCUDA_API tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_
                                               double grad_scale, tc_tensor **loss,
                                               tc_tensor **dlogits);
 
+/* tc_nn_cross_entropy_fused for float16 or bfloat16 logits as autocast
+ * runs cross_entropy (in float32): the values of logits cast to float32
+ * through tc_nn_cross_entropy_fused, a float32 *loss, and *dlogits of
+ * logits' dtype, each element the float32 gradient rounded once, without
+ * the two float32 copies of the logits that the casts would make. Errors:
+ * as tc_nn_cross_entropy_fused; TC_ERROR_DTYPE for logits of another dtype. */
+TCUDA_API tc_status tc_nn_cross_entropy_fused_autocast(const tc_tensor *logits,
+                                                       const tc_tensor *target,
+                                                       int64_t ignore_index, tc_reduction reduction,
+                                                       double grad_scale, tc_tensor **loss,
+                                                       tc_tensor **dlogits);
+
 /* cross_entropy's backward alone: dlogits (logits' shape and dtype) for the
  * gradient grad_loss of tc_nn_cross_entropy's result (logits' dtype, its
  * shape: 0-d for MEAN and SUM, [N] for NONE), the formula of

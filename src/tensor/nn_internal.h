@@ -228,9 +228,10 @@ typedef struct tc__nn_ln_bwd {
  * (grad of dtype: NULL for none, one value, or with grad_per_row one per
  * row), divided for TC_REDUCTION_MEAN by the number of rows not ignored;
  * ignored rows get 0, a target out of range NaN (reported as tc__nn_ce's).
- * loss, NULL when not wanted, is tc__nn_ce's out. */
+ * loss, NULL when not wanted, is tc__nn_ce's out, of loss_dtype: dtype, or
+ * float32 for 16-bit logits (tc_nn_cross_entropy_fused_autocast). */
 typedef struct tc__nn_ce_bwd {
-    tc_dtype dtype;
+    tc_dtype dtype, loss_dtype;
     const void *logits;
     const int64_t *target;
     const void *grad;

@@ -396,7 +396,7 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
     TC_TRY(dense_all(3, in, d));
     tc_status st = tc__new_tensor(logits->ndim, logits->sizes, logits->dtype, dev, false, &r[0]);
     if (st == TC_OK && loss)
-        st = tc__new_tensor(loss_rank(logits, a->reduction), &a->n, logits->dtype, dev, false,
+        st = tc__new_tensor(loss_rank(logits, a->reduction), &a->n, a->loss_dtype, dev, false,
                             &r[1]);
     bool none = a->reduction == TC_REDUCTION_NONE;
     if (st == TC_OK && (a->n > 0 || (loss && !none))) {
@@ -430,7 +430,34 @@ tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *ta
     TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
                  grad_scale);
     TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
-    tc__nn_ce_bwd a = {.grad_scale = grad_scale,
+    tc__nn_ce_bwd a = {.loss_dtype = logits->dtype,
+                       .grad_scale = grad_scale,
+                       .n = n,
+                       .c = c,
+                       .ignore_index = ignore_index,
+                       .reduction = reduction};
+    return ce_run(fn, logits, target, NULL, &a, loss, dlogits);
+}
+
+tc_status tc_nn_cross_entropy_fused_autocast(const tc_tensor *logits, const tc_tensor *target,
+                                             int64_t ignore_index, tc_reduction reduction,
+                                             double grad_scale, tc_tensor **loss,
+                                             tc_tensor **dlogits)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_cross_entropy_fused_autocast";
+    int64_t n = 0, c = 0;
+    TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
+    if (logits->dtype != TC_FLOAT16 && logits->dtype != TC_BFLOAT16)
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: logits are %s; it takes float16 or bfloat16 logits "
+                        "(tc_nn_cross_entropy_fused takes the others)",
+                        fn, tc_dtype_string(logits->dtype));
+    TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
+                 grad_scale);
+    TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
+    tc__nn_ce_bwd a = {.loss_dtype = TC_FLOAT32,
+                       .grad_scale = grad_scale,
                        .n = n,
                        .c = c,
                        .ignore_index = ignore_index,
@@ -453,7 +480,8 @@ tc_status tc_nn_cross_entropy_backward(const tc_tensor *grad_loss, const tc_tens
                         "%s: grad_loss must have the loss's shape (%s), got a %d-d tensor", fn,
                         rank ? "[N]" : "0-d", grad_loss->ndim);
     TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
-    tc__nn_ce_bwd a = {.grad_per_row = rank == 1,
+    tc__nn_ce_bwd a = {.loss_dtype = logits->dtype,
+                       .grad_per_row = rank == 1,
                        .grad_scale = 1,
                        .n = n,
                        .c = c,

@@ -18,7 +18,9 @@ and float16 on the GPU and float64 on the CPU:
   weight.grad and bias.grad of F.layer_norm (with and without affine);
 - cross_entropy_fused (loss and dlogits) and cross_entropy_backward against
   F.cross_entropy's loss and logits.grad, for mean, sum and none, with some
-  rows ignored, on a GPT-2 sized vocabulary too, and every row ignored.
+  rows ignored, on a GPT-2 sized vocabulary too, and every row ignored;
+- cross_entropy_fused_autocast on 16-bit logits against autocast's
+  F.cross_entropy(logits.float()): its float32 loss and logits.grad.
 
 Tolerances are torch.testing.assert_close's defaults for each dtype; in
 16-bit, a gradient outside them still passes when its error from the same
@@ -74,6 +76,7 @@ def load_tcuda():
         "tc_nn_native_layer_norm": (i32, [vp, i32, i64p, vp, vp, dbl, vpp, vpp, vpp]),
         "tc_nn_layer_norm_backward": (i32, [vp, vp, i32, i64p, vp, vp, vp, vpp, vpp, vpp]),
         "tc_nn_cross_entropy_fused": (i32, [vp, vp, i64, i32, dbl, vpp, vpp]),
+        "tc_nn_cross_entropy_fused_autocast": (i32, [vp, vp, i64, i32, dbl, vpp, vpp]),
         "tc_nn_cross_entropy_backward": (i32, [vp, vp, vp, i64, i32, vpp]),
     }
     for name, (res, args) in sigs.items():
@@ -284,7 +287,32 @@ def case_cross_entropy(dev, dt):
             close(f"{what} backward", dl2, xr.grad, dt, x64.grad)
 
 
-CASES = (case_gelu, case_softmax, case_layer_norm, case_cross_entropy)
+def case_cross_entropy_autocast(dev, dt):
+    if dt not in (torch.bfloat16, torch.float16):
+        return
+    for n, c in ((128, 100), (64, 50257)):
+        x = (torch.randn(n, c, dtype=torch.float64) * 3).to(dev, dt)
+        t = torch.randint(0, c, (n,), device=dev)
+        t[::5] = -100
+        for red in ("mean", "sum"):
+            scale = 0.5
+            xr = x.clone().requires_grad_()
+            loss_t = F.cross_entropy(xr.float(), t, ignore_index=-100, reduction=red)
+            (loss_t * scale).backward()  # xr.grad: float32's gradient cast back to dt
+            x64 = leaf64(x)
+            loss64 = F.cross_entropy(x64, t, ignore_index=-100, reduction=red)
+            (loss64 * scale).backward()
+            what = f"cross_entropy_fused_autocast [{n}, {c}] {red}"
+            loss, dl = new_out(), new_out()
+            ok(tc.tc_nn_cross_entropy_fused_autocast(to_tc(x), to_tc(t), -100, TC_REDUCTION[red],
+                                                     scale, ctypes.byref(loss), ctypes.byref(dl)),
+               "cross_entropy_fused_autocast")
+            close(f"{what} loss", loss, loss_t, torch.float32, loss64)
+            close(f"{what} dlogits", dl, xr.grad, dt, x64.grad)
+
+
+CASES = (case_gelu, case_softmax, case_layer_norm, case_cross_entropy,
+         case_cross_entropy_autocast)
 
 
 def main():

@@ -159,7 +159,7 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
             for (int64_t j = 0; j < a->c; j++)
                 st(a->dlogits, dt, row + j, 0);
             if (a->loss && none)
-                st(a->loss, dt, i, 0);
+                st(a->loss, a->loss_dtype, i, 0);
             continue;
         }
         double m = -INFINITY, s = 0;
@@ -172,7 +172,7 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
         double loss = m + log(s) - ld(a->logits, dt, row + t);
         sum += loss;
         if (a->loss && none)
-            st(a->loss, dt, i, loss);
+            st(a->loss, a->loss_dtype, i, loss);
         double g = a->grad_scale;
         if (a->grad)
             g *= ld(a->grad, dt, a->grad_per_row ? i : 0);
@@ -184,6 +184,6 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
         }
     }
     if (a->loss && !none) /* the mean of no rows: 0 / 0, NaN */
-        st(a->loss, dt, 0, a->reduction == TC_REDUCTION_MEAN ? sum / (double)kept : sum);
+        st(a->loss, a->loss_dtype, 0, a->reduction == TC_REDUCTION_MEAN ? sum / (double)kept : sum);
     return TC_OK;
 }

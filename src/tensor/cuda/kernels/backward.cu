@@ -308,6 +308,7 @@ struct CeArgs {
     double scale;
     const i64 *count; /* the mean's divisor (device), NULL for none */
     void *loss;       /* each row's loss, or NULL */
+    bool loss_f32;    /* loss is float32 (16-bit logits under autocast), else T */
     CePart *part;     /* each block's CePart, or NULL */
     void *dx;
     i64 n, c, ignore;
@@ -359,7 +360,9 @@ template <typename T, bool WARP> __global__ void __launch_bounds__(512) ce_bwd_r
         const i64 t = a.target[row];
         C v = ce_bwd_row<T, WARP>(a, row, t, tm, sh);
         if (tm.lane == 0) {
-            if (a.loss)
+            if (a.loss && a.loss_f32)
+                ((float *)a.loss)[row] = (float)v;
+            else if (a.loss)
                 store((T *)a.loss + row, v);
             mine.sum += (double)v;
             mine.rows += t != a.ignore;
@@ -565,6 +568,7 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
                 a->grad_scale,
                 mean ? count : nullptr,
                 total ? nullptr : a->loss,
+                a->loss_dtype == TC_FLOAT32 && a->dtype != TC_FLOAT32,
                 total ? part : nullptr,
                 a->dlogits,
                 a->n,
@@ -577,7 +581,9 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
             ce_bwd_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(k);
         else
             ce_bwd_rows<T, false><<<l.blocks, l.threads, 0, stream>>>(k);
-        if (total)
+        if (total && k.loss_f32)
+            ce_bwd_total<float><<<1, 256, 0, stream>>>(part, (int)l.blocks, (float *)a->loss, mean);
+        else if (total)
             ce_bwd_total<T><<<1, 256, 0, stream>>>(part, (int)l.blocks, (T *)a->loss, mean);
     });
 }

@@ -444,8 +444,12 @@ case $PRESET in
           -R '^(test_(comm|dist|ipc|ddp|nccl|multi_gpu|pinned_across|train_gpt2)[a-z_0-9]*|comm_torch)$' ;;
         # the NCCL tests one at a time: GPUs time-slice processes, and NCCL
         # kernels that must run together on several GPUs then crawl
-        cs) CS_TESTS=${CS_TESTS:-$MULTI_GPU_TESTS_ALONE} step_compute_sanitizer
-            CS_TESTS=$MULTI_GPU_TESTS_NCCL CS_JOBS=1 step_compute_sanitizer ;;
+        cs) if [ -n "${CS_TESTS:-}" ]; then # the tests named, and no others
+              step_compute_sanitizer
+            else
+              CS_TESTS=$MULTI_GPU_TESTS_ALONE step_compute_sanitizer
+              CS_TESTS=$MULTI_GPU_TESTS_NCCL CS_JOBS=1 step_compute_sanitizer
+            fi ;;
         examples) step_examples data_parallel ddp ;;
         oracle) step_comm_oracle ;;
         bench) BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches comm ;; # 3 runs a side

@@ -150,7 +150,6 @@ shutil.copy(t.tokens(sys.argv[1]), sys.argv[2])" "$LOG" "$tok" || return 1
   ncu_kernels "$LOG/tcuda.csv" sum "step, batch $b"
   python3 - "$b" << 'PY' 2>&1 | grep -v Warning | tee "$LOG/torch.txt"
 import sys, torch
-import torch.nn.functional as F
 from torch.profiler import profile, ProfilerActivity
 sys.path.insert(0, "bench/torch")
 import train_gpt2_bench as tb
@@ -163,14 +162,7 @@ for variant in ("eager", "compile"):
     opt = tb.torch_optimizer(torch, params, 6e-4)
     fwd = torch.compile(model) if variant == "compile" else model
     def step():
-        with torch.autocast("cuda", torch.bfloat16):
-            logits = fwd(x)
-        loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.item()
+        return tb.torch_step(torch, fwd, params, opt, x, y).item()
     for _ in range(3):
         step()
     torch.cuda.synchronize()

@@ -66,6 +66,25 @@ def run_tcuda(exe, train, batch, steps, graph, ranks=0):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def measured_row(workdir, name, batch, ranks, graph, exe):
+    """train_gpt2's measured run (WARMUP + STEPS steps, RANKS processes, 0 for
+    none): its row, tokens/s over every rank's tokens and rank 0's peak."""
+    r = run_tcuda(exe, tokens(workdir), batch, WARMUP + STEPS, graph, ranks)
+    with open(os.path.join(workdir, f"tcuda_{name}.txt"), "w") as f:
+        f.write(r.stdout)
+    # under tools/tcuda-run each line starts with its rank: "[rank 0] step 1/25 | ..."
+    lead = r"\[rank 0\] " if ranks else ""
+    steps = re.findall("^" + lead + r"step (\d+)/\d+ .*\| ([\d.]+) ms \| \d+ tok/s \| peak (\d+) MiB",
+                       r.stdout, re.M)
+    if r.returncode != 0 or len(steps) != WARMUP + STEPS:
+        print(f"# tcuda {name} failed (rc={r.returncode}): {r.stdout[-500:]}", file=sys.stderr)
+        return 1
+    ms = sum(float(s[1]) for s in steps[WARMUP:])
+    tps = max(ranks, 1) * batch * SEQ * STEPS / (ms / 1e3)
+    print(f"tcuda {name} {batch} {tps:.0f} {steps[-1][2]}")
+    return 0
+
+
 def bench_tcuda(exe, workdir, graph):
     train = tokens(workdir)
     name = "graph" if graph else "eager"
@@ -79,34 +98,13 @@ def bench_tcuda(exe, workdir, graph):
     else:
         print(f"# tcuda {name}: no batch fits", file=sys.stderr)
         return 1
-    r = run_tcuda(exe, train, b, WARMUP + STEPS, graph)
-    with open(os.path.join(workdir, f"tcuda_{name}.txt"), "w") as f:
-        f.write(r.stdout)
-    steps = re.findall(r"^step (\d+)/\d+ .*\| ([\d.]+) ms \| \d+ tok/s \| peak (\d+) MiB",
-                       r.stdout, re.M)
-    if r.returncode != 0 or len(steps) != WARMUP + STEPS:
-        print(f"# tcuda {name} failed (rc={r.returncode}): {r.stdout[-500:]}", file=sys.stderr)
-        return 1
-    ms = sum(float(s[1]) for s in steps[WARMUP:])
-    print(f"tcuda {name} {b} {b * SEQ * STEPS / (ms / 1e3):.0f} {steps[-1][2]}")
-    return 0
+    return measured_row(workdir, name, b, 0, graph, exe)
 
 
 def bench_tcuda_ddp(exe, workdir, ranks, batch, graph):
-    """train_gpt2 on RANKS processes, BATCH sequences each: rank 0's step times."""
+    """train_gpt2 on RANKS processes, BATCH sequences each."""
     name = f"ddp{ranks}" + ("_graph" if graph else "")
-    r = run_tcuda(exe, tokens(workdir), batch, WARMUP + STEPS, graph, ranks)
-    with open(os.path.join(workdir, f"tcuda_{name}.txt"), "w") as f:
-        f.write(r.stdout)
-    # tcuda-run prefixes each line with its rank: "[rank 0] step 1/25 | ..."
-    steps = re.findall(r"^\[rank 0\] step (\d+)/\d+ .*\| ([\d.]+) ms \| \d+ tok/s \| peak (\d+) MiB",
-                       r.stdout, re.M)
-    if r.returncode != 0 or len(steps) != WARMUP + STEPS:
-        print(f"# tcuda {name} failed (rc={r.returncode}): {r.stdout[-500:]}", file=sys.stderr)
-        return 1
-    ms = sum(float(s[1]) for s in steps[WARMUP:])
-    print(f"tcuda {name} {batch} {ranks * batch * SEQ * STEPS / (ms / 1e3):.0f} {steps[-1][2]}")
-    return 0
+    return measured_row(workdir, name, batch, ranks, graph, exe)
 
 
 # ---- PyTorch -------------------------------------------------------------------------------
@@ -129,11 +127,24 @@ def torch_optimizer(torch, params, lr, capturable=False):
                              capturable=capturable)
 
 
+def torch_step(torch, fwd, params, opt, x, y, set_to_none=True):
+    """One training step of fwd (the model, compiled or DDP-wrapped) under
+    bfloat16 autocast: the loss tensor (not read)."""
+    import torch.nn.functional as F
+    with torch.autocast("cuda", torch.bfloat16):
+        logits = fwd(x)
+    loss = F.cross_entropy(logits.float().view(-1, VOCAB), y.view(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=set_to_none)
+    return loss
+
+
 def bench_torch_ddp(workdir, batch):
     """One rank of PyTorch DDP (run by torchrun): rank 0 prints the row."""
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
     rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl")
@@ -148,14 +159,7 @@ def bench_torch_ddp(workdir, batch):
     y = data[lo + 1:lo + batch * SEQ + 1].view(batch, SEQ).cuda()
 
     def step():
-        with torch.autocast("cuda", torch.bfloat16):
-            logits = ddp(x)
-        loss = F.cross_entropy(logits.float().view(-1, VOCAB), y.view(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.item()
+        return torch_step(torch, ddp, params, opt, x, y).item()
 
     torch.cuda.reset_peak_memory_stats()
     for _ in range(WARMUP):
@@ -176,7 +180,6 @@ def bench_torch_ddp(workdir, batch):
 def bench_torch(workdir):
     try:
         import torch
-        import torch.nn.functional as F
     except ImportError:
         print("# PyTorch: not installed")
         return 0
@@ -197,14 +200,7 @@ def bench_torch(workdir):
         y = data[1:batch * SEQ + 1].view(batch, SEQ).cuda()
 
         def step():
-            with torch.autocast("cuda", torch.bfloat16):
-                logits = fwd(x)
-            loss = F.cross_entropy(logits.float().view(-1, VOCAB), y.view(-1))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=not graphs)
-            return loss
+            return torch_step(torch, fwd, params, opt, x, y, set_to_none=not graphs)
 
         if not graphs:
             return lambda: step().item()

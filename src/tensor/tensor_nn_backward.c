@@ -419,18 +419,23 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
     return TC_OK;
 }
 
-tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *target,
-                                    int64_t ignore_index, tc_reduction reduction, double grad_scale,
-                                    tc_tensor **loss, tc_tensor **dlogits)
+/* The two fused entries: checked, then ce_run with the loss of loss_dtype
+ * (float32 for autocast, else logits'). */
+static tc_status ce_fused(const char *fn, bool autocast, const tc_tensor *logits,
+                          const tc_tensor *target, int64_t ignore_index, tc_reduction reduction,
+                          double grad_scale, tc_tensor **loss, tc_tensor **dlogits)
 {
-    TC_API_BEGIN;
-    const char *fn = "tc_nn_cross_entropy_fused";
     int64_t n = 0, c = 0;
     TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
+    if (autocast && logits->dtype != TC_FLOAT16 && logits->dtype != TC_BFLOAT16)
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: logits are %s; it takes float16 or bfloat16 logits "
+                        "(tc_nn_cross_entropy_fused takes the others)",
+                        fn, tc_dtype_string(logits->dtype));
     TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
                  grad_scale);
     TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
-    tc__nn_ce_bwd a = {.loss_dtype = logits->dtype,
+    tc__nn_ce_bwd a = {.loss_dtype = autocast ? TC_FLOAT32 : logits->dtype,
                        .grad_scale = grad_scale,
                        .n = n,
                        .c = c,
@@ -439,30 +444,23 @@ tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *ta
     return ce_run(fn, logits, target, NULL, &a, loss, dlogits);
 }
 
+tc_status tc_nn_cross_entropy_fused(const tc_tensor *logits, const tc_tensor *target,
+                                    int64_t ignore_index, tc_reduction reduction, double grad_scale,
+                                    tc_tensor **loss, tc_tensor **dlogits)
+{
+    TC_API_BEGIN;
+    return ce_fused("tc_nn_cross_entropy_fused", false, logits, target, ignore_index, reduction,
+                    grad_scale, loss, dlogits);
+}
+
 tc_status tc_nn_cross_entropy_fused_autocast(const tc_tensor *logits, const tc_tensor *target,
                                              int64_t ignore_index, tc_reduction reduction,
                                              double grad_scale, tc_tensor **loss,
                                              tc_tensor **dlogits)
 {
     TC_API_BEGIN;
-    const char *fn = "tc_nn_cross_entropy_fused_autocast";
-    int64_t n = 0, c = 0;
-    TC_TRY(ce_check(fn, logits, target, reduction, &n, &c));
-    if (logits->dtype != TC_FLOAT16 && logits->dtype != TC_BFLOAT16)
-        return tc__fail(TC_ERROR_DTYPE,
-                        "%s: logits are %s; it takes float16 or bfloat16 logits "
-                        "(tc_nn_cross_entropy_fused takes the others)",
-                        fn, tc_dtype_string(logits->dtype));
-    TC_CHECK_ARG(isfinite(grad_scale), "%s: grad_scale is %g; it must be a finite number", fn,
-                 grad_scale);
-    TC_CHECK_ARG(dlogits, "%s: dlogits is NULL", fn);
-    tc__nn_ce_bwd a = {.loss_dtype = TC_FLOAT32,
-                       .grad_scale = grad_scale,
-                       .n = n,
-                       .c = c,
-                       .ignore_index = ignore_index,
-                       .reduction = reduction};
-    return ce_run(fn, logits, target, NULL, &a, loss, dlogits);
+    return ce_fused("tc_nn_cross_entropy_fused_autocast", true, logits, target, ignore_index,
+                    reduction, grad_scale, loss, dlogits);
 }
 
 tc_status tc_nn_cross_entropy_backward(const tc_tensor *grad_loss, const tc_tensor *logits,

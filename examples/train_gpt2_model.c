@@ -500,25 +500,18 @@ static void linear_backward(run *r, gpt2 *m, const tc_tensor *dout, const tc_ten
 }
 
 /* The backward of out = layer_norm(x) with weight wi, bias wi + 1: their
- * gradients added into m->grads, x's gradient added into dres. dout is
- * float32 (layer norm runs in float32 under autocast). */
+ * gradients and x's added in place, into m->grads and dres. dout is
+ * float32, or the 16-bit gradient of the layer after it (layer norm runs in
+ * float32 under autocast: the kernel reads it as float32, as the cast back
+ * would give it). */
 static void layer_norm_backward(run *r, gpt2 *m, const tc_tensor *dout, const tc_tensor *x,
                                 const tc_tensor *mean, const tc_tensor *rstd, int wi,
                                 tc_tensor *dres)
 {
-    tc_tensor *dx = NULL, *dw = NULL, *db = NULL;
-    if (OK(r, tc_nn_layer_norm_backward(dout, x, 1, &m->cfg.C, mean, rstd, m->params[wi], &dx, &dw,
-                                        &db))) {
-        keep(r, &r->tmp, dx);
-        keep(r, &r->tmp, dw);
-        keep(r, &r->tmp, db);
-        accumulate(r, m->grads[wi], dw);
-        accumulate(r, m->grads[wi + 1], db);
-        ready(r, m, wi);
-        ready(r, m, wi + 1);
-        if (dres)
-            DO(r, tc_tensor_add_(dres, dx));
-    }
+    DO(r, tc_nn_layer_norm_backward_into(dout, x, 1, &m->cfg.C, mean, rstd, m->params[wi], true,
+                                         dres, m->grads[wi], m->grads[wi + 1]));
+    ready(r, m, wi);
+    ready(r, m, wi + 1);
 }
 
 /* Block l's backward: dres (float32 [B, T, C]) is the gradient of the
@@ -536,8 +529,7 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     LET(r, tmp, df, tc_nn_gelu_backward(dg, a->f, TC_GELU_APPROXIMATE_TANH, &df));
     linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), GPT2_LAYER(l, GPT2_FC_B), &dh2,
                     true);
-    tc_tensor *dh2f = cast(r, &r->tmp, dh2, TC_FLOAT32, m->dev);
-    layer_norm_backward(r, m, dh2f, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres);
+    layer_norm_backward(r, m, dh2, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres);
     /* x2 = x + c_proj(attention(...)): x's gradient is dres plus attention's */
     tc_tensor *dproj = cast(r, &r->tmp, dres, m->dtype, m->dev);
     linear_backward(r, m, dproj, a->ym, GPT2_LAYER(l, GPT2_PROJ_W), GPT2_LAYER(l, GPT2_PROJ_B),
@@ -562,8 +554,7 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     }
     linear_backward(r, m, dqkv, a->h1, GPT2_LAYER(l, GPT2_ATTN_W), GPT2_LAYER(l, GPT2_ATTN_B), &dh1,
                     true);
-    tc_tensor *dh1f = cast(r, &r->tmp, dh1, TC_FLOAT32, m->dev);
-    layer_norm_backward(r, m, dh1f, a->x, a->mean1, a->rstd1, GPT2_LAYER(l, GPT2_LN1_W), dres);
+    layer_norm_backward(r, m, dh1, a->x, a->mean1, a->rstd1, GPT2_LAYER(l, GPT2_LN1_W), dres);
     list_release(&r->tmp);
 }
 
@@ -608,17 +599,11 @@ static void head(run *r, gpt2 *m, tc_tensor *xL, const tc_tensor *y, double grad
     tc_tensor *dhfc = NULL;
     /* wte's gradient is final only after the embedding's backward */
     linear_backward(r, m, dlc, hfc, GPT2_WTE, -1, &dhfc, false);
-    tc_tensor *dhf = cast(r, &r->tmp, dhfc, TC_FLOAT32, m->dev);
-    tc_tensor *dx = NULL, *dw = NULL, *db = NULL;
-    if (OK(r, tc_nn_layer_norm_backward(dhf, xL, 1, &m->cfg.C, meanf, rstdf, m->params[lnf], &dx,
-                                        &dw, &db))) {
-        keep(r, &r->tmp, dw);
-        keep(r, &r->tmp, db);
-        accumulate(r, m->grads[lnf], dw);
-        accumulate(r, m->grads[lnf + 1], db);
-        ready(r, m, lnf);
-        ready(r, m, lnf + 1);
+    /* the residual stream's gradient starts as ln_f's dx, added into zeros */
+    tc_tensor *dx = NULL;
+    if (OK(r, tc_tensor_zeros_like(xL, &dx))) {
         *dres = dx; /* the caller's now */
+        layer_norm_backward(r, m, dhfc, xL, meanf, rstdf, lnf, dx);
     }
     list_release(&r->tmp);
 }

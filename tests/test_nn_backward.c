@@ -363,6 +363,104 @@ static void test_layer_norm(tc_device dev)
     }
 }
 
+/* layer_norm_backward_into: overwritten and accumulated, contiguous and
+ * strided (dx a narrowed view: its neighbours untouched), grad_output in
+ * x's dtype and, for float32 x, in float16 and bfloat16; against the double
+ * reference plus what the outputs held. Then its refusals, which change
+ * nothing. */
+static void test_layer_norm_into(tc_device dev)
+{
+    struct {
+        int64_t m, n;
+    } cases[] = {{6, 10}, {3, 1500}, {2100, 40}};
+    const double eps = 1e-5;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int64_t m = cases[k].m, n = cases[k].n, all = m * n, sz[2] = {m, n}, wide[2] = {m, 2 * n};
+        double *x = randv(all, -2, 3), *g = randv(all, -1, 1), *w = randv(n, 0.5, 1.5);
+        double *b = randv(n, -1, 1), *d0 = randv(2 * all, -1, 1), *w0 = randv(2 * n, -1, 1);
+        for (int d = 0; d < 4; d++) {
+            tc_dtype dt = FLOATS[d], gts[3] = {dt, TC_BFLOAT16, TC_FLOAT16};
+            for (int gi = 0; gi < (dt == TC_FLOAT32 ? 3 : 1); gi++) {
+                tc_tensor *tx = from(dev, dt, 2, sz, x), *tg = from(dev, gts[gi], 2, sz, g);
+                tc_tensor *tw = from(dev, dt, 1, &n, w), *tb = from(dev, dt, 1, &n, b);
+                tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
+                CHECK_OK(tc_nn_native_layer_norm(tx, 1, &n, tw, tb, eps, &y, &mean, &rstd));
+                double *xv = tc_test_values(tx), *gv = tc_test_values(tg), *wv = tc_test_values(tw);
+                double *rdx = malloc(sizeof(double) * (size_t)all * 2);
+                double *rdw = malloc(sizeof(double) * (size_t)n * 2), *rdb = rdw + n;
+                ref_ln_bwd(gv, xv, wv, m, n, eps, rdx, rdw, rdb);
+                for (int acc = 0; acc < 2; acc++) {
+                    /* contiguous: dx [m, n], dweight and dbias from w0's halves */
+                    tc_tensor *dx = from(dev, dt, 2, sz, d0), *dw = from(dev, dt, 1, &n, w0);
+                    tc_tensor *db = from(dev, dt, 1, &n, w0 + n);
+                    double *h[3] = {tc_test_values(dx), tc_test_values(dw), tc_test_values(db)};
+                    CHECK_OK(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, tw, acc, dx,
+                                                            dw, db));
+                    const double *r[3] = {rdx, rdw, rdb};
+                    tc_tensor *o[3] = {dx, dw, db};
+                    int64_t cnt[3] = {all, n, n};
+                    for (int i = 0; i < 3; i++) {
+                        for (int64_t j = 0; j < cnt[i]; j++)
+                            h[i][j] = (acc ? h[i][j] : 0) + r[i][j];
+                        near_ref("layer_norm_backward_into", dt, o[i], h[i], cnt[i], 8);
+                        free(h[i]);
+                    }
+                    /* dx a view of every other half-row: its neighbours stay */
+                    tc_tensor *base = from(dev, dt, 2, wide, d0), *view = NULL;
+                    CHECK_OK(tc_tensor_narrow(base, 1, n, n, &view));
+                    double *want = tc_test_values(base);
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++)
+                            want[i * 2 * n + n + j] = (acc ? want[i * 2 * n + n + j] : 0) +
+                                                      rdx[i * n + j];
+                    CHECK_OK(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, tw, acc,
+                                                            view, NULL, NULL));
+                    near_ref("layer_norm_backward_into, strided dx", dt, base, want, 2 * all, 8);
+                    free(want);
+                    tc_tensor *ts[] = {dx, dw, db, base, view};
+                    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                        tc_tensor_release(ts[i]);
+                }
+                tc_tensor *ts[] = {tx, tg, tw, tb, y, mean, rstd};
+                for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                    tc_tensor_release(ts[i]);
+                free(xv), free(gv), free(wv), free(rdx), free(rdw);
+            }
+        }
+        free(x), free(g), free(w), free(b), free(d0), free(w0);
+    }
+    /* refusals: nothing is written */
+    int64_t sz[2] = {4, 8}, n = 8, bad[2] = {4, 7};
+    double *v = randv(32, -1, 1);
+    tc_tensor *tx = from(dev, TC_FLOAT64, 2, sz, v), *tg = from(dev, TC_FLOAT64, 2, sz, v);
+    tc_tensor *tg16 = from(dev, TC_BFLOAT16, 2, sz, v), *dx = from(dev, TC_FLOAT64, 2, sz, v);
+    tc_tensor *dxs = from(dev, TC_FLOAT64, 2, bad, v), *dxf = from(dev, TC_FLOAT32, 2, sz, v);
+    tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
+    CHECK_OK(tc_nn_native_layer_norm(tx, 1, &n, NULL, NULL, 1e-5, &y, &mean, &rstd));
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, NULL, NULL, NULL),
+        TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxs, NULL, NULL),
+        TC_ERROR_SHAPE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxf, NULL, NULL),
+        TC_ERROR_DTYPE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(tg16, tx, 1, &n, mean, rstd, NULL, true, dx, NULL, NULL),
+        TC_ERROR_DTYPE); /* 16-bit grad_output for float32 x only */
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, tx, NULL, NULL),
+        TC_ERROR_INVALID_ARGUMENT); /* dx is x */
+    CHECK_STATUS(tc_nn_layer_norm_backward(tg16, tx, 1, &n, mean, rstd, NULL, &y, NULL, NULL),
+                 TC_ERROR_DTYPE); /* the plain backward takes one dtype */
+    near_ref("layer_norm_backward_into refused: dx unchanged", TC_FLOAT64, dx, v, 32, 0);
+    tc_tensor *ts[] = {tx, tg, tg16, dx, dxs, dxf, y, mean, rstd};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        tc_tensor_release(ts[i]);
+    free(v);
+}
+
 /* ---- cross_entropy ---------------------------------------------------------------- */
 
 /* dlogits in double for targets t (ignore: -1) with gradient g[i] (or g[0]). */
@@ -907,6 +1005,7 @@ static void run_all(tc_device dev)
     test_gelu(dev);
     test_softmax(dev);
     test_layer_norm(dev);
+    test_layer_norm_into(dev);
     test_cross_entropy(dev);
     test_cross_entropy_edges(dev);
     test_half_vs_float(dev);

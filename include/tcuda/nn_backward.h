@@ -89,6 +89,26 @@ TCUDA_API tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, cons
                                               const tc_tensor *weight, tc_tensor **dx,
                                               tc_tensor **dweight, tc_tensor **dbias);
 
+/* As tc_nn_layer_norm_backward, into the caller's tensors (llm.c's
+ * layernorm_backward): each of dx (x's shape), dweight and dbias
+ * (normalized_shape) that is not NULL is computed, of x's dtype and device;
+ * with accumulate the gradient is added to what it holds (a residual
+ * stream's gradient, gradient accumulation over micro-batches), else
+ * overwritten. grad_output may also be float16 or bfloat16 where x is
+ * float32 (autocast's float32 layer norm, its gradient coming from a 16-bit
+ * layer): its values are read as float32. Errors: as
+ * tc_nn_layer_norm_backward; TC_ERROR_SHAPE or TC_ERROR_DTYPE for an output
+ * not as above; TC_ERROR_INVALID_ARGUMENT when all three are NULL or one
+ * shares memory with an input or another output. A failure after the first
+ * output was written (memory for a non-contiguous output's intermediate)
+ * leaves the earlier ones written. */
+TCUDA_API tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_tensor *x,
+                                                   int nshape, const int64_t *normalized_shape,
+                                                   const tc_tensor *mean, const tc_tensor *rstd,
+                                                   const tc_tensor *weight, bool accumulate,
+                                                   tc_tensor *dx, tc_tensor *dweight,
+                                                   tc_tensor *dbias);
+
 /* cross_entropy forward and backward in one pass over the logits (llm.c's
  * fused classifier): *loss as tc_nn_cross_entropy returns it (of logits'
  * dtype: [N] for NONE, 0-d for MEAN and SUM; NULL when not wanted) and

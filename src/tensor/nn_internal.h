@@ -211,15 +211,18 @@ typedef struct tc__nn_ln {
     double eps;
 } tc__nn_ln;
 
-/* layer_norm's backward over m dense rows of n: grad_out, x and weight
- * (NULL when absent) of dtype, mean and rstd of its computation type;
- * dx [m, n], dweight and dbias [n] of dtype, each NULL when not wanted.
- * dweight and dbias are summed over the rows in a fixed order. */
+/* layer_norm's backward over m dense rows of n: x and weight (NULL when
+ * absent) of dtype, grad_out of grad_dtype (dtype, or float16 / bfloat16
+ * where dtype is float32), mean and rstd of its computation type; dx [m, n],
+ * dweight and dbias [n] of dtype, each NULL when not wanted, written, or
+ * with accumulate added to. dweight and dbias are summed over the rows in a
+ * fixed order. */
 typedef struct tc__nn_ln_bwd {
-    tc_dtype dtype;
+    tc_dtype dtype, grad_dtype;
     const void *grad_out, *x, *mean, *rstd, *weight;
     void *dx, *dweight, *dbias;
     int64_t m, n;
+    bool accumulate;
 } tc__nn_ln_bwd;
 
 /* cross_entropy's gradient over contiguous logits [n, c] of dtype with

@@ -27,11 +27,11 @@ static tc_status check_on(const char *fn, const tc_tensor *x, const tc_tensor *t
     return TC_OK;
 }
 
-/* check_on with x's shape too. */
-static tc_status check_same(const char *fn, const tc_tensor *x, const tc_tensor *t,
-                            const char *what, const char *xname)
+/* check_on (dtype dt) with x's shape too. */
+static tc_status check_shaped(const char *fn, const tc_tensor *x, const tc_tensor *t, tc_dtype dt,
+                              const char *what, const char *xname)
 {
-    TC_TRY(check_on(fn, x, t, x->dtype, what));
+    TC_TRY(check_on(fn, x, t, dt, what));
     bool ok = t->ndim == x->ndim;
     for (int i = 0; ok && i < x->ndim; i++)
         ok = t->sizes[i] == x->sizes[i];
@@ -40,6 +40,13 @@ static tc_status check_same(const char *fn, const tc_tensor *x, const tc_tensor 
                         "%s: %s must have %s's shape (a %d-d tensor), got a %d-d one", fn, what,
                         xname, x->ndim, t->ndim);
     return TC_OK;
+}
+
+/* check_on with x's dtype and shape. */
+static tc_status check_same(const char *fn, const tc_tensor *x, const tc_tensor *t,
+                            const char *what, const char *xname)
+{
+    return check_shaped(fn, x, t, x->dtype, what, xname);
 }
 
 static int64_t prod(const int64_t *sizes, int from, int to)
@@ -257,15 +264,83 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
     return TC_OK;
 }
 
-/* layer_norm_backward's checks (nshape and shape already checked). */
+/* layer_norm_backward's checks (nshape and shape already checked). With
+ * mixed, grad_output may be float16 or bfloat16 where x is float32. */
 static tc_status ln_bwd_check(const char *fn, const tc_tensor *grad_output, const tc_tensor *x,
                               int nshape, const int64_t *shape, const tc_tensor *mean,
-                              const tc_tensor *rstd, const tc_tensor *weight)
+                              const tc_tensor *rstd, const tc_tensor *weight, bool mixed)
 {
-    TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
+    TC_TRY(tc__tensor_check(grad_output, "tc_tensor grad_output"));
+    tc_dtype gt = grad_output->dtype;
+    bool half = gt == TC_FLOAT16 || gt == TC_BFLOAT16;
+    TC_TRY(check_shaped(fn, x, grad_output, mixed && half && x->dtype == TC_FLOAT32 ? gt : x->dtype,
+                        "tc_tensor grad_output", "x"));
     TC_TRY(check_stat(fn, x, mean, nshape, "tc_tensor mean"));
     TC_TRY(check_stat(fn, x, rstd, nshape, "tc_tensor rstd"));
     return check_param(fn, x, weight, "tc_tensor weight", nshape, shape);
+}
+
+/* The wanted gradients (want: dx, dweight, dbias) into the caller's
+ * tensors dst[i], or new ones made[i] where dst[i] is NULL. The kernels
+ * write dense tensors: where a destination is not contiguous, all go
+ * through new ones, then are added (accumulate) or copied into dst. */
+static tc_status ln_bwd_run(const tc_tensor *grad_output, const tc_tensor *x, int nshape,
+                            const int64_t *shape, const tc_tensor *mean, const tc_tensor *rstd,
+                            const tc_tensor *weight, bool accumulate, tc_tensor *const dst[3],
+                            const bool want[3], tc_tensor *made[3])
+{
+    tc_device dev = x->storage->device;
+    const tc__nn_backend *be = tc__nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    int lead = x->ndim - nshape;
+    int64_t m = prod(x->sizes, 0, lead), n = prod(x->sizes, lead, x->ndim);
+    bool direct = true;
+    for (int i = 0; i < 3; i++)
+        direct = direct && (!dst[i] || tc_tensor_is_contiguous(dst[i]));
+    const tc_tensor *in[5] = {grad_output, x, mean, rstd, weight};
+    tc_tensor *d[5], *out[3] = {NULL, NULL, NULL};
+    TC_TRY(dense_all(5, in, d));
+    tc_status st = TC_OK;
+    for (int i = 0; i < 3 && st == TC_OK; i++) {
+        if (!want[i])
+            continue;
+        if (dst[i] && direct)
+            out[i] = dst[i];
+        else if ((st = tc__new_tensor(i ? nshape : x->ndim, i ? shape : x->sizes, x->dtype, dev,
+                                      false, &made[i])) == TC_OK)
+            out[i] = made[i];
+    }
+    bool acc = accumulate && direct;
+    if (st == TC_OK && m * n > 0) {
+        tc__nn_ln_bwd a = {.dtype = x->dtype,
+                           .grad_dtype = d[0]->dtype,
+                           .grad_out = tc__data(d[0]),
+                           .x = tc__data(d[1]),
+                           .mean = tc__data(d[2]),
+                           .rstd = tc__data(d[3]),
+                           .weight = data_or_null(d[4]),
+                           .dx = data_or_null(out[0]),
+                           .dweight = data_or_null(out[1]),
+                           .dbias = data_or_null(out[2]),
+                           .m = m,
+                           .n = n,
+                           .accumulate = acc};
+        st = be->layer_norm_backward(dev.index, &a);
+    } else if (st == TC_OK && !acc) { /* no rows: the sums over them are 0 */
+        for (int i = 1; i < 3 && st == TC_OK; i++)
+            if (out[i])
+                st = tc_tensor_fill_(out[i], 0);
+    }
+    for (int i = 0; i < 3 && st == TC_OK && !direct; i++) /* into the caller's strided tensors */
+        if (dst[i]) {
+            st = accumulate ? tc_tensor_add_(dst[i], made[i])
+                            : tc_tensor_copy_(dst[i], made[i], false);
+            tc_tensor_release(made[i]);
+            made[i] = NULL;
+        }
+    release_all(5, d);
+    return st;
 }
 
 tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tensor *x, int nshape,
@@ -277,55 +352,79 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tenso
     const char *fn = "tc_nn_layer_norm_backward";
     TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
-    TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight));
+    TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight, false));
     TC_CHECK_ARG(dx || dweight || dbias, "%s: dx, dweight and dbias are all NULL: nothing to do",
                  fn);
-    tc_device dev = x->storage->device;
-    const tc__nn_backend *be = tc__nn_of(dev);
-    if (!be)
-        return TC_ERROR_NO_DEVICE;
-    int lead = x->ndim - nshape;
-    int64_t m = prod(x->sizes, 0, lead), n = prod(x->sizes, lead, x->ndim);
-    const tc_tensor *in[5] = {grad_output, x, mean, rstd, weight};
-    tc_tensor *d[5], *r[3] = {NULL, NULL, NULL};
-    TC_TRY(dense_all(5, in, d));
-    tc_status st = TC_OK;
-    if (dx)
-        st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &r[0]);
-    if (st == TC_OK && dweight)
-        st = tc__new_tensor(nshape, normalized_shape, x->dtype, dev, false, &r[1]);
-    if (st == TC_OK && dbias)
-        st = tc__new_tensor(nshape, normalized_shape, x->dtype, dev, false, &r[2]);
-    if (st == TC_OK && m * n > 0) {
-        tc__nn_ln_bwd a = {.dtype = x->dtype,
-                           .grad_out = tc__data(d[0]),
-                           .x = tc__data(d[1]),
-                           .mean = tc__data(d[2]),
-                           .rstd = tc__data(d[3]),
-                           .weight = data_or_null(d[4]),
-                           .dx = data_or_null(r[0]),
-                           .dweight = data_or_null(r[1]),
-                           .dbias = data_or_null(r[2]),
-                           .m = m,
-                           .n = n};
-        st = be->layer_norm_backward(dev.index, &a);
-    } else if (st == TC_OK) { /* no rows: the sums over them are 0 */
-        for (int i = 1; i < 3 && st == TC_OK; i++)
-            if (r[i])
-                st = tc_tensor_fill_(r[i], 0);
-    }
-    release_all(5, d);
+    tc_tensor *const none[3] = {NULL, NULL, NULL};
+    const bool want[3] = {dx != NULL, dweight != NULL, dbias != NULL};
+    tc_tensor *made[3] = {NULL, NULL, NULL};
+    tc_status st = ln_bwd_run(grad_output, x, nshape, normalized_shape, mean, rstd, weight, false,
+                              none, want, made);
     if (st != TC_OK) {
-        release_all(3, r);
+        release_all(3, made);
         return st;
     }
-    if (dx)
-        *dx = r[0];
-    if (dweight)
-        *dweight = r[1];
-    if (dbias)
-        *dbias = r[2];
+    tc_tensor **res[3] = {dx, dweight, dbias};
+    for (int i = 0; i < 3; i++)
+        if (res[i])
+            *res[i] = made[i];
     return TC_OK;
+}
+
+/* A destination of layer_norm_backward_into: x's dtype and device, the
+ * shape nd/sz, writable, and apart from every input. */
+static tc_status ln_check_dst(const char *fn, const tc_tensor *x, const tc_tensor *t,
+                              const char *what, int nd, const int64_t *sz,
+                              const tc_tensor *const in[5])
+{
+    if (!t)
+        return TC_OK;
+    TC_TRY(check_on(fn, x, t, x->dtype, what));
+    bool ok = t->ndim == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = t->sizes[i] == sz[i];
+    if (!ok)
+        return tc__fail(TC_ERROR_SHAPE, "%s: %s has the wrong shape (a %d-d tensor; wanted %d-d)",
+                        fn, what, t->ndim, nd);
+    TC_TRY(tc__check_writable(t));
+    static const char *in_names[5] = {"grad_output", "x", "mean", "rstd", "weight"};
+    for (int j = 0; j < 5; j++)
+        if (in[j] && tc__overlap_of(t, in[j]) != TC__OVERLAP_NONE)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s", fn, what,
+                            in_names[j]);
+    return TC_OK;
+}
+
+tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_tensor *x,
+                                         int nshape, const int64_t *normalized_shape,
+                                         const tc_tensor *mean, const tc_tensor *rstd,
+                                         const tc_tensor *weight, bool accumulate, tc_tensor *dx,
+                                         tc_tensor *dweight, tc_tensor *dbias)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_layer_norm_backward_into";
+    TC_CHECK_ARG(dx || dweight || dbias,
+                 "%s: dx, dweight and dbias are all NULL; pass at least one", fn);
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
+    TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
+    TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight, true));
+    const tc_tensor *const in[5] = {grad_output, x, mean, rstd, weight};
+    TC_TRY(ln_check_dst(fn, x, dx, "tc_tensor dx", x->ndim, x->sizes, in));
+    TC_TRY(ln_check_dst(fn, x, dweight, "tc_tensor dweight", nshape, normalized_shape, in));
+    TC_TRY(ln_check_dst(fn, x, dbias, "tc_tensor dbias", nshape, normalized_shape, in));
+    tc_tensor *const dst[3] = {dx, dweight, dbias};
+    static const char *names[3] = {"dx", "dweight", "dbias"};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < i; j++)
+            if (dst[i] && dst[j] && tc__overlap_of(dst[i], dst[j]) != TC__OVERLAP_NONE)
+                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s", fn,
+                                names[i], names[j]);
+    const bool want[3] = {dx != NULL, dweight != NULL, dbias != NULL};
+    tc_tensor *made[3] = {NULL, NULL, NULL};
+    tc_status st = ln_bwd_run(grad_output, x, nshape, normalized_shape, mean, rstd, weight,
+                              accumulate, dst, want, made);
+    release_all(3, made);
+    return st;
 }
 
 /* ---- cross_entropy ---------------------------------------------------------------- */

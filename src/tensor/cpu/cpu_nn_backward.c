@@ -108,7 +108,7 @@ tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a)
 {
     (void)device;
     const int64_t n = a->n;
-    const tc_dtype dt = a->dtype, sd = stat_dtype(dt);
+    const tc_dtype dt = a->dtype, gt = a->grad_dtype, sd = stat_dtype(dt);
     double *dw = calloc((size_t)n * 2, sizeof(double)), *db = dw ? dw + n : NULL;
     if (!dw)
         return tc__fail(TC_ERROR_OUT_OF_MEMORY, "no memory for layer_norm_backward's sums");
@@ -117,7 +117,7 @@ tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a)
         const double mean = ld(a->mean, sd, r), rstd = ld(a->rstd, sd, r);
         double sg = 0, sgx = 0; /* sums of g and g * xhat over the row */
         for (int64_t j = 0; j < n; j++) {
-            double dy = ld(a->grad_out, dt, row + j), xh = (ld(a->x, dt, row + j) - mean) * rstd;
+            double dy = ld(a->grad_out, gt, row + j), xh = (ld(a->x, dt, row + j) - mean) * rstd;
             double g = a->weight ? dy * ld(a->weight, dt, j) : dy;
             sg += g;
             sgx += g * xh;
@@ -127,16 +127,17 @@ tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a)
         if (!a->dx)
             continue;
         for (int64_t j = 0; j < n; j++) {
-            double dy = ld(a->grad_out, dt, row + j), xh = (ld(a->x, dt, row + j) - mean) * rstd;
+            double dy = ld(a->grad_out, gt, row + j), xh = (ld(a->x, dt, row + j) - mean) * rstd;
             double g = a->weight ? dy * ld(a->weight, dt, j) : dy;
-            st(a->dx, dt, row + j, rstd * (g - sg / (double)n - xh * sgx / (double)n));
+            double v = rstd * (g - sg / (double)n - xh * sgx / (double)n);
+            st(a->dx, dt, row + j, a->accumulate ? ld(a->dx, dt, row + j) + v : v);
         }
     }
     for (int64_t j = 0; j < n; j++) {
         if (a->dweight)
-            st(a->dweight, dt, j, dw[j]);
+            st(a->dweight, dt, j, a->accumulate ? ld(a->dweight, dt, j) + dw[j] : dw[j]);
         if (a->dbias)
-            st(a->dbias, dt, j, db[j]);
+            st(a->dbias, dt, j, a->accumulate ? ld(a->dbias, dt, j) + db[j] : db[j]);
     }
     free(dw);
     return TC_OK;

@@ -165,10 +165,10 @@ __global__ void __launch_bounds__(256)
 
 /* dx per row, a team per row: with g = dy * w and xhat = (x - mean) * rstd,
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
-template <typename T, bool WARP>
+template <typename T, typename G, bool WARP>
 __global__ void __launch_bounds__(256)
-    ln_bwd_dx(const T *dy, const T *x, const typename Compute<T>::type *mean,
-              const typename Compute<T>::type *rstd, const T *w, T *dx, i64 rows, i64 n)
+    ln_bwd_dx(const G *dy, const T *x, const typename Compute<T>::type *mean,
+              const typename Compute<T>::type *rstd, const T *w, T *dx, i64 rows, i64 n, bool acc)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -176,7 +176,8 @@ __global__ void __launch_bounds__(256)
     const Team<WARP> tm;
     for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
          row += (i64)gridDim.x * tm.teams) {
-        const T *gr = dy + row * n, *xr = x + row * n;
+        const G *gr = dy + row * n;
+        const T *xr = x + row * n;
         const C mu = mean[row], rs = rstd[row];
         C sg = 0, sgx = 0;
         for (i64 j = tm.lane; j < n; j += tm.size) {
@@ -188,8 +189,8 @@ __global__ void __launch_bounds__(256)
         sgx = team_red<false, WARP>(sgx, sh) / (C)n;
         for (i64 j = tm.lane; j < n; j += tm.size) {
             C g = w ? load<C>(gr + j) * load<C>(w + j) : load<C>(gr + j);
-            C xh = (load<C>(xr + j) - mu) * rs;
-            store(dx + row * n + j, rs * (g - sg - xh * sgx));
+            C xh = (load<C>(xr + j) - mu) * rs, v = rs * (g - sg - xh * sgx);
+            store(dx + row * n + j, acc ? load<C>(dx + row * n + j) + v : v);
         }
     }
 }
@@ -216,9 +217,9 @@ template <typename C> __device__ bool lanes_combine(C &aw, C &ab)
     return true;
 }
 
-template <typename T>
+template <typename T, typename G>
 __global__ void __launch_bounds__(PART_COLS *PART_LANES)
-    ln_bwd_part(const T *dy, const T *x, const typename Compute<T>::type *mean,
+    ln_bwd_part(const G *dy, const T *x, const typename Compute<T>::type *mean,
                 const typename Compute<T>::type *rstd, typename Compute<T>::type *part_w,
                 typename Compute<T>::type *part_b, i64 rows, i64 n, i64 chunk)
 {
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(PART_COLS *PART_LANES)
 template <typename T>
 __global__ void __launch_bounds__(PART_COLS *PART_LANES)
     ln_bwd_total(const typename Compute<T>::type *part_w, const typename Compute<T>::type *part_b,
-                 T *dw, T *db, i64 chunks, i64 n)
+                 T *dw, T *db, i64 chunks, i64 n, bool acc)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -256,9 +257,9 @@ __global__ void __launch_bounds__(PART_COLS *PART_LANES)
             aw += part_w[k * n + col], ab += part_b[k * n + col];
     if (lanes_combine(aw, ab) && col < n) {
         if (dw)
-            store(dw + col, aw);
+            store(dw + col, acc ? load<C>(dw + col) + aw : aw);
         if (db)
-            store(db + col, ab);
+            store(db + col, acc ? load<C>(db + col) + ab : ab);
     }
 }
 
@@ -513,32 +514,49 @@ extern "C" size_t tc__k_nn_layer_norm_backward_scratch(const tc__nn_ln_bwd *a)
     return 2 * (size_t)chunks * (size_t)a->n * cs;
 }
 
+/* layer_norm's backward with grad_output of type G (T, or 16-bit for T =
+ * float: autocast's layer norm, its gradient from a 16-bit layer). */
+template <typename T, typename G>
+void ln_bwd_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
+{
+    typedef typename Compute<T>::type C;
+    const G *dy = (const G *)a->grad_out;
+    const T *x = (const T *)a->x, *w = (const T *)a->weight;
+    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
+    const bool acc = a->accumulate;
+    if (a->dx) {
+        RowLaunch l = row_launch(a->m, a->n, 256);
+        if (l.warp)
+            ln_bwd_dx<T, G, true><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
+                                                                      (T *)a->dx, a->m, a->n, acc);
+        else
+            ln_bwd_dx<T, G, false><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
+                                                                       (T *)a->dx, a->m, a->n, acc);
+    }
+    if (!a->dweight && !a->dbias)
+        return;
+    const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
+    C *pw = (C *)scratch, *pb = pw + chunks * a->n;
+    dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
+    ln_bwd_part<T, G><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
+                                                                        a->m, a->n, chunk);
+    ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
+        pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n, acc);
+}
+
 extern "C" void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const tc__nn_ln_bwd *a,
                                              void *scratch)
 {
+    (void)sms;
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        typedef typename Compute<T>::type C;
-        const T *dy = (const T *)a->grad_out, *x = (const T *)a->x, *w = (const T *)a->weight;
-        const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
-        if (a->dx) {
-            RowLaunch l = row_launch(a->m, a->n, 256);
-            if (l.warp)
-                ln_bwd_dx<T, true><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
-                                                                       (T *)a->dx, a->m, a->n);
-            else
-                ln_bwd_dx<T, false><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
-                                                                        (T *)a->dx, a->m, a->n);
+        if constexpr (std::is_same<T, float>::value) {
+            if (a->grad_dtype == TC_BFLOAT16)
+                return ln_bwd_launch<T, __nv_bfloat16>(stream, a, scratch);
+            if (a->grad_dtype == TC_FLOAT16)
+                return ln_bwd_launch<T, __half>(stream, a, scratch);
         }
-        if (!a->dweight && !a->dbias)
-            return;
-        const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
-        C *pw = (C *)scratch, *pb = pw + chunks * a->n;
-        dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
-        ln_bwd_part<T><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
-                                                                         a->m, a->n, chunk);
-        ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
-            pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n);
+        ln_bwd_launch<T, T>(stream, a, scratch);
     });
 }
 

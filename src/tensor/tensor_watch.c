@@ -416,16 +416,19 @@ static tc_status d_layer_norm(int dev, const tc__nn_ln *a)
     return order_done(prev_nn->layer_norm(dev, a), od);
 }
 
+/* layer_norm's backward: dx, dweight and dbias written (read too when
+ * accumulating: a write covers both), the rest read. */
 static tc_status d_layer_norm_backward(int dev, const tc__nn_ln_bwd *a)
 {
     int od = tc__access_depth;
     if (tc__access_on()) {
-        tc_dtype t = a->dtype, s = stat_of(t);
+        tc_dtype t = a->dtype, s = stat_of(t), g = a->grad_dtype;
         size_t rows = (size_t)(a->m * a->n) * esz(t), vec = (size_t)a->n * esz(t);
-        size_t st = (size_t)a->m * esz(s), b[8] = {rows, vec, vec, rows, rows, st, st, vec};
+        size_t grows = (size_t)(a->m * a->n) * esz(g), st = (size_t)a->m * esz(s);
+        size_t b[8] = {rows, vec, vec, grows, rows, st, st, vec};
         const void *p[8] = {a->dx, a->dweight, a->dbias, a->grad_out,
                             a->x,  a->mean,    a->rstd,  a->weight};
-        tc_dtype d[8] = {t, t, t, t, t, s, s, t};
+        tc_dtype d[8] = {t, t, t, g, t, s, s, t};
         bool w[8] = {true, true, true, false, false, false, false, false};
         TC_TRY(declare_bwd(dev, "layer_norm_backward kernel", 8, p, b, d, w));
     }
@@ -438,10 +441,10 @@ static tc_status d_cross_entropy_backward(int dev, const tc__nn_ce_bwd *a)
     if (tc__access_on()) {
         size_t es = esz(a->dtype), n = (size_t)a->n;
         bool none = a->reduction == TC_REDUCTION_NONE;
-        size_t b[5] = {n * (size_t)a->c * es, (none ? n : 1) * es, n * (size_t)a->c * es, n * 8,
-                       (a->grad_per_row ? n : 1) * es};
+        size_t b[5] = {n * (size_t)a->c * es, (none ? n : 1) * esz(a->loss_dtype),
+                       n * (size_t)a->c * es, n * 8, (a->grad_per_row ? n : 1) * es};
         const void *p[5] = {a->dlogits, a->loss, a->logits, a->target, a->grad};
-        tc_dtype d[5] = {a->dtype, a->dtype, a->dtype, TC_INT64, a->dtype};
+        tc_dtype d[5] = {a->dtype, a->loss_dtype, a->dtype, TC_INT64, a->dtype};
         bool w[5] = {true, true, false, false, false};
         TC_TRY(declare_bwd(dev, "cross_entropy_backward kernel", 5, p, b, d, w));
     }

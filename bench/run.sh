@@ -44,7 +44,9 @@
 #                         that fits: examples/train_gpt2 (eager and --graph) beside
 #                         PyTorch eager, eager + CUDA graphs, torch.compile default
 #                         and max-autotune (tokens/s, peak memory); TRAIN_TORCH_SIDE=0
-#                         runs tcuda's rows alone (PyTorch's take some 7 minutes)
+#                         runs tcuda's rows alone (PyTorch's take some 7 minutes),
+#                         TORCH_VARIANTS picks PyTorch's ("eager graphs compile
+#                         compile_max_autotune")
 #   train_ddp             the same on 1, 2 and 4 GPUs (those there are), DDP_BATCH (16)
 #                         sequences a GPU: train_gpt2 under tools/tcuda-run (eager
 #                         and --graph) beside PyTorch DDP under torchrun; each

@@ -21,7 +21,8 @@ finds it in eager mode and uses it for every variant. Rows, one a line:
 
 measured over STEPS (20) steps after WARMUP (5; torch.compile's compilation
 happens there); PEAK_MIB is the allocator's peak (tc_max_memory_allocated,
-torch.cuda.max_memory_allocated). Lines starting "#" are notes.
+torch.cuda.max_memory_allocated). Lines starting "#" are notes. TORCH_VARIANTS
+picks PyTorch's variants (default: "eager graphs compile compile_max_autotune").
 
 The DDP rows (bench/run.sh train_ddp) name their variant ddpN (ddpN_graph for
 train_gpt2 --graph); TOKENS_PER_S counts every rank's tokens, PEAK_MIB is
@@ -37,6 +38,8 @@ import time
 BATCHES = (64, 48, 32, 24, 16, 12, 8, 4, 2, 1)
 SEQ, VOCAB = 1024, 50257
 STEPS, WARMUP = int(os.environ.get("STEPS", 20)), int(os.environ.get("WARMUP", 5))
+# PyTorch's variants, in order (max-autotune's compilation alone can take 5 minutes)
+VARIANTS = os.environ.get("TORCH_VARIANTS", "eager graphs compile compile_max_autotune").split()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -248,7 +251,7 @@ def bench_torch(workdir):
     if batch is None:
         print("# PyTorch: no batch fits")
         return 0
-    for variant in ("eager", "graphs", "compile", "compile_max_autotune"):
+    for variant in VARIANTS:
         try:
             tps, peak = measure(batch, variant)
             print(f"torch {variant} {batch} {tps:.0f} {peak}", flush=True)

@@ -409,8 +409,10 @@ topic_train_ddp() {
   need examples/train_gpt2
   local exe=$BUILD/examples/train_gpt2 b=${DDP_BATCH:-16} gpus n
   local py=$TORCH_DIR/train_gpt2_bench.py
-  gpus=$( (nvidia-smi -L 2> /dev/null || true) | grep -c '^GPU')
+  gpus=$(gpu_count)
   : > "$LOG/rows.txt"
+  # no NVLink multicast on either side (tools/tcuda-run sets the first too)
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   for n in 1 2 4; do
     [ "$n" -gt "$gpus" ] && break
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" >> "$LOG/rows.txt"

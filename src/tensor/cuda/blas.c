@@ -191,9 +191,10 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
     const void *beta = f64 ? (const void *)&g->beta : (const void *)&bf;
     int type = tc__cuda_data_type(g->dtype);
     /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m). One GEMM
-     * goes to cublasGemmEx, as PyTorch's mm: the strided-batched entry
-     * failed (status 14) for one whose matrices pass 2^31 elements, GPT-2's
-     * classifier gradient at 65,536 tokens (m=50257 k=65536). */
+     * goes to cublasGemmEx, as PyTorch's mm does. (The strided-batched entry
+     * returned status 14 for GPT-2's classifier gradient at 65,536 tokens,
+     * m=50257 k=65536, which PyTorch computes; whether this entry does is
+     * not yet known.) */
     int ta = g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
         tb = g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
     int ct = tc__cuda_data_type(g->c_dtype);

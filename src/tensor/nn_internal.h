@@ -326,6 +326,12 @@ extern const tc__nn_backend tc__cpu_nn_backend;
 const tc__nn_backend *tc__nn_of(tc_device device);
 /* A live tensor of a floating dtype (`fn` names the call, `what` t). */
 tc_status tc__nn_check_float(const char *fn, const tc_tensor *t, const char *what);
+/* cross_entropy's CPU targets (n int64 entries) read and checked against
+ * [0, c) where they are not `ignore` (tensor_nn_loss.c); GPU targets are
+ * checked by the kernels, so that the call does not wait for the device
+ * (kernel_errors.h). TC_ERROR_INVALID_ARGUMENT names the first bad one. */
+tc_status tc__nn_check_targets(const char *fn, const tc_tensor *target, int64_t n, int64_t c,
+                               int64_t ignore);
 /* Splits t's sizes around dimension `dim` (negative counts from the end; a
  * 0-d tensor has one): the product of those before it, its size, the
  * product of those after. TC_ERROR_INVALID_ARGUMENT for a dim out of range. */

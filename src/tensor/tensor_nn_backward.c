@@ -429,25 +429,6 @@ tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_
 
 /* ---- cross_entropy ---------------------------------------------------------------- */
 
-/* Reads CPU targets and checks them against [0, c) where they are not
- * `ignore`. */
-static tc_status check_targets(const char *fn, const tc_tensor *target, int64_t n, int64_t c,
-                               int64_t ignore)
-{
-    int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!t)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld targets", fn, (long long)n);
-    tc_status st = tc_tensor_to_host(target, TC_INT64, t);
-    for (int64_t i = 0; st == TC_OK && i < n; i++)
-        if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
-            st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                          "%s: target %lld (row %lld) is out of range: classes are 0..%lld "
-                          "(ignore_index %lld)",
-                          fn, (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
-    free(t);
-    return st;
-}
-
 /* logits [N, C] or [C] and int64 target [N] or 0-d on its device, and the
  * reduction; *n and *c written. */
 static tc_status ce_check(const char *fn, const tc_tensor *logits, const tc_tensor *target,
@@ -489,7 +470,7 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
     if (!be)
         return TC_ERROR_NO_DEVICE;
     if (dev.type == TC_CPU)
-        TC_TRY(check_targets(fn, target, a->n, a->c, a->ignore_index));
+        TC_TRY(tc__nn_check_targets(fn, target, a->n, a->c, a->ignore_index));
     const tc_tensor *in[3] = {logits, target, grad};
     tc_tensor *d[3], *r[2] = {NULL, NULL};
     TC_TRY(dense_all(3, in, d));

@@ -9,22 +9,19 @@
 
 /* ---- cross_entropy --------------------------------------------------------------- */
 
-/* Reads CPU targets and checks them against [0, c) where they are not
- * `ignore`. (GPU targets are checked by the kernel, so that the call does
- * not wait for the device: kernel_errors.h.) */
-static tc_status check_targets(const tc_tensor *target, int64_t n, int64_t c, int64_t ignore)
+tc_status tc__nn_check_targets(const char *fn, const tc_tensor *target, int64_t n, int64_t c,
+                               int64_t ignore)
 {
     int64_t *t = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!t)
-        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "tc_nn_cross_entropy: no memory for %lld targets",
-                        (long long)n);
+        return tc__fail(TC_ERROR_OUT_OF_MEMORY, "%s: no memory for %lld targets", fn, (long long)n);
     tc_status st = tc_tensor_to_host(target, TC_INT64, t);
     for (int64_t i = 0; st == TC_OK && i < n; i++)
         if (t[i] != ignore && (t[i] < 0 || t[i] >= c))
             st = tc__fail(TC_ERROR_INVALID_ARGUMENT,
-                          "tc_nn_cross_entropy: target %lld (row %lld) is out of range: classes "
-                          "are 0..%lld (ignore_index %lld)",
-                          (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
+                          "%s: target %lld (row %lld) is out of range: classes are 0..%lld "
+                          "(ignore_index %lld)",
+                          fn, (long long)t[i], (long long)i, (long long)c - 1, (long long)ignore);
     free(t);
     return st;
 }
@@ -58,7 +55,7 @@ tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor *target,
     if (!be)
         return TC_ERROR_NO_DEVICE;
     if (dev.type == TC_CPU)
-        TC_TRY(check_targets(target, n, c, ignore_index));
+        TC_TRY(tc__nn_check_targets(fn, target, n, c, ignore_index));
     /* the losses ([N], or 0-d for logits [C]) or their sum or mean, 0-d */
     bool none = reduction == TC_REDUCTION_NONE;
     int rank = none && logits->ndim == 2 ? 1 : 0;

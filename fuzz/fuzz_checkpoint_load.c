@@ -15,39 +15,21 @@
  * for parameters only). An input that names "tcuda.optimizers" anywhere is
  * loaded into two optimizers instead (param groups: one over "w", one over
  * "b"), whose states the file names "optimizer.w..." and "optimizer1.b...". */
-#define _GNU_SOURCE /* memfd_create */
+#define _GNU_SOURCE /* memfd_create (fuzz_file.h), memmem */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "fuzz_file.h"
 #include "fuzz_input.h"
 #include "tcuda/tcuda.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char path[64];
-static int fd = -1;
 static const char *const names[2] = {"w", "b"};
 static const int ndims[2] = {1, 2};
 static const int64_t sizes[2][2] = {{3, 0}, {2, 2}};
 #define N_TENSORS 10 /* 2 parameters, 4 states each */
-
-static void write_input(const uint8_t *data, size_t size)
-{
-    if (fd < 0) {
-        fd = memfd_create("tcuda_fuzz_ckpt", MFD_CLOEXEC);
-        FZ_CHECK(fd >= 0);
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    FZ_CHECK(ftruncate(fd, 0) == 0);
-    for (size_t at = 0; at < size;) {
-        ssize_t n = pwrite(fd, data + at, size - at, (off_t)at);
-        FZ_CHECK(n > 0);
-        at += (size_t)n;
-    }
-}
 
 typedef struct live {
     tc_tensor *p[2];
@@ -132,7 +114,7 @@ static void make(live *l, bool groups)
 }
 
 /* After a load: the live tensors hold the file's bytes. */
-static void check_loaded(const live *l, bool params_only, int64_t step)
+static void check_loaded(const char *path, const live *l, bool params_only, int64_t step)
 {
     tc_safetensors *f = NULL;
     FZ_CHECK(tc_safetensors_open(path, &f) == TC_OK);
@@ -164,7 +146,7 @@ static void check_loaded(const live *l, bool params_only, int64_t step)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    write_input(data, size);
+    const char *path = fz_file(data, size);
     live l;
     static const char groups_key[] = "tcuda.optimizers";
     make(&l, memmem(data, size, groups_key, sizeof groups_key - 1) != NULL);
@@ -186,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         take(&l, &after);
         FZ_CHECK(memcmp(&before, &after, sizeof before) == 0);
     } else {
-        check_loaded(&l, params_only, ck.step);
+        check_loaded(path, &l, params_only, ck.step);
     }
     for (int i = 0; i < (l.groups ? 2 : 1); i++)
         FZ_CHECK(tc_optimizer_destroy(l.opt[i]) == TC_OK);

@@ -11,37 +11,17 @@
  * and the header). A CUDA device is refused with TC_ERROR_NO_DEVICE in this
  * build (no CUDA). The last input byte chooses whether the file is closed
  * before its views are read again and released, or after. */
-#define _GNU_SOURCE /* memfd_create */
+#define _GNU_SOURCE /* memfd_create (fuzz_file.h) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "fuzz_file.h"
 #include "fuzz_input.h"
 #include "tcuda/safetensors.h"
 #include "tcuda/tcuda.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char path[64];
-static int fd = -1;
-
-/* The file lives in memory (memfd): a path under /proc/self/fd names it. */
-static void write_input(const uint8_t *data, size_t size)
-{
-    if (fd < 0) {
-        fd = memfd_create("tcuda_fuzz_st", MFD_CLOEXEC);
-        FZ_CHECK(fd >= 0);
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
-    FZ_CHECK(ftruncate(fd, 0) == 0);
-    for (size_t at = 0; at < size;) {
-        ssize_t n = pwrite(fd, data + at, size - at, (off_t)at);
-        FZ_CHECK(n > 0);
-        at += (size_t)n;
-    }
-}
 
 /* Tensor i of f, read both ways: checked against info and against the
  * file's bytes at *at (advanced past them). Returns the view, to read again
@@ -93,7 +73,7 @@ static tc_tensor *check_tensor(const tc_safetensors *f, int i, const uint8_t *da
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    write_input(data, size);
+    const char *path = fz_file(data, size);
     tc_safetensors *const SENT = (tc_safetensors *)(uintptr_t)0x5e5e5e5e;
     tc_safetensors *f = SENT;
     tc_status st = tc_safetensors_open(path, &f);

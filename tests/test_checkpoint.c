@@ -29,6 +29,22 @@ static const char *file_named(const char *name)
 
 static bool says(const char *what) { return strstr(tc_last_error(), what) != NULL; }
 
+/* f's metadata `key` is the text `want`. */
+static void meta_is(const tc_safetensors *f, const char *key, const char *want)
+{
+    const char *v = NULL;
+    CHECK_OK(tc_safetensors_metadata(f, key, &v));
+    CHECK(v && !strcmp(v, want));
+}
+
+/* f's metadata `key` read as a number (NaN when absent: no comparison holds). */
+static double meta_num(const tc_safetensors *f, const char *key)
+{
+    const char *v = NULL;
+    CHECK_OK(tc_safetensors_metadata(f, key, &v));
+    return v ? strtod(v, NULL) : NAN;
+}
+
 static bool same_bytes(const tc_tensor *a, const tc_tensor *b)
 {
     size_t n = (size_t)tc_tensor_numel(a) * tc_dtype_size(tc_tensor_dtype(a));
@@ -81,25 +97,15 @@ static void test_round_trip_adamw(void)
     /* params, 4 states each, rng.cpu, and rng.cuda.<i> for each GPU there is */
     int gpus = tc_device_count() > 0 ? tc_device_count() : 0;
     CHECK(tc_safetensors_count(f) == TRAIN_N * 5 + 1 + gpus);
-    const char *v = NULL;
-    CHECK_OK(tc_safetensors_metadata(f, "format", &v));
-    CHECK(v && !strcmp(v, "pt"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.checkpoint", &v));
-    CHECK(v && !strcmp(v, "1"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.step", &v));
-    CHECK(v && !strcmp(v, "2"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer.kind", &v));
-    CHECK(v && !strcmp(v, "adamw"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer.lr", &v));
-    CHECK(v && strtod(v, NULL) == want.lr);
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer.amsgrad", &v));
-    CHECK(v && !strcmp(v, "true"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.scaler.scale", &v));
-    CHECK(v && strtod(v, NULL) == want.scaler.scale);
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.rng.cuda_devices", &v));
-    CHECK(v && atoi(v) == gpus);
-    CHECK_OK(tc_safetensors_metadata(f, "lr_schedule", &v));
-    CHECK(v && !strcmp(v, "linear"));
+    meta_is(f, "format", "pt");
+    meta_is(f, "tcuda.checkpoint", "1");
+    meta_is(f, "tcuda.step", "2");
+    meta_is(f, "tcuda.optimizer.kind", "adamw");
+    CHECK(meta_num(f, "tcuda.optimizer.lr") == want.lr);
+    meta_is(f, "tcuda.optimizer.amsgrad", "true");
+    CHECK(meta_num(f, "tcuda.scaler.scale") == want.scaler.scale);
+    CHECK(meta_num(f, "tcuda.rng.cuda_devices") == gpus);
+    meta_is(f, "lr_schedule", "linear");
     for (int i = 0; i < TRAIN_N; i++) {
         tc_tensor *x = NULL, *live = NULL;
         CHECK_OK(tc_safetensors_get_copy(f, train_names[i], CPU, &x));
@@ -634,17 +640,11 @@ static void test_two_optimizers_resume(void)
     tc_safetensors *f = NULL;
     CHECK_OK(tc_safetensors_open(path, &f));
     CHECK(tc_safetensors_count(f) == DUO_N + 2 * 3 + 2 * 2);
-    const char *v = NULL;
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizers", &v));
-    CHECK(v && !strcmp(v, "2"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer.kind", &v));
-    CHECK(v && !strcmp(v, "adamw"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.kind", &v));
-    CHECK(v && !strcmp(v, "sgd"));
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.momentum", &v));
-    CHECK(v && strtod(v, NULL) == 0.9);
-    CHECK_OK(tc_safetensors_metadata(f, "tcuda.optimizer1.lr", &v));
-    CHECK(v && strtod(v, NULL) == 0.1 / 3);
+    meta_is(f, "tcuda.optimizers", "2");
+    meta_is(f, "tcuda.optimizer.kind", "adamw");
+    meta_is(f, "tcuda.optimizer1.kind", "sgd");
+    CHECK(meta_num(f, "tcuda.optimizer1.momentum") == 0.9);
+    CHECK(meta_num(f, "tcuda.optimizer1.lr") == 0.1 / 3);
     tc_dtype dt;
     int nd;
     int64_t sz[TC_MAX_DIMS];

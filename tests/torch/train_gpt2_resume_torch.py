@@ -73,12 +73,7 @@ def run(a, name, extra):
            "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
            "--lr", repr(a.lr), "--warmup", str(a.warmup), "--min-lr-frac", repr(a.min_lr_frac),
            "--weight-decay", repr(a.weight_decay), "--log", log] + extra
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=600)
-    with open(os.path.join(a.workdir, f"{name}.out"), "w") as f:
-        f.write(r.stdout)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-2000:]}")
+    base.run_logged(cmd, a.workdir, name)
     return open(log).read().splitlines()
 
 

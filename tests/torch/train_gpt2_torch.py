@@ -266,6 +266,17 @@ def train_torch(a, init, toks, bf16):
 
 # ---- train_gpt2 ------------------------------------------------------------------------------
 
+def run_logged(cmd, workdir, name):
+    """Runs cmd (10 minutes at most), its output kept in workdir/name.out;
+    raises with the output's tail when it fails."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=600)
+    with open(os.path.join(workdir, f"{name}.out"), "w") as f:
+        f.write(r.stdout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-2000:]}")
+
+
 def run_tcuda(a, name, extra, launcher=None):
     log = os.path.join(a.workdir, f"{name}.log")
     cmd = [a.exe, "--init", a.init, "--train", a.train, "--device", "cuda",
@@ -277,12 +288,7 @@ def run_tcuda(a, name, extra, launcher=None):
         cmd += ["--batch", str(a.batch)]
     if launcher:
         cmd = launcher + ["--"] + cmd
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=600)
-    with open(os.path.join(a.workdir, f"{name}.out"), "w") as f:
-        f.write(r.stdout)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-2000:]}")
+    run_logged(cmd, a.workdir, name)
     return [float(line.split()[1]) for line in open(log)]
 
 

@@ -233,6 +233,19 @@ def checkpoint(handles, opt, step):
     return ck, (names, params)
 
 
+def resume_both(tag, topt, tp, opt, hp, dtype, rtol):
+    """Steps 3 and 4 on both sides from the same state, the parameters then
+    compared; tcuda's optimizer and parameters released."""
+    for step in (3, 4):
+        torch_step(topt, tp, step, dtype)
+        tc_step(opt, step, dtype)
+    for i, (name, shape) in enumerate(zip(NAMES, SHAPES)):
+        close(f"{tag} resumed {name}", from_tc(hp[i], shape, dtype), tp[i], rtol)
+    ok(tc.tc_optimizer_destroy(opt), "destroy")
+    for h in hp:
+        tc.tc_tensor_release(h)
+
+
 def tcuda_to_torch(dtype, rtol, path):
     g = torch.Generator(device="cpu").manual_seed(5)
     init = [torch.randn(s, generator=g).to(dtype) for s in SHAPES]
@@ -262,14 +275,7 @@ def tcuda_to_torch(dtype, rtol, path):
     sd["state"] = {i: {key: tensors[f"optimizer.{n}.{key}"].clone().cuda() for _, key in STATES}
                    for i, n in enumerate(NAMES)}
     topt.load_state_dict(sd)
-    for step in (3, 4):
-        torch_step(topt, tp, step, dtype)
-        tc_step(opt, step, dtype)
-    for i, (name, shape) in enumerate(zip(NAMES, SHAPES)):
-        close(f"{tag} resumed {name}", from_tc(hp[i], shape, dtype), tp[i], rtol)
-    ok(tc.tc_optimizer_destroy(opt), "destroy")
-    for h in hp:
-        tc.tc_tensor_release(h)
+    resume_both(tag, topt, tp, opt, hp, dtype, rtol)
 
 
 def torch_to_tcuda(dtype, rtol, path):
@@ -301,14 +307,7 @@ def torch_to_tcuda(dtype, rtol, path):
         for which, key in STATES:
             same(f"{tag} {name}.{key}", tc_state(opt, i, which, shape, dtype),
                  tensors[f"optimizer.{name}.{key}"])
-    for step in (3, 4):
-        torch_step(topt, tp, step, dtype)
-        tc_step(opt, step, dtype)
-    for i, (name, shape) in enumerate(zip(NAMES, SHAPES)):
-        close(f"{tag} resumed {name}", from_tc(hp[i], shape, dtype), tp[i], rtol)
-    ok(tc.tc_optimizer_destroy(opt), "destroy")
-    for h in hp:
-        tc.tc_tensor_release(h)
+    resume_both(tag, topt, tp, opt, hp, dtype, rtol)
 
 
 def main():

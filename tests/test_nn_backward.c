@@ -802,6 +802,37 @@ static void test_bad_input(tc_device dev)
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_layer_norm_backward(xi, xi, 1, ns, mean, rstd, NULL, &out, &o2, &o3),
                  TC_ERROR_DTYPE);
+    /* layer_norm_backward_into: the same checks, and its outputs' */
+    tc_tensor *dxo = NULL, *dwo = NULL;
+    CHECK_OK(tc_tensor_zeros_like(x, &dxo));
+    CHECK_OK(tc_tensor_zeros_like(w, &dwo));
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(NULL, x, 1, ns, mean, rstd, w, true, dxo, dwo, NULL),
+        TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, NULL, 1, ns, mean, rstd, w, true, dxo, dwo, NULL),
+        TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, dead, w, true, dxo, dwo, NULL),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dead, dwo, NULL),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns5, mean, rstd, w, true, dxo, dwo, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 9, ns, mean, rstd, w, true, dxo, dwo, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dwo, NULL, NULL),
+                 TC_ERROR_SHAPE); /* dx of weight's shape */
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, dxo, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, w, NULL),
+                 TC_ERROR_INVALID_ARGUMENT); /* dweight is the weight */
+    tc_tensor *row = NULL, *wv = NULL;       /* dweight a view of dx's first row: they overlap */
+    CHECK_OK(tc_tensor_narrow(dxo, 0, 0, 1, &row));
+    CHECK_OK(tc_tensor_view(row, 1, ns, &wv));
+    tc_tensor_release(row);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, wv, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(wv);
     /* cross_entropy_fused and cross_entropy_backward */
     const int64_t tv[3] = {0, 3, -1}, bad[3] = {0, 4, 1};
     tc_tensor *t = targets(dev, 1, 3, tv), *tb = targets(dev, 1, 3, bad), *t2 = NULL, *t4 = NULL;
@@ -830,6 +861,21 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_cross_entropy_fused(x, t, -1, M, INFINITY, &out, &o2),
                  TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_cross_entropy_fused(x, t, -1, M, 1, &out, NULL), TC_ERROR_INVALID_ARGUMENT);
+    /* the autocast form: 16-bit logits only, the rest as above */
+    tc_tensor *xb = rnd(dev, 2, (int64_t[]){3, 4}, TC_BFLOAT16, -1, 1, NULL);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(NULL, t, -1, M, 1, &out, &o2),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(xb, NULL, -1, M, 1, &out, &o2),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(dead, t, -1, M, 1, &out, &o2),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(x, t, -1, M, 1, &out, &o2), TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(xb, t2, -1, M, 1, &out, &o2), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(xb, t, -1, M, NAN, &out, &o2),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_cross_entropy_fused_autocast(xb, t, -1, M, 1, &out, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    tc_tensor_release(xb);
     if (dev.type == TC_CPU) { /* a GPU reports it later (test_gpu_target) */
         CHECK_STATUS(tc_nn_cross_entropy_fused(x, tb, -1, M, 1, &out, &o2),
                      TC_ERROR_INVALID_ARGUMENT);
@@ -851,8 +897,8 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_cross_entropy_backward(g0, x, t, -1, M, NULL), TC_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(tc_last_error(), "tc_nn_cross_entropy_backward") == tc_last_error());
     CHECK(out == NULL && o2 == NULL && o3 == NULL);
-    tc_tensor *all[] = {x,  x5, xd,  xh,   xi, w,  w5, wd, mean, rstd, y,  mh,  rh, yh,
-                        m3, m4, m32, mh16, t,  tb, t2, t4, ti,   g0,   g3, g0d, x3};
+    tc_tensor *all[] = {x,  x5,  xd,   xh, xi, w,  w5, wd, mean, rstd, y,   mh, rh,  yh, m3,
+                        m4, m32, mh16, t,  tb, t2, t4, ti, g0,   g3,   g0d, x3, dxo, dwo};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tc_tensor_release(all[i]);
 }

@@ -9,7 +9,8 @@
  * causal, in float32, float16 and bfloat16: tc_nn_scaled_dot_product_attention_backward_lse
  * from the lse forward's out and lse, fused and on the math path, rows whose
  * dtype cell reads "<dtype> backward 1024" (TFLOP/s counts the causal half
- * of its five products: the scores again, dP, dV, dK, dQ).
+ * of its five products: the scores again, dP, dV, dK, dQ); for 16-bit
+ * dtypes also each other shape of the dK/dV kernel ("fused dkv variant N").
  * Prints CSV (bench/run.sh attention puts PyTorch's numbers beside it).
  * Usage: bench_attention [repeats] */
 #include <stdio.h>
@@ -18,7 +19,8 @@
 #include "bench_util.h"
 #include "tcuda/tcuda.h"
 
-#include "tensor/nn_internal.h" /* the fused path's switch */
+#include "tensor/cuda/kernels/nn_kernels.h" /* the backward's kernel shapes */
+#include "tensor/nn_internal.h"             /* the fused path's switch */
 
 enum { B = 8, H = 12, T = 512, D = 64 };
 
@@ -84,6 +86,15 @@ static void bench_backward(tc_device gpu, int reps)
                    fused ? "fused" : "unfused", ms, flops / ms / 1e9);
         }
         tc__nn_attention_set_fused(true);
+        /* the tensor core dK/dV kernel's other shapes (16-bit only) */
+        int variants = tc__k_nn_attention_backward_set_variant(0);
+        for (int v = 1; v < variants && dts[di] != TC_FLOAT32; v++) {
+            tc__k_nn_attention_backward_set_variant(v);
+            double ms = bench_gpu_median_ms(run_backward, &in, reps);
+            printf("%s backward %d,fused dkv variant %d,%.4f,%.1f\n", tc_dtype_string(dts[di]), BT,
+                   v, ms, flops / ms / 1e9);
+        }
+        tc__k_nn_attention_backward_set_variant(0);
         for (int i = 0; i < 6; i++)
             tc_tensor_release(in.t[i]);
         tc_tensor_release(proj);

@@ -3,10 +3,12 @@
  * kernel path forced in turn, a linear captured in a CUDA graph,
  * cross_entropy without a wait (in a graph, its bad targets reported by the
  * next wait), a large
- * linear through padded rows, and the fused attention kernel on dense and
- * strided operands. (The
+ * linear through padded rows, one whose output passes 2^31 elements, and
+ * the fused attention kernel on dense and strided operands. (The
  * per-op checks against a double-precision reference run on both devices in
  * test_nn.) Exits 77 without a GPU. */
+#include <string.h>
+
 #include "nn_check.h"
 
 #include "tensor/cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
@@ -443,6 +445,49 @@ static void test_linear_backward_padded(void)
         tc_tensor_release(all[i]);
 }
 
+/* GPT-2's classifier at 49,152 tokens: logits [49152, 50257] bfloat16,
+ * 2.47e9 elements, whose padded rows cuBLAS wrote out of bounds in one
+ * GEMM (blas.c now runs it in slices of rows). Rows on both sides of the
+ * slices' boundary and the last one, against the CPU's linear of the same
+ * rows. Needs some 10 GiB of GPU memory: skipped with less free, and where
+ * TC_TEST_SKIP_LARGE is set (gpu.sh sets it under compute-sanitizer, whose
+ * instrumented GEMM would take minutes). */
+static void test_linear_huge_output(void)
+{
+    size_t free_b = 0, total_b = 0;
+    CHECK_OK(tc_mem_get_info(-1, &free_b, &total_b));
+    const char *skip = getenv("TC_TEST_SKIP_LARGE");
+    if ((skip && *skip && strcmp(skip, "0")) || free_b < ((size_t)12 << 30)) {
+        printf("linear with 2^31 logits: skipped (%zu MiB free%s)\n", free_b >> 20,
+               skip ? ", TC_TEST_SKIP_LARGE" : "");
+        return;
+    }
+    tc_dtype dt = TC_BFLOAT16;
+    int64_t xs[2] = {49152, 768}, ws[2] = {50257, 768};
+    tc_tensor *xg = NULL, *w = rnd(CPU, 2, ws, dt, -0.2, 0.2, NULL), *wg = on(GPU, w), *y = NULL;
+    CHECK_OK(tc_tensor_randn(2, xs, dt, GPU, NULL, &xg));
+    CHECK_OK(tc_nn_linear(xg, wg, NULL, &y));
+    /* the slices hold (2^31 - 1) / 50264 rows, rounded down to 8: 42,720 */
+    static const int64_t rows[5] = {0, 1, 42719, 42720, 49151};
+    for (int i = 0; i < 5; i++) {
+        tc_tensor *xr = NULL, *yr = NULL, *xc = NULL, *ref = NULL;
+        CHECK_OK(tc_tensor_narrow(xg, 0, rows[i], 1, &xr));
+        CHECK_OK(tc_tensor_narrow(y, 0, rows[i], 1, &yr));
+        xc = on(CPU, xr);
+        CHECK_OK(tc_nn_linear(xc, w, NULL, &ref));
+        char what[80];
+        snprintf(what, sizeof what, "linear with 2^31 logits, row %lld", (long long)rows[i]);
+        parity(what, ref, yr, 3);
+        tc_tensor *all[] = {xr, yr, xc, ref};
+        for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
+            tc_tensor_release(all[j]);
+    }
+    CHECK_OK(tc_synchronize(-1));
+    tc_tensor *all[] = {xg, w, wg, y};
+    for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
+        tc_tensor_release(all[j]);
+}
+
 int main(void)
 {
     TC_TEST_REQUIRE_GPU();
@@ -454,6 +499,7 @@ int main(void)
     test_attention_fused();
     test_linear_padded();
     test_linear_backward_padded();
+    test_linear_huge_output();
     CHECK_OK(tc_synchronize(-1));
     return TC_TEST_DONE();
 }

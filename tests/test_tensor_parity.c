@@ -525,6 +525,54 @@ static void test_factories_and_copies(void)
     free_pair(a);
 }
 
+/* Dense conversions among float32, float16 and bfloat16 on the GPU (the
+ * vectorized path when both sides are aligned for four elements, the
+ * general one when not), bit for bit as the CPU converts: rounding ties,
+ * overflow to infinity, subnormals, NaN, a tail that is not a multiple of
+ * four. */
+static void test_dense_float_conversions(void)
+{
+    static const tc_dtype fl[3] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16};
+    enum { N = 1031 };
+    static const double special[] = {
+        NAN,    INFINITY, -INFINITY,        65504,          65520, -65536, 1e-8, -3e-6,
+        3.0e38, -0.0,     1.0 + 1.0 / 2048, 1.0 + 3.0 / 256};
+    double *v = malloc(sizeof(double) * N);
+    for (int i = 0; i < N; i++)
+        v[i] = i < (int)(sizeof special / sizeof *special)
+                   ? special[i]
+                   : ldexp(tc_test_rand_uniform() - 0.5, (int)(tc_test_rand_uniform() * 40) - 20);
+    int64_t n = N;
+    tc_tensor *d = NULL;
+    CHECK_OK(tc_tensor_from_data(v, 1, &n, TC_FLOAT64, CPU, &d));
+    char what[96];
+    for (int si = 0; si < 3; si++) {
+        tc_tensor *c = NULL, *g = NULL;
+        CHECK_OK(tc_tensor_to(d, CPU, fl[si], false, &c));
+        CHECK_OK(tc_tensor_cuda(c, -1, false, &g));
+        for (int di = 0; di < 3; di++) {
+            if (di == si)
+                continue;
+            static const int64_t offs[3] = {0, 1, 4};
+            for (int oi = 0; oi < 3; oi++) {
+                tc_tensor *vc = NULL, *vg = NULL, *rc = NULL, *rg = NULL;
+                CHECK_OK(tc_tensor_narrow(c, 0, offs[oi], N - offs[oi], &vc));
+                CHECK_OK(tc_tensor_narrow(g, 0, offs[oi], N - offs[oi], &vg));
+                CHECK_OK(tc_tensor_to(vc, CPU, fl[di], false, &rc));
+                CHECK_OK(tc_tensor_to(vg, GPU, fl[di], false, &rg));
+                snprintf(what, sizeof what, "dense %s->%s from element %lld",
+                         tc_dtype_string(fl[si]), tc_dtype_string(fl[di]), (long long)offs[oi]);
+                CHECK(same(rc, rg, 0, what));
+                tc_tensor_release(vc), tc_tensor_release(vg);
+                tc_tensor_release(rc), tc_tensor_release(rg);
+            }
+        }
+        tc_tensor_release(c), tc_tensor_release(g);
+    }
+    tc_tensor_release(d);
+    free(v);
+}
+
 /* Checks that t is a GPU tensor on `device` of `dtype` and sizes {19, 23}
  * whose every element is `value` (NaN for "do not look": empty). */
 static bool made_like(const tc_tensor *t, int device, tc_dtype dtype, double value,
@@ -770,6 +818,7 @@ int main(void)
     test_large_flat();
     test_reductions();
     test_factories_and_copies();
+    test_dense_float_conversions();
     test_like_and_new();
     test_gpu_overlap();
     test_matmul();

@@ -214,6 +214,53 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
     return TC_OK;
 }
 
+/* ---- matrices of 2^31 elements or more --------------------------------------------- */
+
+/* cuBLAS's kernels for aligned rows wrote out of bounds for a C of 2^31
+ * elements or more: GPT-2's logits at 49,152 tokens ([49152, 50264]
+ * bfloat16 rows, 2.47e9 elements) gave invalid writes (compute-sanitizer)
+ * and CUBLAS_STATUS_EXECUTION_FAILED from the next call. Such a GEMM runs
+ * as several, each on a slice of m whose C, and A where its rows run along
+ * m, hold fewer. (Other operands that large go to cuBLAS as they are.) */
+#define SPAN_MAX (((int64_t)1 << 31) - 1)
+
+/* Elements of C, or of A, in one row of m. */
+static int64_t per_row_of(const tc__nn_gemm *g)
+{
+    int64_t r = g->trans_a || g->lda < g->ldc ? g->ldc : g->lda;
+    return r > 0 ? r : 1;
+}
+
+bool tc__gemm_spans_2g(const tc__nn_gemm *g)
+{
+    return g->batch == 1 && g->m > SPAN_MAX / per_row_of(g);
+}
+
+static tc_status cublas_gemm_sliced(int device, const tc__nn_gemm *g)
+{
+    int64_t rows = SPAN_MAX / per_row_of(g) / 8 * 8;
+    if (rows < 8)
+        return tc__fail(TC_ERROR_NOT_SUPPORTED,
+                        "a GEMM row of %lld elements is too wide for the GPU GEMM",
+                        (long long)per_row_of(g));
+    size_t es = tc_dtype_size(g->dtype), ces = tc_dtype_size(g->c_dtype);
+    tc_status st = TC_OK;
+    for (int64_t i0 = 0; i0 < g->m && st == TC_OK; i0 += rows) {
+        tc__nn_gemm q = *g;
+        q.m = g->m - i0 < rows ? g->m - i0 : rows;
+        q.a = (const char *)g->a + (size_t)(g->trans_a ? i0 : i0 * g->lda) * es;
+        q.c = (char *)g->c + (size_t)(i0 * g->ldc) * ces;
+        st = cublas_gemm(device, &q);
+    }
+    return st;
+}
+
+/* A GEMM for cuBLAS as it is: sliced where a matrix is too large. */
+static tc_status cublas_gemm_any(int device, const tc__nn_gemm *g)
+{
+    return tc__gemm_spans_2g(g) ? cublas_gemm_sliced(device, g) : cublas_gemm(device, g);
+}
+
 bool tc__gemm_pads_rows(const tc__nn_gemm *g)
 {
     return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc == g->n && g->n % 8 &&
@@ -252,7 +299,7 @@ static tc_status gemm_padded(int device, const tc__nn_gemm *g)
         p.ldc = npad;
         p.c = (char *)buf + (size_t)c0 * es;
         p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
-        st = cublas_gemm(device, &p);
+        st = cublas_gemm_any(device, &p);
     }
     if (st == TC_OK)
         st = copy_rows(g->c, row, buf, (size_t)npad * es, row, g->m, cs);
@@ -361,7 +408,7 @@ static tc_status gemm_padded_operands(int device, const tc__nn_gemm *g)
         else
             q.b = xbuf, q.ldb = ld, q.n = w, q.c = (char *)g->c + s0 * ces;
         if (st == TC_OK)
-            st = cublas_gemm(device, &q);
+            st = cublas_gemm_any(device, &q);
     }
     /* given back at once: their next users on this stream come after the GEMMs */
     tc_status fx = xbuf ? tc__device_free(xbuf) : TC_OK;
@@ -383,7 +430,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
                    : tc__gemm_pads_operands(g) ? gemm_padded_operands(device, g)
-                                               : cublas_gemm(device, g);
+                                               : cublas_gemm_any(device, g);
     tc_device_guard_exit(&gd);
     return st;
 }

@@ -359,7 +359,7 @@ static bool eligible(const tc__nn_gemm *g, const void *bias, int epilogue)
         g->k > INT32_MAX || g->lda > INT32_MAX || g->ldb > INT32_MAX || g->ldc != g->n)
         return false;
     /* blas.c pads the rows or the operands: faster than the unaligned kernels */
-    if (tc__gemm_pads_rows(g) || tc__gemm_pads_operands(g))
+    if (tc__gemm_pads_rows(g) || tc__gemm_pads_operands(g) || tc__gemm_spans_2g(g))
         return false;
     if (half && lt_version < 120100) {
         int64_t rows_b = g->trans_b ? g->k : g->n, rows_a = g->trans_a ? g->m : g->k;

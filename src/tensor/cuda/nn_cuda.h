@@ -20,6 +20,10 @@ bool tc__gemm_pads_rows(const tc__nn_gemm *g);
 /* Does g go through padded copies of an operand whose rows are not whole
  * 16-byte vectors (large 16-bit GEMMs; blas_lt.c leaves them to blas.c)? */
 bool tc__gemm_pads_operands(const tc__nn_gemm *g);
+/* Whether g (batch 1) has a C, or an A whose rows run along m, of 2^31
+ * elements or more: blas.c runs it in slices of m, blas_lt.c leaves it to
+ * blas.c. */
+bool tc__gemm_spans_2g(const tc__nn_gemm *g);
 /* The cuBLAS(Lt) workspace size PyTorch uses by default on `device`:
  * 1 MiB, 4 MiB on a compute capability 8.x GPU of 24 GiB or more, 32 MiB
  * from 9.0 on (blas_lt.c). */

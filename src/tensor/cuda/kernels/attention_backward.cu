@@ -285,16 +285,47 @@ constexpr float LOG2E = 1.4426950408889634f;
 
 /* Shared memory of attention_bwd_dkv_mma and attention_bwd_dq_mma: the
  * block's two [RB][LD] tiles (keys and values, or queries and dO) and two
- * buffers each of the other two, [ST][LD] (ST rows a step: 32 for head
- * dims over 64, which keeps dK's and dV's accumulators and the step's in
- * registers). Rows padded by 16 bytes, so that the 8 rows of an ldmatrix
+ * buffers each of the other two, [ST][LD] (ST rows a step: by default 64
+ * for head dims up to 64, 32 over 64, which keeps dK's and dV's
+ * accumulators and the step's in registers; the dK/dV kernel's own below).
+ * Rows padded by 16 bytes, so that the 8 rows of an ldmatrix
  * matrix, and the 8 rows of a fragment's 32-bit loads, fall in distinct
  * banks. */
-template <int D> struct MmaSmem {
-    static constexpr int LD = D + 8, ST = D <= 64 ? 64 : 32;
+template <int D, int ST_ = (D <= 64 ? 64 : 32)> struct MmaSmem {
+    static constexpr int LD = D + 8, ST = ST_;
     static constexpr int rows = 2 * RB + 4 * ST;
-    static constexpr int bytes = rows * LD * (int)sizeof(uint16_t);
+    /* then, for the dK/dV kernel, each buffer's queries' lse * log2(e) and
+     * D: [buf][2][ST] floats */
+    static constexpr int bytes = rows * LD * (int)sizeof(uint16_t) + 4 * ST * (int)sizeof(float);
 };
+
+/* The dK/dV kernel's shapes for head dims up to 64: its query step ST
+ * and the blocks an SM must hold (MINB: registers capped to fit them; 0
+ * leaves them to the compiler). Variant 0 is the default; the others are
+ * there for bench_attention to time beside it
+ * (tc__k_nn_attention_backward_set_variant). 32 queries a step with four
+ * blocks an SM take 128 registers a thread (56 bytes spilled); 64 queries
+ * a step 244 registers (two blocks an SM); 32 with three blocks, 168. On
+ * an H200 the whole bfloat16 backward at 8 x 12 heads x 1024 x 64, causal,
+ * took 0.355, 0.371 and 0.363 ms with them (bench_attention, 2026-11-27). */
+struct DkvShape {
+    int st, minb;
+};
+constexpr DkvShape DKV_SHAPES[3] = {{32, 4}, {64, 0}, {32, 3}};
+
+/* lse * log2(e) and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
+ * rs[1][.], by the block's first ST threads; the __syncthreads before
+ * their use publishes them. */
+template <int ST>
+__device__ __forceinline__ void rows_in_mma(float (*rs)[ST], const float *lse, const float *dsum,
+                                            int q0, int l)
+{
+    for (int r = threadIdx.x; r < ST; r += blockDim.x) {
+        bool in = q0 + r < l;
+        rs[0][r] = in ? lse[q0 + r] * LOG2E : 0.0f;
+        rs[1][r] = in ? dsum[q0 + r] : 0.0f;
+    }
+}
 
 /* acc[n] (N/8 accumulators of 16 rows by 8 columns) += the warp's rows of
  * a (a [.][LD] tile, rows r0.., all D columns) times b^T, b's rows
@@ -381,15 +412,17 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, const float (*acc)[4
 
 /* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
  * rows of its accumulators; the query steps' columns. */
-template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_mma(BwdArgs a)
+template <typename H, int D, int ST_, int MINB>
+__global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
 {
     tck_pdl_entry();
-    typedef MmaSmem<D> L;
+    typedef MmaSmem<D, ST_> L;
     constexpr int LD = L::LD, ST = L::ST;
     typedef uint16_t Row[LD];
     extern __shared__ uint4 smem_h[];
     Row *kt = reinterpret_cast<Row *>(smem_h), *vt = kt + RB;
     Row *qs = vt + RB, *gs = qs + 2 * ST; /* two buffers each: [buf * ST + row] */
+    float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + 2 * ST); /* [buf]: lse, D */
     int nkb = (a.s + RB - 1) / RB;
     i64 b = blockIdx.x / nkb;
     int k0 = (int)(blockIdx.x % nkb) * RB;
@@ -411,6 +444,7 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
                                   a.vec);
         fill_tile<ST, D, LD, NTM>(gs, go + qstart * a.gs[2], a.gs[2], min(ST, a.l - qstart), a.e,
                                   a.vec);
+        rows_in_mma<ST>(rs[0], lse, dsum, qstart, a.l);
     }
     cp_commit();
 
@@ -424,6 +458,7 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
                                       min(ST, a.l - nq), a.e, a.vec);
             fill_tile<ST, D, LD, NTM>(gs + (buf ^ 1) * ST, go + nq * a.gs[2], a.gs[2],
                                       min(ST, a.l - nq), a.e, a.vec);
+            rows_in_mma<ST>(rs[buf ^ 1], lse, dsum, nq, a.l);
             cp_commit();
             cp_wait<1>();
         } else {
@@ -446,9 +481,9 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
         for (int n = 0; n < ST / 8; n++)
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                int col = q0 + n * 8 + 2 * t + j; /* the query */
+                int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
                 bool in = col < a.l;
-                float lse2 = in ? lse[col] * LOG2E : 0.0f, dd = in ? dsum[col] : 0.0f;
+                float lse2 = rs[buf][0][c], dd = rs[buf][1][c];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     int i = 2 * h + j;
@@ -586,19 +621,37 @@ template <typename E> bool launch(cudaStream_t stream, int device, const BwdArgs
 /* The tensor core path; false, queuing nothing, where the device will not
  * give the kernels their shared memory. Its grids are no larger than the
  * float32 path's (blocks of 64 rows, not 32). */
-template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, const BwdArgs &a)
+std::atomic<int> dkv_variant{0}; /* DKV_SHAPES' index for head dims up to 64 */
+
+/* The dK/dV kernel of shape ST, MINB, and dQ's; false, queuing nothing,
+ * where the device will not give them their shared memory. */
+template <typename H, int D, int ST, int MINB>
+bool launch_mma_as(cudaStream_t stream, int device, const BwdArgs &a)
 {
     static std::atomic<unsigned long long> set_kv{0}, set_q{0};
-    int bytes = MmaSmem<D>::bytes;
-    if (!smem_allowed(attention_bwd_dkv_mma<H, D>, bytes, device, set_kv) ||
-        !smem_allowed(attention_bwd_dq_mma<H, D>, bytes, device, set_q))
+    int kv_bytes = MmaSmem<D, ST>::bytes, q_bytes = MmaSmem<D>::bytes;
+    if (!smem_allowed(attention_bwd_dkv_mma<H, D, ST, MINB>, kv_bytes, device, set_kv) ||
+        !smem_allowed(attention_bwd_dq_mma<H, D>, q_bytes, device, set_q))
         return false;
     launch_dsum<H>(stream, a);
     unsigned gkv = (unsigned)(a.batch * ((a.s + RB - 1) / RB));
     unsigned gq = (unsigned)(a.batch * ((a.l + RB - 1) / RB));
-    attention_bwd_dkv_mma<H, D><<<gkv, NTM, bytes, stream>>>(a);
-    attention_bwd_dq_mma<H, D><<<gq, NTM, bytes, stream>>>(a);
+    attention_bwd_dkv_mma<H, D, ST, MINB><<<gkv, NTM, kv_bytes, stream>>>(a);
+    attention_bwd_dq_mma<H, D><<<gq, NTM, q_bytes, stream>>>(a);
     return true;
+}
+
+/* The tensor core path; its grids are no larger than the float32 path's
+ * (blocks of 64 rows, not 32). */
+template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, const BwdArgs &a)
+{
+    if (D > 64)
+        return launch_mma_as<H, D, MmaSmem<D>::ST, 0>(stream, device, a);
+    switch (dkv_variant.load(std::memory_order_relaxed)) {
+    case 1: return launch_mma_as<H, D, DKV_SHAPES[1].st, DKV_SHAPES[1].minb>(stream, device, a);
+    case 2: return launch_mma_as<H, D, DKV_SHAPES[2].st, DKV_SHAPES[2].minb>(stream, device, a);
+    default: return launch_mma_as<H, D, DKV_SHAPES[0].st, DKV_SHAPES[0].minb>(stream, device, a);
+    }
 }
 
 /* tc__k_nn_attention_backward_set_fma's switch, and the calling thread's
@@ -671,3 +724,12 @@ extern "C" void tc__k_nn_attention_backward_set_fma(bool fma)
 }
 
 extern "C" uint64_t tc__k_nn_attention_backward_mma_count(void) { return mma_runs; }
+
+extern "C" int tc__k_nn_attention_backward_set_variant(int variant)
+{
+    int n = (int)(sizeof DKV_SHAPES / sizeof *DKV_SHAPES);
+    if (variant < 0 || variant >= n)
+        return n;
+    dkv_variant.store(variant, std::memory_order_relaxed);
+    return n;
+}

@@ -61,6 +61,11 @@ bool tc__k_nn_attention_backward(cudaStream_t stream, int device, const tc__nn_a
  * tensor core kernels. */
 void tc__k_nn_attention_backward_set_fma(bool fma);
 uint64_t tc__k_nn_attention_backward_mma_count(void);
+/* Benchmark hook: the shape of the tensor core dK/dV kernel for head dims
+ * up to 64 (0, the default, to the count returned less one; one setting
+ * for the process; a variant out of range changes nothing). Returns the
+ * count of variants. */
+int tc__k_nn_attention_backward_set_variant(int variant);
 /* c = beta * c (0 for beta 0, c not read) over `batch` row-major [m, n]
  * matrices of dtype (floating) with leading dimension ldc and batch stride
  * stride_c: a GEMM with k = 0 (gemm_scale.cu). Launches nothing when the

@@ -53,7 +53,7 @@
 # Knobs: BUILD (build-gpu), BUILD_TYPE (RelWithDebInfo), CTEST_TIMEOUT (300 s a
 # test), CS_JOBS (4 sanitizer runs at a time), CS_TIMEOUT (420 s each: racecheck
 # of test_tensor_parity alone takes 290 s on an H100), CS_TESTS (instead of the
-# labelled list), BENCHES (topics of bench/run.sh instead of the preset's),
+# labelled list), CS_QUICK (1: sanitized tests with a brief mode run it), BENCHES (topics of bench/run.sh instead of the preset's),
 # BENCH_TIMEOUT (300 s a topic), EXAMPLES (full's examples), PROFILES (names for
 # scripts/profile.sh, an argument after a colon: "gpt:float32 mlp").
 set -u
@@ -174,14 +174,16 @@ step_compute_sanitizer() {
   tests=$(gpu_tests)
   san() { # tool test: one line, "tool test rc ERROR SUMMARY ..."
     # TC_TEST_DIST_TIMEOUT: process groups set up far slower under the tools
-    # TC_TEST_SKIP_LARGE: test_nn_cuda's 2^31-element GEMM would take minutes
-    TC_TEST_DIST_TIMEOUT=120 TC_TEST_SKIP_LARGE=1 timeout "$CS_TIMEOUT" compute-sanitizer --tool "$1" \
+    # TC_TEST_SKIP_LARGE: test_nn_cuda's 2^31-element GEMM would take minutes;
+    # CS_QUICK=1: tests that have a brief mode (TC_TEST_QUICK) run it
+    TC_TEST_DIST_TIMEOUT=120 TC_TEST_SKIP_LARGE=1 TC_TEST_QUICK=${CS_QUICK:-0} \
+      timeout "$CS_TIMEOUT" compute-sanitizer --tool "$1" \
       --report-api-errors no --target-processes all \
       --error-exitcode 9 "$B/tests/$2" > "$L/cs_$1_$2.log" 2>&1
     echo "$1 $2 $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/cs_$1_$2.log" | tail -1)"
   }
   export -f san
-  export B L CS_TIMEOUT=${CS_TIMEOUT:-420}
+  export B L CS_TIMEOUT=${CS_TIMEOUT:-420} CS_QUICK=${CS_QUICK:-0}
   # test_launch_blocking's kernels write out of bounds on purpose (its point
   # is how the fault is reported): memcheck reports each, racecheck runs it
   for t in $tests; do

@@ -15,7 +15,9 @@
  * The fused backward sums in a fixed order: a second call, the plain
  * backward, and a replay of the pair captured in a CUDA graph give the
  * same bits. Cases the kernels do not take (E > 128, float64, the switch
- * off) run the math path, counted as such, with the same values.
+ * off) run the math path, counted as such, with the same values. Each
+ * shape of the tensor core dK/dV kernel (its benchmark hook) runs too;
+ * TC_TEST_QUICK=1 runs those alone, on fewer shapes, for racecheck.
  *
  * Tolerances, relative to the largest magnitude of each result (the
  * kernels compute in float32 and round each result once): float32 3e-5
@@ -26,6 +28,7 @@
  * added to the largest magnitude (for gradients that are 0 but for
  * rounding). lse, float32 for every dtype here: 2e-5 of 1 + its largest
  * magnitude. Exits 77 without a GPU. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn_check.h"
@@ -242,19 +245,22 @@ static void test_dense(void)
 }
 
 /* Every shape of the tensor core dK/dV kernel for head dims up to 64 (the
- * benchmark's hook picks them; variant 0 is the one the other tests run):
- * each against the float64 reference over lengths, modes, an unaligned
- * head dim and a long causal sequence of several query steps. */
-static void test_dkv_variants(void)
+ * benchmark's hook picks them; variant 0 is the one the other tests run,
+ * so from `first` on): each against the float64 reference over lengths,
+ * modes, an unaligned head dim and a long causal sequence of several query
+ * steps; `quick` (TC_TEST_QUICK, for compute-sanitizer's racecheck) keeps
+ * two head dims and two length pairs. */
+static void test_dkv_variants(int first, bool quick)
 {
-    static const int64_t es[3] = {32, 64, 36};
-    static const int64_t ls[][2] = {{1, 65}, {65, 257}, {257, 63}, {300, 300}};
+    static const int64_t es[3] = {64, 36, 32};
+    static const int64_t ls[][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
     int n = tc__k_nn_attention_backward_set_variant(0);
-    for (int var = 1; var < n; var++) {
+    int ne = quick ? 2 : 3, nl = quick ? 2 : (int)(sizeof ls / sizeof ls[0]);
+    for (int var = first; var < n; var++) {
         CHECK(tc__k_nn_attention_backward_set_variant(var) == n);
         for (int d = 1; d < 3; d++)
-            for (int ei = 0; ei < 3; ei++)
-                for (size_t li = 0; li < sizeof ls / sizeof ls[0]; li++)
+            for (int ei = 0; ei < ne; ei++)
+                for (int li = 0; li < nl; li++)
                     for (int causal = 0; causal < 2; causal++) {
                         tc_dtype dt = KERNEL_DTYPES[d];
                         int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
@@ -402,9 +408,15 @@ int main(void)
     CHECK_OK(tc_get_device_capability(-1, &cc_major, &minor));
     if (cc_major < 8)
         printf("compute capability %d.%d: 16-bit operands take the math path\n", cc_major, minor);
+    const char *quick = getenv("TC_TEST_QUICK");
+    if (quick && *quick && strcmp(quick, "0")) { /* the tensor core kernels alone, briefly */
+        test_dkv_variants(0, true);
+        CHECK_OK(tc_synchronize(-1));
+        return TC_TEST_DONE();
+    }
     test_dense();
     test_head_views();
-    test_dkv_variants();
+    test_dkv_variants(1, false);
     test_math_path();
     test_graph();
     CHECK_OK(tc_synchronize(-1));

@@ -53,9 +53,10 @@
 # Knobs: BUILD (build-gpu), BUILD_TYPE (RelWithDebInfo), CTEST_TIMEOUT (300 s a
 # test), CS_JOBS (4 sanitizer runs at a time), CS_TIMEOUT (420 s each: racecheck
 # of test_tensor_parity alone takes 290 s on an H100), CS_TESTS (instead of the
-# labelled list), CS_QUICK (1: sanitized tests with a brief mode run it), BENCHES (topics of bench/run.sh instead of the preset's),
-# BENCH_TIMEOUT (300 s a topic), EXAMPLES (full's examples), PROFILES (names for
-# scripts/profile.sh, an argument after a colon: "gpt:float32 mlp").
+# labelled list), CS_QUICK (1: sanitized tests with a brief mode run it),
+# BENCHES (topics of bench/run.sh instead of the preset's), BENCH_TIMEOUT (300 s
+# a topic), EXAMPLES (full's examples), PROFILES (names for scripts/profile.sh,
+# an argument after a colon: "gpt:float32 mlp").
 set -u
 cd "$(dirname "$0")/.." || exit 2
 PRESET=${1:-}

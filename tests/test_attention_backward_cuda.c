@@ -214,6 +214,23 @@ static void run_fused(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v
     }
 }
 
+/* Random dense q, k, v and grad_out of one dtype on the GPU, [1, 2, l, e]
+ * and [1, 2, s, e], into t. */
+static void dense_operands(tc_dtype dt, int64_t l, int64_t s, int64_t e, tc_tensor *t[4])
+{
+    int64_t qs[4] = {1, 2, l, e}, ks[4] = {1, 2, s, e};
+    t[0] = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+    t[1] = rnd(GPU, 4, ks, dt, -1, 1, NULL);
+    t[2] = rnd(GPU, 4, ks, dt, -1, 1, NULL);
+    t[3] = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+}
+
+static void release4(tc_tensor *t[4])
+{
+    for (int i = 0; i < 4; i++)
+        tc_tensor_release(t[i]);
+}
+
 /* Dense [B, H, L, E] operands over every head size, length pair and mode
  * (E = 36: rows of 72 bytes, not 16-byte aligned for 16-bit dtypes); both
  * 16-bit paths for E 64 and 128. */
@@ -226,21 +243,16 @@ static void test_dense(void)
         for (int ei = 0; ei < 5; ei++)
             for (size_t li = 0; li < sizeof ls / sizeof ls[0]; li++)
                 for (int mode = 0; mode < 4; mode++) {
-                    tc_dtype dt = KERNEL_DTYPES[d];
                     int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
-                    int64_t qs[4] = {1, 2, l, e}, ks[4] = {1, 2, s, e};
-                    tc_tensor *q = rnd(GPU, 4, qs, dt, -1, 1, NULL);
-                    tc_tensor *k = rnd(GPU, 4, ks, dt, -1, 1, NULL);
-                    tc_tensor *v = rnd(GPU, 4, ks, dt, -1, 1, NULL);
-                    tc_tensor *go = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+                    tc_tensor *t[4];
+                    dense_operands(KERNEL_DTYPES[d], l, s, e, t);
                     char what[120];
                     snprintf(what, sizeof what, "fused sdpa backward E=%lld L=%lld S=%lld%s%s",
                              (long long)e, (long long)l, (long long)s, mode & 1 ? " causal" : "",
                              mode & 2 ? " scaled" : "");
-                    run_fused(what, q, k, v, go, mode & 1, mode & 2 ? &scale : NULL,
+                    run_fused(what, t[0], t[1], t[2], t[3], mode & 1, mode & 2 ? &scale : NULL,
                               e == 64 || e == 128);
-                    tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
-                    tc_tensor_release(go);
+                    release4(t);
                 }
 }
 
@@ -264,17 +276,13 @@ static void test_dkv_variants(int first, bool quick)
                     for (int causal = 0; causal < 2; causal++) {
                         tc_dtype dt = KERNEL_DTYPES[d];
                         int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
-                        int64_t qs[4] = {2, 1, l, e}, ks[4] = {2, 1, s, e};
-                        tc_tensor *q = rnd(GPU, 4, qs, dt, -1, 1, NULL);
-                        tc_tensor *k = rnd(GPU, 4, ks, dt, -1, 1, NULL);
-                        tc_tensor *v = rnd(GPU, 4, ks, dt, -1, 1, NULL);
-                        tc_tensor *go = rnd(GPU, 4, qs, dt, -1, 1, NULL);
+                        tc_tensor *t[4];
+                        dense_operands(dt, l, s, e, t);
                         char what[120];
                         snprintf(what, sizeof what, "dK/dV variant %d E=%lld L=%lld S=%lld%s", var,
                                  (long long)e, (long long)l, (long long)s, causal ? " causal" : "");
-                        run_case(what, q, k, v, go, causal, NULL, takes(dt), NULL);
-                        tc_tensor_release(q), tc_tensor_release(k), tc_tensor_release(v);
-                        tc_tensor_release(go);
+                        run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt), NULL);
+                        release4(t);
                     }
     }
     /* out of range: refused without a change, the count still returned */

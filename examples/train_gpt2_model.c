@@ -386,31 +386,44 @@ static tc_tensor *cast(run *r, tlist *l, const tc_tensor *t, tc_dtype dt, tc_dev
     return out;
 }
 
-/* native_layer_norm of x over its last dim: out into tmp, mean and rstd into saved. */
-static tc_tensor *layer_norm(run *r, const gpt2 *m, const tc_tensor *x, int wi, tc_tensor **mean,
-                             tc_tensor **rstd)
+/* x + res (res NULL: x alone) and its layer_norm with weight wi and bias
+ * wi + 1, in one pass (tc_nn_add_layer_norm): the normalized rows in the
+ * model's dtype (under autocast the float32 norm, then the next linear's
+ * cast) into *h, mean and rstd into *mean and *rstd, all kept in saved;
+ * returns the sum (kept in saved too), or x itself without res. */
+static tc_tensor *add_norm(run *r, const gpt2 *m, tc_tensor *x, const tc_tensor *res, int wi,
+                           tc_tensor **h, tc_tensor **mean, tc_tensor **rstd)
 {
-    tc_tensor *out = NULL, *mu = NULL, *rs = NULL;
-    if (OK(r, tc_nn_native_layer_norm(x, 1, &m->cfg.C, m->params[wi], m->params[wi + 1], 1e-5, &out,
-                                      &mu, &rs))) {
-        keep(r, &r->tmp, out);
+    tc_tensor *sum = NULL, *out = NULL, *mu = NULL, *rs = NULL;
+    if (OK(r, tc_nn_add_layer_norm(x, res, 1, &m->cfg.C, m->params[wi], m->params[wi + 1], 1e-5,
+                                   m->dtype, res ? &sum : NULL, &out, &mu, &rs))) {
+        if (sum)
+            keep(r, &r->saved, sum);
+        keep(r, &r->saved, out);
         keep(r, &r->saved, mu);
         keep(r, &r->saved, rs);
     }
-    *mean = mu, *rstd = rs;
-    return out;
+    *h = out, *mean = mu, *rstd = rs;
+    return res ? sum : x;
 }
 
-/* Block l on x [B, T, C] (float32): the next residual stream, kept in saved. */
-static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x)
+/* The layer norm after block l: the next block's ln_1, or ln_f after the last. */
+static int next_norm(const gpt2 *m, int l)
+{
+    return l + 1 < m->cfg.n_layer ? GPT2_LAYER(l + 1, GPT2_LN1_W) : GPT2_LNF_W(m->cfg);
+}
+
+/* Block l on x [B, T, C] (float32) with a->h1, a->mean1 and a->rstd1 (its
+ * ln_1) set: the next residual stream, kept in saved, with the norm after
+ * the block (the next ln_1, or ln_f) into *h, *mean and *rstd. */
+static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x, tc_tensor **h,
+                                tc_tensor **mean, tc_tensor **rstd)
 {
     gpt2_layer_acts *a = &m->acts[l];
     int64_t B = tc_tensor_size(x, 0), T = tc_tensor_size(x, 1), C = m->cfg.C;
     int64_t heads[4] = {B, T, m->cfg.n_head, C / m->cfg.n_head}, merged[3] = {B, T, C};
     a->x = x;
     /* attention: x + c_proj(attention(split(c_attn(ln_1(x))))) */
-    tc_tensor *h1 = layer_norm(r, m, x, GPT2_LAYER(l, GPT2_LN1_W), &a->mean1, &a->rstd1);
-    a->h1 = cast(r, &r->saved, h1, m->dtype, m->dev);
     LET(r, saved, qkv,
         tc_nn_linear(a->h1, W(m, GPT2_LAYER(l, GPT2_ATTN_W)), W(m, GPT2_LAYER(l, GPT2_ATTN_B)),
                      &qkv));
@@ -435,11 +448,9 @@ static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x)
     LET(r, tmp, proj,
         tc_nn_linear(ym, W(m, GPT2_LAYER(l, GPT2_PROJ_W)), W(m, GPT2_LAYER(l, GPT2_PROJ_B)),
                      &proj));
-    LET(r, saved, x2, tc_tensor_add(x, proj, &x2)); /* float32 + bfloat16: float32 */
-    a->x2 = x2;
+    /* x2 = x + proj (float32 + bfloat16: float32), then ln_2(x2), one pass */
+    a->x2 = add_norm(r, m, x, proj, GPT2_LAYER(l, GPT2_LN2_W), &a->h2, &a->mean2, &a->rstd2);
     /* MLP: x2 + c_proj(gelu(c_fc(ln_2(x2)))) */
-    tc_tensor *h2 = layer_norm(r, m, x2, GPT2_LAYER(l, GPT2_LN2_W), &a->mean2, &a->rstd2);
-    a->h2 = cast(r, &r->saved, h2, m->dtype, m->dev);
     LET(r, saved, f,
         tc_nn_linear(a->h2, W(m, GPT2_LAYER(l, GPT2_FC_W)), W(m, GPT2_LAYER(l, GPT2_FC_B)), &f));
     LET(r, saved, g, tc_tensor_gelu(f, TC_GELU_APPROXIMATE_TANH, &g));
@@ -447,7 +458,7 @@ static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x)
     LET(r, tmp, down,
         tc_nn_linear(g, W(m, GPT2_LAYER(l, GPT2_FCPROJ_W)), W(m, GPT2_LAYER(l, GPT2_FCPROJ_B)),
                      &down));
-    LET(r, saved, x3, tc_tensor_add(x2, down, &x3));
+    tc_tensor *x3 = add_norm(r, m, a->x2, down, next_norm(m, l), h, mean, rstd);
     list_release(&r->tmp);
     return x3;
 }
@@ -562,15 +573,13 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
 
 /* The loss (and the classifier's and ln_f's backward) from the last block's
  * output xL; the residual gradient into *dres (owned by the caller). */
-static void head(run *r, gpt2 *m, tc_tensor *xL, const tc_tensor *y, double grad_scale,
-                 bool backward, tc_tensor *loss_acc, tc_tensor **dres)
+static void head(run *r, gpt2 *m, tc_tensor *xL, tc_tensor *hfc, const tc_tensor *meanf,
+                 const tc_tensor *rstdf, const tc_tensor *y, double grad_scale, bool backward,
+                 tc_tensor *loss_acc, tc_tensor **dres)
 {
     int64_t B = tc_tensor_size(xL, 0), T = tc_tensor_size(xL, 1), V = m->cfg.V;
     int64_t rows[2] = {B * T, V}, flat = B * T, bt_v[3] = {B, T, V};
     int lnf = GPT2_LNF_W(m->cfg);
-    tc_tensor *meanf = NULL, *rstdf = NULL;
-    tc_tensor *hf = layer_norm(r, m, xL, lnf, &meanf, &rstdf);
-    tc_tensor *hfc = cast(r, &r->saved, hf, m->dtype, m->dev);
     LET(r, tmp, logits, tc_nn_linear(hfc, W(m, GPT2_WTE), NULL, &logits)); /* tied to wte */
     LET(r, tmp, y1, tc_tensor_reshape(y, 1, &flat, &y1));
     tc_tensor *loss = NULL, *dl = NULL;
@@ -637,12 +646,20 @@ tc_status gpt2_forward_backward(gpt2 *m, const tc_tensor *x, const tc_tensor *y,
     LET(&r, tmp, pe, tc_nn_embedding(m->params[GPT2_WPE], positions, &pe)); /* [T, C] */
     LET(&r, saved, x0, tc_tensor_add(te, pe, &x0));
     list_release(&r.tmp);
-    tc_tensor *xl = x0;
-    for (int l = 0; l < m->cfg.n_layer && r.st == TC_OK; l++)
-        xl = block_forward(&r, m, l, xl);
+    /* each block's ln_1 comes from the block before it (the residual add and
+     * the norm in one pass), the first from x0, ln_f from the last block */
+    tc_tensor *xl = x0, *h = NULL, *mean = NULL, *rstd = NULL;
+    if (r.st == TC_OK)
+        add_norm(&r, m, x0, NULL, m->cfg.n_layer ? GPT2_LAYER(0, GPT2_LN1_W) : GPT2_LNF_W(m->cfg),
+                 &h, &mean, &rstd);
+    for (int l = 0; l < m->cfg.n_layer && r.st == TC_OK; l++) {
+        gpt2_layer_acts *a = &m->acts[l];
+        a->h1 = h, a->mean1 = mean, a->rstd1 = rstd;
+        xl = block_forward(&r, m, l, xl, &h, &mean, &rstd);
+    }
     tc_tensor *dres = NULL;
     if (r.st == TC_OK)
-        head(&r, m, xl, y, grad_scale, backward, loss_acc, &dres);
+        head(&r, m, xl, h, mean, rstd, y, grad_scale, backward, loss_acc, &dres);
     if (backward && r.st == TC_OK) {
         for (int l = m->cfg.n_layer - 1; l >= 0 && r.st == TC_OK; l--)
             block_backward(&r, m, l, dres);

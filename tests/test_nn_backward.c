@@ -11,24 +11,6 @@
  * the next wait. */
 #include "nn_check.h"
 
-/* A tensor of dtype on dev holding v (rounded to dtype). */
-static tc_tensor *from(tc_device dev, tc_dtype dt, int nd, const int64_t *sz, const double *v)
-{
-    tc_tensor *d = NULL, *t = NULL;
-    CHECK_OK(tc_tensor_from_data(v, nd, sz, TC_FLOAT64, CPU, &d));
-    CHECK_OK(tc_tensor_to(d, dev, dt, false, &t));
-    tc_tensor_release(d);
-    return t;
-}
-
-static double *randv(int64_t n, double lo, double hi)
-{
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        v[i] = lo + (hi - lo) * tc_test_rand_uniform();
-    return v;
-}
-
 /* sum(y * g) of a float64 result, which is released. */
 static double dot_out(tc_tensor *y, const double *g)
 {
@@ -86,7 +68,7 @@ typedef struct gelu_ctx {
 static double gelu_loss(void *p)
 {
     gelu_ctx *c = p;
-    tc_tensor *x = from(CPU, TC_FLOAT64, 1, &c->n, c->x), *y = NULL;
+    tc_tensor *x = tensor_of(CPU, TC_FLOAT64, 1, &c->n, c->x), *y = NULL;
     CHECK_OK(tc_tensor_gelu(x, c->ap, &y));
     tc_tensor_release(x);
     return dot_out(y, c->g);
@@ -96,10 +78,11 @@ static void test_gelu(tc_device dev)
 {
     const int64_t sz[2] = {7, 45}, n = 7 * 45;
     for (int ap = 0; ap < 2; ap++) {
-        double *x = randv(n, -5, 5), *g = randv(n, -1, 1);
+        double *x = rand_doubles(n, -5, 5), *g = rand_doubles(n, -1, 1);
         for (int d = 0; d < 4; d++) {
             tc_dtype dt = FLOATS[d];
-            tc_tensor *tx = from(dev, dt, 2, sz, x), *tg = from(dev, dt, 2, sz, g), *gi = NULL;
+            tc_tensor *tx = tensor_of(dev, dt, 2, sz, x), *tg = tensor_of(dev, dt, 2, sz, g),
+                      *gi = NULL;
             double *xv = tc_test_values(tx), *gv = tc_test_values(tg);
             double *ref = malloc(sizeof(double) * (size_t)n);
             for (int64_t i = 0; i < n; i++)
@@ -135,7 +118,7 @@ typedef struct sm_ctx {
 static double sm_loss(void *p)
 {
     sm_ctx *c = p;
-    tc_tensor *x = from(CPU, TC_FLOAT64, c->nd, c->sz, c->x), *y = NULL;
+    tc_tensor *x = tensor_of(CPU, TC_FLOAT64, c->nd, c->sz, c->x), *y = NULL;
     CHECK_OK((c->lg ? tc_nn_log_softmax : tc_nn_softmax)(x, c->dim, &y));
     tc_tensor_release(x);
     return dot_out(y, c->g);
@@ -175,10 +158,10 @@ static void test_softmax(tc_device dev)
                 outer *= sz[i];
             for (int i = dim + 1; i < nd; i++)
                 inner *= sz[i];
-            double *x = randv(n, -3, 3), *g = randv(n, -1, 1);
+            double *x = rand_doubles(n, -3, 3), *g = rand_doubles(n, -1, 1);
             for (int d = 0; d < 4; d++) {
                 tc_dtype dt = FLOATS[d];
-                tc_tensor *tx = from(dev, dt, nd, sz, x), *tg = from(dev, dt, nd, sz, g);
+                tc_tensor *tx = tensor_of(dev, dt, nd, sz, x), *tg = tensor_of(dev, dt, nd, sz, g);
                 tc_tensor *y = NULL, *gi = NULL;
                 CHECK_OK((lg ? tc_nn_log_softmax : tc_nn_softmax)(tx, cases[k].dim, &y));
                 double *yv = tc_test_values(y), *gv = tc_test_values(tg);
@@ -261,9 +244,9 @@ static double ln_loss(void *p)
 {
     ln_ctx *c = p;
     const int64_t *ns = c->sz + c->nd - c->nshape;
-    tc_tensor *x = from(CPU, TC_FLOAT64, c->nd, c->sz, c->x), *y = NULL;
-    tc_tensor *w = c->w ? from(CPU, TC_FLOAT64, c->nshape, ns, c->w) : NULL;
-    tc_tensor *b = c->b ? from(CPU, TC_FLOAT64, c->nshape, ns, c->b) : NULL;
+    tc_tensor *x = tensor_of(CPU, TC_FLOAT64, c->nd, c->sz, c->x), *y = NULL;
+    tc_tensor *w = c->w ? tensor_of(CPU, TC_FLOAT64, c->nshape, ns, c->w) : NULL;
+    tc_tensor *b = c->b ? tensor_of(CPU, TC_FLOAT64, c->nshape, ns, c->b) : NULL;
     CHECK_OK(tc_nn_layer_norm(x, c->nshape, ns, w, b, c->eps, &y));
     tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(b);
     return dot_out(y, c->g);
@@ -311,14 +294,14 @@ static void test_layer_norm(tc_device dev)
         int nd = cases[k].nd, nshape = cases[k].nshape;
         const int64_t *sz = cases[k].sz, *ns = sz + nd - nshape;
         int64_t n = numel_of(nshape, ns), all = numel_of(nd, sz), m = all / n;
-        double *x = randv(all, -2, 3), *g = randv(all, -1, 1);
-        double *w = cases[k].affine ? randv(n, 0.5, 1.5) : NULL;
-        double *b = cases[k].affine ? randv(n, -1, 1) : NULL;
+        double *x = rand_doubles(all, -2, 3), *g = rand_doubles(all, -1, 1);
+        double *w = cases[k].affine ? rand_doubles(n, 0.5, 1.5) : NULL;
+        double *b = cases[k].affine ? rand_doubles(n, -1, 1) : NULL;
         for (int d = 0; d < 4; d++) {
             tc_dtype dt = FLOATS[d];
-            tc_tensor *tx = from(dev, dt, nd, sz, x), *tg = from(dev, dt, nd, sz, g);
-            tc_tensor *tw = w ? from(dev, dt, nshape, ns, w) : NULL;
-            tc_tensor *tb = b ? from(dev, dt, nshape, ns, b) : NULL;
+            tc_tensor *tx = tensor_of(dev, dt, nd, sz, x), *tg = tensor_of(dev, dt, nd, sz, g);
+            tc_tensor *tw = w ? tensor_of(dev, dt, nshape, ns, w) : NULL;
+            tc_tensor *tb = b ? tensor_of(dev, dt, nshape, ns, b) : NULL;
             tc_tensor *y = NULL, *mean = NULL, *rstd = NULL, *dx = NULL, *dw = NULL, *db = NULL;
             CHECK_OK(tc_nn_native_layer_norm(tx, nshape, ns, tw, tb, eps, &y, &mean, &rstd));
             check_native(dev, dt, tx, tw, tb, nd, sz, nshape, eps, mean, rstd, y);
@@ -376,13 +359,16 @@ static void test_layer_norm_into(tc_device dev)
     const double eps = 1e-5;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int64_t m = cases[k].m, n = cases[k].n, all = m * n, sz[2] = {m, n}, wide[2] = {m, 2 * n};
-        double *x = randv(all, -2, 3), *g = randv(all, -1, 1), *w = randv(n, 0.5, 1.5);
-        double *b = randv(n, -1, 1), *d0 = randv(2 * all, -1, 1), *w0 = randv(2 * n, -1, 1);
+        double *x = rand_doubles(all, -2, 3), *g = rand_doubles(all, -1, 1),
+               *w = rand_doubles(n, 0.5, 1.5);
+        double *b = rand_doubles(n, -1, 1), *d0 = rand_doubles(2 * all, -1, 1),
+               *w0 = rand_doubles(2 * n, -1, 1);
         for (int d = 0; d < 4; d++) {
             tc_dtype dt = FLOATS[d], gts[3] = {dt, TC_BFLOAT16, TC_FLOAT16};
             for (int gi = 0; gi < (dt == TC_FLOAT32 ? 3 : 1); gi++) {
-                tc_tensor *tx = from(dev, dt, 2, sz, x), *tg = from(dev, gts[gi], 2, sz, g);
-                tc_tensor *tw = from(dev, dt, 1, &n, w), *tb = from(dev, dt, 1, &n, b);
+                tc_tensor *tx = tensor_of(dev, dt, 2, sz, x),
+                          *tg = tensor_of(dev, gts[gi], 2, sz, g);
+                tc_tensor *tw = tensor_of(dev, dt, 1, &n, w), *tb = tensor_of(dev, dt, 1, &n, b);
                 tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
                 CHECK_OK(tc_nn_native_layer_norm(tx, 1, &n, tw, tb, eps, &y, &mean, &rstd));
                 double *xv = tc_test_values(tx), *gv = tc_test_values(tg), *wv = tc_test_values(tw);
@@ -391,8 +377,9 @@ static void test_layer_norm_into(tc_device dev)
                 ref_ln_bwd(gv, xv, wv, m, n, eps, rdx, rdw, rdb);
                 for (int acc = 0; acc < 2; acc++) {
                     /* contiguous: dx [m, n], dweight and dbias from w0's halves */
-                    tc_tensor *dx = from(dev, dt, 2, sz, d0), *dw = from(dev, dt, 1, &n, w0);
-                    tc_tensor *db = from(dev, dt, 1, &n, w0 + n);
+                    tc_tensor *dx = tensor_of(dev, dt, 2, sz, d0),
+                              *dw = tensor_of(dev, dt, 1, &n, w0);
+                    tc_tensor *db = tensor_of(dev, dt, 1, &n, w0 + n);
                     double *h[3] = {tc_test_values(dx), tc_test_values(dw), tc_test_values(db)};
                     CHECK_OK(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, tw, acc, dx,
                                                             dw, db));
@@ -406,7 +393,7 @@ static void test_layer_norm_into(tc_device dev)
                         free(h[i]);
                     }
                     /* dx a view of every other half-row: its neighbours stay */
-                    tc_tensor *base = from(dev, dt, 2, wide, d0), *view = NULL;
+                    tc_tensor *base = tensor_of(dev, dt, 2, wide, d0), *view = NULL;
                     CHECK_OK(tc_tensor_narrow(base, 1, n, n, &view));
                     double *want = tc_test_values(base);
                     for (int64_t i = 0; i < m; i++)
@@ -431,10 +418,13 @@ static void test_layer_norm_into(tc_device dev)
     }
     /* refusals: nothing is written */
     int64_t sz[2] = {4, 8}, n = 8, bad[2] = {4, 7};
-    double *v = randv(32, -1, 1);
-    tc_tensor *tx = from(dev, TC_FLOAT64, 2, sz, v), *tg = from(dev, TC_FLOAT64, 2, sz, v);
-    tc_tensor *tg16 = from(dev, TC_BFLOAT16, 2, sz, v), *dx = from(dev, TC_FLOAT64, 2, sz, v);
-    tc_tensor *dxs = from(dev, TC_FLOAT64, 2, bad, v), *dxf = from(dev, TC_FLOAT32, 2, sz, v);
+    double *v = rand_doubles(32, -1, 1);
+    tc_tensor *tx = tensor_of(dev, TC_FLOAT64, 2, sz, v),
+              *tg = tensor_of(dev, TC_FLOAT64, 2, sz, v);
+    tc_tensor *tg16 = tensor_of(dev, TC_BFLOAT16, 2, sz, v),
+              *dx = tensor_of(dev, TC_FLOAT64, 2, sz, v);
+    tc_tensor *dxs = tensor_of(dev, TC_FLOAT64, 2, bad, v),
+              *dxf = tensor_of(dev, TC_FLOAT32, 2, sz, v);
     tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
     CHECK_OK(tc_nn_native_layer_norm(tx, 1, &n, NULL, NULL, 1e-5, &y, &mean, &rstd));
     CHECK_STATUS(
@@ -546,7 +536,7 @@ typedef struct ce_ctx {
 static double ce_loss(void *p)
 {
     ce_ctx *k = p;
-    tc_tensor *x = from(CPU, TC_FLOAT64, 2, (int64_t[]){k->n, k->c}, k->x), *y = NULL;
+    tc_tensor *x = tensor_of(CPU, TC_FLOAT64, 2, (int64_t[]){k->n, k->c}, k->x), *y = NULL;
     tc_tensor *t = targets(CPU, 1, k->n, k->t);
     CHECK_OK(tc_nn_cross_entropy(x, t, -1, k->red, &y));
     tc_tensor_release(x), tc_tensor_release(t);
@@ -564,14 +554,14 @@ static void test_cross_entropy(tc_device dev)
         int64_t *t = malloc(sizeof(int64_t) * (size_t)n);
         for (int64_t i = 0; i < n; i++)
             t[i] = i % 5 == 2 ? -1 : (int64_t)(tc_test_rand() % (uint64_t)c);
-        double *x = randv(n * c, -4, 4), *gr = randv(n, -1, 1);
+        double *x = rand_doubles(n * c, -4, 4), *gr = rand_doubles(n, -1, 1);
         for (int ri = 0; ri < 3; ri++) {
             tc_reduction red = reds[ri];
             bool none = red == TC_REDUCTION_NONE;
             double scale = 0.75;
             for (int d = 0; d < 4; d++) {
                 tc_dtype dt = FLOATS[d];
-                tc_tensor *tx = from(dev, dt, 2, sz, x), *tt = targets(dev, 1, n, t);
+                tc_tensor *tx = tensor_of(dev, dt, 2, sz, x), *tt = targets(dev, 1, n, t);
                 tc_tensor *loss = NULL, *dl = NULL, *want = NULL, *dl2 = NULL, *tg = NULL;
                 double *xv = tc_test_values(tx), *ref = malloc(sizeof(double) * (size_t)(n * c));
                 /* fused: the loss as tc_nn_cross_entropy's, dlogits for grad_scale */
@@ -585,7 +575,7 @@ static void test_cross_entropy(tc_device dev)
                 check_ce_autocast(tx, tt, xv, t, n, c, red, scale);
                 /* the plain backward: grad_loss per row for NONE, else 0-d */
                 double *gq = none ? gr : &scale;
-                tg = from(dev, dt, none ? 1 : 0, &n, gq);
+                tg = tensor_of(dev, dt, none ? 1 : 0, &n, gq);
                 double *gv = tc_test_values(tg);
                 ref_ce_bwd(xv, t, n, c, red, gv, none, ref);
                 CHECK_OK(tc_nn_cross_entropy_backward(tg, tx, tt, -1, red, &dl2));
@@ -636,7 +626,7 @@ static void test_cross_entropy_edges(tc_device dev)
         /* logits [C], target 0-d, no loss wanted */
         double xv[4] = {0.5, -1, 2, 0.25}, ref[4];
         int64_t c = 4, tv = 2;
-        tc_tensor *x1 = from(dev, dt, 1, &c, xv), *t0 = NULL;
+        tc_tensor *x1 = tensor_of(dev, dt, 1, &c, xv), *t0 = NULL;
         CHECK_OK(tc_tensor_from_data(&tv, 0, NULL, TC_INT64, dev, &t0));
         dl = NULL;
         CHECK_OK(tc_nn_cross_entropy_fused(x1, t0, -100, TC_REDUCTION_MEAN, 2, NULL, &dl));

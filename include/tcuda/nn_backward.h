@@ -71,6 +71,25 @@ TCUDA_API tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape,
                                             double eps, tc_tensor **out, tc_tensor **mean,
                                             tc_tensor **rstd);
 
+/* A transformer block's residual add and the layer_norm after it in one
+ * pass: *sum = x + residual (x's shape and dtype; residual of x's dtype, or
+ * float16 / bfloat16 with float32 x), then tc_nn_native_layer_norm of *sum
+ * (the stored values) with the result rounded to out_dtype: x's dtype, or
+ * float16 / bfloat16 with float32 x, the same bits as the norm in float32
+ * followed by a cast (autocast's layer_norm and the next linear's input,
+ * with no float32 copy between). residual and sum both NULL: the norm of x
+ * alone, with that output dtype. *sum, *out, *mean and *rstd are new (mean
+ * and rstd may be NULL when not wanted; out may not). Errors: as
+ * tc_nn_native_layer_norm; TC_ERROR_DTYPE for a residual or out_dtype
+ * outside those pairs; TC_ERROR_SHAPE for a residual not of x's shape;
+ * TC_ERROR_INVALID_ARGUMENT for one of residual and sum NULL without the
+ * other. */
+TCUDA_API tc_status tc_nn_add_layer_norm(const tc_tensor *x, const tc_tensor *residual, int nshape,
+                                         const int64_t *normalized_shape, const tc_tensor *weight,
+                                         const tc_tensor *bias, double eps, tc_dtype out_dtype,
+                                         tc_tensor **sum, tc_tensor **out, tc_tensor **mean,
+                                         tc_tensor **rstd);
+
 /* layer_norm's backward (PyTorch's native_layer_norm_backward) with
  * xhat = (x - mean) * rstd and g = grad_output * weight (grad_output without a
  * weight): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row,

@@ -199,14 +199,18 @@ typedef struct tc__nn_softmax_bwd {
     int64_t outer, n, inner;
 } tc__nn_softmax_bwd;
 
-/* layer_norm over m dense rows of n: y (dtype) as tc__nn_rows computes it,
- * and each row's mean and rstd (m values of dtype's computation type:
- * float32 for 16-bit dtypes). weight and bias of dtype, n values, NULL when
- * absent. */
+/* layer_norm over m dense rows of n: y as tc__nn_rows computes it, of
+ * out_dtype (dtype, or float16 / bfloat16 where dtype is float32: rounded
+ * from dtype's value, as a cast after the norm), and each row's mean and
+ * rstd (m values of dtype's computation type: float32 for 16-bit dtypes).
+ * weight and bias of dtype, n values, NULL when absent. With residual (NULL:
+ * none) of res_dtype (dtype, or 16-bit where dtype is float32), the rows
+ * normalized are x + residual, each element rounded to dtype, written to
+ * sum and read back as stored (the values the unfused add gives). */
 typedef struct tc__nn_ln {
-    tc_dtype dtype;
-    const void *x, *weight, *bias;
-    void *y, *mean, *rstd;
+    tc_dtype dtype, out_dtype, res_dtype;
+    const void *x, *residual, *weight, *bias;
+    void *y, *sum, *mean, *rstd;
     int64_t m, n;
     double eps;
 } tc__nn_ln;

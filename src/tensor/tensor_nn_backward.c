@@ -204,14 +204,21 @@ static tc_status check_stat(const char *fn, const tc_tensor *x, const tc_tensor 
     return TC_OK;
 }
 
-tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
-                                  const tc_tensor *weight, const tc_tensor *bias, double eps,
-                                  tc_tensor **out, tc_tensor **mean, tc_tensor **rstd)
+/* Whether dt may go with float32 x as a residual or an output: x's own
+ * dtype, or a 16-bit one where x is float32 (autocast's pairs). */
+static bool mixes_with(const tc_tensor *x, tc_dtype dt)
 {
-    TC_API_BEGIN;
-    const char *fn = "tc_nn_native_layer_norm";
-    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
-    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    return dt == x->dtype || (x->dtype == TC_FLOAT32 && (dt == TC_FLOAT16 || dt == TC_BFLOAT16));
+}
+
+/* layer_norm of x, or of x + residual into a new *sum, the result of
+ * out_dtype into *out; mean and rstd as tc_nn_native_layer_norm's. The
+ * arguments are checked but for nshape's and the outputs' NULLs. */
+static tc_status ln_forward(const char *fn, const tc_tensor *x, const tc_tensor *residual,
+                            int nshape, const int64_t *normalized_shape, const tc_tensor *weight,
+                            const tc_tensor *bias, double eps, tc_dtype out_dtype, tc_tensor **sum,
+                            tc_tensor **out, tc_tensor **mean, tc_tensor **rstd)
+{
     TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
     TC_TRY(check_param(fn, x, weight, "tc_tensor weight", nshape, normalized_shape));
     TC_TRY(check_param(fn, x, bias, "tc_tensor bias", nshape, normalized_shape));
@@ -224,18 +231,24 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
     int64_t ssz[TC_MAX_DIMS]; /* the statistics: x's leading sizes, then ones */
     for (int i = 0; i < x->ndim; i++)
         ssz[i] = i < lead ? x->sizes[i] : 1;
-    const tc_tensor *in[3] = {x, weight, bias};
-    tc_tensor *d[3], *r[3] = {NULL, NULL, NULL};
-    TC_TRY(dense_all(3, in, d));
-    tc_status st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &r[0]);
+    const tc_tensor *in[4] = {x, weight, bias, residual};
+    tc_tensor *d[4], *r[4] = {NULL, NULL, NULL, NULL}; /* out, mean, rstd, sum */
+    TC_TRY(dense_all(4, in, d));
+    tc_status st = tc__new_tensor(x->ndim, x->sizes, out_dtype, dev, false, &r[0]);
     for (int i = 1; i < 3 && st == TC_OK; i++)
         st = tc__new_tensor(x->ndim, ssz, acc_dtype(x->dtype), dev, false, &r[i]);
+    if (st == TC_OK && residual)
+        st = tc__new_tensor(x->ndim, x->sizes, x->dtype, dev, false, &r[3]);
     if (st == TC_OK && m * n > 0) {
         tc__nn_ln a = {.dtype = x->dtype,
+                       .out_dtype = out_dtype,
+                       .res_dtype = residual ? residual->dtype : x->dtype,
                        .x = tc__data(d[0]),
+                       .residual = data_or_null(d[3]),
                        .weight = data_or_null(d[1]),
                        .bias = data_or_null(d[2]),
                        .y = tc__data(r[0]),
+                       .sum = data_or_null(r[3]),
                        .mean = tc__data(r[1]),
                        .rstd = tc__data(r[2]),
                        .m = m,
@@ -247,21 +260,61 @@ tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t 
         if (st == TC_OK)
             st = tc_tensor_fill_(r[2], NAN);
     }
-    release_all(3, d);
+    release_all(4, d);
     if (st != TC_OK) {
-        release_all(3, r);
+        release_all(4, r);
         return st;
     }
     *out = r[0];
-    if (mean)
-        *mean = r[1];
-    else
-        tc_tensor_release(r[1]);
-    if (rstd)
-        *rstd = r[2];
-    else
-        tc_tensor_release(r[2]);
+    tc_tensor **keep[3] = {mean, rstd, sum};
+    for (int i = 0; i < 3; i++) {
+        if (keep[i])
+            *keep[i] = r[i + 1];
+        else
+            tc_tensor_release(r[i + 1]);
+    }
     return TC_OK;
+}
+
+tc_status tc_nn_native_layer_norm(const tc_tensor *x, int nshape, const int64_t *normalized_shape,
+                                  const tc_tensor *weight, const tc_tensor *bias, double eps,
+                                  tc_tensor **out, tc_tensor **mean, tc_tensor **rstd)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_native_layer_norm";
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    return ln_forward(fn, x, NULL, nshape, normalized_shape, weight, bias, eps, x->dtype, NULL, out,
+                      mean, rstd);
+}
+
+tc_status tc_nn_add_layer_norm(const tc_tensor *x, const tc_tensor *residual, int nshape,
+                               const int64_t *normalized_shape, const tc_tensor *weight,
+                               const tc_tensor *bias, double eps, tc_dtype out_dtype,
+                               tc_tensor **sum, tc_tensor **out, tc_tensor **mean, tc_tensor **rstd)
+{
+    TC_API_BEGIN;
+    const char *fn = "tc_nn_add_layer_norm";
+    TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
+    TC_CHECK_ARG(out, "%s: out is NULL", fn);
+    TC_CHECK_ARG(!residual == !sum,
+                 "%s: sum is %s but residual is %s; pass both (x + residual is kept) or neither",
+                 fn, sum ? "given" : "NULL", residual ? "given" : "NULL");
+    if (residual) {
+        TC_TRY(check_shaped(fn, x, residual, residual->dtype, "tc_tensor residual", "x"));
+        if (!mixes_with(x, residual->dtype))
+            return tc__fail(TC_ERROR_DTYPE,
+                            "%s: residual is %s, x %s; residual must be x's dtype, or float16 "
+                            "or bfloat16 with float32 x",
+                            fn, tc_dtype_string(residual->dtype), tc_dtype_string(x->dtype));
+    }
+    if ((unsigned)out_dtype >= TC_NUM_DTYPES || !mixes_with(x, out_dtype))
+        return tc__fail(TC_ERROR_DTYPE,
+                        "%s: out_dtype is %s, x %s; it must be x's dtype, or float16 or "
+                        "bfloat16 with float32 x",
+                        fn, tc_dtype_string(out_dtype), tc_dtype_string(x->dtype));
+    return ln_forward(fn, x, residual, nshape, normalized_shape, weight, bias, eps, out_dtype, sum,
+                      out, mean, rstd);
 }
 
 /* layer_norm_backward's checks (nshape and shape already checked). With

@@ -405,13 +405,15 @@ static tc_status d_layer_norm(int dev, const tc__nn_ln *a)
 {
     int od = tc__access_depth;
     if (tc__access_on()) {
-        tc_dtype t = a->dtype, s = stat_of(t);
-        size_t rows = (size_t)(a->m * a->n) * esz(t), vec = (size_t)a->n * esz(t);
-        size_t st = (size_t)a->m * esz(s), b[6] = {rows, st, st, rows, vec, vec};
-        const void *p[6] = {a->y, a->mean, a->rstd, a->x, a->weight, a->bias};
-        tc_dtype d[6] = {t, s, s, t, t, t};
-        bool w[6] = {true, true, true, false, false, false};
-        TC_TRY(declare_bwd(dev, "layer_norm kernel", 6, p, b, d, w));
+        tc_dtype t = a->dtype, s = stat_of(t), o = a->out_dtype, r = a->res_dtype;
+        size_t elems = (size_t)(a->m * a->n), rows = elems * esz(t), vec = (size_t)a->n * esz(t);
+        size_t st = (size_t)a->m * esz(s);
+        size_t b[8] = {elems * esz(o), st, st, rows, vec, vec, rows, elems * esz(r)};
+        /* sum and residual NULL without a residual: no span */
+        const void *p[8] = {a->y, a->mean, a->rstd, a->x, a->weight, a->bias, a->sum, a->residual};
+        tc_dtype d[8] = {o, s, s, t, t, t, t, r};
+        bool w[8] = {true, true, true, false, false, false, true, false};
+        TC_TRY(declare_bwd(dev, "layer_norm kernel", 8, p, b, d, w));
     }
     return order_done(prev_nn->layer_norm(dev, a), od);
 }

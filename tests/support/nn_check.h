@@ -1,5 +1,5 @@
-/* Shared by test_nn and test_nn_cuda: the floating dtypes and their
- * tolerances, random tensors, comparison with a double-precision reference,
+/* Shared by the nn tests: the floating dtypes and their
+ * tolerances, random tensors and values, comparison with a double-precision reference,
  * int64 targets, and linear's reference and path counts. Static inline:
  * each test program takes what it uses. */
 #ifndef TC_NN_CHECK_H
@@ -22,6 +22,26 @@ static inline double tol_of(tc_dtype d)
     case TC_FLOAT32: return 2e-5;
     default: return 1e-11;
     }
+}
+
+/* A tensor of dtype dt on dev holding v (rounded to dt). */
+static inline tc_tensor *tensor_of(tc_device dev, tc_dtype dt, int nd, const int64_t *sz,
+                                   const double *v)
+{
+    tc_tensor *d = NULL, *t = NULL;
+    CHECK_OK(tc_tensor_from_data(v, nd, sz, TC_FLOAT64, CPU, &d));
+    CHECK_OK(tc_tensor_to(d, dev, dt, false, &t));
+    tc_tensor_release(d);
+    return t;
+}
+
+/* n uniform values in [lo, hi), malloc'd (the caller frees them). */
+static inline double *rand_doubles(int64_t n, double lo, double hi)
+{
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + (hi - lo) * tc_test_rand_uniform();
+    return v;
 }
 
 static inline int64_t numel_of(int nd, const int64_t *sz)

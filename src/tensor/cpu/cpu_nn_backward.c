@@ -78,25 +78,31 @@ tc_status tc__cpu_nn_layer_norm(int device, const tc__nn_ln *a)
 {
     (void)device;
     const int64_t n = a->n;
-    const tc_dtype dt = a->dtype, sd = stat_dtype(dt);
+    const tc_dtype dt = a->dtype, sd = stat_dtype(dt), ot = a->out_dtype;
+    /* the rows normalized: x, or x + residual as stored in sum */
+    const void *src = a->residual ? a->sum : a->x;
     for (int64_t r = 0; r < a->m; r++) {
         const int64_t row = r * n;
+        for (int64_t j = 0; a->residual && j < n; j++)
+            st(a->sum, dt, row + j, ld(a->x, dt, row + j) + ld(a->residual, a->res_dtype, row + j));
         double mean = 0, var = 0;
         for (int64_t j = 0; j < n; j++)
-            mean += ld(a->x, dt, row + j);
+            mean += ld(src, dt, row + j);
         mean /= (double)n;
         for (int64_t j = 0; j < n; j++) {
-            double d = ld(a->x, dt, row + j) - mean;
+            double d = ld(src, dt, row + j) - mean;
             var += d * d;
         }
         double rstd = 1.0 / sqrt(var / (double)n + a->eps);
         for (int64_t j = 0; j < n; j++) {
-            double y = (ld(a->x, dt, row + j) - mean) * rstd;
+            double y = (ld(src, dt, row + j) - mean) * rstd;
             if (a->weight)
                 y *= ld(a->weight, dt, j);
             if (a->bias)
                 y += ld(a->bias, dt, j);
-            st(a->y, dt, row + j, y);
+            if (ot != dt) /* float32 first, as the norm's own result, then the cast */
+                y = (double)(float)y;
+            st(a->y, ot, row + j, y);
         }
         st(a->mean, sd, r, mean);
         st(a->rstd, sd, r, rstd);

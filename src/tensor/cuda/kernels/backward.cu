@@ -125,11 +125,16 @@ __global__ void __launch_bounds__(256)
 /* ---- layer_norm ------------------------------------------------------------------- */
 
 /* A team per row: the mean, then the mean of squared deviations (two sums:
- * no cancellation), then y; lane 0 writes the row's mean and rstd. */
-template <typename T, bool WARP>
+ * no cancellation), then y (of O: T, or a 16-bit type where T is float,
+ * rounded from the float result); lane 0 writes the row's mean and rstd.
+ * With res (R: T, or 16-bit where T is float), the row is first x + res,
+ * rounded to T into sum; each lane reads back only the elements it wrote,
+ * so no barrier comes between. */
+template <typename T, typename R, typename O, bool WARP>
 __global__ void __launch_bounds__(256)
-    ln_fwd(const T *x, const T *w, const T *b, T *y, typename Compute<T>::type *mean,
-           typename Compute<T>::type *rstd, i64 rows, i64 n, double eps)
+    ln_fwd(const T *x, const R *res, T *sum, const T *w, const T *b, O *y,
+           typename Compute<T>::type *mean, typename Compute<T>::type *rstd, i64 rows, i64 n,
+           double eps)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -138,6 +143,12 @@ __global__ void __launch_bounds__(256)
     for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
          row += (i64)gridDim.x * tm.teams) {
         const T *r = x + row * n;
+        if (res) {
+            T *s = sum + row * n;
+            for (i64 j = tm.lane; j < n; j += tm.size)
+                store(s + j, load<C>(r + j) + load<C>(res + row * n + j));
+            r = s;
+        }
         C s = 0;
         for (i64 j = tm.lane; j < n; j += tm.size)
             s += load<C>(r + j);
@@ -489,19 +500,57 @@ extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc
     });
 }
 
+namespace tcuda_kernels {
+namespace {
+
+template <typename T, typename R, typename O>
+void launch_ln_fwd(cudaStream_t stream, const tc__nn_ln *a)
+{
+    typedef typename Compute<T>::type C;
+    RowLaunch l = row_launch(a->m, a->n, 256);
+    const T *x = (const T *)a->x, *w = (const T *)a->weight, *b = (const T *)a->bias;
+    const R *res = (const R *)a->residual;
+    if (l.warp)
+        ln_fwd<T, R, O, true><<<l.blocks, l.threads, 0, stream>>>(
+            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
+    else
+        ln_fwd<T, R, O, false><<<l.blocks, l.threads, 0, stream>>>(
+            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
+}
+
+/* float32 rows with a residual of R (float32 when there is none) and an
+ * output of any of the three float types. */
+template <typename R> void launch_ln_fwd_f32(cudaStream_t stream, const tc__nn_ln *a)
+{
+    if (a->out_dtype == TC_BFLOAT16)
+        launch_ln_fwd<float, R, __nv_bfloat16>(stream, a);
+    else if (a->out_dtype == TC_FLOAT16)
+        launch_ln_fwd<float, R, __half>(stream, a);
+    else
+        launch_ln_fwd<float, R, float>(stream, a);
+}
+
+} // namespace
+} // namespace tcuda_kernels
+using namespace tcuda_kernels;
+
+/* The mixed dtypes (a 16-bit residual or output) come with float32 x
+ * alone (tensor_nn_backward.c's rule); everything else is of one dtype. */
 extern "C" void tc__k_nn_layer_norm(cudaStream_t stream, const tc__nn_ln *a)
 {
+    if (a->dtype == TC_FLOAT32) {
+        tc_dtype r = a->residual ? a->res_dtype : TC_FLOAT32;
+        if (r == TC_BFLOAT16)
+            launch_ln_fwd_f32<__nv_bfloat16>(stream, a);
+        else if (r == TC_FLOAT16)
+            launch_ln_fwd_f32<__half>(stream, a);
+        else
+            launch_ln_fwd_f32<float>(stream, a);
+        return;
+    }
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        typedef typename Compute<T>::type C;
-        RowLaunch l = row_launch(a->m, a->n, 256);
-        const T *x = (const T *)a->x, *w = (const T *)a->weight, *b = (const T *)a->bias;
-        if (l.warp)
-            ln_fwd<T, true><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
-                                                                (C *)a->rstd, a->m, a->n, a->eps);
-        else
-            ln_fwd<T, false><<<l.blocks, l.threads, 0, stream>>>(x, w, b, (T *)a->y, (C *)a->mean,
-                                                                 (C *)a->rstd, a->m, a->n, a->eps);
+        launch_ln_fwd<T, T, T>(stream, a);
     });
 }
 

@@ -1,0 +1,268 @@
+/* tc_nn_add_layer_norm (nn_backward.h): a residual add and the layer_norm
+ * after it in one pass, with the result in the next linear's dtype.
+ *   - against the ops it joins, on the same device: tc_tensor_add, then
+ *     tc_nn_native_layer_norm, then tc_tensor_to(out_dtype): the sum, the
+ *     statistics and the result bit for bit, for float32 x with float32,
+ *     bfloat16 and float16 residuals and outputs, for 16-bit and float64 x
+ *     with their own dtype, with and without weight and bias, over rows
+ *     that take a warp and rows that take a block;
+ *   - against a double-precision loop written here, within the dtype's
+ *     tolerance;
+ *   - no residual: the norm of x alone, in out_dtype;
+ *   - bad input: each refused with a status and a message, nothing made.
+ * The same on the GPU when there is one, then the GPU against the CPU on
+ * the same inputs. */
+#include "nn_check.h"
+
+/* Whether a and b hold the same values (NaN where the other has NaN). */
+static bool same_values(const char *what, const tc_tensor *a, const tc_tensor *b)
+{
+    bool ok = a && b && tc_tensor_dtype(a) == tc_tensor_dtype(b) &&
+              tc_tensor_numel(a) == tc_tensor_numel(b);
+    double *va = ok ? tc_test_values(a) : NULL, *vb = ok ? tc_test_values(b) : NULL;
+    for (int64_t i = 0; ok && i < tc_tensor_numel(a); i++)
+        if (!(va[i] == vb[i] || (isnan(va[i]) && isnan(vb[i])))) {
+            fprintf(stderr, "%s: element %lld is %.17g, the ops apart give %.17g\n", what,
+                    (long long)i, va[i], vb[i]);
+            ok = false;
+        }
+    free(va), free(vb);
+    CHECK(ok);
+    return ok;
+}
+
+/* The fused call's four results against the three ops it joins. */
+static void against_ops(const char *what, tc_tensor *x, tc_tensor *res, int64_t n, tc_tensor *w,
+                        tc_tensor *b, tc_dtype ot, tc_tensor *sum, tc_tensor *out, tc_tensor *mean,
+                        tc_tensor *rstd)
+{
+    tc_tensor *s2 = NULL, *y2 = NULL, *m2 = NULL, *r2 = NULL, *o2 = NULL;
+    if (res)
+        CHECK_OK(tc_tensor_add(x, res, &s2));
+    CHECK_OK(tc_nn_native_layer_norm(res ? s2 : x, 1, &n, w, b, 1e-5, &y2, &m2, &r2));
+    CHECK_OK(tc_tensor_to(y2, tc_tensor_device(x), ot, false, &o2));
+    char name[200];
+    if (res) {
+        snprintf(name, sizeof name, "%.150s: sum", what);
+        same_values(name, sum, s2);
+    }
+    snprintf(name, sizeof name, "%.150s: out", what);
+    same_values(name, out, o2);
+    snprintf(name, sizeof name, "%.150s: mean", what);
+    same_values(name, mean, m2);
+    snprintf(name, sizeof name, "%.150s: rstd", what);
+    same_values(name, rstd, r2);
+    tc_tensor *all[] = {s2, y2, m2, r2, o2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
+/* out against a double loop over the rows of x + res (as rounded to x's
+ * dtype: the values the call normalized, read back from sum). */
+static void against_loop(const char *what, tc_tensor *src, const double *w, const double *b,
+                         int64_t m, int64_t n, tc_tensor *out)
+{
+    double *s = tc_test_values(src), *want = malloc(sizeof(double) * (size_t)(m * n));
+    for (int64_t r = 0; r < m; r++) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < n; j++)
+            mean += s[r * n + j];
+        mean /= (double)n;
+        for (int64_t j = 0; j < n; j++)
+            var += (s[r * n + j] - mean) * (s[r * n + j] - mean);
+        double rstd = 1 / sqrt(var / (double)n + 1e-5);
+        for (int64_t j = 0; j < n; j++)
+            want[r * n + j] = (s[r * n + j] - mean) * rstd * (w ? w[j] : 1) + (b ? b[j] : 0);
+    }
+    near_ref(what, tc_tensor_dtype(out), out, want, m * n, 2);
+    free(s), free(want);
+}
+
+typedef struct combo {
+    tc_dtype x, res, out; /* res TC_NUM_DTYPES: no residual */
+} combo;
+
+static const combo COMBOS[] = {
+    {TC_FLOAT32, TC_FLOAT32, TC_FLOAT32},      {TC_FLOAT32, TC_BFLOAT16, TC_FLOAT32},
+    {TC_FLOAT32, TC_FLOAT16, TC_FLOAT32},      {TC_FLOAT32, TC_FLOAT32, TC_BFLOAT16},
+    {TC_FLOAT32, TC_BFLOAT16, TC_BFLOAT16},    {TC_FLOAT32, TC_FLOAT16, TC_FLOAT16},
+    {TC_FLOAT32, TC_BFLOAT16, TC_FLOAT16},     {TC_BFLOAT16, TC_BFLOAT16, TC_BFLOAT16},
+    {TC_FLOAT16, TC_FLOAT16, TC_FLOAT16},      {TC_FLOAT64, TC_FLOAT64, TC_FLOAT64},
+    {TC_FLOAT32, TC_NUM_DTYPES, TC_BFLOAT16},  {TC_FLOAT32, TC_NUM_DTYPES, TC_FLOAT32},
+    {TC_BFLOAT16, TC_NUM_DTYPES, TC_BFLOAT16},
+};
+enum { NCOMBOS = sizeof COMBOS / sizeof COMBOS[0] };
+
+/* One shape, every combination; with keep, the results of each into
+ * keep[combo][0..3] (sum, out, mean, rstd) for the devices' comparison. */
+static void run_shape(tc_device dev, int64_t m, int64_t n, bool affine, const double *xv,
+                      const double *rv, const double *wv, const double *bv, tc_tensor *keep[][4])
+{
+    int64_t sz[2] = {m, n};
+    for (int c = 0; c < NCOMBOS; c++) {
+        combo k = COMBOS[c];
+        bool has_res = k.res != TC_NUM_DTYPES;
+        tc_tensor *x = tensor_of(dev, k.x, 2, sz, xv),
+                  *res = has_res ? tensor_of(dev, k.res, 2, sz, rv) : NULL;
+        tc_tensor *w = affine ? tensor_of(dev, k.x, 1, &n, wv) : NULL;
+        tc_tensor *b = affine ? tensor_of(dev, k.x, 1, &n, bv) : NULL;
+        tc_tensor *sum = NULL, *out = NULL, *mean = NULL, *rstd = NULL;
+        CHECK_OK(tc_nn_add_layer_norm(x, res, 1, &n, w, b, 1e-5, k.out, has_res ? &sum : NULL, &out,
+                                      &mean, &rstd));
+        char what[160];
+        snprintf(what, sizeof what, "add_layer_norm %s x, %s residual, %s out, [%lld, %lld]%s",
+                 tc_dtype_string(k.x), has_res ? tc_dtype_string(k.res) : "no",
+                 tc_dtype_string(k.out), (long long)m, (long long)n, affine ? ", affine" : "");
+        CHECK(out && tc_tensor_dtype(out) == k.out && tc_tensor_ndim(out) == 2);
+        CHECK(!has_res || (sum && tc_tensor_dtype(sum) == k.x));
+        against_ops(what, x, res, n, w, b, k.out, sum, out, mean, rstd);
+        against_loop(what, has_res ? sum : x, affine ? wv : NULL, affine ? bv : NULL, m, n, out);
+        tc_tensor *made[4] = {sum, out, mean, rstd};
+        for (int i = 0; i < 4; i++) {
+            if (keep)
+                keep[c][i] = made[i];
+            else
+                tc_tensor_release(made[i]);
+        }
+        tc_tensor_release(x), tc_tensor_release(res), tc_tensor_release(w), tc_tensor_release(b);
+    }
+}
+
+static void release_kept(tc_tensor *keep[][4])
+{
+    for (int c = 0; c < NCOMBOS; c++)
+        for (int i = 0; i < 4; i++)
+            tc_tensor_release(keep[c][i]);
+}
+
+/* Rows a warp normalizes (96) and rows a block does (3000), odd counts of
+ * them; on the GPU too, then the GPU's results against the CPU's. */
+static void test_values(void)
+{
+    static const struct {
+        int64_t m, n;
+        bool affine;
+    } shapes[] = {{7, 96, true}, {5, 3000, true}, {3, 37, false}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t m = shapes[s].m, n = shapes[s].n;
+        double *xv = rand_doubles(m * n, -3, 4), *rv = rand_doubles(m * n, -2, 2);
+        double *wv = rand_doubles(n, 0.5, 1.5), *bv = rand_doubles(n, -1, 1);
+        if (!tc_is_available()) {
+            run_shape(CPU, m, n, shapes[s].affine, xv, rv, wv, bv, NULL);
+        } else {
+            tc_tensor *cpu[NCOMBOS][4], *gpu[NCOMBOS][4];
+            run_shape(CPU, m, n, shapes[s].affine, xv, rv, wv, bv, cpu);
+            run_shape(GPU, m, n, shapes[s].affine, xv, rv, wv, bv, gpu);
+            static const char *names[4] = {"sum", "out", "mean", "rstd"};
+            for (int c = 0; c < NCOMBOS; c++)
+                for (int i = 0; i < 4; i++) {
+                    if (!cpu[c][i])
+                        continue;
+                    /* a float32 or float64 sum is one correctly rounded add on
+                     * both (16-bit ones go through float32 on the GPU); the rest
+                     * within tolerance */
+                    char what[120];
+                    tc_dtype xt = COMBOS[c].x;
+                    double mul = i == 0 && (xt == TC_FLOAT32 || xt == TC_FLOAT64) ? 0 : 2;
+                    snprintf(what, sizeof what, "add_layer_norm combo %d %s, GPU against CPU", c,
+                             names[i]);
+                    double *want = tc_test_values(cpu[c][i]);
+                    near_ref(what, tc_tensor_dtype(cpu[c][i]), gpu[c][i], want,
+                             tc_tensor_numel(cpu[c][i]), mul);
+                    free(want);
+                }
+            release_kept(cpu);
+            release_kept(gpu);
+        }
+        free(xv), free(rv), free(wv), free(bv);
+    }
+}
+
+/* Bad input on dev: each refused with its status, nothing made. */
+static void test_bad_input(tc_device dev)
+{
+    int64_t sz[2] = {4, 8}, n = 8, n5 = 5;
+    tc_tensor *x = NULL, *r = NULL, *rs = NULL, *r64 = NULL, *xi = NULL, *dead = NULL, *w5 = NULL;
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, dev, &x));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_BFLOAT16, dev, &r));
+    int64_t other[2] = {4, 9};
+    CHECK_OK(tc_tensor_zeros(2, other, TC_FLOAT32, dev, &rs));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT64, dev, &r64));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_INT32, dev, &xi));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT32, dev, &dead));
+    CHECK_OK(tc_tensor_zeros(1, &n5, TC_FLOAT32, dev, &w5));
+    tc_tensor_release(dead); /* a freed handle */
+    tc_tensor *sum = NULL, *out = NULL, *mean = NULL, *rstd = NULL;
+    const tc_dtype bf = TC_BFLOAT16;
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(NULL, r, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, &mean, &rstd),
+        TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "tc_nn_add_layer_norm"));
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(dead, r, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, &mean, &rstd),
+        TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(x, dead, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, &mean, &rstd),
+        TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(xi, NULL, 1, &n, NULL, NULL, 1e-5, TC_INT32, NULL, &out, NULL, NULL),
+        TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 1, &n, NULL, NULL, 1e-5, bf, NULL, &out, NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(tc_last_error(), "sum"));
+    CHECK_STATUS(tc_nn_add_layer_norm(x, NULL, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 1, &n, NULL, NULL, 1e-5, bf, &sum, NULL, NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, rs, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r64, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_DTYPE);
+    CHECK(strstr(tc_last_error(), "residual"));
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(x, r, 1, &n, NULL, NULL, 1e-5, TC_FLOAT64, &sum, &out, NULL, NULL),
+        TC_ERROR_DTYPE);
+    CHECK(strstr(tc_last_error(), "out_dtype"));
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(x, r, 1, &n, NULL, NULL, 1e-5, (tc_dtype)99, &sum, &out, NULL, NULL),
+        TC_ERROR_DTYPE);
+    /* bfloat16 x takes neither a float32 residual nor a float32 output */
+    CHECK_STATUS(tc_nn_add_layer_norm(r, x, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_DTYPE);
+    CHECK_STATUS(
+        tc_nn_add_layer_norm(r, NULL, 1, &n, NULL, NULL, 1e-5, TC_FLOAT32, NULL, &out, NULL, NULL),
+        TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 1, &n5, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 1, &n, w5, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 0, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK(!sum && !out && !mean && !rstd);
+    if (dev.type == TC_CUDA) { /* a residual on the other device */
+        tc_tensor *rc = NULL;
+        CHECK_OK(tc_tensor_zeros(2, sz, TC_BFLOAT16, CPU, &rc));
+        CHECK_STATUS(
+            tc_nn_add_layer_norm(x, rc, 1, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+            TC_ERROR_DEVICE_MISMATCH);
+        CHECK(!sum && !out);
+        tc_tensor_release(rc);
+    }
+    tc_tensor *all[] = {x, r, rs, r64, xi, w5};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
+int main(void)
+{
+    tc_test_init();
+    test_values();
+    test_bad_input(CPU);
+    if (tc_is_available()) {
+        test_bad_input(GPU);
+        CHECK_OK(tc_synchronize(-1));
+    } else {
+        printf("no GPU: the GPU checks are skipped\n");
+    }
+    return TC_TEST_DONE();
+}

@@ -451,9 +451,13 @@ static tc_tensor *block_forward(run *r, gpt2 *m, int l, tc_tensor *x, tc_tensor 
     /* x2 = x + proj (float32 + bfloat16: float32), then ln_2(x2), one pass */
     a->x2 = add_norm(r, m, x, proj, GPT2_LAYER(l, GPT2_LN2_W), &a->h2, &a->mean2, &a->rstd2);
     /* MLP: x2 + c_proj(gelu(c_fc(ln_2(x2)))) */
-    LET(r, saved, f,
-        tc_nn_linear(a->h2, W(m, GPT2_LAYER(l, GPT2_FC_W)), W(m, GPT2_LAYER(l, GPT2_FC_B)), &f));
-    LET(r, saved, g, tc_tensor_gelu(f, TC_GELU_APPROXIMATE_TANH, &g));
+    tc_tensor *f = NULL, *g = NULL; /* c_fc's output and its gelu, one GEMM on a GPU */
+    if (OK(r,
+           tc_nn_linear_gelu(a->h2, W(m, GPT2_LAYER(l, GPT2_FC_W)), W(m, GPT2_LAYER(l, GPT2_FC_B)),
+                             TC_GELU_APPROXIMATE_TANH, &g, &f))) {
+        keep(r, &r->saved, f);
+        keep(r, &r->saved, g);
+    }
     a->f = f, a->g = g;
     LET(r, tmp, down,
         tc_nn_linear(g, W(m, GPT2_LAYER(l, GPT2_FCPROJ_W)), W(m, GPT2_LAYER(l, GPT2_FCPROJ_B)),
@@ -532,14 +536,22 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     gpt2_layer_acts *a = &m->acts[l];
     int64_t B = tc_tensor_size(a->x, 0), T = tc_tensor_size(a->x, 1), C = m->cfg.C;
     int64_t heads[4] = {B, T, m->cfg.n_head, C / m->cfg.n_head}, qkv_sizes[3] = {B, T, 3 * C};
-    tc_tensor *dg = NULL, *dh2 = NULL, *dym = NULL, *dh1 = NULL;
+    tc_tensor *dh2 = NULL, *dym = NULL, *dh1 = NULL;
     /* x3 = x2 + c_proj(gelu(c_fc(ln_2(x2)))): x2's gradient is dres plus the MLP's */
     tc_tensor *ddown = cast(r, &r->tmp, dres, m->dtype, m->dev);
     linear_backward(r, m, ddown, a->g, GPT2_LAYER(l, GPT2_FCPROJ_W), GPT2_LAYER(l, GPT2_FCPROJ_B),
-                    &dg, true);
-    LET(r, tmp, df, tc_nn_gelu_backward(dg, a->f, TC_GELU_APPROXIMATE_TANH, &df));
-    linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), GPT2_LAYER(l, GPT2_FC_B), &dh2,
-                    true);
+                    NULL, true);
+    /* through c_proj's input and the gelu to c_fc's output in one GEMM on a
+     * GPU, c_fc's bias gradient with it */
+    tc_tensor *df = NULL, *dbf = NULL;
+    if (OK(r, tc_nn_linear_backward_gelu(ddown, W(m, GPT2_LAYER(l, GPT2_FCPROJ_W)), a->f,
+                                         TC_GELU_APPROXIMATE_TANH, &df, &dbf))) {
+        keep(r, &r->tmp, df);
+        keep(r, &r->tmp, dbf);
+    }
+    accumulate(r, m->grads[GPT2_LAYER(l, GPT2_FC_B)], dbf);
+    linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), -1, &dh2, true);
+    ready(r, m, GPT2_LAYER(l, GPT2_FC_B));
     layer_norm_backward(r, m, dh2, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres);
     /* x2 = x + c_proj(attention(...)): x's gradient is dres plus attention's */
     tc_tensor *dproj = cast(r, &r->tmp, dres, m->dtype, m->dev);

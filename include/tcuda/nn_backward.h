@@ -239,6 +239,36 @@ TCUDA_API tc_status tc_nn_linear_backward_into(const tc_tensor *grad_output, con
                                                tc_tensor *grad_x, tc_tensor *grad_weight,
                                                tc_tensor *grad_bias);
 
+/* gelu(linear(x, weight, bias)) with the linear's output kept (the input
+ * of gelu's backward): *pre = x @ weight^T + bias and *out = gelu(*pre),
+ * both [..., out] of x's dtype; pre may be NULL when not wanted. On a GPU
+ * with a bias and the tanh approximation, where cuBLASLt takes the shape
+ * (out a multiple of 8; float16, bfloat16 or float32): one matmul whose
+ * epilogue adds the bias, writes pre and applies gelu to the float32
+ * result before rounding (GELU_AUX_BIAS; within the dtype's rounding of
+ * the two ops apart). Otherwise tc_nn_linear, then tc_tensor_gelu. Errors:
+ * those of tc_nn_linear and tc_tensor_gelu; TC_ERROR_INVALID_ARGUMENT for
+ * an unknown approximate or out NULL. */
+TCUDA_API tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weight,
+                                      const tc_tensor *bias, tc_gelu_approximate approximate,
+                                      tc_tensor **out, tc_tensor **pre);
+
+/* The backward of y = linear(gelu(pre), weight, ...) down to pre, for
+ * grad_output [..., out] (y's gradient), weight [out, in] and pre [..., in]
+ * (the same leading dims, one dtype): *grad_pre = gelu_backward(grad_output
+ * @ weight, pre) [..., in] and, where grad_bias is not NULL, *grad_bias
+ * [in] = *grad_pre summed over the leading dims (the bias gradient of the
+ * linear that made pre). On a GPU with the tanh approximation, where
+ * cuBLASLt takes the shape (in a multiple of 8): one matmul with the
+ * DGELU_BGRAD epilogue (gelu's derivative applied before the product is
+ * rounded); otherwise tc_nn_linear_backward's grad_x, tc_nn_gelu_backward
+ * and a column sum. Errors: those of the ops; TC_ERROR_INVALID_ARGUMENT for
+ * an unknown approximate or grad_pre NULL. */
+TCUDA_API tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output,
+                                               const tc_tensor *weight, const tc_tensor *pre,
+                                               tc_gelu_approximate approximate,
+                                               tc_tensor **grad_pre, tc_tensor **grad_bias);
+
 /* The gradient of tc_nn_dropout (aten's native_dropout_backward): a new
  * grad_in = grad_output * mask * scale, scale = 1 / (1 - p) (0 for p == 1),
  * computed in float32 for 16-bit dtypes. mask is the bool mask that

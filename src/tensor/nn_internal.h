@@ -321,6 +321,19 @@ typedef struct tc__nn_backend {
      * (with TC_OK) means nothing was queued: the caller runs the math
      * path. */
     tc_status (*attention_backward)(int device, const tc__nn_attention_bwd *a, bool *done);
+    /* linear with its bias and a tanh gelu in one step where the backend
+     * can (NULL where it never can): aux = op(A) op(B) + bias and C =
+     * gelu_tanh(aux), both [m, n] of dtype with leading dimension n, for g
+     * as gemm_bias's. *fused false (with TC_OK): nothing queued. */
+    tc_status (*gemm_gelu)(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                           bool *fused);
+    /* The gradient through a tanh gelu in the same step as the GEMM before
+     * it (NULL where never): C = (op(A) op(B)) * gelu_tanh'(aux), aux [m, n]
+     * of dtype with leading dimension n, and bias_grad [n] (dense, of dtype)
+     * = C summed over its rows, written; g as gemm_bias's. *fused false
+     * (with TC_OK): nothing queued. */
+    tc_status (*gemm_dgelu)(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
+                            bool *fused);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -376,6 +389,12 @@ uint64_t tc__nn_attention_backward_fused_count(void);
  * gradients gemm_bgrad computed in one step. */
 void tc__nn_linear_backward_set_fused(bool fused);
 uint64_t tc__nn_linear_backward_fused_count(void);
+/* Test hooks of tc_nn_linear_gelu and tc_nn_linear_backward_gelu
+ * (tensor_linear_gelu.c): false makes them run the ops apart on every
+ * device; the count is the calling thread's calls that ran the backend's
+ * gelu epilogue. */
+void tc__nn_linear_gelu_set_fused(bool fused);
+uint64_t tc__nn_linear_gelu_fused_count(void);
 
 /* For tc_nn_scaled_dot_product_attention_backward (tensor_attention_backward.c),
  * from tensor_nn.c. tc__nn_sdpa_check: the forward's checks of q, k and v

@@ -73,12 +73,22 @@
  * MatmulPreferenceAttribute}.html), checked against CUDA 13.0's cublasLt.h.
  * The type each attribute takes is in its comment. */
 enum {
-    LT_DESC_TRANSA = 3,       /* int32_t, a cublasOperation_t */
-    LT_DESC_TRANSB = 4,       /* int32_t, a cublasOperation_t */
-    LT_DESC_EPILOGUE = 7,     /* uint32_t, a cublasLtEpilogue_t */
-    LT_DESC_BIAS_POINTER = 8, /* const void *; its type: BIAS_DATA_TYPE, default D's */
+    LT_DESC_TRANSA = 3,                /* int32_t, a cublasOperation_t */
+    LT_DESC_TRANSB = 4,                /* int32_t, a cublasOperation_t */
+    LT_DESC_EPILOGUE = 7,              /* uint32_t, a cublasLtEpilogue_t */
+    LT_DESC_BIAS_POINTER = 8,          /* const void *; its type: BIAS_DATA_TYPE, default D's */
+    LT_DESC_EPILOGUE_AUX_POINTER = 11, /* void *; its type: AUX_DATA_TYPE, default D's */
+    LT_DESC_EPILOGUE_AUX_LD = 12,      /* int64_t, the aux matrix's leading dimension */
 };
-enum { LT_EPILOGUE_BIAS = 4, LT_EPILOGUE_BGRADB = 512 };
+/* GELU_AUX_BIAS: D = gelu(AB + bias) with AB + bias into aux; DGELU_BGRAD:
+ * D = AB * gelu'(aux) and the bias gradient (D summed over its columns).
+ * cuBLASLt's gelu is the tanh approximation. */
+enum {
+    LT_EPILOGUE_BIAS = 4,
+    LT_EPILOGUE_GELU_AUX_BIAS = 164,
+    LT_EPILOGUE_DGELU_BGRAD = 208,
+    LT_EPILOGUE_BGRADB = 512
+};
 enum {
     LT_PREF_MAX_WORKSPACE_BYTES = 1,   /* uint64_t, default 0 */
     LT_PREF_REDUCTION_SCHEME_MASK = 3, /* uint32_t, default all schemes */
@@ -169,9 +179,9 @@ static void load_syms(void)
 typedef struct lt_key {
     int device, dtype, trans_a, trans_b;
     int tf32, reduced; /* the switches of tcuda/backends.h as the plan was made */
-    int epilogue;      /* LT_EPILOGUE_BIAS or LT_EPILOGUE_BGRADB */
+    int epilogue;      /* one of LT_EPILOGUE_* */
     int64_t m, n, k, lda, ldb;
-    uint32_t align[4]; /* A, B, C (also D) and the bias, in bytes, at most 256 */
+    uint32_t align[5]; /* A, B, C (also D), the bias and aux, in bytes, at most 256 */
 } lt_key;
 
 typedef struct lt_plan {
@@ -251,7 +261,7 @@ static int layout(void **out, tc_dtype dt, int64_t rows, int64_t cols, int64_t l
  * marks it refused. g and bias give the pointers whose alignment is in the
  * key (the heuristic reads the bias pointer for it). */
 static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm *g,
-                       const void *bias)
+                       const void *bias, const void *aux)
 {
     memset(p, 0, sizeof *p);
     p->key = *key;
@@ -274,6 +284,12 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
         rc = p_desc_set(p->desc, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
     if (rc == 0)
         rc = p_desc_set(p->desc, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (rc == 0 && aux) { /* aux is dense like C: n rows (cuBLASLt's) of each of m columns */
+        int64_t ld = g->n;
+        rc = p_desc_set(p->desc, LT_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+        if (rc == 0)
+            rc = p_desc_set(p->desc, LT_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+    }
     /* op(B)^T is n x k: stored n x k (ld ldb), or k x n when trans_b */
     if (rc == 0)
         rc = g->trans_b ? layout(&p->la, dt, g->k, g->n, g->ldb)
@@ -327,7 +343,7 @@ static void build_plan(void *h, lt_plan *p, const lt_key *key, const tc__nn_gemm
 /* The plan for key, made on first use (replacing the oldest when the table
  * is full). */
 static lt_plan *plan_for(lt_thread *t, void *h, const lt_key *key, const tc__nn_gemm *g,
-                         const void *bias)
+                         const void *bias, const void *aux)
 {
     for (int i = 0; i < LT_PLANS; i++)
         if (t->plans[i].used && memcmp(&t->plans[i].key, key, sizeof *key) == 0)
@@ -335,7 +351,7 @@ static lt_plan *plan_for(lt_thread *t, void *h, const lt_key *key, const tc__nn_
     lt_plan *p = &t->plans[t->next];
     t->next = (t->next + 1) % LT_PLANS;
     drop_plan(p);
-    build_plan(h, p, key, g, bias);
+    build_plan(h, p, key, g, bias, aux);
     return p;
 }
 
@@ -402,8 +418,10 @@ static void *handle_for(int device, cudaStream_t cs)
 }
 
 /* One cublasLtMatmul on the current stream with `epilogue` (its vector:
- * bias, read or written), or a refusal. beta is g's (0 or 1). */
-static tc_status run(int device, const tc__nn_gemm *g, const void *bias, int epilogue, bool *fused)
+ * bias, read or written; its matrix: aux, written or read, NULL for none),
+ * or a refusal. beta is g's (0 or 1). */
+static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const void *aux,
+                     int epilogue, bool *fused)
 {
     cudaStream_t cs = tc__current_cuda_stream(device);
     void *h = handle_for(device, cs);
@@ -423,8 +441,10 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, int epi
     key.align[1] = align_of(g->b);
     key.align[2] = align_of(g->c);
     key.align[3] = align_of(bias);
-    lt_plan *p = plan_for(mine, h, &key, g, bias);
-    if (p->refused || p_desc_set(p->desc, LT_DESC_BIAS_POINTER, &bias, sizeof bias) != 0)
+    key.align[4] = aux ? align_of(aux) : 0;
+    lt_plan *p = plan_for(mine, h, &key, g, bias, aux);
+    if (p->refused || p_desc_set(p->desc, LT_DESC_BIAS_POINTER, &bias, sizeof bias) != 0 ||
+        (aux && p_desc_set(p->desc, LT_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) != 0))
         return TC_OK;
     void *ws = NULL;
     if (p->workspace && tc__device_alloc(device, cs, p->workspace, &ws) != TC_OK)
@@ -455,7 +475,7 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = run(device, g, bias, LT_EPILOGUE_BIAS, fused);
+    tc_status st = run(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
     tc_device_guard_exit(&gd);
     return st;
 }
@@ -468,7 +488,44 @@ tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad,
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = run(device, g, bias_grad, LT_EPILOGUE_BGRADB, fused);
+    tc_status st = run(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
+    tc_device_guard_exit(&gd);
+    return st;
+}
+
+/* The gelu epilogues: 16-bit and float32 (cuBLASLt's gelu epilogues are
+ * not documented for float64), beta 0, aux rows of whole 16-byte vectors
+ * (cuBLASLt asks the aux leading dimension to be a multiple of 8). */
+static bool gelu_eligible(const tc__nn_gemm *g, const void *vec, const void *aux, int epilogue)
+{
+    return g->dtype != TC_FLOAT64 && g->beta == 0 && aux && g->n % 8 == 0 &&
+           (uintptr_t)aux % 16 == 0 && eligible(g, vec, epilogue);
+}
+
+tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                             bool *fused)
+{
+    *fused = false;
+    pthread_once(&syms_once, load_syms);
+    if (!syms_ok || !gelu_eligible(g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS))
+        return TC_OK;
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc_status st = run(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
+    tc_device_guard_exit(&gd);
+    return st;
+}
+
+tc_status tc__cuda_gemm_dgelu(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
+                              bool *fused)
+{
+    *fused = false;
+    pthread_once(&syms_once, load_syms);
+    if (!syms_ok || !gelu_eligible(g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD))
+        return TC_OK;
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc_status st = run(device, g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD, fused);
     tc_device_guard_exit(&gd);
     return st;
 }

@@ -142,5 +142,7 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .embedding_backward = tc__cuda_nn_embedding_backward,
     .dropout = tc__cuda_nn_dropout,
     .gemm_bgrad = tc__cuda_gemm_bgrad,
+    .gemm_gelu = tc__cuda_gemm_gelu,
+    .gemm_dgelu = tc__cuda_gemm_dgelu,
     .attention_backward = cu_attention_backward,
 };

@@ -20,7 +20,12 @@ and float16 on the GPU and float64 on the CPU:
   F.cross_entropy's loss and logits.grad, for mean, sum and none, with some
   rows ignored, on a GPT-2 sized vocabulary too, and every row ignored;
 - cross_entropy_fused_autocast on 16-bit logits against autocast's
-  F.cross_entropy(logits.float()): its float32 loss and logits.grad.
+  F.cross_entropy(logits.float()): its float32 loss and logits.grad;
+- add_layer_norm against x + residual, native_layer_norm and .to(out_dtype),
+  with autocast's mixed pairs for float32 x;
+- linear_gelu (pre and out) against F.linear and F.gelu(approximate="tanh"),
+  linear_backward_gelu against pre.grad through a second linear and its
+  column sums.
 
 Tolerances are torch.testing.assert_close's defaults for each dtype; in
 16-bit, a gradient outside them still passes when its error from the same
@@ -78,6 +83,9 @@ def load_tcuda():
         "tc_nn_cross_entropy_fused": (i32, [vp, vp, i64, i32, dbl, vpp, vpp]),
         "tc_nn_cross_entropy_fused_autocast": (i32, [vp, vp, i64, i32, dbl, vpp, vpp]),
         "tc_nn_cross_entropy_backward": (i32, [vp, vp, vp, i64, i32, vpp]),
+        "tc_nn_add_layer_norm": (i32, [vp, vp, i32, i64p, vp, vp, dbl, i32, vpp, vpp, vpp, vpp]),
+        "tc_nn_linear_gelu": (i32, [vp, vp, vp, i32, vpp, vpp]),
+        "tc_nn_linear_backward_gelu": (i32, [vp, vp, vp, i32, vpp, vpp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -311,8 +319,65 @@ def case_cross_entropy_autocast(dev, dt):
             close(f"{what} dlogits", dl, xr.grad, dt, x64.grad)
 
 
+def case_add_layer_norm(dev, dt):
+    """x + residual and layer_norm of it in out_dtype: against torch's add,
+    native_layer_norm and .to(out_dtype); with float32 x also 16-bit
+    residuals and outputs (autocast's pairs)."""
+    pairs = [(dt, dt)]
+    if dt == torch.float32:
+        pairs += [(torch.bfloat16, torch.bfloat16), (torch.float32, torch.bfloat16),
+                  (torch.float16, torch.float16)]
+    shape, ns, eps = (4, 64, 768), [768], 1e-5
+    for rdt, odt in pairs:
+        x = (torch.randn(shape, dtype=torch.float64) * 2).to(dev, dt)
+        r = torch.randn(shape, dtype=torch.float64).to(dev, rdt)
+        w = (torch.rand(ns, dtype=torch.float64) + 0.5).to(dev, dt)
+        b = torch.randn(ns, dtype=torch.float64).to(dev, dt)
+        s_t = x + r
+        out_t, mean_t, rstd_t = torch.native_layer_norm(s_t, ns, w, b, eps)
+        s, y, mean, rstd = new_out(), new_out(), new_out(), new_out()
+        ok(tc.tc_nn_add_layer_norm(to_tc(x), to_tc(r), 1, sizes_of(ns), to_tc(w), to_tc(b), eps,
+                                   TC_OF[odt], ctypes.byref(s), ctypes.byref(y),
+                                   ctypes.byref(mean), ctypes.byref(rstd)), "add_layer_norm")
+        what = f"add_layer_norm {dt} x + {rdt} residual -> {odt}"
+        close(f"{what} sum", s, s_t, dt)
+        close(f"{what} out", y, out_t.to(odt), odt)
+        close(f"{what} mean", mean, mean_t, mean_t.dtype)
+        close(f"{what} rstd", rstd, rstd_t, rstd_t.dtype)
+
+
+def case_linear_gelu(dev, dt):
+    """linear + tanh gelu forward (pre and out) and the backward through a
+    second linear down to pre (grad_pre and its column sums)."""
+    m, k, n = 256, 768, 3072
+    x = torch.randn(m, k, dtype=torch.float64).to(dev, dt)
+    w = (torch.randn(n, k, dtype=torch.float64) * 0.03).to(dev, dt)
+    b = (torch.randn(n, dtype=torch.float64) * 0.1).to(dev, dt)
+    pre_t = F.linear(x, w, b)
+    out_t = F.gelu(pre_t, approximate="tanh")
+    pre64 = F.linear(x.double(), w.double(), b.double())
+    out, pre = new_out(), new_out()
+    ok(tc.tc_nn_linear_gelu(to_tc(x), to_tc(w), to_tc(b), 1, ctypes.byref(out),
+                            ctypes.byref(pre)), "linear_gelu")
+    close(f"linear_gelu [{m}, {k}] x [{n}, {k}] pre", pre, pre_t, dt, pre64)
+    close(f"linear_gelu [{m}, {k}] x [{n}, {k}] out", out, out_t, dt,
+          F.gelu(pre64, approximate="tanh"))
+    # the backward: y = linear(gelu(pre), w2 [k, n]); grad_output [m, k]
+    w2 = (torch.randn(k, n, dtype=torch.float64) * 0.03).to(dev, dt)
+    go = torch.randn(m, k, dtype=torch.float64).to(dev, dt)
+    pr = pre_t.detach().clone().requires_grad_()
+    F.linear(F.gelu(pr, approximate="tanh"), w2).backward(go)
+    p64 = leaf64(pre_t)
+    F.linear(F.gelu(p64, approximate="tanh"), w2.double()).backward(go.double())
+    gp, gb = new_out(), new_out()
+    ok(tc.tc_nn_linear_backward_gelu(to_tc(go), to_tc(w2), to_tc(pre_t), 1, ctypes.byref(gp),
+                                     ctypes.byref(gb)), "linear_backward_gelu")
+    close(f"linear_backward_gelu [{m}, {n}] grad_pre", gp, pr.grad, dt, p64.grad)
+    close(f"linear_backward_gelu [{n}] grad_bias", gb, pr.grad.sum(0), dt, p64.grad.sum(0))
+
+
 CASES = (case_gelu, case_softmax, case_layer_norm, case_cross_entropy,
-         case_cross_entropy_autocast)
+         case_cross_entropy_autocast, case_add_layer_norm, case_linear_gelu)
 
 
 def main():

@@ -5,7 +5,11 @@
  * with the BGRADB epilogue, as llm.c does, instead of a GEMM and a column
  * sum. BGRADB sums cuBLASLt's B (our op(A)) over k into a vector as long as
  * D's columns (our m): our bias gradient, written (never accumulated) in
- * D's type, while D itself may be C + the product (beta 1).
+ * D's type, while D itself may be C + the product (beta 1). And a linear
+ * with the tanh gelu after it (gemm_gelu: GELU_AUX_BIAS, the pre-activation
+ * kept in the aux matrix) and the gradient back through both (gemm_dgelu:
+ * DGELU_BGRAD, gelu's derivative read at aux, the bias gradient summed), as
+ * llm.c's gelu fusion does.
  *
  * As in blas.c, only the entry points used are declared here, so the build
  * needs no cuBLAS header or library. Whatever cuBLASLt does not take is a

@@ -518,27 +518,29 @@ static void linear_backward(run *r, gpt2 *m, const tc_tensor *dout, const tc_ten
  * gradients and x's added in place, into m->grads and dres. dout is
  * float32, or the 16-bit gradient of the layer after it (layer norm runs in
  * float32 under autocast: the kernel reads it as float32, as the cast back
- * would give it). */
+ * would give it). dres_low (NULL in float32) gets the new dres in the
+ * model's 16-bit dtype, the gradient the linear before reads. */
 static void layer_norm_backward(run *r, gpt2 *m, const tc_tensor *dout, const tc_tensor *x,
                                 const tc_tensor *mean, const tc_tensor *rstd, int wi,
-                                tc_tensor *dres)
+                                tc_tensor *dres, tc_tensor *dres_low)
 {
     DO(r, tc_nn_layer_norm_backward_into(dout, x, 1, &m->cfg.C, mean, rstd, m->params[wi], true,
-                                         dres, m->grads[wi], m->grads[wi + 1]));
+                                         dres, m->grads[wi], m->grads[wi + 1], dres_low));
     ready(r, m, wi);
     ready(r, m, wi + 1);
 }
 
 /* Block l's backward: dres (float32 [B, T, C]) is the gradient of the
- * block's output and becomes that of its input, in place. */
-static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
+ * block's output and becomes that of its input, in place; low (NULL in
+ * float32) holds dres in the model's dtype, before and after. */
+static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres, tc_tensor *low)
 {
     gpt2_layer_acts *a = &m->acts[l];
     int64_t B = tc_tensor_size(a->x, 0), T = tc_tensor_size(a->x, 1), C = m->cfg.C;
     int64_t heads[4] = {B, T, m->cfg.n_head, C / m->cfg.n_head}, qkv_sizes[3] = {B, T, 3 * C};
     tc_tensor *dh2 = NULL, *dym = NULL, *dh1 = NULL;
     /* x3 = x2 + c_proj(gelu(c_fc(ln_2(x2)))): x2's gradient is dres plus the MLP's */
-    tc_tensor *ddown = cast(r, &r->tmp, dres, m->dtype, m->dev);
+    tc_tensor *ddown = low ? low : dres;
     linear_backward(r, m, ddown, a->g, GPT2_LAYER(l, GPT2_FCPROJ_W), GPT2_LAYER(l, GPT2_FCPROJ_B),
                     NULL, true);
     /* through c_proj's input and the gelu to c_fc's output in one GEMM on a
@@ -552,9 +554,9 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     accumulate(r, m->grads[GPT2_LAYER(l, GPT2_FC_B)], dbf);
     linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), -1, &dh2, true);
     ready(r, m, GPT2_LAYER(l, GPT2_FC_B));
-    layer_norm_backward(r, m, dh2, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres);
+    layer_norm_backward(r, m, dh2, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres, low);
     /* x2 = x + c_proj(attention(...)): x's gradient is dres plus attention's */
-    tc_tensor *dproj = cast(r, &r->tmp, dres, m->dtype, m->dev);
+    tc_tensor *dproj = low ? low : dres;
     linear_backward(r, m, dproj, a->ym, GPT2_LAYER(l, GPT2_PROJ_W), GPT2_LAYER(l, GPT2_PROJ_B),
                     &dym, true);
     LET(r, tmp, dys, tc_tensor_view(dym, 4, heads, &dys));
@@ -577,17 +579,18 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres)
     }
     linear_backward(r, m, dqkv, a->h1, GPT2_LAYER(l, GPT2_ATTN_W), GPT2_LAYER(l, GPT2_ATTN_B), &dh1,
                     true);
-    layer_norm_backward(r, m, dh1, a->x, a->mean1, a->rstd1, GPT2_LAYER(l, GPT2_LN1_W), dres);
+    layer_norm_backward(r, m, dh1, a->x, a->mean1, a->rstd1, GPT2_LAYER(l, GPT2_LN1_W), dres, low);
     list_release(&r->tmp);
 }
 
 /* ---- the micro-step ------------------------------------------------------------------ */
 
 /* The loss (and the classifier's and ln_f's backward) from the last block's
- * output xL; the residual gradient into *dres (owned by the caller). */
+ * output xL; the residual gradient into *dres and, under autocast, its
+ * 16-bit copy into *low (both owned by the caller). */
 static void head(run *r, gpt2 *m, tc_tensor *xL, tc_tensor *hfc, const tc_tensor *meanf,
                  const tc_tensor *rstdf, const tc_tensor *y, double grad_scale, bool backward,
-                 tc_tensor *loss_acc, tc_tensor **dres)
+                 tc_tensor *loss_acc, tc_tensor **dres, tc_tensor **low)
 {
     int64_t B = tc_tensor_size(xL, 0), T = tc_tensor_size(xL, 1), V = m->cfg.V;
     int64_t rows[2] = {B * T, V}, flat = B * T, bt_v[3] = {B, T, V};
@@ -621,11 +624,14 @@ static void head(run *r, gpt2 *m, tc_tensor *xL, tc_tensor *hfc, const tc_tensor
     /* wte's gradient is final only after the embedding's backward */
     linear_backward(r, m, dlc, hfc, GPT2_WTE, -1, &dhfc, false);
     /* the residual stream's gradient starts as ln_f's dx, added into zeros */
-    tc_tensor *dx = NULL;
-    if (OK(r, tc_tensor_zeros_like(xL, &dx))) {
+    tc_tensor *dx = NULL, *dl16 = NULL;
+    if (OK(r, tc_tensor_zeros_like(xL, &dx)))
         *dres = dx; /* the caller's now */
-        layer_norm_backward(r, m, dhfc, xL, meanf, rstdf, lnf, dx);
-    }
+    if (m->dtype != TC_FLOAT32 && dx &&
+        OK(r, tc_tensor_empty(3, tc_tensor_sizes(xL), m->dtype, m->dev, &dl16)))
+        *low = dl16;
+    if (r->st == TC_OK)
+        layer_norm_backward(r, m, dhfc, xL, meanf, rstdf, lnf, dx, dl16);
     list_release(&r->tmp);
 }
 
@@ -669,16 +675,17 @@ tc_status gpt2_forward_backward(gpt2 *m, const tc_tensor *x, const tc_tensor *y,
         a->h1 = h, a->mean1 = mean, a->rstd1 = rstd;
         xl = block_forward(&r, m, l, xl, &h, &mean, &rstd);
     }
-    tc_tensor *dres = NULL;
+    tc_tensor *dres = NULL, *low = NULL;
     if (r.st == TC_OK)
-        head(&r, m, xl, h, mean, rstd, y, grad_scale, backward, loss_acc, &dres);
+        head(&r, m, xl, h, mean, rstd, y, grad_scale, backward, loss_acc, &dres, &low);
     if (backward && r.st == TC_OK) {
         for (int l = m->cfg.n_layer - 1; l >= 0 && r.st == TC_OK; l--)
-            block_backward(&r, m, l, dres);
+            block_backward(&r, m, l, dres, low);
         if (r.st == TC_OK)
             embedding_backward(&r, m, x, dres);
     }
     tc_tensor_release(dres);
+    tc_tensor_release(low);
     list_release(&r.tmp);
     list_release(&r.saved);
     free(r.tmp.t);

@@ -424,7 +424,7 @@ case $PRESET in
       finish
     fi
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_attention_backward_cuda test_nn_cuda test_nn_add_layer_norm test_nn_linear_gelu \
+      test_attention_backward_cuda test_nn_cuda test_nn_layer_norm_fused test_nn_linear_gelu \
       test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
       test_train_gpt2_grad test_train_gpt2_cuda}
     TRAIN_ORACLES=${TRAIN_ORACLES:-nn_backward_torch nn_layers_torch attention_backward_torch \
@@ -439,7 +439,7 @@ case $PRESET in
     # makes no CUDA call; test_optim_cuda is its GPU half)
     [ "${TRAIN_CS_TESTS:-}" != none ] &&
       CS_TESTS=${TRAIN_CS_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-        test_attention_backward_cuda test_nn_add_layer_norm test_nn_linear_gelu test_amp \
+        test_attention_backward_cuda test_nn_layer_norm_fused test_nn_linear_gelu test_amp \
         test_optim_cuda test_ddp test_checkpoint_cuda} step_compute_sanitizer
     if [ "${TRAIN_BENCH:-0}" = 1 ]; then
       BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches nn_backward train train_ddp

@@ -382,7 +382,7 @@ static void test_layer_norm_into(tc_device dev)
                     tc_tensor *db = tensor_of(dev, dt, 1, &n, w0 + n);
                     double *h[3] = {tc_test_values(dx), tc_test_values(dw), tc_test_values(db)};
                     CHECK_OK(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, tw, acc, dx,
-                                                            dw, db));
+                                                            dw, db, NULL));
                     const double *r[3] = {rdx, rdw, rdb};
                     tc_tensor *o[3] = {dx, dw, db};
                     int64_t cnt[3] = {all, n, n};
@@ -401,7 +401,7 @@ static void test_layer_norm_into(tc_device dev)
                             want[i * 2 * n + n + j] = (acc ? want[i * 2 * n + n + j] : 0) +
                                                       rdx[i * n + j];
                     CHECK_OK(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, tw, acc,
-                                                            view, NULL, NULL));
+                                                            view, NULL, NULL, NULL));
                     near_ref("layer_norm_backward_into, strided dx", dt, base, want, 2 * all, 8);
                     free(want);
                     tc_tensor *ts[] = {dx, dw, db, base, view};
@@ -427,20 +427,20 @@ static void test_layer_norm_into(tc_device dev)
               *dxf = tensor_of(dev, TC_FLOAT32, 2, sz, v);
     tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
     CHECK_OK(tc_nn_native_layer_norm(tx, 1, &n, NULL, NULL, 1e-5, &y, &mean, &rstd));
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, NULL, NULL,
+                                                NULL, NULL),
+                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxs, NULL,
+                                                NULL, NULL),
+                 TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxf, NULL,
+                                                NULL, NULL),
+                 TC_ERROR_DTYPE);
+    CHECK_STATUS(tc_nn_layer_norm_backward_into(tg16, tx, 1, &n, mean, rstd, NULL, true, dx, NULL,
+                                                NULL, NULL),
+                 TC_ERROR_DTYPE); /* 16-bit grad_output for float32 x only */
     CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, NULL, NULL, NULL),
-        TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxs, NULL, NULL),
-        TC_ERROR_SHAPE);
-    CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, dxf, NULL, NULL),
-        TC_ERROR_DTYPE);
-    CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(tg16, tx, 1, &n, mean, rstd, NULL, true, dx, NULL, NULL),
-        TC_ERROR_DTYPE); /* 16-bit grad_output for float32 x only */
-    CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, tx, NULL, NULL),
+        tc_nn_layer_norm_backward_into(tg, tx, 1, &n, mean, rstd, NULL, true, tx, NULL, NULL, NULL),
         TC_ERROR_INVALID_ARGUMENT); /* dx is x */
     CHECK_STATUS(tc_nn_layer_norm_backward(tg16, tx, 1, &n, mean, rstd, NULL, &y, NULL, NULL),
                  TC_ERROR_DTYPE); /* the plain backward takes one dtype */
@@ -797,31 +797,39 @@ static void test_bad_input(tc_device dev)
     CHECK_OK(tc_tensor_zeros_like(x, &dxo));
     CHECK_OK(tc_tensor_zeros_like(w, &dwo));
     CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(NULL, x, 1, ns, mean, rstd, w, true, dxo, dwo, NULL),
+        tc_nn_layer_norm_backward_into(NULL, x, 1, ns, mean, rstd, w, true, dxo, dwo, NULL, NULL),
         TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(
-        tc_nn_layer_norm_backward_into(x, NULL, 1, ns, mean, rstd, w, true, dxo, dwo, NULL),
+        tc_nn_layer_norm_backward_into(x, NULL, 1, ns, mean, rstd, w, true, dxo, dwo, NULL, NULL),
         TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, dead, w, true, dxo, dwo, NULL),
-                 TC_ERROR_INVALID_HANDLE);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dead, dwo, NULL),
-                 TC_ERROR_INVALID_HANDLE);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns5, mean, rstd, w, true, dxo, dwo, NULL),
-                 TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 9, ns, mean, rstd, w, true, dxo, dwo, NULL),
-                 TC_ERROR_INVALID_ARGUMENT);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dwo, NULL, NULL),
-                 TC_ERROR_SHAPE); /* dx of weight's shape */
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, dxo, NULL),
-                 TC_ERROR_SHAPE);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, w, NULL),
-                 TC_ERROR_INVALID_ARGUMENT); /* dweight is the weight */
-    tc_tensor *row = NULL, *wv = NULL;       /* dweight a view of dx's first row: they overlap */
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, dead, w, true, dxo, dwo, NULL, NULL),
+        TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dead, dwo, NULL, NULL),
+        TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns5, mean, rstd, w, true, dxo, dwo, NULL, NULL),
+        TC_ERROR_SHAPE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 9, ns, mean, rstd, w, true, dxo, dwo, NULL, NULL),
+        TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dwo, NULL, NULL, NULL),
+        TC_ERROR_SHAPE); /* dx of weight's shape */
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, dxo, NULL, NULL),
+        TC_ERROR_SHAPE);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, w, NULL, NULL),
+        TC_ERROR_INVALID_ARGUMENT);    /* dweight is the weight */
+    tc_tensor *row = NULL, *wv = NULL; /* dweight a view of dx's first row: they overlap */
     CHECK_OK(tc_tensor_narrow(dxo, 0, 0, 1, &row));
     CHECK_OK(tc_tensor_view(row, 1, ns, &wv));
     tc_tensor_release(row);
-    CHECK_STATUS(tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, wv, NULL),
-                 TC_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, ns, mean, rstd, w, true, dxo, wv, NULL, NULL),
+        TC_ERROR_INVALID_ARGUMENT);
     tc_tensor_release(wv);
     /* cross_entropy_fused and cross_entropy_backward */
     const int64_t tv[3] = {0, 3, -1}, bad[3] = {0, 4, 1};

@@ -115,18 +115,22 @@ TCUDA_API tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, cons
  * stream's gradient, gradient accumulation over micro-batches), else
  * overwritten. grad_output may also be float16 or bfloat16 where x is
  * float32 (autocast's float32 layer norm, its gradient coming from a 16-bit
- * layer): its values are read as float32. Errors: as
+ * layer): its values are read as float32. dx_cast (NULL: none; with dx
+ * only, of x's shape and device, float16 or bfloat16 with float32 x)
+ * receives dx's final values rounded to its dtype in the same pass: the
+ * input of the 16-bit layer before, without a cast of its own. Errors: as
  * tc_nn_layer_norm_backward; TC_ERROR_SHAPE or TC_ERROR_DTYPE for an output
- * not as above; TC_ERROR_INVALID_ARGUMENT when all three are NULL or one
- * shares memory with an input or another output. A failure after the first
- * output was written (memory for a non-contiguous output's intermediate)
- * leaves the earlier ones written. */
+ * not as above; TC_ERROR_INVALID_ARGUMENT when dx, dweight and dbias are
+ * all NULL, dx_cast comes without dx, or an output shares memory with an
+ * input or another output. A failure after the first output was written
+ * (memory for a non-contiguous output's intermediate) leaves the earlier
+ * ones written. */
 TCUDA_API tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_tensor *x,
                                                    int nshape, const int64_t *normalized_shape,
                                                    const tc_tensor *mean, const tc_tensor *rstd,
                                                    const tc_tensor *weight, bool accumulate,
                                                    tc_tensor *dx, tc_tensor *dweight,
-                                                   tc_tensor *dbias);
+                                                   tc_tensor *dbias, tc_tensor *dx_cast);
 
 /* cross_entropy forward and backward in one pass over the logits (llm.c's
  * fused classifier): *loss as tc_nn_cross_entropy returns it (of logits'

@@ -220,11 +220,13 @@ typedef struct tc__nn_ln {
  * where dtype is float32), mean and rstd of its computation type; dx [m, n],
  * dweight and dbias [n] of dtype, each NULL when not wanted, written, or
  * with accumulate added to. dweight and dbias are summed over the rows in a
- * fixed order. */
+ * fixed order. dx_cast (NULL: none; only with dx, and a 16-bit cast_dtype
+ * where dtype is float32) gets dx's final values, as stored, rounded to
+ * cast_dtype. */
 typedef struct tc__nn_ln_bwd {
-    tc_dtype dtype, grad_dtype;
+    tc_dtype dtype, grad_dtype, cast_dtype;
     const void *grad_out, *x, *mean, *rstd, *weight;
-    void *dx, *dweight, *dbias;
+    void *dx, *dweight, *dbias, *dx_cast;
     int64_t m, n;
     bool accumulate;
 } tc__nn_ln_bwd;

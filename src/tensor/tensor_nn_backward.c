@@ -340,7 +340,7 @@ static tc_status ln_bwd_check(const char *fn, const tc_tensor *grad_output, cons
 static tc_status ln_bwd_run(const tc_tensor *grad_output, const tc_tensor *x, int nshape,
                             const int64_t *shape, const tc_tensor *mean, const tc_tensor *rstd,
                             const tc_tensor *weight, bool accumulate, tc_tensor *const dst[3],
-                            const bool want[3], tc_tensor *made[3])
+                            const bool want[3], tc_tensor *made[3], tc_tensor *dx_cast)
 {
     tc_device dev = x->storage->device;
     const tc__nn_backend *be = tc__nn_of(dev);
@@ -365,9 +365,13 @@ static tc_status ln_bwd_run(const tc_tensor *grad_output, const tc_tensor *x, in
             out[i] = made[i];
     }
     bool acc = accumulate && direct;
+    /* dx's cast in the kernel where dx is computed in place, else a copy after */
+    bool cast_here = dx_cast && direct && out[0] && tc_tensor_is_contiguous(dx_cast);
     if (st == TC_OK && m * n > 0) {
         tc__nn_ln_bwd a = {.dtype = x->dtype,
                            .grad_dtype = d[0]->dtype,
+                           .cast_dtype = dx_cast ? dx_cast->dtype : x->dtype,
+                           .dx_cast = cast_here ? tc__data(dx_cast) : NULL,
                            .grad_out = tc__data(d[0]),
                            .x = tc__data(d[1]),
                            .mean = tc__data(d[2]),
@@ -392,6 +396,8 @@ static tc_status ln_bwd_run(const tc_tensor *grad_output, const tc_tensor *x, in
             tc_tensor_release(made[i]);
             made[i] = NULL;
         }
+    if (st == TC_OK && dx_cast && !cast_here)
+        st = tc_tensor_copy_(dx_cast, dst[0], false);
     release_all(5, d);
     return st;
 }
@@ -412,7 +418,7 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tenso
     const bool want[3] = {dx != NULL, dweight != NULL, dbias != NULL};
     tc_tensor *made[3] = {NULL, NULL, NULL};
     tc_status st = ln_bwd_run(grad_output, x, nshape, normalized_shape, mean, rstd, weight, false,
-                              none, want, made);
+                              none, want, made, NULL);
     if (st != TC_OK) {
         release_all(3, made);
         return st;
@@ -424,15 +430,15 @@ tc_status tc_nn_layer_norm_backward(const tc_tensor *grad_output, const tc_tenso
     return TC_OK;
 }
 
-/* A destination of layer_norm_backward_into: x's dtype and device, the
+/* A destination of layer_norm_backward_into: of dtype dt on x's device, the
  * shape nd/sz, writable, and apart from every input. */
 static tc_status ln_check_dst(const char *fn, const tc_tensor *x, const tc_tensor *t,
                               const char *what, int nd, const int64_t *sz,
-                              const tc_tensor *const in[5])
+                              const tc_tensor *const in[5], tc_dtype dt)
 {
     if (!t)
         return TC_OK;
-    TC_TRY(check_on(fn, x, t, x->dtype, what));
+    TC_TRY(check_on(fn, x, t, dt, what));
     bool ok = t->ndim == nd;
     for (int i = 0; ok && i < nd; i++)
         ok = t->sizes[i] == sz[i];
@@ -452,7 +458,7 @@ tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_
                                          int nshape, const int64_t *normalized_shape,
                                          const tc_tensor *mean, const tc_tensor *rstd,
                                          const tc_tensor *weight, bool accumulate, tc_tensor *dx,
-                                         tc_tensor *dweight, tc_tensor *dbias)
+                                         tc_tensor *dweight, tc_tensor *dbias, tc_tensor *dx_cast)
 {
     TC_API_BEGIN;
     const char *fn = "tc_nn_layer_norm_backward_into";
@@ -462,12 +468,25 @@ tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_
     TC_TRY(tc__nn_check_norm_shape(fn, x, nshape, normalized_shape));
     TC_TRY(ln_bwd_check(fn, grad_output, x, nshape, normalized_shape, mean, rstd, weight, true));
     const tc_tensor *const in[5] = {grad_output, x, mean, rstd, weight};
-    TC_TRY(ln_check_dst(fn, x, dx, "tc_tensor dx", x->ndim, x->sizes, in));
-    TC_TRY(ln_check_dst(fn, x, dweight, "tc_tensor dweight", nshape, normalized_shape, in));
-    TC_TRY(ln_check_dst(fn, x, dbias, "tc_tensor dbias", nshape, normalized_shape, in));
-    tc_tensor *const dst[3] = {dx, dweight, dbias};
-    static const char *names[3] = {"dx", "dweight", "dbias"};
-    for (int i = 0; i < 3; i++)
+    TC_TRY(ln_check_dst(fn, x, dx, "tc_tensor dx", x->ndim, x->sizes, in, x->dtype));
+    TC_TRY(
+        ln_check_dst(fn, x, dweight, "tc_tensor dweight", nshape, normalized_shape, in, x->dtype));
+    TC_TRY(ln_check_dst(fn, x, dbias, "tc_tensor dbias", nshape, normalized_shape, in, x->dtype));
+    if (dx_cast) {
+        TC_CHECK_ARG(dx, "%s: dx_cast without dx: it is dx's copy", fn);
+        TC_TRY(tc__tensor_check(dx_cast, "tc_tensor dx_cast"));
+        if (x->dtype != TC_FLOAT32 ||
+            (dx_cast->dtype != TC_FLOAT16 && dx_cast->dtype != TC_BFLOAT16))
+            return tc__fail(TC_ERROR_DTYPE,
+                            "%s: dx_cast is %s for %s x; it must be float16 or bfloat16, with "
+                            "float32 x",
+                            fn, tc_dtype_string(dx_cast->dtype), tc_dtype_string(x->dtype));
+        TC_TRY(ln_check_dst(fn, x, dx_cast, "tc_tensor dx_cast", x->ndim, x->sizes, in,
+                            dx_cast->dtype));
+    }
+    tc_tensor *const dst[4] = {dx, dweight, dbias, dx_cast};
+    static const char *names[4] = {"dx", "dweight", "dbias", "dx_cast"};
+    for (int i = 0; i < 4; i++)
         for (int j = 0; j < i; j++)
             if (dst[i] && dst[j] && tc__overlap_of(dst[i], dst[j]) != TC__OVERLAP_NONE)
                 return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s", fn,
@@ -475,7 +494,7 @@ tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output, const tc_
     const bool want[3] = {dx != NULL, dweight != NULL, dbias != NULL};
     tc_tensor *made[3] = {NULL, NULL, NULL};
     tc_status st = ln_bwd_run(grad_output, x, nshape, normalized_shape, mean, rstd, weight,
-                              accumulate, dst, want, made);
+                              accumulate, dst, want, made, dx_cast);
     release_all(3, made);
     return st;
 }

@@ -424,15 +424,15 @@ static tc_status d_layer_norm_backward(int dev, const tc__nn_ln_bwd *a)
 {
     int od = tc__access_depth;
     if (tc__access_on()) {
-        tc_dtype t = a->dtype, s = stat_of(t), g = a->grad_dtype;
+        tc_dtype t = a->dtype, s = stat_of(t), g = a->grad_dtype, c = a->cast_dtype;
         size_t rows = (size_t)(a->m * a->n) * esz(t), vec = (size_t)a->n * esz(t);
         size_t grows = (size_t)(a->m * a->n) * esz(g), st = (size_t)a->m * esz(s);
-        size_t b[8] = {rows, vec, vec, grows, rows, st, st, vec};
-        const void *p[8] = {a->dx, a->dweight, a->dbias, a->grad_out,
-                            a->x,  a->mean,    a->rstd,  a->weight};
-        tc_dtype d[8] = {t, t, t, g, t, s, s, t};
-        bool w[8] = {true, true, true, false, false, false, false, false};
-        TC_TRY(declare_bwd(dev, "layer_norm_backward kernel", 8, p, b, d, w));
+        size_t b[9] = {rows, vec, vec, grows, rows, st, st, vec, (size_t)(a->m * a->n) * esz(c)};
+        const void *p[9] = {a->dx,   a->dweight, a->dbias,  a->grad_out, a->x,
+                            a->mean, a->rstd,    a->weight, a->dx_cast};
+        tc_dtype d[9] = {t, t, t, g, t, s, s, t, c};
+        bool w[9] = {true, true, true, false, false, false, false, false, true};
+        TC_TRY(declare_bwd(dev, "layer_norm_backward kernel", 9, p, b, d, w));
     }
     return order_done(prev_nn->layer_norm_backward(dev, a), od);
 }

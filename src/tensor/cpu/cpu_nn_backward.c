@@ -137,6 +137,8 @@ tc_status tc__cpu_nn_layer_norm_backward(int device, const tc__nn_ln_bwd *a)
             double g = a->weight ? dy * ld(a->weight, dt, j) : dy;
             double v = rstd * (g - sg / (double)n - xh * sgx / (double)n);
             st(a->dx, dt, row + j, a->accumulate ? ld(a->dx, dt, row + j) + v : v);
+            if (a->dx_cast) /* the value as stored, then the cast */
+                st(a->dx_cast, a->cast_dtype, row + j, ld(a->dx, dt, row + j));
         }
     }
     for (int64_t j = 0; j < n; j++) {

@@ -176,10 +176,11 @@ __global__ void __launch_bounds__(256)
 
 /* dx per row, a team per row: with g = dy * w and xhat = (x - mean) * rstd,
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
-template <typename T, typename G, bool WARP>
+template <typename T, typename G, typename L, bool WARP>
 __global__ void __launch_bounds__(256)
     ln_bwd_dx(const G *dy, const T *x, const typename Compute<T>::type *mean,
-              const typename Compute<T>::type *rstd, const T *w, T *dx, i64 rows, i64 n, bool acc)
+              const typename Compute<T>::type *rstd, const T *w, T *dx, L *low, i64 rows, i64 n,
+              bool acc)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
@@ -201,7 +202,11 @@ __global__ void __launch_bounds__(256)
         for (i64 j = tm.lane; j < n; j += tm.size) {
             C g = w ? load<C>(gr + j) * load<C>(w + j) : load<C>(gr + j);
             C xh = (load<C>(xr + j) - mu) * rs, v = rs * (g - sg - xh * sgx);
-            store(dx + row * n + j, acc ? load<C>(dx + row * n + j) + v : v);
+            T d;
+            store(&d, acc ? load<C>(dx + row * n + j) + v : v);
+            dx[row * n + j] = d;
+            if (low) /* dx as stored, then its cast (T is float where low is given) */
+                store(low + row * n + j, load<C>(&d));
         }
     }
 }
@@ -565,22 +570,42 @@ extern "C" size_t tc__k_nn_layer_norm_backward_scratch(const tc__nn_ln_bwd *a)
 
 /* layer_norm's backward with grad_output of type G (T, or 16-bit for T =
  * float: autocast's layer norm, its gradient from a 16-bit layer). */
+/* dx's kernel, with L the type of dx_cast (T when there is none). */
+template <typename T, typename G, typename L>
+void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
+{
+    (void)scratch;
+    typedef typename Compute<T>::type C;
+    const G *dy = (const G *)a->grad_out;
+    const T *x = (const T *)a->x, *w = (const T *)a->weight;
+    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
+    L *low = (L *)a->dx_cast;
+    RowLaunch l = row_launch(a->m, a->n, 256);
+    if (l.warp)
+        ln_bwd_dx<T, G, L, true><<<l.blocks, l.threads, 0, stream>>>(
+            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
+    else
+        ln_bwd_dx<T, G, L, false><<<l.blocks, l.threads, 0, stream>>>(
+            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
+}
+
 template <typename T, typename G>
 void ln_bwd_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
 {
     typedef typename Compute<T>::type C;
     const G *dy = (const G *)a->grad_out;
-    const T *x = (const T *)a->x, *w = (const T *)a->weight;
+    const T *x = (const T *)a->x;
     const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
     const bool acc = a->accumulate;
     if (a->dx) {
-        RowLaunch l = row_launch(a->m, a->n, 256);
-        if (l.warp)
-            ln_bwd_dx<T, G, true><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
-                                                                      (T *)a->dx, a->m, a->n, acc);
+        /* dx_cast only with float32 x: a 16-bit copy of dx beside it */
+        bool cast = a->dx_cast && std::is_same<T, float>::value;
+        if (cast && a->cast_dtype == TC_BFLOAT16)
+            ln_bwd_dx_launch<T, G, __nv_bfloat16>(stream, a, scratch);
+        else if (cast && a->cast_dtype == TC_FLOAT16)
+            ln_bwd_dx_launch<T, G, __half>(stream, a, scratch);
         else
-            ln_bwd_dx<T, G, false><<<l.blocks, l.threads, 0, stream>>>(dy, x, mean, rstd, w,
-                                                                       (T *)a->dx, a->m, a->n, acc);
+            ln_bwd_dx_launch<T, G, T>(stream, a, scratch);
     }
     if (!a->dweight && !a->dbias)
         return;

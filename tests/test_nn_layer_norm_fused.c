@@ -1,5 +1,7 @@
-/* tc_nn_add_layer_norm (nn_backward.h): a residual add and the layer_norm
- * after it in one pass, with the result in the next linear's dtype.
+/* layer_norm's fused pieces (nn_backward.h): tc_nn_add_layer_norm, a
+ * residual add and the layer_norm after it in one pass with the result in
+ * the next linear's dtype, and tc_nn_layer_norm_backward_into's dx_cast, the
+ * 16-bit copy of dx written beside it.
  *   - against the ops it joins, on the same device: tc_tensor_add, then
  *     tc_nn_native_layer_norm, then tc_tensor_to(out_dtype): the sum, the
  *     statistics and the result bit for bit, for float32 x with float32,
@@ -9,9 +11,13 @@
  *   - against a double-precision loop written here, within the dtype's
  *     tolerance;
  *   - no residual: the norm of x alone, in out_dtype;
- *   - bad input: each refused with a status and a message, nothing made.
+ *   - bad input: each refused with a status and a message, nothing made;
+ *   - dx_cast: the same bits as dx cast after the call, dense or strided,
+ *     with accumulate and without; its bad input.
  * The same on the GPU when there is one, then the GPU against the CPU on
  * the same inputs. */
+#include <string.h>
+
 #include "nn_check.h"
 
 /* Whether a and b hold the same values (NaN where the other has NaN). */
@@ -253,13 +259,99 @@ static void test_bad_input(tc_device dev)
         tc_tensor_release(all[i]);
 }
 
+/* dx_cast of float32 x against dx cast after the call: the same bits. */
+static void test_dx_cast(tc_device dev)
+{
+    static const int64_t shapes[][2] = {{6, 10}, {3, 1500}, {2100, 40}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t m = shapes[k][0], n = shapes[k][1], sz[2] = {m, n}, tsz[2] = {n, m};
+        double *xv = rand_doubles(m * n, -2, 3), *gv = rand_doubles(m * n, -1, 1);
+        double *wv = rand_doubles(n, 0.5, 1.5), *dv = rand_doubles(m * n, -1, 1);
+        tc_tensor *x = tensor_of(dev, TC_FLOAT32, 2, sz, xv),
+                  *w = tensor_of(dev, TC_FLOAT32, 1, &n, wv);
+        tc_tensor *g = tensor_of(dev, TC_BFLOAT16, 2, sz, gv);
+        tc_tensor *y = NULL, *mean = NULL, *rstd = NULL;
+        CHECK_OK(tc_nn_native_layer_norm(x, 1, &n, w, NULL, 1e-5, &y, &mean, &rstd));
+        static const tc_dtype casts[2] = {TC_BFLOAT16, TC_FLOAT16};
+        for (int c = 0; c < 2; c++)
+            for (int acc = 0; acc < 2; acc++)
+                for (int strided = 0; strided < 2; strided++) {
+                    tc_tensor *dx = tensor_of(dev, TC_FLOAT32, 2, sz, dv), *low = NULL, *lt = NULL;
+                    if (strided) { /* the transpose of an [n, m] tensor */
+                        CHECK_OK(tc_tensor_zeros(2, tsz, casts[c], dev, &lt));
+                        CHECK_OK(tc_tensor_transpose(lt, 0, 1, &low));
+                    } else {
+                        CHECK_OK(tc_tensor_zeros(2, sz, casts[c], dev, &low));
+                    }
+                    CHECK_OK(tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, acc, dx,
+                                                            NULL, NULL, low));
+                    tc_tensor *want = NULL;
+                    CHECK_OK(tc_tensor_to(dx, dev, casts[c], false, &want));
+                    char what[120];
+                    snprintf(what, sizeof what,
+                             "layer_norm_backward_into dx_cast %s [%lld, %lld]%s%s",
+                             tc_dtype_string(casts[c]), (long long)m, (long long)n,
+                             acc ? " accumulated" : "", strided ? " strided" : "");
+                    same_values(what, low, want);
+                    tc_tensor_release(dx), tc_tensor_release(low), tc_tensor_release(lt);
+                    tc_tensor_release(want);
+                }
+        /* refusals: dx_cast without dx, of a wrong dtype or shape, for
+         * non-float32 x, or sharing memory with an input */
+        int64_t bad[2] = {m, n + 1};
+        tc_tensor *dx = tensor_of(dev, TC_FLOAT32, 2, sz, dv), *l64 = NULL, *lbad = NULL;
+        tc_tensor *lok = NULL;
+        CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT64, dev, &l64));
+        CHECK_OK(tc_tensor_zeros(2, bad, TC_BFLOAT16, dev, &lbad));
+        CHECK_OK(tc_tensor_zeros(2, sz, TC_BFLOAT16, dev, &lok));
+        double *before = tc_test_values(dx);
+        tc_tensor *dw = NULL;
+        CHECK_OK(tc_tensor_zeros(1, &n, TC_FLOAT32, dev, &dw));
+        CHECK_STATUS(
+            tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, NULL, dw, NULL, lok),
+            TC_ERROR_INVALID_ARGUMENT);
+        tc_tensor_release(dw);
+        CHECK(strstr(tc_last_error(), "dx_cast"));
+        CHECK_STATUS(
+            tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, dx, NULL, NULL, l64),
+            TC_ERROR_DTYPE);
+        CHECK_STATUS(
+            tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, dx, NULL, NULL, lbad),
+            TC_ERROR_SHAPE);
+        CHECK_STATUS(
+            tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, dx, NULL, NULL, g),
+            TC_ERROR_INVALID_ARGUMENT); /* dx_cast is grad_output */
+        near_ref("refused: dx unchanged", TC_FLOAT32, dx, before, m * n, 0);
+        free(before);
+        tc_tensor *all[] = {x, w, g, y, mean, rstd, dx, l64, lbad, lok};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tc_tensor_release(all[i]);
+        free(xv), free(gv), free(wv), free(dv);
+    }
+    /* bfloat16 x: no cast to make */
+    int64_t sz[2] = {2, 8}, n = 8;
+    tc_tensor *x = NULL, *dx = NULL, *low = NULL, *y = NULL, *mean = NULL, *rstd = NULL;
+    CHECK_OK(tc_tensor_ones(2, sz, TC_BFLOAT16, dev, &x));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_BFLOAT16, dev, &dx));
+    CHECK_OK(tc_tensor_zeros(2, sz, TC_FLOAT16, dev, &low));
+    CHECK_OK(tc_nn_native_layer_norm(x, 1, &n, NULL, NULL, 1e-5, &y, &mean, &rstd));
+    CHECK_STATUS(
+        tc_nn_layer_norm_backward_into(x, x, 1, &n, mean, rstd, NULL, true, dx, NULL, NULL, low),
+        TC_ERROR_DTYPE);
+    tc_tensor *all[] = {x, dx, low, y, mean, rstd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
 int main(void)
 {
     tc_test_init();
     test_values();
     test_bad_input(CPU);
+    test_dx_cast(CPU);
     if (tc_is_available()) {
         test_bad_input(GPU);
+        test_dx_cast(GPU);
         CHECK_OK(tc_synchronize(-1));
     } else {
         printf("no GPU: the GPU checks are skipped\n");

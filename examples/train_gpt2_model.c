@@ -561,22 +561,18 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres, tc_tensor *l
                     &dym, true);
     LET(r, tmp, dys, tc_tensor_view(dym, 4, heads, &dys));
     LET(r, tmp, dy, tc_tensor_transpose(dys, 1, 2, &dy)); /* [B, H, T, hd] */
-    tc_tensor *dq = NULL, *dk = NULL, *dv = NULL;
-    if (OK(r, tc_nn_scaled_dot_product_attention_backward_lse(dy, a->q, a->k, a->v, a->y, a->lse,
-                                                              true, NULL, &dq, &dk, &dv))) {
-        keep(r, &r->tmp, dq);
-        keep(r, &r->tmp, dk);
-        keep(r, &r->tmp, dv);
-    }
-    /* the heads' gradients back into one [B, T, 3C] tensor, as the split's views */
+    /* the heads' gradients straight into one [B, T, 3C] tensor, through
+     * the split's views */
     LET(r, tmp, dqkv, tc_tensor_empty(3, qkv_sizes, m->dtype, m->dev, &dqkv));
-    tc_tensor *dparts[3] = {dq, dk, dv};
+    tc_tensor *dparts[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
         LET(r, tmp, part, tc_tensor_narrow(dqkv, 2, i * C, C, &part));
         LET(r, tmp, split, tc_tensor_view(part, 4, heads, &split));
         LET(r, tmp, t, tc_tensor_transpose(split, 1, 2, &t));
-        DO(r, tc_tensor_copy_(t, dparts[i], false));
+        dparts[i] = t;
     }
+    DO(r, tc_nn_scaled_dot_product_attention_backward_lse_into(
+              dy, a->q, a->k, a->v, a->y, a->lse, true, NULL, dparts[0], dparts[1], dparts[2]));
     linear_backward(r, m, dqkv, a->h1, GPT2_LAYER(l, GPT2_ATTN_W), GPT2_LAYER(l, GPT2_ATTN_B), &dh1,
                     true);
     layer_norm_backward(r, m, dh1, a->x, a->mean1, a->rstd1, GPT2_LAYER(l, GPT2_LN1_W), dres, low);

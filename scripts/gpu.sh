@@ -424,7 +424,7 @@ case $PRESET in
       finish
     fi
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
-      test_attention_backward_cuda test_nn_cuda test_nn_layer_norm_fused test_nn_linear_gelu \
+      test_attention_backward_into test_attention_backward_cuda test_nn_cuda test_nn_layer_norm_fused test_nn_linear_gelu \
       test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \
       test_train_gpt2_grad test_train_gpt2_cuda}
     TRAIN_ORACLES=${TRAIN_ORACLES:-nn_backward_torch nn_layers_torch attention_backward_torch \

@@ -341,6 +341,23 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward_lse(
     const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
     const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
     tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v);
+/* As tc_nn_scaled_dot_product_attention_backward_lse, into the caller's
+ * tensors: each of grad_q, grad_k and grad_v that is not NULL (of q's, k's
+ * and v's shape, dtype and device, any strides) is overwritten with its
+ * gradient. Where the fused kernels run they write straight into views of
+ * one buffer (the heads of a [B, L, 3 * H * E] qkv gradient, as the
+ * projection's backward reads it) when each has unit-stride rows and its
+ * batch dims collapse into two strides, else into new tensors then copied;
+ * every other path computes new tensors and copies them. Errors: as the
+ * _lse call; TC_ERROR_SHAPE or TC_ERROR_DTYPE for a destination not like its
+ * operand; TC_ERROR_INVALID_ARGUMENT when all three are NULL, one shares
+ * memory with an input, or two are (or overlap within) the same dense
+ * memory. Strided destinations in one buffer must not share elements: that
+ * is not checked. */
+TCUDA_API tc_status tc_nn_scaled_dot_product_attention_backward_lse_into(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
+    tc_tensor *grad_q, tc_tensor *grad_k, tc_tensor *grad_v);
 
 TCUDA_EXTERN_C_END
 

@@ -145,14 +145,16 @@ typedef struct tc__nn_attention {
  * forward's out and grad_out (each [l or s, e] per entry, strided as
  * tc__nn_attention's operands, of `dtype`) and lse (dense float32
  * [batch, l], tc__nn_attention's), the gradients dq [l, e], dk [s, e] and
- * dv [s, e] of `dtype`, dense ([batch, rows, e], written whole, never
- * NULL). l, s and e are at least 1; the scale is positive and finite. */
+ * dv [s, e] of `dtype`, strided as the operands (two batch levels and a
+ * row stride; the columns dense), written whole, never NULL. l, s and e are
+ * at least 1; the scale is positive and finite. */
 typedef struct tc__nn_attention_bwd {
     tc_dtype dtype;
     const void *q, *k, *v, *out, *grad_out;
     const float *lse;
     void *dq, *dk, *dv;
     int64_t q_strides[3], k_strides[3], v_strides[3], out_strides[3], go_strides[3];
+    int64_t dq_strides[3], dk_strides[3], dv_strides[3]; /* where the gradients go, likewise */
     int64_t batch, inner, l, s, e;
     double scale;
     bool causal;

@@ -248,12 +248,15 @@ static tc_status hand_out(tc_status st, sdpa_grads *g, tc_tensor **grad_q, tc_te
 }
 
 /* The backend's fused backward for L, S, E >= 1: reads every operand in
- * place, lse (dense float32 [..., L]) included, and fills all three of g
- * with new dense tensors; *done false (g untouched) where the backend does
- * not take the operands or there is none. */
-static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
-                             const tc_tensor *v, const tc_tensor *out, const tc_tensor *lse,
-                             bool causal, double scale, sdpa_grads *g, bool *done)
+ * place, lse (dense float32 [..., L]) included, and writes each gradient
+ * into into[i] where that is given and its strides are the kernels' kind
+ * (g's slot then NULL), else into a new dense tensor in g; *done false (g
+ * untouched, nothing written) where the backend does not take the operands
+ * or there is none. */
+static tc_status fused_grads_into(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                                  const tc_tensor *v, const tc_tensor *out, const tc_tensor *lse,
+                                  bool causal, double scale, tc_tensor *const into[3],
+                                  sdpa_grads *g, bool *done)
 {
     *done = false;
     tc_device dev = q->storage->device;
@@ -283,15 +286,24 @@ static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_t
         !tc__nn_attention_levels(go, a.go_strides))
         return TC_OK;
     sdpa_grads r = {0};
-    tc_status st = tc__new_tensor(nd, q->sizes, q->dtype, dev, false, &r.dq);
-    if (st == TC_OK)
-        st = tc__new_tensor(nd, k->sizes, k->dtype, dev, false, &r.dk);
-    if (st == TC_OK)
-        st = tc__new_tensor(nd, v->sizes, v->dtype, dev, false, &r.dv);
-    if (st == TC_OK) {
-        a.dq = tc__data(r.dq), a.dk = tc__data(r.dk), a.dv = tc__data(r.dv);
-        st = be->attention_backward(dev.index, &a, done);
+    tc_tensor **made[3] = {&r.dq, &r.dk, &r.dv};
+    const tc_tensor *like[3] = {q, k, v};
+    void **ptr[3] = {&a.dq, &a.dk, &a.dv};
+    int64_t *strides[3] = {a.dq_strides, a.dk_strides, a.dv_strides};
+    tc_status st = TC_OK;
+    for (int i = 0; i < 3 && st == TC_OK; i++) {
+        tc_tensor *t = into && into[i] ? into[i] : NULL;
+        if (!t || !tc__nn_attention_levels(t, strides[i])) {
+            st = tc__new_tensor(nd, like[i]->sizes, like[i]->dtype, dev, false, made[i]);
+            if (st != TC_OK)
+                break;
+            t = *made[i];
+            (void)tc__nn_attention_levels(t, strides[i]); /* dense: always two levels */
+        }
+        *ptr[i] = tc__data(t);
     }
+    if (st == TC_OK)
+        st = be->attention_backward(dev.index, &a, done);
     if (st != TC_OK || !*done) {
         *done = false;
         tc_tensor_release(r.dq);
@@ -302,6 +314,14 @@ static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_t
     bwd_fused++;
     *g = r;
     return TC_OK;
+}
+
+/* fused_grads_into with every gradient into a new dense tensor. */
+static tc_status fused_grads(const tc_tensor *go, const tc_tensor *q, const tc_tensor *k,
+                             const tc_tensor *v, const tc_tensor *out, const tc_tensor *lse,
+                             bool causal, double scale, sdpa_grads *g, bool *done)
+{
+    return fused_grads_into(go, q, k, v, out, lse, causal, scale, NULL, g, done);
 }
 
 /* tc_nn_scaled_dot_product_attention_backward on a device with a fused
@@ -373,6 +393,7 @@ tc_status tc_nn_scaled_dot_product_attention_backward(const tc_tensor *grad_outp
 
 #define SDPA_LSE "tc_nn_scaled_dot_product_attention_lse"
 #define SDPA_BWD_LSE "tc_nn_scaled_dot_product_attention_backward_lse"
+#define SDPA_BWD_INTO "tc_nn_scaled_dot_product_attention_backward_lse_into"
 
 /* The computation dtype: float32 for 16-bit dtypes (lse's dtype). */
 static tc_dtype comp_dtype(tc_dtype dt)
@@ -559,4 +580,82 @@ tc_status tc_nn_scaled_dot_product_attention_backward_lse(
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD_LSE);
     return grads_of(grad_output, q, k, v, output, lse, is_causal, scale, grad_q, grad_k, grad_v);
+}
+
+/* A destination of the _into backward: of t's (the operand's) shape, dtype
+ * and device, writable, apart from every input. */
+static tc_status check_into(const tc_tensor *d, const tc_tensor *like, const char *what,
+                            const tc_tensor *const in[6])
+{
+    if (!d)
+        return TC_OK;
+    TC_TRY(tc__tensor_check(d, what));
+    TC_TRY(tc__check_same_device(SDPA_BWD_INTO, like, d));
+    bool ok = d->ndim == like->ndim && d->dtype == like->dtype;
+    for (int i = 0; ok && i < d->ndim; i++)
+        ok = d->sizes[i] == like->sizes[i];
+    if (!ok) {
+        char got[160], exp[160];
+        return tc__fail(d->dtype != like->dtype ? TC_ERROR_DTYPE : TC_ERROR_SHAPE,
+                        "%s: %s is %s %s; it must be %s %s, as its operand", SDPA_BWD_INTO, what,
+                        tc_dtype_string(d->dtype), sizes_text(d->ndim, d->sizes, got, sizeof got),
+                        tc_dtype_string(like->dtype),
+                        sizes_text(like->ndim, like->sizes, exp, sizeof exp));
+    }
+    TC_TRY(tc__check_writable(d));
+    static const char *names[6] = {"grad_output", "q", "k", "v", "output", "lse"};
+    for (int j = 0; j < 6; j++)
+        if (tc__overlap_of(d, in[j]) != TC__OVERLAP_NONE)
+            return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s",
+                            SDPA_BWD_INTO, what, names[j]);
+    return TC_OK;
+}
+
+tc_status tc_nn_scaled_dot_product_attention_backward_lse_into(
+    const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
+    const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
+    tc_tensor *grad_q, tc_tensor *grad_k, tc_tensor *grad_v)
+{
+    TC_API_BEGIN;
+    TC_TRY(tc__nn_sdpa_check(SDPA_BWD_INTO, q, k, v));
+    TC_TRY(check_grad_out(SDPA_BWD_INTO, "grad_output", grad_output, q, v));
+    TC_TRY(check_grad_out(SDPA_BWD_INTO, "output", output, q, v));
+    TC_TRY(check_lse(lse, q));
+    TC_CHECK_ARG(grad_q || grad_k || grad_v,
+                 "%s: grad_q, grad_k and grad_v are all NULL; pass at least one", SDPA_BWD_INTO);
+    const tc_tensor *const in[6] = {grad_output, q, k, v, output, lse};
+    TC_TRY(check_into(grad_q, q, "tc_tensor grad_q", in));
+    TC_TRY(check_into(grad_k, k, "tc_tensor grad_k", in));
+    TC_TRY(check_into(grad_v, v, "tc_tensor grad_v", in));
+    tc_tensor *const into[3] = {grad_q, grad_k, grad_v};
+    static const char *names[3] = {"grad_q", "grad_k", "grad_v"};
+    /* destinations may interleave in one buffer (strided views: TOO_HARD to
+     * tell), never share elements for certain */
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < i; j++) {
+            tc__overlap o = into[i] && into[j] ? tc__overlap_of(into[i], into[j])
+                                               : TC__OVERLAP_NONE;
+            if (o == TC__OVERLAP_SAME || o == TC__OVERLAP_PARTIAL)
+                return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s: %s shares memory with %s",
+                                SDPA_BWD_INTO, names[i], names[j]);
+        }
+    int nd = q->ndim;
+    int64_t b;
+    sdpa_grads g = {0};
+    bool done = false;
+    tc_status st = TC_OK;
+    if (!batch_of(q, k, v, &b) && q->sizes[nd - 1] > 0) {
+        double sc = scale ? *scale : 1.0 / sqrt((double)q->sizes[nd - 1]);
+        st = fused_grads_into(grad_output, q, k, v, output, lse, is_causal, sc, into, &g, &done);
+    }
+    if (st == TC_OK && !done) /* every other case: new tensors, then copies */
+        st = grads_of(grad_output, q, k, v, output, lse, is_causal, scale, grad_q ? &g.dq : NULL,
+                      grad_k ? &g.dk : NULL, grad_v ? &g.dv : NULL);
+    tc_tensor *got[3] = {g.dq, g.dk, g.dv};
+    for (int i = 0; i < 3; i++) {
+        if (st == TC_OK && into[i] && got[i])
+            st = tc_tensor_copy_(into[i], got[i], false);
+        tc_tensor_release(got[i]);
+    }
+    return st;
 }

@@ -355,9 +355,9 @@ static tc_status d_attention_backward(int dev, const tc__nn_attention_bwd *a, bo
     if (tc__access_on()) {
         size_t es = esz(a->dtype);
         const void *p[9] = {a->dq, a->dk, a->dv, a->q, a->k, a->v, a->out, a->grad_out, a->lse};
-        size_t b[9] = {(size_t)(a->batch * a->l * a->e) * es,
-                       (size_t)(a->batch * a->s * a->e) * es,
-                       (size_t)(a->batch * a->s * a->e) * es,
+        size_t b[9] = {attention_extent(a->dq_strides, a->batch, a->inner, a->l, a->e) * es,
+                       attention_extent(a->dk_strides, a->batch, a->inner, a->s, a->e) * es,
+                       attention_extent(a->dv_strides, a->batch, a->inner, a->s, a->e) * es,
                        attention_extent(a->q_strides, a->batch, a->inner, a->l, a->e) * es,
                        attention_extent(a->k_strides, a->batch, a->inner, a->s, a->e) * es,
                        attention_extent(a->v_strides, a->batch, a->inner, a->s, a->e) * es,

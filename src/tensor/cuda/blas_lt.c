@@ -471,32 +471,6 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const v
     return st;
 }
 
-tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
-{
-    *fused = false;
-    pthread_once(&syms_once, load_syms);
-    if (!syms_ok || !eligible(g, bias, LT_EPILOGUE_BIAS))
-        return TC_OK;
-    tc_device_guard gd = tc_device_guard_enter(device);
-    TC_TRY(gd.status);
-    tc_status st = run(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
-    tc_device_guard_exit(&gd);
-    return st;
-}
-
-tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused)
-{
-    *fused = false;
-    pthread_once(&syms_once, load_syms);
-    if (!syms_ok || !eligible(g, bias_grad, LT_EPILOGUE_BGRADB))
-        return TC_OK;
-    tc_device_guard gd = tc_device_guard_enter(device);
-    TC_TRY(gd.status);
-    tc_status st = run(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
-    tc_device_guard_exit(&gd);
-    return st;
-}
-
 /* The gelu epilogues: 16-bit and float32 (cuBLASLt's gelu epilogues are
  * not documented for float64), beta 0, aux rows of whole 16-byte vectors
  * (cuBLASLt asks the aux leading dimension to be a multiple of 8). */
@@ -506,30 +480,41 @@ static bool gelu_eligible(const tc__nn_gemm *g, const void *vec, const void *aux
            (uintptr_t)aux % 16 == 0 && eligible(g, vec, epilogue);
 }
 
-tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
-                             bool *fused)
+/* One matmul with `epilogue` where cuBLASLt is there and takes g (its
+ * vector vec; aux, for the gelu epilogues), else a refusal. */
+static tc_status lt_call(int device, const tc__nn_gemm *g, const void *vec, const void *aux,
+                         int epilogue, bool *fused)
 {
     *fused = false;
     pthread_once(&syms_once, load_syms);
-    if (!syms_ok || !gelu_eligible(g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS))
+    bool gelu = epilogue == LT_EPILOGUE_GELU_AUX_BIAS || epilogue == LT_EPILOGUE_DGELU_BGRAD;
+    if (!syms_ok || !(gelu ? gelu_eligible(g, vec, aux, epilogue) : eligible(g, vec, epilogue)))
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = run(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
+    tc_status st = run(device, g, vec, aux, epilogue, fused);
     tc_device_guard_exit(&gd);
     return st;
+}
+
+tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
+{
+    return lt_call(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
+}
+
+tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused)
+{
+    return lt_call(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
+}
+
+tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                             bool *fused)
+{
+    return lt_call(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
 }
 
 tc_status tc__cuda_gemm_dgelu(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
                               bool *fused)
 {
-    *fused = false;
-    pthread_once(&syms_once, load_syms);
-    if (!syms_ok || !gelu_eligible(g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD))
-        return TC_OK;
-    tc_device_guard gd = tc_device_guard_enter(device);
-    TC_TRY(gd.status);
-    tc_status st = run(device, g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD, fused);
-    tc_device_guard_exit(&gd);
-    return st;
+    return lt_call(device, g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD, fused);
 }

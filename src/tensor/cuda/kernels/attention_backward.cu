@@ -63,6 +63,7 @@ struct BwdArgs {
     float *dsum; /* D, [batch, l] */
     void *dq, *dk, *dv;
     i64 qs[3], ks[3], vs[3], os[3], gs[3];
+    i64 dqs[3], dks[3], dvs[3]; /* the gradients' strides, as the operands' */
     i64 inner, batch;
     int l, s, e;
     float scale;
@@ -142,10 +143,11 @@ __device__ __forceinline__ void rows_in(const BwdArgs &a, i64 b, int q0, float *
     }
 }
 
-/* Rows [r0, r0 + n) of a dense [rows, e] gradient from acc (the thread's
- * row r = threadIdx / 8, columns threadIdx % 8 + 8u), rounded to E. */
+/* Rows [r0, r0 + n) of a [rows, e] gradient (rows `row` apart) from acc
+ * (the thread's row r = threadIdx / 8, columns threadIdx % 8 + 8u),
+ * rounded to E. */
 template <typename E, int D>
-__device__ __forceinline__ void grad_out(E *dst, const float *acc, int r0, int n, int e)
+__device__ __forceinline__ void grad_out(E *dst, i64 row, const float *acc, int r0, int n, int e)
 {
     int r = threadIdx.x / 8, c0 = threadIdx.x % 8;
     if (r >= n)
@@ -154,7 +156,7 @@ __device__ __forceinline__ void grad_out(E *dst, const float *acc, int r0, int n
     for (int u = 0; u < D / 8; u++) {
         int col = c0 + 8 * u;
         if (col < e)
-            store(dst + (i64)(r0 + r) * e + col, acc[u]);
+            store(dst + (i64)(r0 + r) * row + col, acc[u]);
     }
 }
 
@@ -226,9 +228,8 @@ template <typename E, int D> __global__ void __launch_bounds__(NT) attention_bwd
 #pragma unroll
     for (int u = 0; u < D / 8; u++)
         dk[u] *= a.scale;
-    i64 off = b * a.s * a.e;
-    grad_out<E, D>((E *)a.dk + off, dk, k0, kn, a.e);
-    grad_out<E, D>((E *)a.dv + off, dv, k0, kn, a.e);
+    grad_out<E, D>((E *)a.dk + batch_offset(a.dks, b, a.inner), a.dks[2], dk, k0, kn, a.e);
+    grad_out<E, D>((E *)a.dv + batch_offset(a.dvs, b, a.inner), a.dvs[2], dv, k0, kn, a.e);
 }
 
 /* ---- 3. dQ -------------------------------------------------------------------------------- */
@@ -274,7 +275,7 @@ template <typename E, int D> __global__ void __launch_bounds__(NT) attention_bwd
 #pragma unroll
     for (int u = 0; u < D / 8; u++)
         dq[u] *= a.scale;
-    grad_out<E, D>((E *)a.dq + b * a.l * a.e, dq, q0, qn, a.e);
+    grad_out<E, D>((E *)a.dq + batch_offset(a.dqs, b, a.inner), a.dqs[2], dq, q0, qn, a.e);
 }
 
 /* ---- 2 and 3 for float16 and bfloat16: tensor cores ------------------------------------- */
@@ -385,12 +386,12 @@ template <int N> __device__ __forceinline__ void zero(float (*acc)[4])
         acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
 }
 
-/* Rows r0 + lane/4 and + 8 of a dense [rows, e] gradient, those below n,
- * from the warp's accumulators acc (D/8 of 16 rows by 8 columns) times
- * mul, rounded to H; columns past e are not written. */
+/* Rows r0 + lane/4 and + 8 of a [rows, e] gradient (rows `ld` apart),
+ * those below n, from the warp's accumulators acc (D/8 of 16 rows by 8
+ * columns) times mul, rounded to H; columns past e are not written. */
 template <typename H, int D>
-__device__ __forceinline__ void grad_out_mma(uint16_t *dst, const float (*acc)[4], int r0, int n,
-                                             int e, float mul, int lane)
+__device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float (*acc)[4], int r0,
+                                             int n, int e, float mul, int lane)
 {
     int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -398,7 +399,7 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, const float (*acc)[4
         int r = r0 + g + 8 * h;
         if (r >= n)
             continue;
-        uint16_t *row = dst + (i64)r * e;
+        uint16_t *row = dst + (i64)r * ld;
 #pragma unroll
         for (int c = 0; c < D / 8; c++) {
             int col = c * 8 + 2 * t;
@@ -500,9 +501,10 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
     }
     cp_wait<0>(); /* no step ran (causal keys past l): the first copies still land */
 
-    i64 off = b * a.s * a.e;
-    grad_out_mma<H, D>((uint16_t *)a.dk + off, dk, k0 + w0, a.s, a.e, a.scale, lane);
-    grad_out_mma<H, D>((uint16_t *)a.dv + off, dv, k0 + w0, a.s, a.e, 1.0f, lane);
+    grad_out_mma<H, D>((uint16_t *)a.dk + batch_offset(a.dks, b, a.inner), a.dks[2], dk, k0 + w0,
+                       a.s, a.e, a.scale, lane);
+    grad_out_mma<H, D>((uint16_t *)a.dv + batch_offset(a.dvs, b, a.inner), a.dvs[2], dv, k0 + w0,
+                       a.s, a.e, 1.0f, lane);
 }
 
 /* dQ of queries q0..q0+63 of entry b: warp w's queries q0 + 16w.., the
@@ -584,7 +586,8 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
         __syncthreads(); /* done with this step's buffers before they refill */
     }
 
-    grad_out_mma<H, D>((uint16_t *)a.dq + b * a.l * a.e, dq, q0 + w0, a.l, a.e, a.scale, lane);
+    grad_out_mma<H, D>((uint16_t *)a.dq + batch_offset(a.dqs, b, a.inner), a.dqs[2], dq, q0 + w0,
+                       a.l, a.e, a.scale, lane);
 }
 
 /* ---- launch ------------------------------------------------------------------------------- */
@@ -703,7 +706,8 @@ extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device,
     a.dq = x->dq, a.dk = x->dk, a.dv = x->dv;
     for (int i = 0; i < 3; i++)
         a.qs[i] = x->q_strides[i], a.ks[i] = x->k_strides[i], a.vs[i] = x->v_strides[i],
-        a.os[i] = x->out_strides[i], a.gs[i] = x->go_strides[i];
+        a.os[i] = x->out_strides[i], a.gs[i] = x->go_strides[i], a.dqs[i] = x->dq_strides[i],
+        a.dks[i] = x->dk_strides[i], a.dvs[i] = x->dv_strides[i];
     a.inner = x->inner, a.batch = x->batch;
     a.l = (int)x->l, a.s = (int)x->s, a.e = (int)x->e;
     a.scale = (float)x->scale;

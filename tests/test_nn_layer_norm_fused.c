@@ -20,23 +20,6 @@
 
 #include "nn_check.h"
 
-/* Whether a and b hold the same values (NaN where the other has NaN). */
-static bool same_values(const char *what, const tc_tensor *a, const tc_tensor *b)
-{
-    bool ok = a && b && tc_tensor_dtype(a) == tc_tensor_dtype(b) &&
-              tc_tensor_numel(a) == tc_tensor_numel(b);
-    double *va = ok ? tc_test_values(a) : NULL, *vb = ok ? tc_test_values(b) : NULL;
-    for (int64_t i = 0; ok && i < tc_tensor_numel(a); i++)
-        if (!(va[i] == vb[i] || (isnan(va[i]) && isnan(vb[i])))) {
-            fprintf(stderr, "%s: element %lld is %.17g, the ops apart give %.17g\n", what,
-                    (long long)i, va[i], vb[i]);
-            ok = false;
-        }
-    free(va), free(vb);
-    CHECK(ok);
-    return ok;
-}
-
 /* The fused call's four results against the three ops it joins. */
 static void against_ops(const char *what, tc_tensor *x, tc_tensor *res, int64_t n, tc_tensor *w,
                         tc_tensor *b, tc_dtype ot, tc_tensor *sum, tc_tensor *out, tc_tensor *mean,
@@ -50,14 +33,14 @@ static void against_ops(const char *what, tc_tensor *x, tc_tensor *res, int64_t 
     char name[200];
     if (res) {
         snprintf(name, sizeof name, "%.150s: sum", what);
-        same_values(name, sum, s2);
+        near_tensor(name, sum, s2, 0);
     }
     snprintf(name, sizeof name, "%.150s: out", what);
-    same_values(name, out, o2);
+    near_tensor(name, out, o2, 0);
     snprintf(name, sizeof name, "%.150s: mean", what);
-    same_values(name, mean, m2);
+    near_tensor(name, mean, m2, 0);
     snprintf(name, sizeof name, "%.150s: rstd", what);
-    same_values(name, rstd, r2);
+    near_tensor(name, rstd, r2, 0);
     tc_tensor *all[] = {s2, y2, m2, r2, o2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tc_tensor_release(all[i]);
@@ -292,7 +275,7 @@ static void test_dx_cast(tc_device dev)
                              "layer_norm_backward_into dx_cast %s [%lld, %lld]%s%s",
                              tc_dtype_string(casts[c]), (long long)m, (long long)n,
                              acc ? " accumulated" : "", strided ? " strided" : "");
-                    same_values(what, low, want);
+                    near_tensor(what, low, want, 0);
                     tc_tensor_release(dx), tc_tensor_release(low), tc_tensor_release(lt);
                     tc_tensor_release(want);
                 }

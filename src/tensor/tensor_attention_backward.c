@@ -513,13 +513,13 @@ tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, const tc_te
 }
 
 /* lse: live, on q's device, of the computation dtype, sized [..., L]. */
-static tc_status check_lse(const tc_tensor *lse, const tc_tensor *q)
+static tc_status check_lse(const char *fn, const tc_tensor *lse, const tc_tensor *q)
 {
     TC_TRY(tc__tensor_check(lse, "tc_tensor lse"));
-    TC_TRY(tc__check_same_device(SDPA_BWD_LSE, q, lse));
+    TC_TRY(tc__check_same_device(fn, q, lse));
     tc_dtype cdt = comp_dtype(q->dtype);
     if (lse->dtype != cdt)
-        return tc__fail(TC_ERROR_DTYPE, "%s: lse is %s; for %s q it must be %s", SDPA_BWD_LSE,
+        return tc__fail(TC_ERROR_DTYPE, "%s: lse is %s; for %s q it must be %s", fn,
                         tc_dtype_string(lse->dtype), tc_dtype_string(q->dtype),
                         tc_dtype_string(cdt));
     int nd = q->ndim;
@@ -528,8 +528,8 @@ static tc_status check_lse(const tc_tensor *lse, const tc_tensor *q)
         ok = lse->sizes[i] == q->sizes[i];
     if (!ok) {
         char got[160], exp[160];
-        return tc__fail(TC_ERROR_SHAPE, "%s: lse is %s; it must be %s (q's sizes without E)",
-                        SDPA_BWD_LSE, sizes_text(lse->ndim, lse->sizes, got, sizeof got),
+        return tc__fail(TC_ERROR_SHAPE, "%s: lse is %s; it must be %s (q's sizes without E)", fn,
+                        sizes_text(lse->ndim, lse->sizes, got, sizeof got),
                         sizes_text(nd - 1, q->sizes, exp, sizeof exp));
     }
     return TC_OK;
@@ -566,16 +566,25 @@ static tc_status grads_of(const tc_tensor *grad_output, const tc_tensor *q, cons
     return hand_out(st, &g, grad_q, grad_k, grad_v);
 }
 
+/* The backward from the forward's output and lse: its operands checked
+ * against each other, fn naming the call. */
+static tc_status check_lse_pair(const char *fn, const tc_tensor *grad_output, const tc_tensor *q,
+                                const tc_tensor *k, const tc_tensor *v, const tc_tensor *output,
+                                const tc_tensor *lse)
+{
+    TC_TRY(tc__nn_sdpa_check(fn, q, k, v));
+    TC_TRY(check_grad_out(fn, "grad_output", grad_output, q, v));
+    TC_TRY(check_grad_out(fn, "output", output, q, v));
+    return check_lse(fn, lse, q);
+}
+
 tc_status tc_nn_scaled_dot_product_attention_backward_lse(
     const tc_tensor *grad_output, const tc_tensor *q, const tc_tensor *k, const tc_tensor *v,
     const tc_tensor *output, const tc_tensor *lse, bool is_causal, const double *scale,
     tc_tensor **grad_q, tc_tensor **grad_k, tc_tensor **grad_v)
 {
     TC_API_BEGIN;
-    TC_TRY(tc__nn_sdpa_check(SDPA_BWD_LSE, q, k, v));
-    TC_TRY(check_grad_out(SDPA_BWD_LSE, "grad_output", grad_output, q, v));
-    TC_TRY(check_grad_out(SDPA_BWD_LSE, "output", output, q, v));
-    TC_TRY(check_lse(lse, q));
+    TC_TRY(check_lse_pair(SDPA_BWD_LSE, grad_output, q, k, v, output, lse));
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; ask for at least one gradient",
                  SDPA_BWD_LSE);
@@ -617,10 +626,7 @@ tc_status tc_nn_scaled_dot_product_attention_backward_lse_into(
     tc_tensor *grad_q, tc_tensor *grad_k, tc_tensor *grad_v)
 {
     TC_API_BEGIN;
-    TC_TRY(tc__nn_sdpa_check(SDPA_BWD_INTO, q, k, v));
-    TC_TRY(check_grad_out(SDPA_BWD_INTO, "grad_output", grad_output, q, v));
-    TC_TRY(check_grad_out(SDPA_BWD_INTO, "output", output, q, v));
-    TC_TRY(check_lse(lse, q));
+    TC_TRY(check_lse_pair(SDPA_BWD_INTO, grad_output, q, k, v, output, lse));
     TC_CHECK_ARG(grad_q || grad_k || grad_v,
                  "%s: grad_q, grad_k and grad_v are all NULL; pass at least one", SDPA_BWD_INTO);
     const tc_tensor *const in[6] = {grad_output, q, k, v, output, lse};

@@ -47,6 +47,15 @@ static bool fusable(const tc_tensor *x, const tc_tensor *w, const tc_tensor *v, 
                   v->storage->device.index == x->storage->device.index);
 }
 
+/* t into *slot, or released where the caller does not want it (NULL slot). */
+static void give(tc_tensor *t, tc_tensor **slot)
+{
+    if (slot)
+        *slot = t;
+    else
+        tc_tensor_release(t);
+}
+
 /* x's leading sizes and n, the shape of a [..., n] result. */
 static int result_shape(const tc_tensor *x, int64_t n, int64_t *sz)
 {
@@ -88,10 +97,7 @@ tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weight, const t
         if (st == TC_OK && fused) {
             gelu_fused++;
             *out = o;
-            if (pre)
-                *pre = p;
-            else
-                tc_tensor_release(p);
+            give(p, pre);
             return TC_OK;
         }
         tc_tensor_release(o);
@@ -107,10 +113,7 @@ tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weight, const t
         return st;
     }
     *out = o;
-    if (pre)
-        *pre = p;
-    else
-        tc_tensor_release(p);
+    give(p, pre);
     return TC_OK;
 }
 
@@ -162,10 +165,7 @@ tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output, const tc_tens
         if (st == TC_OK && fused) {
             gelu_fused++;
             *grad_pre = gp;
-            if (grad_bias)
-                *grad_bias = gb;
-            else
-                tc_tensor_release(gb);
+            give(gb, grad_bias);
             return TC_OK;
         }
         tc_tensor_release(gp);

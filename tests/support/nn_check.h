@@ -95,6 +95,17 @@ static inline bool near_ref(const char *what, tc_dtype dt, const tc_tensor *got,
     return ok;
 }
 
+/* got against want (a tensor of the same dtype and size, any device):
+ * near_ref with want's values; mul 0 asks for the same values. */
+static inline bool near_tensor(const char *what, const tc_tensor *got, const tc_tensor *want,
+                               double mul)
+{
+    double *w = tc_test_values(want);
+    bool ok = near_ref(what, tc_tensor_dtype(want), got, w, tc_tensor_numel(want), mul);
+    free(w);
+    return ok;
+}
+
 static inline tc_tensor *targets(tc_device dev, int nd, int64_t n, const int64_t *v)
 {
     tc_tensor *t = NULL;

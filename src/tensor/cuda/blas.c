@@ -168,8 +168,9 @@ static tc_status scale_c(int device, const tc__nn_gemm *g)
     return tc__launch_check(cs, "gemm_scale_kernel");
 }
 
-/* One cuBLAS GEMM call on the current stream (device current). */
-static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
+/* One cuBLAS GEMM call on the current stream (device current); cublas_gemm
+ * below is what the paths call. */
+static tc_status cublas_call(int device, const tc__nn_gemm *g)
 {
     /* 16-bit GEMMs reduce split-K sums in float32 unless allowed otherwise
      * (tcuda/backends.h; PyTorch's allow_*_reduced_precision_reduction) */
@@ -193,8 +194,8 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
     /* column-major: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m). One GEMM
      * goes to cublasGemmEx, as PyTorch's mm does. (The strided-batched entry
      * returned status 14 for GPT-2's classifier gradient at 65,536 tokens,
-     * m=50257 k=65536, which PyTorch computes; whether this entry does is
-     * not yet known.) */
+     * m=50257 k=65536, read unpadded; that gradient now reaches cuBLAS in
+     * padded slices, and 65,536 tokens train on an H100.) */
     int ta = g->trans_a ? CUBLAS_OP_T_ : CUBLAS_OP_N_,
         tb = g->trans_b ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
     int ct = tc__cuda_data_type(g->c_dtype);
@@ -236,6 +237,7 @@ bool tc__gemm_spans_2g(const tc__nn_gemm *g)
     return g->batch == 1 && g->m > SPAN_MAX / per_row_of(g);
 }
 
+/* g as several cuBLAS calls, each on a slice of m. */
 static tc_status cublas_gemm_sliced(int device, const tc__nn_gemm *g)
 {
     int64_t rows = SPAN_MAX / per_row_of(g) / 8 * 8;
@@ -250,15 +252,15 @@ static tc_status cublas_gemm_sliced(int device, const tc__nn_gemm *g)
         q.m = g->m - i0 < rows ? g->m - i0 : rows;
         q.a = (const char *)g->a + (size_t)(g->trans_a ? i0 : i0 * g->lda) * es;
         q.c = (char *)g->c + (size_t)(i0 * g->ldc) * ces;
-        st = cublas_gemm(device, &q);
+        st = cublas_call(device, &q);
     }
     return st;
 }
 
 /* A GEMM for cuBLAS as it is: sliced where a matrix is too large. */
-static tc_status cublas_gemm_any(int device, const tc__nn_gemm *g)
+static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
 {
-    return tc__gemm_spans_2g(g) ? cublas_gemm_sliced(device, g) : cublas_gemm(device, g);
+    return tc__gemm_spans_2g(g) ? cublas_gemm_sliced(device, g) : cublas_call(device, g);
 }
 
 bool tc__gemm_pads_rows(const tc__nn_gemm *g)
@@ -299,7 +301,7 @@ static tc_status gemm_padded(int device, const tc__nn_gemm *g)
         p.ldc = npad;
         p.c = (char *)buf + (size_t)c0 * es;
         p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
-        st = cublas_gemm_any(device, &p);
+        st = cublas_gemm(device, &p);
     }
     if (st == TC_OK)
         st = copy_rows(g->c, row, buf, (size_t)npad * es, row, g->m, cs);
@@ -408,7 +410,7 @@ static tc_status gemm_padded_operands(int device, const tc__nn_gemm *g)
         else
             q.b = xbuf, q.ldb = ld, q.n = w, q.c = (char *)g->c + s0 * ces;
         if (st == TC_OK)
-            st = cublas_gemm_any(device, &q);
+            st = cublas_gemm(device, &q);
     }
     /* given back at once: their next users on this stream come after the GEMMs */
     tc_status fx = xbuf ? tc__device_free(xbuf) : TC_OK;
@@ -430,7 +432,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
                    : tc__gemm_pads_operands(g) ? gemm_padded_operands(device, g)
-                                               : cublas_gemm_any(device, g);
+                                               : cublas_gemm(device, g);
     tc_device_guard_exit(&gd);
     return st;
 }

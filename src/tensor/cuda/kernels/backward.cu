@@ -460,6 +460,82 @@ RowLaunch ce_bwd_launch(int sms, const tc__nn_ce_bwd *a)
     return l;
 }
 
+template <typename T, typename R, typename O>
+void launch_ln_fwd(cudaStream_t stream, const tc__nn_ln *a)
+{
+    typedef typename Compute<T>::type C;
+    RowLaunch l = row_launch(a->m, a->n, 256);
+    const T *x = (const T *)a->x, *w = (const T *)a->weight, *b = (const T *)a->bias;
+    const R *res = (const R *)a->residual;
+    if (l.warp)
+        ln_fwd<T, R, O, true><<<l.blocks, l.threads, 0, stream>>>(
+            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
+    else
+        ln_fwd<T, R, O, false><<<l.blocks, l.threads, 0, stream>>>(
+            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
+}
+
+/* float32 rows with a residual of R (float32 when there is none) and an
+ * output of any of the three float types. */
+template <typename R> void launch_ln_fwd_f32(cudaStream_t stream, const tc__nn_ln *a)
+{
+    if (a->out_dtype == TC_BFLOAT16)
+        launch_ln_fwd<float, R, __nv_bfloat16>(stream, a);
+    else if (a->out_dtype == TC_FLOAT16)
+        launch_ln_fwd<float, R, __half>(stream, a);
+    else
+        launch_ln_fwd<float, R, float>(stream, a);
+}
+
+/* layer_norm's dx kernel, with L the type of dx_cast (T when there is none). */
+template <typename T, typename G, typename L>
+void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a)
+{
+    typedef typename Compute<T>::type C;
+    const G *dy = (const G *)a->grad_out;
+    const T *x = (const T *)a->x, *w = (const T *)a->weight;
+    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
+    L *low = (L *)a->dx_cast;
+    RowLaunch l = row_launch(a->m, a->n, 256);
+    if (l.warp)
+        ln_bwd_dx<T, G, L, true><<<l.blocks, l.threads, 0, stream>>>(
+            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
+    else
+        ln_bwd_dx<T, G, L, false><<<l.blocks, l.threads, 0, stream>>>(
+            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
+}
+
+/* layer_norm's backward with grad_output of type G (T, or 16-bit for T =
+ * float: autocast's layer norm, its gradient from a 16-bit layer). */
+template <typename T, typename G>
+void ln_bwd_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
+{
+    typedef typename Compute<T>::type C;
+    const G *dy = (const G *)a->grad_out;
+    const T *x = (const T *)a->x;
+    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
+    const bool acc = a->accumulate;
+    if (a->dx) {
+        /* dx_cast only with float32 x: a 16-bit copy of dx beside it */
+        bool cast = a->dx_cast && std::is_same<T, float>::value;
+        if (cast && a->cast_dtype == TC_BFLOAT16)
+            ln_bwd_dx_launch<T, G, __nv_bfloat16>(stream, a);
+        else if (cast && a->cast_dtype == TC_FLOAT16)
+            ln_bwd_dx_launch<T, G, __half>(stream, a);
+        else
+            ln_bwd_dx_launch<T, G, T>(stream, a);
+    }
+    if (!a->dweight && !a->dbias)
+        return;
+    const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
+    C *pw = (C *)scratch, *pb = pw + chunks * a->n;
+    dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
+    ln_bwd_part<T, G><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
+                                                                        a->m, a->n, chunk);
+    ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
+        pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n, acc);
+}
+
 } // namespace
 } // namespace tcuda_kernels
 using namespace tcuda_kernels;
@@ -505,40 +581,6 @@ extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc
     });
 }
 
-namespace tcuda_kernels {
-namespace {
-
-template <typename T, typename R, typename O>
-void launch_ln_fwd(cudaStream_t stream, const tc__nn_ln *a)
-{
-    typedef typename Compute<T>::type C;
-    RowLaunch l = row_launch(a->m, a->n, 256);
-    const T *x = (const T *)a->x, *w = (const T *)a->weight, *b = (const T *)a->bias;
-    const R *res = (const R *)a->residual;
-    if (l.warp)
-        ln_fwd<T, R, O, true><<<l.blocks, l.threads, 0, stream>>>(
-            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
-    else
-        ln_fwd<T, R, O, false><<<l.blocks, l.threads, 0, stream>>>(
-            x, res, (T *)a->sum, w, b, (O *)a->y, (C *)a->mean, (C *)a->rstd, a->m, a->n, a->eps);
-}
-
-/* float32 rows with a residual of R (float32 when there is none) and an
- * output of any of the three float types. */
-template <typename R> void launch_ln_fwd_f32(cudaStream_t stream, const tc__nn_ln *a)
-{
-    if (a->out_dtype == TC_BFLOAT16)
-        launch_ln_fwd<float, R, __nv_bfloat16>(stream, a);
-    else if (a->out_dtype == TC_FLOAT16)
-        launch_ln_fwd<float, R, __half>(stream, a);
-    else
-        launch_ln_fwd<float, R, float>(stream, a);
-}
-
-} // namespace
-} // namespace tcuda_kernels
-using namespace tcuda_kernels;
-
 /* The mixed dtypes (a 16-bit residual or output) come with float32 x
  * alone (tensor_nn_backward.c's rule); everything else is of one dtype. */
 extern "C" void tc__k_nn_layer_norm(cudaStream_t stream, const tc__nn_ln *a)
@@ -566,56 +608,6 @@ extern "C" size_t tc__k_nn_layer_norm_backward_scratch(const tc__nn_ln_bwd *a)
     size_t cs = a->dtype == TC_FLOAT64 ? sizeof(double) : sizeof(float);
     i64 chunks = (a->m + ln_chunk(a->m) - 1) / ln_chunk(a->m);
     return 2 * (size_t)chunks * (size_t)a->n * cs;
-}
-
-/* layer_norm's backward with grad_output of type G (T, or 16-bit for T =
- * float: autocast's layer norm, its gradient from a 16-bit layer). */
-/* dx's kernel, with L the type of dx_cast (T when there is none). */
-template <typename T, typename G, typename L>
-void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
-{
-    (void)scratch;
-    typedef typename Compute<T>::type C;
-    const G *dy = (const G *)a->grad_out;
-    const T *x = (const T *)a->x, *w = (const T *)a->weight;
-    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
-    L *low = (L *)a->dx_cast;
-    RowLaunch l = row_launch(a->m, a->n, 256);
-    if (l.warp)
-        ln_bwd_dx<T, G, L, true><<<l.blocks, l.threads, 0, stream>>>(
-            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
-    else
-        ln_bwd_dx<T, G, L, false><<<l.blocks, l.threads, 0, stream>>>(
-            dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
-}
-
-template <typename T, typename G>
-void ln_bwd_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
-{
-    typedef typename Compute<T>::type C;
-    const G *dy = (const G *)a->grad_out;
-    const T *x = (const T *)a->x;
-    const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
-    const bool acc = a->accumulate;
-    if (a->dx) {
-        /* dx_cast only with float32 x: a 16-bit copy of dx beside it */
-        bool cast = a->dx_cast && std::is_same<T, float>::value;
-        if (cast && a->cast_dtype == TC_BFLOAT16)
-            ln_bwd_dx_launch<T, G, __nv_bfloat16>(stream, a, scratch);
-        else if (cast && a->cast_dtype == TC_FLOAT16)
-            ln_bwd_dx_launch<T, G, __half>(stream, a, scratch);
-        else
-            ln_bwd_dx_launch<T, G, T>(stream, a, scratch);
-    }
-    if (!a->dweight && !a->dbias)
-        return;
-    const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
-    C *pw = (C *)scratch, *pb = pw + chunks * a->n;
-    dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
-    ln_bwd_part<T, G><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
-                                                                        a->m, a->n, chunk);
-    ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
-        pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n, acc);
 }
 
 extern "C" void tc__k_nn_layer_norm_backward(cudaStream_t stream, int sms, const tc__nn_ln_bwd *a,

@@ -107,6 +107,15 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_scaled_dot_product_attention_backward_lse_into(go, q, q, q, out, NULL, true,
                                                                       NULL, dq, dk, NULL),
                  TC_ERROR_INVALID_ARGUMENT); /* lse missing */
+    tc_tensor *dead = NULL;
+    CHECK_OK(tc_tensor_zeros(4, sz, TC_FLOAT32, dev, &dead));
+    tc_tensor_release(dead);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention_backward_lse_into(go, q, q, q, out, lse, true,
+                                                                      NULL, dq, NULL, dead),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_scaled_dot_product_attention_backward_lse_into(dead, q, q, q, out, lse, true,
+                                                                      NULL, dq, NULL, NULL),
+                 TC_ERROR_INVALID_HANDLE);
     double *z = tc_test_values(dq);
     bool zero = true;
     for (int64_t i = 0; i < tc_tensor_numel(dq); i++)

@@ -16,6 +16,7 @@
  *     with accumulate and without; its bad input.
  * The same on the GPU when there is one, then the GPU against the CPU on
  * the same inputs. */
+#include <stdint.h>
 #include <string.h>
 
 #include "nn_check.h"
@@ -227,6 +228,10 @@ static void test_bad_input(tc_device dev)
                  TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_add_layer_norm(x, r, 0, &n, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
                  TC_ERROR_INVALID_ARGUMENT);
+    /* a normalized shape whose product overflows */
+    const int64_t huge[2] = {INT64_MAX, 4};
+    CHECK_STATUS(tc_nn_add_layer_norm(x, r, 2, huge, NULL, NULL, 1e-5, bf, &sum, &out, NULL, NULL),
+                 TC_ERROR_SHAPE);
     CHECK(!sum && !out && !mean && !rstd);
     if (dev.type == TC_CUDA) { /* a residual on the other device */
         tc_tensor *rc = NULL;
@@ -304,6 +309,12 @@ static void test_dx_cast(tc_device dev)
         CHECK_STATUS(
             tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, dx, NULL, NULL, g),
             TC_ERROR_INVALID_ARGUMENT); /* dx_cast is grad_output */
+        tc_tensor *dead = NULL;
+        CHECK_OK(tc_tensor_zeros(2, sz, TC_BFLOAT16, dev, &dead));
+        tc_tensor_release(dead);
+        CHECK_STATUS(
+            tc_nn_layer_norm_backward_into(g, x, 1, &n, mean, rstd, w, true, dx, NULL, NULL, dead),
+            TC_ERROR_INVALID_HANDLE);
         near_ref("refused: dx unchanged", TC_FLOAT32, dx, before, m * n, 0);
         free(before);
         tc_tensor *all[] = {x, w, g, y, mean, rstd, dx, l64, lbad, lok};

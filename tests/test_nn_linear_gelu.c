@@ -223,6 +223,7 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_linear_backward_gelu(x, w2, pre, t, NULL, &gb), TC_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(tc_nn_linear_backward_gelu(x, w, pre, t, &gp, &gb), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_linear_backward_gelu(x, w2, x, t, &gp, &gb), TC_ERROR_SHAPE);
+    CHECK_STATUS(tc_nn_linear_backward_gelu(x, dead, pre, t, &gp, &gb), TC_ERROR_INVALID_HANDLE);
     CHECK(!gp && !gb);
     tc_tensor *all[] = {x, w, wb, b, wd, pre, w2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

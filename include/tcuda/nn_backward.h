@@ -247,7 +247,7 @@ TCUDA_API tc_status tc_nn_linear_backward_into(const tc_tensor *grad_output, con
  * of gelu's backward): *pre = x @ weight^T + bias and *out = gelu(*pre),
  * both [..., out] of x's dtype; pre may be NULL when not wanted. On a GPU
  * with a bias and the tanh approximation, where cuBLASLt takes the shape
- * (out a multiple of 8; float16, bfloat16 or float32): one matmul whose
+ * (out a multiple of 8; float16 or bfloat16): one matmul whose
  * epilogue adds the bias, writes pre and applies gelu to the float32
  * result before rounding (GELU_AUX_BIAS; within the dtype's rounding of
  * the two ops apart). Otherwise tc_nn_linear, then tc_tensor_gelu. Errors:
@@ -263,11 +263,11 @@ TCUDA_API tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weigh
  * @ weight, pre) [..., in] and, where grad_bias is not NULL, *grad_bias
  * [in] = *grad_pre summed over the leading dims (the bias gradient of the
  * linear that made pre). On a GPU with the tanh approximation, where
- * cuBLASLt takes the shape (in a multiple of 8): one matmul with the
- * DGELU_BGRAD epilogue (gelu's derivative applied before the product is
- * rounded); otherwise tc_nn_linear_backward's grad_x, tc_nn_gelu_backward
- * and a column sum. Errors: those of the ops; TC_ERROR_INVALID_ARGUMENT for
- * an unknown approximate or grad_pre NULL. */
+ * cuBLASLt takes the shape (in a multiple of 8; float16 or bfloat16): one
+ * matmul with the DGELU_BGRAD epilogue (gelu's derivative applied before
+ * the product is rounded); otherwise tc_nn_linear_backward's grad_x,
+ * tc_nn_gelu_backward and a column sum. Errors: those of the ops;
+ * TC_ERROR_INVALID_ARGUMENT for an unknown approximate or grad_pre NULL. */
 TCUDA_API tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output,
                                                const tc_tensor *weight, const tc_tensor *pre,
                                                tc_gelu_approximate approximate,

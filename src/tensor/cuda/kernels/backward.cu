@@ -64,6 +64,31 @@ __global__ void __launch_bounds__(256)
         store(dx + i, load<C>(dy + i) * gelu_grad(load<C>(x + i), tanh_approx));
 }
 
+/* gelu_bwd for three pointers that sit alike against 16-byte boundaries
+ * (same16): the elements before the first boundary and after the last
+ * whole pack one by one, the rest 16 bytes a load and a store. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    gelu_bwd16(const T *dy, const T *x, T *dx, i64 n, bool tanh_approx)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    typedef Pack16<T> P;
+    const i64 step = (i64)gridDim.x * blockDim.x, tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const i64 h = head16(dx, n), packs = (n - h) / P::V, tail = h + packs * P::V;
+    /* the head and the tail: fewer than V elements each */
+    i64 i = tid < h ? tid : tail + tid - h;
+    if (tid < h + (n - tail))
+        store(dx + i, load<C>(dy + i) * gelu_grad(load<C>(x + i), tanh_approx));
+    for (i64 p = tid; p < packs; p += step) {
+        P g = ld16(dy + h + p * P::V), a = ld16(x + h + p * P::V), o;
+#pragma unroll
+        for (int k = 0; k < P::V; k++)
+            store(&o.v[k], load<C>(&g.v[k]) * gelu_grad(load<C>(&a.v[k]), tanh_approx));
+        *reinterpret_cast<P *>(dx + h + p * P::V) = o;
+    }
+}
+
 /* ---- softmax and log_softmax ------------------------------------------------------ */
 
 /* The team (WARP: a warp, else the block) of the calling thread: its rank in
@@ -77,25 +102,60 @@ template <bool WARP> struct Team {
     }
 };
 
+/* vec: the three pointers sit alike against 16-byte boundaries (same16),
+ * and each row goes in 16-byte packs (row16) between its ragged ends. */
 template <typename T, bool LOG, bool WARP>
 __global__ void __launch_bounds__(256)
-    softmax_bwd_rows(const T *dy, const T *y, T *dx, i64 rows, i64 n)
+    softmax_bwd_rows(const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
+    typedef Pack16<T> P;
     __shared__ C sh[32];
     const Team<WARP> tm;
     for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
          row += (i64)gridDim.x * tm.teams) {
         const T *g = dy + row * n, *o = y + row * n;
+        T *d = dx + row * n;
         C s = 0;
-        for (i64 j = tm.lane; j < n; j += tm.size)
-            s += LOG ? load<C>(g + j) : load<C>(g + j) * load<C>(o + j);
+        auto add = [&](i64 j) { s += LOG ? load<C>(g + j) : load<C>(g + j) * load<C>(o + j); };
+        auto add16 = [&](i64 j) {
+            P a = ld16(g + j);
+            if constexpr (LOG) {
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    s += load<C>(&a.v[k]);
+            } else {
+                P b = ld16(o + j);
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    s += load<C>(&a.v[k]) * load<C>(&b.v[k]);
+            }
+        };
+        if (vec)
+            row16(g, n, tm.lane, tm.size, add, add16);
+        else
+            for (i64 j = tm.lane; j < n; j += tm.size)
+                add(j);
         s = team_red<false, WARP>(s, sh);
-        for (i64 j = tm.lane; j < n; j += tm.size) {
+        auto put = [&](i64 j) {
             C gv = load<C>(g + j), yv = load<C>(o + j);
-            store(dx + row * n + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
-        }
+            store(d + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
+        };
+        auto put16 = [&](i64 j) {
+            P a = ld16(g + j), b = ld16(o + j), r;
+#pragma unroll
+            for (int k = 0; k < P::V; k++) {
+                C gv = load<C>(&a.v[k]), yv = load<C>(&b.v[k]);
+                store(&r.v[k], LOG ? gv - ex(yv) * s : yv * (gv - s));
+            }
+            *reinterpret_cast<P *>(d + j) = r;
+        };
+        if (vec)
+            row16(g, n, tm.lane, tm.size, put, put16);
+        else
+            for (i64 j = tm.lane; j < n; j += tm.size)
+                put(j);
     }
 }
 
@@ -330,6 +390,7 @@ struct CeArgs {
     void *dx;
     i64 n, c, ignore;
     tc__kernel_error *err;
+    bool vec; /* a block a row, x and dx alike against 16-byte boundaries: packs (row16) */
 };
 
 /* One row, for every thread of its team: its loss, and its gradient
@@ -349,9 +410,20 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
             store(d + j, bad ? (C)NAN : (C)0);
         return bad ? (C)NAN : (C)0;
     }
+    typedef Pack16<T> P;
     C m = ninf<C>(), s = 0;
-    for (i64 j = tm.lane; j < a.c; j += tm.size)
-        online(m, s, load<C>(r + j));
+    auto take = [&](i64 j) { online(m, s, load<C>(r + j)); };
+    auto take16 = [&](i64 j) {
+        P v = ld16(r + j);
+#pragma unroll
+        for (int k = 0; k < P::V; k++)
+            online(m, s, load<C>(&v.v[k]));
+    };
+    if (a.vec)
+        row16(r, a.c, tm.lane, tm.size, take, take16);
+    else
+        for (i64 j = tm.lane; j < a.c; j += tm.size)
+            take(j);
     online_red<WARP>(m, s, sh);
     double gd = a.scale;
     if (a.grad)
@@ -359,8 +431,21 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
     if (a.count)
         gd /= (double)*a.count;
     const C g = (C)gd, inv = (C)1 / s;
-    for (i64 j = tm.lane; j < a.c; j += tm.size)
+    auto put = [&](i64 j) {
         store(d + j, (ex(load<C>(r + j) - m) * inv - (j == t ? (C)1 : (C)0)) * g);
+    };
+    auto put16 = [&](i64 j) {
+        P v = ld16(r + j), o;
+#pragma unroll
+        for (int k = 0; k < P::V; k++)
+            store(&o.v[k], (ex(load<C>(&v.v[k]) - m) * inv - (j + k == t ? (C)1 : (C)0)) * g);
+        *reinterpret_cast<P *>(d + j) = o;
+    };
+    if (a.vec)
+        row16(r, a.c, tm.lane, tm.size, put, put16);
+    else
+        for (i64 j = tm.lane; j < a.c; j += tm.size)
+            put(j);
     return m + lg(s) - load<C>(r + t);
 }
 
@@ -544,8 +629,14 @@ extern "C" void tc__k_nn_gelu_backward(cudaStream_t stream, int sms, const tc__n
 {
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
-        gelu_bwd<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(
-            (const T *)a->grad_out, (const T *)a->x, (T *)a->grad_in, a->n, a->tanh);
+        const T *dy = (const T *)a->grad_out, *x = (const T *)a->x;
+        T *dx = (T *)a->grad_in;
+        if (same16(dy, dx) && same16(x, dx))
+            gelu_bwd16<T>
+                <<<grid_for((a->n + Pack16<T>::V - 1) / Pack16<T>::V, 256, sms), 256, 0, stream>>>(
+                    dy, x, dx, a->n, a->tanh);
+        else
+            gelu_bwd<T><<<grid_for(a->n, 256, sms), 256, 0, stream>>>(dy, x, dx, a->n, a->tanh);
     });
 }
 
@@ -566,18 +657,20 @@ extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc
             return;
         }
         RowLaunch l = row_launch(a->outer, a->n, 256);
+        /* the long rows (a block each) in 16-byte packs */
+        bool vec = !l.warp && same16(dy, y) && same16(dy, dx);
         if (l.warp && a->log)
             softmax_bwd_rows<T, true, true>
-                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n, false);
         else if (l.warp)
             softmax_bwd_rows<T, false, true>
-                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n, false);
         else if (a->log)
             softmax_bwd_rows<T, true, false>
-                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n, vec);
         else
             softmax_bwd_rows<T, false, false>
-                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n);
+                <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n, vec);
     });
 }
 
@@ -658,7 +751,8 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
                 a->n,
                 a->c,
                 a->ignore_index,
-                err};
+                err,
+                !l.warp && same16(a->logits, a->dlogits)};
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (l.warp)

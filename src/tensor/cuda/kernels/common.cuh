@@ -76,6 +76,30 @@ template <> __device__ __forceinline__ void store(__nv_bfloat16 *p, double v)
     *p = __double2bfloat16(v);
 }
 
+/* 16 bytes of T (V elements), moved as one aligned load or store. */
+template <typename T> struct alignas(16) Pack16 {
+    static constexpr int V = 16 / (int)sizeof(T);
+    T v[V];
+};
+
+/* The Pack16 at p (16-byte aligned). */
+template <typename T> __device__ __forceinline__ Pack16<T> ld16(const T *p)
+{
+    return *reinterpret_cast<const Pack16<T> *>(p);
+}
+
+/* The elements of p (n of them) before its first 16-byte boundary: the
+ * head that a loop of Pack16 loads takes one by one (at most n). */
+template <typename T> __device__ __forceinline__ i64 head16(const T *p, i64 n)
+{
+    i64 h = (i64)((16 - (uintptr_t)p % 16) % 16) / (i64)sizeof(T);
+    return h < n ? h : n;
+}
+
+/* Whether the pointers sit alike against 16-byte boundaries (so that one
+ * head serves them all). */
+inline bool same16(const void *a, const void *b) { return (uintptr_t)a % 16 == (uintptr_t)b % 16; }
+
 /* What a strided kernel of N operands needs of a tc__iter. Kernels take it
  * by value, so it holds only those N operands: a launch copies its
  * parameters, and a graph node stores and replays them (a whole tc__iter,

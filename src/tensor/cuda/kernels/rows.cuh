@@ -68,6 +68,24 @@ template <bool WARP, typename C> __device__ __forceinline__ void online_red(C &m
     m = big;
 }
 
+/* A row of n elements at p, shared by a team (this thread: lane of size),
+ * in 16-byte packs: f(j) for each element j before p's first 16-byte
+ * boundary and after the last whole pack, fv(j) for each pack, j its first
+ * element. Other rows whose pointers sit as p does against 16-byte
+ * boundaries (same16) split at the same j. */
+template <typename T, typename F, typename FV>
+__device__ __forceinline__ void row16(const T *p, i64 n, int lane, int size, F f, FV fv)
+{
+    constexpr int V = Pack16<T>::V;
+    const i64 h = head16(p, n), packs = (n - h) / V, tail = h + packs * V;
+    for (i64 j = lane; j < h; j += size)
+        f(j);
+    for (i64 i = lane; i < packs; i += size)
+        fv(h + i * V);
+    for (i64 j = tail + lane; j < n; j += size)
+        f(j);
+}
+
 /* A grid of `blocks` blocks (one a row), kept within what a launch takes. */
 static inline unsigned cap_grid(i64 blocks)
 {

@@ -543,17 +543,14 @@ static void block_backward(run *r, gpt2 *m, int l, tc_tensor *dres, tc_tensor *l
     tc_tensor *ddown = low ? low : dres;
     linear_backward(r, m, ddown, a->g, GPT2_LAYER(l, GPT2_FCPROJ_W), GPT2_LAYER(l, GPT2_FCPROJ_B),
                     NULL, true);
-    /* through c_proj's input and the gelu to c_fc's output in one GEMM on a
-     * GPU, c_fc's bias gradient with it */
-    tc_tensor *df = NULL, *dbf = NULL;
+    /* through c_proj's input and the gelu to c_fc's output; c_fc's bias
+     * gradient comes with its weight gradient (one GEMM on a GPU) */
+    tc_tensor *df = NULL;
     if (OK(r, tc_nn_linear_backward_gelu(ddown, W(m, GPT2_LAYER(l, GPT2_FCPROJ_W)), a->f,
-                                         TC_GELU_APPROXIMATE_TANH, &df, &dbf))) {
+                                         TC_GELU_APPROXIMATE_TANH, &df, NULL)))
         keep(r, &r->tmp, df);
-        keep(r, &r->tmp, dbf);
-    }
-    accumulate(r, m->grads[GPT2_LAYER(l, GPT2_FC_B)], dbf);
-    linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), -1, &dh2, true);
-    ready(r, m, GPT2_LAYER(l, GPT2_FC_B));
+    linear_backward(r, m, df, a->h2, GPT2_LAYER(l, GPT2_FC_W), GPT2_LAYER(l, GPT2_FC_B), &dh2,
+                    true);
     layer_norm_backward(r, m, dh2, a->x2, a->mean2, a->rstd2, GPT2_LAYER(l, GPT2_LN2_W), dres, low);
     /* x2 = x + c_proj(attention(...)): x's gradient is dres plus attention's */
     tc_tensor *dproj = low ? low : dres;

@@ -262,12 +262,12 @@ TCUDA_API tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weigh
  * (the same leading dims, one dtype): *grad_pre = gelu_backward(grad_output
  * @ weight, pre) [..., in] and, where grad_bias is not NULL, *grad_bias
  * [in] = *grad_pre summed over the leading dims (the bias gradient of the
- * linear that made pre). On a GPU with the tanh approximation, where
- * cuBLASLt takes the shape (in a multiple of 8; float16 or bfloat16): one
- * matmul with the DGELU_BGRAD epilogue (gelu's derivative applied before
- * the product is rounded); otherwise tc_nn_linear_backward's grad_x,
- * tc_nn_gelu_backward and a column sum. Errors: those of the ops;
- * TC_ERROR_INVALID_ARGUMENT for an unknown approximate or grad_pre NULL. */
+ * linear that made pre): tc_nn_linear_backward's grad_x, then
+ * tc_nn_gelu_backward and a column sum. The bias gradient also comes out of
+ * tc_nn_linear_backward of the linear that made pre, in the GEMM of its
+ * weight gradient on a GPU: pass grad_bias NULL to take it there. Errors:
+ * those of the ops; TC_ERROR_INVALID_ARGUMENT for an unknown approximate
+ * or grad_pre NULL. */
 TCUDA_API tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output,
                                                const tc_tensor *weight, const tc_tensor *pre,
                                                tc_gelu_approximate approximate,

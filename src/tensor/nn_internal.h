@@ -331,13 +331,6 @@ typedef struct tc__nn_backend {
      * as gemm_bias's. *fused false (with TC_OK): nothing queued. */
     tc_status (*gemm_gelu)(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                            bool *fused);
-    /* The gradient through a tanh gelu in the same step as the GEMM before
-     * it (NULL where never): C = (op(A) op(B)) * gelu_tanh'(aux), aux [m, n]
-     * of dtype with leading dimension n, and bias_grad [n] (dense, of dtype)
-     * = C summed over its rows, written; g as gemm_bias's. *fused false
-     * (with TC_OK): nothing queued. */
-    tc_status (*gemm_dgelu)(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
-                            bool *fused);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;

@@ -1,11 +1,11 @@
-/* A linear layer and the tanh gelu after it, forward and backward, each in
- * one GEMM where the nn backend has the epilogue (cuBLASLt's GELU_AUX_BIAS
- * and DGELU_BGRAD on a GPU), else as the ops they join: tc_nn_linear then
- * tc_tensor_gelu; tc_nn_linear_backward's grad_x, tc_nn_gelu_backward and a
- * column sum. The fused forward applies gelu to the float32 accumulator
- * before rounding (the pre-activation is rounded on its own); the fused
- * backward multiplies by gelu's derivative before the GEMM's result is
- * rounded: both within the dtype's rounding of the ops apart. */
+/* A linear layer and the tanh gelu after it, forward and backward. The
+ * forward is one GEMM where the nn backend has the epilogue (cuBLASLt's
+ * GELU_AUX_BIAS on a GPU), else tc_nn_linear then tc_tensor_gelu; the fused
+ * one applies gelu to the float32 accumulator before rounding (the
+ * pre-activation is rounded on its own), within the dtype's rounding of
+ * the two apart. The backward is tc_nn_linear_backward's grad_x,
+ * tc_nn_gelu_backward and a column sum (cuBLASLt's DGELU_BGRAD epilogue
+ * was slower on an H100: blas_lt.c). */
 #include <stdatomic.h>
 
 #include "nn_internal.h"
@@ -29,18 +29,18 @@ static tc_status check_approximate(const char *fn, tc_gelu_approximate approxima
 }
 
 /* Whether the three tensors are floating, of one dtype and device, dense,
- * with a [rows, k] @ [k, n]-shaped product: x [..., k] (at least 1-d) and w
- * [n, k] (trans_w: [k, n]) and v (NULL or [n]). The rest of the checks are
- * the ops' own: anything else takes the path of the ops apart. */
-static bool fusable(const tc_tensor *x, const tc_tensor *w, const tc_tensor *v, bool trans_w)
+ * with a [rows, k] @ [k, n]-shaped product: x [..., k] (at least 1-d), w
+ * [n, k] and v (NULL or [n]). The rest of the checks are the ops' own:
+ * anything else takes the path of the ops apart. */
+static bool fusable(const tc_tensor *x, const tc_tensor *w, const tc_tensor *v)
 {
     if (x->ndim < 1 || w->ndim != 2 || x->dtype != w->dtype || !tc_dtype_is_floating(x->dtype) ||
         !tc__is_contiguous(x) || !tc__is_contiguous(w) ||
         x->storage->device.type != w->storage->device.type ||
         x->storage->device.index != w->storage->device.index)
         return false;
-    int64_t k = x->sizes[x->ndim - 1], n = trans_w ? w->sizes[1] : w->sizes[0];
-    if ((trans_w ? w->sizes[0] : w->sizes[1]) != k || k < 1 || n < 1)
+    int64_t k = x->sizes[x->ndim - 1], n = w->sizes[0];
+    if (w->sizes[1] != k || k < 1 || n < 1)
         return false;
     return !v || (v->ndim == 1 && v->sizes[0] == n && v->dtype == x->dtype &&
                   tc__is_contiguous(v) && v->storage->device.type == x->storage->device.type &&
@@ -78,7 +78,7 @@ tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weight, const t
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     const tc__nn_backend *be = tc__nn_of(x->storage->device);
     if (be && be->gemm_gelu && atomic_load_explicit(&gelu_fuse, memory_order_relaxed) &&
-        approximate == TC_GELU_APPROXIMATE_TANH && bias && fusable(x, weight, bias, false) &&
+        approximate == TC_GELU_APPROXIMATE_TANH && bias && fusable(x, weight, bias) &&
         tc__numel(x->ndim - 1, x->sizes) > 0) {
         int64_t of = weight->sizes[0], in = weight->sizes[1], sz[TC_MAX_DIMS];
         int nd = result_shape(x, of, sz);
@@ -140,39 +140,6 @@ tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output, const tc_tens
     TC_TRY(tc__tensor_check(pre, "tc_tensor pre"));
     TC_TRY(check_approximate(fn, approximate));
     TC_CHECK_ARG(grad_pre, "%s: grad_pre is NULL", fn);
-    const tc__nn_backend *be = tc__nn_of(grad_output->storage->device);
-    bool same_lead = pre->ndim == grad_output->ndim;
-    for (int i = 0; same_lead && i < pre->ndim - 1; i++)
-        same_lead = pre->sizes[i] == grad_output->sizes[i];
-    if (be && be->gemm_dgelu && atomic_load_explicit(&gelu_fuse, memory_order_relaxed) &&
-        approximate == TC_GELU_APPROXIMATE_TANH && same_lead &&
-        fusable(grad_output, weight, NULL, true) && fusable(pre, weight, NULL, false) &&
-        pre->dtype == grad_output->dtype && tc__numel(pre->ndim - 1, pre->sizes) > 0) {
-        int64_t of = weight->sizes[0], in = weight->sizes[1];
-        int64_t m = tc__numel(pre->ndim - 1, pre->sizes);
-        tc_tensor *gp = NULL, *gb = NULL;
-        tc_device dev = pre->storage->device;
-        tc_status st = tc__new_tensor(pre->ndim, pre->sizes, pre->dtype, dev, false, &gp);
-        if (st == TC_OK)
-            st = tc__new_tensor(1, &in, pre->dtype, dev, false, &gb);
-        bool fused = false;
-        if (st == TC_OK) {
-            tc__nn_operand a = {.data = tc__data(grad_output), .ld = of};
-            tc__nn_operand b = {.data = tc__data(weight), .ld = in};
-            tc__nn_gemm g = tc__nn_gemm_of(pre->dtype, 1, m, in, of, a, b, tc__data(gp));
-            st = be->gemm_dgelu(dev.index, &g, tc__data(pre), tc__data(gb), &fused);
-        }
-        if (st == TC_OK && fused) {
-            gelu_fused++;
-            *grad_pre = gp;
-            give(gb, grad_bias);
-            return TC_OK;
-        }
-        tc_tensor_release(gp);
-        tc_tensor_release(gb);
-        if (st != TC_OK)
-            return st;
-    }
     /* the ops apart: pre stands for the linear's input (gelu(pre)), whose
      * shape alone grad_x needs */
     tc_tensor *dy = NULL, *gp = NULL, *gb = NULL;

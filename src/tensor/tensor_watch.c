@@ -488,11 +488,8 @@ static tc_status d_gemm_bgrad(int dev, const tc__nn_gemm *g, void *bias_grad, bo
     return order_done(prev_nn->gemm_bgrad(dev, g, bias_grad, fused), od);
 }
 
-/* The gelu epilogues: C written; A and B read; aux written (forward) or
- * read (backward); the bias read (forward) or its gradient written
- * (backward). */
-static tc_status declare_gelu(int dev, const tc__nn_gemm *g, const void *vec, const void *aux,
-                              bool backward)
+/* The gelu epilogue: C and aux written; A, B and the bias read. */
+static tc_status declare_gelu(int dev, const tc__nn_gemm *g, const void *vec, const void *aux)
 {
     const void *p[5] = {g->c, g->a, g->b, vec, aux};
     size_t c = gemm_extent(g->batch, g->stride_c, g->m, g->n, g->ldc, false) * esz(g->c_dtype);
@@ -501,9 +498,8 @@ static tc_status declare_gelu(int dev, const tc__nn_gemm *g, const void *vec, co
         gemm_extent(g->batch, g->stride_b, g->k, g->n, g->ldb, g->trans_b) * esz(g->dtype),
         (size_t)g->n * esz(g->c_dtype), (size_t)(g->m * g->n) * esz(g->c_dtype)};
     tc_dtype d[5] = {g->c_dtype, g->dtype, g->dtype, g->c_dtype, g->c_dtype};
-    bool w[5] = {true, false, false, backward, !backward};
-    return declare_dense(false, dev, backward ? "gemm with gelu's gradient" : "gemm with gelu", 5,
-                         p, b, d, w);
+    bool w[5] = {true, false, false, false, true};
+    return declare_dense(false, dev, "gemm with gelu", 5, p, b, d, w);
 }
 
 static tc_status d_gemm_gelu(int dev, const tc__nn_gemm *g, const void *bias, void *aux,
@@ -511,17 +507,8 @@ static tc_status d_gemm_gelu(int dev, const tc__nn_gemm *g, const void *bias, vo
 {
     int od = tc__access_depth;
     if (tc__access_on())
-        TC_TRY(declare_gelu(dev, g, bias, aux, false));
+        TC_TRY(declare_gelu(dev, g, bias, aux));
     return order_done(prev_nn->gemm_gelu(dev, g, bias, aux, fused), od);
-}
-
-static tc_status d_gemm_dgelu(int dev, const tc__nn_gemm *g, const void *aux, void *bias_grad,
-                              bool *fused)
-{
-    int od = tc__access_depth;
-    if (tc__access_on())
-        TC_TRY(declare_gelu(dev, g, bias_grad, aux, true));
-    return order_done(prev_nn->gemm_dgelu(dev, g, aux, bias_grad, fused), od);
 }
 
 /* dropout's product: out written, x and the mask read. */
@@ -635,8 +622,7 @@ static void install(void)
             .dropout = d_dropout,
             .gemm_bgrad = cur->nn->gemm_bgrad ? d_gemm_bgrad : NULL,
             .attention_backward = cur->nn->attention_backward ? d_attention_backward : NULL,
-            .gemm_gelu = cur->nn->gemm_gelu ? d_gemm_gelu : NULL,
-            .gemm_dgelu = cur->nn->gemm_dgelu ? d_gemm_dgelu : NULL};
+            .gemm_gelu = cur->nn->gemm_gelu ? d_gemm_gelu : NULL};
         ops.nn = &nn_be;
     }
     if (cur->index_backend) {

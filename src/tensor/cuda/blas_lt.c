@@ -7,9 +7,11 @@
  * D's columns (our m): our bias gradient, written (never accumulated) in
  * D's type, while D itself may be C + the product (beta 1). And a linear
  * with the tanh gelu after it (gemm_gelu: GELU_AUX_BIAS, the pre-activation
- * kept in the aux matrix) and the gradient back through both (gemm_dgelu:
- * DGELU_BGRAD, gelu's derivative read at aux, the bias gradient summed), as
- * llm.c's gelu fusion does.
+ * kept in the aux matrix), as llm.c's gelu fusion does. Not its backward
+ * (DGELU_BGRAD): on an H100, at GPT-2's [16384, 3072] bfloat16, cuBLASLt
+ * ran it as the GEMM and then a separate epilogue kernel of 348 us
+ * (profile.sh train, 2026-11-27), where tcuda's gelu backward kernel took
+ * 57 us at half that size (bench_nn_backward).
  *
  * As in blas.c, only the entry points used are declared here, so the build
  * needs no cuBLAS header or library. Whatever cuBLASLt does not take is a
@@ -84,15 +86,9 @@ enum {
     LT_DESC_EPILOGUE_AUX_POINTER = 11, /* void *; its type: AUX_DATA_TYPE, default D's */
     LT_DESC_EPILOGUE_AUX_LD = 12,      /* int64_t, the aux matrix's leading dimension */
 };
-/* GELU_AUX_BIAS: D = gelu(AB + bias) with AB + bias into aux; DGELU_BGRAD:
- * D = AB * gelu'(aux) and the bias gradient (D summed over its columns).
- * cuBLASLt's gelu is the tanh approximation. */
-enum {
-    LT_EPILOGUE_BIAS = 4,
-    LT_EPILOGUE_GELU_AUX_BIAS = 164,
-    LT_EPILOGUE_DGELU_BGRAD = 208,
-    LT_EPILOGUE_BGRADB = 512
-};
+/* GELU_AUX_BIAS: D = gelu(AB + bias) with AB + bias into aux; cuBLASLt's
+ * gelu is the tanh approximation. */
+enum { LT_EPILOGUE_BIAS = 4, LT_EPILOGUE_GELU_AUX_BIAS = 164, LT_EPILOGUE_BGRADB = 512 };
 enum {
     LT_PREF_MAX_WORKSPACE_BYTES = 1,   /* uint64_t, default 0 */
     LT_PREF_REDUCTION_SCHEME_MASK = 3, /* uint32_t, default all schemes */
@@ -422,7 +418,7 @@ static void *handle_for(int device, cudaStream_t cs)
 }
 
 /* One cublasLtMatmul on the current stream with `epilogue` (its vector:
- * bias, read or written; its matrix: aux, written or read, NULL for none),
+ * bias, read or written; its matrix: aux, written, NULL for none),
  * or a refusal. beta is g's (0 or 1). */
 static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const void *aux,
                      int epilogue, bool *fused)
@@ -471,12 +467,12 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const v
     return st;
 }
 
-/* The gelu epilogues: 16-bit only, beta 0, aux rows of whole 16-byte
+/* The gelu epilogue: 16-bit only, beta 0, aux rows of whole 16-byte
  * vectors (cuBLASLt asks the aux leading dimension to be a multiple of 8).
- * float32 keeps the ops apart: the epilogue's own GEMM and gelu derivative
- * land some 5e-6 from PyTorch's float32 results (seen on an H200), past
- * float32's tolerance, while in 16 bits the rounding to the dtype hides
- * them; float64 has no gelu epilogue. */
+ * float32 keeps the ops apart, as PyTorch runs them, so that its results
+ * stay PyTorch's (the backward epilogue's landed some 5e-6 away on an H200,
+ * past float32's tolerance), while in 16 bits the rounding to the dtype
+ * hides such differences; float64 has no gelu epilogue. */
 static bool gelu_eligible(const tc__nn_gemm *g, const void *vec, const void *aux, int epilogue)
 {
     return (g->dtype == TC_FLOAT16 || g->dtype == TC_BFLOAT16) && g->beta == 0 && aux &&
@@ -484,13 +480,13 @@ static bool gelu_eligible(const tc__nn_gemm *g, const void *vec, const void *aux
 }
 
 /* One matmul with `epilogue` where cuBLASLt is there and takes g (its
- * vector vec; aux, for the gelu epilogues), else a refusal. */
+ * vector vec; aux, for the gelu epilogue), else a refusal. */
 static tc_status lt_call(int device, const tc__nn_gemm *g, const void *vec, const void *aux,
                          int epilogue, bool *fused)
 {
     *fused = false;
     pthread_once(&syms_once, load_syms);
-    bool gelu = epilogue == LT_EPILOGUE_GELU_AUX_BIAS || epilogue == LT_EPILOGUE_DGELU_BGRAD;
+    bool gelu = epilogue == LT_EPILOGUE_GELU_AUX_BIAS;
     if (!syms_ok || !(gelu ? gelu_eligible(g, vec, aux, epilogue) : eligible(g, vec, epilogue)))
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
@@ -514,10 +510,4 @@ tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias,
                              bool *fused)
 {
     return lt_call(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
-}
-
-tc_status tc__cuda_gemm_dgelu(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
-                              bool *fused)
-{
-    return lt_call(device, g, bias_grad, aux, LT_EPILOGUE_DGELU_BGRAD, fused);
 }

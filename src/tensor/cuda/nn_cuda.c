@@ -143,6 +143,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .dropout = tc__cuda_nn_dropout,
     .gemm_bgrad = tc__cuda_gemm_bgrad,
     .gemm_gelu = tc__cuda_gemm_gelu,
-    .gemm_dgelu = tc__cuda_gemm_dgelu,
     .attention_backward = cu_attention_backward,
 };

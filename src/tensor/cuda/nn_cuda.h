@@ -13,13 +13,11 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
  * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing
  * or does not take the GEMM. */
 tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
-/* See tc__nn_backend.gemm_gelu and gemm_dgelu: one cublasLtMatmul with the
- * GELU_AUX_BIAS or DGELU_BGRAD epilogue (blas_lt.c); *fused false where
- * cuBLASLt is missing or does not take the GEMM. */
+/* See tc__nn_backend.gemm_gelu: one cublasLtMatmul with the GELU_AUX_BIAS
+ * epilogue (blas_lt.c); *fused false where cuBLASLt is missing or does not
+ * take the GEMM. */
 tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                              bool *fused);
-tc_status tc__cuda_gemm_dgelu(int device, const tc__nn_gemm *g, const void *aux, void *bias_grad,
-                              bool *fused);
 /* Whether g's result goes through rows padded to whole 16-byte vectors
  * (blas.c): a 16-bit C of one matrix, dense, wider than 8 and not a
  * multiple of 8, with at least 2^22 elements; the bias GEMM refuses these. */

@@ -3,7 +3,8 @@
  * forward's output O, its gradient dO and each query row's log-sum-exp
  * (attention.cu writes it), with the [l, s] matrices never in memory.
  *
- *   1. D[i] = rowsum(dO[i] * O[i]), float32, one warp a row.
+ *   1. D[i] = rowsum(dO[i] * O[i]), float32, one warp a row (16-bit rows of
+ *      whole 16-byte packs: eight lanes a row).
  *   2. dK and dV: a block per (batch entry, block of keys) walks the query
  *      blocks (from the block's first key on when causal: earlier queries
  *      see none of its keys), recomputes P = exp(scale * q k^T - lse) and
@@ -69,7 +70,8 @@ struct BwdArgs {
     float scale;
     float scale_log2; /* scale * log2(e): the tensor core path uses exp2 */
     bool causal;
-    bool vec; /* every operand's rows are 16-byte aligned (the tensor core path) */
+    bool vec;     /* every operand's rows are 16-byte aligned (the tensor core path) */
+    bool out_vec; /* and O's, for D's 16-byte packs */
 };
 
 __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
@@ -179,6 +181,34 @@ template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dsum(B
     for (int w = 16; w >= 1; w /= 2)
         sum += __shfl_xor_sync(0xffffffffu, sum, w);
     if (lane == 0)
+        a.dsum[row] = sum;
+}
+
+/* D for 16-bit rows of whole 16-byte packs (a.vec, e a multiple of 8):
+ * eight lanes a row, each summing its 16-byte packs (lane 8j + u: columns
+ * 8u.., then every 64th on), then across its eight. */
+template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dsum16(BwdArgs a)
+{
+    tck_pdl_entry();
+    i64 row = (i64)blockIdx.x * (NT / 8) + threadIdx.x / 8, rows = a.batch * a.l;
+    int u = threadIdx.x % 8;
+    float sum = 0;
+    if (row < rows) {
+        i64 b = row / a.l;
+        int i = (int)(row % a.l);
+        const E *o = (const E *)a.o + batch_offset(a.os, b, a.inner) + i * a.os[2];
+        const E *go = (const E *)a.go + batch_offset(a.gs, b, a.inner) + i * a.gs[2];
+        for (int c = 8 * u; c < a.e; c += 64) {
+            Pack16<E> x = ld16(o + c), y = ld16(go + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                sum = fmaf(load<float>(&x.v[k]), load<float>(&y.v[k]), sum);
+        }
+    }
+#pragma unroll
+    for (int w = 4; w >= 1; w /= 2) /* the eight lanes of a row: every lane takes part */
+        sum += __shfl_xor_sync(0xffffffffu, sum, w);
+    if (row < rows && u == 0)
         a.dsum[row] = sum;
 }
 
@@ -592,10 +622,18 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
 
 /* ---- launch ------------------------------------------------------------------------------- */
 
-/* Step 1, D, for either path. */
+/* Step 1, D, for either path: 16-bit rows of whole 16-byte packs in
+ * packs, others a warp a row, element by element. */
 template <typename E> void launch_dsum(cudaStream_t stream, const BwdArgs &a)
 {
     i64 rows = a.batch * a.l;
+    if constexpr (sizeof(E) == 2) {
+        if (a.vec && a.out_vec && a.e % 8 == 0) {
+            attention_bwd_dsum16<E>
+                <<<(unsigned)((rows + NT / 8 - 1) / (NT / 8)), NT, 0, stream>>>(a);
+            return;
+        }
+    }
     attention_bwd_dsum<E><<<(unsigned)((rows + NT / 32 - 1) / (NT / 32)), NT, 0, stream>>>(a);
 }
 
@@ -715,6 +753,7 @@ extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device,
     a.causal = x->causal;
     a.vec = aligned(x->q, x->q_strides, 8) && aligned(x->k, x->k_strides, 8) &&
             aligned(x->v, x->v_strides, 8) && aligned(x->grad_out, x->go_strides, 8);
+    a.out_vec = aligned(x->out, x->out_strides, 8);
     if (x->dtype == TC_FLOAT32)
         return launch<float>(stream, device, a);
     if (x->dtype == TC_BFLOAT16)

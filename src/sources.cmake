@@ -141,6 +141,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/gemm_scale.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
+  src/tensor/cuda/kernels/layer_norm.cu
   src/tensor/cuda/kernels/loss.cu
   src/tensor/cuda/kernels/reduce.cu
   src/tensor/cuda/kernels/rows.cu

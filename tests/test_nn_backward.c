@@ -355,7 +355,7 @@ static void test_layer_norm_into(tc_device dev)
 {
     struct {
         int64_t m, n;
-    } cases[] = {{6, 10}, {3, 1500}, {2100, 40}};
+    } cases[] = {{6, 10}, {3, 1500}, {2100, 40}, {5, 256}}; /* 256: the quad kernels */
     const double eps = 1e-5;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int64_t m = cases[k].m, n = cases[k].n, all = m * n, sz[2] = {m, n}, wide[2] = {m, 2 * n};
@@ -915,11 +915,12 @@ static void near_cpu(const char *what, tc_dtype dt, const tc_tensor *gpu, const 
 /* The same inputs through both devices, every dtype, shapes that reach the
  * warp and the block paths and several chunks of rows; rows of an odd
  * length (2053, and cross_entropy's 3001) start off 16-byte boundaries, so
- * the block path's packs meet ragged heads and tails. */
+ * the block path's packs meet ragged heads and tails; rows of 768 take
+ * layer_norm's quad kernels. */
 static void test_parity(void)
 {
-    const int64_t shapes[4][2] = {{33, 100}, {5, 3000}, {4100, 64}, {7, 2053}};
-    for (int s = 0; s < 4; s++)
+    const int64_t shapes[5][2] = {{33, 100}, {5, 3000}, {4100, 64}, {7, 2053}, {40, 768}};
+    for (int s = 0; s < 5; s++)
         for (int d = 0; d < 4; d++) {
             tc_dtype dt = FLOATS[d];
             const int64_t *sz = shapes[s], n = sz[1];

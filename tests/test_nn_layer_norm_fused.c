@@ -125,14 +125,15 @@ static void release_kept(tc_tensor *keep[][4])
             tc_tensor_release(keep[c][i]);
 }
 
-/* Rows a warp normalizes (96) and rows a block does (3000), odd counts of
- * them; on the GPU too, then the GPU's results against the CPU's. */
+/* Rows a warp normalizes (96), rows a block does (3000) and rows the quad
+ * kernel holds in registers (768), odd counts of them; on the GPU too, then
+ * the GPU's results against the CPU's. */
 static void test_values(void)
 {
     static const struct {
         int64_t m, n;
         bool affine;
-    } shapes[] = {{7, 96, true}, {5, 3000, true}, {3, 37, false}};
+    } shapes[] = {{7, 96, true}, {5, 3000, true}, {3, 37, false}, {6, 768, true}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t m = shapes[s].m, n = shapes[s].n;
         double *xv = rand_doubles(m * n, -3, 4), *rv = rand_doubles(m * n, -2, 2);

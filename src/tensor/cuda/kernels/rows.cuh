@@ -92,6 +92,34 @@ static inline unsigned cap_grid(i64 blocks)
     return (unsigned)(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
 }
 
+/* The team (WARP: a warp, else the block) of the calling thread: its rank in
+ * the team, the team's size, the block's teams and this team's index. */
+template <bool WARP> struct Team {
+    int lane, size, teams, team;
+    __device__ Team()
+        : lane(WARP ? threadIdx.x & 31 : threadIdx.x), size(WARP ? 32 : blockDim.x),
+          teams(WARP ? blockDim.x / 32 : 1), team(WARP ? threadIdx.x / 32 : 0)
+    {
+    }
+};
+
+/* Teams for `rows` rows of n: a warp each (four to a block of 128) up to
+ * 1,024, else a block of `wide` threads. */
+struct RowLaunch {
+    bool warp;
+    int threads;
+    unsigned blocks;
+};
+
+inline RowLaunch row_launch(i64 rows, i64 n, int wide)
+{
+    RowLaunch l;
+    l.warp = n <= 1024;
+    l.threads = l.warp ? 128 : wide;
+    l.blocks = cap_grid(l.warp ? (rows + 3) / 4 : rows);
+    return l;
+}
+
 } // namespace tck
 
 #endif

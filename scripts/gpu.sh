@@ -123,7 +123,7 @@ step_build() {
     result build pass "$B, $((SECONDS - t)) s"
   else
     result build fail "see build.log: $(grep -m1 -E 'error|Error' "$L/configure.log" "$L/build.log" | cut -c1-120)"
-    tail -30 "$L/configure.log" "$L/build.log"
+    tail -n 30 "$L/configure.log" "$L/build.log"
     finish
   fi
 }

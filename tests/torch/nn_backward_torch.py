@@ -189,7 +189,7 @@ def leaf64(t):
 
 
 def case_gelu(dev, dt):
-    for shape in ((64, 768), (7, 1001)):  # the second's 7007 end in a ragged tail
+    for shape in ((64, 768), (7, 1001)):  # 7,007 elements: a ragged tail after the packs
         gelu_shape(dev, dt, shape)
 
 

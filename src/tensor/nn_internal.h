@@ -340,6 +340,8 @@ extern const tc__nn_backend tc__cpu_nn_backend;
 const tc__nn_backend *tc__nn_of(tc_device device);
 /* A live tensor of a floating dtype (`fn` names the call, `what` t). */
 tc_status tc__nn_check_float(const char *fn, const tc_tensor *t, const char *what);
+/* approximate is TC_GELU_APPROXIMATE_NONE or _TANH (tensor_nn_backward.c). */
+tc_status tc__nn_check_gelu_approximate(const char *fn, tc_gelu_approximate approximate);
 /* cross_entropy's CPU targets (n int64 entries) read and checked against
  * [0, c) where they are not `ignore` (tensor_nn_loss.c); GPU targets are
  * checked by the kernels, so that the call does not wait for the device

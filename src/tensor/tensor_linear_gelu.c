@@ -19,15 +19,6 @@ void tc__nn_linear_gelu_set_fused(bool fused) { atomic_store(&gelu_fuse, fused);
 
 uint64_t tc__nn_linear_gelu_fused_count(void) { return gelu_fused; }
 
-static tc_status check_approximate(const char *fn, tc_gelu_approximate approximate)
-{
-    TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
-                 "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
-                 "TC_GELU_APPROXIMATE_TANH",
-                 fn, (int)approximate);
-    return TC_OK;
-}
-
 /* Whether the three tensors are floating, of one dtype and device, dense,
  * with a [rows, k] @ [k, n]-shaped product: x [..., k] (at least 1-d), w
  * [n, k] and v (NULL or [n]). The rest of the checks are the ops' own:
@@ -74,7 +65,7 @@ tc_status tc_nn_linear_gelu(const tc_tensor *x, const tc_tensor *weight, const t
     TC_TRY(tc__tensor_check(weight, "tc_tensor weight"));
     if (bias)
         TC_TRY(tc__tensor_check(bias, "tc_tensor bias"));
-    TC_TRY(check_approximate(fn, approximate));
+    TC_TRY(tc__nn_check_gelu_approximate(fn, approximate));
     TC_CHECK_ARG(out, "%s: out is NULL", fn);
     const tc__nn_backend *be = tc__nn_of(x->storage->device);
     if (be && be->gemm_gelu && atomic_load_explicit(&gelu_fuse, memory_order_relaxed) &&
@@ -138,7 +129,7 @@ tc_status tc_nn_linear_backward_gelu(const tc_tensor *grad_output, const tc_tens
     TC_TRY(tc__tensor_check(grad_output, "tc_tensor grad_output"));
     TC_TRY(tc__tensor_check(weight, "tc_tensor weight"));
     TC_TRY(tc__tensor_check(pre, "tc_tensor pre"));
-    TC_TRY(check_approximate(fn, approximate));
+    TC_TRY(tc__nn_check_gelu_approximate(fn, approximate));
     TC_CHECK_ARG(grad_pre, "%s: grad_pre is NULL", fn);
     /* the ops apart: pre stands for the linear's input (gelu(pre)), whose
      * shape alone grad_x needs */

@@ -92,6 +92,15 @@ static void *data_or_null(const tc_tensor *t) { return t ? tc__data(t) : NULL; }
 
 /* ---- gelu ------------------------------------------------------------------------ */
 
+tc_status tc__nn_check_gelu_approximate(const char *fn, tc_gelu_approximate approximate)
+{
+    TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
+                 "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
+                 "TC_GELU_APPROXIMATE_TANH",
+                 fn, (int)approximate);
+    return TC_OK;
+}
+
 tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
                               tc_gelu_approximate approximate, tc_tensor **grad_in)
 {
@@ -99,10 +108,7 @@ tc_status tc_nn_gelu_backward(const tc_tensor *grad_output, const tc_tensor *x,
     const char *fn = "tc_nn_gelu_backward";
     TC_TRY(tc__nn_check_float(fn, x, "tc_tensor x"));
     TC_TRY(check_same(fn, x, grad_output, "tc_tensor grad_output", "x"));
-    TC_CHECK_ARG(approximate == TC_GELU_APPROXIMATE_NONE || approximate == TC_GELU_APPROXIMATE_TANH,
-                 "%s: approximate %d is neither TC_GELU_APPROXIMATE_NONE nor "
-                 "TC_GELU_APPROXIMATE_TANH",
-                 fn, (int)approximate);
+    TC_TRY(tc__nn_check_gelu_approximate(fn, approximate));
     TC_CHECK_ARG(grad_in, "%s: grad_in is NULL", fn);
     tc_device dev = x->storage->device;
     const tc__nn_backend *be = tc__nn_of(dev);

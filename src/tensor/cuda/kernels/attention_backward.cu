@@ -325,7 +325,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 template <int D, int ST_ = (D <= 64 ? 64 : 32)> struct MmaSmem {
     static constexpr int LD = D + 8, ST = ST_;
     static constexpr int rows = 2 * RB + 4 * ST;
-    /* then, for the dK/dV kernel, each buffer's queries' lse * log2(e) and
+    /* then, for the dK/dV kernel, each buffer's queries' lse and
      * D: [buf][2][ST] floats */
     static constexpr int bytes = rows * LD * (int)sizeof(uint16_t) + 4 * ST * (int)sizeof(float);
 };
@@ -337,24 +337,36 @@ template <int D, int ST_ = (D <= 64 ? 64 : 32)> struct MmaSmem {
  * (tc__k_nn_attention_backward_set_variant). 32 queries a step with four
  * blocks an SM take 128 registers a thread (56 bytes spilled); 64 queries
  * a step 244 registers (two blocks an SM); 32 with three blocks, 168. On
- * an H200 the whole bfloat16 backward at 8 x 12 heads x 1024 x 64, causal,
- * took 0.355, 0.371 and 0.363 ms with them (bench_attention, 2026-11-27). */
+ * an H100 the whole bfloat16 backward at 8 x 12 heads x 1024 x 64, causal,
+ * took 0.312, 0.341 and 0.323 ms with them (bench_attention, 2026-11-27,
+ * blocks in the order of their work). Holding each warp's A fragments
+ * (its keys and values) in registers across the steps, tried then too,
+ * was slower at both three and four blocks an SM. */
 struct DkvShape {
     int st, minb;
 };
 constexpr DkvShape DKV_SHAPES[3] = {{32, 4}, {64, 0}, {32, 3}};
 
-/* lse * log2(e) and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
- * rs[1][.], by the block's first ST threads; the __syncthreads before
- * their use publishes them. */
+/* lse and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
+ * rs[1][.], by the block's first ST threads, as cp.async copies of 4
+ * bytes in the caller's next commit group: a plain load here would hold
+ * its thread, and with it the block at the step's barrier, for a global
+ * load's latency every step. */
 template <int ST>
-__device__ __forceinline__ void rows_in_mma(float (*rs)[ST], const float *lse, const float *dsum,
-                                            int q0, int l)
+__device__ __forceinline__ void rows_async(float (*rs)[ST], const float *lse, const float *dsum,
+                                           int q0, int l)
 {
     for (int r = threadIdx.x; r < ST; r += blockDim.x) {
-        bool in = q0 + r < l;
-        rs[0][r] = in ? lse[q0 + r] * LOG2E : 0.0f;
-        rs[1][r] = in ? dsum[q0 + r] : 0.0f;
+        int bytes = q0 + r < l ? 4 : 0; /* 0: zero-filled */
+        const float *from[2] = {bytes ? lse + q0 + r : lse, bytes ? dsum + q0 + r : dsum};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+#if __CUDA_ARCH__ >= 800
+            unsigned to = (unsigned)__cvta_generic_to_shared(&rs[i][r]);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(from[i]),
+                         "r"(bytes));
+#endif
+        }
     }
 }
 
@@ -454,9 +466,10 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
     Row *kt = reinterpret_cast<Row *>(smem_h), *vt = kt + RB;
     Row *qs = vt + RB, *gs = qs + 2 * ST; /* two buffers each: [buf * ST + row] */
     float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + 2 * ST); /* [buf]: lse, D */
+    /* causal: the first key blocks (the most queries to walk) first */
     int nkb = (a.s + RB - 1) / RB;
-    i64 b = blockIdx.x / nkb;
-    int k0 = (int)(blockIdx.x % nkb) * RB;
+    i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nkb;
+    int k0 = (int)(a.causal ? blockIdx.x / a.batch : blockIdx.x % nkb) * RB;
     const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner);
     const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner);
     const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner) + k0 * a.ks[2];
@@ -475,7 +488,7 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
                                   a.vec);
         fill_tile<ST, D, LD, NTM>(gs, go + qstart * a.gs[2], a.gs[2], min(ST, a.l - qstart), a.e,
                                   a.vec);
-        rows_in_mma<ST>(rs[0], lse, dsum, qstart, a.l);
+        rows_async<ST>(rs[0], lse, dsum, qstart, a.l);
     }
     cp_commit();
 
@@ -489,7 +502,7 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
                                       min(ST, a.l - nq), a.e, a.vec);
             fill_tile<ST, D, LD, NTM>(gs + (buf ^ 1) * ST, go + nq * a.gs[2], a.gs[2],
                                       min(ST, a.l - nq), a.e, a.vec);
-            rows_in_mma<ST>(rs[buf ^ 1], lse, dsum, nq, a.l);
+            rows_async<ST>(rs[buf ^ 1], lse, dsum, nq, a.l);
             cp_commit();
             cp_wait<1>();
         } else {
@@ -514,7 +527,7 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
             for (int j = 0; j < 2; j++) {
                 int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
                 bool in = col < a.l;
-                float lse2 = rs[buf][0][c], dd = rs[buf][1][c];
+                float lse2 = rs[buf][0][c] * LOG2E, dd = rs[buf][1][c];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     int i = 2 * h + j;
@@ -548,9 +561,10 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
     extern __shared__ uint4 smem_h[];
     Row *qt = reinterpret_cast<Row *>(smem_h), *gt = qt + RB;
     Row *ks = gt + RB, *vs = ks + 2 * ST; /* two buffers each: [buf * ST + row] */
+    /* causal: the last query blocks (the most keys to walk) first */
     int nqb = (a.l + RB - 1) / RB;
-    i64 b = blockIdx.x / nqb;
-    int q0 = (int)(blockIdx.x % nqb) * RB;
+    i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nqb;
+    int q0 = (a.causal ? nqb - 1 - (int)(blockIdx.x / a.batch) : (int)(blockIdx.x % nqb)) * RB;
     const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
     const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner) + q0 * a.gs[2];
     const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner);
@@ -682,6 +696,13 @@ bool launch_mma_as(cudaStream_t stream, int device, const BwdArgs &a)
     return true;
 }
 
+template <typename H, int D, int V>
+bool launch_variant(cudaStream_t stream, int device, const BwdArgs &a)
+{
+    constexpr DkvShape sh = DKV_SHAPES[V];
+    return launch_mma_as<H, D, sh.st, sh.minb>(stream, device, a);
+}
+
 /* The tensor core path; its grids are no larger than the float32 path's
  * (blocks of 64 rows, not 32). */
 template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, const BwdArgs &a)
@@ -689,9 +710,9 @@ template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, co
     if (D > 64)
         return launch_mma_as<H, D, MmaSmem<D>::ST, 0>(stream, device, a);
     switch (dkv_variant.load(std::memory_order_relaxed)) {
-    case 1: return launch_mma_as<H, D, DKV_SHAPES[1].st, DKV_SHAPES[1].minb>(stream, device, a);
-    case 2: return launch_mma_as<H, D, DKV_SHAPES[2].st, DKV_SHAPES[2].minb>(stream, device, a);
-    default: return launch_mma_as<H, D, DKV_SHAPES[0].st, DKV_SHAPES[0].minb>(stream, device, a);
+    case 1: return launch_variant<H, D, 1>(stream, device, a);
+    case 2: return launch_variant<H, D, 2>(stream, device, a);
+    default: return launch_variant<H, D, 0>(stream, device, a);
     }
 }
 

@@ -148,7 +148,9 @@ static void test_softmax(tc_device dev)
         int nd;
         int64_t sz[3];
         int dim;
-    } cases[] = {{2, {5, 37}, 1}, {3, {2, 6, 5}, 1}, {2, {3, 1500}, -1}, {1, {9}, 0}, {0, {0}, 0}};
+    } cases[] = {/* the last: rows of 64 KiB and more, which the GPU stages */
+                 {2, {5, 37}, 1}, {3, {2, 6, 5}, 1}, {2, {3, 1500}, -1},
+                 {1, {9}, 0},     {0, {0}, 0},       {2, {3, 40009}, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int lg = 0; lg < 2; lg++) {
             int nd = cases[k].nd, dim = cases[k].dim < 0 ? cases[k].dim + nd : cases[k].dim;
@@ -170,7 +172,7 @@ static void test_softmax(tc_device dev)
                 CHECK_OK((lg ? tc_nn_log_softmax_backward
                              : tc_nn_softmax_backward)(tg, y, cases[k].dim, &gi));
                 near_ref(lg ? "log_softmax_backward" : "softmax_backward", dt, gi, ref, n, 4);
-                if (dt == TC_FLOAT64 && dev.type == TC_CPU) {
+                if (dt == TC_FLOAT64 && dev.type == TC_CPU && n <= 10000) { /* O(n^2) */
                     double *ana = tc_test_values(gi);
                     sm_ctx c = {nd, sz, cases[k].dim, lg, x, g};
                     fd_check(lg ? "log_softmax_backward" : "softmax_backward", x, n, sm_loss, &c,

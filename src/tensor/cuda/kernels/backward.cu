@@ -4,8 +4,9 @@
  * gradient (layer_norm's are in layer_norm.cu).
  *
  * Each is one clear kernel per step: a row is read once for its sums and
- * once more to write (the second read mostly from cache); a block's long
- * rows go in 16-byte packs. cross_entropy's gradient is
+ * once more to write (the second read mostly from cache; rows of 64 KiB
+ * and more keep dy in shared memory for it); a block's long rows go in
+ * 16-byte packs. cross_entropy's gradient is
  * llm.c's fused classifier: a team per row takes the row's max and sum of
  * exp in one read (online), then writes (softmax - onehot) * g; the mean's
  * divisor, the rows not ignored, is counted first by one block, and the
@@ -14,6 +15,7 @@
  * rounded once when stored. */
 #include <math.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "common.cuh"
@@ -140,6 +142,102 @@ __global__ void __launch_bounds__(256)
             for (i64 j = tm.lane; j < n; j += tm.size)
                 put(j);
     }
+}
+
+/* Rows of STAGE_MIN bytes and more, too long for the cache to keep between
+ * softmax_bwd_rows' two reads when a whole grid of them is in flight: a
+ * block of 1,024 threads a row keeps its share of dy's row in shared
+ * memory from the first read for the second, so that memory sees dy once
+ * (and y twice only for softmax, whose sum needs it). Each thread reads
+ * back the very elements it staged (the two passes split the row alike),
+ * so the stage needs no barrier of its own. The stage is offset so that
+ * stage + j sits against 16 bytes as dy's row + j does. */
+constexpr i64 STAGE_MIN = 64 << 10;
+
+template <typename T, bool LOG>
+__global__ void __launch_bounds__(1024)
+    softmax_bwd_staged(const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    typedef Pack16<T> P;
+    extern __shared__ uint4 stage_raw[];
+    __shared__ C sh[32];
+    const Team<false> tm;
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *g = dy + row * n, *o = y + row * n;
+        T *d = dx + row * n;
+        T *sg = reinterpret_cast<T *>(stage_raw) + (uintptr_t)g % 16 / sizeof(T);
+        C s = 0;
+        auto add = [&](i64 j) {
+            T gv = g[j];
+            sg[j] = gv;
+            s += LOG ? load<C>(&gv) : load<C>(&gv) * load<C>(o + j);
+        };
+        auto add16 = [&](i64 j) {
+            P a = ld16(g + j);
+            *reinterpret_cast<P *>(sg + j) = a;
+            if constexpr (LOG) {
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    s += load<C>(&a.v[k]);
+            } else {
+                P b = ld16(o + j);
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    s += load<C>(&a.v[k]) * load<C>(&b.v[k]);
+            }
+        };
+        if (vec)
+            row16(g, n, tm.lane, tm.size, add, add16);
+        else
+            for (i64 j = tm.lane; j < n; j += tm.size)
+                add(j);
+        s = team_red<false, false>(s, sh);
+        auto put = [&](i64 j) {
+            C gv = load<C>(sg + j), yv = load<C>(o + j);
+            store(d + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
+        };
+        auto put16 = [&](i64 j) {
+            P a = *reinterpret_cast<const P *>(sg + j), b = ld16(o + j), r;
+#pragma unroll
+            for (int k = 0; k < P::V; k++) {
+                C gv = load<C>(&a.v[k]), yv = load<C>(&b.v[k]);
+                store(&r.v[k], LOG ? gv - ex(yv) * s : yv * (gv - s));
+            }
+            *reinterpret_cast<P *>(d + j) = r;
+        };
+        if (vec)
+            row16(g, n, tm.lane, tm.size, put, put16);
+        else
+            for (i64 j = tm.lane; j < n; j += tm.size)
+                put(j);
+    }
+}
+
+/* Launches softmax_bwd_staged for rows of n when they are STAGE_MIN bytes
+ * or more and the device gives a block their stage; false, queuing
+ * nothing, otherwise. */
+template <typename T, bool LOG>
+bool launch_staged(cudaStream_t stream, const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
+{
+    static std::atomic<unsigned long long> set_on{0};
+    i64 bytes = n * (i64)sizeof(T) + 16;
+    int device = 0, optin = 0;
+    if (bytes - 16 < STAGE_MIN)
+        return false;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int room = optin - 1024; /* the kernel's static sums beside the stage */
+    if (bytes > room || !smem_allowed(softmax_bwd_staged<T, LOG>, room, device, set_on))
+        return false;
+    softmax_bwd_staged<T, LOG>
+        <<<cap_grid(rows), 1024, (size_t)bytes, stream>>>(dy, y, dx, rows, n, vec);
+    return true;
 }
 
 /* Along an inner dim: [outer, n, inner], a thread per column. */
@@ -384,6 +482,9 @@ extern "C" void tc__k_nn_softmax_backward(cudaStream_t stream, int sms, const tc
         RowLaunch l = row_launch(a->outer, a->n, 256);
         /* the long rows (a block each) in 16-byte packs */
         bool vec = !l.warp && same16(dy, y) && same16(dy, dx);
+        if (!l.warp && (a->log ? launch_staged<T, true>(stream, dy, y, dx, a->outer, a->n, vec)
+                               : launch_staged<T, false>(stream, dy, y, dx, a->outer, a->n, vec)))
+            return;
         if (l.warp && a->log)
             softmax_bwd_rows<T, true, true>
                 <<<l.blocks, l.threads, 0, stream>>>(dy, y, dx, a->outer, a->n, false);

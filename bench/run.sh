@@ -47,9 +47,10 @@
 #                         runs tcuda's rows alone (PyTorch's take some 7 minutes),
 #                         TORCH_VARIANTS picks PyTorch's ("eager graphs compile
 #                         compile_max_autotune")
-#   train_ddp             the same on 1, 2 and 4 GPUs (those there are), DDP_BATCH (16)
-#                         sequences a GPU: train_gpt2 under tools/tcuda-run (eager
-#                         and --graph) beside PyTorch DDP under torchrun; each
+#   train_ddp             the same on 1, 2 and 4 GPUs (those there are), each side at
+#                         the largest batch a GPU it fits (or DDP_BATCH sequences):
+#                         train_gpt2 under tools/tcuda-run (eager and --graph)
+#                         beside PyTorch DDP under torchrun; each
 #                         row's scaling against its own side's 1-GPU row
 #   trace [file]          a recorded training trace (bench/traces/transformer.bin.gz)
 #                         replayed with GPU work, for each allocator
@@ -407,21 +408,51 @@ topic_train() {
 
 topic_train_ddp() {
   need examples/train_gpt2
-  local exe=$BUILD/examples/train_gpt2 b=${DDP_BATCH:-16} gpus n
+  local exe=$BUILD/examples/train_gpt2 b gpus n tb=""
   local py=$TORCH_DIR/train_gpt2_bench.py
   gpus=$(gpu_count)
   : > "$LOG/rows.txt"
+  # a GPU's micro-batch: the largest each side fits (as topic train takes), or DDP_BATCH
+  if [ -n "${DDP_BATCH:-}" ]; then
+    b=$DDP_BATCH
+  else
+    local fit
+    fit=$(python3 "$py" tcuda_fit "$exe" "$LOG")
+    grep '^#' <<< "$fit" >> "$LOG/rows.txt"
+    b=$(tail -n 1 <<< "$fit")
+    if [ "${b:-0}" = 0 ]; then
+      echo "run.sh train_ddp: train_gpt2 fits no batch" >&2
+      rc=1
+      return
+    fi
+  fi
   # no NVLink multicast on either side (tools/tcuda-run sets the first too)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   for n in 1 2 4; do
     [ "$n" -gt "$gpus" ] && break
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" >> "$LOG/rows.txt"
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" --graph >> "$LOG/rows.txt"
-    torchrun --nproc-per-node "$n" --master-port 29511 "$py" torch_ddp "$LOG" "$b" \
-      >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
-      echo "run.sh train_ddp: PyTorch's DDP x$n failed (see $LOG/torch.err)" >&2
+    # PyTorch: tcuda's batch or the next smaller that runs, found on one GPU
+    local try=${tb:-$(train_batches_from "${DDP_BATCH:-$b}")} ran=""
+    for t in $try; do
+      if torchrun --nproc-per-node "$n" --master-port 29511 "$py" torch_ddp "$LOG" "$t" \
+        >> "$LOG/rows.txt" 2>> "$LOG/torch.err"; then
+        tb=$t ran=1
+        break
+      fi
+      echo "# torch ddp$n: batch $t failed (see torch.err)" >> "$LOG/rows.txt"
+    done
+    [ -n "$ran" ] || echo "run.sh train_ddp: PyTorch's DDP x$n failed (see $LOG/torch.err)" >&2
   done
   compare
+}
+
+# The batches of train_gpt2_bench.py's list from $1 down.
+train_batches_from() {
+  local b
+  for b in 64 48 32 24 16 12 8 4 2 1; do
+    [ "$b" -le "$1" ] && printf '%s ' "$b"
+  done
 }
 
 case $TOPIC in

@@ -4,6 +4,8 @@
     train_gpt2_bench.py tcuda EXE DIR [--graph]   largest batch train_gpt2 fits, then its row
     train_gpt2_bench.py torch DIR                 PyTorch's rows: eager, eager + CUDA graphs,
                                                   torch.compile default and max-autotune
+    train_gpt2_bench.py tcuda_fit EXE DIR          the largest batch train_gpt2 fits (on stdout;
+                                                  notes before it)
     train_gpt2_bench.py tcuda_ddp EXE DIR N B [--graph]   N ranks (tools/tcuda-run), B each
     torchrun --nproc-per-node N train_gpt2_bench.py torch_ddp DIR B
                                                   N ranks of PyTorch DDP, B each
@@ -27,7 +29,9 @@ picks PyTorch's variants (default: "eager graphs compile compile_max_autotune").
 The DDP rows (bench/run.sh train_ddp) name their variant ddpN (ddpN_graph for
 train_gpt2 --graph); TOKENS_PER_S counts every rank's tokens, PEAK_MIB is
 rank 0's. PyTorch's side is DistributedDataParallel over NCCL in eager mode
-with its default buckets (25 MiB), started by torchrun."""
+with its default buckets (25 MiB), started by torchrun. Each side's batch a
+GPU is the largest it fits (run.sh finds them: tcuda_fit, then torchrun at
+that batch and smaller ones until one runs)."""
 import os
 import re
 import struct
@@ -88,20 +92,24 @@ def measured_row(workdir, name, batch, ranks, graph, exe):
     return 0
 
 
-def bench_tcuda(exe, workdir, graph):
-    train = tokens(workdir)
-    name = "graph" if graph else "eager"
+def largest_batch(exe, workdir, name, graph=False):
+    """The largest of BATCHES that train_gpt2 fits (3 steps on one GPU), or
+    None; a note for each batch refused."""
     for b in BATCHES:
-        trial = run_tcuda(exe, train, b, 3, graph)
+        trial = run_tcuda(exe, tokens(workdir), b, 3, graph)
         if trial.returncode == 0:
-            break
+            return b
         # why a batch did not fit, as a note under the table
         why = [ln for ln in trial.stdout.splitlines() if "train_gpt2" in ln][:1]
         print(f"# tcuda {name}: batch {b} refused: {(why or ['rc=%d' % trial.returncode])[0][:200]}")
-    else:
-        print(f"# tcuda {name}: no batch fits", file=sys.stderr)
-        return 1
-    return measured_row(workdir, name, b, 0, graph, exe)
+    print(f"# tcuda {name}: no batch fits", file=sys.stderr)
+    return None
+
+
+def bench_tcuda(exe, workdir, graph):
+    name = "graph" if graph else "eager"
+    b = largest_batch(exe, workdir, name, graph)
+    return 1 if b is None else measured_row(workdir, name, b, 0, graph, exe)
 
 
 def bench_tcuda_ddp(exe, workdir, ranks, batch, graph):
@@ -266,6 +274,10 @@ def main():
         return bench_tcuda(sys.argv[2], sys.argv[3], "--graph" in sys.argv[4:])
     if len(sys.argv) == 3 and sys.argv[1] == "torch":
         return bench_torch(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "tcuda_fit":
+        b = largest_batch(sys.argv[2], sys.argv[3], "fit")
+        print(b or 0)
+        return 0 if b else 1
     if len(sys.argv) >= 6 and sys.argv[1] == "tcuda_ddp":
         return bench_tcuda_ddp(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                                "--graph" in sys.argv[6:])

@@ -315,20 +315,52 @@ constexpr int NTM = 128; /* threads of a block: four warps */
 constexpr float LOG2E = 1.4426950408889634f;
 
 /* Shared memory of attention_bwd_dkv_mma and attention_bwd_dq_mma: the
- * block's two [RB][LD] tiles (keys and values, or queries and dO) and two
+ * block's two [RB][LD] tiles (keys and values, or queries and dO) and NS
  * buffers each of the other two, [ST][LD] (ST rows a step: by default 64
  * for head dims up to 64, 32 over 64, which keeps dK's and dV's
  * accumulators and the step's in registers; the dK/dV kernel's own below).
  * Rows padded by 16 bytes, so that the 8 rows of an ldmatrix
  * matrix, and the 8 rows of a fragment's 32-bit loads, fall in distinct
- * banks. */
-template <int D, int ST_ = (D <= 64 ? 64 : 32)> struct MmaSmem {
-    static constexpr int LD = D + 8, ST = ST_;
-    static constexpr int rows = 2 * RB + 4 * ST;
+ * banks. The steps go through the buffers in turn: step i's copies land
+ * in buffer i % NS, issued NS - 1 steps ahead (pipeline()). */
+template <int D, int ST_ = (D <= 64 ? 64 : 32), int NS_ = 2> struct MmaSmem {
+    static constexpr int LD = D + 8, ST = ST_, NS = NS_;
+    static constexpr int rows = 2 * RB + 2 * NS * ST;
     /* then, for the dK/dV kernel, each buffer's queries' lse and
      * D: [buf][2][ST] floats */
-    static constexpr int bytes = rows * LD * (int)sizeof(uint16_t) + 4 * ST * (int)sizeof(float);
+    static constexpr int bytes = rows * LD * (int)sizeof(uint16_t) +
+                                 2 * NS * ST * (int)sizeof(float);
 };
+
+/* The step loop of both gradient kernels, over `steps` steps: before
+ * step i, copy(j, buf) has put the copies of step j = i + NS - 1 in flight
+ * into buffer buf (nothing past the last step), and run(i, buf) then
+ * computes step i from buffer i % NS. The caller has committed one group
+ * of copies with its block's own tiles and step 0's. Each step waits for
+ * its own group, then one barrier both publishes the step's tiles and
+ * tells that every warp is done with the previous step's buffer, the one
+ * this step refills: one barrier a step. */
+template <int NS, typename Copy, typename Run>
+__device__ __forceinline__ void pipeline(int steps, Copy copy, Run run)
+{
+    /* steps 1 .. NS - 2 in flight before the loop, a group each */
+#pragma unroll
+    for (int j = 1; j < NS - 1; j++) {
+        if (j < steps)
+            copy(j, j);
+        cp_commit();
+    }
+    for (int i = 0; i < steps; i++) {
+        cp_wait<NS - 2>(); /* step i's group has landed (later ones may not) */
+        __syncthreads();
+        int j = i + NS - 1;
+        if (j < steps)
+            copy(j, j % NS);
+        cp_commit(); /* empty past the last step: the group count stays even */
+        run(i, i % NS);
+    }
+    cp_wait<0>(); /* nothing of ours in flight at the exit */
+}
 
 /* The dK/dV kernel's shapes for head dims up to 64: its query step ST
  * and the blocks an SM must hold (MINB: registers capped to fit them; 0
@@ -343,9 +375,9 @@ template <int D, int ST_ = (D <= 64 ? 64 : 32)> struct MmaSmem {
  * (its keys and values) in registers across the steps, tried then too,
  * was slower at both three and four blocks an SM. */
 struct DkvShape {
-    int st, minb;
+    int st, minb, ns;
 };
-constexpr DkvShape DKV_SHAPES[3] = {{32, 4}, {64, 0}, {32, 3}};
+constexpr DkvShape DKV_SHAPES[5] = {{32, 4, 2}, {64, 0, 2}, {32, 3, 2}, {32, 4, 3}, {32, 3, 3}};
 
 /* lse and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
  * rs[1][.], by the block's first ST threads, as cp.async copies of 4
@@ -455,17 +487,17 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float 
 
 /* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
  * rows of its accumulators; the query steps' columns. */
-template <typename H, int D, int ST_, int MINB>
+template <typename H, int D, int ST_, int MINB, int NS>
 __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
 {
     tck_pdl_entry();
-    typedef MmaSmem<D, ST_> L;
+    typedef MmaSmem<D, ST_, NS> L;
     constexpr int LD = L::LD, ST = L::ST;
     typedef uint16_t Row[LD];
     extern __shared__ uint4 smem_h[];
     Row *kt = reinterpret_cast<Row *>(smem_h), *vt = kt + RB;
-    Row *qs = vt + RB, *gs = qs + 2 * ST; /* two buffers each: [buf * ST + row] */
-    float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + 2 * ST); /* [buf]: lse, D */
+    Row *qs = vt + RB, *gs = qs + NS * ST; /* NS buffers each: [buf * ST + row] */
+    float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + NS * ST); /* [buf]: lse, D */
     /* causal: the first key blocks (the most queries to walk) first */
     int nkb = (a.s + RB - 1) / RB;
     i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nkb;
@@ -479,36 +511,27 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
     int keys[2] = {k0 + w0 + lane / 4, k0 + w0 + lane / 4 + 8}; /* accumulator rows 0-1, 2-3 */
     /* queries before k0 see none of these keys when causal */
     int qstart = a.causal ? k0 : 0;
+    int steps = qstart < a.l ? (a.l - qstart + ST - 1) / ST : 0;
 
-    /* the block's keys and values and the first queries and dO in flight */
+    /* step j's queries, dO, lse and D into buffer buf */
+    auto copy = [&](int j, int buf) {
+        int q0 = qstart + j * ST, n = min(ST, a.l - q0);
+        fill_tile<ST, D, LD, NTM>(qs + buf * ST, q + q0 * a.qs[2], a.qs[2], n, a.e, a.vec);
+        fill_tile<ST, D, LD, NTM>(gs + buf * ST, go + q0 * a.gs[2], a.gs[2], n, a.e, a.vec);
+        rows_async<ST>(rs[buf], lse, dsum, q0, a.l);
+    };
+    /* the block's keys and values and step 0's copies, one group */
     fill_tile<RB, D, LD, NTM>(kt, k, a.ks[2], min(RB, a.s - k0), a.e, a.vec);
     fill_tile<RB, D, LD, NTM>(vt, v, a.vs[2], min(RB, a.s - k0), a.e, a.vec);
-    if (qstart < a.l) {
-        fill_tile<ST, D, LD, NTM>(qs, q + qstart * a.qs[2], a.qs[2], min(ST, a.l - qstart), a.e,
-                                  a.vec);
-        fill_tile<ST, D, LD, NTM>(gs, go + qstart * a.gs[2], a.gs[2], min(ST, a.l - qstart), a.e,
-                                  a.vec);
-        rows_async<ST>(rs[0], lse, dsum, qstart, a.l);
-    }
+    if (steps > 0)
+        copy(0, 0);
     cp_commit();
 
     float dk[D / 8][4], dv[D / 8][4];
     zero<D>(dk);
     zero<D>(dv);
-    for (int q0 = qstart, buf = 0; q0 < a.l; q0 += ST, buf ^= 1) {
-        int nq = q0 + ST;
-        if (nq < a.l) { /* the next step's copies, into the other buffers */
-            fill_tile<ST, D, LD, NTM>(qs + (buf ^ 1) * ST, q + nq * a.qs[2], a.qs[2],
-                                      min(ST, a.l - nq), a.e, a.vec);
-            fill_tile<ST, D, LD, NTM>(gs + (buf ^ 1) * ST, go + nq * a.gs[2], a.gs[2],
-                                      min(ST, a.l - nq), a.e, a.vec);
-            rows_async<ST>(rs[buf ^ 1], lse, dsum, nq, a.l);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads(); /* this step's queries and dO are in (the first: keys and values too) */
+    pipeline<NS>(steps, copy, [&](int i, int buf) {
+        int q0 = qstart + i * ST;
         const Row *qt = qs + buf * ST, *gt = gs + buf * ST;
 
         /* S^T = k q^T and dP^T = v dO^T: the warp's 16 keys by ST queries */
@@ -520,7 +543,7 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
 
         /* P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural log),
          * dS^T = P^T * (dP^T - D); 0 where masked or past l or s */
-        bool edge = nq > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
+        bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
 #pragma unroll
         for (int n = 0; n < ST / 8; n++)
 #pragma unroll
@@ -530,19 +553,17 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
                 float lse2 = rs[buf][0][c] * LOG2E, dd = rs[buf][1][c];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    int i = 2 * h + j;
+                    int r = 2 * h + j; /* the accumulator register */
                     bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
-                    float p = seen ? ex2(fmaf(st[n][i], a.scale_log2, -lse2)) : 0.0f;
-                    st[n][i] = p;
-                    dpt[n][i] = p * (dpt[n][i] - dd);
+                    float p = seen ? ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
+                    st[n][r] = p;
+                    dpt[n][r] = p * (dpt[n][r] - dd);
                 }
             }
         /* dV += P^T dO, dK += dS^T q */
         mma_pb<H, D, ST, LD>(dv, st, gt, lane);
         mma_pb<H, D, ST, LD>(dk, dpt, qt, lane);
-        __syncthreads(); /* done with this step's buffers before they refill */
-    }
-    cp_wait<0>(); /* no step ran (causal keys past l): the first copies still land */
+    });
 
     grad_out_mma<H, D>((uint16_t *)a.dk + batch_offset(a.dks, b, a.inner), a.dks[2], dk, k0 + w0,
                        a.s, a.e, a.scale, lane);
@@ -552,15 +573,16 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
 
 /* dQ of queries q0..q0+63 of entry b: warp w's queries q0 + 16w.., the
  * rows of its accumulators; the key steps' columns. */
-template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
+template <typename H, int D, int NS>
+__global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
 {
     tck_pdl_entry();
-    typedef MmaSmem<D> L;
+    typedef MmaSmem<D, (D <= 64 ? 64 : 32), NS> L;
     constexpr int LD = L::LD, ST = L::ST;
     typedef uint16_t Row[LD];
     extern __shared__ uint4 smem_h[];
     Row *qt = reinterpret_cast<Row *>(smem_h), *gt = qt + RB;
-    Row *ks = gt + RB, *vs = ks + 2 * ST; /* two buffers each: [buf * ST + row] */
+    Row *ks = gt + RB, *vs = ks + NS * ST; /* NS buffers each: [buf * ST + row] */
     /* causal: the last query blocks (the most keys to walk) first */
     int nqb = (a.l + RB - 1) / RB;
     i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nqb;
@@ -580,29 +602,24 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
     }
     /* keys past the block's last query are masked for all of its rows */
     int kend = a.causal ? min(a.s, q0 + RB) : a.s;
+    int steps = (kend + ST - 1) / ST;
 
-    /* the block's queries and dO and the first keys and values in flight */
+    /* step j's keys and values into buffer buf */
+    auto copy = [&](int j, int buf) {
+        int kb = j * ST, n = min(ST, a.s - kb);
+        fill_tile<ST, D, LD, NTM>(ks + buf * ST, k + kb * a.ks[2], a.ks[2], n, a.e, a.vec);
+        fill_tile<ST, D, LD, NTM>(vs + buf * ST, v + kb * a.vs[2], a.vs[2], n, a.e, a.vec);
+    };
+    /* the block's queries and dO and step 0's copies, one group */
     fill_tile<RB, D, LD, NTM>(qt, q, a.qs[2], min(RB, a.l - q0), a.e, a.vec);
     fill_tile<RB, D, LD, NTM>(gt, go, a.gs[2], min(RB, a.l - q0), a.e, a.vec);
-    fill_tile<ST, D, LD, NTM>(ks, k, a.ks[2], min(ST, a.s), a.e, a.vec);
-    fill_tile<ST, D, LD, NTM>(vs, v, a.vs[2], min(ST, a.s), a.e, a.vec);
+    copy(0, 0);
     cp_commit();
 
     float dq[D / 8][4];
     zero<D>(dq);
-    for (int kb = 0, buf = 0; kb < kend; kb += ST, buf ^= 1) {
-        int nb = kb + ST;
-        if (nb < kend) { /* the next step's copies, into the other buffers */
-            fill_tile<ST, D, LD, NTM>(ks + (buf ^ 1) * ST, k + nb * a.ks[2], a.ks[2],
-                                      min(ST, a.s - nb), a.e, a.vec);
-            fill_tile<ST, D, LD, NTM>(vs + (buf ^ 1) * ST, v + nb * a.vs[2], a.vs[2],
-                                      min(ST, a.s - nb), a.e, a.vec);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads(); /* this step's keys and values are in (the first: queries and dO too) */
+    pipeline<NS>(steps, copy, [&](int i, int buf) {
+        int kb = i * ST, nb = kb + ST;
         const Row *kt = ks + buf * ST, *vt = vs + buf * ST;
 
         /* S = q k^T and dP = dO v^T: the warp's 16 queries by ST keys */
@@ -618,17 +635,16 @@ template <typename H, int D> __global__ void __launch_bounds__(NTM) attention_bw
 #pragma unroll
         for (int n = 0; n < ST / 8; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int h = i >> 1, col = kb + n * 8 + 2 * t + (i & 1); /* the key */
+            for (int r = 0; r < 4; r++) {                           /* the accumulator register */
+                int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
                 bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
-                float p = seen ? ex2(fmaf(s[n][i], a.scale_log2, -lse2[h])) : 0.0f;
-                s[n][i] = p;
-                dp[n][i] = p * (dp[n][i] - dd[h]);
+                float p = seen ? ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
+                s[n][r] = p;
+                dp[n][r] = p * (dp[n][r] - dd[h]);
             }
         /* dQ += dS k */
         mma_pb<H, D, ST, LD>(dq, dp, kt, lane);
-        __syncthreads(); /* done with this step's buffers before they refill */
-    }
+    });
 
     grad_out_mma<H, D>((uint16_t *)a.dq + batch_offset(a.dqs, b, a.inner), a.dqs[2], dq, q0 + w0,
                        a.l, a.e, a.scale, lane);
@@ -680,19 +696,20 @@ std::atomic<int> dkv_variant{0}; /* DKV_SHAPES' index for head dims up to 64 */
 
 /* The dK/dV kernel of shape ST, MINB, and dQ's; false, queuing nothing,
  * where the device will not give them their shared memory. */
-template <typename H, int D, int ST, int MINB>
+template <typename H, int D, int ST, int MINB, int NS>
 bool launch_mma_as(cudaStream_t stream, int device, const BwdArgs &a)
 {
     static std::atomic<unsigned long long> set_kv{0}, set_q{0};
-    int kv_bytes = MmaSmem<D, ST>::bytes, q_bytes = MmaSmem<D>::bytes;
-    if (!smem_allowed(attention_bwd_dkv_mma<H, D, ST, MINB>, kv_bytes, device, set_kv) ||
-        !smem_allowed(attention_bwd_dq_mma<H, D>, q_bytes, device, set_q))
+    int kv_bytes = MmaSmem<D, ST, NS>::bytes;
+    int q_bytes = MmaSmem<D, (D <= 64 ? 64 : 32), NS>::bytes;
+    if (!smem_allowed(attention_bwd_dkv_mma<H, D, ST, MINB, NS>, kv_bytes, device, set_kv) ||
+        !smem_allowed(attention_bwd_dq_mma<H, D, NS>, q_bytes, device, set_q))
         return false;
     launch_dsum<H>(stream, a);
     unsigned gkv = (unsigned)(a.batch * ((a.s + RB - 1) / RB));
     unsigned gq = (unsigned)(a.batch * ((a.l + RB - 1) / RB));
-    attention_bwd_dkv_mma<H, D, ST, MINB><<<gkv, NTM, kv_bytes, stream>>>(a);
-    attention_bwd_dq_mma<H, D><<<gq, NTM, q_bytes, stream>>>(a);
+    attention_bwd_dkv_mma<H, D, ST, MINB, NS><<<gkv, NTM, kv_bytes, stream>>>(a);
+    attention_bwd_dq_mma<H, D, NS><<<gq, NTM, q_bytes, stream>>>(a);
     return true;
 }
 
@@ -700,19 +717,23 @@ template <typename H, int D, int V>
 bool launch_variant(cudaStream_t stream, int device, const BwdArgs &a)
 {
     constexpr DkvShape sh = DKV_SHAPES[V];
-    return launch_mma_as<H, D, sh.st, sh.minb>(stream, device, a);
+    return launch_mma_as<H, D, sh.st, sh.minb, sh.ns>(stream, device, a);
 }
 
 /* The tensor core path; its grids are no larger than the float32 path's
  * (blocks of 64 rows, not 32). */
 template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, const BwdArgs &a)
 {
-    if (D > 64)
-        return launch_mma_as<H, D, MmaSmem<D>::ST, 0>(stream, device, a);
-    switch (dkv_variant.load(std::memory_order_relaxed)) {
-    case 1: return launch_variant<H, D, 1>(stream, device, a);
-    case 2: return launch_variant<H, D, 2>(stream, device, a);
-    default: return launch_variant<H, D, 0>(stream, device, a);
+    if constexpr (D > 64) {
+        return launch_mma_as<H, D, MmaSmem<D>::ST, 0, 2>(stream, device, a);
+    } else {
+        switch (dkv_variant.load(std::memory_order_relaxed)) {
+        case 1: return launch_variant<H, D, 1>(stream, device, a);
+        case 2: return launch_variant<H, D, 2>(stream, device, a);
+        case 3: return launch_variant<H, D, 3>(stream, device, a);
+        case 4: return launch_variant<H, D, 4>(stream, device, a);
+        default: return launch_variant<H, D, 0>(stream, device, a);
+        }
     }
 }
 

@@ -27,8 +27,10 @@
  *     dtype (as FlashAttention-2 does); the dQ kernel does the same with
  *     S, dP and dS. The other operands go through shared memory, copied
  *     by cp.async into two buffers (the next step's copy runs while this
- *     one computes) and read into fragments by 32-bit loads (A) and
- *     ldmatrix (B).
+ *     one computes, one barrier a step) and read into fragments by 32-bit
+ *     loads (A) and ldmatrix (B). With the causal mask the blocks start
+ *     in the order of their work: the first key blocks walk the most
+ *     queries, the last query blocks the most keys.
  *   float32 (and 16-bit where the test hook asks): 256 threads, 32 keys or
  *     queries a block; tiles are converted to float32 in shared memory and
  *     all math is float32 FMAs.
@@ -362,18 +364,19 @@ __device__ __forceinline__ void pipeline(int steps, Copy copy, Run run)
     cp_wait<0>(); /* nothing of ours in flight at the exit */
 }
 
-/* The dK/dV kernel's shapes for head dims up to 64: its query step ST
- * and the blocks an SM must hold (MINB: registers capped to fit them; 0
- * leaves them to the compiler). Variant 0 is the default; the others are
- * there for bench_attention to time beside it
- * (tc__k_nn_attention_backward_set_variant). 32 queries a step with four
- * blocks an SM take 128 registers a thread (56 bytes spilled); 64 queries
- * a step 244 registers (two blocks an SM); 32 with three blocks, 168. On
- * an H100 the whole bfloat16 backward at 8 x 12 heads x 1024 x 64, causal,
- * took 0.312, 0.341 and 0.323 ms with them (bench_attention, 2026-11-27,
- * blocks in the order of their work). Holding each warp's A fragments
- * (its keys and values) in registers across the steps, tried then too,
- * was slower at both three and four blocks an SM. */
+/* The dK/dV kernel's shapes for head dims up to 64: its query step ST,
+ * the blocks an SM must hold (MINB: registers capped to fit them; 0
+ * leaves them to the compiler) and the buffers of its pipeline (NS, the
+ * dQ kernel's too). Variant 0 is the default; the others are there for
+ * bench_attention to time beside it (tc__k_nn_attention_backward_set_variant).
+ * 32 queries a step with four blocks an SM take 128 registers a thread
+ * (40 bytes spilled); 64 queries a step 236 registers (two blocks an
+ * SM); 32 with three blocks, 168. On an H100 the whole bfloat16 backward
+ * at 8 x 12 heads x 1024 x 64, causal, took 0.296, 0.327, 0.308, 0.305
+ * and 0.314 ms with them (bench_attention, 2026-11-27). Holding each
+ * warp's A fragments (its keys and values) in registers across the
+ * steps, tried that day too, was slower at both three and four blocks an
+ * SM. */
 struct DkvShape {
     int st, minb, ns;
 };

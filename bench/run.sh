@@ -433,7 +433,7 @@ topic_train_ddp() {
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" >> "$LOG/rows.txt"
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" --graph >> "$LOG/rows.txt"
     # PyTorch: tcuda's batch or the next smaller that runs, found on one GPU
-    local try=${tb:-$(train_batches_from "${DDP_BATCH:-$b}")} ran=""
+    local try=${tb:-$(train_batches_from "$b")} ran=""
     for t in $try; do
       if torchrun --nproc-per-node "$n" --master-port 29511 "$py" torch_ddp "$LOG" "$t" \
         >> "$LOG/rows.txt" 2>> "$LOG/torch.err"; then

@@ -433,7 +433,7 @@ topic_train_ddp() {
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" >> "$LOG/rows.txt"
     tcuda python3 "$py" tcuda_ddp "$exe" "$LOG" "$n" "$b" --graph >> "$LOG/rows.txt"
     # PyTorch: tcuda's batch or the next smaller that runs, found on one GPU
-    local try=${tb:-$(train_batches_from "$b")} ran=""
+    local try=${tb:-$(python3 "$py" batches_from "$b")} ran=""
     for t in $try; do
       if torchrun --nproc-per-node "$n" --master-port 29511 "$py" torch_ddp "$LOG" "$t" \
         >> "$LOG/rows.txt" 2>> "$LOG/torch.err"; then
@@ -445,14 +445,6 @@ topic_train_ddp() {
     [ -n "$ran" ] || echo "run.sh train_ddp: PyTorch's DDP x$n failed (see $LOG/torch.err)" >&2
   done
   compare
-}
-
-# The batches of train_gpt2_bench.py's list from $1 down.
-train_batches_from() {
-  local b
-  for b in 64 48 32 24 16 12 8 4 2 1; do
-    [ "$b" -le "$1" ] && printf '%s ' "$b"
-  done
 }
 
 case $TOPIC in

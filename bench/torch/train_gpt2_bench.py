@@ -6,6 +6,7 @@
                                                   torch.compile default and max-autotune
     train_gpt2_bench.py tcuda_fit EXE DIR          the largest batch train_gpt2 fits (on stdout;
                                                   notes before it)
+    train_gpt2_bench.py batches_from B             the batches tried, from B down
     train_gpt2_bench.py tcuda_ddp EXE DIR N B [--graph]   N ranks (tools/tcuda-run), B each
     torchrun --nproc-per-node N train_gpt2_bench.py torch_ddp DIR B
                                                   N ranks of PyTorch DDP, B each
@@ -274,6 +275,9 @@ def main():
         return bench_tcuda(sys.argv[2], sys.argv[3], "--graph" in sys.argv[4:])
     if len(sys.argv) == 3 and sys.argv[1] == "torch":
         return bench_torch(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] == "batches_from":
+        print(" ".join(str(b) for b in BATCHES if b <= int(sys.argv[2])))
+        return 0
     if len(sys.argv) == 4 and sys.argv[1] == "tcuda_fit":
         b = largest_batch(sys.argv[2], sys.argv[3], "fit")
         print(b or 0)

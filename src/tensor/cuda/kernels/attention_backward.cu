@@ -638,7 +638,7 @@ __global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
 #pragma unroll
         for (int n = 0; n < ST / 8; n++)
 #pragma unroll
-            for (int r = 0; r < 4; r++) {                           /* the accumulator register */
+            for (int r = 0; r < 4; r++) { /* r: the accumulator register */
                 int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
                 bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
                 float p = seen ? ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;

@@ -192,7 +192,8 @@ typedef struct tc__nn_gelu_bwd {
 
 /* softmax's (or, with log, log_softmax's) backward over contiguous
  * [outer, n, inner] operands of dtype, the sums taken over n, from the
- * forward's output y. */
+ * forward's output y. grad_in may be grad_out (in place): every backend
+ * takes a row's sum before it writes any of the row. */
 typedef struct tc__nn_softmax_bwd {
     bool log;
     tc_dtype dtype;

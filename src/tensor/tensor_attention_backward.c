@@ -12,12 +12,11 @@
  * forward's own scores GEMM and fused masked softmax (tensor_nn.c, through
  * nn_internal.h), so the same mask and the same numerics hold. The rest is
  * GEMMs on [B, L, *] views (bmm reads transposed views in place) and
- * element-wise ops, everything in the computation dtype (float32 for 16-bit
- * inputs, converted once at the start and rounded once at the end). At most
- * two [B, L, S] matrices live at a time, P and dP (which becomes dS in
- * place): the row sums rowsum(dP * P) are taken as rowsum(dO * (P V)), equal
- * since dP = dO V^T, which needs [B, L, Ev] temporaries rather than a third
- * [B, L, S] one. */
+ * softmax's backward, everything in the computation dtype (float32 for
+ * 16-bit inputs, converted once at the start and rounded once at the end).
+ * At most two [B, L, S] matrices live at a time, P and dP, which softmax's
+ * backward from P turns into dS in place (its row sums rowsum(dP * P) taken
+ * before it writes a row). */
 #include <math.h>
 #include <stdio.h>
 
@@ -115,28 +114,32 @@ typedef struct sdpa_grads {
     tc_tensor *dq, *dk, *dv;
 } sdpa_grads;
 
-/* dS = P * (dP - rowsum(dO * (P V))) with dP = dO V^T, into a new [B, L, S]
- * tensor. */
+/* dS = P * (dP - rowsum(dP * P)) with dP = dO V^T: dP by one GEMM into
+ * a new [B, L, S] tensor, then softmax's backward from P over it in place
+ * (each row's sum is taken before any of its elements is written). */
 static tc_status grad_scores(const sdpa_in *in, const tc_tensor *p, tc_tensor **out)
 {
-    tc_tensor *vt = NULL, *ds = NULL, *o = NULL, *go_o = NULL, *d = NULL;
+    tc_device dev = p->storage->device;
+    const tc__nn_backend *be = tc__nn_of(dev);
+    if (!be)
+        return TC_ERROR_NO_DEVICE;
+    tc_tensor *vt = NULL, *ds = NULL;
     tc_status st = tc_tensor_transpose(in->v, 1, 2, &vt);
     if (st == TC_OK)
-        st = tc_tensor_bmm(p, in->v, &o);
-    if (st == TC_OK)
-        st = tc_tensor_mul(in->go, o, &go_o);
-    tc_tensor_release(o);
-    if (st == TC_OK)
-        st = tc_tensor_sum(go_o, -1, true, &d);
-    tc_tensor_release(go_o);
-    if (st == TC_OK)
         st = tc_tensor_bmm(in->go, vt, &ds);
-    if (st == TC_OK)
-        st = tc_tensor_sub_(ds, d);
-    if (st == TC_OK)
-        st = tc_tensor_mul_(ds, p);
     tc_tensor_release(vt);
-    tc_tensor_release(d);
+    if (st == TC_OK && (!tc__is_contiguous(ds) || !tc__is_contiguous(p)))
+        st = tc__fail(TC_ERROR_INTERNAL, "%s: dP or P is not dense", SDPA_BWD);
+    if (st == TC_OK) {
+        tc__nn_softmax_bwd a = {.dtype = p->dtype,
+                                .grad_out = tc__data(ds),
+                                .y = tc__data(p),
+                                .grad_in = tc__data(ds),
+                                .outer = p->sizes[0] * p->sizes[1],
+                                .n = p->sizes[2],
+                                .inner = 1};
+        st = be->softmax_backward(dev.index, &a);
+    }
     return tc__nn_finish(st, ds, out);
 }
 

@@ -18,7 +18,9 @@ decay on the 2-d parameters), clip_grad_norm_(1.0), and the loss read on the
 host every step (as train_gpt2 prints it). DIR gets a token file of random
 tokens (written once). Each side takes the largest micro-batch of 64, 48, 32,
 24, 16, 12, 8, 4, 2, 1 that fits: train_gpt2 tries them (3 steps each); PyTorch
-finds it in eager mode and uses it for every variant. Rows, one a line:
+finds it in eager mode (at most TORCH_MAX_BATCH), and each variant starts there and
+takes the next smaller batch while it runs out of memory (max-autotune's CUDA graphs
+keep more memory than eager: on an H100 it ran out at 64). Rows, one a line:
 
     SIDE VARIANT BATCH TOKENS_PER_S PEAK_MIB
 
@@ -45,6 +47,8 @@ SEQ, VOCAB = 1024, 50257
 STEPS, WARMUP = int(os.environ.get("STEPS", 20)), int(os.environ.get("WARMUP", 5))
 # PyTorch's variants, in order (max-autotune's compilation alone can take 5 minutes)
 VARIANTS = os.environ.get("TORCH_VARIANTS", "eager graphs compile compile_max_autotune").split()
+# torch.compile's mode for each compile variant
+COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -206,8 +210,8 @@ def bench_torch(workdir):
                               graphs)
         fwd = model
         if variant.startswith("compile"):
-            fwd = torch.compile(model, mode="max-autotune" if variant.endswith("autotune")
-                                else None)
+            torch._dynamo.reset()  # a batch tried before is not a recompile (dynamic shapes)
+            fwd = torch.compile(model, mode=COMPILE_MODES[variant])
         x = data[:batch * SEQ].view(batch, SEQ).cuda()
         y = data[1:batch * SEQ + 1].view(batch, SEQ).cuda()
 
@@ -245,7 +249,7 @@ def bench_torch(workdir):
         return batch * SEQ * STEPS / dt, torch.cuda.max_memory_allocated() >> 20
 
     batch = None
-    for b in BATCHES:
+    for b in (b for b in BATCHES if b <= int(os.environ.get("TORCH_MAX_BATCH", BATCHES[0]))):
         try:
             measure_fit = setup(b, "eager")
             for _ in range(2):
@@ -261,12 +265,18 @@ def bench_torch(workdir):
         print("# PyTorch: no batch fits")
         return 0
     for variant in VARIANTS:
-        try:
-            tps, peak = measure(batch, variant)
-            print(f"torch {variant} {batch} {tps:.0f} {peak}", flush=True)
-        except Exception as e:  # a variant that fails leaves its row empty
-            print(f"# torch {variant} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-        torch.cuda.empty_cache()
+        for b in (b for b in BATCHES if b <= batch):  # eager's batch, or the largest that fits
+            try:
+                tps, peak = measure(b, variant)
+                print(f"torch {variant} {b} {tps:.0f} {peak}", flush=True)
+                break
+            except torch.cuda.OutOfMemoryError:
+                print(f"# torch {variant}: batch {b} ran out of memory", flush=True)
+            except Exception as e:  # a variant that fails leaves its row empty
+                print(f"# torch {variant} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                break
+            finally:
+                torch.cuda.empty_cache()
     return 0
 
 

@@ -326,6 +326,22 @@ step_profiles() {
   done
 }
 
+# The layouts of Hopper's warpgroup products that the sm_90a kernels assume
+# (bench/check_wgmma.cu): before the tests that run those kernels.
+step_check_wgmma() {
+  if nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I src -I src/tensor/cuda/kernels \
+    -I include bench/check_wgmma.cu -o "$B/check_wgmma" > "$L/check_wgmma.txt" 2>&1; then
+    "$B/check_wgmma" >> "$L/check_wgmma.txt" 2>&1
+    case $? in
+      0) result check_wgmma pass "$(tail -1 "$L/check_wgmma.txt")" ;;
+      77) result check_wgmma skip "$(tail -1 "$L/check_wgmma.txt")" ;;
+      *) result check_wgmma fail "$(grep -m1 -v exact "$L/check_wgmma.txt")" ;;
+    esac
+  else
+    result check_wgmma fail "build: $(grep -m1 error "$L/check_wgmma.txt")"
+  fi
+}
+
 # perf's own checks: the hardware conversions (bench/check_cvt.cu) and the
 # GPU's random fills bit for bit against the CPU's.
 step_perf_checks() {
@@ -427,6 +443,7 @@ case $PRESET in
       BENCH_TIMEOUT=${BENCH_TIMEOUT:-540} step_benches nn_backward train train_ddp
       finish
     fi
+    step_check_wgmma
     TRAIN_TESTS=${TRAIN_TESTS:-test_nn_backward test_nn_layers_backward test_attention_backward \
       test_attention_backward_into test_attention_backward_cuda test_nn_cuda test_nn_layer_norm_fused test_nn_linear_gelu \
       test_optim test_amp test_optim_cuda test_ddp test_checkpoint test_checkpoint_cuda \

@@ -201,3 +201,7 @@ foreach(_src ${TCUDA_NOCUDA_SOURCES})
     message(FATAL_ERROR "${_src} is in TCUDA_NOCUDA_SOURCES but not in src/nocuda")
   endif()
 endforeach()
+# Kernels on Hopper's architecture-specific instructions (wgmma): CMakeLists.txt
+# builds them apart, for sm_90a where the architectures hold 90.
+set(TCUDA_SM90A_SOURCES
+  src/tensor/cuda/kernels/attention_backward_sm90.cu)

@@ -15,9 +15,13 @@
  * The fused backward sums in a fixed order: a second call, the plain
  * backward, and a replay of the pair captured in a CUDA graph give the
  * same bits. Cases the kernels do not take (E > 128, float64, the switch
- * off) run the math path, counted as such, with the same values. Each
- * shape of the tensor core dK/dV kernel (its benchmark hook) runs too;
- * TC_TEST_QUICK=1 runs those alone, on fewer shapes, for racecheck.
+ * off) run the math path, counted as such, with the same values. On a
+ * compute capability 9.0 GPU, 16-bit problems of head sizes 33 to 64 run
+ * Hopper's kernels (their count goes up too), then again on the mma.sync
+ * ones the test hook forces, the two within the dtype's tolerance. Each
+ * shape of the mma.sync dK/dV kernel (its benchmark hook) runs too, and
+ * Hopper's kernels over several lengths; TC_TEST_QUICK=1 runs those alone,
+ * on fewer shapes, for racecheck.
  *
  * Tolerances, relative to the largest magnitude of each result (the
  * kernels compute in float32 and round each result once): float32 3e-5
@@ -36,8 +40,9 @@
 #include "tcuda/nn_backward.h"
 #include "tensor/cuda/kernels/nn_kernels.h" /* the backward's path switch and count */
 
-/* The device's compute capability: 16-bit operands are fused from 8.0. */
-static int cc_major;
+/* The device's compute capability: 16-bit operands are fused from 8.0,
+ * on Hopper's kernels at 9.0 where they take the problem. */
+static int cc_major, cc_minor;
 
 static bool takes(tc_dtype dt) { return dt == TC_FLOAT32 || cc_major >= 8; }
 
@@ -54,6 +59,18 @@ static void force_fma(bool on)
 static bool on_mma(tc_dtype dt)
 {
     return (dt == TC_FLOAT16 || dt == TC_BFLOAT16) && takes(dt) && !fma_forced;
+}
+
+/* Whether the test hook keeps 16-bit problems off Hopper's kernels. */
+static bool sm90_off;
+
+/* Whether a fused backward of dt and head size e runs Hopper's kernels
+ * (head sizes 33 to 64 whose rows are 16-byte aligned: here, e a multiple
+ * of 8, every operand starting on such a boundary). */
+static bool on_sm90(tc_dtype dt, int64_t e)
+{
+    return on_mma(dt) && !sm90_off && cc_major == 9 && cc_minor == 0 && e > 32 && e <= 64 &&
+           e % 8 == 0;
 }
 
 /* Added to the largest magnitude: with L == 1 and causal, dq and dk are
@@ -117,6 +134,7 @@ static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v,
     double tol = dt == TC_FLOAT64 ? 1e-10 : tol_max(dt);
     uint64_t f0 = tc__nn_attention_fused_count(), b0 = tc__nn_attention_backward_fused_count();
     uint64_t m0 = tc__k_nn_attention_backward_mma_count();
+    uint64_t h0 = tc__k_nn_attention_backward_sm90_count();
     tc_tensor *out = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
     CHECK_OK(tc_nn_scaled_dot_product_attention_lse(q, k, v, causal, scale, &out, &lse));
     CHECK(tc__nn_attention_fused_count() - f0 == (fused ? 1u : 0u));
@@ -165,6 +183,8 @@ static void run_case(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v,
     }
     /* three backward calls, each on the tensor cores or none */
     CHECK(tc__k_nn_attention_backward_mma_count() - m0 == (fused && on_mma(dt) ? 3u : 0u));
+    int64_t e = tc_tensor_size(q, -1);
+    CHECK(tc__k_nn_attention_backward_sm90_count() - h0 == (fused && on_sm90(dt, e) ? 3u : 0u));
     for (int i = 0; i < 3; i++) {
         if (keep) {
             keep[i] = g[i];
@@ -204,13 +224,28 @@ static void run_fused(const char *what, tc_tensor *q, tc_tensor *k, tc_tensor *v
     snprintf(name, sizeof name, "%s, float32 kernels", what);
     run_case(name, q, k, v, go, causal, scale, true, fma);
     force_fma(false);
+    tc_tensor *sync[3] = {NULL, NULL, NULL}; /* mma.sync's, where Hopper's ran first */
+    if (on_sm90(dt, tc_tensor_size(q, -1))) {
+        tc__k_nn_attention_backward_set_sm90(false);
+        sm90_off = true;
+        snprintf(name, sizeof name, "%s, mma.sync kernels", what);
+        run_case(name, q, k, v, go, causal, scale, true, sync);
+        tc__k_nn_attention_backward_set_sm90(true);
+        sm90_off = false;
+    }
     static const char *names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "%s (%s) %s, tensor cores against the float32 kernels", what,
                  tc_dtype_string(dt), names[i]);
         near_max(name, mma[i], fma[i], tol_max(dt), FLOOR);
+        if (sync[i]) {
+            snprintf(name, sizeof name, "%s (%s) %s, Hopper's kernels against mma.sync's", what,
+                     tc_dtype_string(dt), names[i]);
+            near_max(name, mma[i], sync[i], tol_max(dt), FLOOR);
+        }
         tc_tensor_release(mma[i]);
         tc_tensor_release(fma[i]);
+        tc_tensor_release(sync[i]);
     }
 }
 
@@ -268,6 +303,8 @@ static void test_dkv_variants(int first, bool quick)
     static const int64_t ls[][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
     int n = tc__k_nn_attention_backward_set_variant(0);
     int ne = quick ? 2 : 3, nl = quick ? 2 : (int)(sizeof ls / sizeof ls[0]);
+    tc__k_nn_attention_backward_set_sm90(false); /* the variants are mma.sync's */
+    sm90_off = true;
     for (int var = first; var < n; var++) {
         CHECK(tc__k_nn_attention_backward_set_variant(var) == n);
         for (int d = 1; d < 3; d++)
@@ -285,10 +322,35 @@ static void test_dkv_variants(int first, bool quick)
                         release4(t);
                     }
     }
+    tc__k_nn_attention_backward_set_sm90(true);
+    sm90_off = false;
     /* out of range: refused without a change, the count still returned */
     CHECK(tc__k_nn_attention_backward_set_variant(n) == n);
     CHECK(tc__k_nn_attention_backward_set_variant(-1) == n);
     CHECK(tc__k_nn_attention_backward_set_variant(0) == n);
+}
+
+/* Hopper's kernels (where the device has them) over lengths of several
+ * steps and tails, causal and not, head sizes 64 and 40 (a column tail):
+ * the TC_TEST_QUICK pass, for racecheck, beside the variants. */
+static void test_sm90_quick(void)
+{
+    static const int64_t es[2] = {64, 40};
+    static const int64_t ls[][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
+    for (int d = 1; d < 3; d++)
+        for (int ei = 0; ei < 2; ei++)
+            for (int li = 0; li < 4; li++)
+                for (int causal = 0; causal < 2; causal++) {
+                    tc_dtype dt = KERNEL_DTYPES[d];
+                    int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
+                    tc_tensor *t[4];
+                    dense_operands(dt, l, s, e, t);
+                    char what[120];
+                    snprintf(what, sizeof what, "Hopper's kernels E=%lld L=%lld S=%lld%s",
+                             (long long)e, (long long)l, (long long)s, causal ? " causal" : "");
+                    run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt), NULL);
+                    release4(t);
+                }
 }
 
 /* q, k and v as the heads of one [B, L, H, 3E] projection (narrowed, then
@@ -412,19 +474,21 @@ int main(void)
 {
     tc_test_init();
     TC_TEST_REQUIRE_GPU();
-    int minor = 0;
-    CHECK_OK(tc_get_device_capability(-1, &cc_major, &minor));
+    CHECK_OK(tc_get_device_capability(-1, &cc_major, &cc_minor));
     if (cc_major < 8)
-        printf("compute capability %d.%d: 16-bit operands take the math path\n", cc_major, minor);
+        printf("compute capability %d.%d: 16-bit operands take the math path\n", cc_major,
+               cc_minor);
     const char *quick = getenv("TC_TEST_QUICK");
     if (quick && *quick && strcmp(quick, "0")) { /* the tensor core kernels alone, briefly */
         test_dkv_variants(0, true);
+        test_sm90_quick();
         CHECK_OK(tc_synchronize(-1));
         return TC_TEST_DONE();
     }
     test_dense();
     test_head_views();
     test_dkv_variants(1, false);
+    test_sm90_quick();
     test_math_path();
     test_graph();
     CHECK_OK(tc_synchronize(-1));

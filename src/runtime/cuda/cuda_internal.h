@@ -84,6 +84,8 @@ tc_status tc__switch_device(int device);
 int tc__sm_count(int device);
 /* Compute capability major of a device (0 if CUDA cannot say); cached. */
 int tc__cc_major(int device);
+/* Its minor (-1 if CUDA cannot say); cached. */
+int tc__cc_minor(int device);
 
 #endif /* !__cplusplus */
 

@@ -78,6 +78,20 @@ int tc__cc_major(int device)
     return cached_attribute(cached, cudaDevAttrComputeCapabilityMajor, device);
 }
 
+int tc__cc_minor(int device)
+{
+    static atomic_int cached[TC_MAX_DEVICES]; /* minor + 1: 0 is "not asked yet" */
+    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
+    if (n == 0) {
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return -1;
+        }
+        atomic_store_explicit(&cached[device], ++n, memory_order_relaxed);
+    }
+    return n - 1;
+}
+
 tc_device_guard tc_device_guard_enter(int device)
 {
     TC_API_BEGIN;

@@ -120,7 +120,8 @@ static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a
     void *dsum = NULL;
     tc_status st = tc__device_alloc(device, cs, (size_t)(a->batch * a->l) * sizeof(float), &dsum);
     if (st == TC_OK) {
-        *done = tc__k_nn_attention_backward(cs, device, a, (float *)dsum);
+        *done = tc__k_nn_attention_backward(cs, device, tc__cc_major(device), tc__cc_minor(device),
+                                            a, (float *)dsum);
         st = tc__launch_check(cs, "attention_backward_kernel");
         (void)tc__device_free(dsum);
     }

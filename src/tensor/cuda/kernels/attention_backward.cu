@@ -31,6 +31,9 @@
  *     loads (A) and ldmatrix (B). With the causal mask the blocks start
  *     in the order of their work: the first key blocks walk the most
  *     queries, the last query blocks the most keys.
+ *   float16, bfloat16 on compute capability 9.0, head dims 33 to 64 with
+ *     16-byte aligned rows: the same blocks and steps with Hopper's
+ *     warpgroup products (attention_backward_sm90.cu).
  *   float32 (and 16-bit where the test hook asks): 256 threads, 32 keys or
  *     queries a block; tiles are converted to float32 in shared memory and
  *     all math is float32 FMAs.
@@ -46,6 +49,7 @@
 
 #include <atomic>
 
+#include "attention_backward.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "nn_kernels.h"
@@ -56,30 +60,10 @@ namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 using namespace amma; /* the 16-bit path's helpers, shared with the forward */
+using namespace abwd;
 
 constexpr int T = 32;   /* queries and keys of a tile */
 constexpr int NT = 256; /* threads of a block: 8 per tile row */
-
-struct BwdArgs {
-    const void *q, *k, *v, *o, *go;
-    const float *lse;
-    float *dsum; /* D, [batch, l] */
-    void *dq, *dk, *dv;
-    i64 qs[3], ks[3], vs[3], os[3], gs[3];
-    i64 dqs[3], dks[3], dvs[3]; /* the gradients' strides, as the operands' */
-    i64 inner, batch;
-    int l, s, e;
-    float scale;
-    float scale_log2; /* scale * log2(e): the tensor core path uses exp2 */
-    bool causal;
-    bool vec;     /* every operand's rows are 16-byte aligned (the tensor core path) */
-    bool out_vec; /* and O's, for D's 16-byte packs */
-};
-
-__device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
-{
-    return (b / inner) * st[0] + (b % inner) * st[1];
-}
 
 /* Shared memory of the two gradient kernels, in floats: four [T][D + 1]
  * operand tiles (odd rows keep a column's reads in distinct banks), P and
@@ -312,10 +296,6 @@ template <typename E, int D> __global__ void __launch_bounds__(NT) attention_bwd
 
 /* ---- 2 and 3 for float16 and bfloat16: tensor cores ------------------------------------- */
 
-constexpr int RB = 64;   /* keys (dK, dV) or queries (dQ) of a block, 16 a warp */
-constexpr int NTM = 128; /* threads of a block: four warps */
-constexpr float LOG2E = 1.4426950408889634f;
-
 /* Shared memory of attention_bwd_dkv_mma and attention_bwd_dq_mma: the
  * block's two [RB][LD] tiles (keys and values, or queries and dO) and NS
  * buffers each of the other two, [ST][LD] (ST rows a step: by default 64
@@ -334,36 +314,6 @@ template <int D, int ST_ = (D <= 64 ? 64 : 32), int NS_ = 2> struct MmaSmem {
                                  2 * NS * ST * (int)sizeof(float);
 };
 
-/* The step loop of both gradient kernels, over `steps` steps: before
- * step i, copy(j, buf) has put the copies of step j = i + NS - 1 in flight
- * into buffer buf (nothing past the last step), and run(i, buf) then
- * computes step i from buffer i % NS. The caller has committed one group
- * of copies with its block's own tiles and step 0's. Each step waits for
- * its own group, then one barrier both publishes the step's tiles and
- * tells that every warp is done with the previous step's buffer, the one
- * this step refills: one barrier a step. */
-template <int NS, typename Copy, typename Run>
-__device__ __forceinline__ void pipeline(int steps, Copy copy, Run run)
-{
-    /* steps 1 .. NS - 2 in flight before the loop, a group each */
-#pragma unroll
-    for (int j = 1; j < NS - 1; j++) {
-        if (j < steps)
-            copy(j, j);
-        cp_commit();
-    }
-    for (int i = 0; i < steps; i++) {
-        cp_wait<NS - 2>(); /* step i's group has landed (later ones may not) */
-        __syncthreads();
-        int j = i + NS - 1;
-        if (j < steps)
-            copy(j, j % NS);
-        cp_commit(); /* empty past the last step: the group count stays even */
-        run(i, i % NS);
-    }
-    cp_wait<0>(); /* nothing of ours in flight at the exit */
-}
-
 /* The dK/dV kernel's shapes for head dims up to 64: its query step ST,
  * the blocks an SM must hold (MINB: registers capped to fit them; 0
  * leaves them to the compiler) and the buffers of its pipeline (NS, the
@@ -381,29 +331,6 @@ struct DkvShape {
     int st, minb, ns;
 };
 constexpr DkvShape DKV_SHAPES[5] = {{32, 4, 2}, {64, 0, 2}, {32, 3, 2}, {32, 4, 3}, {32, 3, 3}};
-
-/* lse and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
- * rs[1][.], by the block's first ST threads, as cp.async copies of 4
- * bytes in the caller's next commit group: a plain load here would hold
- * its thread, and with it the block at the step's barrier, for a global
- * load's latency every step. */
-template <int ST>
-__device__ __forceinline__ void rows_async(float (*rs)[ST], const float *lse, const float *dsum,
-                                           int q0, int l)
-{
-    for (int r = threadIdx.x; r < ST; r += blockDim.x) {
-        int bytes = q0 + r < l ? 4 : 0; /* 0: zero-filled */
-        const float *from[2] = {bytes ? lse + q0 + r : lse, bytes ? dsum + q0 + r : dsum};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-#if __CUDA_ARCH__ >= 800
-            unsigned to = (unsigned)__cvta_generic_to_shared(&rs[i][r]);
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(from[i]),
-                         "r"(bytes));
-#endif
-        }
-    }
-}
 
 /* acc[n] (N/8 accumulators of 16 rows by 8 columns) += the warp's rows of
  * a (a [.][LD] tile, rows r0.., all D columns) times b^T, b's rows
@@ -452,38 +379,6 @@ __device__ __forceinline__ void mma_pb(float (*acc)[4], const float (*p)[4],
             ldmatrix4<true>(bf, &b[j * 16 + br][n * 8 + bc]);
             Mma<H>::run(acc[n], pa, bf[0], bf[1]);
             Mma<H>::run(acc[n + 1], pa, bf[2], bf[3]);
-        }
-    }
-}
-
-template <int N> __device__ __forceinline__ void zero(float (*acc)[4])
-{
-#pragma unroll
-    for (int n = 0; n < N / 8; n++)
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
-}
-
-/* Rows r0 + lane/4 and + 8 of a [rows, e] gradient (rows `ld` apart),
- * those below n, from the warp's accumulators acc (D/8 of 16 rows by 8
- * columns) times mul, rounded to H; columns past e are not written. */
-template <typename H, int D>
-__device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float (*acc)[4], int r0,
-                                             int n, int e, float mul, int lane)
-{
-    int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int r = r0 + g + 8 * h;
-        if (r >= n)
-            continue;
-        uint16_t *row = dst + (i64)r * ld;
-#pragma unroll
-        for (int c = 0; c < D / 8; c++) {
-            int col = c * 8 + 2 * t;
-            if (col < e)
-                row[col] = Mma<H>::bits(acc[c][2 * h] * mul);
-            if (col + 1 < e)
-                row[col + 1] = Mma<H>::bits(acc[c][2 * h + 1] * mul);
         }
     }
 }
@@ -741,16 +636,29 @@ template <typename H, int D> bool launch_mma(cudaStream_t stream, int device, co
 }
 
 /* tc__k_nn_attention_backward_set_fma's switch, and the calling thread's
- * runs of the tensor core path. */
+ * runs of the tensor core paths. */
 std::atomic<bool> force_fma{false};
 thread_local uint64_t mma_runs = 0;
 
+/* tc__k_nn_attention_backward_set_sm90's switch: the Hopper kernels where
+ * they take the problem (true, the default), or the mma.sync ones. */
+std::atomic<bool> sm90_on{true};
+thread_local uint64_t sm90_runs = 0;
+
 /* float16 and bfloat16: the tensor core path unless the test hook says
  * otherwise (or the device refuses its shared memory), else the float32
- * one. */
-template <typename H> bool launch_half(cudaStream_t stream, int device, const BwdArgs &a)
+ * one. On compute capability 9.0 the Hopper kernels take what they can. */
+template <typename H>
+bool launch_half(cudaStream_t stream, int device, bool hopper, const BwdArgs &a)
 {
     if (!force_fma.load(std::memory_order_relaxed)) {
+        if (hopper && sm90_on.load(std::memory_order_relaxed) && sm90_ready<H>(device, a)) {
+            launch_dsum<H>(stream, a);
+            sm90_launch<H>(stream, a);
+            mma_runs++;
+            sm90_runs++;
+            return true;
+        }
         bool ran = a.e <= 32   ? launch_mma<H, 32>(stream, device, a)
                    : a.e <= 64 ? launch_mma<H, 64>(stream, device, a)
                                : launch_mma<H, 128>(stream, device, a);
@@ -778,8 +686,9 @@ extern "C" bool tc__k_nn_attention_backward_takes(const tc__nn_attention_bwd *x)
     return tiles <= INT32_MAX / x->batch && x->l <= INT32_MAX / x->batch;
 }
 
-extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device,
-                                            const tc__nn_attention_bwd *x, float *dsum)
+extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int cc_major,
+                                            int cc_minor, const tc__nn_attention_bwd *x,
+                                            float *dsum)
 {
     if (!tc__k_nn_attention_backward_takes(x))
         return false;
@@ -801,10 +710,18 @@ extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device,
     a.out_vec = aligned(x->out, x->out_strides, 8);
     if (x->dtype == TC_FLOAT32)
         return launch<float>(stream, device, a);
+    bool hopper = cc_major == 9 && cc_minor == 0;
     if (x->dtype == TC_BFLOAT16)
-        return launch_half<__nv_bfloat16>(stream, device, a);
-    return launch_half<__half>(stream, device, a);
+        return launch_half<__nv_bfloat16>(stream, device, hopper, a);
+    return launch_half<__half>(stream, device, hopper, a);
 }
+
+extern "C" bool tc__k_nn_attention_backward_set_sm90(bool on)
+{
+    return sm90_on.exchange(on, std::memory_order_relaxed);
+}
+
+extern "C" uint64_t tc__k_nn_attention_backward_sm90_count(void) { return sm90_runs; }
 
 extern "C" void tc__k_nn_attention_backward_set_fma(bool fma)
 {

@@ -1,0 +1,158 @@
+/* What the fused attention backward's kernels share across their files
+ * (attention_backward.cu: D, the float32 FMA path and the 16-bit tensor
+ * core path; attention_backward_sm90.cu: the 16-bit one on Hopper): the
+ * problem as the kernels read it, the blocks' shape, the step pipeline and
+ * the asynchronous copy of the query rows' lse and D. Not installed. */
+#ifndef TCUDA_KERNELS_ATTENTION_BACKWARD_CUH
+#define TCUDA_KERNELS_ATTENTION_BACKWARD_CUH
+
+#include "attention_mma.cuh"
+#include "common.cuh"
+
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
+namespace abwd {
+
+using amma::cp_commit;
+using amma::cp_wait;
+using amma::Mma;
+using tck::i64;
+
+/* One backward: operands read in place through two batch strides and a
+ * row stride (inner: the second level's size), gradients written dense. */
+struct BwdArgs {
+    const void *q, *k, *v, *o, *go;
+    const float *lse;
+    float *dsum; /* D, [batch, l] */
+    void *dq, *dk, *dv;
+    i64 qs[3], ks[3], vs[3], os[3], gs[3];
+    i64 dqs[3], dks[3], dvs[3]; /* the gradients' strides, as the operands' */
+    i64 inner, batch;
+    int l, s, e;
+    float scale;
+    float scale_log2; /* scale * log2(e): the tensor core path uses exp2 */
+    bool causal;
+    bool vec;     /* every operand's rows are 16-byte aligned (the tensor core paths) */
+    bool out_vec; /* and O's, for D's 16-byte packs */
+};
+
+__device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
+{
+    return (b / inner) * st[0] + (b % inner) * st[1];
+}
+
+constexpr int RB = 64;   /* keys (dK, dV) or queries (dQ) of a block, 16 a warp */
+constexpr int NTM = 128; /* threads of a block: four warps */
+constexpr float LOG2E = 1.4426950408889634f;
+
+/* Orders this thread's earlier writes to shared memory (cp.async's too)
+ * before reads by the async proxy (Hopper's warpgroup products) that follow
+ * a barrier. */
+__device__ __forceinline__ void async_proxy_fence()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* The step loop of both gradient kernels, over `steps` steps: before
+ * step i, copy(j, buf) has put the copies of step j = i + NS - 1 in flight
+ * into buffer buf (nothing past the last step), and run(i, buf) then
+ * computes step i from buffer i % NS. The caller has committed one group
+ * of copies with its block's own tiles and step 0's. Each step waits for
+ * its own group, then one barrier both publishes the step's tiles and
+ * tells that every warp is done with the previous step's buffer, the one
+ * this step refills: one barrier a step. ASYNC_READS: the step's tiles are
+ * read by the async proxy, so each thread fences its copies first. */
+template <int NS, bool ASYNC_READS = false, typename Copy, typename Run>
+__device__ __forceinline__ void pipeline(int steps, Copy copy, Run run)
+{
+    /* steps 1 .. NS - 2 in flight before the loop, a group each */
+#pragma unroll
+    for (int j = 1; j < NS - 1; j++) {
+        if (j < steps)
+            copy(j, j);
+        cp_commit();
+    }
+    for (int i = 0; i < steps; i++) {
+        cp_wait<NS - 2>();         /* step i's group has landed (later ones may not) */
+        if constexpr (ASYNC_READS) /* the tensor cores read them through the async proxy */
+            async_proxy_fence();
+        __syncthreads();
+        int j = i + NS - 1;
+        if (j < steps)
+            copy(j, j % NS);
+        cp_commit(); /* empty past the last step: the group count stays even */
+        run(i, i % NS);
+    }
+    cp_wait<0>(); /* nothing of ours in flight at the exit */
+}
+
+/* lse and D of queries q0..q0+ST-1 (0 past l) into rs[0][.] and
+ * rs[1][.], by the block's first ST threads, as cp.async copies of 4
+ * bytes in the caller's next commit group: a plain load here would hold
+ * its thread, and with it the block at the step's barrier, for a global
+ * load's latency every step. */
+template <int ST>
+__device__ __forceinline__ void rows_async(float (*rs)[ST], const float *lse, const float *dsum,
+                                           int q0, int l)
+{
+    for (int r = threadIdx.x; r < ST; r += blockDim.x) {
+        int bytes = q0 + r < l ? 4 : 0; /* 0: zero-filled */
+        const float *from[2] = {bytes ? lse + q0 + r : lse, bytes ? dsum + q0 + r : dsum};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+#if __CUDA_ARCH__ >= 800
+            unsigned to = (unsigned)__cvta_generic_to_shared(&rs[i][r]);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(from[i]),
+                         "r"(bytes));
+#endif
+        }
+    }
+}
+
+/* N/8 accumulators of 16 rows by 8 columns, zeroed. */
+template <int N> __device__ __forceinline__ void zero(float (*acc)[4])
+{
+#pragma unroll
+    for (int n = 0; n < N / 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
+}
+
+/* Rows r0 + lane/4 and + 8 of a [rows, e] gradient (rows `ld` apart),
+ * those below n, from the warp's accumulators acc (D/8 of 16 rows by 8
+ * columns) times mul, rounded to H; columns past e are not written. */
+template <typename H, int D>
+__device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float (*acc)[4], int r0,
+                                             int n, int e, float mul, int lane)
+{
+    int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = r0 + g + 8 * h;
+        if (r >= n)
+            continue;
+        uint16_t *row = dst + (i64)r * ld;
+#pragma unroll
+        for (int c = 0; c < D / 8; c++) {
+            int col = c * 8 + 2 * t;
+            if (col < e)
+                row[col] = Mma<H>::bits(acc[c][2 * h] * mul);
+            if (col + 1 < e)
+                row[col + 1] = Mma<H>::bits(acc[c][2 * h + 1] * mul);
+        }
+    }
+}
+
+/* The 16-bit path on Hopper's warpgroup products (attention_backward_sm90.cu,
+ * built for sm_90a), for head dims 33 to 64 with 16-byte aligned rows, on
+ * a device of compute capability 9.0: sm90_ready raises its kernels'
+ * shared memory allowance on `device` (false: the device refuses it, or
+ * the problem is not one it takes), sm90_launch queues its dK/dV and dQ
+ * kernels (D first: the caller's). H: __half or __nv_bfloat16. */
+template <typename H> bool sm90_ready(int device, const BwdArgs &a);
+template <typename H> void sm90_launch(cudaStream_t stream, const BwdArgs &a);
+
+} // namespace abwd
+} // namespace tcuda_kernels
+
+#endif

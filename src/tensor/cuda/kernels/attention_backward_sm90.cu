@@ -1,0 +1,306 @@
+/* The fused attention backward's 16-bit kernels on Hopper (compute
+ * capability 9.0, built for sm_90a): attention_backward.cu's dK/dV and dQ
+ * kernels, block for block and step for step, with the five products on
+ * warpgroup matrix products (wgmma.cuh) instead of each warp's mma.sync.
+ * A block is one warpgroup (four warps) and 64 keys (dK, dV) or 64
+ * queries (dQ), 16 a warp; a step is 64 queries or keys. The products
+ * that read two tiles (S^T = k q^T, dP^T = v dO^T; S = q k^T, dP = dO v^T)
+ * read both from shared memory; the ones that read P or dS (dV += P^T dO,
+ * dK += dS^T q; dQ += dS k) take them from registers, rounded to the
+ * dtype, as the mma.sync kernels do, and the other operand MN-major from
+ * the same tile. So every tile is read once per product by the whole
+ * warpgroup, where mma.sync has each warp read all of it: on the
+ * H100 the mma.sync kernels wait on shared memory more than on their
+ * tensor cores.
+ *
+ * Head dims 33 to 64 (tiles of 64 columns, 128-byte rows: the 128-byte
+ * swizzle's rows), every operand's rows 16-byte aligned (cp.async); the
+ * caller sends nothing else. The masking, the scale and the order of the
+ * blocks are the mma.sync kernels'; the sums run in a fixed order, so the
+ * result is deterministic. */
+#include <stdint.h>
+
+#include <atomic>
+
+#include "attention_backward.cuh"
+#include "attention_mma.cuh"
+#include "common.cuh"
+#include "wgmma.cuh"
+
+using namespace tck;
+
+namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
+namespace {
+
+using namespace abwd;
+using amma::ex2;
+
+constexpr int ST = 64;         /* queries (dK, dV) or keys (dQ) of a step */
+constexpr int NS = 2;          /* the pipeline's buffers */
+constexpr int TILE = 64 * 128; /* bytes of a 64-row tile */
+constexpr int ALIGN = 1024;    /* the swizzle's pattern: tiles start on it */
+constexpr int SMEM = 6 * TILE + 2 * NS * ST * (int)sizeof(float) + ALIGN;
+
+/* The block's shared memory from a 1024-byte boundary on. */
+__device__ __forceinline__ unsigned char *aligned_smem(unsigned char *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return p + ((ALIGN - a % ALIGN) % ALIGN);
+}
+
+/* Rows [0, n) of src (row stride `row`, e columns) into a swizzled 64-row
+ * tile at dst, zeros below n and right of e: 16-byte cp.async copies left
+ * in flight (the caller commits). */
+__device__ __forceinline__ void fill(unsigned char *dst, const uint16_t *src, i64 row, int n, int e)
+{
+#pragma unroll
+    for (int i = 0; i < 64 * 8 / NTM; i++) {
+        int c = threadIdx.x + i * NTM, r = c / 8, ch = c % 8;
+        int bytes = r < n ? min(max(e - ch * 8, 0), 8) * 2 : 0; /* the rest is zero-filled */
+        const uint16_t *from = bytes ? src + r * row + ch * 8 : src;
+        unsigned to = (unsigned)__cvta_generic_to_shared(dst + wg::sw128(r, ch));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                     "r"(bytes));
+    }
+}
+
+/* The A operand of a product over k = 64 columns of p (16 rows a warp, in
+ * the accumulator registers of the product that made it: p[j], columns
+ * 8j..), rounded to H: step s (columns 16s..) in f[s]. */
+template <typename H> __device__ __forceinline__ void to_a(uint32_t (*f)[4], const float (*p)[4])
+{
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        f[s][0] = Mma<H>::pack(p[2 * s][0], p[2 * s][1]);
+        f[s][1] = Mma<H>::pack(p[2 * s][2], p[2 * s][3]);
+        f[s][2] = Mma<H>::pack(p[2 * s + 1][0], p[2 * s + 1][1]);
+        f[s][3] = Mma<H>::pack(p[2 * s + 1][2], p[2 * s + 1][3]);
+    }
+}
+
+/* d = a b^T over 64 columns: a's and b's swizzled tiles at shared
+ * addresses ta and tb (K-major: step s at byte 32 s). */
+template <typename H> __device__ __forceinline__ void abt(float (*d)[4], unsigned ta, unsigned tb)
+{
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+        wg::ss<H, 0>(d, wg::desc(ta + 32 * s), wg::desc(tb + 32 * s), s > 0);
+}
+
+/* d += f b over 64 rows of b: f from to_a, b's tile at tb (MN-major:
+ * step s at row 16 s). */
+template <typename H>
+__device__ __forceinline__ void fb(float (*d)[4], const uint32_t (*f)[4], unsigned tb)
+{
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+        wg::rs<H, 1>(d, f[s], wg::desc(tb + 2048 * s), 1);
+}
+
+/* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
+ * rows of its accumulators; the query steps' columns. */
+template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_sm90(BwdArgs a)
+{
+#if TC_WGMMA
+    tck_pdl_entry();
+    extern __shared__ unsigned char smem_w[];
+    unsigned char *kt = aligned_smem(smem_w), *vt = kt + TILE, *qs = vt + TILE;
+    unsigned char *gs = qs + NS * TILE;                                    /* NS buffers each */
+    float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + NS * TILE); /* [buf]: lse, D */
+    unsigned ka = (unsigned)__cvta_generic_to_shared(kt), va = ka + TILE, qa = va + TILE;
+    unsigned ga = qa + NS * TILE;
+    /* causal: the first key blocks (the most queries to walk) first */
+    int nkb = (a.s + RB - 1) / RB;
+    i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nkb;
+    int k0 = (int)(a.causal ? blockIdx.x / a.batch : blockIdx.x % nkb) * RB;
+    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner);
+    const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner);
+    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner) + k0 * a.ks[2];
+    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner) + k0 * a.vs[2];
+    const float *lse = a.lse + b * a.l, *dsum = a.dsum + b * a.l;
+    int lane = threadIdx.x % 32, w0 = (threadIdx.x / 32) * 16, t = lane % 4;
+    int keys[2] = {k0 + w0 + lane / 4, k0 + w0 + lane / 4 + 8}; /* accumulator rows 0-1, 2-3 */
+    int qstart = a.causal ? k0 : 0; /* earlier queries see none of these keys */
+    int steps = qstart < a.l ? (a.l - qstart + ST - 1) / ST : 0;
+
+    auto copy = [&](int j, int buf) {
+        int q0 = qstart + j * ST, n = min(ST, a.l - q0);
+        fill(qs + buf * TILE, q + q0 * a.qs[2], a.qs[2], n, a.e);
+        fill(gs + buf * TILE, go + q0 * a.gs[2], a.gs[2], n, a.e);
+        rows_async<ST>(rs[buf], lse, dsum, q0, a.l);
+    };
+    fill(kt, k, a.ks[2], min(RB, a.s - k0), a.e);
+    fill(vt, v, a.vs[2], min(RB, a.s - k0), a.e);
+    if (steps > 0)
+        copy(0, 0);
+    cp_commit();
+
+    float dk[8][4], dv[8][4];
+    zero<64>(dk);
+    zero<64>(dv);
+    pipeline<NS, true>(steps, copy, [&](int i, int buf) {
+        int q0 = qstart + i * ST;
+        unsigned qt = qa + buf * TILE, gt = ga + buf * TILE;
+
+        /* S^T = k q^T and dP^T = v dO^T: 64 keys by 64 queries */
+        float st[8][4], dpt[8][4];
+        wg::fence();
+        abt<H>(st, ka, qt);
+        abt<H>(dpt, va, gt);
+        wg::commit();
+        wg::wait<0>();
+        wg::hold(st);
+        wg::hold(dpt);
+
+        /* P^T and dS^T = P^T * (dP^T - D); 0 where masked or past l or s */
+        bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
+#pragma unroll
+        for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
+                bool in = col < a.l;
+                float lse2 = rs[buf][0][c] * LOG2E, dd = rs[buf][1][c];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int r = 2 * h + j; /* the accumulator register */
+                    bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
+                    float p = seen ? ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
+                    st[n][r] = p;
+                    dpt[n][r] = p * (dpt[n][r] - dd);
+                }
+            }
+        /* dV += P^T dO, dK += dS^T q */
+        uint32_t pf[4][4], sf[4][4];
+        to_a<H>(pf, st);
+        to_a<H>(sf, dpt);
+        wg::fence();
+        fb<H>(dv, pf, gt);
+        fb<H>(dk, sf, qt);
+        wg::commit();
+        wg::wait<0>(); /* done with the step's tiles before the next barrier */
+        wg::hold(dv);
+        wg::hold(dk);
+    });
+
+    grad_out_mma<H, 64>((uint16_t *)a.dk + batch_offset(a.dks, b, a.inner), a.dks[2], dk, k0 + w0,
+                        a.s, a.e, a.scale, lane);
+    grad_out_mma<H, 64>((uint16_t *)a.dv + batch_offset(a.dvs, b, a.inner), a.dvs[2], dv, k0 + w0,
+                        a.s, a.e, 1.0f, lane);
+#endif
+}
+
+/* dQ of queries q0..q0+63 of entry b: warp w's queries q0 + 16w.., the
+ * rows of its accumulators; the key steps' columns. */
+template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dq_sm90(BwdArgs a)
+{
+#if TC_WGMMA
+    tck_pdl_entry();
+    extern __shared__ unsigned char smem_w[];
+    unsigned char *qt = aligned_smem(smem_w), *gt = qt + TILE, *ks = gt + TILE;
+    unsigned char *vs = ks + NS * TILE; /* NS buffers each */
+    unsigned qa = (unsigned)__cvta_generic_to_shared(qt), ga = qa + TILE, ka = ga + TILE;
+    unsigned va = ka + NS * TILE;
+    /* causal: the last query blocks (the most keys to walk) first */
+    int nqb = (a.l + RB - 1) / RB;
+    i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nqb;
+    int q0 = (a.causal ? nqb - 1 - (int)(blockIdx.x / a.batch) : (int)(blockIdx.x % nqb)) * RB;
+    const uint16_t *q = (const uint16_t *)a.q + batch_offset(a.qs, b, a.inner) + q0 * a.qs[2];
+    const uint16_t *go = (const uint16_t *)a.go + batch_offset(a.gs, b, a.inner) + q0 * a.gs[2];
+    const uint16_t *k = (const uint16_t *)a.k + batch_offset(a.ks, b, a.inner);
+    const uint16_t *v = (const uint16_t *)a.v + batch_offset(a.vs, b, a.inner);
+    int lane = threadIdx.x % 32, w0 = (threadIdx.x / 32) * 16, t = lane % 4;
+    int rows[2] = {q0 + w0 + lane / 4, q0 + w0 + lane / 4 + 8}; /* accumulator rows 0-1, 2-3 */
+    float lse2[2], dd[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        bool in = rows[h] < a.l;
+        lse2[h] = in ? a.lse[b * a.l + rows[h]] * LOG2E : 0.0f;
+        dd[h] = in ? a.dsum[b * a.l + rows[h]] : 0.0f;
+    }
+    int kend = a.causal ? min(a.s, q0 + RB) : a.s; /* later keys are masked for every row */
+    int steps = (kend + ST - 1) / ST;
+
+    auto copy = [&](int j, int buf) {
+        int kb = j * ST, n = min(ST, a.s - kb);
+        fill(ks + buf * TILE, k + kb * a.ks[2], a.ks[2], n, a.e);
+        fill(vs + buf * TILE, v + kb * a.vs[2], a.vs[2], n, a.e);
+    };
+    fill(qt, q, a.qs[2], min(RB, a.l - q0), a.e);
+    fill(gt, go, a.gs[2], min(RB, a.l - q0), a.e);
+    copy(0, 0);
+    cp_commit();
+
+    float dq[8][4];
+    zero<64>(dq);
+    pipeline<NS, true>(steps, copy, [&](int i, int buf) {
+        int kb = i * ST, nb = kb + ST;
+        unsigned kt = ka + buf * TILE, vt = va + buf * TILE;
+
+        /* S = q k^T and dP = dO v^T: 64 queries by 64 keys */
+        float s[8][4], dp[8][4];
+        wg::fence();
+        abt<H>(s, qa, kt);
+        abt<H>(dp, ga, vt);
+        wg::commit();
+        wg::wait<0>();
+        wg::hold(s);
+        wg::hold(dp);
+
+        /* dS = P * (dP - D); 0 where masked or past l or s */
+        bool edge = nb > a.s || q0 + RB > a.l || (a.causal && nb - 1 > q0);
+#pragma unroll
+        for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) { /* r: the accumulator register */
+                int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
+                bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
+                float p = seen ? ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
+                dp[n][r] = p * (dp[n][r] - dd[h]);
+            }
+        /* dQ += dS k */
+        uint32_t sf[4][4];
+        to_a<H>(sf, dp);
+        wg::fence();
+        fb<H>(dq, sf, kt);
+        wg::commit();
+        wg::wait<0>(); /* done with the step's tiles before the next barrier */
+        wg::hold(dq);
+    });
+
+    grad_out_mma<H, 64>((uint16_t *)a.dq + batch_offset(a.dqs, b, a.inner), a.dqs[2], dq, q0 + w0,
+                        a.l, a.e, a.scale, lane);
+#endif
+}
+
+} // namespace
+
+/* Without an sm_90a build (TCUDA_HAVE_SM90A, CMakeLists.txt) the kernels
+ * are empty: never ready. */
+template <typename H> bool abwd::sm90_ready(int device, const BwdArgs &a)
+{
+    static std::atomic<unsigned long long> set_kv{0}, set_q{0};
+#ifndef TCUDA_HAVE_SM90A
+    (void)set_kv, (void)set_q;
+    return false;
+#endif
+    if (a.e <= 32 || a.e > 64 || !a.vec)
+        return false;
+    return smem_allowed(attention_bwd_dkv_sm90<H>, SMEM, device, set_kv) &&
+           smem_allowed(attention_bwd_dq_sm90<H>, SMEM, device, set_q);
+}
+
+template <typename H> void abwd::sm90_launch(cudaStream_t stream, const BwdArgs &a)
+{
+    unsigned gkv = (unsigned)(a.batch * ((a.s + RB - 1) / RB));
+    unsigned gq = (unsigned)(a.batch * ((a.l + RB - 1) / RB));
+    attention_bwd_dkv_sm90<H><<<gkv, NTM, SMEM, stream>>>(a);
+    attention_bwd_dq_sm90<H><<<gq, NTM, SMEM, stream>>>(a);
+}
+
+template bool abwd::sm90_ready<__half>(int, const BwdArgs &);
+template bool abwd::sm90_ready<__nv_bfloat16>(int, const BwdArgs &);
+template void abwd::sm90_launch<__half>(cudaStream_t, const BwdArgs &);
+template void abwd::sm90_launch<__nv_bfloat16>(cudaStream_t, const BwdArgs &);
+
+} // namespace tcuda_kernels

@@ -41,45 +41,6 @@ constexpr int TILE = 64 * 128; /* bytes of a 64-row tile */
 constexpr int ALIGN = 1024;    /* the swizzle's pattern: tiles start on it */
 constexpr int SMEM = 6 * TILE + 2 * NS * ST * (int)sizeof(float) + ALIGN;
 
-/* The block's shared memory from a 1024-byte boundary on. */
-__device__ __forceinline__ unsigned char *aligned_smem(unsigned char *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    return p + ((ALIGN - a % ALIGN) % ALIGN);
-}
-
-/* Rows [0, n) of src (row stride `row`, e columns) into a swizzled 64-row
- * tile at dst, zeros below n and right of e: 16-byte cp.async copies left
- * in flight (the caller commits). */
-__device__ __forceinline__ void fill(unsigned char *dst, const uint16_t *src, i64 row, int n, int e)
-{
-#pragma unroll
-    for (int i = 0; i < 64 * 8 / NTM; i++) {
-        int c = threadIdx.x + i * NTM, r = c / 8, ch = c % 8;
-        int bytes = r < n ? min(max(e - ch * 8, 0), 8) * 2 : 0; /* the rest is zero-filled */
-        const uint16_t *from = bytes ? src + r * row + ch * 8 : src;
-#if __CUDA_ARCH__ >= 800
-        unsigned to = (unsigned)__cvta_generic_to_shared(dst + wg::sw128(r, ch));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                     "r"(bytes));
-#endif
-    }
-}
-
-/* The A operand of a product over k = 64 columns of p (16 rows a warp, in
- * the accumulator registers of the product that made it: p[j], columns
- * 8j..), rounded to H: step s (columns 16s..) in f[s]. */
-template <typename H> __device__ __forceinline__ void to_a(uint32_t (*f)[4], const float (*p)[4])
-{
-#pragma unroll
-    for (int s = 0; s < 4; s++) {
-        f[s][0] = Mma<H>::pack(p[2 * s][0], p[2 * s][1]);
-        f[s][1] = Mma<H>::pack(p[2 * s][2], p[2 * s][3]);
-        f[s][2] = Mma<H>::pack(p[2 * s + 1][0], p[2 * s + 1][1]);
-        f[s][3] = Mma<H>::pack(p[2 * s + 1][2], p[2 * s + 1][3]);
-    }
-}
-
 /* d = a b^T over 64 columns: a's and b's swizzled tiles at shared
  * addresses ta and tb (K-major: step s at byte 32 s). */
 template <typename H> __device__ __forceinline__ void abt(float (*d)[4], unsigned ta, unsigned tb)
@@ -106,7 +67,7 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_s
 #if TC_WGMMA
     tck_pdl_entry();
     extern __shared__ unsigned char smem_w[];
-    unsigned char *kt = aligned_smem(smem_w), *vt = kt + TILE, *qs = vt + TILE;
+    unsigned char *kt = wg::aligned_smem(smem_w), *vt = kt + TILE, *qs = vt + TILE;
     unsigned char *gs = qs + NS * TILE;                                    /* NS buffers each */
     float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + NS * TILE); /* [buf]: lse, D */
     unsigned ka = (unsigned)__cvta_generic_to_shared(kt), va = ka + TILE, qa = va + TILE;
@@ -127,12 +88,12 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_s
 
     auto copy = [&](int j, int buf) {
         int q0 = qstart + j * ST, n = min(ST, a.l - q0);
-        fill(qs + buf * TILE, q + q0 * a.qs[2], a.qs[2], n, a.e);
-        fill(gs + buf * TILE, go + q0 * a.gs[2], a.gs[2], n, a.e);
+        wg::fill(qs + buf * TILE, q + q0 * a.qs[2], a.qs[2], n, a.e);
+        wg::fill(gs + buf * TILE, go + q0 * a.gs[2], a.gs[2], n, a.e);
         rows_async<ST>(rs[buf], lse, dsum, q0, a.l);
     };
-    fill(kt, k, a.ks[2], min(RB, a.s - k0), a.e);
-    fill(vt, v, a.vs[2], min(RB, a.s - k0), a.e);
+    wg::fill(kt, k, a.ks[2], min(RB, a.s - k0), a.e);
+    wg::fill(vt, v, a.vs[2], min(RB, a.s - k0), a.e);
     if (steps > 0)
         copy(0, 0);
     cp_commit();
@@ -174,8 +135,8 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_s
             }
         /* dV += P^T dO, dK += dS^T q */
         uint32_t pf[4][4], sf[4][4];
-        to_a<H>(pf, st);
-        to_a<H>(sf, dpt);
+        wg::to_a<H>(pf, st);
+        wg::to_a<H>(sf, dpt);
         wg::fence();
         fb<H>(dv, pf, gt);
         fb<H>(dk, sf, qt);
@@ -199,7 +160,7 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dq_sm
 #if TC_WGMMA
     tck_pdl_entry();
     extern __shared__ unsigned char smem_w[];
-    unsigned char *qt = aligned_smem(smem_w), *gt = qt + TILE, *ks = gt + TILE;
+    unsigned char *qt = wg::aligned_smem(smem_w), *gt = qt + TILE, *ks = gt + TILE;
     unsigned char *vs = ks + NS * TILE; /* NS buffers each */
     unsigned qa = (unsigned)__cvta_generic_to_shared(qt), ga = qa + TILE, ka = ga + TILE;
     unsigned va = ka + NS * TILE;
@@ -225,11 +186,11 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dq_sm
 
     auto copy = [&](int j, int buf) {
         int kb = j * ST, n = min(ST, a.s - kb);
-        fill(ks + buf * TILE, k + kb * a.ks[2], a.ks[2], n, a.e);
-        fill(vs + buf * TILE, v + kb * a.vs[2], a.vs[2], n, a.e);
+        wg::fill(ks + buf * TILE, k + kb * a.ks[2], a.ks[2], n, a.e);
+        wg::fill(vs + buf * TILE, v + kb * a.vs[2], a.vs[2], n, a.e);
     };
-    fill(qt, q, a.qs[2], min(RB, a.l - q0), a.e);
-    fill(gt, go, a.gs[2], min(RB, a.l - q0), a.e);
+    wg::fill(qt, q, a.qs[2], min(RB, a.l - q0), a.e);
+    wg::fill(gt, go, a.gs[2], min(RB, a.l - q0), a.e);
     copy(0, 0);
     cp_commit();
 
@@ -262,7 +223,7 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dq_sm
             }
         /* dQ += dS k */
         uint32_t sf[4][4];
-        to_a<H>(sf, dp);
+        wg::to_a<H>(sf, dp);
         wg::fence();
         fb<H>(dq, sf, kt);
         wg::commit();

@@ -28,6 +28,7 @@
 
 #include <type_traits>
 
+#include "attention_mma.cuh"
 #include "common.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -39,8 +40,53 @@
 namespace tcuda_kernels {
 namespace wg {
 
+using tck::i64;
+
+constexpr int TILE = 64 * 128; /* bytes of a 64-row tile */
+constexpr int ALIGN = 1024;    /* the swizzle's pattern: tiles start on it */
+
 /* Byte offset of 16-byte chunk c (0..7) of row r in a swizzled tile. */
 __device__ __forceinline__ unsigned sw128(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
+/* The block's shared memory from a 1024-byte boundary on. */
+__device__ __forceinline__ unsigned char *aligned_smem(unsigned char *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return p + ((ALIGN - a % ALIGN) % ALIGN);
+}
+
+/* Rows [0, n) of src (row stride `row`, e columns, 16-byte aligned) into
+ * a swizzled 64-row tile at dst, zeros below n and right of e, by a block
+ * of 128 threads: 16-byte cp.async copies left in flight (the caller
+ * commits). */
+__device__ __forceinline__ void fill(unsigned char *dst, const uint16_t *src, i64 row, int n, int e)
+{
+#pragma unroll
+    for (int i = 0; i < 64 * 8 / 128; i++) {
+        int c = threadIdx.x + i * 128, r = c / 8, ch = c % 8;
+        int bytes = r < n ? min(max(e - ch * 8, 0), 8) * 2 : 0; /* the rest is zero-filled */
+        const uint16_t *from = bytes ? src + r * row + ch * 8 : src;
+#if __CUDA_ARCH__ >= 800
+        unsigned to = (unsigned)__cvta_generic_to_shared(dst + sw128(r, ch));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                     "r"(bytes));
+#endif
+    }
+}
+
+/* The A operand of a product over k = 64 columns of p (16 rows a warp, in
+ * the accumulator registers of the product that made it: p[j], columns
+ * 8j..), rounded to H: step s (columns 16s..) in f[s]. */
+template <typename H> __device__ __forceinline__ void to_a(uint32_t (*f)[4], const float (*p)[4])
+{
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        f[s][0] = amma::Mma<H>::pack(p[2 * s][0], p[2 * s][1]);
+        f[s][1] = amma::Mma<H>::pack(p[2 * s][2], p[2 * s][3]);
+        f[s][2] = amma::Mma<H>::pack(p[2 * s + 1][0], p[2 * s + 1][1]);
+        f[s][3] = amma::Mma<H>::pack(p[2 * s + 1][2], p[2 * s + 1][3]);
+    }
+}
 
 /* The descriptor of a swizzled operand starting at shared address addr
  * (128-byte swizzle, SBO 1024 bytes, LBO unused: encoded 1). */

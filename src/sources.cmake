@@ -204,4 +204,5 @@ endforeach()
 # Kernels on Hopper's architecture-specific instructions (wgmma): CMakeLists.txt
 # builds them apart, for sm_90a where the architectures hold 90.
 set(TCUDA_SM90A_SOURCES
-  src/tensor/cuda/kernels/attention_backward_sm90.cu)
+  src/tensor/cuda/kernels/attention_backward_sm90.cu
+  src/tensor/cuda/kernels/attention_sm90.cu)

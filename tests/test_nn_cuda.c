@@ -313,7 +313,9 @@ static void qkv_views(tc_dtype dt, int64_t B, int64_t T, int64_t H, int64_t E, i
 }
 
 /* The fused kernel (float32 FMAs; tensor cores for the 16-bit dtypes from
- * compute capability 8.0) against a double-precision reference: key counts
+ * compute capability 8.0, Hopper's warpgroup products at 9.0 for head
+ * sizes 33 to 64, and there mma.sync's too by the test hook) against a
+ * double-precision reference: key counts
  * across block edges, fewer keys than queries, one query, head sizes from 3
  * to 128, causal or not, dense operands and the head views of a projection
  * (aligned and not), whose result must come back over [B, T, H, E] memory.
@@ -326,10 +328,11 @@ static void test_attention_fused(void)
         int nd;
         int64_t lead[2], l, s, e;
         int view; /* 0 dense, 1 projection heads, 2 unaligned projection heads */
-    } cases[] = {
-        {4, {2, 3}, 70, 70, 64, 0},   {4, {1, 2}, 1, 130, 64, 0},  {3, {5, 0}, 33, 200, 32, 0},
-        {2, {0, 0}, 129, 65, 128, 0}, {4, {2, 2}, 100, 30, 20, 0}, {4, {2, 2}, 65, 129, 3, 0},
-        {4, {2, 3}, 77, 77, 64, 1},   {4, {2, 3}, 77, 77, 64, 2},  {4, {1, 2}, 200, 200, 128, 1}};
+    } cases[] = {{4, {2, 3}, 70, 70, 64, 0},    {4, {1, 2}, 1, 130, 64, 0},
+                 {3, {5, 0}, 33, 200, 32, 0},   {2, {0, 0}, 129, 65, 128, 0},
+                 {4, {2, 2}, 100, 30, 20, 0},   {4, {2, 2}, 65, 129, 3, 0},
+                 {4, {2, 3}, 77, 77, 64, 1},    {4, {2, 3}, 77, 77, 64, 2},
+                 {4, {1, 2}, 200, 200, 128, 1}, {4, {1, 2}, 300, 300, 40, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int d = 0; d < 4; d++)
             for (int mode = 0; mode < 3; mode++) {
@@ -356,10 +359,26 @@ static void test_attention_fused(void)
                 double scale = mode == 2 ? 0.3 : 1 / sqrt((double)e);
                 ref_sdpa(q, k, v, nb, l, s, e, e, causal, scale, ref);
                 uint64_t n0 = tc__nn_attention_fused_count();
+                uint64_t h0 = tc__k_nn_attention_sm90_count();
                 tc_tensor *y = NULL;
                 CHECK_OK(tc_nn_scaled_dot_product_attention(t[0], t[1], t[2], causal,
                                                             mode == 2 ? &scale : NULL, &y));
                 bool fused = tc__nn_attention_fused_count() > n0;
+                /* Hopper's kernel: 16-bit, head sizes 33 to 64, rows 16-byte aligned */
+                bool half = dt == TC_FLOAT16 || dt == TC_BFLOAT16;
+                bool hopper = half && major == 9 && minor == 0 && e > 32 && e <= 64 && e % 8 == 0 &&
+                              cases[c].view != 2;
+                CHECK(tc__k_nn_attention_sm90_count() - h0 == (hopper ? 1u : 0u));
+                if (hopper) { /* and mma.sync's kernel on the same operands */
+                    tc_tensor *ys = NULL;
+                    tc__k_nn_attention_set_sm90(false);
+                    CHECK_OK(tc_nn_scaled_dot_product_attention(t[0], t[1], t[2], causal,
+                                                                mode == 2 ? &scale : NULL, &ys));
+                    tc__k_nn_attention_set_sm90(true);
+                    near_ref("fused attention, mma.sync beside Hopper's", dt, ys, ref, nb * l * e,
+                             3);
+                    tc_tensor_release(ys);
+                }
                 bool want = dt == TC_FLOAT32 || (dt != TC_FLOAT64 && major >= 8);
                 if (fused != want)
                     fprintf(stderr, "attention case %zu (%s): fused %d, expected %d\n", c,

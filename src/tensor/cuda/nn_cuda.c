@@ -101,8 +101,9 @@ static tc_status cu_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
 static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
 {
     *done = false;
-    TC_LAUNCH(device, "attention_kernel",
-              *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), a));
+    TC_LAUNCH(
+        device, "attention_kernel",
+        *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), tc__cc_minor(device), a));
 }
 
 /* D = rowsum(dO * O) in scratch from the cache on this stream, as

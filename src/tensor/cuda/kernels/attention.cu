@@ -15,6 +15,9 @@
  *     registers, rounded to the input dtype, as flash attention does.
  *     The helpers (mma, ldmatrix, cp.async) are attention_mma.cuh's,
  *     shared with the backward.
+ *   float16, bfloat16 on compute capability 9.0, head dims 33 to 64 with
+ *     16-byte aligned rows: the same block and steps with Hopper's
+ *     warpgroup products (attention_sm90.cu).
  *   float32: 256 threads, each 4 query rows by 4 keys of the scores and 4
  *     rows by head_dim/16 columns of the output, in float32 FMAs (no TF32:
  *     the math of PyTorch's float32 attention).
@@ -32,6 +35,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "attention.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "nn_kernels.h"
@@ -42,47 +46,7 @@ namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 using namespace amma; /* the 16-bit path's helpers, shared with the backward */
-
-constexpr int BM = 64; /* query rows of a block */
-constexpr int BN = 64; /* keys of one step */
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
-
-struct Args {
-    const void *q, *k, *v;
-    void *o;
-    float *lse;                     /* [batch, l], NULL when not wanted */
-    i64 qs[3], ks[3], vs[3], os[3]; /* outer, inner and row strides, in elements */
-    i64 inner, batch;
-    int l, s, e, nqb;
-    float scale_log2; /* scale * log2(e): the kernels use exp2 */
-    bool causal, vec;
-};
-
-__device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
-{
-    return (b / inner) * st[0] + (b % inner) * st[1];
-}
-
-/* The block's query block (first row q0; longest causal rows first), its
- * batch entry b, and that entry's q (from row q0), k and v. */
-template <typename E>
-__device__ __forceinline__ void block_operands(const Args &a, int *q0, i64 *b, const E **q,
-                                               const E **k, const E **v)
-{
-    i64 idx = blockIdx.x;
-    *q0 = (int)(a.nqb - 1 - idx / a.batch) * BM;
-    *b = idx % a.batch;
-    *q = (const E *)a.q + batch_offset(a.qs, *b, a.inner) + *q0 * a.qs[2];
-    *k = (const E *)a.k + batch_offset(a.ks, *b, a.inner);
-    *v = (const E *)a.v + batch_offset(a.vs, *b, a.inner);
-}
-
-/* Keys a query block visits: up to the diagonal when causal. */
-__device__ __forceinline__ int key_end(const Args &a, int q0)
-{
-    return a.causal ? min(a.s, q0 + BM) : a.s;
-}
+using namespace afwd;
 
 /* ---- float16 and bfloat16: tensor cores --------------------------------------------- */
 
@@ -472,11 +436,36 @@ bool launch_mma(cudaStream_t stream, int device, const Args &a, unsigned grid, i
                      : launch_mma<T, 128>(stream, device, a, grid);
 }
 
+/* tc__k_nn_attention_set_sm90's switch, and the calling thread's runs of
+ * Hopper's kernel. */
+std::atomic<bool> sm90_on{true};
+thread_local uint64_t sm90_runs = 0;
+
+/* 16-bit: Hopper's kernel where the device is one and it takes the
+ * problem, else mma.sync's. */
+template <typename T>
+bool launch_half(cudaStream_t stream, int device, bool hopper, const Args &a, unsigned grid, int d)
+{
+    if (hopper && sm90_on.load(std::memory_order_relaxed) && sm90_ready<T>(device, a)) {
+        sm90_launch<T>(stream, a, grid);
+        sm90_runs++;
+        return true;
+    }
+    return launch_mma<T>(stream, device, a, grid, d);
+}
+
 } // namespace
 } // namespace tcuda_kernels
 using namespace tcuda_kernels;
 
-extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major,
+extern "C" bool tc__k_nn_attention_set_sm90(bool on)
+{
+    return sm90_on.exchange(on, std::memory_order_relaxed);
+}
+
+extern "C" uint64_t tc__k_nn_attention_sm90_count(void) { return sm90_runs; }
+
+extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, int cc_minor,
                                    const tc__nn_attention *x)
 {
     bool half = x->dtype == TC_FLOAT16 || x->dtype == TC_BFLOAT16;
@@ -506,7 +495,8 @@ extern "C" bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major
         return d == 32   ? launch_f32<32>(stream, device, a, grid)
                : d == 64 ? launch_f32<64>(stream, device, a, grid)
                          : launch_f32<128>(stream, device, a, grid);
+    bool hopper = cc_major == 9 && cc_minor == 0;
     if (x->dtype == TC_BFLOAT16)
-        return launch_mma<__nv_bfloat16>(stream, device, a, grid, d);
-    return launch_mma<__half>(stream, device, a, grid, d);
+        return launch_half<__nv_bfloat16>(stream, device, hopper, a, grid, d);
+    return launch_half<__half>(stream, device, hopper, a, grid, d);
 }

@@ -41,11 +41,18 @@ size_t tc__k_nn_cross_entropy_scratch(int sms, const tc__nn_ce *a);
 void tc__k_nn_cross_entropy(cudaStream_t stream, int sms, const tc__nn_ce *a, void *scratch,
                             tc__kernel_error *err);
 /* See tc__nn_attention (tensor/nn_internal.h): queues the fused attention
- * kernel on `stream` of `device` (compute capability cc_major) and returns
- * true, or returns false, queuing nothing, for what it does not take:
- * float64, 16-bit dtypes before compute capability 8.0, head sizes over 128,
- * a scale that is not positive and finite (attention.cu). */
-bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, const tc__nn_attention *a);
+ * kernel on `stream` of `device` (compute capability cc_major.cc_minor)
+ * and returns true, or returns false, queuing nothing, for what it does
+ * not take: float64, 16-bit dtypes before compute capability 8.0, head
+ * sizes over 128, a scale that is not positive and finite (attention.cu).
+ * Test hooks: sm90 false keeps 16-bit problems on the mma.sync kernel
+ * where Hopper's would take them (true, the default, restores it; returns
+ * the setting before); the count is the calling thread's calls that
+ * queued Hopper's. */
+bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, int cc_minor,
+                        const tc__nn_attention *a);
+bool tc__k_nn_attention_set_sm90(bool on);
+uint64_t tc__k_nn_attention_sm90_count(void);
 /* See tc__nn_attention_bwd: whether the fused backward takes a (float32,
  * float16 or bfloat16, head sizes up to 128, a positive finite scale), and
  * its kernels queued on `stream` of `device` (compute capability

@@ -421,9 +421,16 @@ static void test_reductions(void)
         int n;
         int64_t s[3];
         bool tr;
-    } rs[] = {{1, {1000}, false},   {2, {37, 129}, false}, {2, {4, 300001}, false},
-              {3, {5, 6, 7}, true}, {0, {0}, false},       {2, {0, 5}, false},
-              {1, {3000000}, false}};
+    } rs[] = {{1, {1000}, false},
+              {2, {37, 129}, false},
+              {2, {4, 300001}, false},
+              {3, {5, 6, 7}, true},
+              {0, {0}, false},
+              {2, {0, 5}, false},
+              {1, {3000000}, false},
+              /* long columns, too few to fill the GPU: split over the rows */
+              {2, {4099, 96}, false},
+              {3, {3, 2050, 40}, false}};
     tc_dtype rdt[] = {TC_FLOAT32, TC_FLOAT16, TC_BFLOAT16, TC_FLOAT64, TC_INT32, TC_UINT8};
     char what[128];
     for (int si = 0; si < COUNT(rs); si++)

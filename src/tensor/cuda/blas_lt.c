@@ -501,8 +501,21 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
     return lt_call(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
 }
 
+/* Not float16 from compute capability 9.0: there cuBLASLt runs float16's
+ * BGRADB only on an older family of kernels (its heuristic's algorithm
+ * 39), where float16's plain GEMM and bfloat16's BGRADB take the Hopper
+ * ones (66). On an H100 at GPT-2's weight gradients over 8,192 rows
+ * (2026-11-28, the heuristic's first eight algorithms timed), float16's
+ * BGRADB took 107.6 us as the heuristic chose it (95.5, the best of the
+ * eight) for a [768, 3072] weight and 106.6 for [3072, 768]; its GEMM
+ * alone 61.9 and 60.3. So the GEMM and a column sum (reduce.cu's split
+ * over the rows) should come out ahead. */
 tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad, bool *fused)
 {
+    if (g->dtype == TC_FLOAT16 && tc__cc_major(device) >= 9) {
+        *fused = false;
+        return TC_OK;
+    }
     return lt_call(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
 }
 

@@ -5,7 +5,11 @@
  * there are too few rows to fill the GPU, each row is split over several
  * blocks that write partial results to scratch memory, and a second launch
  * combines them. inner > 1 (columns): one thread per output walks r with
- * coalesced reads. Sums and products accumulate in float (int64 for
+ * coalesced reads; where those threads are too few to fill the GPU and r
+ * is long (a [rows, n] tensor summed over its rows: linear's bias
+ * gradient), blocks of 32 columns by 8 row lanes take slices of r and
+ * write partial results that the same second launch combines. Sums and
+ * products accumulate in float (int64 for
  * integers, wrapping; double for float64); max/min propagate NaN;
  * argmax/argmin keep the first index. */
 #include "common.cuh"
@@ -225,9 +229,81 @@ __global__ void cols_kernel(const T *in, void *out, i64 outer, i64 r, i64 inner,
     }
 }
 
+/* grid (column tiles of 32, outer, splits): rows [s * chunk, (s + 1) *
+ * chunk) of 32 columns of slice o, thread (x, y) walking column x's rows
+ * y, y + 8, ... (a warp reads 32 neighbouring columns of one row), then
+ * the 8 lanes of a column combined in order. With one split a block writes
+ * the results, else partials to scratch[(o * inner + k) * splits + s]. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    cols_split_kernel(const T *in, void *out, Acc<typename Compute<T>::type> *scratch, i64 r,
+                      i64 inner, i64 chunk, int op, int out_i64)
+{
+    tck_pdl_entry();
+    typedef typename Compute<T>::type C;
+    __shared__ C sv[8][33];
+    __shared__ i64 si[8][33];
+    i64 o = blockIdx.y, k = (i64)blockIdx.x * 32 + threadIdx.x;
+    int s = blockIdx.z, splits = gridDim.z;
+    i64 j1 = min(r, (s + 1) * chunk);
+    Acc<C> a = identity<C>(op);
+    if (k < inner) {
+        const T *p = in + o * r * inner + k;
+        i64 j = s * chunk + threadIdx.y;
+        for (; j + 24 < j1; j += 32) { /* four loads in flight */
+            Acc<C> b[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                b[u].v = load<C>(p + (j + 8 * u) * inner);
+                b[u].idx = j + 8 * u;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                a = combine(op, a, b[u]);
+        }
+        for (; j < j1; j += 8) {
+            Acc<C> b;
+            b.v = load<C>(p + j * inner);
+            b.idx = j;
+            a = combine(op, a, b);
+        }
+    }
+    sv[threadIdx.y][threadIdx.x] = a.v;
+    si[threadIdx.y][threadIdx.x] = a.idx;
+    __syncthreads();
+    if (threadIdx.y != 0 || k >= inner)
+        return;
+    for (int y = 1; y < 8; y++) {
+        Acc<C> b;
+        b.v = sv[y][threadIdx.x];
+        b.idx = si[y][threadIdx.x];
+        a = combine(op, a, b);
+    }
+    if (splits == 1)
+        finish<T, C>(op, a, r, out, o * inner + k, out_i64);
+    else
+        scratch[(o * inner + k) * splits + s] = a;
+}
+
 } // namespace
 } // namespace tcuda_kernels
 using namespace tcuda_kernels;
+
+/* The column split for the cols_split kernel: r's slices, so that about 4
+ * blocks an SM run, each slice at least 256 rows (0: a thread per output
+ * instead, where there are enough outputs to fill the GPU, r is short,
+ * inner is under half a tile, or outer passes grid.y's limit). */
+static int col_splits(int sms, int64_t outer, int64_t r, int64_t inner)
+{
+    int64_t threads = (int64_t)(sms > 0 ? sms : 80) * 1024;
+    if (inner < 16 || r < 512 || outer > 65535 || outer * inner >= threads)
+        return 0;
+    int64_t tiles = outer * ((inner + 31) / 32);
+    int64_t want = ((int64_t)(sms > 0 ? sms : 80) * 4 + tiles - 1) / tiles;
+    int64_t most = r / 256;
+    int64_t splits = want < most ? want : most;
+    return (int)(splits < 1 ? 1 : splits > 1024 ? 1024 : splits);
+}
 
 /* Blocks per row for the rows kernel: about 4 per SM in all, each with at
  * least 4096 elements; 0 when the rows kernel is not used. */
@@ -245,11 +321,13 @@ extern "C" size_t tc__k_reduce_scratch(int sms, tc_dtype in_dtype, int64_t outer
                                        int64_t inner)
 {
     size_t bytes = 0;
-    int splits = splits_for(sms, outer, r, inner);
+    int splits = splits_for(sms, outer, r, inner), csplits = col_splits(sms, outer, r, inner);
     dispatch(in_dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         if (splits > 1)
             bytes = sizeof(Acc<typename Compute<T>::type>) * (size_t)(outer * splits);
+        if (csplits > 1)
+            bytes = sizeof(Acc<typename Compute<T>::type>) * (size_t)(outer * inner * csplits);
     });
     return bytes;
 }
@@ -263,6 +341,17 @@ extern "C" void tc__k_reduce(cudaStream_t stream, int sms, tc__op op, tc_dtype i
     dispatch(in_dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         typedef Acc<typename Compute<T>::type> A;
+        int cs = col_splits(sms, outer, r, inner);
+        if (cs > 0) { /* long columns, too few to fill the GPU: split over r */
+            i64 chunk = (r + cs - 1) / cs;
+            dim3 grid((unsigned)((inner + 31) / 32), (unsigned)outer, (unsigned)cs);
+            cols_split_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(
+                (const T *)in, out, (A *)scratch, r, inner, chunk, (int)op, out_i64);
+            if (cs > 1)
+                combine_kernel<T><<<(unsigned)(outer * inner), 32, 0, stream>>>(
+                    (A *)scratch, cs, out, r, (int)op, out_i64);
+            return;
+        }
         if (splits == 0) { /* columns, empty rows, or too many rows: a thread per output */
             cols_kernel<T><<<grid_for(outer * inner, 256, sms), 256, 0, stream>>>(
                 (const T *)in, out, outer, r, inner, (int)op, out_i64);

@@ -1,6 +1,7 @@
 /* bench_tensor: tensor operations on the GPU against the raw CUDA floor.
  *
- * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, a comparison and
+ * Rows: fp32 add over 2^28 elements, sum of 2^28 fp32, a [8192, 768] fp16
+ * summed over its rows (linear's bias gradient), a comparison and
  * where (with a tensor and with a 0-d other), device-to-device copy,
  * host-to-device copy from pinned memory, matmul 8192^3 in bf16, fp32
  * (no TF32) and fp32 with TF32 allowed (backends.h), and the host cost of an add on 16 elements against a bare
@@ -48,6 +49,7 @@ typedef struct ctx {
     tc_tensor *a, *b, *c, *h;
     void *ra, *rb, *rh;
     tc_tensor *mask, *zero; /* for where */
+    tc_tensor *cols;        /* for the sum over rows */
     size_t bytes;
 } ctx;
 
@@ -63,6 +65,14 @@ static void op_sum(void *p)
     ctx *c = p;
     tc_tensor *o;
     TRY(tc_tensor_sum(c->a, TC_ALL_DIMS, false, &o));
+    tc_tensor_release(o);
+}
+/* linear's bias gradient: a [8192, 768] float16 tensor summed over its rows */
+static void op_sum_dim0(void *p)
+{
+    ctx *c = p;
+    tc_tensor *o;
+    TRY(tc_tensor_sum(c->cols, 0, false, &o));
     tc_tensor_release(o);
 }
 static void op_gt(void *p)
@@ -164,6 +174,11 @@ int main(void)
     row("add fp32 2^28", 3.0 * bytes / t / 1e9, 0, "GB/s");
     t = gpu_time(op_sum, &c, 3, 20);
     row("sum fp32 2^28", 1.0 * bytes / t / 1e9, 0, "GB/s");
+    int64_t csz[2] = {8192, 768};
+    TRY(tc_tensor_full(2, csz, 0.5, TC_FLOAT16, GPU, &c.cols));
+    t = gpu_time(op_sum_dim0, &c, 3, 20);
+    row("sum dim 0 fp16 8192x768", 8192.0 * 768 * 2 / t / 1e9, 0, "GB/s");
+    tc_tensor_release(c.cols);
     /* comparisons and where: bytes moved, a bool a byte */
     t = gpu_time(op_gt, &c, 3, 20);
     row("gt fp32 2^28", 2.25 * bytes / t / 1e9, 0, "GB/s");

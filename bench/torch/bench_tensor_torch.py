@@ -16,6 +16,9 @@ y = torch.full((n,), 2.5, device="cuda")
 z = torch.empty_like(x)
 row("add fp32 2^28", 3 * nbytes / mean_s(lambda: x + y, 3, 20) / 1e9, "GB/s")
 row("sum fp32 2^28", nbytes / mean_s(lambda: x.sum(), 3, 20) / 1e9, "GB/s")
+cols = torch.full((8192, 768), 0.5, device="cuda", dtype=torch.float16)
+row("sum dim 0 fp16 8192x768", 8192 * 768 * 2 / mean_s(lambda: cols.sum(0), 3, 20) / 1e9, "GB/s")
+del cols
 row("gt fp32 2^28", 2.25 * nbytes / mean_s(lambda: x > y, 3, 20) / 1e9, "GB/s")
 m = x < y
 zero = torch.zeros((), device="cuda")

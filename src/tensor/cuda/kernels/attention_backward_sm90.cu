@@ -13,8 +13,10 @@
  * H100 the mma.sync kernels wait on shared memory more than on their
  * tensor cores.
  *
- * Head dims 33 to 64 (tiles of 64 columns, 128-byte rows: the 128-byte
- * swizzle's rows), every operand's rows 16-byte aligned (cp.async); the
+ * Three blocks an SM (registers capped at 168: the dK/dV kernel took 172
+ * uncapped, two blocks; ptxas spills nothing at the cap). Head dims 33 to
+ * 64 (tiles of 64 columns, 128-byte rows: the 128-byte swizzle's rows),
+ * every operand's rows 16-byte aligned (cp.async); the
  * caller sends nothing else. The masking, the scale and the order of the
  * blocks are the mma.sync kernels'; the sums run in a fixed order, so the
  * result is deterministic. */
@@ -62,7 +64,7 @@ __device__ __forceinline__ void fb(float (*d)[4], const uint32_t (*f)[4], unsign
 
 /* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
  * rows of its accumulators; the query steps' columns. */
-template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_sm90(BwdArgs a)
+template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dkv_sm90(BwdArgs a)
 {
 #if TC_WGMMA
     tck_pdl_entry();
@@ -155,7 +157,7 @@ template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dkv_s
 
 /* dQ of queries q0..q0+63 of entry b: warp w's queries q0 + 16w.., the
  * rows of its accumulators; the key steps' columns. */
-template <typename H> __global__ void __launch_bounds__(NTM) attention_bwd_dq_sm90(BwdArgs a)
+template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dq_sm90(BwdArgs a)
 {
 #if TC_WGMMA
     tck_pdl_entry();

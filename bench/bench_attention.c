@@ -10,7 +10,11 @@
  * from the lse forward's out and lse, fused and on the math path, rows whose
  * dtype cell reads "<dtype> backward 1024" (TFLOP/s counts the causal half
  * of its five products: the scores again, dP, dV, dK, dQ); for 16-bit
- * dtypes also each other shape of the dK/dV kernel ("fused dkv variant N").
+ * dtypes also each other shape of the mma.sync dK/dV kernel ("fused dkv
+ * variant N"). On a compute capability 9.0 GPU the 16-bit fused rows run
+ * Hopper's kernels where they take the problem (path "fused sm90"), and a
+ * "fused mma.sync" row runs the mma.sync kernels beside them (their test
+ * hooks), the variants too.
  * Prints CSV (bench/run.sh attention puts PyTorch's numbers beside it).
  * Usage: bench_attention [repeats] */
 #include <stdio.h>
@@ -81,12 +85,25 @@ static void bench_backward(tc_device gpu, int reps)
                                                    &in.t[5]));
         for (int fused = 1; fused >= 0; fused--) {
             tc__nn_attention_set_fused(fused);
+            uint64_t h0 = tc__k_nn_attention_backward_sm90_count();
             double ms = bench_gpu_median_ms(run_backward, &in, reps);
+            bool sm90 = tc__k_nn_attention_backward_sm90_count() > h0;
             printf("%s backward %d,%s,%.4f,%.1f\n", tc_dtype_string(dts[di]), BT,
-                   fused ? "fused" : "unfused", ms, flops / ms / 1e9);
+                   !fused ? "unfused"
+                   : sm90 ? "fused sm90"
+                          : "fused",
+                   ms, flops / ms / 1e9);
+            if (fused && sm90) { /* the mma.sync kernels beside Hopper's */
+                tc__k_nn_attention_backward_set_sm90(false);
+                ms = bench_gpu_median_ms(run_backward, &in, reps);
+                printf("%s backward %d,fused mma.sync,%.4f,%.1f\n", tc_dtype_string(dts[di]), BT,
+                       ms, flops / ms / 1e9);
+                tc__k_nn_attention_backward_set_sm90(true);
+            }
         }
         tc__nn_attention_set_fused(true);
-        /* the tensor core dK/dV kernel's other shapes (16-bit only) */
+        /* the mma.sync dK/dV kernel's other shapes (16-bit only) */
+        bool was = tc__k_nn_attention_backward_set_sm90(false);
         int variants = tc__k_nn_attention_backward_set_variant(0);
         for (int v = 1; v < variants && dts[di] != TC_FLOAT32; v++) {
             tc__k_nn_attention_backward_set_variant(v);
@@ -95,6 +112,7 @@ static void bench_backward(tc_device gpu, int reps)
                    v, ms, flops / ms / 1e9);
         }
         tc__k_nn_attention_backward_set_variant(0);
+        tc__k_nn_attention_backward_set_sm90(was);
         for (int i = 0; i < 6; i++)
             tc_tensor_release(in.t[i]);
         tc_tensor_release(proj);
@@ -118,9 +136,21 @@ int main(int argc, char **argv)
         head_views(gpu, dts[di], T, &proj, qkv);
         for (int fused = 1; fused >= 0; fused--) {
             tc__nn_attention_set_fused(fused);
+            uint64_t h0 = tc__k_nn_attention_sm90_count();
             double ms = bench_gpu_median_ms(run_attention, qkv, reps);
-            printf("%s,%s,%.4f,%.1f\n", di ? "bfloat16" : "float32", fused ? "fused" : "unfused",
+            bool sm90 = tc__k_nn_attention_sm90_count() > h0;
+            printf("%s,%s,%.4f,%.1f\n", di ? "bfloat16" : "float32",
+                   !fused ? "unfused"
+                   : sm90 ? "fused sm90"
+                          : "fused",
                    ms, flops / ms / 1e9);
+            if (fused && sm90) { /* the mma.sync kernel beside Hopper's */
+                tc__k_nn_attention_set_sm90(false);
+                ms = bench_gpu_median_ms(run_attention, qkv, reps);
+                printf("%s,fused mma.sync,%.4f,%.1f\n", di ? "bfloat16" : "float32", ms,
+                       flops / ms / 1e9);
+                tc__k_nn_attention_set_sm90(true);
+            }
         }
         tc__nn_attention_set_fused(true);
         for (int i = 0; i < 3; i++)

@@ -585,12 +585,20 @@ def topic_attention(log, args):
     for r in t:
         ms, q = number(r["ms"]), p.get(r["dtype"], {})
         pms = number(q.get("ms", "-"))
+        # PyTorch's backends forced, one by one (bench_attention_torch.py)
+        forced = [number(p.get(f"{r['dtype']} {be}", {}).get("ms", "-"))
+                  for be in ("flash", "cudnn", "efficient")]
         rows.append([r["dtype"], r["path"], ms, number(r["TFLOPs"]), pms,
-                     number(q.get("TFLOPs", "-")), ratio(pms, ms)])
+                     number(q.get("TFLOPs", "-"))] + forced +
+                    [ratio(pms, ms), ratio(forced[1], ms)])
     table(title_of(log, "attention at GPT-2 small's prefill (8 x 12 heads x 512 x 64, causal)"),
           [("dtype", ""), ("path", ""), ("tcuda ms", "{:.4f}"), ("TFLOP/s", "{:.1f}"),
-           ("torch ms", "{:.4f}"), ("torch TFLOP/s", "{:.1f}"), ("torch ms ÷ tcuda ms", "{:.2f}")],
-          rows, notes_of(f"{log}/torch.txt"))
+           ("torch ms", "{:.4f}"), ("torch TFLOP/s", "{:.1f}"), ("flash ms", "{:.4f}"),
+           ("cudnn ms", "{:.4f}"), ("efficient ms", "{:.4f}"), ("torch ms ÷ tcuda ms", "{:.2f}"),
+           ("cudnn ms ÷ tcuda ms", "{:.2f}")],
+          rows, notes_of(f"{log}/torch.txt") +
+          ["torch: PyTorch's own choice of kernel; flash, cudnn, efficient: each of its "
+           "backends forced (torch.nn.attention.sdpa_kernel), - where it does not take the case"])
 
 
 # tcuda rows judged against a PyTorch row of another name: the deterministic

@@ -8,6 +8,7 @@
 
 #include "attention_mma.cuh"
 #include "common.cuh"
+#include "wgmma.cuh"
 
 namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace abwd {
@@ -44,16 +45,6 @@ constexpr int RB = 64;   /* keys (dK, dV) or queries (dQ) of a block, 16 a warp 
 constexpr int NTM = 128; /* threads of a block: four warps */
 constexpr float LOG2E = 1.4426950408889634f;
 
-/* Orders this thread's earlier writes to shared memory (cp.async's too)
- * before reads by the async proxy (Hopper's warpgroup products) that follow
- * a barrier. */
-__device__ __forceinline__ void async_proxy_fence()
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
 /* The step loop of both gradient kernels, over `steps` steps: before
  * step i, copy(j, buf) has put the copies of step j = i + NS - 1 in flight
  * into buffer buf (nothing past the last step), and run(i, buf) then
@@ -76,7 +67,7 @@ __device__ __forceinline__ void pipeline(int steps, Copy copy, Run run)
     for (int i = 0; i < steps; i++) {
         cp_wait<NS - 2>();         /* step i's group has landed (later ones may not) */
         if constexpr (ASYNC_READS) /* the tensor cores read them through the async proxy */
-            async_proxy_fence();
+            wg::proxy_fence();
         __syncthreads();
         int j = i + NS - 1;
         if (j < steps)

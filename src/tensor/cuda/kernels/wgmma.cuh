@@ -119,10 +119,11 @@ template <int N> __device__ __forceinline__ void wait()
 }
 
 /* Orders this thread's earlier writes to shared memory (cp.async's too)
- * before the tensor cores' reads that follow a barrier. */
+ * before the async proxy's reads (the tensor cores' here) that follow a
+ * barrier. */
 __device__ __forceinline__ void proxy_fence()
 {
-#if TC_WGMMA
+#if __CUDA_ARCH__ >= 900
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }

@@ -148,45 +148,9 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
                     Mma<T>::run(s[mt][n + 1], qf[mt][kk], bf[2], bf[3]);
                 }
             }
-        /* softmax's running max in raw scores (the scale is positive):
-         * p = 2^(s * scale_log2 - max * scale_log2), one FFMA and one ex2 */
-        bool edge = kb + BN > a.s || (a.causal && kb + BN - 1 > q0);
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float mx[2] = {m[mt][0], m[mt][1]};
-#pragma unroll
-            for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    int col = kb + n * 8 + 2 * t + (i & 1);
-                    if (edge && (col >= a.s || (a.causal && col > rows[mt][i >> 1])))
-                        s[mt][n][i] = -INFINITY;
-                    mx[i >> 1] = fmaxf(mx[i >> 1], s[mt][n][i]);
-                }
-            float base[2], alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                /* a row with nothing seen yet keeps 0 */
-                base[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * a.scale_log2;
-                alpha[r] = ex2(fmaf(m[mt][r], a.scale_log2, -base[r]));
-                m[mt][r] = mx[r];
-                lsum[mt][r] *= alpha[r];
-            }
-#pragma unroll
-            for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float p = ex2(fmaf(s[mt][n][i], a.scale_log2, -base[i >> 1]));
-                    s[mt][n][i] = p;
-                    lsum[mt][i >> 1] += p;
-                }
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
-                o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
-            }
+        for (int mt = 0; mt < MT; mt++) { /* s becomes P; m, lsum and o move on */
+            softmax_step<D>(a, s[mt], m[mt], lsum[mt], o[mt], rows[mt], kb, q0, t);
         }
         /* o += p v: the scores' accumulator layout is the A operand's */
 #pragma unroll
@@ -216,26 +180,7 @@ __global__ void __launch_bounds__(128, D <= 64 ? 4 : 2) attention_mma(Args a)
     uint16_t *out = (uint16_t *)a.o + batch_offset(a.os, b, a.inner);
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float l = lsum[mt][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            if (rows[mt][r] >= a.l)
-                continue;
-            if (a.lse && t == 0) /* ln(2^base * l): base is the max in log2 units */
-                a.lse[b * a.l + rows[mt][r]] = m[mt][r] * a.scale_log2 * LN2 + logf(l);
-            float inv = 1.0f / l;
-            uint16_t *dst = out + rows[mt][r] * a.os[2];
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                int col = n * 8 + 2 * t;
-                if (col < a.e)
-                    dst[col] = Mma<T>::bits(o[mt][n][2 * r] * inv);
-                if (col + 1 < a.e)
-                    dst[col + 1] = Mma<T>::bits(o[mt][n][2 * r + 1] * inv);
-            }
-        }
+        write_rows<T, D>(a, out, o[mt], m[mt], lsum[mt], rows[mt], b, t);
 }
 
 /* ---- float32: FMAs ---------------------------------------------------------------------- */

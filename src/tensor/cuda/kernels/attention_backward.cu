@@ -439,25 +439,7 @@ __global__ void __launch_bounds__(NTM, MINB) attention_bwd_dkv_mma(BwdArgs a)
         mma_abt<H, D, ST, LD>(st, kt, w0, qt, lane);
         mma_abt<H, D, ST, LD>(dpt, vt, w0, gt, lane);
 
-        /* P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural log),
-         * dS^T = P^T * (dP^T - D); 0 where masked or past l or s */
-        bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
-#pragma unroll
-        for (int n = 0; n < ST / 8; n++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
-                bool in = col < a.l;
-                float lse2 = rs[buf][0][c] * LOG2E, dd = rs[buf][1][c];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int r = 2 * h + j; /* the accumulator register */
-                    bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
-                    float p = seen ? ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
-                    st[n][r] = p;
-                    dpt[n][r] = p * (dpt[n][r] - dd);
-                }
-            }
+        dkv_probs<ST>(a, st, dpt, rs[buf], q0, k0, keys, t); /* P^T and dS^T */
         /* dV += P^T dO, dK += dS^T q */
         mma_pb<H, D, ST, LD>(dv, st, gt, lane);
         mma_pb<H, D, ST, LD>(dk, dpt, qt, lane);
@@ -517,7 +499,7 @@ __global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
     float dq[D / 8][4];
     zero<D>(dq);
     pipeline<NS>(steps, copy, [&](int i, int buf) {
-        int kb = i * ST, nb = kb + ST;
+        int kb = i * ST;
         const Row *kt = ks + buf * ST, *vt = vs + buf * ST;
 
         /* S = q k^T and dP = dO v^T: the warp's 16 queries by ST keys */
@@ -527,19 +509,7 @@ __global__ void __launch_bounds__(NTM) attention_bwd_dq_mma(BwdArgs a)
         mma_abt<H, D, ST, LD>(s, qt, w0, kt, lane);
         mma_abt<H, D, ST, LD>(dp, gt, w0, vt, lane);
 
-        /* P = 2^(S * scale_log2 - lse * log2(e)), dS = P * (dP - D); 0 where
-         * masked or past l or s */
-        bool edge = nb > a.s || q0 + RB > a.l || (a.causal && nb - 1 > q0);
-#pragma unroll
-        for (int n = 0; n < ST / 8; n++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) { /* r: the accumulator register */
-                int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
-                bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
-                float p = seen ? ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
-                s[n][r] = p;
-                dp[n][r] = p * (dp[n][r] - dd[h]);
-            }
+        dq_grads<ST>(a, s, dp, kb, q0, rows, lse2, dd, t); /* dS */
         /* dQ += dS k */
         mma_pb<H, D, ST, LD>(dq, dp, kt, lane);
     });

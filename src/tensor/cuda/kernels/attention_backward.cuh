@@ -134,6 +134,58 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float 
     }
 }
 
+/* The dK/dV kernels' step (tensor cores): st holds S^T and dpt dP^T of
+ * the warp's 16 keys (accumulator rows 0-1: keys[0], 2-3: keys[1]) by ST
+ * queries from q0 (columns 8n + 2t + j), rs the queries' lse and D. Turns
+ * them into P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural
+ * log) and dS^T = P^T * (dP^T - D), 0 where masked or past l or s; k0 is
+ * the block's first key. */
+template <int ST>
+__device__ __forceinline__ void dkv_probs(const BwdArgs &a, float (*st)[4], float (*dpt)[4],
+                                          const float (*rs)[ST], int q0, int k0, const int *keys,
+                                          int t)
+{
+    bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
+#pragma unroll
+    for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
+            bool in = col < a.l;
+            float lse2 = rs[0][c] * LOG2E, dd = rs[1][c];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int r = 2 * h + j; /* the accumulator register */
+                bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
+                float p = seen ? amma::ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
+                st[n][r] = p;
+                dpt[n][r] = p * (dpt[n][r] - dd);
+            }
+        }
+}
+
+/* The dQ kernels' step: s holds S and dp dP of the warp's 16 queries
+ * (accumulator rows 0-1: rows[0], 2-3: rows[1], whose lse * log2(e) and D
+ * are lse2 and dd) by ST keys from kb (columns 8n + 2t + r % 2); q0 is the
+ * block's first query. Turns dp into dS = P * (dP - D), 0 where masked or
+ * past l or s (s is left as it was). */
+template <int ST>
+__device__ __forceinline__ void dq_grads(const BwdArgs &a, const float (*s)[4], float (*dp)[4],
+                                         int kb, int q0, const int *rows, const float *lse2,
+                                         const float *dd, int t)
+{
+    bool edge = kb + ST > a.s || q0 + RB > a.l || (a.causal && kb + ST - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {                           /* r: the accumulator register */
+            int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
+            bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
+            float p = seen ? amma::ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
+            dp[n][r] = p * (dp[n][r] - dd[h]);
+        }
+}
+
 /* The 16-bit path on Hopper's warpgroup products (attention_backward_sm90.cu,
  * built for sm_90a), for head dims 33 to 64 with 16-byte aligned rows, on
  * a device of compute capability 9.0: sm90_ready raises its kernels'

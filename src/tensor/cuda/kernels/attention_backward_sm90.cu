@@ -35,7 +35,6 @@ namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 using namespace abwd;
-using amma::ex2;
 
 constexpr int ST = 64;         /* queries (dK, dV) or keys (dQ) of a step */
 constexpr int NS = 2;          /* the pipeline's buffers */
@@ -117,24 +116,7 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dk
         wg::hold(st);
         wg::hold(dpt);
 
-        /* P^T and dS^T = P^T * (dP^T - D); 0 where masked or past l or s */
-        bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
-#pragma unroll
-        for (int n = 0; n < ST / 8; n++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
-                bool in = col < a.l;
-                float lse2 = rs[buf][0][c] * LOG2E, dd = rs[buf][1][c];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int r = 2 * h + j; /* the accumulator register */
-                    bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
-                    float p = seen ? ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
-                    st[n][r] = p;
-                    dpt[n][r] = p * (dpt[n][r] - dd);
-                }
-            }
+        dkv_probs<ST>(a, st, dpt, rs[buf], q0, k0, keys, t); /* P^T and dS^T */
         /* dV += P^T dO, dK += dS^T q */
         uint32_t pf[4][4], sf[4][4];
         wg::to_a<H>(pf, st);
@@ -199,7 +181,7 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dq
     float dq[8][4];
     zero<64>(dq);
     pipeline<NS, true>(steps, copy, [&](int i, int buf) {
-        int kb = i * ST, nb = kb + ST;
+        int kb = i * ST;
         unsigned kt = ka + buf * TILE, vt = va + buf * TILE;
 
         /* S = q k^T and dP = dO v^T: 64 queries by 64 keys */
@@ -212,17 +194,7 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dq
         wg::hold(s);
         wg::hold(dp);
 
-        /* dS = P * (dP - D); 0 where masked or past l or s */
-        bool edge = nb > a.s || q0 + RB > a.l || (a.causal && nb - 1 > q0);
-#pragma unroll
-        for (int n = 0; n < ST / 8; n++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) { /* r: the accumulator register */
-                int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
-                bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
-                float p = seen ? ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
-                dp[n][r] = p * (dp[n][r] - dd[h]);
-            }
+        dq_grads<ST>(a, s, dp, kb, q0, rows, lse2, dd, t); /* dS */
         /* dQ += dS k */
         uint32_t sf[4][4];
         wg::to_a<H>(sf, dp);

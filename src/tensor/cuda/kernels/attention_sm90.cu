@@ -29,8 +29,6 @@ namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
 
 using namespace afwd;
-using amma::ex2;
-using amma::Mma;
 using wg::TILE;
 
 /* the queries, then two buffers each of keys and values */
@@ -85,43 +83,7 @@ template <typename T> __global__ void __launch_bounds__(128) attention_sm90(Args
         wg::wait<0>();
         wg::hold(s);
 
-        /* softmax's running max in raw scores (the scale is positive):
-         * p = 2^(s * scale_log2 - max * scale_log2), one FFMA and one ex2 */
-        bool edge = kb + BN > a.s || (a.causal && kb + BN - 1 > q0);
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int col = kb + n * 8 + 2 * t + (i & 1);
-                if (edge && (col >= a.s || (a.causal && col > rows[i >> 1])))
-                    s[n][i] = -INFINITY;
-                mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
-            }
-        float base[2], alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            /* a row with nothing seen yet keeps 0 */
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * a.scale_log2;
-            alpha[r] = ex2(fmaf(m[r], a.scale_log2, -base[r]));
-            m[r] = mx[r];
-            lsum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float p = ex2(fmaf(s[n][i], a.scale_log2, -base[i >> 1]));
-                s[n][i] = p;
-                lsum[i >> 1] += p;
-            }
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-        }
+        softmax_step<64>(a, s, m, lsum, o, rows, kb, q0, t); /* s becomes P */
         /* o += p v: the scores' accumulator layout is the A operand's */
         uint32_t pf[4][4];
         wg::to_a<T>(pf, s);
@@ -135,27 +97,7 @@ template <typename T> __global__ void __launch_bounds__(128) attention_sm90(Args
         __syncthreads(); /* done with this step's buffers before they refill */
     }
 
-    uint16_t *out = (uint16_t *)a.o + batch_offset(a.os, b, a.inner);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float l = lsum[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        if (rows[r] >= a.l)
-            continue;
-        if (a.lse && t == 0) /* ln(2^base * l): base is the max in log2 units */
-            a.lse[b * a.l + rows[r]] = m[r] * a.scale_log2 * LN2 + logf(l);
-        float inv = 1.0f / l;
-        uint16_t *dst = out + rows[r] * a.os[2];
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            int col = n * 8 + 2 * t;
-            if (col < a.e)
-                dst[col] = Mma<T>::bits(o[n][2 * r] * inv);
-            if (col + 1 < a.e)
-                dst[col + 1] = Mma<T>::bits(o[n][2 * r + 1] * inv);
-        }
-    }
+    write_rows<T, 64>(a, (uint16_t *)a.o + batch_offset(a.os, b, a.inner), o, m, lsum, rows, b, t);
 #endif
 }
 

@@ -291,36 +291,49 @@ static void test_dense(void)
                 }
 }
 
-/* Every shape of the tensor core dK/dV kernel for head dims up to 64 (the
+/* The lengths both kernel sweeps below take: several steps, tails, one
+ * query. */
+static const int64_t SWEEP_LS[4][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
+
+/* Dense 16-bit cases over the first ne head sizes of es and the first nl
+ * of SWEEP_LS, causal and not, each against the float64 reference; what
+ * names the sweep. */
+static void sweep(const char *what, const int64_t *es, int ne, int nl)
+{
+    for (int d = 1; d < 3; d++)
+        for (int ei = 0; ei < ne; ei++)
+            for (int li = 0; li < nl; li++)
+                for (int causal = 0; causal < 2; causal++) {
+                    tc_dtype dt = KERNEL_DTYPES[d];
+                    int64_t e = es[ei], l = SWEEP_LS[li][0], s = SWEEP_LS[li][1];
+                    tc_tensor *t[4];
+                    dense_operands(dt, l, s, e, t);
+                    char name[160];
+                    snprintf(name, sizeof name, "%s E=%lld L=%lld S=%lld%s", what, (long long)e,
+                             (long long)l, (long long)s, causal ? " causal" : "");
+                    run_case(name, t[0], t[1], t[2], t[3], causal, NULL, takes(dt), NULL);
+                    release4(t);
+                }
+}
+
+/* Every shape of the mma.sync dK/dV kernel for head dims up to 64 (the
  * benchmark's hook picks them; variant 0 is the one the other tests run,
- * so from `first` on): each against the float64 reference over lengths,
- * modes, an unaligned head dim and a long causal sequence of several query
- * steps; `quick` (TC_TEST_QUICK, for compute-sanitizer's racecheck) keeps
- * two head dims and two length pairs. */
+ * so from `first` on; Hopper's kernels kept off): each against the
+ * float64 reference over lengths, modes, an unaligned head dim and a long
+ * causal sequence of several query steps; `quick` (TC_TEST_QUICK, for
+ * compute-sanitizer's racecheck) keeps two head dims and two length
+ * pairs. */
 static void test_dkv_variants(int first, bool quick)
 {
     static const int64_t es[3] = {64, 36, 32};
-    static const int64_t ls[][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
     int n = tc__k_nn_attention_backward_set_variant(0);
-    int ne = quick ? 2 : 3, nl = quick ? 2 : (int)(sizeof ls / sizeof ls[0]);
     tc__k_nn_attention_backward_set_sm90(false); /* the variants are mma.sync's */
     sm90_off = true;
     for (int var = first; var < n; var++) {
         CHECK(tc__k_nn_attention_backward_set_variant(var) == n);
-        for (int d = 1; d < 3; d++)
-            for (int ei = 0; ei < ne; ei++)
-                for (int li = 0; li < nl; li++)
-                    for (int causal = 0; causal < 2; causal++) {
-                        tc_dtype dt = KERNEL_DTYPES[d];
-                        int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
-                        tc_tensor *t[4];
-                        dense_operands(dt, l, s, e, t);
-                        char what[120];
-                        snprintf(what, sizeof what, "dK/dV variant %d E=%lld L=%lld S=%lld%s", var,
-                                 (long long)e, (long long)l, (long long)s, causal ? " causal" : "");
-                        run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt), NULL);
-                        release4(t);
-                    }
+        char what[40];
+        snprintf(what, sizeof what, "dK/dV variant %d", var);
+        sweep(what, es, quick ? 2 : 3, quick ? 2 : 4);
     }
     tc__k_nn_attention_backward_set_sm90(true);
     sm90_off = false;
@@ -330,27 +343,13 @@ static void test_dkv_variants(int first, bool quick)
     CHECK(tc__k_nn_attention_backward_set_variant(0) == n);
 }
 
-/* Hopper's kernels (where the device has them) over lengths of several
- * steps and tails, causal and not, head sizes 64 and 40 (a column tail):
- * the TC_TEST_QUICK pass, for racecheck, beside the variants. */
+/* Hopper's kernels (where the device has them) over the sweep's lengths,
+ * causal and not, head sizes 64 and 40 (a column tail): the TC_TEST_QUICK
+ * pass, for racecheck, beside the variants. */
 static void test_sm90_quick(void)
 {
     static const int64_t es[2] = {64, 40};
-    static const int64_t ls[][2] = {{65, 257}, {300, 300}, {1, 65}, {257, 63}};
-    for (int d = 1; d < 3; d++)
-        for (int ei = 0; ei < 2; ei++)
-            for (int li = 0; li < 4; li++)
-                for (int causal = 0; causal < 2; causal++) {
-                    tc_dtype dt = KERNEL_DTYPES[d];
-                    int64_t e = es[ei], l = ls[li][0], s = ls[li][1];
-                    tc_tensor *t[4];
-                    dense_operands(dt, l, s, e, t);
-                    char what[120];
-                    snprintf(what, sizeof what, "Hopper's kernels E=%lld L=%lld S=%lld%s",
-                             (long long)e, (long long)l, (long long)s, causal ? " causal" : "");
-                    run_case(what, t[0], t[1], t[2], t[3], causal, NULL, takes(dt), NULL);
-                    release4(t);
-                }
+    sweep("Hopper's kernels", es, 2, 4);
 }
 
 /* q, k and v as the heads of one [B, L, H, 3E] projection (narrowed, then

@@ -36,11 +36,13 @@ namespace {
 
 using namespace abwd;
 
-constexpr int ST = 64;         /* queries (dK, dV) or keys (dQ) of a step */
-constexpr int NS = 2;          /* the pipeline's buffers */
-constexpr int TILE = 64 * 128; /* bytes of a 64-row tile */
-constexpr int ALIGN = 1024;    /* the swizzle's pattern: tiles start on it */
-constexpr int SMEM = 6 * TILE + 2 * NS * ST * (int)sizeof(float) + ALIGN;
+using wg::TILE;
+
+constexpr int ST = 64; /* queries (dK, dV) or keys (dQ) of a step */
+constexpr int NS = 2;  /* the pipeline's buffers */
+/* six tiles (the block's two, two buffers each of the step's two), then
+ * the dK/dV kernel's lse and D */
+constexpr int SMEM = 6 * TILE + 2 * NS * ST * (int)sizeof(float) + wg::ALIGN;
 
 /* d = a b^T over 64 columns: a's and b's swizzled tiles at shared
  * addresses ta and tb (K-major: step s at byte 32 s). */

@@ -87,25 +87,46 @@ __global__ void __launch_bounds__(256)
 
 /* ---- softmax and log_softmax ------------------------------------------------------ */
 
+/* Rows of STAGE_MIN bytes and more are too long for the cache to keep
+ * between the two reads when a whole grid of them is in flight: there
+ * (STAGE) a block of 1,024 threads a row keeps its share of dy's row in
+ * shared memory from the first read for the second, so that memory sees
+ * dy once (and y twice only for softmax, whose sum needs it). Each thread
+ * reads back the very elements it staged (the two passes split the row
+ * alike), so the stage needs no barrier of its own; it is offset so that
+ * stage + j sits against 16 bytes as dy's row + j does. */
+constexpr i64 STAGE_MIN = 64 << 10;
+
 /* vec: the three pointers sit alike against 16-byte boundaries (same16),
  * and each row goes in 16-byte packs (row16) between its ragged ends. */
-template <typename T, bool LOG, bool WARP>
-__global__ void __launch_bounds__(256)
+template <typename T, bool LOG, bool WARP, bool STAGE = false>
+__global__ void __launch_bounds__(STAGE ? 1024 : 256)
     softmax_bwd_rows(const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
     typedef Pack16<T> P;
+    static_assert(!(STAGE && WARP), "a staged row takes a block");
+    extern __shared__ uint4 stage_raw[]; /* STAGE: n + 16 bytes' worth */
     __shared__ C sh[32];
     const Team<WARP> tm;
     for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < rows;
          row += (i64)gridDim.x * tm.teams) {
         const T *g = dy + row * n, *o = y + row * n;
         T *d = dx + row * n;
+        T *sg = reinterpret_cast<T *>(stage_raw) + (uintptr_t)g % 16 / sizeof(T);
+        const T *g2 = STAGE ? sg : g; /* dy for the second pass */
         C s = 0;
-        auto add = [&](i64 j) { s += LOG ? load<C>(g + j) : load<C>(g + j) * load<C>(o + j); };
+        auto add = [&](i64 j) {
+            T gv = g[j];
+            if constexpr (STAGE)
+                sg[j] = gv;
+            s += LOG ? load<C>(&gv) : load<C>(&gv) * load<C>(o + j);
+        };
         auto add16 = [&](i64 j) {
             P a = ld16(g + j);
+            if constexpr (STAGE)
+                *reinterpret_cast<P *>(sg + j) = a;
             if constexpr (LOG) {
 #pragma unroll
                 for (int k = 0; k < P::V; k++)
@@ -124,11 +145,11 @@ __global__ void __launch_bounds__(256)
                 add(j);
         s = team_red<false, WARP>(s, sh);
         auto put = [&](i64 j) {
-            C gv = load<C>(g + j), yv = load<C>(o + j);
+            C gv = load<C>(g2 + j), yv = load<C>(o + j);
             store(d + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
         };
         auto put16 = [&](i64 j) {
-            P a = ld16(g + j), b = ld16(o + j), r;
+            P a = STAGE ? *reinterpret_cast<const P *>(g2 + j) : ld16(g2 + j), b = ld16(o + j), r;
 #pragma unroll
             for (int k = 0; k < P::V; k++) {
                 C gv = load<C>(&a.v[k]), yv = load<C>(&b.v[k]);
@@ -144,80 +165,9 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* Rows of STAGE_MIN bytes and more, too long for the cache to keep between
- * softmax_bwd_rows' two reads when a whole grid of them is in flight: a
- * block of 1,024 threads a row keeps its share of dy's row in shared
- * memory from the first read for the second, so that memory sees dy once
- * (and y twice only for softmax, whose sum needs it). Each thread reads
- * back the very elements it staged (the two passes split the row alike),
- * so the stage needs no barrier of its own. The stage is offset so that
- * stage + j sits against 16 bytes as dy's row + j does. */
-constexpr i64 STAGE_MIN = 64 << 10;
-
-template <typename T, bool LOG>
-__global__ void __launch_bounds__(1024)
-    softmax_bwd_staged(const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
-{
-    tck_pdl_entry();
-    typedef typename Compute<T>::type C;
-    typedef Pack16<T> P;
-    extern __shared__ uint4 stage_raw[];
-    __shared__ C sh[32];
-    const Team<false> tm;
-    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T *g = dy + row * n, *o = y + row * n;
-        T *d = dx + row * n;
-        T *sg = reinterpret_cast<T *>(stage_raw) + (uintptr_t)g % 16 / sizeof(T);
-        C s = 0;
-        auto add = [&](i64 j) {
-            T gv = g[j];
-            sg[j] = gv;
-            s += LOG ? load<C>(&gv) : load<C>(&gv) * load<C>(o + j);
-        };
-        auto add16 = [&](i64 j) {
-            P a = ld16(g + j);
-            *reinterpret_cast<P *>(sg + j) = a;
-            if constexpr (LOG) {
-#pragma unroll
-                for (int k = 0; k < P::V; k++)
-                    s += load<C>(&a.v[k]);
-            } else {
-                P b = ld16(o + j);
-#pragma unroll
-                for (int k = 0; k < P::V; k++)
-                    s += load<C>(&a.v[k]) * load<C>(&b.v[k]);
-            }
-        };
-        if (vec)
-            row16(g, n, tm.lane, tm.size, add, add16);
-        else
-            for (i64 j = tm.lane; j < n; j += tm.size)
-                add(j);
-        s = team_red<false, false>(s, sh);
-        auto put = [&](i64 j) {
-            C gv = load<C>(sg + j), yv = load<C>(o + j);
-            store(d + j, LOG ? gv - ex(yv) * s : yv * (gv - s));
-        };
-        auto put16 = [&](i64 j) {
-            P a = *reinterpret_cast<const P *>(sg + j), b = ld16(o + j), r;
-#pragma unroll
-            for (int k = 0; k < P::V; k++) {
-                C gv = load<C>(&a.v[k]), yv = load<C>(&b.v[k]);
-                store(&r.v[k], LOG ? gv - ex(yv) * s : yv * (gv - s));
-            }
-            *reinterpret_cast<P *>(d + j) = r;
-        };
-        if (vec)
-            row16(g, n, tm.lane, tm.size, put, put16);
-        else
-            for (i64 j = tm.lane; j < n; j += tm.size)
-                put(j);
-    }
-}
-
-/* Launches softmax_bwd_staged for rows of n when they are STAGE_MIN bytes
- * or more and the device gives a block their stage; false, queuing
- * nothing, otherwise. */
+/* Launches the staged softmax_bwd_rows for rows of n when they are
+ * STAGE_MIN bytes or more and the device gives a block their stage;
+ * false, queuing nothing, otherwise. */
 template <typename T, bool LOG>
 bool launch_staged(cudaStream_t stream, const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
 {
@@ -233,9 +183,9 @@ bool launch_staged(cudaStream_t stream, const T *dy, const T *y, T *dx, i64 rows
         return false;
     }
     int room = optin - 1024; /* the kernel's static sums beside the stage */
-    if (bytes > room || !smem_allowed(softmax_bwd_staged<T, LOG>, room, device, set_on))
+    if (bytes > room || !smem_allowed(softmax_bwd_rows<T, LOG, false, true>, room, device, set_on))
         return false;
-    softmax_bwd_staged<T, LOG>
+    softmax_bwd_rows<T, LOG, false, true>
         <<<cap_grid(rows), 1024, (size_t)bytes, stream>>>(dy, y, dx, rows, n, vec);
     return true;
 }

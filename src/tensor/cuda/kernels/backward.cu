@@ -173,16 +173,14 @@ bool launch_staged(cudaStream_t stream, const T *dy, const T *y, T *dx, i64 rows
 {
     static std::atomic<unsigned long long> set_on{0};
     i64 bytes = n * (i64)sizeof(T) + 16;
-    int device = 0, optin = 0;
+    int device = 0;
     if (bytes - 16 < STAGE_MIN)
         return false;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
+    if (cudaGetDevice(&device) != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
-    int room = optin - 1024; /* the kernel's static sums beside the stage */
+    int room = (int)smem_optin(device) - 1024; /* the kernel's static sums beside the stage */
     if (bytes > room || !smem_allowed(softmax_bwd_rows<T, LOG, false, true>, room, device, set_on))
         return false;
     softmax_bwd_rows<T, LOG, false, true>

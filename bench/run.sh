@@ -46,7 +46,9 @@
 #                         and max-autotune (tokens/s, peak memory); TRAIN_TORCH_SIDE=0
 #                         runs tcuda's rows alone (PyTorch's take some 7 minutes),
 #                         TORCH_VARIANTS picks PyTorch's ("eager graphs compile
-#                         compile_max_autotune")
+#                         compile_max_autotune"); max-autotune's compilation takes
+#                         some 7 minutes cold: bench/torch/inductor_cache.sh carries
+#                         Inductor's cache from one call to the next
 #   train_ddp             the same on 1, 2 and 4 GPUs (those there are), each side at
 #                         the largest batch a GPU it fits (or DDP_BATCH sequences):
 #                         train_gpt2 under tools/tcuda-run (eager and --graph)

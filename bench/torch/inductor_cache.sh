@@ -5,7 +5,7 @@
 #   inductor_cache.sh env DIR      print the exports that point Inductor and
 #                                  Triton at DIR (eval "$(... env DIR)")
 #   inductor_cache.sh pack DIR OUT  DIR's Inductor cache, without Triton's
-#                                  kernels (rebuilt from it in seconds), as
+#                                  kernels (compiled again from it), as
 #                                  OUT/inductor.tgz.part-aa, -ab, ... of at
 #                                  most 15 MiB each (a call returns files of
 #                                  up to 16 MiB)

@@ -16,7 +16,9 @@
  * (2 * rows * in * out each) and attention (the causal half of its five
  * products; the row that recomputes the forward is credited the same five).
  * Outputs are new tensors, released after each call: the caching allocator
- * hands the same blocks back, as in a training step.
+ * hands the same blocks back, as in a training step. The classifier's 16-bit
+ * rows run twice: with a dense gradient, and with one in rows padded to
+ * 50264 ("rows 50264"), the layout tc_nn_cross_entropy_fused returns.
  * Prints CSV: op,dtype,shape,us,rate,unit,host_us (bench/run.sh
  * nn_backward joins it with bench/torch/bench_nn_backward_torch.py's rows).
  * Usage: bench_nn_backward [repeats] */
@@ -299,6 +301,22 @@ static void bench_linear(tc_dtype dt)
                 shape, &k, 0, flops);
             tc_tensor_release(k.t[3]);
             tc_tensor_release(k.t[4]);
+        }
+        if (dt != TC_FLOAT32 && out % 8) {
+            /* the gradient in rows padded to whole 16-byte vectors, as
+             * tc_nn_cross_entropy_fused returns it: read as it lies */
+            int64_t gp[2] = {ROWS, (out + 7) / 8 * 8};
+            tc_tensor *wide = randn(2, gp, dt);
+            tc_tensor_release(j.t[0]);
+            j.t[0] = NULL;
+            TRY(tc_tensor_narrow(wide, 1, 0, out, &j.t[0]));
+            tc_tensor_release(wide);
+            snprintf(shape, sizeof shape, "%s->%lld rows %lld", dims(2, x), (long long)out,
+                     (long long)gp[1]);
+            j.want = TC_NN_LINEAR_GRAD_X;
+            row("linear_backward dx", dt, shape, &j, 0, flops);
+            j.want = TC_NN_LINEAR_GRAD_WEIGHT;
+            row("linear_backward dw", dt, shape, &j, 0, flops);
         }
         job_release(&j);
     }

@@ -66,6 +66,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_nn_backward.c
   src/tensor/tensor_linear_gelu.c
   src/tensor/tensor_nn_layers.c
+  src/tensor/tensor_nn_rows.c
   src/tensor/tensor_nn_loss.c
   src/tensor/tensor_ops.c
   src/tensor/tensor_random.c

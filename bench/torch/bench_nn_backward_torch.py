@@ -173,6 +173,15 @@ def linear(dt):
             else:
                 row("linear_backward_into dw", dt, shape, lambda: gw.addmm_(g.t(), x), "addmm_",
                     flops=flops)
+        if dt != torch.float32 and o % 8:
+            # the gradient in rows padded to whole 16-byte vectors, as
+            # torch.compile pads it and tcuda's cross entropy returns it
+            op = (o + 7) // 8 * 8
+            gp = randn(ROWS, op, dt=dt)[:, :o]
+            shape = f"{ROWS}x{i}->{o} rows {op}"
+            row("linear_backward dx", dt, shape, lambda: torch.mm(gp, w), "mm", flops=flops)
+            row("linear_backward dw", dt, shape, lambda: torch.mm(gp.t(), x), "mm", flops=flops)
+            del gp
         del g, x, w
 
 

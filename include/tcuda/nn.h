@@ -85,10 +85,12 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
  * and without a bias, one cuBLAS GEMM (the bias copied into the output
  * first and added with beta = 1). Both compute in float32 (TF32 only
  * where backends.h allows it) or float64. A large 16-bit result whose rows
- * are not whole 16-byte vectors (out % 8 != 0, at least 2^22 elements;
- * GPT-2's 50257 logits) is computed into rows padded to them and copied
- * into the dense result: cuBLAS has only slow unaligned kernels for such
- * rows. Errors: the common ones; cuBLAS missing is TC_ERROR_NOT_SUPPORTED. */
+ * would not be whole 16-byte vectors (out % 8 != 0, at least 2^22 elements;
+ * GPT-2's 50257 logits) comes with its rows padded to them: its sizes as
+ * said, its row stride out rounded up to a multiple of 8 (not contiguous;
+ * tc_tensor_contiguous gives a dense copy). cuBLAS has only slow kernels
+ * for unaligned rows, and torch.compile pads such strides too. Errors: the
+ * common ones; cuBLAS missing is TC_ERROR_NOT_SUPPORTED. */
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
 

@@ -11,7 +11,9 @@
  * first (grad_output, of the output's shape and dtype), then what the forward
  * saved (its input or output, as ATen's op takes it), then the options, and
  * returns new contiguous gradients through out-parameters, written only on
- * success (all of them or none). A gradient accumulated into (the `_` and
+ * success (all of them or none); a large 16-bit gradient whose rows would
+ * not be whole 16-byte vectors comes with them padded, as tc_nn_linear's
+ * result (nn.h) does. A gradient accumulated into (the `_` and
  * `_into` forms) is the caller's tensor, changed only when the call
  * succeeds.
  *
@@ -221,6 +223,8 @@ typedef enum tc_nn_linear_grad {
  * allows, as the forward); grad_weight and grad_bias together are one
  * cuBLASLt matmul with the bias-gradient epilogue (BGRADB) where cuBLASLt
  * takes the shape and dtype, else a GEMM and a deterministic column sum.
+ * grad_output whose rows lie at any stride (as tc_nn_linear's padded
+ * result, or the gradient of tc_nn_cross_entropy_fused) is read as it is.
  * Errors: the common ones; TC_ERROR_INVALID_ARGUMENT for want 0 or with
  * unknown bits, or a NULL output that is wanted. */
 TCUDA_API tc_status tc_nn_linear_backward(const tc_tensor *grad_output, const tc_tensor *x,

@@ -93,6 +93,23 @@ static inline tc_status tc__nn_finish(tc_status st, tc_tensor *res, tc_tensor **
 }
 
 #ifndef __cplusplus /* the kernels take GEMMs, they do not build them */
+/* Whether a 16-bit result of sizes (at least 2-d) comes in rows padded to
+ * whole 16-byte vectors: its last size not a multiple of 8 (and over 8), at
+ * least 2^22 elements (GPT-2's [tokens, 50257] logits and their gradient).
+ * cuBLAS reads and writes rows at an unaligned stride only in its slow
+ * kernels; torch.compile pads such strides too. */
+bool tc__nn_pads_rows(tc_dtype dtype, int ndim, const int64_t *sizes);
+/* A new tensor of sizes whose rows are padded as tc__nn_pads_rows says
+ * (else dense): contiguous but for its row stride, the last size rounded up
+ * to a multiple of 8. Contents undefined. */
+tc_status tc__nn_new_rows(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
+                          tc_tensor **out);
+/* Whether t (at least 1-d) reads as a row-major [rows, cols] matrix, its
+ * leading dims one run of rows whose elements are adjacent: *ld the row
+ * stride (cols for at most one row), at least cols. Dense tensors and
+ * tc__nn_new_rows' padded ones do. */
+bool tc__nn_rows_ld(const tc_tensor *t, int64_t *ld);
+
 /* C = op(A) op(B) for `batch` entries of op(A) [m, k] and op(B) [k, n] of
  * dtype, into dense C of dtype (ldc n, batch stride m * n); an operand's
  * batch stride counts only where batch > 1. alpha 1 and beta 0: a caller
@@ -234,8 +251,9 @@ typedef struct tc__nn_ln_bwd {
     bool accumulate;
 } tc__nn_ln_bwd;
 
-/* cross_entropy's gradient over contiguous logits [n, c] of dtype with
- * int64 targets [n], checked as tc__nn_ce's: dlogits [n, c] of dtype is
+/* cross_entropy's gradient over logits [n, c] of dtype (rows ld apart) with
+ * int64 targets [n], checked as tc__nn_ce's: dlogits [n, c] of dtype (rows
+ * d_ld apart; both lds at least c) is
  * (softmax(row) - onehot(target)) * g, g = grad_scale times grad's value
  * (grad of dtype: NULL for none, one value, or with grad_per_row one per
  * row), divided for TC_REDUCTION_MEAN by the number of rows not ignored;
@@ -250,7 +268,7 @@ typedef struct tc__nn_ce_bwd {
     bool grad_per_row;
     double grad_scale;
     void *loss, *dlogits;
-    int64_t n, c, ignore_index;
+    int64_t n, c, ld, d_ld, ignore_index;
     tc_reduction reduction;
 } tc__nn_ce_bwd;
 /* embedding's backward (nn_backward.h): grad_weight [v, c] += the rows of

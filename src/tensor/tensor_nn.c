@@ -368,11 +368,12 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
     tc_status st = tc_tensor_contiguous(x, &xc);
     if (st == TC_OK)
         st = as_mats(weight, &w);
-    if (st == TC_OK)
-        st = tc__new_tensor(x->ndim, osz, x->dtype, dev, false, &res);
+    if (st == TC_OK) /* rows padded to 16-byte vectors where tc__nn_pads_rows says */
+        st = tc__nn_new_rows(x->ndim, osz, x->dtype, dev, &res);
     if (st == TC_OK && m * of > 0) {
         tc__nn_operand xo = {.data = tc__data(xc), .ld = in > 0 ? in : 1};
         tc__nn_gemm g = tc__nn_gemm_of(x->dtype, 1, m, of, in, xo, transposed(w.op), tc__data(res));
+        (void)tc__nn_rows_ld(res, &g.ldc);
         st = linear_gemm(be, dev.index, &g, res, bias);
     }
     tc_tensor_release(xc);

@@ -536,9 +536,12 @@ static int loss_rank(const tc_tensor *logits, tc_reduction reduction)
     return reduction == TC_REDUCTION_NONE && logits->ndim == 2 ? 1 : 0;
 }
 
-/* The shared second half: targets checked on the CPU, dense operands, the
- * results made and the backend called. a's pointers and sizes are filled
- * here; `grad` is the gradient tensor or NULL. */
+/* The shared second half: targets checked on the CPU, the operands read as
+ * they are where their rows are (tc__nn_rows_ld), else dense copies, the
+ * results made (dlogits with rows padded where tc__nn_pads_rows says, so
+ * that linear's backward reads them at an aligned stride) and the backend
+ * called. a's pointers, sizes and strides are filled here; `grad` is the
+ * gradient tensor or NULL. */
 static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor *target,
                         const tc_tensor *grad, tc__nn_ce_bwd *a, tc_tensor **loss,
                         tc_tensor **dlogits)
@@ -549,10 +552,16 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
         return TC_ERROR_NO_DEVICE;
     if (dev.type == TC_CPU)
         TC_TRY(tc__nn_check_targets(fn, target, a->n, a->c, a->ignore_index));
-    const tc_tensor *in[3] = {logits, target, grad};
+    int64_t ld = 0;
+    bool rows = tc__nn_rows_ld(logits, &ld);
+    const tc_tensor *in[3] = {rows ? NULL : logits, target, grad};
     tc_tensor *d[3], *r[2] = {NULL, NULL};
     TC_TRY(dense_all(3, in, d));
-    tc_status st = tc__new_tensor(logits->ndim, logits->sizes, logits->dtype, dev, false, &r[0]);
+    if (rows)
+        d[0] = tc__tensor_ref((tc_tensor *)logits);
+    else
+        (void)tc__nn_rows_ld(d[0], &ld);
+    tc_status st = tc__nn_new_rows(logits->ndim, logits->sizes, logits->dtype, dev, &r[0]);
     if (st == TC_OK && loss)
         st = tc__new_tensor(loss_rank(logits, a->reduction), &a->n, a->loss_dtype, dev, false,
                             &r[1]);
@@ -563,6 +572,8 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
         a->target = tc__data(d[1]);
         a->grad = data_or_null(d[2]);
         a->dlogits = tc__data(r[0]);
+        a->ld = ld;
+        (void)tc__nn_rows_ld(r[0], &a->d_ld);
         a->loss = data_or_null(r[1]);
         st = be->cross_entropy_backward(dev.index, a);
     }

@@ -152,14 +152,14 @@ tc_status tc_nn_embedding_backward_(tc_tensor *grad_weight, const tc_tensor *gra
 
 /* ---- linear's backward ------------------------------------------------------------ */
 
-/* One linear backward: dense operands as [m, of] (grad_output), [m, in]
- * (x) and [of, in] (weight). */
+/* One linear backward: operands as [m, of] (grad_output, rows go_ld
+ * apart), [m, in] (x) and [of, in] (weight). */
 typedef struct lin {
     const tc__nn_backend *be;
     tc_device dev;
     tc_dtype dt;
-    int64_t m, in, of;
-    tc_tensor *go, *x, *w; /* contiguous */
+    int64_t m, in, of, go_ld;
+    tc_tensor *go, *x, *w; /* x and w contiguous, go's rows as tc__nn_rows_ld reads them */
 } lin;
 
 /* C [rows, cols] = op(A) op(B) (k inner) into dst (the caller's, or NULL:
@@ -194,7 +194,7 @@ static int64_t at_least_1(int64_t v) { return v > 0 ? v : 1; }
 /* grad_x = grad_output @ weight: [m, of] @ [of, in]. */
 static tc_status linear_grad_x(const lin *L, tc_tensor *dst, bool acc, tc_tensor **made)
 {
-    tc__nn_operand a = {.data = tc__data(L->go), .ld = at_least_1(L->of)};
+    tc__nn_operand a = {.data = tc__data(L->go), .ld = at_least_1(L->go_ld)};
     tc__nn_operand b = {.data = tc__data(L->w), .ld = at_least_1(L->in)};
     tc__nn_gemm g = tc__nn_gemm_of(L->dt, 1, L->m, L->in, L->of, a, b, NULL);
     return gemm_into(L, g, dst, acc, L->x->ndim, L->x->sizes, made);
@@ -203,7 +203,7 @@ static tc_status linear_grad_x(const lin *L, tc_tensor *dst, bool acc, tc_tensor
 /* grad_weight = grad_output^T @ x: [of, m] @ [m, in]. */
 static tc_status linear_grad_w(const lin *L, tc_tensor *dst, bool acc, tc_tensor **made)
 {
-    tc__nn_operand a = {.data = tc__data(L->go), .trans = true, .ld = at_least_1(L->of)};
+    tc__nn_operand a = {.data = tc__data(L->go), .trans = true, .ld = at_least_1(L->go_ld)};
     tc__nn_operand b = {.data = tc__data(L->x), .ld = at_least_1(L->in)};
     tc__nn_gemm g = tc__nn_gemm_of(L->dt, 1, L->of, L->in, L->m, a, b, NULL);
     int64_t sz[2] = {L->of, L->in};
@@ -256,7 +256,7 @@ static tc_status linear_grad_wb(const lin *L, tc_tensor *dw, tc_tensor *db, bool
     if (st == TC_OK && !db_direct)
         st = tc__new_tensor(1, &L->of, L->dt, L->dev, false, &nb);
     if (st == TC_OK) {
-        tc__nn_operand a = {.data = tc__data(L->go), .trans = true, .ld = at_least_1(L->of)};
+        tc__nn_operand a = {.data = tc__data(L->go), .trans = true, .ld = at_least_1(L->go_ld)};
         tc__nn_operand b = {.data = tc__data(L->x), .ld = at_least_1(L->in)};
         tc__nn_gemm g = tc__nn_gemm_of(L->dt, 1, L->of, L->in, L->m, a, b, tc__data(dw ? dw : nw));
         g.beta = dw && acc ? 1 : 0;
@@ -350,7 +350,14 @@ static tc_status linear_run(lin *L, const tc_tensor *go, const tc_tensor *x, con
                             bool acc, tc_tensor *const dst[3], const bool want[3],
                             tc_tensor *made[3])
 {
-    tc_status st = tc_tensor_contiguous(go, &L->go);
+    /* grad_output's rows at any stride (tc_nn_linear's padded ones) as they are */
+    tc_status st = TC_OK;
+    if (tc__nn_rows_ld(go, &L->go_ld)) {
+        L->go = tc__tensor_ref((tc_tensor *)go);
+    } else {
+        st = tc_tensor_contiguous(go, &L->go);
+        L->go_ld = L->of;
+    }
     if (st == TC_OK)
         st = tc_tensor_contiguous(x, &L->x);
     if (st == TC_OK)

@@ -443,8 +443,11 @@ static tc_status d_cross_entropy_backward(int dev, const tc__nn_ce_bwd *a)
     if (tc__access_on()) {
         size_t es = esz(a->dtype), n = (size_t)a->n;
         bool none = a->reduction == TC_REDUCTION_NONE;
-        size_t b[5] = {n * (size_t)a->c * es, (none ? n : 1) * esz(a->loss_dtype),
-                       n * (size_t)a->c * es, n * 8, (a->grad_per_row ? n : 1) * es};
+        /* rows ld (d_ld) apart: the span to the last row's end */
+        size_t x = n ? ((n - 1) * (size_t)a->ld + (size_t)a->c) * es : 0;
+        size_t dx = n ? ((n - 1) * (size_t)a->d_ld + (size_t)a->c) * es : 0;
+        size_t b[5] = {dx, (none ? n : 1) * esz(a->loss_dtype), x, n * 8,
+                       (a->grad_per_row ? n : 1) * es};
         const void *p[5] = {a->dlogits, a->loss, a->logits, a->target, a->grad};
         tc_dtype d[5] = {a->dtype, a->loss_dtype, a->dtype, TC_INT64, a->dtype};
         bool w[5] = {true, true, false, false, false};

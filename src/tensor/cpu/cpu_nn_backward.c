@@ -163,10 +163,10 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
         kept += a->target[i] != a->ignore_index;
     double sum = 0;
     for (int64_t i = 0; i < a->n; i++) {
-        const int64_t t = a->target[i], row = i * a->c;
+        const int64_t t = a->target[i], row = i * a->ld, drow = i * a->d_ld;
         if (t == a->ignore_index) {
             for (int64_t j = 0; j < a->c; j++)
-                st(a->dlogits, dt, row + j, 0);
+                st(a->dlogits, dt, drow + j, 0);
             if (a->loss && none)
                 st(a->loss, a->loss_dtype, i, 0);
             continue;
@@ -189,7 +189,7 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a)
             g /= (double)kept;
         for (int64_t j = 0; j < a->c; j++) {
             double p = exp(ld(a->logits, dt, row + j) - m) / s;
-            st(a->dlogits, dt, row + j, (p - (j == t ? 1.0 : 0.0)) * g);
+            st(a->dlogits, dt, drow + j, (p - (j == t ? 1.0 : 0.0)) * g);
         }
     }
     if (a->loss && !none) /* the mean of no rows: 0 / 0, NaN */

@@ -15,8 +15,9 @@
  * kernel of tcuda's: cuBLAS's host time per call and its few-block kernels
  * cost more than the work at those sizes (that kernel is full float32
  * whatever allow_tf32 says). Large 16-bit results whose rows are not whole
- * 16-byte vectors go through padded rows (gemm_padded), large 16-bit
- * operands so through padded copies (gemm_padded_operands). In a capture
+ * 16-byte vectors go through padded rows (gemm_padded), or into them where
+ * the caller padded them (gemm_split_cols), large 16-bit operands so
+ * through padded copies (gemm_padded_operands). In a capture
  * ordered by data each GEMM gets a workspace of its own
  * (graph/cuda/graph_order.c). */
 #include <pthread.h>
@@ -278,31 +279,53 @@ static tc_status copy_rows(void *dst, size_t dpitch, const void *src, size_t spi
     return err == cudaSuccess ? TC_OK : tc__cuda_fail(err, "cudaMemcpy2DAsync", __FILE__, __LINE__);
 }
 
+static bool splits_cols(const tc__nn_gemm *g)
+{
+    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc % 8 == 0 && g->n % 8 &&
+           g->n > 8 && g->m * g->n >= ((int64_t)1 << 22);
+}
+
+/* g (splits_cols: C's rows whole 16-byte vectors, n not) as two
+ * GEMMs: the columns up to the last whole vector, then the rest (under 8).
+ * Rows padded so (tc_nn_linear's result, a buffer of gemm_padded's) take
+ * cuBLAS's aligned kernels. */
+static tc_status gemm_split_cols(int device, const tc__nn_gemm *g)
+{
+    size_t es = tc_dtype_size(g->dtype), ces = tc_dtype_size(g->c_dtype);
+    int64_t head = g->n / 8 * 8;
+    tc_status st = TC_OK;
+    for (int i = 0; i < 2 && st == TC_OK; i++) {
+        int64_t c0 = i ? head : 0;
+        tc__nn_gemm p = *g;
+        p.n = i ? g->n - head : head;
+        p.c = (char *)g->c + (size_t)c0 * ces;
+        p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
+        st = cublas_gemm(device, &p);
+    }
+    return st;
+}
+
 /* g (tc__gemm_pads_rows) through a buffer of rows padded to whole 16-byte
- * vectors: the columns up to the last whole vector in one GEMM, the rest
- * (under 8) in a second, then one copy of the rows into C (C first goes into
- * the buffer when beta reads it). cuBLAS, PyTorch's too, has only its
- * unaligned kernels for such rows: 3.3 ms for a [4096, 50257] bfloat16
- * product (GPT-2's logits) that the aligned ones do in well under 1. */
+ * vectors: gemm_split_cols into it, then one copy of the rows into C (C
+ * first goes into the buffer when beta reads it). cuBLAS, PyTorch's too,
+ * has only its unaligned kernels for such rows: 3.3 ms for a [4096, 50257]
+ * bfloat16 product (GPT-2's logits) that the aligned ones do in well under
+ * 1. (tc_nn_linear's own result comes padded and needs no copy.) */
 static tc_status gemm_padded(int device, const tc__nn_gemm *g)
 {
     cudaStream_t cs = tc__current_cuda_stream(device);
     size_t es = 2, row = (size_t)g->n * es;
-    int64_t npad = (g->n + 7) / 8 * 8, head = g->n / 8 * 8;
+    int64_t npad = (g->n + 7) / 8 * 8;
     void *buf = NULL;
     TC_TRY(tc__device_alloc(device, cs, (size_t)(g->m * npad) * es, &buf));
     tc_status st = TC_OK;
     if (g->beta != 0)
         st = copy_rows(buf, (size_t)npad * es, g->c, row, row, g->m, cs);
-    for (int i = 0; i < 2 && st == TC_OK; i++) {
-        int64_t c0 = i ? head : 0;
-        tc__nn_gemm p = *g;
-        p.n = i ? g->n - head : head;
-        p.ldc = npad;
-        p.c = (char *)buf + (size_t)c0 * es;
-        p.b = (const char *)g->b + (size_t)(g->trans_b ? c0 * g->ldb : c0) * es;
-        st = cublas_gemm(device, &p);
-    }
+    tc__nn_gemm p = *g;
+    p.ldc = npad;
+    p.c = buf;
+    if (st == TC_OK)
+        st = gemm_split_cols(device, &p);
     if (st == TC_OK)
         st = copy_rows(g->c, row, buf, (size_t)npad * es, row, g->m, cs);
     /* given back at once: its next user on this stream comes after the copy */
@@ -431,6 +454,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
     tc_status st = g->k == 0                   ? scale_c(device, g)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
+                   : splits_cols(g)            ? gemm_split_cols(device, g)
                    : tc__gemm_pads_operands(g) ? gemm_padded_operands(device, g)
                                                : cublas_gemm(device, g);
     tc_device_guard_exit(&gd);

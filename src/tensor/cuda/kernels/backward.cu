@@ -260,9 +260,10 @@ struct CeArgs {
     bool loss_f32;    /* loss is float32 (16-bit logits under autocast), else T */
     CePart *part;     /* each block's CePart, or NULL */
     void *dx;
-    i64 n, c, ignore;
+    i64 n, c, ld, d_ld, ignore; /* x's rows ld apart, dx's d_ld */
     tc__kernel_error *err;
-    bool vec; /* a block a row, x and dx alike against 16-byte boundaries: packs (row16) */
+    bool
+        vec; /* a block a row, every row of x and dx alike against 16-byte boundaries: packs (row16) */
 };
 
 /* One row, for every thread of its team: its loss, and its gradient
@@ -272,8 +273,8 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
                                                 const Team<WARP> &tm, typename Compute<T>::type *sh)
 {
     typedef typename Compute<T>::type C;
-    const T *r = (const T *)a.x + row * a.c;
-    T *d = (T *)a.dx + row * a.c;
+    const T *r = (const T *)a.x + row * a.ld;
+    T *d = (T *)a.dx + row * a.d_ld;
     if (t == a.ignore || t < 0 || t >= a.c) {
         const bool bad = t != a.ignore;
         if (bad && tm.lane == 0)
@@ -479,11 +480,14 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
                 a->dlogits,
                 a->n,
                 a->c,
+                a->ld,
+                a->d_ld,
                 a->ignore_index,
                 err,
                 !l.warp && same16(a->logits, a->dlogits)};
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
+        k.vec = k.vec && (k.ld - k.d_ld) * (i64)sizeof(T) % 16 == 0; /* every row, not the first */
         if (l.warp)
             ce_bwd_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(k);
         else

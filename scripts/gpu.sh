@@ -181,17 +181,21 @@ step_compute_sanitizer() {
   san() { # tool test: one line, "tool test rc ERROR SUMMARY ..."
     # TC_TEST_DIST_TIMEOUT: process groups set up far slower under the tools
     # TC_TEST_SKIP_LARGE: test_nn_cuda's 2^31-element GEMM would take minutes;
-    # CS_QUICK=1: tests that have a brief mode (TC_TEST_QUICK) run it.
-    # racecheck skips cuBLAS's nvjet kernels: on an H200 it reported a
-    # shared-memory race inside nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT (a
-    # float16 GEMM of test_nn_cuda), which is cuBLAS's own code
-    local skip=()
-    [ "$1" = racecheck ] && skip=(--kernel-name-exclude kns=nvjet)
+    # CS_QUICK=1: tests that have a brief mode (TC_TEST_QUICK) run it
     TC_TEST_DIST_TIMEOUT=120 TC_TEST_SKIP_LARGE=1 TC_TEST_QUICK=${CS_QUICK:-0} \
-      timeout "$CS_TIMEOUT" compute-sanitizer --tool "$1" "${skip[@]}" \
+      timeout "$CS_TIMEOUT" compute-sanitizer --tool "$1" \
       --report-api-errors no --target-processes all \
       --error-exitcode 9 "$B/tests/$2" > "$L/cs_$1_$2.log" 2>&1
-    echo "$1 $2 $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/cs_$1_$2.log" | tail -1)"
+    local rc=$? log="$L/cs_$1_$2.log" note=""
+    # On an H200 racecheck reported a shared-memory race inside cuBLAS's
+    # own nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT (a float16 GEMM); excluding
+    # nvjet (--kernel-name-exclude) crashed the tool. A run whose every race
+    # lies in an nvjet kernel passes, and says so; the test itself must pass.
+    if [ "$1" = racecheck ] && [ $rc = 9 ] && grep -q "passed, 0 failed" "$log" &&
+      ! grep -A1 "Race reported between" "$log" | grep -E "access at" | grep -vq nvjet; then
+      rc=0 note="(only in cuBLAS's nvjet kernels)"
+    fi
+    echo "$1 $2 $rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $note"
   }
   export -f san
   export B L CS_TIMEOUT=${CS_TIMEOUT:-420} CS_QUICK=${CS_QUICK:-0}

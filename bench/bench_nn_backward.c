@@ -17,8 +17,9 @@
  * products; the row that recomputes the forward is credited the same five).
  * Outputs are new tensors, released after each call: the caching allocator
  * hands the same blocks back, as in a training step. The classifier's 16-bit
- * rows run twice: with a dense gradient, and with one in rows padded to
- * 50264 ("rows 50264"), the layout tc_nn_cross_entropy_fused returns.
+ * rows (linear's backward, the fused cross entropy) run twice: dense, and
+ * with the logits or their gradient in rows padded to 50264 ("rows 50264"),
+ * the layout tc_nn_linear and then tc_nn_cross_entropy_fused return.
  * Prints CSV: op,dtype,shape,us,rate,unit,host_us (bench/run.sh
  * nn_backward joins it with bench/torch/bench_nn_backward_torch.py's rows).
  * Usage: bench_nn_backward [repeats] */
@@ -246,6 +247,17 @@ static void bench_cross_entropy(tc_dtype dt)
     TRY(tc_tensor_full(0, NULL, 1.0, dt, GPU, &k.t[0]));
     row("cross_entropy_backward", dt, dims(2, s), &k, bytes, 0);
     tc_tensor_release(k.t[0]);
+    if (dt != TC_FLOAT32) { /* the logits as tc_nn_linear returns them: rows padded to 50264 */
+        int64_t sp[2] = {ROWS, (V + 7) / 8 * 8};
+        tc_tensor *wide = randn(2, sp, dt);
+        tc_tensor_release(j.t[0]);
+        j.t[0] = NULL;
+        TRY(tc_tensor_narrow(wide, 1, 0, V, &j.t[0]));
+        tc_tensor_release(wide);
+        char shape[200]; /* dims() and a suffix */
+        snprintf(shape, sizeof shape, "%s rows %lld", dims(2, s), (long long)sp[1]);
+        row("cross_entropy_fused", dt, shape, &j, bytes, 0);
+    }
     job_release(&j);
 }
 

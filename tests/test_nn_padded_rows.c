@@ -5,7 +5,8 @@
  * On the CPU: tc_nn_linear's result (with and without a bias) has its rows
  * 4104 elements apart and the values of a reference loop in double;
  * tc_nn_cross_entropy_fused_autocast over it returns a gradient padded the
- * same way, and linear's backward reads that gradient as it lies. Each
+ * same way (over dense logits, a dense one), and linear's backward reads
+ * that gradient as it lies. Each
  * equals, bit for bit, the same call on dense copies. A small result and a
  * float32 one stay dense. With a GPU (label gpu_too): the same chain on the
  * GPU, with the same layouts, against the CPU's values. */
@@ -97,6 +98,7 @@ static void cpu_chain(tc_dtype dt, chain *out, tc_tensor **in)
     /* the same calls on dense tensors: the same values */
     tc_tensor *yd = dense(c.y), *loss = NULL, *dl = NULL, *dx = NULL, *dw = NULL;
     CHECK_OK(tc_nn_cross_entropy_fused_autocast(yd, tg, -100, TC_REDUCTION_MEAN, 1.0, &loss, &dl));
+    CHECK(tc_tensor_is_contiguous(dl)); /* laid out as its logits */
     same("cross_entropy's loss over padded logits", c.loss, loss);
     same("cross_entropy's gradient over padded logits", c.dl, dl);
     tc_tensor *dld = dense(c.dl);

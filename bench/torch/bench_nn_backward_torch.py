@@ -134,6 +134,11 @@ def cross_entropy(dt):
         comp = warm(lambda: torch.autograd.grad(csaved, x, retain_graph=True), "cross_entropy")
     row("cross_entropy_backward", dt, f"{ROWS}x{V}", backward,
         "autograd.grad of F.cross_entropy (nll_loss and log_softmax backward)", nbytes, comp=comp)
+    if dt != torch.float32:  # logits in rows padded to whole 16-byte vectors
+        vp = (V + 7) // 8 * 8
+        xp = randn(ROWS, vp, dt=dt).requires_grad_()[:, :V]
+        row("cross_entropy_fused", dt, f"{ROWS}x{V} rows {vp}",
+            lambda: torch.autograd.grad(loss(xp), xp), "F.cross_entropy + autograd.grad", nbytes)
 
 
 def embedding(dt):

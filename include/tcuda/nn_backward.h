@@ -11,9 +11,9 @@
  * first (grad_output, of the output's shape and dtype), then what the forward
  * saved (its input or output, as ATen's op takes it), then the options, and
  * returns new contiguous gradients through out-parameters, written only on
- * success (all of them or none); a large 16-bit gradient whose rows would
- * not be whole 16-byte vectors comes with them padded, as tc_nn_linear's
- * result (nn.h) does. A gradient accumulated into (the `_` and
+ * success (all of them or none); tc_nn_cross_entropy_fused's and
+ * _backward's dlogits keep the rows of logits padded as tc_nn_linear pads
+ * its result (nn.h). A gradient accumulated into (the `_` and
  * `_into` forms) is the caller's tensor, changed only when the call
  * succeeds.
  *
@@ -137,8 +137,10 @@ TCUDA_API tc_status tc_nn_layer_norm_backward_into(const tc_tensor *grad_output,
 /* cross_entropy forward and backward in one pass over the logits (llm.c's
  * fused classifier): *loss as tc_nn_cross_entropy returns it (of logits'
  * dtype: [N] for NONE, 0-d for MEAN and SUM; NULL when not wanted) and
- * *dlogits, logits' shape and dtype, the gradient of grad_scale * loss
- * (for NONE: of grad_scale * the sum of the losses):
+ * *dlogits, logits' shape and dtype (its rows padded where logits' are
+ * padded as tc_nn_linear's result, which is then read as it lies, without
+ * copies), the gradient of grad_scale * loss (for NONE: of grad_scale *
+ * the sum of the losses):
  * (softmax(row) - onehot(target)) * grad_scale, divided for MEAN by the
  * number of rows not ignored. A row whose target is ignore_index gets a
  * zero gradient; with every row ignored, MEAN's loss is NaN (0 / 0) and

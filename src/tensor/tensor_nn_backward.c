@@ -538,10 +538,12 @@ static int loss_rank(const tc_tensor *logits, tc_reduction reduction)
 
 /* The shared second half: targets checked on the CPU, the operands read as
  * they are where their rows are (tc__nn_rows_ld), else dense copies, the
- * results made (dlogits with rows padded where tc__nn_pads_rows says, so
- * that linear's backward reads them at an aligned stride) and the backend
- * called. a's pointers, sizes and strides are filled here; `grad` is the
- * gradient tensor or NULL. */
+ * results made and the backend called. dlogits is laid out as the logits
+ * are: rows padded as tc__nn_new_rows pads them (tc_nn_linear's result,
+ * which linear's backward then reads at an aligned stride), else dense,
+ * so that both row starts lie alike against 16-byte boundaries. a's
+ * pointers, sizes and strides are filled here; `grad` is the gradient
+ * tensor or NULL. */
 static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor *target,
                         const tc_tensor *grad, tc__nn_ce_bwd *a, tc_tensor **loss,
                         tc_tensor **dlogits)
@@ -561,7 +563,11 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
         d[0] = tc__tensor_ref((tc_tensor *)logits);
     else
         (void)tc__nn_rows_ld(d[0], &ld);
-    tc_status st = tc__nn_new_rows(logits->ndim, logits->sizes, logits->dtype, dev, &r[0]);
+    bool pad = rows && ld > a->c && ld == (a->c + 7) / 8 * 8 &&
+               tc__nn_pads_rows(logits->dtype, logits->ndim, logits->sizes);
+    tc_status st = pad ? tc__nn_new_rows(logits->ndim, logits->sizes, logits->dtype, dev, &r[0])
+                       : tc__new_tensor(logits->ndim, logits->sizes, logits->dtype, dev, false,
+                                        &r[0]);
     if (st == TC_OK && loss)
         st = tc__new_tensor(loss_rank(logits, a->reduction), &a->n, a->loss_dtype, dev, false,
                             &r[1]);

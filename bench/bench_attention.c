@@ -28,6 +28,12 @@
 
 enum { B = 8, H = 12, T = 512, D = 64 };
 
+/* A row's path column. */
+static const char *path_of(bool fused, bool sm90)
+{
+    return !fused ? "unfused" : sm90 ? "fused sm90" : "fused";
+}
+
 /* One attention call on q, k, v (causal); the result is dropped. */
 static void run_attention(void *qkv)
 {
@@ -89,10 +95,7 @@ static void bench_backward(tc_device gpu, int reps)
             double ms = bench_gpu_median_ms(run_backward, &in, reps);
             bool sm90 = tc__k_nn_attention_backward_sm90_count() > h0;
             printf("%s backward %d,%s,%.4f,%.1f\n", tc_dtype_string(dts[di]), BT,
-                   !fused ? "unfused"
-                   : sm90 ? "fused sm90"
-                          : "fused",
-                   ms, flops / ms / 1e9);
+                   path_of(fused, sm90), ms, flops / ms / 1e9);
             if (fused && sm90) { /* the mma.sync kernels beside Hopper's */
                 tc__k_nn_attention_backward_set_sm90(false);
                 ms = bench_gpu_median_ms(run_backward, &in, reps);
@@ -139,11 +142,8 @@ int main(int argc, char **argv)
             uint64_t h0 = tc__k_nn_attention_sm90_count();
             double ms = bench_gpu_median_ms(run_attention, qkv, reps);
             bool sm90 = tc__k_nn_attention_sm90_count() > h0;
-            printf("%s,%s,%.4f,%.1f\n", di ? "bfloat16" : "float32",
-                   !fused ? "unfused"
-                   : sm90 ? "fused sm90"
-                          : "fused",
-                   ms, flops / ms / 1e9);
+            printf("%s,%s,%.4f,%.1f\n", di ? "bfloat16" : "float32", path_of(fused, sm90), ms,
+                   flops / ms / 1e9);
             if (fused && sm90) { /* the mma.sync kernel beside Hopper's */
                 tc__k_nn_attention_set_sm90(false);
                 ms = bench_gpu_median_ms(run_attention, qkv, reps);

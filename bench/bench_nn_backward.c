@@ -161,6 +161,17 @@ static tc_tensor *randn(int ndim, const int64_t *sizes, tc_dtype dt)
     return t;
 }
 
+/* A normal [rows, cols] in rows padded to whole 16-byte vectors of 16-bit
+ * dt: a view of the first cols of [rows, cols rounded up to 8]. */
+static tc_tensor *randn_padded(int64_t rows, int64_t cols, tc_dtype dt)
+{
+    int64_t s[2] = {rows, (cols + 7) / 8 * 8};
+    tc_tensor *wide = randn(2, s, dt), *t = NULL;
+    TRY(tc_tensor_narrow(wide, 1, 0, cols, &t));
+    tc_tensor_release(wide);
+    return t;
+}
+
 /* int64 indices in [0, hi), uniform. */
 static tc_tensor *indices(int ndim, const int64_t *sizes, int64_t hi)
 {
@@ -248,14 +259,10 @@ static void bench_cross_entropy(tc_dtype dt)
     row("cross_entropy_backward", dt, dims(2, s), &k, bytes, 0);
     tc_tensor_release(k.t[0]);
     if (dt != TC_FLOAT32) { /* the logits as tc_nn_linear returns them: rows padded to 50264 */
-        int64_t sp[2] = {ROWS, (V + 7) / 8 * 8};
-        tc_tensor *wide = randn(2, sp, dt);
         tc_tensor_release(j.t[0]);
-        j.t[0] = NULL;
-        TRY(tc_tensor_narrow(wide, 1, 0, V, &j.t[0]));
-        tc_tensor_release(wide);
+        j.t[0] = randn_padded(ROWS, V, dt);
         char shape[200]; /* dims() and a suffix */
-        snprintf(shape, sizeof shape, "%s rows %lld", dims(2, s), (long long)sp[1]);
+        snprintf(shape, sizeof shape, "%s rows %lld", dims(2, s), (long long)(V + 7) / 8 * 8);
         row("cross_entropy_fused", dt, shape, &j, bytes, 0);
     }
     job_release(&j);
@@ -317,14 +324,10 @@ static void bench_linear(tc_dtype dt)
         if (dt != TC_FLOAT32 && out % 8) {
             /* the gradient in rows padded to whole 16-byte vectors, as
              * tc_nn_cross_entropy_fused returns it: read as it lies */
-            int64_t gp[2] = {ROWS, (out + 7) / 8 * 8};
-            tc_tensor *wide = randn(2, gp, dt);
             tc_tensor_release(j.t[0]);
-            j.t[0] = NULL;
-            TRY(tc_tensor_narrow(wide, 1, 0, out, &j.t[0]));
-            tc_tensor_release(wide);
+            j.t[0] = randn_padded(ROWS, out, dt);
             snprintf(shape, sizeof shape, "%s->%lld rows %lld", dims(2, x), (long long)out,
-                     (long long)gp[1]);
+                     (long long)(out + 7) / 8 * 8);
             j.want = TC_NN_LINEAR_GRAD_X;
             row("linear_backward dx", dt, shape, &j, 0, flops);
             j.want = TC_NN_LINEAR_GRAD_WEIGHT;

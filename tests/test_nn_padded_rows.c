@@ -8,7 +8,8 @@
  * same way (over dense logits, a dense one), and linear's backward reads
  * that gradient as it lies. Each
  * equals, bit for bit, the same call on dense copies. A small result and a
- * float32 one stay dense. With a GPU (label gpu_too): the same chain on the
+ * float32 one stay dense; rows that repeat one row (stride 0) are read
+ * through dense copies. With a GPU (label gpu_too): the same chain on the
  * GPU, with the same layouts, against the CPU's values. */
 #include "nn_check.h"
 #include "tcuda/nn_backward.h"
@@ -133,10 +134,39 @@ static void stays_dense(tc_device dev)
     }
 }
 
+/* Rows that repeat one row (an expanded [1, C], row stride 0) are no
+ * padded rows: cross_entropy and linear's backward read them through dense
+ * copies, with the dense copies' values. */
+static void repeated_rows(tc_device dev)
+{
+    int64_t one[2] = {1, 40}, many[2] = {6, 40}, xs[2] = {6, 8}, ws[2] = {40, 8};
+    int64_t tv[6] = {0, 5, 39, 7, -100, 12};
+    tc_tensor *row = rnd(dev, 2, one, TC_FLOAT32, -2, 2, NULL), *e = NULL, *ed = NULL;
+    CHECK_OK(tc_tensor_expand(row, 2, many, &e));
+    ed = dense(e);
+    tc_tensor *tg = targets(dev, 1, 6, tv), *l1 = NULL, *d1 = NULL, *l2 = NULL, *d2 = NULL;
+    CHECK_OK(tc_nn_cross_entropy_fused(e, tg, -100, TC_REDUCTION_MEAN, 1.0, &l1, &d1));
+    CHECK_OK(tc_nn_cross_entropy_fused(ed, tg, -100, TC_REDUCTION_MEAN, 1.0, &l2, &d2));
+    same("cross_entropy over repeated rows: loss", l1, l2);
+    same("cross_entropy over repeated rows: gradient", d1, d2);
+    tc_tensor *x = rnd(dev, 2, xs, TC_FLOAT32, -1, 1, NULL),
+              *w = rnd(dev, 2, ws, TC_FLOAT32, -1, 1, NULL);
+    tc_tensor *dx1 = NULL, *dw1 = NULL, *dx2 = NULL, *dw2 = NULL;
+    unsigned want = TC_NN_LINEAR_GRAD_X | TC_NN_LINEAR_GRAD_WEIGHT;
+    CHECK_OK(tc_nn_linear_backward(e, x, w, want, &dx1, &dw1, NULL));
+    CHECK_OK(tc_nn_linear_backward(ed, x, w, want, &dx2, &dw2, NULL));
+    same("linear_backward from repeated rows: grad_x", dx1, dx2);
+    same("linear_backward from repeated rows: grad_weight", dw1, dw2);
+    tc_tensor *all[] = {row, e, ed, tg, l1, d1, l2, d2, x, w, dx1, dw1, dx2, dw2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tc_tensor_release(all[i]);
+}
+
 int main(void)
 {
     tc_test_init();
     stays_dense(CPU);
+    repeated_rows(CPU);
     tc_dtype dts[2] = {TC_FLOAT16, TC_BFLOAT16};
     for (int d = 0; d < 2; d++) {
         chain c;
@@ -161,9 +191,11 @@ int main(void)
         for (int i = 0; i < 4; i++)
             tc_tensor_release(in[i]);
     }
-    if (tc_is_available())
+    if (tc_is_available()) {
         stays_dense(GPU);
-    else
+        repeated_rows(GPU);
+    } else {
         printf("no GPU: the GPU half is not run\n");
+    }
     return TC_TEST_DONE();
 }

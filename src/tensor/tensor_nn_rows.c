@@ -43,17 +43,20 @@ bool tc__nn_rows_ld(const tc_tensor *t, int64_t *ld)
     /* the leading dims, innermost first: the first of size > 1 sets the row
      * stride, each next one must continue it */
     int64_t row = 0, expect = 0;
+    bool rows = false; /* a leading dim of size > 1 seen (its stride may be 0) */
     for (int i = nd - 2; i >= 0; i--) {
         if (t->sizes[i] == 1)
             continue;
-        if (row && t->strides[i] != expect)
+        if (rows && t->strides[i] != expect)
             return false;
-        if (!row)
+        if (!rows) {
             row = t->strides[i];
+            rows = true;
+        }
         expect = t->strides[i] * t->sizes[i];
     }
-    if (!row) /* one row: any stride will do */
+    if (!rows) /* one row: any stride will do */
         row = cols > 1 ? cols : 1;
     *ld = row;
-    return row >= cols;
+    return row >= cols && (!rows || row > 0);
 }

@@ -51,45 +51,37 @@ tc_status tc_set_device(int device)
     return tc__switch_device(d);
 }
 
-/* A device attribute (never 0 when known), cached per device; 0 when CUDA
- * cannot say (its error cleared, not cached). */
-static int cached_attribute(atomic_int *cache, enum cudaDeviceAttr attr, int device)
+/* A device attribute, cached per device (as its value + 1: 0 is "not asked
+ * yet"); `unknown` when CUDA cannot say (its error cleared, not cached). */
+static int cached_attribute(atomic_int *cache, enum cudaDeviceAttr attr, int device, int unknown)
 {
     int n = atomic_load_explicit(&cache[device], memory_order_relaxed);
     if (n == 0) {
         if (cudaDeviceGetAttribute(&n, attr, device) != cudaSuccess) {
             (void)cudaGetLastError();
-            return 0;
+            return unknown;
         }
-        atomic_store_explicit(&cache[device], n, memory_order_relaxed);
+        atomic_store_explicit(&cache[device], ++n, memory_order_relaxed);
     }
-    return n;
+    return n - 1;
 }
 
 int tc__sm_count(int device)
 {
     static atomic_int cached[TC_MAX_DEVICES];
-    return cached_attribute(cached, cudaDevAttrMultiProcessorCount, device);
+    return cached_attribute(cached, cudaDevAttrMultiProcessorCount, device, 0);
 }
 
 int tc__cc_major(int device)
 {
     static atomic_int cached[TC_MAX_DEVICES];
-    return cached_attribute(cached, cudaDevAttrComputeCapabilityMajor, device);
+    return cached_attribute(cached, cudaDevAttrComputeCapabilityMajor, device, 0);
 }
 
 int tc__cc_minor(int device)
 {
-    static atomic_int cached[TC_MAX_DEVICES]; /* minor + 1: 0 is "not asked yet" */
-    int n = atomic_load_explicit(&cached[device], memory_order_relaxed);
-    if (n == 0) {
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return -1;
-        }
-        atomic_store_explicit(&cached[device], ++n, memory_order_relaxed);
-    }
-    return n - 1;
+    static atomic_int cached[TC_MAX_DEVICES];
+    return cached_attribute(cached, cudaDevAttrComputeCapabilityMinor, device, -1);
 }
 
 tc_device_guard tc_device_guard_enter(int device)

@@ -266,11 +266,16 @@ static tc_status cublas_gemm(int device, const tc__nn_gemm *g)
     return tc__gemm_spans_2g(g) ? cublas_gemm_sliced(device, g) : cublas_call(device, g);
 }
 
-bool tc__gemm_pads_rows(const tc__nn_gemm *g)
+/* A large 16-bit C (one matrix) whose n is not whole 16-byte vectors:
+ * dense (ldc == n), it goes through padded rows (tc__gemm_pads_rows); in
+ * rows padded already (ldc whole vectors), straight into them (splits_cols). */
+static bool wide_unaligned_c(const tc__nn_gemm *g)
 {
-    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc == g->n && g->n % 8 &&
-           g->n > 8 && g->m * g->n >= ((int64_t)1 << 22);
+    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->n % 8 && g->n > 8 &&
+           g->m * g->n >= ((int64_t)1 << 22);
 }
+
+bool tc__gemm_pads_rows(const tc__nn_gemm *g) { return wide_unaligned_c(g) && g->ldc == g->n; }
 
 /* Copies `rows` rows of `width` bytes between two pitches on stream cs. */
 static tc_status copy_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
@@ -281,11 +286,7 @@ static tc_status copy_rows(void *dst, size_t dpitch, const void *src, size_t spi
     return err == cudaSuccess ? TC_OK : tc__cuda_fail(err, "cudaMemcpy2DAsync", __FILE__, __LINE__);
 }
 
-static bool splits_cols(const tc__nn_gemm *g)
-{
-    return tc_dtype_size(g->c_dtype) == 2 && g->batch == 1 && g->ldc % 8 == 0 && g->n % 8 &&
-           g->n > 8 && g->m * g->n >= ((int64_t)1 << 22);
-}
+static bool splits_cols(const tc__nn_gemm *g) { return wide_unaligned_c(g) && g->ldc % 8 == 0; }
 
 /* g (splits_cols: C's rows whole 16-byte vectors, n not) as two
  * GEMMs: the columns up to the last whole vector, then the rest (under 8).

@@ -109,6 +109,8 @@ tc_status tc__nn_new_rows(int ndim, const int64_t *sizes, tc_dtype dtype, tc_dev
  * stride (cols for at most one row), at least cols. Dense tensors and
  * tc__nn_new_rows' padded ones do. */
 bool tc__nn_rows_ld(const tc_tensor *t, int64_t *ld);
+/* Whether t's rows lie as tc__nn_new_rows pads them (not dense). */
+bool tc__nn_rows_padded(const tc_tensor *t);
 
 /* C = op(A) op(B) for `batch` entries of op(A) [m, k] and op(B) [k, n] of
  * dtype, into dense C of dtype (ldc n, batch stride m * n); an operand's

@@ -563,9 +563,8 @@ static tc_status ce_run(const char *fn, const tc_tensor *logits, const tc_tensor
         d[0] = tc__tensor_ref((tc_tensor *)logits);
     else
         (void)tc__nn_rows_ld(d[0], &ld);
-    bool pad = rows && ld > a->c && ld == (a->c + 7) / 8 * 8 &&
-               tc__nn_pads_rows(logits->dtype, logits->ndim, logits->sizes);
-    tc_status st = pad ? tc__nn_new_rows(logits->ndim, logits->sizes, logits->dtype, dev, &r[0])
+    tc_status st = tc__nn_rows_padded(logits)
+                       ? tc__nn_new_rows(logits->ndim, logits->sizes, logits->dtype, dev, &r[0])
                        : tc__new_tensor(logits->ndim, logits->sizes, logits->dtype, dev, false,
                                         &r[0]);
     if (st == TC_OK && loss)

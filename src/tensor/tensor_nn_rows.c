@@ -17,6 +17,9 @@ bool tc__nn_pads_rows(tc_dtype dtype, int ndim, const int64_t *sizes)
     return cols % 8 != 0 && cols > 8 && rows > 1 && rows * cols >= ((int64_t)1 << 22);
 }
 
+/* The row stride of padded rows of cols elements: whole 16-byte vectors. */
+static int64_t padded_width(int64_t cols) { return (cols + 7) / 8 * 8; }
+
 tc_status tc__nn_new_rows(int ndim, const int64_t *sizes, tc_dtype dtype, tc_device device,
                           tc_tensor **out)
 {
@@ -25,7 +28,7 @@ tc_status tc__nn_new_rows(int ndim, const int64_t *sizes, tc_dtype dtype, tc_dev
     int64_t padded[TC_MAX_DIMS], strides[TC_MAX_DIMS];
     for (int i = 0; i < ndim; i++)
         padded[i] = sizes[i];
-    padded[ndim - 1] = (sizes[ndim - 1] + 7) / 8 * 8;
+    padded[ndim - 1] = padded_width(sizes[ndim - 1]);
     tc_tensor *base = NULL;
     TC_TRY(tc__new_tensor(ndim, padded, dtype, device, false, &base));
     tc__contiguous_strides(ndim, padded, strides);
@@ -59,4 +62,11 @@ bool tc__nn_rows_ld(const tc_tensor *t, int64_t *ld)
         row = cols > 1 ? cols : 1;
     *ld = row;
     return row >= cols && (!rows || row > 0);
+}
+
+bool tc__nn_rows_padded(const tc_tensor *t)
+{
+    int64_t ld = 0;
+    return tc__nn_pads_rows(t->dtype, t->ndim, t->sizes) && tc__nn_rows_ld(t, &ld) &&
+           ld == padded_width(t->sizes[t->ndim - 1]);
 }

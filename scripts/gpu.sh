@@ -32,8 +32,9 @@
 #             examples/train_gpt2 against PyTorch (tests/torch/
 #             train_gpt2_torch.py; again at GPT-2's vocabulary of 50257,
 #             whose 16-bit logits come in padded rows; also --ddp 2 and 4
-#             where the GPUs are; TRAIN_TORCH=0 skips it) and each test under compute-sanitizer
-#             memcheck and racecheck; on 2 or more GPUs test_ddp runs its ranks.
+#             where the GPUs are; TRAIN_TORCH=0 skips it) and each test
+#             under compute-sanitizer memcheck and racecheck; on 2 or more
+#             GPUs test_ddp runs its ranks.
 #             TRAIN_TESTS=none skips the tests (when another call ran them),
 #             TRAIN_CS_TESTS names the sanitized ones (none: no sanitizer).
 #             TRAIN_BENCH=1 adds, at the end, the benchmarks bench/run.sh

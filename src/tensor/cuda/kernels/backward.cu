@@ -262,8 +262,9 @@ struct CeArgs {
     void *dx;
     i64 n, c, ld, d_ld, ignore; /* x's rows ld apart, dx's d_ld */
     tc__kernel_error *err;
-    bool
-        vec; /* a block a row, every row of x and dx alike against 16-byte boundaries: packs (row16) */
+    /* a block a row, every row of x and dx alike against 16-byte
+     * boundaries: packs (row16) */
+    bool vec;
 };
 
 /* One row, for every thread of its team: its loss, and its gradient

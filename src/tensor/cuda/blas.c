@@ -17,9 +17,9 @@
  * whatever allow_tf32 says). Large 16-bit results whose rows are not whole
  * 16-byte vectors go through padded rows (gemm_padded), or into them where
  * the caller padded them (gemm_split_cols), large 16-bit operands so
- * through padded copies (gemm_padded_operands), and an unaligned k of
- * aligned operands in two parts (gemm_split_k). In a capture
- * ordered by data each GEMM gets a workspace of its own
+ * through padded copies (gemm_padded_operands), and an unaligned m or k
+ * of aligned operands in two parts (gemm_split_m, gemm_split_k). In a
+ * capture ordered by data each GEMM gets a workspace of its own
  * (graph/cuda/graph_order.c). */
 #include <pthread.h>
 #include <stdio.h>
@@ -240,6 +240,17 @@ bool tc__gemm_spans_2g(const tc__nn_gemm *g)
     return g->batch == 1 && g->m > SPAN_MAX / per_row_of(g);
 }
 
+/* g's rows [i0, i0 + rows) of C (and of op(A)), as a GEMM of their own. */
+static tc__nn_gemm rows_of(const tc__nn_gemm *g, int64_t i0, int64_t rows)
+{
+    size_t es = tc_dtype_size(g->dtype), ces = tc_dtype_size(g->c_dtype);
+    tc__nn_gemm q = *g;
+    q.m = rows;
+    q.a = (const char *)g->a + (size_t)(g->trans_a ? i0 : i0 * g->lda) * es;
+    q.c = (char *)g->c + (size_t)(i0 * g->ldc) * ces;
+    return q;
+}
+
 /* g as several cuBLAS calls, each on a slice of m. */
 static tc_status cublas_gemm_sliced(int device, const tc__nn_gemm *g)
 {
@@ -248,13 +259,9 @@ static tc_status cublas_gemm_sliced(int device, const tc__nn_gemm *g)
         return tc__fail(TC_ERROR_NOT_SUPPORTED,
                         "a GEMM row of %lld elements is too wide for the GPU GEMM",
                         (long long)per_row_of(g));
-    size_t es = tc_dtype_size(g->dtype), ces = tc_dtype_size(g->c_dtype);
     tc_status st = TC_OK;
     for (int64_t i0 = 0; i0 < g->m && st == TC_OK; i0 += rows) {
-        tc__nn_gemm q = *g;
-        q.m = g->m - i0 < rows ? g->m - i0 : rows;
-        q.a = (const char *)g->a + (size_t)(g->trans_a ? i0 : i0 * g->lda) * es;
-        q.c = (char *)g->c + (size_t)(i0 * g->ldc) * ces;
+        tc__nn_gemm q = rows_of(g, i0, g->m - i0 < rows ? g->m - i0 : rows);
         st = cublas_call(device, &q);
     }
     return st;
@@ -306,6 +313,29 @@ static tc_status gemm_split_cols(int device, const tc__nn_gemm *g)
         st = cublas_gemm(device, &p);
     }
     return st;
+}
+
+/* Is g a large 16-bit GEMM with op(A) = A^T whose rows are all whole
+ * 16-byte vectors but whose m is not (linear's weight gradient from a
+ * padded gradient of GPT-2's logits: m = 50257, lda 50264)? cuBLAS ran
+ * that one at about 490 TFLOP/s on an H200 (8,192 tokens), where the input
+ * gradient of the same size ran at about 720. Those go through
+ * gemm_split_m. */
+static bool splits_m(const tc__nn_gemm *g)
+{
+    return tc_dtype_size(g->dtype) == 2 && g->trans_a && g->batch == 1 && g->m % 8 && g->m > 8 &&
+           g->lda % 8 == 0 && g->ldb % 8 == 0 && g->ldc % 8 == 0 &&
+           (double)g->m * (double)g->n * (double)g->k >= 4294967296.0;
+}
+
+/* g (splits_m) as two GEMMs: C's rows up to the last whole vector of m,
+ * then the rest (under 8). */
+static tc_status gemm_split_m(int device, const tc__nn_gemm *g)
+{
+    int64_t head = g->m / 8 * 8;
+    tc__nn_gemm p = rows_of(g, 0, head), q = rows_of(g, head, g->m - head);
+    tc_status st = cublas_gemm(device, &p);
+    return st != TC_OK ? st : cublas_gemm(device, &q);
 }
 
 /* Is g a 16-bit GEMM whose operands' rows are all whole 16-byte vectors
@@ -509,6 +539,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
                    : splits_cols(g)            ? gemm_split_cols(device, g)
+                   : splits_m(g)               ? gemm_split_m(device, g)
                    : splits_k(g)               ? gemm_split_k(device, g)
                    : tc__gemm_pads_operands(g) ? gemm_padded_operands(device, g)
                                                : cublas_gemm(device, g);

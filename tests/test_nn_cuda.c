@@ -2,14 +2,15 @@
  * the same inputs for row lengths that reach each kernel path, each row
  * kernel path forced in turn, a linear captured in a CUDA graph,
  * cross_entropy without a wait (in a graph, its bad targets reported by the
- * next wait), a large
- * linear through padded rows, one whose output passes 2^31 elements, and
+ * next wait), the fused cross_entropy over rows kept in shared memory, a
+ * large linear through padded rows, one whose output passes 2^31 elements, and
  * the fused attention kernel on dense and strided operands. (The
  * per-op checks against a double-precision reference run on both devices in
  * test_nn.) Exits 77 without a GPU. */
 #include <string.h>
 
 #include "nn_check.h"
+#include "tcuda/nn_backward.h"
 
 #include "tensor/cuda/kernels/nn_kernels.h" /* the row kernels' path switch */
 
@@ -417,6 +418,56 @@ static void test_attention_fused(void)
     tc_tensor_release(q), tc_tensor_release(v), tc_tensor_release(y);
 }
 
+/* cross_entropy_fused over rows of 64 KiB and more, which a block each
+ * keeps in shared memory between its two reads (kernels/backward.cu): 300
+ * rows of 33,001 logits, each row at its own offset against 16 bytes, some
+ * ignored, for float32 and bfloat16, mean and none, against a loop in
+ * double. grad_scale makes the gradient's values about 1 in size. */
+static void test_cross_entropy_staged(void)
+{
+    enum { N = 300, C = 33001 };
+    int64_t t[N];
+    for (int64_t i = 0; i < N; i++)
+        t[i] = i % 7 == 3 ? -100 : i == 5 ? C - 1 : (int64_t)(tc_test_rand() % C);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < N; i++)
+        kept += t[i] != -100;
+    double *lref = malloc(sizeof(double) * N), *gref = malloc(sizeof(double) * N * C);
+    const tc_dtype dts[2] = {TC_FLOAT32, TC_BFLOAT16};
+    for (int d = 0; d < 2; d++)
+        for (int mean = 0; mean < 2; mean++) {
+            double *xv = NULL;
+            tc_tensor *x = rnd(GPU, 2, (int64_t[]){N, C}, dts[d], -6, 6, &xv);
+            tc_tensor *tg = targets(GPU, 1, N, t), *loss = NULL, *dl = NULL;
+            double scale = mean ? (double)C * (double)kept : (double)C, sum = 0;
+            for (int64_t i = 0; i < N; i++) {
+                const double *r = xv + i * C;
+                double *g = gref + i * C;
+                lref[i] = t[i] == -100 ? 0 : ref_ce_row(r, C, t[i]);
+                sum += lref[i];
+                double m = -INFINITY, s = 0;
+                for (int64_t j = 0; j < C; j++)
+                    m = fmax(m, r[j]);
+                for (int64_t j = 0; j < C; j++)
+                    s += exp(r[j] - m);
+                double gs = t[i] == -100 ? 0 : mean ? scale / (double)kept : scale;
+                for (int64_t j = 0; j < C; j++)
+                    g[j] = (exp(r[j] - m) / s - (j == t[i])) * gs;
+            }
+            if (mean)
+                lref[0] = sum / (double)kept;
+            tc_reduction red = mean ? TC_REDUCTION_MEAN : TC_REDUCTION_NONE;
+            CHECK_OK(tc_nn_cross_entropy_fused(x, tg, -100, red, scale, &loss, &dl));
+            near_ref("cross_entropy_fused, staged rows: loss", dts[d], loss, lref, mean ? 1 : N, 2);
+            near_ref("cross_entropy_fused, staged rows: dlogits", dts[d], dl, gref, N * C, 2);
+            tc_tensor *all[] = {x, tg, loss, dl};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                tc_tensor_release(all[i]);
+            free(xv);
+        }
+    free(lref), free(gref);
+}
+
 /* A large 16-bit linear whose width is not whole 16-byte vectors writes
  * rows padded to them (two GEMMs, no copy): the same values as the CPU's,
  * with and without a bias, and a result whose rows are 32776 apart. */
@@ -517,6 +568,7 @@ int main(void)
     test_gpu_parity();
     test_gpu_paths();
     test_attention_fused();
+    test_cross_entropy_staged();
     test_linear_padded();
     test_linear_backward_padded();
     test_linear_huge_output();

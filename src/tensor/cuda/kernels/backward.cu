@@ -5,9 +5,9 @@
  *
  * Each is one clear kernel per step: a row is read once for its sums and
  * once more to write (the second read mostly from cache; rows of 64 KiB
- * and more keep dy in shared memory for it); a block's long rows go in
- * 16-byte packs. cross_entropy's gradient is
- * llm.c's fused classifier: a team per row takes the row's max and sum of
+ * and more keep dy, or the logits, in shared memory for it); a block's
+ * long rows go in 16-byte packs. cross_entropy's gradient is llm.c's
+ * fused classifier: a team per row takes the row's max and sum of
  * exp in one read (online), then writes (softmax - onehot) * g; the mean's
  * divisor, the rows not ignored, is counted first by one block, and the
  * loss is summed per block then in a second kernel, in a fixed order.
@@ -267,15 +267,37 @@ struct CeArgs {
     bool vec;
 };
 
+/* 2^x by the special function unit (ex2.approx: 2 ulp), and log2(e). */
+__device__ __forceinline__ float ex2_fast(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+constexpr float LOG2E = 1.4426950408889634f;
+
 /* One row, for every thread of its team: its loss, and its gradient
- * written (0 for an ignored row, NaN for a target out of range). */
-template <typename T, bool WARP>
+ * written (0 for an ignored row, NaN for a target out of range). STAGE (a
+ * block a row, as softmax's staged rows): each thread keeps the logits it
+ * reads for the max and sum in `stage` and takes them back from there to
+ * write, so that memory sees the row once.
+ *
+ * 16-bit packs (GPT-2's classifier, 50,257 logits a row) take exp from the
+ * special function unit, as 2^(x log2 e - m log2 e) (a relative error near
+ * 1e-6, far below the 16-bit gradient's rounding), and a pack's max moves
+ * the running max once: the row's exp work is then a few instructions an
+ * element, where the precise expf and a compare for each made the kernel
+ * wait on instructions rather than on memory. */
+template <typename T, bool WARP, bool STAGE = false>
 __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
-                                                const Team<WARP> &tm, typename Compute<T>::type *sh)
+                                                const Team<WARP> &tm, typename Compute<T>::type *sh,
+                                                uint4 *stage = nullptr)
 {
     typedef typename Compute<T>::type C;
     const T *r = (const T *)a.x + row * a.ld;
     T *d = (T *)a.dx + row * a.d_ld;
+    T *sg = reinterpret_cast<T *>(stage) + (uintptr_t)r % 16 / sizeof(T);
+    const T *r2 = STAGE ? sg : r; /* the logits for the second pass */
     if (t == a.ignore || t < 0 || t >= a.c) {
         const bool bad = t != a.ignore;
         if (bad && tm.lane == 0)
@@ -286,15 +308,47 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
     }
     typedef Pack16<T> P;
     C m = ninf<C>(), s = 0;
-    auto take = [&](i64 j) { online(m, s, load<C>(r + j)); };
-    auto take16 = [&](i64 j) {
-        P v = ld16(r + j);
-#pragma unroll
-        for (int k = 0; k < P::V; k++)
-            online(m, s, load<C>(&v.v[k]));
+    auto take = [&](i64 j) {
+        T v = r[j];
+        if constexpr (STAGE)
+            sg[j] = v;
+        online(m, s, load<C>(&v));
     };
-    if (a.vec)
-        row16(r, a.c, tm.lane, tm.size, take, take16);
+    constexpr bool FAST = sizeof(T) == 2;
+    auto take16 = [&](i64 j, const P &v) {
+        if constexpr (STAGE)
+            *reinterpret_cast<P *>(sg + j) = v;
+        if constexpr (FAST) {
+            float x[P::V], pm = load<C>(&v.v[0]);
+#pragma unroll
+            for (int k = 0; k < P::V; k++) {
+                x[k] = load<C>(&v.v[k]);
+                pm = fmaxf(pm, x[k]); /* NaNs left out, as online's max */
+            }
+            if (pm > m) {
+                s *= ex2_fast((m - pm) * LOG2E);
+                m = pm;
+            }
+            if (m == ninf<C>()) { /* nothing above -inf yet: online's rules */
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    online(m, s, x[k]);
+            } else {
+                const float ml = m * LOG2E;
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    s += ex2_fast(fmaf(x[k], LOG2E, -ml));
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < P::V; k++)
+                online(m, s, load<C>(&v.v[k]));
+        }
+    };
+    if (a.vec && STAGE)
+        row16_ahead<4>(r, a.c, tm.lane, tm.size, take, take16);
+    else if (a.vec)
+        row16(r, a.c, tm.lane, tm.size, take, [&](i64 j) { take16(j, ld16(r + j)); });
     else
         for (i64 j = tm.lane; j < a.c; j += tm.size)
             take(j);
@@ -306,13 +360,28 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
         gd /= (double)*a.count;
     const C g = (C)gd, inv = (C)1 / s;
     auto put = [&](i64 j) {
-        store(d + j, (ex(load<C>(r + j) - m) * inv - (j == t ? (C)1 : (C)0)) * g);
+        store(d + j, (ex(load<C>(r2 + j) - m) * inv - (j == t ? (C)1 : (C)0)) * g);
     };
     auto put16 = [&](i64 j) {
-        P v = ld16(r + j), o;
+        P v = STAGE ? *reinterpret_cast<const P *>(r2 + j) : ld16(r + j), o;
+        if constexpr (FAST) { /* p * g, and p * g - g at the target */
+            const float ig = inv * g, ml = m * LOG2E;
+            float e[P::V];
 #pragma unroll
-        for (int k = 0; k < P::V; k++)
-            store(&o.v[k], (ex(load<C>(&v.v[k]) - m) * inv - (j + k == t ? (C)1 : (C)0)) * g);
+            for (int k = 0; k < P::V; k++)
+                e[k] = ex2_fast(fmaf(load<C>(&v.v[k]), LOG2E, -ml)) * ig;
+            if ((uint64_t)(t - j) < (uint64_t)P::V)
+#pragma unroll
+                for (int k = 0; k < P::V; k++)
+                    e[k] -= j + k == t ? g : 0.0f;
+#pragma unroll
+            for (int k = 0; k < P::V; k++)
+                store(&o.v[k], e[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < P::V; k++)
+                store(&o.v[k], (ex(load<C>(&v.v[k]) - m) * inv - (j + k == t ? (C)1 : (C)0)) * g);
+        }
         *reinterpret_cast<P *>(d + j) = o;
     };
     if (a.vec)
@@ -323,10 +392,17 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
     return m + lg(s) - load<C>(r + t);
 }
 
-template <typename T, bool WARP> __global__ void __launch_bounds__(512) ce_bwd_rows(CeArgs a)
+/* STAGE: rows of STAGE_MIN bytes and more, a block each, with
+ * c * sizeof(T) + 16 bytes of dynamic shared memory for the stage; two
+ * blocks an SM where that fits (GPT-2's 16-bit rows of 50,257), so that
+ * one reads while the other writes. */
+template <typename T, bool WARP, bool STAGE = false>
+__global__ void __launch_bounds__(512, STAGE ? 2 : 1) ce_bwd_rows(CeArgs a)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
+    static_assert(!(STAGE && WARP), "a staged row takes a block");
+    extern __shared__ uint4 ce_stage[];
     __shared__ C sh[32];
     __shared__ CePart teams_part[16];
     const Team<WARP> tm;
@@ -334,7 +410,11 @@ template <typename T, bool WARP> __global__ void __launch_bounds__(512) ce_bwd_r
     for (i64 row = (i64)blockIdx.x * tm.teams + tm.team; row < a.n;
          row += (i64)gridDim.x * tm.teams) {
         const i64 t = a.target[row];
-        C v = ce_bwd_row<T, WARP>(a, row, t, tm, sh);
+        /* a thread's share of the stage moves with the row's offset against
+         * 16 bytes: the last row's second pass ends before this one's first */
+        if constexpr (STAGE)
+            __syncthreads();
+        C v = ce_bwd_row<T, WARP, STAGE>(a, row, t, tm, sh, ce_stage);
         if (tm.lane == 0) {
             if (a.loss && a.loss_f32)
                 ((float *)a.loss)[row] = (float)v;
@@ -392,6 +472,35 @@ RowLaunch ce_bwd_launch(int sms, const tc__nn_ce_bwd *a)
         l.blocks = l.blocks < most ? l.blocks : most;
     }
     return l;
+}
+
+/* Launches the staged ce_bwd_rows when a row of logits is STAGE_MIN bytes
+ * or more and the device gives a block its stage, with at most two blocks
+ * an SM for a reduced loss (the most that fit; no more than `l` has, so
+ * that the loss's parts fit the same scratch). Returns the blocks launched,
+ * or 0, queuing nothing. */
+template <typename T>
+unsigned launch_ce_staged(cudaStream_t stream, int sms, const RowLaunch &l, const CeArgs &k)
+{
+    static std::atomic<unsigned long long> set_on{0};
+    i64 bytes = k.c * (i64)sizeof(T) + 16;
+    int device = 0;
+    if (l.warp || bytes - 16 < STAGE_MIN)
+        return 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    int room = (int)smem_optin(device) - 1024; /* the kernel's static arrays beside the stage */
+    if (bytes > room || !smem_allowed(ce_bwd_rows<T, false, true>, room, device, set_on))
+        return 0;
+    unsigned blocks = l.blocks;
+    if (k.part) {
+        unsigned most = (unsigned)(sms > 0 ? sms : 80) * 2u;
+        blocks = blocks < most ? blocks : most;
+    }
+    ce_bwd_rows<T, false, true><<<blocks, 512, (size_t)bytes, stream>>>(k);
+    return blocks;
 }
 
 } // namespace
@@ -489,7 +598,10 @@ extern "C" void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms,
     dispatch_float(a->dtype, [&](auto *tag) {
         typedef typename std::remove_pointer<decltype(tag)>::type T;
         k.vec = k.vec && (k.ld - k.d_ld) * (i64)sizeof(T) % 16 == 0; /* every row, not the first */
-        if (l.warp)
+        unsigned staged = launch_ce_staged<T>(stream, sms, l, k);
+        if (staged)
+            l.blocks = staged;
+        else if (l.warp)
             ce_bwd_rows<T, true><<<l.blocks, l.threads, 0, stream>>>(k);
         else
             ce_bwd_rows<T, false><<<l.blocks, l.threads, 0, stream>>>(k);

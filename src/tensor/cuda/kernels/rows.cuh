@@ -86,6 +86,32 @@ __device__ __forceinline__ void row16(const T *p, i64 n, int lane, int size, F f
         f(j);
 }
 
+/* row16 for a read that keeps U of each thread's packs in flight at once:
+ * fv(j, pack) gets each of the packs row16 gives the thread, loaded U at a
+ * time before any is used (a block with few rows resident, as the staged
+ * ones, would otherwise wait out one load's latency per pack). */
+template <int U, typename T, typename F, typename FV>
+__device__ __forceinline__ void row16_ahead(const T *p, i64 n, int lane, int size, F f, FV fv)
+{
+    typedef Pack16<T> P;
+    const i64 h = head16(p, n), packs = (n - h) / P::V, tail = h + packs * P::V;
+    for (i64 j = lane; j < h; j += size)
+        f(j);
+    for (i64 i = lane; i < packs; i += (i64)U * size) {
+        P v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i + (i64)u * size < packs)
+                v[u] = ld16(p + h + (i + (i64)u * size) * P::V);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i + (i64)u * size < packs)
+                fv(h + (i + (i64)u * size) * P::V, v[u]);
+    }
+    for (i64 j = tail + lane; j < n; j += size)
+        f(j);
+}
+
 /* A grid of `blocks` blocks (one a row), kept within what a launch takes. */
 static inline unsigned cap_grid(i64 blocks)
 {

@@ -357,7 +357,9 @@ static void test_layer_norm_into(tc_device dev)
 {
     struct {
         int64_t m, n;
-    } cases[] = {{6, 10}, {3, 1500}, {2100, 40}, {5, 256}}; /* 256: the quad kernels */
+    } cases[] = {{6, 10}, {3, 1500}, {2100, 40}, {5, 256}, {70, 384}};
+    /* 256 and 384: the quad kernels; 70 rows: chunks of 32, 32 and 6 rows for
+     * the GPU's dweight and dbias parts taken with dx */
     const double eps = 1e-5;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int64_t m = cases[k].m, n = cases[k].n, all = m * n, sz[2] = {m, n}, wide[2] = {m, 2 * n};

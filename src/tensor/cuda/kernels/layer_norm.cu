@@ -6,10 +6,12 @@
  * the row for its sums and again to write (the second read mostly from
  * cache). dweight and dbias are sums over the rows taken without atomics,
  * so that they are the same bits on every run: each block sums a chunk of
- * rows for 32 columns (its 8 row lanes then added in order), and a second
- * kernel adds the chunks' sums the same way (8 lanes over the chunks, then
- * the lanes in order). Values are computed in float for 16-bit dtypes
- * (double for float64) and rounded once when stored. */
+ * rows for 32 columns (its 8 row lanes then added in order), or, for rows
+ * of 128 to 1,024 computed in float, the dx kernel's block sums its chunk
+ * for every column from the read that dx takes; a second kernel adds the
+ * chunks' sums the same way (32 lanes over the chunks, then the lanes in
+ * order). Values are computed in float for 16-bit dtypes (double for
+ * float64) and rounded once when stored. */
 #include <math.h>
 
 #include <type_traits>
@@ -213,18 +215,38 @@ __global__ void __launch_bounds__(256)
 
 /* ln_bwd_dx for quad rows: each lane's g = dy * w and xhat held in
  * registers from one read of dy, x and w; dx (and its 16-bit copy) written
- * from them. */
-template <typename T, typename G, typename L>
+ * from them. PART (float computation): dweight's and dbias's partial sums
+ * come from the same read (dx may then be NULL: the sums alone, in the same
+ * order, so that they are the same bits with dx or without). Block b then
+ * takes rows [b * chunk, (b + 1) * chunk), its warp k every teams-th of them
+ * from the k-th, each lane adding dy * xhat and dy of its columns into the
+ * warp's row of shared memory; the warps' rows are then added in order into
+ * part_w / part_b [b, column] (ln_bwd_part's layout, for ln_bwd_total). */
+template <typename T, typename G, typename L, bool PART = false>
 __global__ void __launch_bounds__(256)
     ln_bwd_dx_quad(const G *dy, const T *x, const typename Compute<T>::type *mean,
                    const typename Compute<T>::type *rstd, const T *w, T *dx, L *low, i64 rows,
-                   i64 n, bool acc)
+                   i64 n, bool acc, typename Compute<T>::type *part_w = nullptr,
+                   typename Compute<T>::type *part_b = nullptr, i64 chunk = 0)
 {
     tck_pdl_entry();
     typedef typename Compute<T>::type C;
-    const int lane = threadIdx.x & 31, teams = blockDim.x / 32, nq = (int)(n / 128);
-    for (i64 row = (i64)blockIdx.x * teams + threadIdx.x / 32; row < rows;
-         row += (i64)gridDim.x * teams) {
+    static_assert(!PART || std::is_same<C, float>::value, "the partial sums are float");
+    extern __shared__ float4 ln_sums_raw[]; /* PART: [teams][2][n] */
+    const int lane = threadIdx.x & 31, teams = blockDim.x / 32, team = threadIdx.x / 32;
+    const int nq = (int)(n / 128);
+    C *sw = reinterpret_cast<C *>(ln_sums_raw) + (i64)team * 2 * n, *sb = sw + n;
+    i64 first = (i64)blockIdx.x * teams + team, end = rows, step = (i64)gridDim.x * teams;
+    if constexpr (PART) {
+        first = (i64)blockIdx.x * chunk + team;
+        end = first - team + chunk < rows ? first - team + chunk : rows;
+        step = teams;
+        for (int q = 0; q < nq; q++) {
+            i64 c = (i64)(q * 32 + lane) * 4;
+            st4(sw + c, Quad<C>{}), st4(sb + c, Quad<C>{});
+        }
+    }
+    for (i64 row = first; row < end; row += step) {
         const C mu = mean[row], rs = rstd[row];
         C g[QMAX][4], xh[QMAX][4], sg = 0, sgx = 0;
 #pragma unroll
@@ -236,14 +258,25 @@ __global__ void __launch_bounds__(256)
             Quad<T> xq = ld4(x + row * n + c), wq;
             if (w)
                 wq = ld4(w + c);
+            Quad<C> aw, ab;
+            if constexpr (PART)
+                aw = ld4(sw + c), ab = ld4(sb + c);
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 g[q][k] = w ? load<C>(&gq.v[k]) * load<C>(&wq.v[k]) : load<C>(&gq.v[k]);
                 xh[q][k] = (load<C>(&xq.v[k]) - mu) * rs;
                 sg += g[q][k];
                 sgx += g[q][k] * xh[q][k];
+                if constexpr (PART) {
+                    aw.v[k] += load<C>(&gq.v[k]) * xh[q][k];
+                    ab.v[k] += load<C>(&gq.v[k]);
+                }
             }
+            if constexpr (PART)
+                st4(sw + c, aw), st4(sb + c, ab);
         }
+        if (PART && !dx)
+            continue;
         sg = warp_red<false>(sg) / (C)n;
         sgx = warp_red<false>(sgx) / (C)n;
 #pragma unroll
@@ -266,6 +299,17 @@ __global__ void __launch_bounds__(256)
                 st4(low + j, lo);
         }
     }
+    if constexpr (PART) {
+        __syncthreads();
+        C *all = reinterpret_cast<C *>(ln_sums_raw);
+        for (i64 c = threadIdx.x; c < n; c += blockDim.x) {
+            C a = 0, b = 0;
+            for (int k = 0; k < teams; k++)
+                a += all[(i64)k * 2 * n + c], b += all[(i64)k * 2 * n + n + c];
+            part_w[(i64)blockIdx.x * n + c] = a;
+            part_b[(i64)blockIdx.x * n + c] = b;
+        }
+    }
 }
 
 /* dweight's and dbias's partial sums: block (bx, by) of 32 x 8 threads sums
@@ -274,18 +318,18 @@ __global__ void __launch_bounds__(256)
  * part_w / part_b [by, column]. */
 enum { PART_COLS = 32, PART_LANES = 8 };
 
-/* The block's PART_LANES sums of each of its columns added in lane order:
- * true for the threads of lane 0, which then hold their column's sums. */
-template <typename C> __device__ bool lanes_combine(C &aw, C &ab)
+/* The block's LANES sums of each of its columns added in lane order: true
+ * for the threads of lane 0, which then hold their column's sums. */
+template <int LANES, typename C> __device__ bool lanes_combine(C &aw, C &ab)
 {
-    __shared__ C sw[PART_LANES][PART_COLS + 1], sb[PART_LANES][PART_COLS + 1];
+    __shared__ C sw[LANES][PART_COLS + 1], sb[LANES][PART_COLS + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
     sw[ty][tx] = aw;
     sb[ty][tx] = ab;
     __syncthreads();
     if (ty != 0)
         return false;
-    for (int k = 1; k < PART_LANES; k++)
+    for (int k = 1; k < LANES; k++)
         aw += sw[k][tx], ab += sb[k][tx];
     return true;
 }
@@ -307,17 +351,20 @@ __global__ void __launch_bounds__(PART_COLS *PART_LANES)
             aw += g * ((load<C>(x + r * n + col) - mean[r]) * rstd[r]);
             ab += g;
         }
-    if (lanes_combine(aw, ab) && col < n) {
+    if (lanes_combine<PART_LANES>(aw, ab) && col < n) {
         part_w[(i64)blockIdx.y * n + col] = aw;
         part_b[(i64)blockIdx.y * n + col] = ab;
     }
 }
 
 /* dweight and dbias (either NULL when not wanted): each column's chunk sums
- * added by PART_LANES lanes (lane j takes chunks j, j + PART_LANES, ...),
- * then the lanes in order; blocks of PART_COLS columns. */
+ * added by TOTAL_LANES lanes (lane j takes chunks j, j + TOTAL_LANES, ...),
+ * then the lanes in order; blocks of PART_COLS columns. (A row of 768
+ * columns is 24 blocks: the many lanes keep enough loads in flight.) */
+enum { TOTAL_LANES = 32 };
+
 template <typename T>
-__global__ void __launch_bounds__(PART_COLS *PART_LANES)
+__global__ void __launch_bounds__(PART_COLS *TOTAL_LANES)
     ln_bwd_total(const typename Compute<T>::type *part_w, const typename Compute<T>::type *part_b,
                  T *dw, T *db, i64 chunks, i64 n, bool acc)
 {
@@ -326,9 +373,9 @@ __global__ void __launch_bounds__(PART_COLS *PART_LANES)
     const i64 col = (i64)blockIdx.x * PART_COLS + threadIdx.x;
     C aw = 0, ab = 0;
     if (col < n)
-        for (i64 k = threadIdx.y; k < chunks; k += PART_LANES)
+        for (i64 k = threadIdx.y; k < chunks; k += TOTAL_LANES)
             aw += part_w[k * n + col], ab += part_b[k * n + col];
-    if (lanes_combine(aw, ab) && col < n) {
+    if (lanes_combine<TOTAL_LANES>(aw, ab) && col < n) {
         if (dw)
             store(dw + col, acc ? load<C>(dw + col) + aw : aw);
         if (db)
@@ -375,9 +422,43 @@ template <typename R> void launch_ln_fwd_f32(cudaStream_t stream, const tc__nn_l
         launch_ln_fwd<float, R, float>(stream, a);
 }
 
-/* layer_norm's dx kernel, with L the type of dx_cast (T when there is none). */
+/* Whether layer_norm's backward takes the quad kernels. */
+template <typename T, typename G, typename L> bool ln_bwd_quad(const tc__nn_ln_bwd *a)
+{
+    return quad_rows(a->n) && quad_ok<G>(a->grad_out) && quad_ok<T>(a->x) &&
+           quad_ok<T>(a->weight) && quad_ok<T>(a->dx) && quad_ok<L>(a->dx_cast);
+}
+
+/* The quad dx kernel that also writes dweight's and dbias's partial sums
+ * (pw, pb: as ln_bwd_part writes them), or those sums alone where dx is
+ * NULL: false, queuing nothing, where it does not take a->n, the dtypes or
+ * the pointers. */
 template <typename T, typename G, typename L>
-void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a)
+bool ln_bwd_quad_parts(cudaStream_t stream, const tc__nn_ln_bwd *a, typename Compute<T>::type *pw,
+                       typename Compute<T>::type *pb)
+{
+    typedef typename Compute<T>::type C;
+    if constexpr (std::is_same<C, float>::value) {
+        if (!pw || !ln_bwd_quad<T, G, L>(a))
+            return false;
+        /* 4 warps a block: 2 * 4 * 1,024 floats of shared memory at most */
+        const i64 chunk = ln_chunk(a->m);
+        unsigned blocks = (unsigned)((a->m + chunk - 1) / chunk);
+        ln_bwd_dx_quad<T, G, L, true><<<blocks, 128, 8 * a->n * sizeof(C), stream>>>(
+            (const G *)a->grad_out, (const T *)a->x, (const C *)a->mean, (const C *)a->rstd,
+            (const T *)a->weight, (T *)a->dx, (L *)a->dx_cast, a->m, a->n, a->accumulate, pw, pb,
+            chunk);
+        return true;
+    }
+    return false;
+}
+
+/* layer_norm's dx kernel, with L the type of dx_cast (T when there is none).
+ * True when it also wrote dweight's and dbias's partial sums (pw, pb, when
+ * not NULL) in the same pass (ln_bwd_quad_parts). */
+template <typename T, typename G, typename L>
+bool ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, typename Compute<T>::type *pw,
+                      typename Compute<T>::type *pb)
 {
     typedef typename Compute<T>::type C;
     const G *dy = (const G *)a->grad_out;
@@ -385,8 +466,9 @@ void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a)
     const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
     L *low = (L *)a->dx_cast;
     RowLaunch l = row_launch(a->m, a->n, 256);
-    if (quad_rows(a->n) && quad_ok<G>(dy) && quad_ok<T>(x) && quad_ok<T>(w) && quad_ok<T>(a->dx) &&
-        quad_ok<L>(low))
+    if (ln_bwd_quad_parts<T, G, L>(stream, a, pw, pb))
+        return true;
+    if (ln_bwd_quad<T, G, L>(a))
         ln_bwd_dx_quad<T, G, L><<<l.blocks, l.threads, 0, stream>>>(
             dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
     else if (l.warp)
@@ -395,6 +477,7 @@ void ln_bwd_dx_launch(cudaStream_t stream, const tc__nn_ln_bwd *a)
     else
         ln_bwd_dx<T, G, L, false><<<l.blocks, l.threads, 0, stream>>>(
             dy, x, mean, rstd, w, (T *)a->dx, low, a->m, a->n, a->accumulate);
+    return false;
 }
 
 /* layer_norm's backward with grad_output of type G (T, or 16-bit for T =
@@ -406,25 +489,28 @@ void ln_bwd_launch(cudaStream_t stream, const tc__nn_ln_bwd *a, void *scratch)
     const G *dy = (const G *)a->grad_out;
     const T *x = (const T *)a->x;
     const C *mean = (const C *)a->mean, *rstd = (const C *)a->rstd;
-    const bool acc = a->accumulate;
+    const bool acc = a->accumulate, sums = a->dweight || a->dbias;
+    const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
+    C *pw = sums ? (C *)scratch : nullptr, *pb = sums ? pw + chunks * a->n : nullptr;
+    /* the sums' parts written with dx, or by its kernel without it */
+    bool parts = !a->dx && ln_bwd_quad_parts<T, G, T>(stream, a, pw, pb);
     if (a->dx) {
         /* dx_cast only with float32 x: a 16-bit copy of dx beside it */
         bool cast = a->dx_cast && std::is_same<T, float>::value;
         if (cast && a->cast_dtype == TC_BFLOAT16)
-            ln_bwd_dx_launch<T, G, __nv_bfloat16>(stream, a);
+            parts = ln_bwd_dx_launch<T, G, __nv_bfloat16>(stream, a, pw, pb);
         else if (cast && a->cast_dtype == TC_FLOAT16)
-            ln_bwd_dx_launch<T, G, __half>(stream, a);
+            parts = ln_bwd_dx_launch<T, G, __half>(stream, a, pw, pb);
         else
-            ln_bwd_dx_launch<T, G, T>(stream, a);
+            parts = ln_bwd_dx_launch<T, G, T>(stream, a, pw, pb);
     }
-    if (!a->dweight && !a->dbias)
+    if (!sums)
         return;
-    const i64 chunk = ln_chunk(a->m), chunks = (a->m + chunk - 1) / chunk;
-    C *pw = (C *)scratch, *pb = pw + chunks * a->n;
-    dim3 grid((unsigned)((a->n + PART_COLS - 1) / PART_COLS), (unsigned)chunks);
-    ln_bwd_part<T, G><<<grid, dim3(PART_COLS, PART_LANES), 0, stream>>>(dy, x, mean, rstd, pw, pb,
-                                                                        a->m, a->n, chunk);
-    ln_bwd_total<T><<<grid.x, dim3(PART_COLS, PART_LANES), 0, stream>>>(
+    unsigned cols = (unsigned)((a->n + PART_COLS - 1) / PART_COLS);
+    if (!parts)
+        ln_bwd_part<T, G><<<dim3(cols, (unsigned)chunks), dim3(PART_COLS, PART_LANES), 0, stream>>>(
+            dy, x, mean, rstd, pw, pb, a->m, a->n, chunk);
+    ln_bwd_total<T><<<cols, dim3(PART_COLS, TOTAL_LANES), 0, stream>>>(
         pw, pb, (T *)a->dweight, (T *)a->dbias, chunks, a->n, acc);
 }
 

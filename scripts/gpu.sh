@@ -36,6 +36,7 @@
 #             under compute-sanitizer memcheck and racecheck; on 2 or more
 #             GPUs test_ddp runs its ranks.
 #             TRAIN_TESTS=none skips the tests (when another call ran them),
+#             TRAIN_ORACLES=none the oracles,
 #             TRAIN_CS_TESTS names the sanitized ones (none: no sanitizer).
 #             TRAIN_BENCH=1 adds, at the end, the benchmarks bench/run.sh
 #             nn_backward (each backward op beside PyTorch's), train (GPT-2
@@ -468,8 +469,8 @@ case $PRESET in
     # shellcheck disable=SC2086 # lists of names; none: the tests ran already (multi's ctest)
     [ "$TRAIN_TESTS" != none ] &&
       ctest_step "ctest training" ctest.log -LE sanitizer -R "^($(echo $TRAIN_TESTS | tr ' ' '|'))\$"
-    # shellcheck disable=SC2086
-    step_oracles ${TRAIN_ORACLES:-}
+    # shellcheck disable=SC2086 # none: no oracle
+    [ "$TRAIN_ORACLES" != none ] && step_oracles $TRAIN_ORACLES
     [ "${TRAIN_TORCH:-1}" = 1 ] && step_train_torch
     # (not test_optim: CPU only, and compute-sanitizer fails a program that
     # makes no CUDA call; test_optim_cuda is its GPU half)

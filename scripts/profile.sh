@@ -13,8 +13,9 @@
 #   train [batch]  examples/train_gpt2's kernels of one bfloat16 step of GPT-2
 #                small (seq 1024, batch 8; NVTX range "step 3"), grouped by name,
 #                beside PyTorch's eager and torch.compile steps (bench/torch/
-#                train_gpt2_bench.py's model) under torch.profiler; then
-#                train_gpt2 once at batch 64, its message kept (train.txt)
+#                train_gpt2_bench.py's model) under torch.profiler (not with
+#                PROFILE_TORCH=0); then train_gpt2 once at batch 64, its
+#                message kept (train.txt)
 #   mlp          each kernel of one eager training step of examples/graph_mlp
 #                (NVTX range "mlp_step") in order, beside PyTorch's same step
 #                (bench/torch/mlp_torch.py); a graph replays these kernels back
@@ -148,7 +149,7 @@ shutil.copy(t.tokens(sys.argv[1]), sys.argv[2])" "$LOG" "$tok" || return 1
     --print-units base --csv "$BUILD/examples/train_gpt2" --train "$tok" --device cuda --dtype bfloat16 \
     --batch "$b" --seq 1024 --steps 3 > "$LOG/tcuda.csv" 2> "$LOG/tcuda.err"
   ncu_kernels "$LOG/tcuda.csv" sum "step, batch $b"
-  python3 - "$b" << 'PY' 2>&1 | grep -v Warning | tee "$LOG/torch.txt"
+  [ "${PROFILE_TORCH:-1}" = 0 ] || python3 - "$b" << 'PY' 2>&1 | grep -v Warning | tee "$LOG/torch.txt"
 import sys, torch
 from torch.profiler import profile, ProfilerActivity
 sys.path.insert(0, "bench/torch")

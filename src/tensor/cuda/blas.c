@@ -315,6 +315,13 @@ static tc_status gemm_split_cols(int device, const tc__nn_gemm *g)
     return st;
 }
 
+/* Whether g is worth reshaping into aligned pieces: 2^32 multiply-adds or
+ * more, where the pieces' extra calls and copies cost little beside it. */
+static bool large_gemm(const tc__nn_gemm *g)
+{
+    return (double)g->m * (double)g->n * (double)g->k >= 4294967296.0;
+}
+
 /* Is g a large 16-bit GEMM with op(A) = A^T whose rows are all whole
  * 16-byte vectors but whose m is not (linear's weight gradient from a
  * padded gradient of GPT-2's logits: m = 50257, lda 50264)? cuBLAS ran
@@ -324,8 +331,7 @@ static tc_status gemm_split_cols(int device, const tc__nn_gemm *g)
 static bool splits_m(const tc__nn_gemm *g)
 {
     return tc_dtype_size(g->dtype) == 2 && g->trans_a && g->batch == 1 && g->m % 8 && g->m > 8 &&
-           g->lda % 8 == 0 && g->ldb % 8 == 0 && g->ldc % 8 == 0 &&
-           (double)g->m * (double)g->n * (double)g->k >= 4294967296.0;
+           g->lda % 8 == 0 && g->ldb % 8 == 0 && g->ldc % 8 == 0 && large_gemm(g);
 }
 
 /* g (splits_m) as two GEMMs: C's rows up to the last whole vector of m,
@@ -347,7 +353,7 @@ static bool splits_k(const tc__nn_gemm *g)
 {
     return tc_dtype_size(g->dtype) == 2 && g->c_dtype == g->dtype && g->batch == 1 &&
            g->beta == 0 && g->k % 8 && g->k > 8 && g->lda % 8 == 0 && g->ldb % 8 == 0 &&
-           g->ldc % 8 == 0 && (double)g->m * (double)g->n * (double)g->k >= 4294967296.0;
+           g->ldc % 8 == 0 && large_gemm(g);
 }
 
 /* g (splits_k) as two GEMMs into one float32 buffer, k up to the last whole
@@ -451,7 +457,7 @@ bool tc__gemm_pads_operands(const tc__nn_gemm *g)
         return false;
     stored x = ua ? stored_a(g) : stored_b(g);
     return x.rows * x.cols >= ((int64_t)1 << 22) && g->m * g->n >= ((int64_t)1 << 16) &&
-           (double)g->m * (double)g->n * (double)g->k >= 4294967296.0;
+           large_gemm(g);
 }
 
 static tc_status zero_rows(void *dst, size_t pitch, size_t width, int64_t rows, cudaStream_t cs)

@@ -165,23 +165,32 @@ __global__ void __launch_bounds__(STAGE ? 1024 : 256)
     }
 }
 
-/* Launches the staged softmax_bwd_rows for rows of n when they are
- * STAGE_MIN bytes or more and the device gives a block their stage;
+/* Whether a staged row kernel takes rows of `row_bytes`: STAGE_MIN or
+ * more, and the current device gives a block the stage (the row and 16
+ * bytes) beside the kernel's 1 KiB of static arrays, `kernel` allowed that
+ * much (`set_on`: its record of the devices done, smem_allowed's). */
+template <typename K>
+bool stage_fits(K kernel, i64 row_bytes, std::atomic<unsigned long long> &set_on)
+{
+    int device = 0;
+    if (row_bytes < STAGE_MIN)
+        return false;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int room = (int)smem_optin(device) - 1024;
+    return row_bytes + 16 <= room && smem_allowed(kernel, room, device, set_on);
+}
+
+/* Launches the staged softmax_bwd_rows for rows of n when stage_fits;
  * false, queuing nothing, otherwise. */
 template <typename T, bool LOG>
 bool launch_staged(cudaStream_t stream, const T *dy, const T *y, T *dx, i64 rows, i64 n, bool vec)
 {
     static std::atomic<unsigned long long> set_on{0};
     i64 bytes = n * (i64)sizeof(T) + 16;
-    int device = 0;
-    if (bytes - 16 < STAGE_MIN)
-        return false;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    int room = (int)smem_optin(device) - 1024; /* the kernel's static sums beside the stage */
-    if (bytes > room || !smem_allowed(softmax_bwd_rows<T, LOG, false, true>, room, device, set_on))
+    if (!stage_fits(softmax_bwd_rows<T, LOG, false, true>, bytes - 16, set_on))
         return false;
     softmax_bwd_rows<T, LOG, false, true>
         <<<cap_grid(rows), 1024, (size_t)bytes, stream>>>(dy, y, dx, rows, n, vec);
@@ -474,25 +483,16 @@ RowLaunch ce_bwd_launch(int sms, const tc__nn_ce_bwd *a)
     return l;
 }
 
-/* Launches the staged ce_bwd_rows when a row of logits is STAGE_MIN bytes
- * or more and the device gives a block its stage, with at most two blocks
- * an SM for a reduced loss (the most that fit; no more than `l` has, so
- * that the loss's parts fit the same scratch). Returns the blocks launched,
- * or 0, queuing nothing. */
+/* Launches the staged ce_bwd_rows when a block's row of logits stage_fits,
+ * with at most two blocks an SM for a reduced loss (the most that fit; no
+ * more than `l` has, so that the loss's parts fit the same scratch).
+ * Returns the blocks launched, or 0, queuing nothing. */
 template <typename T>
 unsigned launch_ce_staged(cudaStream_t stream, int sms, const RowLaunch &l, const CeArgs &k)
 {
     static std::atomic<unsigned long long> set_on{0};
     i64 bytes = k.c * (i64)sizeof(T) + 16;
-    int device = 0;
-    if (l.warp || bytes - 16 < STAGE_MIN)
-        return 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    int room = (int)smem_optin(device) - 1024; /* the kernel's static arrays beside the stage */
-    if (bytes > room || !smem_allowed(ce_bwd_rows<T, false, true>, room, device, set_on))
+    if (l.warp || !stage_fits(ce_bwd_rows<T, false, true>, bytes - 16, set_on))
         return 0;
     unsigned blocks = l.blocks;
     if (k.part) {

@@ -134,6 +134,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/index_cuda.c
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/attention_backward.cu
+  src/tensor/cuda/kernels/attention_backward_f32.cu
   src/tensor/cuda/kernels/backward.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/dropout.cu

@@ -8,10 +8,13 @@
  *   - dense destinations, and only some gradients wanted;
  *   - bad input, nothing written.
  * float32, bfloat16, float16 and float64, causal and not, on the CPU and,
- * where there is one, the GPU. */
+ * where there is one, the GPU (with deterministic algorithms on: Hopper's
+ * kernels would otherwise sum dq with atomic adds, whose bits may differ
+ * from call to call). */
 #include <string.h>
 
 #include "nn_check.h"
+#include "tcuda/backends.h"
 #include "tcuda/nn_backward.h"
 
 /* The heads of column block i of [B, L, H, 4E] memory: [B, H, L, E]. */
@@ -133,7 +136,9 @@ int main(void)
     test_values(CPU);
     test_bad_input(CPU);
     if (tc_is_available()) {
+        CHECK_OK(tc_use_deterministic_algorithms(true));
         test_values(GPU);
+        CHECK_OK(tc_use_deterministic_algorithms(false));
         test_bad_input(GPU);
         CHECK_OK(tc_synchronize(-1));
     } else {

@@ -73,8 +73,9 @@ TCUDA_API tc_status tc_backends_cuda_matmul_get_allow_bf16_reduced_precision_red
  * (true), or their faster one (false, the default, as PyTorch's). Read when
  * an operation is queued. The operations that follow it: the embedding
  * backward of nn_backward.h (a sort of the indices and a fixed-order sum per
- * weight row, bit-identical run to run, instead of float atomic adds).
- * Unlike PyTorch, operations without a deterministic algorithm do not fail
+ * weight row, bit-identical run to run, instead of float atomic adds) and
+ * the fused attention backward's dQ (its own kernel over blocks of
+ * queries instead of atomic adds; see nn_backward.h). Unlike PyTorch, operations without a deterministic algorithm do not fail
  * while it is on. Works without CUDA (only stored). Never fails (TC_OK). */
 TCUDA_API tc_status tc_use_deterministic_algorithms(bool enabled);
 /* Whether deterministic algorithms are on, into *out.

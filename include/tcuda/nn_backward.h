@@ -339,7 +339,13 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention_lse(const tc_tensor *q, c
  * then one kernel over blocks of keys for dK and dV and one over blocks of
  * queries for dQ, recomputing P = exp(scale * q k^T - lse) tile by tile in
  * float32, no [L, S] matrix in memory and no atomics (the same bits on
- * every run). Elsewhere the math path of
+ * every run). But for 16-bit E from 33 to 64 on compute capability 9.0,
+ * and float32 E up to 64 (a multiple of 4) from 8.0, all with 16-byte
+ * aligned rows, the key blocks' kernel also adds dQ's terms into float32
+ * sums with atomic adds (batch * L * 64 floats of scratch), as PyTorch's
+ * flash and memory-efficient backwards do: dQ's bits may then differ from
+ * run to run, unless tc_use_deterministic_algorithms (backends.h) is on.
+ * Elsewhere the math path of
  * tc_nn_scaled_dot_product_attention_backward runs and output and lse are
  * only checked. Errors: the header's common ones; TC_ERROR_SHAPE for an
  * output not of grad_output's sizes or an lse not of q's sizes without E,

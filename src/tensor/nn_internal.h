@@ -166,7 +166,9 @@ typedef struct tc__nn_attention {
  * [batch, l], tc__nn_attention's), the gradients dq [l, e], dk [s, e] and
  * dv [s, e] of `dtype`, strided as the operands (two batch levels and a
  * row stride; the columns dense), written whole, never NULL. l, s and e are
- * at least 1; the scale is positive and finite. */
+ * at least 1; the scale is positive and finite. deterministic (from
+ * tc_use_deterministic_algorithms) asks for sums in a fixed order; without
+ * it a GPU may add dq's terms with atomic adds. */
 typedef struct tc__nn_attention_bwd {
     tc_dtype dtype;
     const void *q, *k, *v, *out, *grad_out;
@@ -176,7 +178,7 @@ typedef struct tc__nn_attention_bwd {
     int64_t dq_strides[3], dk_strides[3], dv_strides[3]; /* where the gradients go, likewise */
     int64_t batch, inner, l, s, e;
     double scale;
-    bool causal;
+    bool causal, deterministic;
 } tc__nn_attention_bwd;
 
 /* cross_entropy of contiguous logits [n, c] of `dtype` against int64

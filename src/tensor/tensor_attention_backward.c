@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "backends_internal.h"
 #include "nn_internal.h"
 #include "tcuda/indexing.h"
 #include "tcuda/nn_backward.h"
@@ -278,7 +279,8 @@ static tc_status fused_grads_into(const tc_tensor *go, const tc_tensor *q, const
                               .s = k->sizes[nd - 2],
                               .e = q->sizes[nd - 1],
                               .scale = scale,
-                              .causal = causal};
+                              .causal = causal,
+                              .deterministic = tc__deterministic_algorithms()};
     a.batch = 1;
     for (int i = 0; i < nd - 2; i++)
         a.batch *= q->sizes[i];

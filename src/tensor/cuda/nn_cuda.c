@@ -106,8 +106,9 @@ static tc_status cu_attention(int device, const tc__nn_attention *a, bool *done)
         *done = tc__k_nn_attention(cs_, device, tc__cc_major(device), tc__cc_minor(device), a));
 }
 
-/* D = rowsum(dO * O) in scratch from the cache on this stream, as
- * cu_cross_entropy's: freed once the kernels that read it are queued. */
+/* D = rowsum(dO * O) (and dq's float32 sums, where they are atomic) in
+ * scratch from the cache on this stream, as cu_cross_entropy's: freed
+ * once the kernels that read it are queued. */
 static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a, bool *done)
 {
     *done = false;
@@ -118,13 +119,14 @@ static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a
     tc_device_guard g = tc_device_guard_enter(device);
     TC_TRY(g.status);
     cudaStream_t cs = tc__current_cuda_stream(device);
-    void *dsum = NULL;
-    tc_status st = tc__device_alloc(device, cs, (size_t)(a->batch * a->l) * sizeof(float), &dsum);
+    int major = tc__cc_major(device), minor = tc__cc_minor(device);
+    void *scratch = NULL;
+    tc_status st = tc__device_alloc(device, cs,
+                                    tc__k_nn_attention_backward_scratch(major, minor, a), &scratch);
     if (st == TC_OK) {
-        *done = tc__k_nn_attention_backward(cs, device, tc__cc_major(device), tc__cc_minor(device),
-                                            a, (float *)dsum);
+        *done = tc__k_nn_attention_backward(cs, device, major, minor, a, scratch);
         st = tc__launch_check(cs, "attention_backward_kernel");
-        (void)tc__device_free(dsum);
+        (void)tc__device_free(scratch);
     }
     tc_device_guard_exit(&g);
     return st;

@@ -14,7 +14,12 @@
  *      (up to the diagonal when causal), recomputes dS the same way and
  *      accumulates dQ += scale * dS k.
  * Each gradient element is summed by one thread in a fixed order, so the
- * result is deterministic (no atomics). Two paths:
+ * result is deterministic (no atomics), but where dq is summed with
+ * atomic adds: with tc_use_deterministic_algorithms off, Hopper's 16-bit
+ * kernels and float32's register-tiled one (attention_backward_f32.cu)
+ * have step 2's blocks add dS k into float32 sums (zeroed by step 1's
+ * kernel; attention_bwd_dq_round then scales and writes dq), and step 3
+ * does not run. The paths:
  *
  *   float16, bfloat16 (compute capability 8.0 and newer: the caller,
  *     nn_cuda.c, sends no 16-bit problem to older devices): blocks of four
@@ -34,9 +39,11 @@
  *   float16, bfloat16 on compute capability 9.0, head dims 33 to 64 with
  *     16-byte aligned rows: the same blocks and steps with Hopper's
  *     warpgroup products (attention_backward_sm90.cu).
- *   float32 (and 16-bit where the test hook asks): 256 threads, 32 keys or
- *     queries a block; tiles are converted to float32 in shared memory and
- *     all math is float32 FMAs.
+ *   float32 with head dims up to 64 and 16-byte aligned rows, dq summed
+ *     with atomic adds: attention_backward_f32.cu's register-tiled kernel.
+ *   other float32 (and 16-bit where the test hook asks): 256 threads, 32
+ *     keys or queries a block; tiles are converted to float32 in shared
+ *     memory and all math is float32 FMAs.
  * Gradients are rounded to the input dtype once, at the end.
  *
  * Operands are read in place through two batch strides and a row stride,
@@ -168,6 +175,9 @@ template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dsum(B
         sum += __shfl_xor_sync(0xffffffffu, sum, w);
     if (lane == 0)
         a.dsum[row] = sum;
+    if (a.dqacc) /* the row's dq sums start at 0 */
+        for (int c = lane; c < 64; c += 32)
+            a.dqacc[row * 64 + c] = 0;
 }
 
 /* D for 16-bit rows of whole 16-byte packs (a.vec, e a multiple of 8):
@@ -196,6 +206,42 @@ template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dsum16
         sum += __shfl_xor_sync(0xffffffffu, sum, w);
     if (row < rows && u == 0)
         a.dsum[row] = sum;
+    if (row < rows && a.dqacc) { /* the row's dq sums start at 0: 8 a lane */
+        float4 *d = reinterpret_cast<float4 *>(a.dqacc + row * 64 + 8 * u);
+        d[0] = d[1] = make_float4(0, 0, 0, 0);
+    }
+}
+
+/* dq = scale * its float32 sums (dq summed with atomic adds), rounded to
+ * E: a thread per 8 columns of a row (of batch * l rows, 64 sums each; e
+ * columns written), one 16-byte store where dq's rows allow it (16-bit E,
+ * a.dq_vec). */
+template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dq_round(BwdArgs a)
+{
+    tck_pdl_entry();
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, row = i / 8, l = (unsigned)a.l;
+    int c = 8 * (int)(i % 8);
+    if (row >= (unsigned)(a.batch * a.l) || c >= a.e) /* batch * l < 2^31: takes() */
+        return;
+    const float4 *from = reinterpret_cast<const float4 *>(a.dqacc + (i64)row * 64 + c);
+    float4 x = from[0], y = from[1];
+    float v[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+    E *dq = (E *)a.dq + batch_offset(a.dqs, row / l, a.inner) + (row % l) * a.dqs[2];
+    if constexpr (sizeof(E) == 2) {
+        if (a.dq_vec) {
+            uint4 p;
+            p.x = Mma<E>::pack(v[0] * a.scale, v[1] * a.scale);
+            p.y = Mma<E>::pack(v[2] * a.scale, v[3] * a.scale);
+            p.z = Mma<E>::pack(v[4] * a.scale, v[5] * a.scale);
+            p.w = Mma<E>::pack(v[6] * a.scale, v[7] * a.scale);
+            *reinterpret_cast<uint4 *>(dq + c) = p;
+            return;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (c + k < a.e)
+            store(dq + c + k, v[k] * a.scale);
 }
 
 /* ---- 2. dK and dV ------------------------------------------------------------------------- */
@@ -535,6 +581,20 @@ template <typename E> void launch_dsum(cudaStream_t stream, const BwdArgs &a)
     attention_bwd_dsum<E><<<(unsigned)((rows + NT / 32 - 1) / (NT / 32)), NT, 0, stream>>>(a);
 }
 
+} // namespace
+
+template <typename E> void abwd::dq_round(cudaStream_t stream, const BwdArgs &a)
+{
+    i64 threads = a.batch * a.l * 8;
+    attention_bwd_dq_round<E><<<(unsigned)((threads + NT - 1) / NT), NT, 0, stream>>>(a);
+}
+
+template void abwd::dq_round<float>(cudaStream_t, const BwdArgs &);
+template void abwd::dq_round<__half>(cudaStream_t, const BwdArgs &);
+template void abwd::dq_round<__nv_bfloat16>(cudaStream_t, const BwdArgs &);
+
+namespace {
+
 template <typename E, int D> bool launch(cudaStream_t stream, int device, const BwdArgs &a)
 {
     static std::atomic<unsigned long long> set_kv{0}, set_q{0};
@@ -555,6 +615,25 @@ template <typename E> bool launch(cudaStream_t stream, int device, const BwdArgs
     return a.e <= 32   ? launch<E, 32>(stream, device, a)
            : a.e <= 64 ? launch<E, 64>(stream, device, a)
                        : launch<E, 128>(stream, device, a);
+}
+
+/* The calling thread's runs that summed dq with atomic adds. */
+thread_local uint64_t atomic_runs = 0;
+
+/* float32: the register-tiled kernel where a.dqacc is given (the caller
+ * checked f32_takes) and the device gives it its shared memory, else the
+ * FMA kernels. */
+bool launch_float(cudaStream_t stream, int device, const BwdArgs &given)
+{
+    BwdArgs a = given;
+    if (a.dqacc && f32_ready(device)) {
+        launch_dsum<float>(stream, a);
+        f32_launch(stream, a);
+        atomic_runs++;
+        return true;
+    }
+    a.dqacc = nullptr;
+    return launch<float>(stream, device, a);
 }
 
 /* The tensor core path; false, queuing nothing, where the device will not
@@ -615,20 +694,33 @@ thread_local uint64_t mma_runs = 0;
 std::atomic<bool> sm90_on{true};
 thread_local uint64_t sm90_runs = 0;
 
+/* Whether the Hopper kernels would take a 16-bit problem on a device of
+ * compute capability 9.0 (hopper), the test hooks' settings included. */
+bool sm90_wanted(bool hopper, const BwdArgs &a)
+{
+    return hopper && !force_fma.load(std::memory_order_relaxed) &&
+           sm90_on.load(std::memory_order_relaxed) && sm90_takes(a);
+}
+
 /* float16 and bfloat16: the tensor core path unless the test hook says
  * otherwise (or the device refuses its shared memory), else the float32
- * one. On compute capability 9.0 the Hopper kernels take what they can. */
+ * one. On compute capability 9.0 the Hopper kernels take what they can,
+ * summing dq with atomic adds where a.dqacc is given; the other kernels
+ * never read it. */
 template <typename H>
-bool launch_half(cudaStream_t stream, int device, bool hopper, const BwdArgs &a)
+bool launch_half(cudaStream_t stream, int device, bool hopper, const BwdArgs &given)
 {
+    BwdArgs a = given;
+    if (sm90_wanted(hopper, a) && sm90_ready<H>(device, a)) {
+        launch_dsum<H>(stream, a);
+        sm90_launch<H>(stream, a);
+        mma_runs++;
+        sm90_runs++;
+        atomic_runs += a.dqacc != nullptr;
+        return true;
+    }
+    a.dqacc = nullptr;
     if (!force_fma.load(std::memory_order_relaxed)) {
-        if (hopper && sm90_on.load(std::memory_order_relaxed) && sm90_ready<H>(device, a)) {
-            launch_dsum<H>(stream, a);
-            sm90_launch<H>(stream, a);
-            mma_runs++;
-            sm90_runs++;
-            return true;
-        }
         bool ran = a.e <= 32   ? launch_mma<H, 32>(stream, device, a)
                    : a.e <= 64 ? launch_mma<H, 64>(stream, device, a)
                                : launch_mma<H, 128>(stream, device, a);
@@ -656,15 +748,19 @@ extern "C" bool tc__k_nn_attention_backward_takes(const tc__nn_attention_bwd *x)
     return tiles <= INT32_MAX / x->batch && x->l <= INT32_MAX / x->batch;
 }
 
-extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int cc_major,
-                                            int cc_minor, const tc__nn_attention_bwd *x,
-                                            float *dsum)
+/* D's bytes in the scratch: dq's float32 sums start on the next 256-byte
+ * boundary. */
+static size_t d_bytes(const tc__nn_attention_bwd *x)
 {
-    if (!tc__k_nn_attention_backward_takes(x))
-        return false;
+    return ((size_t)(x->batch * x->l) * sizeof(float) + 255) / 256 * 256;
+}
+
+/* x as the kernels read it, D in dsum (dqacc NULL). */
+static BwdArgs args_of(const tc__nn_attention_bwd *x, float *dsum)
+{
     BwdArgs a;
     a.q = x->q, a.k = x->k, a.v = x->v, a.o = x->out, a.go = x->grad_out;
-    a.lse = x->lse, a.dsum = dsum;
+    a.lse = x->lse, a.dsum = dsum, a.dqacc = nullptr;
     a.dq = x->dq, a.dk = x->dk, a.dv = x->dv;
     for (int i = 0; i < 3; i++)
         a.qs[i] = x->q_strides[i], a.ks[i] = x->k_strides[i], a.vs[i] = x->v_strides[i],
@@ -678,8 +774,42 @@ extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int
     a.vec = aligned(x->q, x->q_strides, 8) && aligned(x->k, x->k_strides, 8) &&
             aligned(x->v, x->v_strides, 8) && aligned(x->grad_out, x->go_strides, 8);
     a.out_vec = aligned(x->out, x->out_strides, 8);
+    a.dq_vec = aligned(x->dq, x->dq_strides, 8) && x->e % 8 == 0;
+    return a;
+}
+
+/* Whether dq is summed with atomic adds, unless tc_use_deterministic_algorithms
+ * is on: 16-bit problems on Hopper's kernels, float32 ones on the
+ * register-tiled kernel (compute capability 8.0 and newer). */
+static bool atomic_dq(const tc__nn_attention_bwd *x, const BwdArgs &a, int cc_major, int cc_minor)
+{
+    if (x->deterministic)
+        return false;
     if (x->dtype == TC_FLOAT32)
-        return launch<float>(stream, device, a);
+        return cc_major >= 8 && f32_takes(a);
+    return sm90_wanted(cc_major == 9 && cc_minor == 0, a);
+}
+
+extern "C" size_t tc__k_nn_attention_backward_scratch(int cc_major, int cc_minor,
+                                                      const tc__nn_attention_bwd *x)
+{
+    if (!tc__k_nn_attention_backward_takes(x) ||
+        !atomic_dq(x, args_of(x, nullptr), cc_major, cc_minor))
+        return d_bytes(x);
+    return d_bytes(x) + (size_t)(x->batch * x->l) * 64 * sizeof(float);
+}
+
+extern "C" bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int cc_major,
+                                            int cc_minor, const tc__nn_attention_bwd *x,
+                                            void *scratch)
+{
+    if (!tc__k_nn_attention_backward_takes(x))
+        return false;
+    BwdArgs a = args_of(x, (float *)scratch);
+    if (atomic_dq(x, a, cc_major, cc_minor))
+        a.dqacc = (float *)((char *)scratch + d_bytes(x));
+    if (x->dtype == TC_FLOAT32)
+        return launch_float(stream, device, a);
     bool hopper = cc_major == 9 && cc_minor == 0;
     if (x->dtype == TC_BFLOAT16)
         return launch_half<__nv_bfloat16>(stream, device, hopper, a);
@@ -692,6 +822,8 @@ extern "C" bool tc__k_nn_attention_backward_set_sm90(bool on)
 }
 
 extern "C" uint64_t tc__k_nn_attention_backward_sm90_count(void) { return sm90_runs; }
+
+extern "C" uint64_t tc__k_nn_attention_backward_atomic_count(void) { return atomic_runs; }
 
 extern "C" void tc__k_nn_attention_backward_set_fma(bool fma)
 {

@@ -23,7 +23,8 @@ using tck::i64;
 struct BwdArgs {
     const void *q, *k, *v, *o, *go;
     const float *lse;
-    float *dsum; /* D, [batch, l] */
+    float *dsum;  /* D, [batch, l] */
+    float *dqacc; /* NULL, or dq's float32 sums [batch, l, 64], summed with atomic adds */
     void *dq, *dk, *dv;
     i64 qs[3], ks[3], vs[3], os[3], gs[3];
     i64 dqs[3], dks[3], dvs[3]; /* the gradients' strides, as the operands' */
@@ -34,6 +35,7 @@ struct BwdArgs {
     bool causal;
     bool vec;     /* every operand's rows are 16-byte aligned (the tensor core paths) */
     bool out_vec; /* and O's, for D's 16-byte packs */
+    bool dq_vec;  /* and dq's, e a multiple of 8: dq rounded from its sums in 16-byte packs */
 };
 
 __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
@@ -188,12 +190,30 @@ __device__ __forceinline__ void dq_grads(const BwdArgs &a, const float (*s)[4], 
 
 /* The 16-bit path on Hopper's warpgroup products (attention_backward_sm90.cu,
  * built for sm_90a), for head dims 33 to 64 with 16-byte aligned rows, on
- * a device of compute capability 9.0: sm90_ready raises its kernels'
- * shared memory allowance on `device` (false: the device refuses it, or
- * the problem is not one it takes), sm90_launch queues its dK/dV and dQ
- * kernels (D first: the caller's). H: __half or __nv_bfloat16. */
+ * a device of compute capability 9.0: sm90_takes says whether it takes
+ * the problem; sm90_ready raises its kernels' shared memory allowance on
+ * `device` (false: the device refuses it, or the problem is not one it
+ * takes), sm90_launch queues its dK/dV and dQ kernels (D first: the
+ * caller's, which also zeroes a.dqacc where it is not NULL: then dK/dV's
+ * kernel adds dq's terms there with atomic adds, and a last kernel rounds
+ * them into dq). H: __half or __nv_bfloat16. */
+bool sm90_takes(const BwdArgs &a);
 template <typename H> bool sm90_ready(int device, const BwdArgs &a);
 template <typename H> void sm90_launch(cudaStream_t stream, const BwdArgs &a);
+
+/* float32's register-tiled kernel (attention_backward_f32.cu), for head
+ * dims up to 64, multiples of 4, with 16-byte aligned rows, dq summed with
+ * atomic adds into a.dqacc (zeroed by D's kernel, the caller's): f32_takes
+ * says whether it takes the problem, f32_ready raises its shared memory
+ * allowance on `device` (false: refused), f32_launch queues it and
+ * dq_round. */
+bool f32_takes(const BwdArgs &a);
+bool f32_ready(int device);
+void f32_launch(cudaStream_t stream, const BwdArgs &a);
+
+/* dq = a.scale * a.dqacc's sums, rounded to E and written through dq's
+ * strides (attention_backward.cu). E: float, __half or __nv_bfloat16. */
+template <typename E> void dq_round(cudaStream_t stream, const BwdArgs &a);
 
 } // namespace abwd
 } // namespace tcuda_kernels

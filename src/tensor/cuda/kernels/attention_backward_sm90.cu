@@ -19,7 +19,11 @@
  * every operand's rows 16-byte aligned (cp.async); the
  * caller sends nothing else. The masking, the scale and the order of the
  * blocks are the mma.sync kernels'; the sums run in a fixed order, so the
- * result is deterministic. */
+ * result is deterministic, but where dq is summed with atomic adds
+ * (BwdArgs::dqacc, tc_use_deterministic_algorithms off): then the dK/dV
+ * kernel also stores each step's dS (transposed, by stmatrix) in a tile
+ * of its own, adds dS k's 64 x 64 terms to dq's float32 sums, and the dQ
+ * kernel does not run. */
 #include <stdint.h>
 
 #include <atomic>
@@ -41,8 +45,9 @@ using wg::TILE;
 constexpr int ST = 64; /* queries (dK, dV) or keys (dQ) of a step */
 constexpr int NS = 2;  /* the pipeline's buffers */
 /* six tiles (the block's two, two buffers each of the step's two), then
- * the dK/dV kernel's lse and D */
+ * the dK/dV kernel's lse and D; with dq's atomic sums, a tile more for dS */
 constexpr int SMEM = 6 * TILE + 2 * NS * ST * (int)sizeof(float) + wg::ALIGN;
+constexpr int SMEM_ADQ = SMEM + TILE;
 
 /* d = a b^T over 64 columns: a's and b's swizzled tiles at shared
  * addresses ta and tb (K-major: step s at byte 32 s). */
@@ -63,9 +68,64 @@ __device__ __forceinline__ void fb(float (*d)[4], const uint32_t (*f)[4], unsign
         wg::rs<H, 1>(d, f[s], wg::desc(tb + 2048 * s), 1);
 }
 
+/* d = a b over 64 columns of a: a's swizzled tile at ta (K-major: step s
+ * at byte 32 s), b's at tb (MN-major: step s at row 16 s). */
+template <typename H> __device__ __forceinline__ void ab(float (*d)[4], unsigned ta, unsigned tb)
+{
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+        wg::ss<H, 1>(d, wg::desc(ta + 32 * s), wg::desc(tb + 2048 * s), s > 0);
+}
+
+/* dS, from the warp's dS^T (keys w0.. by the step's 64 queries, rounded:
+ * to_a's fragments f), into the swizzled tile at shared address ts as
+ * rows of queries, columns of keys: stmatrix's transposing stores, one
+ * per 16 queries. Lane l names row l % 8 of 8 x 8 matrix l / 8 of each
+ * store: matrix i holds queries 16 s + 8 (i / 2).., keys w0 + 8 (i % 2)..,
+ * the fragment register f[s][i]. */
+__device__ __forceinline__ void ds_store(unsigned ts, const uint32_t (*f)[4], int w0, int lane)
+{
+#if __CUDA_ARCH__ >= 900
+    int i = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        unsigned to = ts + wg::sw128(16 * s + 8 * (i / 2) + r, w0 / 8 + i % 2);
+        asm volatile(
+            "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(to),
+            "r"(f[s][0]), "r"(f[s][1]), "r"(f[s][2]), "r"(f[s][3])
+            : "memory");
+    }
+#endif
+}
+
+/* dq's terms of one step (the warp's accumulators: queries q0 + w0 + g
+ * and + 8, columns 8 n + 2 t and + 1) added to its float32 sums, rows
+ * past l left out. */
+__device__ __forceinline__ void dq_add(const BwdArgs &a, i64 b, int q0, const float (*dq)[4],
+                                       int w0, int lane)
+{
+#if __CUDA_ARCH__ >= 900
+    int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int r = q0 + w0 + g + 8 * h;
+        if (r >= a.l)
+            continue;
+        float *row = a.dqacc + (b * a.l + r) * 64 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            atomicAdd(reinterpret_cast<float2 *>(row + 8 * n),
+                      make_float2(dq[n][2 * h], dq[n][2 * h + 1]));
+    }
+#endif
+}
+
 /* dK and dV of keys k0..k0+63 of entry b: warp w's keys k0 + 16w.., the
- * rows of its accumulators; the query steps' columns. */
-template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dkv_sm90(BwdArgs a)
+ * rows of its accumulators; the query steps' columns. ADQ: dq's terms
+ * too, dS k over the block's keys, added to a.dqacc (the dQ kernel does
+ * not run). */
+template <typename H, bool ADQ>
+__global__ void __launch_bounds__(NTM, 3) attention_bwd_dkv_sm90(BwdArgs a)
 {
 #if TC_WGMMA
     tck_pdl_entry();
@@ -75,6 +135,7 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dk
     float(*rs)[2][ST] = reinterpret_cast<float(*)[2][ST]>(gs + NS * TILE); /* [buf]: lse, D */
     unsigned ka = (unsigned)__cvta_generic_to_shared(kt), va = ka + TILE, qa = va + TILE;
     unsigned ga = qa + NS * TILE;
+    unsigned dsa = ga + NS * TILE + 2 * NS * ST * (int)sizeof(float); /* ADQ: dS, rows of queries */
     /* causal: the first key blocks (the most queries to walk) first */
     int nkb = (a.s + RB - 1) / RB;
     i64 b = a.causal ? blockIdx.x % a.batch : blockIdx.x / nkb;
@@ -123,10 +184,27 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dk
         uint32_t pf[4][4], sf[4][4];
         wg::to_a<H>(pf, st);
         wg::to_a<H>(sf, dpt);
+        if constexpr (ADQ) {
+            ds_store(dsa, sf, w0, lane);
+            wg::proxy_fence(); /* the dq product reads dS through the async proxy */
+        }
         wg::fence();
         fb<H>(dv, pf, gt);
         fb<H>(dk, sf, qt);
         wg::commit();
+        if constexpr (ADQ) {
+            /* dq's terms = dS k, once every warp has stored its part of dS
+             * (the last step's product read the tile before its wait, which
+             * came before this step's first barrier) */
+            __syncthreads();
+            float dq[8][4];
+            wg::fence();
+            ab<H>(dq, dsa, ka);
+            wg::commit();
+            wg::wait<0>();
+            wg::hold(dq);
+            dq_add(a, b, q0, dq, w0, lane);
+        }
         wg::wait<0>(); /* done with the step's tiles before the next barrier */
         wg::hold(dv);
         wg::hold(dk);
@@ -214,26 +292,35 @@ template <typename H> __global__ void __launch_bounds__(NTM, 3) attention_bwd_dq
 
 } // namespace
 
+bool abwd::sm90_takes(const BwdArgs &a) { return a.e > 32 && a.e <= 64 && a.vec; }
+
 /* Without an sm_90a build (TCUDA_HAVE_SM90A, CMakeLists.txt) the kernels
  * are empty: never ready. */
 template <typename H> bool abwd::sm90_ready(int device, const BwdArgs &a)
 {
-    static std::atomic<unsigned long long> set_kv{0}, set_q{0};
+    static std::atomic<unsigned long long> set_kv{0}, set_q{0}, set_adq{0};
 #ifndef TCUDA_HAVE_SM90A
-    (void)set_kv, (void)set_q;
+    (void)set_kv, (void)set_q, (void)set_adq;
     return false;
 #endif
-    if (a.e <= 32 || a.e > 64 || !a.vec)
+    if (!sm90_takes(a))
         return false;
-    return smem_allowed(attention_bwd_dkv_sm90<H>, SMEM, device, set_kv) &&
+    if (a.dqacc)
+        return smem_allowed(attention_bwd_dkv_sm90<H, true>, SMEM_ADQ, device, set_adq);
+    return smem_allowed(attention_bwd_dkv_sm90<H, false>, SMEM, device, set_kv) &&
            smem_allowed(attention_bwd_dq_sm90<H>, SMEM, device, set_q);
 }
 
 template <typename H> void abwd::sm90_launch(cudaStream_t stream, const BwdArgs &a)
 {
     unsigned gkv = (unsigned)(a.batch * ((a.s + RB - 1) / RB));
+    if (a.dqacc) {
+        attention_bwd_dkv_sm90<H, true><<<gkv, NTM, SMEM_ADQ, stream>>>(a);
+        dq_round<H>(stream, a);
+        return;
+    }
     unsigned gq = (unsigned)(a.batch * ((a.l + RB - 1) / RB));
-    attention_bwd_dkv_sm90<H><<<gkv, NTM, SMEM, stream>>>(a);
+    attention_bwd_dkv_sm90<H, false><<<gkv, NTM, SMEM, stream>>>(a);
     attention_bwd_dq_sm90<H><<<gq, NTM, SMEM, stream>>>(a);
 }
 

@@ -54,13 +54,17 @@ bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, int cc_mi
 bool tc__k_nn_attention_set_sm90(bool on);
 uint64_t tc__k_nn_attention_sm90_count(void);
 /* See tc__nn_attention_bwd: whether the fused backward takes a (float32,
- * float16 or bfloat16, head sizes up to 128, a positive finite scale), and
- * its kernels queued on `stream` of `device` (compute capability
- * cc_major.cc_minor) with dsum, device scratch of batch * l floats (false,
- * queuing nothing, where it does not take a) (attention_backward.cu). */
+ * float16 or bfloat16, head sizes up to 128, a positive finite scale), the
+ * bytes of device scratch it needs on a device of compute capability
+ * cc_major.cc_minor (D, and where dq is summed with atomic adds, its
+ * float32 sums), and its kernels queued on `stream` of `device` with that
+ * scratch (false, queuing nothing, where it does not take a)
+ * (attention_backward.cu). */
 bool tc__k_nn_attention_backward_takes(const tc__nn_attention_bwd *a);
+size_t tc__k_nn_attention_backward_scratch(int cc_major, int cc_minor,
+                                           const tc__nn_attention_bwd *a);
 bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int cc_major, int cc_minor,
-                                 const tc__nn_attention_bwd *a, float *dsum);
+                                 const tc__nn_attention_bwd *a, void *scratch);
 /* Test hooks of that backward: fma true makes float16 and bfloat16 take
  * the float32-in-shared-memory kernels, as float32 does, instead of the
  * tensor core ones (one setting for the whole process; false, the default,
@@ -68,11 +72,13 @@ bool tc__k_nn_attention_backward(cudaStream_t stream, int device, int cc_major, 
  * tensor core kernels (mma.sync's or Hopper's). sm90 false keeps 16-bit
  * problems on the mma.sync kernels where Hopper's would take them (true,
  * the default, restores them; returns the setting before); its count is
- * the calling thread's calls that queued Hopper's. */
+ * the calling thread's calls that queued Hopper's, and the atomic count
+ * those of them that summed dq with atomic adds. */
 void tc__k_nn_attention_backward_set_fma(bool fma);
 uint64_t tc__k_nn_attention_backward_mma_count(void);
 bool tc__k_nn_attention_backward_set_sm90(bool on);
 uint64_t tc__k_nn_attention_backward_sm90_count(void);
+uint64_t tc__k_nn_attention_backward_atomic_count(void);
 /* Benchmark hook: the shape of the tensor core dK/dV kernel for head dims
  * up to 64 (0, the default, to the count returned less one; one setting
  * for the process; a variant out of range changes nothing). Returns the

@@ -6,6 +6,10 @@
 #                prefill shape: throughput, occupancy and warp-stall sections for
 #                one launch of the bfloat16 (tensor core) kernel and one of the
 #                float32 kernel, from bench/bench_attention
+#   attention_backward  the fused attention backward's kernels at GPT-2 small's
+#                training shape (8 x 12 heads x 1024 x 64, causal): throughput,
+#                occupancy, warp stalls and L2 reductions for the second 16-bit
+#                backward's launches in bench/bench_nn_backward
 #   gpt [dtype]  examples/gpt's kernels of one prefill (batch 8 x 512) and of
 #                one eager decode step (NVTX ranges "prefill", "decode_step"),
 #                grouped by name, beside PyTorch's prefill on the same weights
@@ -29,7 +33,7 @@ BUILD=${BUILD:-build}
 [ -d "$BUILD" ] && BUILD=$(cd "$BUILD" && pwd)
 cd "$(dirname "$0")/.." || exit 2
 case $NAME in
-  attention | gpt | mlp | train) ;;
+  attention | attention_backward | gpt | mlp | train) ;;
   *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac
 LOG=${OUT:-/tmp}/profile_$NAME
@@ -74,6 +78,22 @@ profile_attention() {
     grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Dynamic Shared|Static Shared" "$LOG/$k.txt" | sed 's/  */ /g' | head -24
     grep -E "^ +(OPT|WRN|INF) " -A2 "$LOG/$k.txt" | grep -iE "stall|bank|latency|occupancy|uncoalesced" | sed 's/  */ /g' | head -8
   done
+}
+
+# The stall reasons profile_attention_backward asks for: warps stalled per
+# issued instruction, by reason.
+STALLS=smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio
+
+profile_attention_backward() {
+  timeout 300 ncu --kernel-name "regex:attention_bwd_(dkv_sm90|dq_sm90|dq_round|dsum16)" \
+    --launch-skip 3 --launch-count 3 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --metrics "$STALLS,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active" \
+    "$BUILD/bench/bench_nn_backward" 3 > "$LOG/ncu.txt" 2>&1
+  echo "== attention backward kernels: rc=$?"
+  grep -E "attention_bwd|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Issue Slots Busy|L2 Hit|stalled|lts__t_sectors_op|gmma" \
+    "$LOG/ncu.txt" | sed -e 's/  */ /g' -e 's/smsp__average_warps_issue_stalled_//' -e 's/_per_issue_active.ratio//' \
+    | awk '$2 != "ratio" || $NF + 0 >= 0.1' | cut -c1-110
 }
 
 profile_gpt() {

@@ -3,8 +3,9 @@
  * head dim e is a multiple of 4 up to 64 and whose operands' rows are
  * 16-byte aligned, when dq may be summed with atomic adds
  * (tc_use_deterministic_algorithms off), on compute capability 8.0 and
- * newer. Everything else in float32 takes attention_backward.cu's FMA
- * kernels.
+ * newer where a block may have 154 KiB of shared memory (8.0, 9.0; not
+ * 8.6 or 8.9). Everything else in float32 takes attention_backward.cu's
+ * FMA kernels.
  *
  * A block of 256 threads (a 16 x 16 grid, thread (ty, tx)) takes 64 keys
  * of one batch entry and walks the query steps of 64 (from its first key

@@ -8,8 +8,9 @@
 #                float32 kernel, from bench/bench_attention
 #   attention_backward  the fused attention backward's kernels at GPT-2 small's
 #                training shape (8 x 12 heads x 1024 x 64, causal): throughput,
-#                occupancy, warp stalls and L2 reductions for the second 16-bit
-#                backward's launches in bench/bench_nn_backward
+#                occupancy, warp stalls and L2 reductions of the second launch of
+#                float32's kernel, Hopper's 16-bit dK/dV kernel and dq's
+#                rounding in bench/bench_nn_backward
 #   gpt [dtype]  examples/gpt's kernels of one prefill (batch 8 x 512) and of
 #                one eager decode step (NVTX ranges "prefill", "decode_step"),
 #                grouped by name, beside PyTorch's prefill on the same weights
@@ -85,15 +86,18 @@ profile_attention() {
 STALLS=smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio
 
 profile_attention_backward() {
-  timeout 300 ncu --kernel-name "regex:attention_bwd_(dkv_sm90|dq_sm90|dq_round|dsum16)" \
-    --launch-skip 3 --launch-count 3 --section SpeedOfLight --section Occupancy --section WarpStateStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    --metrics "$STALLS,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active" \
-    "$BUILD/bench/bench_nn_backward" 3 > "$LOG/ncu.txt" 2>&1
-  echo "== attention backward kernels: rc=$?"
-  grep -E "attention_bwd|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Issue Slots Busy|L2 Hit|stalled|lts__t_sectors_op|gmma" \
-    "$LOG/ncu.txt" | sed -e 's/  */ /g' -e 's/smsp__average_warps_issue_stalled_//' -e 's/_per_issue_active.ratio//' \
-    | awk '$2 != "ratio" || $NF + 0 >= 0.1' | cut -c1-110
+  local k
+  for k in attention_bwd_f32 attention_bwd_dkv_sm90 attention_bwd_dq_round; do
+    timeout 150 ncu --kernel-name "regex:$k" --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --metrics "$STALLS,lts__t_sectors_op_red.sum" \
+      "$BUILD/bench/bench_nn_backward" 3 > "$LOG/$k.txt" 2>&1
+    echo "== $k: rc=$?"
+    grep -E "attention_bwd|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Issue Slots Busy|L2 Hit|stalled|lts__t_sectors_op|Bank" \
+      "$LOG/$k.txt" | sed -e 's/  */ /g' -e 's/smsp__average_warps_issue_stalled_//' -e 's/_per_issue_active.ratio//' \
+      | awk '$2 != "inst" || $NF + 0 >= 0.1' | cut -c1-110
+  done
 }
 
 profile_gpt() {

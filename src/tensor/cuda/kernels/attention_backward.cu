@@ -214,8 +214,8 @@ template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dsum16
 
 /* dq = scale * its float32 sums (dq summed with atomic adds), rounded to
  * E: a thread per 8 columns of a row (of batch * l rows, 64 sums each; e
- * columns written), one 16-byte store where dq's rows allow it (16-bit E,
- * a.dq_vec). */
+ * columns written), in 16-byte stores where dq's rows allow it
+ * (a.dq_vec). */
 template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dq_round(BwdArgs a)
 {
     tck_pdl_entry();
@@ -227,16 +227,20 @@ template <typename E> __global__ void __launch_bounds__(NT) attention_bwd_dq_rou
     float4 x = from[0], y = from[1];
     float v[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
     E *dq = (E *)a.dq + batch_offset(a.dqs, row / l, a.inner) + (row % l) * a.dqs[2];
-    if constexpr (sizeof(E) == 2) {
-        if (a.dq_vec) {
+    if (a.dq_vec) {
+        if constexpr (sizeof(E) == 2) {
             uint4 p;
             p.x = Mma<E>::pack(v[0] * a.scale, v[1] * a.scale);
             p.y = Mma<E>::pack(v[2] * a.scale, v[3] * a.scale);
             p.z = Mma<E>::pack(v[4] * a.scale, v[5] * a.scale);
             p.w = Mma<E>::pack(v[6] * a.scale, v[7] * a.scale);
             *reinterpret_cast<uint4 *>(dq + c) = p;
-            return;
+        } else {
+            float4 *to = reinterpret_cast<float4 *>(dq + c);
+            to[0] = make_float4(v[0] * a.scale, v[1] * a.scale, v[2] * a.scale, v[3] * a.scale);
+            to[1] = make_float4(v[4] * a.scale, v[5] * a.scale, v[6] * a.scale, v[7] * a.scale);
         }
+        return;
     }
 #pragma unroll
     for (int k = 0; k < 8; k++)
@@ -774,7 +778,7 @@ static BwdArgs args_of(const tc__nn_attention_bwd *x, float *dsum)
     a.vec = aligned(x->q, x->q_strides, 8) && aligned(x->k, x->k_strides, 8) &&
             aligned(x->v, x->v_strides, 8) && aligned(x->grad_out, x->go_strides, 8);
     a.out_vec = aligned(x->out, x->out_strides, 8);
-    a.dq_vec = aligned(x->dq, x->dq_strides, 8) && x->e % 8 == 0;
+    a.dq_vec = aligned(x->dq, x->dq_strides, 16 / tc_dtype_size(x->dtype)) && x->e % 8 == 0;
     return a;
 }
 

@@ -35,7 +35,7 @@ struct BwdArgs {
     bool causal;
     bool vec;     /* every operand's rows are 16-byte aligned (the tensor core paths) */
     bool out_vec; /* and O's, for D's 16-byte packs */
-    bool dq_vec;  /* and dq's, e a multiple of 8: dq rounded from its sums in 16-byte packs */
+    bool dq_vec;  /* dq's rows are 16-byte aligned and e a multiple of 8: dq_round's packs */
 };
 
 __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)

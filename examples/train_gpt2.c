@@ -49,9 +49,10 @@
  * graph); a replayed collective is not watched (dist.h): a dead peer then
  * hangs the replay, as in PyTorch.
  *
- * --deterministic makes the GPU's embedding backward sum its rows in a fixed
- * order (tc_use_deterministic_algorithms) instead of with atomic adds, so
- * that two runs on a GPU give the same bits (the CPU always does).
+ * --deterministic makes the GPU's embedding backward sum its rows, and the
+ * attention backward its dq, in a fixed order (tc_use_deterministic_algorithms)
+ * instead of with atomic adds, so that two runs on a GPU give the same bits
+ * (the CPU always does).
  *
  * Checkpoints (checkpoint.h): --checkpoint FILE writes the whole training
  * state every --checkpoint-every K steps (0: never in between) and after

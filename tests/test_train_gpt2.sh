@@ -22,11 +22,12 @@
 #   cuda: exits 77 without a GPU; else 10 steps on the GPU, float32 losses
 #        within 1e-4 relative of the CPU's, --graph's within 1e-5 of eager's,
 #        bfloat16 finite and within 0.05 of float32's (--graph's within 1e-4 of
-#        eager's: embedding's atomic adds may round bfloat16 copies apart);
-#        DDP on 2 GPUs (when there are) as one process of the global batch,
-#        also with --grad-accum and with --graph; resume bit for bit as on
-#        the CPU (with --deterministic: embedding's backward in a fixed
-#        order), eager, with --graph, bfloat16, and under DDP on 2 GPUs
+#        eager's: embedding's and attention's atomic adds may round bfloat16
+#        copies apart); DDP on 2 GPUs (when there are) as one process of the
+#        global batch, also with --grad-accum and with --graph; resume bit for
+#        bit as on the CPU (with --deterministic: embedding's backward and
+#        attention's dq in a fixed order), eager, with --graph, bfloat16, and
+#        under DDP on 2 GPUs
 #        (rank 0's checkpoint, every rank resuming from it), also with --graph.
 #   test_train_gpt2.sh TRAIN_GPT2 TCUDA_TOKENS cpu|cuda
 # (The comparison with PyTorch, step by step, is tests/torch/train_gpt2_torch.py,
@@ -135,7 +136,8 @@ print("bfloat16 within 0.05 of float32")
 PY
     run graph_bf16 --device cuda --steps 10 --graph --dtype bfloat16 && compare graph_bf16 bf16 1e-4
     grep -q "peak [0-9]* MiB" "$dir/gpu.out" || say_fail "no peak memory: $(head -3 "$dir/gpu.out")"
-    # resume bit for bit (--deterministic: embedding's backward without atomic adds)
+    # resume bit for bit (--deterministic: embedding's backward and attention's dq without
+    # atomic adds)
     resume_check resume_gpu --device cuda --deterministic
     resume_check resume_graph --device cuda --deterministic --graph
     resume_check resume_gpu_bf16 --device cuda --deterministic --dtype bfloat16

@@ -8,9 +8,9 @@
  *   - dense destinations, and only some gradients wanted;
  *   - bad input, nothing written.
  * float32, bfloat16, float16 and float64, causal and not, on the CPU and,
- * where there is one, the GPU (with deterministic algorithms on: Hopper's
- * kernels would otherwise sum dq with atomic adds, whose bits may differ
- * from call to call). */
+ * where there is one, the GPU (with deterministic algorithms on: the
+ * fused kernels would otherwise sum dq with atomic adds, whose bits may
+ * differ from call to call). */
 #include <string.h>
 
 #include "nn_check.h"

@@ -15,7 +15,7 @@ using tck::i64;
 
 constexpr int BM = 64; /* query rows of a block */
 constexpr int BN = 64; /* keys of one step */
-constexpr float LOG2E = 1.4426950408889634f;
+using tck::LOG2E;
 constexpr float LN2 = 0.6931471805599453f;
 
 struct Args {

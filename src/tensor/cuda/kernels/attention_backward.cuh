@@ -45,7 +45,7 @@ __device__ __forceinline__ i64 batch_offset(const i64 *st, i64 b, i64 inner)
 
 constexpr int RB = 64;   /* keys (dK, dV) or queries (dQ) of a block, 16 a warp */
 constexpr int NTM = 128; /* threads of a block: four warps */
-constexpr float LOG2E = 1.4426950408889634f;
+using tck::LOG2E;
 
 /* The step loop of both gradient kernels, over `steps` steps: before
  * step i, copy(j, buf) has put the copies of step j = i + NS - 1 in flight

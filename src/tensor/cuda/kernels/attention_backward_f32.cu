@@ -60,12 +60,7 @@ __device__ __forceinline__ void fill(float *dst, const float *src, i64 row, int 
     for (int i = 0; i < FB * 16 / FT; i++) {
         int c = threadIdx.x + i * FT, r = c / 16, ch = c % 16;
         int bytes = r < n && ch * 4 < e ? 16 : 0; /* 0: zero-filled */
-        const float *from = bytes ? src + r * row + ch * 4 : src;
-#if __CUDA_ARCH__ >= 800
-        unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * FLD + ch * 4);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                     "r"(bytes));
-#endif
+        amma::cp_async16(dst + r * FLD + ch * 4, bytes ? src + r * row + ch * 4 : src, bytes);
     }
 }
 

@@ -31,13 +31,7 @@ namespace amma {
 
 using tck::i64;
 
-/* 2^x by the hardware's approximation (denormal results flush to 0). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+using tck::ex2;
 
 /* The 16-bit type T's tensor core product, d += a b (mma.sync m16n8k16,
  * float32 accumulation), and its conversions from float. */
@@ -98,6 +92,17 @@ __device__ __forceinline__ uint4 load8(const uint16_t *src, int col, int e, bool
     return r;
 }
 
+/* One 16-byte cp.async from global src to shared dst: its first `bytes`
+ * (0 to 16) copied, the rest zero-filled; left in flight (the caller
+ * commits). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(bytes));
+#endif
+}
+
 /* A ROWS-row tile, rows [0, n) of src (row stride `row`), into dst
  * [ROWS][LD] row-major, zeros below n and right of e (up to D columns).
  * Aligned rows go by cp.async, 16 bytes a thread at a time, left in flight
@@ -114,12 +119,7 @@ __device__ __forceinline__ void fill_tile(uint16_t (*dst)[LD], const uint16_t *s
         int c = threadIdx.x + i * NT, r = c / CH, col = (c % CH) * 8;
         if (vec) {
             int bytes = r < n ? min(max(e - col, 0), 8) * 2 : 0; /* the rest is zero-filled */
-            const uint16_t *from = bytes ? src + r * row + col : src;
-#if __CUDA_ARCH__ >= 800
-            unsigned to = (unsigned)__cvta_generic_to_shared(&dst[r][col]);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                         "r"(bytes));
-#endif
+            cp_async16(&dst[r][col], bytes ? src + r * row + col : src, bytes);
         } else {
             uint4 v = r < n ? load8(src + r * row, col, e, false) : make_uint4(0, 0, 0, 0);
             *reinterpret_cast<uint4 *>(&dst[r][col]) = v;

@@ -276,15 +276,6 @@ struct CeArgs {
     bool vec;
 };
 
-/* 2^x by the special function unit (ex2.approx: 2 ulp), and log2(e). */
-__device__ __forceinline__ float ex2_fast(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-constexpr float LOG2E = 1.4426950408889634f;
-
 /* One row, for every thread of its team: its loss, and its gradient
  * written (0 for an ignored row, NaN for a target out of range). STAGE (a
  * block a row, as softmax's staged rows): each thread keeps the logits it
@@ -335,7 +326,7 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
                 pm = fmaxf(pm, x[k]); /* NaNs left out, as online's max */
             }
             if (pm > m) {
-                s *= ex2_fast((m - pm) * LOG2E);
+                s *= ex2((m - pm) * LOG2E);
                 m = pm;
             }
             if (m == ninf<C>()) { /* nothing above -inf yet: online's rules */
@@ -346,7 +337,7 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
                 const float ml = m * LOG2E;
 #pragma unroll
                 for (int k = 0; k < P::V; k++)
-                    s += ex2_fast(fmaf(x[k], LOG2E, -ml));
+                    s += ex2(fmaf(x[k], LOG2E, -ml));
             }
         } else {
 #pragma unroll
@@ -378,7 +369,7 @@ __device__ typename Compute<T>::type ce_bwd_row(const CeArgs &a, i64 row, i64 t,
             float e[P::V];
 #pragma unroll
             for (int k = 0; k < P::V; k++)
-                e[k] = ex2_fast(fmaf(load<C>(&v.v[k]), LOG2E, -ml)) * ig;
+                e[k] = ex2(fmaf(load<C>(&v.v[k]), LOG2E, -ml)) * ig;
             if ((uint64_t)(t - j) < (uint64_t)P::V)
 #pragma unroll
                 for (int k = 0; k < P::V; k++)

@@ -76,6 +76,16 @@ template <> __device__ __forceinline__ void store(__nv_bfloat16 *p, double v)
     *p = __double2bfloat16(v);
 }
 
+/* 2^x by the special function unit (ex2.approx, about 2 ulp; denormal
+ * results flush to 0), and log2(e), for exp(x) as 2^(x log2 e). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+constexpr float LOG2E = 1.4426950408889634f;
+
 /* 16 bytes of T (V elements), moved as one aligned load or store. */
 template <typename T> struct alignas(16) Pack16 {
     static constexpr int V = 16 / (int)sizeof(T);

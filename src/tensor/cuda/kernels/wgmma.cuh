@@ -65,12 +65,7 @@ __device__ __forceinline__ void fill(unsigned char *dst, const uint16_t *src, i6
     for (int i = 0; i < 64 * 8 / 128; i++) {
         int c = threadIdx.x + i * 128, r = c / 8, ch = c % 8;
         int bytes = r < n ? min(max(e - ch * 8, 0), 8) * 2 : 0; /* the rest is zero-filled */
-        const uint16_t *from = bytes ? src + r * row + ch * 8 : src;
-#if __CUDA_ARCH__ >= 800
-        unsigned to = (unsigned)__cvta_generic_to_shared(dst + sw128(r, ch));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                     "r"(bytes));
-#endif
+        amma::cp_async16(dst + sw128(r, ch), bytes ? src + r * row + ch * 8 : src, bytes);
     }
 }
 

@@ -10,7 +10,8 @@
 #                training shape (8 x 12 heads x 1024 x 64, causal): throughput,
 #                occupancy, warp stalls and L2 reductions of the second launch of
 #                float32's kernel, Hopper's 16-bit dK/dV kernel and dq's
-#                rounding in bench/bench_nn_backward
+#                rounding in bench/bench_nn_backward; then every kernel of three
+#                bfloat16 calls at boost clocks, beside PyTorch's (torch.profiler)
 #   gpt [dtype]  examples/gpt's kernels of one prefill (batch 8 x 512) and of
 #                one eager decode step (NVTX ranges "prefill", "decode_step"),
 #                grouped by name, beside PyTorch's prefill on the same weights
@@ -98,6 +99,31 @@ profile_attention_backward() {
       "$LOG/$k.txt" | sed -e 's/  */ /g' -e 's/smsp__average_warps_issue_stalled_//' -e 's/_per_issue_active.ratio//' \
       | awk '$2 != "inst" || $NF + 0 >= 0.1' | cut -c1-110
   done
+  # every kernel of bfloat16's backward calls at boost clocks, beside PyTorch's
+  timeout 150 ncu --kernel-name-base demangled --kernel-name "regex:attention_bwd.*bfloat16" \
+    --launch-skip 6 --launch-count 9 --clock-control none --metrics gpu__time_duration.sum \
+    --print-units base --csv "$BUILD/bench/bench_nn_backward" 3 > "$LOG/bf16.csv" 2> "$LOG/bf16.err"
+  ncu_kernels "$LOG/bf16.csv" list "bfloat16 backward (three calls)"
+  python3 - << 'PY' 2>&1 | tee "$LOG/torch.txt"
+import torch, torch.nn.functional as F
+from torch.profiler import profile, ProfilerActivity
+B, T, C, H, HD = 8, 1024, 768, 12, 64
+p = torch.randn(B, T, 3 * C, device="cuda", dtype=torch.bfloat16).requires_grad_()
+q, k, v = (s.view(B, T, H, HD).transpose(1, 2) for s in p.split(C, 2))
+go = torch.randn(B, T, H, HD, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+for _ in range(5):
+    torch.autograd.grad(out, (q, k, v), go, retain_graph=True)
+torch.cuda.synchronize()
+with profile(activities=[ProfilerActivity.CUDA]) as pr:
+    for _ in range(3):
+        torch.autograd.grad(out, (q, k, v), go, retain_graph=True)
+    torch.cuda.synchronize()
+ev = [e for e in pr.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print(f"== torch bfloat16 backward (three calls): {len(ev)} kernels, {sum(e.device_time for e in ev):.1f} us")
+for e in ev:
+    print(f"{e.device_time:8.2f} us  {e.name[:100]}")
+PY
 }
 
 profile_gpt() {

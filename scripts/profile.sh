@@ -11,7 +11,9 @@
 #                occupancy, warp stalls and L2 reductions of the second launch of
 #                float32's kernel, Hopper's 16-bit dK/dV kernel and dq's
 #                rounding in bench/bench_nn_backward; then every kernel of three
-#                bfloat16 calls at boost clocks, beside PyTorch's (torch.profiler)
+#                bfloat16 calls at boost clocks, beside PyTorch's (torch.profiler);
+#                `attention_backward list`: that list alone; `attention_backward
+#                sass`: the bfloat16 dK/dV kernel's instructions and stall samples
 #   gpt [dtype]  examples/gpt's kernels of one prefill (batch 8 x 512) and of
 #                one eager decode step (NVTX ranges "prefill", "decode_step"),
 #                grouped by name, beside PyTorch's prefill on the same weights
@@ -87,8 +89,46 @@ profile_attention() {
 STALLS=smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio
 
 profile_attention_backward() {
-  local k
-  for k in attention_bwd_f32 attention_bwd_dkv_sm90 attention_bwd_dq_round; do
+  local k ks="attention_bwd_f32 attention_bwd_dkv_sm90 attention_bwd_dq_round"
+  [ "${1:-}" = list ] && ks=
+  if [ "${1:-}" = sass ]; then # Hopper's bfloat16 dK/dV kernel, instruction by instruction
+    timeout 200 ncu --kernel-name-base demangled --kernel-name "regex:attention_bwd_dkv_sm90.*bfloat16" \
+      --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
+      --section InstructionStats -f -o "$LOG/dkv" "$BUILD/bench/bench_nn_backward" 3 > "$LOG/sass.err" 2>&1
+    ncu -i "$LOG/dkv.ncu-rep" --page source --csv --print-source sass > "$LOG/sass.csv" 2>> "$LOG/sass.err"
+    python3 - "$LOG/sass.csv" << 'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+i = next((n for n, r in enumerate(rows) if "Source" in r), None)
+if i is None:
+    print("no source page:", rows[:3]); sys.exit(0)
+head = rows[i]; print("columns:", head)
+src = head.index("Source")
+def col(name):
+    return next((n for n, h in enumerate(head) if h.startswith(name)), None)
+ex, samp = col("Instructions Executed"), col("Warp Stall Sampling (All")
+def num(r, c):
+    try: return float(r[c].replace(",", "")) if c is not None else 0.0
+    except ValueError: return 0.0
+body = [r for r in rows[i + 1:] if len(r) > src]
+ops = {}
+for r in body:
+    op = r[src].split()[0] if r[src].split() else "?"
+    if op.startswith("@"): op = r[src].split()[1]
+    op = op.split(".")[0]
+    e, s = ops.get(op, (0, 0))
+    ops[op] = (e + num(r, ex), s + num(r, samp))
+te, ts = sum(v[0] for v in ops.values()), sum(v[1] for v in ops.values())
+print(f"== by opcode: {te:.0f} warp instructions, {ts:.0f} stall samples")
+for op, (e, s) in sorted(ops.items(), key=lambda x: -x[1][1])[:30]:
+    print(f"{op:12s} inst {e / te * 100:5.1f}%  samples {s / ts * 100:5.1f}%")
+print("== the 40 instructions with the most samples")
+for r in sorted(body, key=lambda r: -num(r, samp))[:40]:
+    print(f"{num(r, samp) / ts * 100:5.1f}% {num(r, ex):10.0f}  {r[0]}  {r[src][:70]}")
+PY
+    return
+  fi
+  for k in $ks; do
     timeout 150 ncu --kernel-name "regex:$k" --launch-skip 1 --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

@@ -136,41 +136,69 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float 
     }
 }
 
-/* The dK/dV kernels' step (tensor cores): st holds S^T and dpt dP^T of
- * the warp's 16 keys (accumulator rows 0-1: keys[0], 2-3: keys[1]) by ST
+/* The dK/dV kernels' step (tensor cores), first half: st holds S^T of the
+ * warp's 16 keys (accumulator rows 0-1: keys[0], 2-3: keys[1]) by ST
  * queries from q0 (columns 8n + 2t + j), rs the queries' lse and D. Turns
- * them into P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural
- * log) and dS^T = P^T * (dP^T - D), 0 where masked or past l or s; k0 is
- * the block's first key. */
+ * it into P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural
+ * log), 0 where masked or past l or s; k0 is the block's first key. The
+ * exponentials run for every element and the mask is a select after them
+ * on the blocks that have one: a branch an element costs more than the
+ * exponential. */
+template <int ST>
+__device__ __forceinline__ void dkv_p(const BwdArgs &a, float (*st)[4], const float (*rs)[ST],
+                                      int q0, int k0, const int *keys, int t)
+{
+#pragma unroll
+    for (int n = 0; n < ST / 8; n++) {
+        float2 lse = *reinterpret_cast<const float2 *>(&rs[0][n * 8 + 2 * t]);
+        float lse2[2] = {lse.x * LOG2E, lse.y * LOG2E};
+#pragma unroll
+        for (int r = 0; r < 4; r++) /* r: the accumulator register */
+            st[n][r] = amma::ex2(fmaf(st[n][r], a.scale_log2, -lse2[r & 1]));
+    }
+    if (q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1)) {
+#pragma unroll
+        for (int n = 0; n < ST / 8; n++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                int col = q0 + n * 8 + 2 * t + (r & 1), key = keys[r >> 1]; /* the query */
+                bool seen = col < a.l && key < a.s && !(a.causal && key > col);
+                st[n][r] = seen ? st[n][r] : 0.0f;
+            }
+    }
+}
+
+/* The second half: dpt holds dP^T as st held S^T, pt P^T (dkv_p's);
+ * turns dpt into dS^T = P^T * (dP^T - D) (0 where P^T is). */
+template <int ST>
+__device__ __forceinline__ void dkv_ds(const float (*pt)[4], float (*dpt)[4],
+                                       const float (*rs)[ST], int t)
+{
+#pragma unroll
+    for (int n = 0; n < ST / 8; n++) {
+        float2 d = *reinterpret_cast<const float2 *>(&rs[1][n * 8 + 2 * t]);
+        float dd[2] = {d.x, d.y};
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            dpt[n][r] = pt[n][r] * (dpt[n][r] - dd[r & 1]);
+    }
+}
+
+/* Both halves: P^T into st and dS^T into dpt. */
 template <int ST>
 __device__ __forceinline__ void dkv_probs(const BwdArgs &a, float (*st)[4], float (*dpt)[4],
                                           const float (*rs)[ST], int q0, int k0, const int *keys,
                                           int t)
 {
-    bool edge = q0 + ST > a.l || k0 + RB > a.s || (a.causal && q0 < k0 + RB - 1);
-#pragma unroll
-    for (int n = 0; n < ST / 8; n++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            int c = n * 8 + 2 * t + j, col = q0 + c; /* the query */
-            bool in = col < a.l;
-            float lse2 = rs[0][c] * LOG2E, dd = rs[1][c];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int r = 2 * h + j; /* the accumulator register */
-                bool seen = !edge || (in && keys[h] < a.s && !(a.causal && keys[h] > col));
-                float p = seen ? amma::ex2(fmaf(st[n][r], a.scale_log2, -lse2)) : 0.0f;
-                st[n][r] = p;
-                dpt[n][r] = p * (dpt[n][r] - dd);
-            }
-        }
+    dkv_p<ST>(a, st, rs, q0, k0, keys, t);
+    dkv_ds<ST>(st, dpt, rs, t);
 }
 
 /* The dQ kernels' step: s holds S and dp dP of the warp's 16 queries
  * (accumulator rows 0-1: rows[0], 2-3: rows[1], whose lse * log2(e) and D
  * are lse2 and dd) by ST keys from kb (columns 8n + 2t + r % 2); q0 is the
  * block's first query. Turns dp into dS = P * (dP - D), 0 where masked or
- * past l or s (s is left as it was). */
+ * past l or s (s is left as it was); the mask is dkv_p's select. */
 template <int ST>
 __device__ __forceinline__ void dq_grads(const BwdArgs &a, const float (*s)[4], float (*dp)[4],
                                          int kb, int q0, const int *rows, const float *lse2,
@@ -182,8 +210,9 @@ __device__ __forceinline__ void dq_grads(const BwdArgs &a, const float (*s)[4], 
 #pragma unroll
         for (int r = 0; r < 4; r++) {                           /* r: the accumulator register */
             int h = r >> 1, col = kb + n * 8 + 2 * t + (r & 1); /* the key */
-            bool seen = !edge || (rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]));
-            float p = seen ? amma::ex2(fmaf(s[n][r], a.scale_log2, -lse2[h])) : 0.0f;
+            float p = amma::ex2(fmaf(s[n][r], a.scale_log2, -lse2[h]));
+            if (edge)
+                p = rows[h] < a.l && col < a.s && !(a.causal && col > rows[h]) ? p : 0.0f;
             dp[n][r] = p * (dp[n][r] - dd[h]);
         }
 }

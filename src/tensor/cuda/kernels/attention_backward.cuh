@@ -171,8 +171,8 @@ __device__ __forceinline__ void dkv_p(const BwdArgs &a, float (*st)[4], const fl
 /* The second half: dpt holds dP^T as st held S^T, pt P^T (dkv_p's);
  * turns dpt into dS^T = P^T * (dP^T - D) (0 where P^T is). */
 template <int ST>
-__device__ __forceinline__ void dkv_ds(const float (*pt)[4], float (*dpt)[4],
-                                       const float (*rs)[ST], int t)
+__device__ __forceinline__ void dkv_ds(const float (*pt)[4], float (*dpt)[4], const float (*rs)[ST],
+                                       int t)
 {
 #pragma unroll
     for (int n = 0; n < ST / 8; n++) {

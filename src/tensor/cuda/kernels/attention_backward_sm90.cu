@@ -53,9 +53,10 @@ constexpr int SMEM_ADQ = SMEM + TILE;
  * addresses ta and tb (K-major: step s at byte 32 s). */
 template <typename H> __device__ __forceinline__ void abt(float (*d)[4], unsigned ta, unsigned tb)
 {
+    uint64_t da = wg::desc(ta), db = wg::desc(tb);
 #pragma unroll
     for (int s = 0; s < 4; s++)
-        wg::ss<H, 0>(d, wg::desc(ta + 32 * s), wg::desc(tb + 32 * s), s > 0);
+        wg::ss<H, 0>(d, da + 2 * s, db + 2 * s, s > 0);
 }
 
 /* d += f b over 64 rows of b: f from to_a, b's tile at tb (MN-major:
@@ -63,18 +64,20 @@ template <typename H> __device__ __forceinline__ void abt(float (*d)[4], unsigne
 template <typename H>
 __device__ __forceinline__ void fb(float (*d)[4], const uint32_t (*f)[4], unsigned tb)
 {
+    uint64_t db = wg::desc(tb);
 #pragma unroll
     for (int s = 0; s < 4; s++)
-        wg::rs<H, 1>(d, f[s], wg::desc(tb + 2048 * s), 1);
+        wg::rs<H, 1>(d, f[s], db + 128 * s, 1);
 }
 
 /* d = a b over 64 columns of a: a's swizzled tile at ta (K-major: step s
  * at byte 32 s), b's at tb (MN-major: step s at row 16 s). */
 template <typename H> __device__ __forceinline__ void ab(float (*d)[4], unsigned ta, unsigned tb)
 {
+    uint64_t da = wg::desc(ta), db = wg::desc(tb);
 #pragma unroll
     for (int s = 0; s < 4; s++)
-        wg::ss<H, 1>(d, wg::desc(ta + 32 * s), wg::desc(tb + 2048 * s), s > 0);
+        wg::ss<H, 1>(d, da + 2 * s, db + 128 * s, s > 0);
 }
 
 /* dS, from the warp's dS^T (keys w0.. by the step's 64 queries, rounded:

@@ -58,14 +58,20 @@ __device__ __forceinline__ unsigned char *aligned_smem(unsigned char *p)
 /* Rows [0, n) of src (row stride `row`, e columns, 16-byte aligned) into
  * a swizzled 64-row tile at dst, zeros below n and right of e, by a block
  * of 128 threads: 16-byte cp.async copies left in flight (the caller
- * commits). */
+ * commits). Thread x copies chunk x % 8 of rows x / 8 + 16 i, whose
+ * swizzled places are 2048 bytes apart (16 rows keep the row's place in
+ * the swizzle's 8), so one address each side and one byte count serve
+ * all four. */
 __device__ __forceinline__ void fill(unsigned char *dst, const uint16_t *src, i64 row, int n, int e)
 {
+    int r0 = threadIdx.x / 8, ch = threadIdx.x % 8;
+    int cb = min(max(e - ch * 8, 0), 8) * 2; /* the rest of a row is zero-filled */
+    const uint16_t *from = src + r0 * row + ch * 8;
+    unsigned char *to = dst + sw128(r0, ch);
 #pragma unroll
-    for (int i = 0; i < 64 * 8 / 128; i++) {
-        int c = threadIdx.x + i * 128, r = c / 8, ch = c % 8;
-        int bytes = r < n ? min(max(e - ch * 8, 0), 8) * 2 : 0; /* the rest is zero-filled */
-        amma::cp_async16(dst + sw128(r, ch), bytes ? src + r * row + ch * 8 : src, bytes);
+    for (int i = 0; i < 4; i++) {
+        int bytes = r0 + 16 * i < n ? cb : 0; /* rows past n too */
+        amma::cp_async16(to + 2048 * i, bytes ? from + 16 * i * row : src, bytes);
     }
 }
 
@@ -84,7 +90,10 @@ template <typename H> __device__ __forceinline__ void to_a(uint32_t (*f)[4], con
 }
 
 /* The descriptor of a swizzled operand starting at shared address addr
- * (128-byte swizzle, SBO 1024 bytes, LBO unused: encoded 1). */
+ * (128-byte swizzle, SBO 1024 bytes, LBO unused: encoded 1). Shared
+ * addresses are under 2^18, so desc(addr) + off / 16 is desc(addr + off)
+ * for 16-byte multiples off: a product's later steps add to one
+ * descriptor instead of making their own. */
 __device__ __forceinline__ uint64_t desc(unsigned addr)
 {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |

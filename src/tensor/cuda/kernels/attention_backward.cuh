@@ -161,7 +161,8 @@ __device__ __forceinline__ void dkv_p(const BwdArgs &a, float (*st)[4], const fl
         for (int n = 0; n < ST / 8; n++)
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                int col = q0 + n * 8 + 2 * t + (r & 1), key = keys[r >> 1]; /* the query */
+                int col = q0 + n * 8 + 2 * t + (r & 1); /* the query */
+                int key = keys[r >> 1];
                 bool seen = col < a.l && key < a.s && !(a.causal && key > col);
                 st[n][r] = seen ? st[n][r] : 0.0f;
             }

@@ -67,14 +67,16 @@ static op *gen(size_t *peak_live)
     return t;
 }
 
-/* Frees, through release(ctx, ptr), every block still live after the whole
- * trace ran (slots[id] holds block id's pointer). */
-static void free_live(const op *t, void **slots, void (*release)(void *ctx, void *ptr), void *ctx)
+/* Frees, through release(ctx, ptr), every block still live after the n
+ * operations of trace t ran (slots[id] holds block id's pointer; ids below
+ * nslots). */
+static void free_live(const op *t, int n, size_t nslots, void **slots,
+                      void (*release)(void *ctx, void *ptr), void *ctx)
 {
-    uint8_t *alive = calloc(NOPS, 1);
-    for (int i = 0; i < NOPS; i++)
+    uint8_t *alive = calloc(nslots, 1);
+    for (int i = 0; i < n; i++)
         alive[t[i].id] = (uint8_t)t[i].alloc;
-    for (int i = 0; i < NOPS; i++)
+    for (size_t i = 0; i < nslots; i++)
         if (alive[i])
             release(ctx, slots[i]);
     free(alive);

@@ -61,7 +61,7 @@ static double replay(const op *t)
         }
     }
     double ns = (bench_now_ns() - t0) / NOPS;
-    free_live(t, slots, release, NULL);
+    free_live(t, NOPS, NOPS, slots, release, NULL);
     cudaDeviceSynchronize();
     return ns;
 }

@@ -5,6 +5,9 @@
  * (cudaFree and unmapping also synchronize), so the calls made in the warm
  * replays matter as much as ns/op. Usage:
  *   bench_alloc_host [CONF]     CONF as TCUDA_ALLOC_CONF (default: that variable)
+ *   bench_alloc_host --trace FILE [CONF]
+ *                               a recorded trace instead (trace_file.h: bench_trace's
+ *                               transformer trace, gunzipped)
  *   bench_alloc_host --loop     the replay loop alone, with no allocator
  * Prints one row: ns/op cold, ns/op warm (best of 3), peak reserved / peak
  * live, provider calls in the cold replay and in the 3 warm replays together
@@ -19,6 +22,7 @@
 #include "memory/alloc.h"
 #include "alloc_trace.h"
 #include "tcuda/tcuda.h"
+#include "trace_file.h"
 
 typedef struct counting {
     uintptr_t next_va;
@@ -81,6 +85,8 @@ static void c_unmap(void *ctx, void *addr, size_t size)
 static void c_unreserve(void *ctx, void *addr, size_t size) { (void)ctx, (void)addr, (void)size; }
 
 static void **slots;
+static int nops = NOPS;      /* the trace's operations */
+static size_t nslots = NOPS; /* and the slots its ids take (more than enough) */
 
 /* Replays the trace, frees what is left; returns ns/op, -1 on failure. */
 static void release(void *ctx, void *p) { tc__alloc_free(ctx, p); }
@@ -88,7 +94,7 @@ static void release(void *ctx, void *p) { tc__alloc_free(ctx, p); }
 static double replay(tc__allocator *a, const op *t)
 {
     double t0 = bench_now_ns();
-    for (int i = 0; i < NOPS; i++) {
+    for (int i = 0; i < nops; i++) {
         if (t[i].alloc) {
             if (tc__alloc_malloc(a, t[i].size, 0, &slots[t[i].id]) != TC_OK) {
                 fprintf(stderr, "bench_alloc_host: allocation %d (%llu bytes) failed: %s\n", i,
@@ -99,8 +105,8 @@ static double replay(tc__allocator *a, const op *t)
             tc__alloc_free(a, slots[t[i].id]);
         }
     }
-    double ns = (bench_now_ns() - t0) / NOPS;
-    free_live(t, slots, release, a);
+    double ns = (bench_now_ns() - t0) / nops;
+    free_live(t, nops, nslots, slots, release, a);
     char why[256];
     if (tc__alloc_check(a, why, sizeof why)) {
         fprintf(stderr, "bench_alloc_host: invariant broken: %s\n", why);
@@ -126,6 +132,23 @@ static double replay_loop(const op *t)
     return (bench_now_ns() - t0) / NOPS;
 }
 
+/* The recorded trace at path as the synthetic one's ops (nops and nslots
+ * set to its own); NULL when it cannot be read. */
+static op *recorded(const char *path, size_t *peak_live)
+{
+    tr_trace tr;
+    if (tr_load(path, &tr) != 0)
+        return NULL;
+    op *t = malloc(tr.n * sizeof *t);
+    for (uint64_t i = 0; t && i < tr.n; i++)
+        t[i] = (op){tr.ops[i].id, tr.ops[i].alloc, tr.ops[i].size};
+    nops = (int)tr.n;
+    nslots = tr.slots;
+    *peak_live = tr.peak_live;
+    free(tr.ops);
+    return t;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--loop")) {
@@ -142,6 +165,11 @@ int main(int argc, char **argv)
         free(t);
         return 0;
     }
+    const char *file = NULL; /* --trace FILE */
+    if (argc > 2 && !strcmp(argv[1], "--trace")) {
+        file = argv[2];
+        argc -= 2, argv += 2;
+    }
     const char *conf = argc > 1 ? argv[1] : getenv("TCUDA_ALLOC_CONF");
     tc__alloc_config cfg;
     tc__alloc_config_default(&cfg);
@@ -152,8 +180,10 @@ int main(int argc, char **argv)
     if (getenv("TC_TRACE_SEED")) /* other traces of the same shape */
         rs ^= strtoull(getenv("TC_TRACE_SEED"), NULL, 0) * 0x9e3779b97f4a7c15ull;
     size_t peak_live;
-    op *t = gen(&peak_live);
-    slots = calloc(NOPS, sizeof *slots);
+    op *t = file ? recorded(file, &peak_live) : gen(&peak_live);
+    if (!t)
+        return 1;
+    slots = calloc(nslots, sizeof *slots);
     counting ctx = {.next_va = (uintptr_t)1 << 40, .total = (size_t)80 << 30};
     tc__seg_provider p = {
         .name = "counting", .ctx = &ctx, .alloc = c_alloc, .free = c_free, .mem_info = c_info};
@@ -183,7 +213,8 @@ int main(int argc, char **argv)
     tc__alloc_stats(a, &st);
     double ratio = (double)st.reserved_bytes[0].peak / (double)peak_live;
     char name[96];
-    snprintf(name, sizeof name, "host%s%s", conf && *conf ? " " : "", conf ? conf : "");
+    snprintf(name, sizeof name, "host%s%s%s", file ? " trace" : "", conf && *conf ? " " : "",
+             conf ? conf : "");
     printf("| %-36s | %8.1f | %8.1f | %6.3fx | %5ld | %5ld (%6zu MiB) | %5ld | %5ld (%6zu MiB) |\n",
            name, cold, warm, ratio, cold_af, cold_mu, cold_mb, ctx.allocs + ctx.frees - cold_af,
            ctx.maps + ctx.unmaps - cold_mu, ((ctx.map_bytes + ctx.unmap_bytes) >> 20) - cold_mb);

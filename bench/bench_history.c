@@ -50,13 +50,7 @@ __attribute__((noinline)) static double replay(const op *t)
             do_free(NULL, slots[t[i].id]);
     }
     double ns = (bench_now_ns() - t0) / NOPS_HIST;
-    uint8_t *alive = calloc(NOPS, 1);
-    for (int i = 0; i < NOPS_HIST; i++)
-        alive[t[i].id] = (uint8_t)t[i].alloc;
-    for (int i = 0; i < NOPS; i++)
-        if (alive[i])
-            do_free(NULL, slots[i]);
-    free(alive);
+    free_live(t, NOPS_HIST, NOPS, slots, do_free, NULL);
     if (fail)
         fprintf(stderr, "bench_history: an allocation failed: %s\n", tc_last_error());
     return fail ? -1 : ns;

@@ -9,7 +9,8 @@
 # table.txt there. Topics and their arguments:
 #   alloc                 the caching allocator replaying a synthetic trace, beside
 #                         cudaMalloc, cudaMallocAsync and PyTorch's (C++ API); then
-#                         the algorithm alone on the CPU and the VMM driver calls
+#                         the algorithm alone on the CPU (that trace, and the
+#                         recorded one of `trace`) and the VMM driver calls
 #   attention [repeats]   fused attention at GPT-2 small's prefill (51)
 #   comm                  all_reduce, broadcast, all_gather, reduce_scatter busbw,
 #                         64 KiB to 1 GiB, on 2 and 4 GPUs (those there are): tcuda
@@ -128,6 +129,9 @@ topic_alloc() {
   echo "The algorithm alone on this CPU (bench_alloc_host: fake provider; provider calls cold | warm x3):"
   tcuda $PIN "$BUILD/bench/bench_alloc_host" ""
   tcuda $PIN "$BUILD/bench/bench_alloc_host" expandable_segments:True
+  gunzip -c bench/traces/transformer.bin.gz > "$LOG/transformer.bin"
+  tcuda $PIN "$BUILD/bench/bench_alloc_host" --trace "$LOG/transformer.bin" ""
+  tcuda $PIN "$BUILD/bench/bench_alloc_host" --trace "$LOG/transformer.bin" expandable_segments:True
   tcuda $PIN "$BUILD/bench/bench_alloc_host" --loop
   echo
   echo "Virtual-memory driver calls, microseconds (bench_vmm):"

@@ -2,9 +2,8 @@
  * bench_trace.c (tcuda, cudaMalloc, cudaMallocAsync) and trace_torch.cpp
  * (PyTorch's caching allocator), so every allocator runs the same loop.
  *
- * The trace file is bench_alloc's format (a uint64 count, then {uint32 slot,
- * uint32 alloc, uint64 size} per operation), written by record_trace.py from
- * a PyTorch training run. One pass replays it in order on the default stream
+ * The trace file (trace_file.h) is written by record_trace.py from a
+ * PyTorch training run. One pass replays it in order on the default stream
  * and queues a kernel that spins for TR_SPIN_NS every TR_EVERY allocations, as
  * a training step queues its work between allocations. A pass reports the
  * host loop's time and the end-to-end time (loop + waiting for the GPU): an
@@ -18,64 +17,18 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
+
+#include "trace_file.h"
 
 enum { TR_EVERY = 50, TR_PASSES = 6 };
 #define TR_SPIN_NS 20000ull
-
-typedef struct tr_op {
-    uint32_t id, alloc;
-    uint64_t size;
-} tr_op;
-
-typedef struct tr_trace {
-    tr_op *ops;
-    uint64_t n, slots, allocs;
-    uint64_t peak_live;
-} tr_trace;
 
 static double tr_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int tr_load(const char *path, tr_trace *t)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f || fread(&t->n, 8, 1, f) != 1) {
-        fprintf(stderr, "trace: cannot read %s\n", path);
-        return -1;
-    }
-    t->ops = (tr_op *)malloc(t->n * sizeof(tr_op));
-    if (!t->ops || fread(t->ops, sizeof(tr_op), t->n, f) != t->n) {
-        fprintf(stderr, "trace: %s is short\n", path);
-        return -1;
-    }
-    fclose(f);
-    t->slots = t->allocs = t->peak_live = 0;
-    for (uint64_t i = 0; i < t->n; i++)
-        if (t->ops[i].id + 1 > t->slots)
-            t->slots = t->ops[i].id + 1;
-    uint64_t *sz = (uint64_t *)calloc(t->slots, 8), cur = 0;
-    for (uint64_t i = 0; i < t->n; i++) {
-        const tr_op *o = &t->ops[i];
-        if (o->alloc) {
-            sz[o->id] = o->size;
-            cur += o->size;
-            t->allocs++;
-            if (cur > t->peak_live)
-                t->peak_live = cur;
-        } else {
-            cur -= sz[o->id];
-        }
-    }
-    free(sz);
-    return 0;
 }
 
 static const char tr_ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"

@@ -136,17 +136,18 @@ __device__ __forceinline__ void grad_out_mma(uint16_t *dst, i64 ld, const float 
     }
 }
 
-/* The dK/dV kernels' step (tensor cores), first half: st holds S^T of the
- * warp's 16 keys (accumulator rows 0-1: keys[0], 2-3: keys[1]) by ST
- * queries from q0 (columns 8n + 2t + j), rs the queries' lse and D. Turns
- * it into P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is natural
- * log), 0 where masked or past l or s; k0 is the block's first key. The
- * exponentials run for every element and the mask is a select after them
- * on the blocks that have one: a branch an element costs more than the
- * exponential. */
+/* The dK/dV kernels' step (tensor cores): st holds S^T and dpt dP^T of
+ * the warp's 16 keys (accumulator rows 0-1: keys[0], 2-3: keys[1]) by ST
+ * queries from q0 (columns 8n + 2t + r % 2), rs the queries' lse and D.
+ * Turns them into P^T = 2^(S^T * scale_log2 - lse * log2(e)) (lse is
+ * natural log) and dS^T = P^T * (dP^T - D), 0 where masked or past l or
+ * s; k0 is the block's first key. The exponentials run for every element
+ * and the mask is a select after them on the blocks that have one: a
+ * branch an element costs more than the exponential. */
 template <int ST>
-__device__ __forceinline__ void dkv_p(const BwdArgs &a, float (*st)[4], const float (*rs)[ST],
-                                      int q0, int k0, const int *keys, int t)
+__device__ __forceinline__ void dkv_probs(const BwdArgs &a, float (*st)[4], float (*dpt)[4],
+                                          const float (*rs)[ST], int q0, int k0, const int *keys,
+                                          int t)
 {
 #pragma unroll
     for (int n = 0; n < ST / 8; n++) {
@@ -167,39 +168,21 @@ __device__ __forceinline__ void dkv_p(const BwdArgs &a, float (*st)[4], const fl
                 st[n][r] = seen ? st[n][r] : 0.0f;
             }
     }
-}
-
-/* The second half: dpt holds dP^T as st held S^T, pt P^T (dkv_p's);
- * turns dpt into dS^T = P^T * (dP^T - D) (0 where P^T is). */
-template <int ST>
-__device__ __forceinline__ void dkv_ds(const float (*pt)[4], float (*dpt)[4], const float (*rs)[ST],
-                                       int t)
-{
 #pragma unroll
     for (int n = 0; n < ST / 8; n++) {
         float2 d = *reinterpret_cast<const float2 *>(&rs[1][n * 8 + 2 * t]);
         float dd[2] = {d.x, d.y};
 #pragma unroll
         for (int r = 0; r < 4; r++)
-            dpt[n][r] = pt[n][r] * (dpt[n][r] - dd[r & 1]);
+            dpt[n][r] = st[n][r] * (dpt[n][r] - dd[r & 1]);
     }
-}
-
-/* Both halves: P^T into st and dS^T into dpt. */
-template <int ST>
-__device__ __forceinline__ void dkv_probs(const BwdArgs &a, float (*st)[4], float (*dpt)[4],
-                                          const float (*rs)[ST], int q0, int k0, const int *keys,
-                                          int t)
-{
-    dkv_p<ST>(a, st, rs, q0, k0, keys, t);
-    dkv_ds<ST>(st, dpt, rs, t);
 }
 
 /* The dQ kernels' step: s holds S and dp dP of the warp's 16 queries
  * (accumulator rows 0-1: rows[0], 2-3: rows[1], whose lse * log2(e) and D
  * are lse2 and dd) by ST keys from kb (columns 8n + 2t + r % 2); q0 is the
  * block's first query. Turns dp into dS = P * (dP - D), 0 where masked or
- * past l or s (s is left as it was); the mask is dkv_p's select. */
+ * past l or s (s is left as it was); the mask is dkv_probs's select. */
 template <int ST>
 __device__ __forceinline__ void dq_grads(const BwdArgs &a, const float (*s)[4], float (*dp)[4],
                                          int kb, int q0, const int *rows, const float *lse2,

@@ -141,6 +141,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/elementwise.cu
   src/tensor/cuda/kernels/embedding.cu
   src/tensor/cuda/kernels/gemm_scale.cu
+  src/tensor/cuda/kernels/gemm_skinny.cu
   src/tensor/cuda/kernels/gemm_small.cu
   src/tensor/cuda/kernels/index.cu
   src/tensor/cuda/kernels/layer_norm.cu

@@ -14,7 +14,9 @@
  * Small float32 GEMMs (kernels/gemm_small.cu says which) skip cuBLAS for one
  * kernel of tcuda's: cuBLAS's host time per call and its few-block kernels
  * cost more than the work at those sizes (that kernel is full float32
- * whatever allow_tf32 says). Large 16-bit results whose rows are not whole
+ * whatever allow_tf32 says), and so do GEMMs of at most 16 rows against a
+ * transposed B (kernels/gemm_skinny.cu: decode's matrix-vector products,
+ * with linear's bias and gelu in the same kernel). Large 16-bit results whose rows are not whole
  * 16-byte vectors go through padded rows (gemm_padded), or into them where
  * the caller padded them (gemm_split_cols), large 16-bit operands so
  * through padded copies (gemm_padded_operands), and an unaligned m or k
@@ -154,6 +156,31 @@ static tc_status gemm_small(int device, const tc__nn_gemm *g)
     cudaStream_t cs = tc__current_cuda_stream(device);
     tc__k_gemm_small(cs, g);
     return tc__launch_check(cs, "gemm_small_kernel");
+}
+
+/* A GEMM of at most 16 rows against a transposed B in one kernel of
+ * tcuda's (kernels/gemm_skinny.cu): decode's matrix-vector products, whose
+ * time is reading B. */
+static tc_status gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                             bool gelu)
+{
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    tc__k_gemm_skinny(cs, tc__sm_count(device), g, bias, aux, gelu);
+    return tc__launch_check(cs, "gemm_skinny_kernel");
+}
+
+tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                               bool gelu, bool *done)
+{
+    *done = false;
+    if (!tc__k_gemm_skinny_fits(g))
+        return TC_OK;
+    tc_device_guard gd = tc_device_guard_enter(device);
+    TC_TRY(gd.status);
+    tc_status st = gemm_skinny(device, g, bias, aux, gelu);
+    tc_device_guard_exit(&gd);
+    *done = st == TC_OK;
+    return st;
 }
 
 /* A GEMM with k = 0 is C = beta * C. PyTorch does not hand it to cuBLAS
@@ -542,6 +569,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
     tc_status st = g->k == 0                   ? scale_c(device, g)
+                   : tc__k_gemm_skinny_fits(g) ? gemm_skinny(device, g, NULL, NULL, false)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
                    : splits_cols(g)            ? gemm_split_cols(device, g)

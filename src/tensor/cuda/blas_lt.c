@@ -11,7 +11,9 @@
  * (DGELU_BGRAD): on an H100, at GPT-2's [16384, 3072] bfloat16, cuBLASLt
  * ran it as the GEMM and then a separate epilogue kernel of 348 us
  * (profile.sh train, 2026-11-27), where tcuda's gelu backward kernel took
- * 57 us at half that size (bench_nn_backward).
+ * 57 us at half that size (bench_nn_backward). GEMMs of at most 16 rows
+ * (decode's matrix-vector products) go to tcuda's own kernel first, bias
+ * and gelu included (blas.c's tc__cuda_gemm_skinny).
  *
  * As in blas.c, only the entry points used are declared here, so the build
  * needs no cuBLAS header or library. Whatever cuBLASLt does not take is a
@@ -498,7 +500,8 @@ static tc_status lt_call(int device, const tc__nn_gemm *g, const void *vec, cons
 
 tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
 {
-    return lt_call(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
+    TC_TRY(tc__cuda_gemm_skinny(device, g, bias, NULL, false, fused));
+    return *fused ? TC_OK : lt_call(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
 }
 
 /* Not float16 from compute capability 9.0: there cuBLASLt runs float16's
@@ -519,8 +522,12 @@ tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad,
     return lt_call(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
 }
 
+/* float32 keeps the ops apart here too (gelu_eligible says why). */
 tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                              bool *fused)
 {
-    return lt_call(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
+    *fused = false;
+    if (g->dtype == TC_FLOAT16 || g->dtype == TC_BFLOAT16)
+        TC_TRY(tc__cuda_gemm_skinny(device, g, bias, aux, true, fused));
+    return *fused ? TC_OK : lt_call(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
 }

@@ -18,6 +18,13 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
  * take the GEMM. */
 tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                              bool *fused);
+/* g in one kernel of tcuda's where it is a skinny GEMM (blas.c,
+ * kernels/gemm_skinny.cu: at most 16 rows of A, B transposed), with bias
+ * (NULL: none) added after alpha and beta, that value rounded to aux
+ * ([m, n], NULL: none) and the tanh gelu where gelu says; *done false:
+ * nothing queued, g is not one. */
+tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
+                               bool gelu, bool *done);
 /* Whether g's result goes through rows padded to whole 16-byte vectors
  * (blas.c): a 16-bit C of one matrix, dense, wider than 8 and not a
  * multiple of 8, with at least 2^22 elements; the bias GEMM refuses these. */

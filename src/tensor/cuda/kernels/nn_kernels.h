@@ -1,7 +1,8 @@
 /* C launchers of the nn kernels, called by nn_cuda.c and blas.c: the row
  * kernels (rows.cu), cross_entropy (loss.cu), attention (attention.cu) and
  * its backward (attention_backward.cu), the backward kernels (backward.cu) and
- * the GEMMs tcuda computes without cuBLAS (gemm_small.cu, gemm_scale.cu).
+ * the GEMMs tcuda computes without cuBLAS (gemm_small.cu, gemm_skinny.cu,
+ * gemm_scale.cu).
  * As the other launchers (kernels.h), each queues its kernels on `stream` of
  * the current device and returns at once; the caller runs tc__launch_check
  * right after. `sms` is the device's multiprocessor count. Not installed. */
@@ -113,6 +114,24 @@ void tc__k_nn_cross_entropy_backward(cudaStream_t stream, int sms, const tc__nn_
  * multiply-adds in all), and the kernel that computes it (one launch). */
 bool tc__k_gemm_small_fits(const tc__nn_gemm *g);
 void tc__k_gemm_small(cudaStream_t stream, const tc__nn_gemm *g);
+
+/* Skinny GEMMs without cuBLAS (gemm_skinny.cu): whether g is one (float16,
+ * bfloat16 or float32 throughout; A not transposed with 1 to 16 rows (4
+ * for float32; past 4 only with k up to 3,072 for 16-bit dtypes), B
+ * transposed, i.e. stored [n, k]; A and B 16-byte aligned with k, their
+ * leading dimensions and batch strides whole 16-byte vectors; k up to
+ * 2^16), and the kernel that computes it (one launch), with bias ([n] of
+ * g's dtype, NULL: none) added after alpha and beta, that value rounded
+ * to aux ([m, n] of g's dtype, leading dimension n, batch stride m n;
+ * NULL: not written), then the tanh gelu where gelu says. */
+bool tc__k_gemm_skinny_fits(const tc__nn_gemm *g);
+void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gemm *g, const void *bias,
+                       void *aux, bool gelu);
+/* Test hook: launches of tc__k_gemm_skinny so far, in the process. */
+uint64_t tc__k_gemm_skinny_count(void);
+/* Benchmark hook: false sends every GEMM past the kernel (cuBLAS's path);
+ * one setting for the process, true by default. */
+void tc__k_gemm_skinny_set_enabled(bool on);
 
 #ifdef __cplusplus
 }

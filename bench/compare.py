@@ -461,19 +461,31 @@ def topic_comm(log, args):
 
 
 def topic_gpt(log, args):
+    # rows.txt: "tcuda ROW N", "torch ROW N" (PyTorch eager, or its own CUDA
+    # graph for the decode_graph rows) and "compile ROW N" (torch.compile)
     vals, order = {}, []
     for line in read_lines(f"{log}/rows.txt"):
         parts = line.split()
-        if len(parts) == 3 and parts[0] in ("tcuda", "torch") and number(parts[2]) is not None:
+        if (len(parts) == 3 and parts[0] in ("tcuda", "torch", "compile") and
+                number(parts[2]) is not None):
             if parts[1] not in order:
                 order.append(parts[1])
             vals[parts[0], parts[1]] = number(parts[2])
-    rows = [[k, vals.get(("tcuda", k)), vals.get(("torch", k)),
-             ratio(vals.get(("tcuda", k)), vals.get(("torch", k)))] for k in order]
-    checks = [line for line in read_lines(f"{log}/check.txt") if line.startswith("check")]
-    table(title_of(log, "GPT-2 small, tokens/s: prefill batch 8 x 512, decode batch 1, 256 new"),
-          [("row", ""), ("tcuda", "{:,.0f}"), ("PyTorch", "{:,.0f}"), ("tcuda ÷ PyTorch", "{:.3f}")],
-          rows, checks)
+    rows = []
+    for k in order:
+        t, p, c = vals.get(("tcuda", k)), vals.get(("torch", k)), vals.get(("compile", k))
+        rows.append([k, t, p, ratio(t, p), c, ratio(t, c)])
+    notes = [line for line in read_lines(f"{log}/check.txt") if line.startswith("check")]
+    if any(side == "compile" for side, _ in vals):
+        notes.append("torch.compile: prefill the forward in default mode; decode_graph the decode "
+                     "step with a static KV cache in module buffers, mode=\"reduce-overhead\", "
+                     "fullgraph=True (gpt-fast's recipe); compilation not timed")
+    table(title_of(log, "GPT-2 small, tokens/s: prefill batch 8 x 512; decode batch 1 and 8 (_b8), "
+                        "prompt 16, 256 new tokens a sequence"),
+          [("row", ""), ("tcuda", "{:,.0f}"), ("PyTorch", "{:,.0f}"),
+           ("tcuda ÷ PyTorch", "{:.3f}"), ("torch.compile", "{:,.0f}"),
+           ("tcuda ÷ compile", "{:.3f}")],
+          rows, notes)
 
 
 def topic_history(log, args):
@@ -574,6 +586,38 @@ def topic_nn(log, args):
           [("op", ""), ("path", ""), ("dtype", ""), ("shape", ""), ("tcuda GB/s", "{:.1f}"),
            ("torch GB/s", "{:.1f}"), ("floor GB/s", "{:.1f}"), ("tcuda ÷ torch", "{:.3f}")], rows,
           notes_of(f"{log}/torch.txt") + ["path: the kernel path, auto the one tcuda takes"])
+
+
+GEMV_FLOOR = 0.85  # issue 28: tcuda's GB/s at least 85% of the copy floor's
+
+
+def topic_gemv(log, args):
+    t = csv_rows(f"{log}/tcuda.txt", "dtype")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    p = {(r["dtype"], r["m"], r["n"], r["k"]): r for r in csv_rows(f"{log}/torch.txt", "dtype") or []}
+    rows, misses = [], 0
+    for r in t:
+        ms, floor = number(r["ms"]), number(r["floor_GBps"])
+        of_floor = ratio(number(r["GBps"]), floor)
+        misses += of_floor is not None and of_floor < GEMV_FLOOR
+        q = p.get((r["dtype"], r["m"], r["n"], r["k"]), {})
+        pms, pe = number(q.get("ms", "-")), number(q.get("eager_ms", "-"))
+        rows.append([r["dtype"], r["m"], f"{r['k']}->{r['n']}", 1e3 * ms, number(r["GBps"]),
+                     floor, marked(of_floor, of_floor is None or of_floor >= GEMV_FLOOR,
+                                   "{:.2f}"),
+                     1e3 * number(r["cublas_ms"]), pms and 1e3 * pms, ratio(pms, ms),
+                     1e3 * number(r["eager_ms"]), pe and 1e3 * pe])
+    table(title_of(log, "linear at 1-16 rows (m), us a call in a graph of 20; GB/s counts the "
+                        "weight, input, bias and output once; the floor copies the weight"),
+          [("dtype", ""), ("m", ""), ("in->out", ""), ("tcuda us", "{:.2f}"),
+           ("tcuda GB/s", "{:.0f}"), ("floor GB/s", "{:.0f}"), ("of floor", "{}"),
+           ("cuBLAS us", "{:.2f}"), ("torch us", "{:.2f}"), ("torch ÷ tcuda", "{:.2f}"),
+           ("tcuda eager us", "{:.2f}"), ("torch eager us", "{:.2f}")], rows,
+          notes_of(f"{log}/torch.txt") +
+          [f"target (✗ marks a miss): tcuda's GB/s >= {GEMV_FLOOR} of the floor's; "
+           f"misses: {misses} of {len(rows)}; cuBLAS: the same graph with tcuda's kernel off; "
+           "eager: the 20 calls queued from the host one by one"])
 
 
 def topic_attention(log, args):

@@ -27,8 +27,17 @@
 #                         COMM_WORLDS ("2 4") picks the group sizes;
 #                         COMM_QUICK=1 runs tcuda and the floor only.
 #   device                host cost of device, stream and event calls
-#   gpt                   examples/gpt checked against PyTorch, then tokens/s
-#                         (GPT_CHECK_ONLY=1 stops after the checks)
+#   gpt                   examples/gpt checked against PyTorch, then tokens/s of
+#                         prefill (batch 8 x 512) and decode (batch 1 and 8) beside
+#                         PyTorch eager, its CUDA-graph decode and torch.compile
+#                         (prefill in default mode, the decode step under
+#                         "reduce-overhead", gpt-fast's way), for float32, TF32
+#                         and bfloat16; torch.compile's compilation adds about a
+#                         minute a dtype, cold (GPT_CHECK_ONLY=1 stops after the
+#                         checks)
+#   gemv [samples]        linear at 1, 8 and 16 rows (decode's matrix-vector
+#                         products): GB/s beside the copy floor, cuBLAS and
+#                         PyTorch's F.linear (21)
 #   graph                 graph replay and examples/graph_mlp's step
 #   history               memory history's cost per allocator operation
 #   jit [log2 n] [reps]   jiterator: compile, cache, host and kernel (28 21)
@@ -270,7 +279,8 @@ topic_gpt() {
   done
   : > "$LOG/rows.txt"
   if [ "${GPT_CHECK_ONLY:-0}" != 1 ]; then
-    # float32, float32 with TF32 on both sides (set_float32_matmul_precision("high")), bfloat16
+    # float32, float32 with TF32 on both sides (set_float32_matmul_precision("high")), bfloat16;
+    # gpt_torch.py prints "torch ROW N" (eager, its CUDA graph) and "compile ROW N" (torch.compile)
     for v in float32 float32_tf32 bfloat16; do
       local dt=${v%_tf32} tf=
       [ "$v" != "$dt" ] && tf=--tf32
@@ -339,6 +349,14 @@ topic_nn() {
   need bench/bench_nn
   tcuda "$BUILD/bench/bench_nn" "$reps" > "$LOG/tcuda.txt"
   twin bench_nn_torch.py "$LOG/tcuda.txt" "$reps"
+  compare
+}
+
+topic_gemv() {
+  local samples=${1:-21}
+  need bench/bench_gemv
+  tcuda "$BUILD/bench/bench_gemv" "$samples" > "$LOG/tcuda.txt"
+  twin bench_gemv_torch.py "$LOG/tcuda.txt" "$samples"
   compare
 }
 
@@ -454,7 +472,7 @@ topic_train_ddp() {
 }
 
 case $TOPIC in
-  alloc | attention | comm | device | gpt | graph | history | jit | loss | nn | nn_backward | random | \
+  alloc | attention | comm | device | gemv | gpt | graph | history | jit | loss | nn | nn_backward | random | \
     sanitizer | tensor | trace | train | train_ddp) ;;
   *) usage ;;
 esac

@@ -7,10 +7,20 @@
       Face's tensor names, n_head in the metadata), and DIR/ref.safetensors:
       the prompt (int64 [B, T]), PyTorch's float32 logits for it ([B, T, V])
       and its greedy continuation (int64 [B, new]).
-  gpt_torch.py bench DIR [--dtype float32|bfloat16]
-      Prefill tokens/s (batch 8 x 512) and decode tokens/s (batch 1, 256 new
-      tokens) of the same weights in PyTorch eager and with the decode step
-      as a CUDA graph; one line per row: "torch <row> <tokens/s>".
+  gpt_torch.py bench DIR [--dtype float32|bfloat16] [--tf32] [--no-compile]
+      Prefill tokens/s (batch 8 x 512) and decode tokens/s (batch 1 and 8,
+      prompt 16, 256 new tokens; tokens/s counts every sequence) of the same
+      weights in PyTorch eager and with the decode step as a CUDA graph, one
+      line per row: "torch <row> <tokens/s>" (rows prefill_D, decode_D,
+      decode_graph_D, decode_b8_D, decode_graph_b8_D; D the dtype, plus _tf32
+      with --tf32). Then torch.compile's rows, "compile <row> <tokens/s>":
+      prefill_D (the forward in default mode) and decode_graph_D,
+      decode_graph_b8_D (the decode step with its static KV cache held as
+      module buffers, under mode="reduce-overhead", fullgraph=True, as
+      gpt-fast does). Compilation is not timed; it takes a minute or two
+      cold (TORCHINDUCTOR_CACHE_DIR, when set, keeps Inductor's cache between
+      runs). A compile row that fails says why on stderr and is left out;
+      --no-compile leaves them all out.
 
 The model below is GPT-2 written plainly (the same math as transformers'
 GPT2LMHeadModel with gelu_new); `write` also checks it against
@@ -164,6 +174,99 @@ def generate(m, prompt, new, graph=False):
     return out, time.perf_counter() - t0
 
 
+class DecodeStep(torch.nn.Module):
+    """One greedy decode step of GPT as torch.compile wants it (gpt-fast's
+    shape): the weights and the KV caches ([B, H, S, hd] per layer, static
+    shapes) are registered buffers, so that CUDA graph trees take their
+    addresses as fixed: nothing is copied in a step, and the caches may be
+    written in place. forward(tok [B, 1], pos [1]) writes this step's k, v at
+    pos, attends over the cache with positions beyond pos hidden and returns
+    the next token [B, 1]: the same math as GPT.forward with a cache."""
+
+    def __init__(self, m, B, S):
+        super().__init__()
+        self.n_head, self.n_layer, self.C = m.n_head, m.n_layer, m.C
+        for k, t in m.w.items():  # buffer names take no dots
+            self.register_buffer(k.replace(".", "_"), t)
+        w = m.w["wte.weight"]
+        for i, (kc, vc) in enumerate(m.new_cache(B, S, w.dtype, w.device)):
+            self.register_buffer(f"k_cache_{i}", kc)
+            self.register_buffer(f"v_cache_{i}", vc)
+
+    def w(self, name):
+        """A weight by its Hugging Face name."""
+        return getattr(self, name.replace(".", "_"))
+
+    def caches(self):
+        """The caches as GPT.forward takes them, for an eager prefill."""
+        return [(getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))
+                for i in range(self.n_layer)]
+
+    def ln(self, x, p):
+        return F.layer_norm(x, (self.C,), self.w(p + ".weight"), self.w(p + ".bias"), 1e-5)
+
+    def lin(self, x, p):
+        return torch.addmm(self.w(p + ".bias"), x.reshape(-1, x.shape[-1]),
+                           self.w(p + ".weight")).reshape(*x.shape[:-1], -1)
+
+    def forward(self, tok, pos):
+        B, H, C = tok.shape[0], self.n_head, self.C
+        x = self.w("wte.weight")[tok] + self.w("wpe.weight")[pos]
+        S = self.k_cache_0.shape[2]
+        mask = torch.arange(S, device=tok.device)[None, :] <= pos[:, None]
+        for i in range(self.n_layer):
+            p = f"h.{i}."
+            qkv = self.lin(self.ln(x, p + "ln_1"), p + "attn.c_attn")
+            # a list, not a generator: older Dynamo breaks the graph on those
+            q, k, v = [t.view(B, 1, H, C // H).transpose(1, 2) for t in qkv.split(C, 2)]
+            kc, vc = getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}")
+            kc.index_copy_(2, pos, k)
+            vc.index_copy_(2, pos, v)
+            y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
+            y = y.transpose(1, 2).reshape(B, 1, C)
+            x = x + self.lin(y, p + "attn.c_proj")
+            h = F.gelu(self.lin(self.ln(x, p + "ln_2"), p + "mlp.c_fc"), approximate="tanh")
+            x = x + self.lin(h, p + "mlp.c_proj")
+        logits = self.ln(x, "ln_f") @ self.w("wte.weight").t()
+        return logits[:, -1].argmax(-1, keepdim=True)
+
+
+def compiled_decode(m, prompt, new):
+    """generate()'s decode under torch.compile: DecodeStep compiled with
+    mode="reduce-overhead" (CUDA graph trees), fullgraph=True. Each run
+    prefills the prompt eagerly into the step's caches, then times new - 1
+    steps with one synchronize at the end, each step's token fed back as the
+    next input, as gpt-fast does. Two runs, the first a warm-up (the
+    compilation, graph trees' warm-up and recording fall in its first
+    steps); returns the second's new tokens [B, new] and the seconds its
+    steps took. Raises what torch.compile raises."""
+    B, T = prompt.shape
+    dev = prompt.device
+    torch._dynamo.reset()  # another batch's graphs: not recompiled with dynamic shapes
+    d = DecodeStep(m, B, T + new)
+    step = torch.compile(d, mode="reduce-overhead", fullgraph=True, dynamic=False)
+    # each call a new step for CUDA graph trees: the last one's outputs may go
+    mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
+
+    def run():
+        pos = torch.arange(T, device=dev)
+        tok = m.forward(prompt, pos, d.caches(), pos)[:, -1].argmax(-1, keepdim=True)
+        step_pos = torch.tensor([T], device=dev)
+        out = [tok]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(1, new):
+            mark()
+            tok = step(tok, step_pos).clone()  # the graph's output is overwritten next step
+            step_pos += 1
+            out.append(tok)
+        torch.cuda.synchronize()
+        return torch.cat(out, 1), time.perf_counter() - t0
+
+    run()  # warm
+    return run()
+
+
 def write(a):
     torch.manual_seed(a.seed)
     C, L, V, S = a.embd, a.layers, a.vocab, a.ctx
@@ -245,12 +348,51 @@ def bench(a):
         x = torch.randint(0, V, (8, 512), device="cuda")
         pos = torch.arange(512, device="cuda")
         s = timed(lambda: m.forward(x, pos), 5)
-        print(f"torch prefill_{name} {8 * 512 / s:.0f}")
-        p = torch.randint(0, V, (1, 16), device="cuda")
-        for graph in (False, True):
-            generate(m, p, 257, graph)  # warm
-            _, s = generate(m, p, 257, graph)
-            print(f"torch decode{'_graph' if graph else ''}_{name} {256 / s:.0f}")
+        print(f"torch prefill_{name} {8 * 512 / s:.0f}", flush=True)
+        # decode at batch 1 and 8: a prompt of 16 random tokens a sequence,
+        # 256 steps timed; tokens/s counts every sequence's tokens
+        prompts = {B: torch.randint(0, V, (B, 16), device="cuda") for B in (1, 8)}
+        eager_tokens = {}
+        for B, p in prompts.items():
+            b = "" if B == 1 else f"_b{B}"
+            for graph in (False, True):
+                generate(m, p, 257, graph)  # warm
+                tokens, s = generate(m, p, 257, graph)
+                if not graph:
+                    eager_tokens[B] = tokens
+                print(f"torch decode{'_graph' if graph else ''}{b}_{name} {B * 256 / s:.0f}",
+                      flush=True)
+        if a.no_compile:
+            return
+
+        # torch.compile; a row that fails to compile says why and is left out
+        def compile_row(row, fn):
+            try:
+                print(f"compile {row}_{name} {fn():.0f}", flush=True)
+            except Exception as e:  # noqa: BLE001 (Dynamo and Inductor raise many kinds)
+                first = (str(e).strip().splitlines() or [""])[0][:160]
+                print(f"gpt_torch: torch.compile {row}_{name} failed: {type(e).__name__}: "
+                      f"{first}", file=sys.stderr, flush=True)
+
+        def prefill():
+            fwd = torch.compile(m.forward)  # default mode; compiles in timed()'s warm-up call
+            s = timed(lambda: fwd(x, pos), 5)
+            ref, got = m.forward(x, pos).float(), fwd(x, pos).float()
+            err = ((got - ref).abs().max() / ref.abs().max()).item()
+            print(f"gpt_torch: compile prefill_{name}: logits differ from eager's by {err:.2e} "
+                  f"(relative to max)", file=sys.stderr)
+            return 8 * 512 / s
+
+        def decode(B):
+            tokens, s = compiled_decode(m, prompts[B], 257)
+            same = (tokens == eager_tokens[B]).all(0).long().cumprod(0).sum().item()
+            print(f"gpt_torch: compile decode_graph batch {B}, {name}: the first {same} of 257 "
+                  f"tokens of every sequence are eager's", file=sys.stderr)
+            return B * 256 / s
+
+        compile_row("prefill", prefill)
+        compile_row("decode_graph", lambda: decode(1))
+        compile_row("decode_graph_b8", lambda: decode(8))
 
 
 def main():
@@ -268,6 +410,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args()
     write(a) if a.what == "write" else bench(a)
 

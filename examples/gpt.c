@@ -13,7 +13,7 @@
  * (bench/torch/gpt_torch.py writes one from PyTorch) and exits 1 unless the
  * prompt's logits match within 1e-4 of their largest magnitude and the
  * greedy tokens are the same. --bench prints prefill (batch 8 x 512) and
- * decode (batch 1, 256 new tokens) tokens per second. --tf32 lets float32
+ * decode (batch 1 and 8, 256 new tokens) tokens per second. --tf32 lets float32
  * matrix products use TF32 (tc_set_float32_matmul_precision("high"), as
  * torch.set_float32_matmul_precision("high")); its rows are named _tf32.
  *
@@ -245,12 +245,31 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
     m->scale = 1 / sqrt((double)hd);
 }
 
-/* x [B, T, C] -> q, k, v [B, H, T, hd] (views of one linear's output) */
-static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc_tensor **q,
+/* The layer_norm (weight nw, bias nb) that starts a block's half, of the
+ * residual stream *x after `pending` (NULL: nothing) is added to it: the add
+ * and the norm in one pass (tc_nn_add_layer_norm), *x then the sum. */
+static tc_tensor *add_norm(scratch *s, const gpt *m, tc_tensor **x, tc_tensor *pending,
+                           tc_tensor *nw, tc_tensor *nb)
+{
+    if (!pending) {
+        LET(s, h, tc_nn_layer_norm(*x, 1, &m->C, nw, nb, 1e-5, &h));
+        return h;
+    }
+    tc_tensor *sum = NULL;
+    LET(s, h,
+        tc_nn_add_layer_norm(*x, pending, 1, &m->C, nw, nb, 1e-5, m->dt, &sum, &h, NULL, NULL));
+    track(s, TC_OK, &sum, "the residual sum"); /* kept for release like the others */
+    if (sum)
+        *x = sum;
+    return h;
+}
+
+/* h [B, T, C] (the block's first norm) -> q, k, v [B, H, T, hd] (views of
+ * one linear's output) */
+static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *h, tc_tensor **q,
                       tc_tensor **k, tc_tensor **v)
 {
-    int64_t heads[4] = {tc_tensor_size(x, 0), tc_tensor_size(x, 1), m->n_head, m->C / m->n_head};
-    LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln1_w, w->ln1_b, 1e-5, &h));
+    int64_t heads[4] = {tc_tensor_size(h, 0), tc_tensor_size(h, 1), m->n_head, m->C / m->n_head};
     LET(s, qkv, tc_nn_linear(h, w->attn_w, w->attn_b, &qkv));
     tc_tensor **out[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
@@ -261,20 +280,20 @@ static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc
     }
 }
 
-/* The rest of a block after attention's output y [B, H, T, hd]: projection,
- * MLP and both residual adds, into x in place. */
-static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc_tensor *y)
+/* The rest of a block after attention's output y [B, H, T, hd]: the
+ * projection, added to the residual stream *x with the second norm in one
+ * pass, and the MLP (its first linear and gelu in one step where the GPU
+ * can). Returns the MLP's output, which the next norm adds to *x. */
+static tc_tensor *block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor **x, tc_tensor *y)
 {
-    int64_t merged[3] = {tc_tensor_size(x, 0), tc_tensor_size(x, 1), m->C};
+    int64_t merged[3] = {tc_tensor_size(*x, 0), tc_tensor_size(*x, 1), m->C};
     LET(s, yt, tc_tensor_transpose(y, 1, 2, &yt));
     LET(s, ym, tc_tensor_reshape(yt, 3, merged, &ym));
     LET(s, proj, tc_nn_linear(ym, w->proj_w, w->proj_b, &proj));
-    DO(s, tc_tensor_add_(x, proj));
-    LET(s, h, tc_nn_layer_norm(x, 1, &m->C, w->ln2_w, w->ln2_b, 1e-5, &h));
-    LET(s, f, tc_nn_linear(h, w->fc_w, w->fc_b, &f));
-    LET(s, g, tc_tensor_gelu(f, TC_GELU_APPROXIMATE_TANH, &g));
+    tc_tensor *h = add_norm(s, m, x, proj, w->ln2_w, w->ln2_b);
+    LET(s, g, tc_nn_linear_gelu(h, w->fc_w, w->fc_b, TC_GELU_APPROXIMATE_TANH, &g, NULL));
     LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
-    DO(s, tc_tensor_add_(x, down));
+    return down;
 }
 
 /* Logits [B, T, V] of tokens [B, T] at positions 0..T-1, filling the cache's
@@ -288,9 +307,11 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
     LET(&s, te, tc_tensor_embedding(m->wte, tokens, &te));
     LET(&s, pe, tc_tensor_embedding(m->wpe, pos, &pe));
     LET(&s, x, tc_tensor_add(te, pe, &x));
+    tc_tensor *pending = NULL; /* the last MLP's output, not yet added to x */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
-        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
+        tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
+        qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
         if (m->kc) { /* the cache's positions 0..T-1 */
             LET(&s, kd, tc_tensor_narrow(m->kc[l], 2, 0, T, &kd));
             LET(&s, vd, tc_tensor_narrow(m->vc[l], 2, 0, T, &vd));
@@ -298,9 +319,9 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
             DO(&s, tc_tensor_copy_(vd, v, false));
         }
         LET(&s, y, tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &y));
-        block_rest(&s, m, &m->h[l], x, y);
+        pending = block_rest(&s, m, &m->h[l], &x, y);
     }
-    LET(&s, h, tc_nn_layer_norm(x, 1, &m->C, m->lnf_w, m->lnf_b, 1e-5, &h));
+    tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
     tc_tensor *out = NULL;
     DO(&s, tc_nn_linear(h, m->wte, NULL, &out)); /* not kept: it is the result */
     tc_status st = scratch_end(&s);
@@ -334,9 +355,11 @@ static tc_status gpt_step(void *ctx)
     LET(&s, at, tc_tensor_expand(pos4, 4, at_sizes, &at));
     LET(&s, hidden, tc_tensor_gt(m->positions, m->pos, &hidden));       /* [S] */
     LET(&s, mask, tc_tensor_where(hidden, m->neg_inf, m->zero, &mask)); /* 0 or -inf */
+    tc_tensor *pending = NULL; /* the last MLP's output, not yet added to x */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
-        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
+        tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
+        qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
         /* the caches are zero at pos until now: adding writes the entry */
         DO(&s, tc_tensor_scatter_add_(m->kc[l], 2, at, k));
         DO(&s, tc_tensor_scatter_add_(m->vc[l], 2, at, v));
@@ -349,9 +372,9 @@ static tc_status gpt_step(void *ctx)
         LET(&s, p, tc_nn_softmax(sc, -1, &p));
         LET(&s, y3, tc_tensor_bmm(p, v3, &y3)); /* [B*H, 1, hd] */
         LET(&s, y, tc_tensor_view(y3, 4, y_sizes, &y));
-        block_rest(&s, m, &m->h[l], x, y);
+        pending = block_rest(&s, m, &m->h[l], &x, y);
     }
-    LET(&s, h, tc_nn_layer_norm(x, 1, &m->C, m->lnf_w, m->lnf_b, 1e-5, &h));
+    tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
     LET(&s, logits, tc_nn_linear(h, m->wte, NULL, &logits)); /* [B, 1, V] */
     LET(&s, next, tc_tensor_argmax(logits, -1, false, &next));
     DO(&s, tc_tensor_copy_(m->tok, next, false));
@@ -514,7 +537,7 @@ static int check(gpt *m, const char *ref_path, bool graph)
 static void bench(gpt *m, bool graph, bool tf32)
 {
     const char *dt = m->dt == TC_FLOAT32 ? (tf32 ? "float32_tf32" : "float32") : "bfloat16";
-    int64_t ps[2] = {8, 512}, one[2] = {1, 16}, os[2] = {1, 256};
+    int64_t ps[2] = {8, 512};
     tc_tensor *x, *logits, *p, *out;
     if (m->n_ctx < 512) {
         fprintf(stderr, "gpt: --bench prefills 512 positions, the model has %lld\n",
@@ -537,17 +560,21 @@ static void bench(gpt *m, bool graph, bool tf32)
         if (rep)
             printf("tcuda prefill_%s %.0f\n", dt, 8 * 512 * reps / (now_s() - t0));
     }
-    gpt_cache(m, 1, 16 + 256);
-    TRY(tc_tensor_zeros(2, one, TC_INT64, m->dev, &p));
-    TRY(tc_tensor_random_(p, 0, m->V, NULL));
-    TRY(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
-    double secs = 0;
-    for (int rep = 0; rep < 2; rep++) /* the first one warms up */
-        gpt_generate(m, p, 256, graph, out, NULL, &secs);
-    printf("tcuda decode%s_%s %.0f\n", graph ? "_graph" : "", dt, 255 / secs);
     tc_tensor_release(x);
-    tc_tensor_release(p);
-    tc_tensor_release(out);
+    for (int64_t B = 1; B <= 8; B += 7) { /* decode at batch 1, then 8 */
+        int64_t ps1[2] = {B, 16}, os[2] = {B, 256};
+        gpt_cache(m, B, 16 + 256);
+        TRY(tc_tensor_zeros(2, ps1, TC_INT64, m->dev, &p));
+        TRY(tc_tensor_random_(p, 0, m->V, NULL));
+        TRY(tc_tensor_zeros(2, os, TC_INT64, m->dev, &out));
+        double secs = 0;
+        for (int rep = 0; rep < 2; rep++) /* the first one warms up */
+            gpt_generate(m, p, 256, graph, out, NULL, &secs);
+        printf("tcuda decode%s%s_%s %.0f\n", graph ? "_graph" : "", B > 1 ? "_b8" : "", dt,
+               (double)B * 255 / secs);
+        tc_tensor_release(p);
+        tc_tensor_release(out);
+    }
 }
 
 static void usage(void)

@@ -16,8 +16,9 @@
  * cost more than the work at those sizes (that kernel is full float32
  * whatever allow_tf32 says), and so do GEMMs of at most 16 rows against a
  * transposed B (kernels/gemm_skinny.cu: decode's matrix-vector products,
- * with linear's bias and gelu in the same kernel). Large 16-bit results whose rows are not whole
- * 16-byte vectors go through padded rows (gemm_padded), or into them where
+ * with linear's bias and gelu in the same kernel). Large 16-bit results
+ * whose rows are not whole 16-byte vectors go through padded rows
+ * (gemm_padded), or into them where
  * the caller padded them (gemm_split_cols), large 16-bit operands so
  * through padded copies (gemm_padded_operands), and an unaligned m or k
  * of aligned operands in two parts (gemm_split_m, gemm_split_k). In a

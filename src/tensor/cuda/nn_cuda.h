@@ -1,6 +1,7 @@
 /* The CUDA nn backend as the device seam (src/cuda/device_ops.c) sees it: the
- * table (nn_cuda.c), cuBLAS's strided-batched GEMM (blas.c) and cuBLASLt's
- * GEMM with a bias (blas_lt.c). Not installed. */
+ * table (nn_cuda.c), cuBLAS's strided-batched GEMM and tcuda's own small and
+ * skinny ones (blas.c) and cuBLASLt's GEMM with a bias (blas_lt.c). Not
+ * installed. */
 #ifndef TCUDA_NN_CUDA_H
 #define TCUDA_NN_CUDA_H
 
@@ -9,13 +10,13 @@
 extern const tc__nn_backend tc__cuda_nn_backend;
 /* See tc__nn_gemm: one cuBLAS GEMM call on the current stream. */
 tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g);
-/* See tc__nn_backend.gemm_bias: one cublasLtMatmul with the bias epilogue
- * on the current stream (blas_lt.c); *fused false where cuBLASLt is missing
- * or does not take the GEMM. */
+/* See tc__nn_backend.gemm_bias: tcuda's skinny kernel where it takes g
+ * (tc__cuda_gemm_skinny), else one cublasLtMatmul with the bias epilogue on
+ * the current stream (blas_lt.c); *fused false where neither takes it. */
 tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused);
-/* See tc__nn_backend.gemm_gelu: one cublasLtMatmul with the GELU_AUX_BIAS
- * epilogue (blas_lt.c); *fused false where cuBLASLt is missing or does not
- * take the GEMM. */
+/* See tc__nn_backend.gemm_gelu (16-bit dtypes): tcuda's skinny kernel
+ * where it takes g, else one cublasLtMatmul with the GELU_AUX_BIAS epilogue
+ * (blas_lt.c); *fused false where neither takes it. */
 tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                              bool *fused);
 /* g in one kernel of tcuda's where it is a skinny GEMM (blas.c,

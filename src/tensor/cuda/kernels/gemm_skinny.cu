@@ -45,7 +45,9 @@ typedef int64_t i64;
 
 enum { MAX_WARPS = 8, MAX_M = 16, UNROLL = 4 };
 
-std::atomic<uint64_t> runs{0};   /* launches, for the tests */
+/* launches, for the tests: per thread (the calling thread's count), so that
+ * every GEMM does not write one shared cache line, as tensor_nn.c's counts */
+thread_local uint64_t runs = 0;
 std::atomic<bool> enabled{true}; /* off: cuBLAS's path, for the benchmark */
 
 /* The kernel's parameters: one GEMM of tc__nn_gemm with its epilogue. */
@@ -272,20 +274,17 @@ void launch_fma(cudaStream_t stream, int sms, const tc__nn_gemm *g, Skinny p)
     skinny_fma_kernel<T, MB><<<grid, 32 * (unsigned)nw, 0, stream>>>(p, nc);
 }
 
-/* The FMA kernel for m rows: MB the power of two at or above m. */
-template <typename T, int... MB> struct Fma;
-template <typename T, int M0, int... MB> struct Fma<T, M0, MB...> {
-    static void run(cudaStream_t stream, int sms, const tc__nn_gemm *g, Skinny p)
-    {
-        if (g->m <= M0 || sizeof...(MB) == 0)
-            launch_fma<T, M0>(stream, sms, g, p);
-        else
-            Fma<T, MB...>::run(stream, sms, g, p);
-    }
-};
-template <typename T> struct Fma<T> {
-    static void run(cudaStream_t, int, const tc__nn_gemm *, Skinny) {}
-};
+/* The FMA kernel for m rows (1 to 4): MB the power of two at or above m. */
+template <typename T>
+void launch_fma_rows(cudaStream_t stream, int sms, const tc__nn_gemm *g, Skinny p)
+{
+    if (g->m <= 1)
+        launch_fma<T, 1>(stream, sms, g, p);
+    else if (g->m <= 2)
+        launch_fma<T, 2>(stream, sms, g, p);
+    else
+        launch_fma<T, 4>(stream, sms, g, p);
+}
 
 } // namespace
 } // namespace tcuda_kernels
@@ -322,22 +321,22 @@ extern "C" void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gem
                 (int)g->m,      (int)g->n,   (int)g->k,   g->lda,      g->ldb,
                 g->ldc,         g->stride_a, g->stride_b, g->stride_c, (float)g->alpha,
                 (float)g->beta, gelu};
-    runs.fetch_add(1, std::memory_order_relaxed);
+    runs++;
     /* 16-bit: FMAs up to 4 rows, where the tensor cores' 16 would mostly be
      * zeros, the tensor cores past that */
     if (g->dtype == TC_FLOAT32)
-        Fma<float, 1, 2, 4>::run(stream, sms, g, p);
+        launch_fma_rows<float>(stream, sms, g, p);
     else if (g->m > 4 && g->dtype == TC_BFLOAT16)
         launch_mma<__nv_bfloat16>(stream, g, p);
     else if (g->m > 4)
         launch_mma<__half>(stream, g, p);
     else if (g->dtype == TC_BFLOAT16)
-        Fma<__nv_bfloat16, 1, 2, 4>::run(stream, sms, g, p);
+        launch_fma_rows<__nv_bfloat16>(stream, sms, g, p);
     else
-        Fma<__half, 1, 2, 4>::run(stream, sms, g, p);
+        launch_fma_rows<__half>(stream, sms, g, p);
 }
 
-extern "C" uint64_t tc__k_gemm_skinny_count(void) { return runs.load(std::memory_order_relaxed); }
+extern "C" uint64_t tc__k_gemm_skinny_count(void) { return runs; }
 
 extern "C" void tc__k_gemm_skinny_set_enabled(bool on)
 {

@@ -127,7 +127,7 @@ void tc__k_gemm_small(cudaStream_t stream, const tc__nn_gemm *g);
 bool tc__k_gemm_skinny_fits(const tc__nn_gemm *g);
 void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gemm *g, const void *bias,
                        void *aux, bool gelu);
-/* Test hook: launches of tc__k_gemm_skinny so far, in the process. */
+/* Test hook: launches of tc__k_gemm_skinny so far by the calling thread. */
 uint64_t tc__k_gemm_skinny_count(void);
 /* Benchmark hook: false sends every GEMM past the kernel (cuBLAS's path);
  * one setting for the process, true by default. */

@@ -48,6 +48,7 @@ set(TCUDA_SOURCES
   src/random/random_cpu.c
   # tensor: tensors: front end, cpu/ backend, cuda/ backend and kernels
   src/tensor/backends.c
+  src/tensor/cpu/cpu_attention_cache.c
   src/tensor/cpu/cpu_index.c
   src/tensor/cpu/cpu_matmul.c
   src/tensor/cpu/cpu_nn.c
@@ -58,6 +59,7 @@ set(TCUDA_SOURCES
   src/tensor/storage.c
   src/tensor/tensor.c
   src/tensor/tensor_attention_backward.c
+  src/tensor/tensor_attention_cache.c
   src/tensor/tensor_copy.c
   src/tensor/tensor_copy_across.c
   src/tensor/tensor_index.c
@@ -135,6 +137,7 @@ set(TCUDA_CUDA_SOURCES
   src/tensor/cuda/kernels/attention.cu
   src/tensor/cuda/kernels/attention_backward.cu
   src/tensor/cuda/kernels/attention_backward_f32.cu
+  src/tensor/cuda/kernels/attention_cache.cu
   src/tensor/cuda/kernels/backward.cu
   src/tensor/cuda/kernels/copy.cu
   src/tensor/cuda/kernels/dropout.cu

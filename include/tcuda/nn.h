@@ -145,6 +145,42 @@ TCUDA_API tc_status tc_nn_scaled_dot_product_attention(const tc_tensor *q, const
                                                        const tc_tensor *v, bool is_causal,
                                                        const double *scale, tc_tensor **out);
 
+/* Attention of T new tokens over a key/value cache, with the cache's
+ * update in the same call (flash_attn_with_kvcache's op; PyTorch composes
+ * it from index_copy_ and scaled_dot_product_attention). q is [B, H, T, E];
+ * k_cache and v_cache [B, Hkv, S, E] with H a multiple of Hkv (grouped
+ * queries: head h reads kv head h / (H / Hkv)); k_new and v_new
+ * [B, Hkv, T, E], or both NULL. cache_len (int32 or int64, B elements or
+ * one for every entry, on q's device) holds each entry's filled length n.
+ * The call writes k_new and v_new into the caches at positions n..n+T-1,
+ * then out[b, h, t] = softmax(scale * q k^T) v over positions 0..n+t with
+ * is_causal, or all of 0..n+T-1 without (no new rows: 0..n-T+t and
+ * 0..n-1; a row that sees nothing is zeros). scale NULL means 1/sqrt(E).
+ * The lengths are read by the device, so the call never waits for them,
+ * and a CUDA graph of a decode step replays as they grow (the caller
+ * advances cache_len, e.g. tc_tensor_add_). *out is a new [B, H, T, E]
+ * tensor of q's dtype over [B, T, H, E] memory, so merging the heads is a
+ * view. Sums are float32 for 16-bit dtypes and float32, double for
+ * float64, with one rounding at the end: as PyTorch's math path within
+ * its tolerance. On a GPU one kernel does all of it (head sizes up to
+ * 512); on a device of compute capability 9.0 a cluster of blocks splits
+ * a row's positions. Every operand needs unit stride in its last dim (the
+ * caches are written in place). A length out of range (n < 0 or
+ * n + T > S): on the CPU TC_ERROR_INVALID_ARGUMENT with nothing written;
+ * on a GPU nothing is written to that entry's caches, its rows are
+ * computed with n clamped, and the next call that waits for the device
+ * returns TC_ERROR_INVALID_ARGUMENT naming it (as a bad cross_entropy
+ * target). Errors: the common ones; TC_ERROR_SHAPE for sizes that do not
+ * agree; TC_ERROR_DTYPE for a length tensor that is not int32 or int64;
+ * TC_ERROR_INVALID_ARGUMENT for one of k_new and v_new, a last dim without
+ * unit stride, or a scale that is not finite; TC_ERROR_NOT_SUPPORTED for a
+ * head size over 512 on a GPU. */
+TCUDA_API tc_status tc_nn_attention_with_kv_cache(const tc_tensor *q, tc_tensor *k_cache,
+                                                  tc_tensor *v_cache, const tc_tensor *k_new,
+                                                  const tc_tensor *v_new,
+                                                  const tc_tensor *cache_len, bool is_causal,
+                                                  const double *scale, tc_tensor **out);
+
 TCUDA_EXTERN_C_END
 
 #endif

@@ -160,6 +160,30 @@ typedef struct tc__nn_attention {
     bool causal;
 } tc__nn_attention;
 
+/* Attention of t new query rows over a key/value cache, with the cache's
+ * update (tc_nn_attention_with_kv_cache). Per batch entry i of b, with n =
+ * len[i] (len[0] for every entry when !len_per_batch; int32 or int64 as
+ * len_dtype says) positions already filled: k_new and v_new (t rows of
+ * heads hkv; NULL: none, t_new 0) go to k_cache and v_cache at positions
+ * n..n+t_new-1, then query row j of head hq sees the positions 0..n+t_new-1
+ * of head hq / (h / hkv), or with causal only those up to n + t_new - t +
+ * j. Keys at n and past are read from k_new and v_new, never from the
+ * caches. A row that sees no position is zeros. Each operand's rows are e
+ * elements with unit stride; its strides[3] step the batch entry, the head
+ * and the row (position). out is written whole. A length out of range (n <
+ * 0 or n + t_new > s) is the backend's to report: the CPU's before it
+ * writes anything; a GPU's through its kernel error slot. */
+typedef struct tc__nn_attention_cache {
+    tc_dtype dtype, len_dtype;
+    const void *q, *k_new, *v_new, *len;
+    void *k_cache, *v_cache, *out;
+    int64_t q_strides[3], kn_strides[3], vn_strides[3], kc_strides[3], vc_strides[3],
+        out_strides[3];
+    int64_t b, h, hkv, t, t_new, s, e;
+    double scale;
+    bool causal, len_per_batch;
+} tc__nn_attention_cache;
+
 /* Attention's fused backward (FlashAttention-2's): from q, k, v, the
  * forward's out and grad_out (each [l or s, e] per entry, strided as
  * tc__nn_attention's operands, of `dtype`) and lse (dense float32
@@ -354,6 +378,8 @@ typedef struct tc__nn_backend {
      * as gemm_bias's. *fused false (with TC_OK): nothing queued. */
     tc_status (*gemm_gelu)(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                            bool *fused);
+    /* See tc__nn_attention_cache; every backend has it. */
+    tc_status (*attention_cache)(int device, const tc__nn_attention_cache *a);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -388,6 +414,7 @@ tc_status tc__cpu_nn_cross_entropy_backward(int device, const tc__nn_ce_bwd *a);
 /* The CPU's embedding_backward and dropout (cpu/cpu_nn_layers.c). */
 tc_status tc__cpu_nn_embedding_backward(int device, const tc__nn_embedding_bwd *a);
 tc_status tc__cpu_nn_dropout(int device, const tc__nn_dropout *a);
+tc_status tc__cpu_nn_attention_cache(int device, const tc__nn_attention_cache *a);
 
 /* Test hooks for tc_nn_linear (tensor_nn.c): fused false makes it skip
  * gemm_bias (the copy + GEMM path on every device); counts gives the calling

@@ -67,5 +67,12 @@ tc_status tc__kernel_errors_check(int device)
                         "(position %lld) is out of range: the weight has rows 0..%lld; the "
                         "position was left out of the gradient",
                         device, v[1], v[0], v[2] - 1);
+    if (kind == TC__KERR_CACHE_LENGTH)
+        return tc__fail(
+            TC_ERROR_INVALID_ARGUMENT,
+            "tc_nn_attention_with_kv_cache (queued earlier on cuda:%d): cache_len[%lld] "
+            "is %lld: with %lld new positions the cache of %lld takes lengths 0..%lld; "
+            "that entry's caches were not written",
+            device, v[0], v[1], v[2], v[3], v[3] - v[2]);
     return tc__fail(TC_ERROR_INTERNAL, "a kernel on cuda:%d reported error kind %d", device, kind);
 }

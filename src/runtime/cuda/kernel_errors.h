@@ -1,5 +1,5 @@
-/* Bad input that only a kernel sees (a cross_entropy target or an embedding
- * backward's index out of range on the GPU), reported without making the call that queued the kernel wait.
+/* Bad input that only a kernel sees (a cross_entropy target, an embedding
+ * backward's index or a KV cache's length out of range on the GPU), reported without making the call that queued the kernel wait.
  *
  * Each device has one slot in mapped pinned memory. The first kernel to
  * find an error claims the slot (kind -1 while it writes), writes what it
@@ -25,9 +25,10 @@ extern "C" {
 
 enum {
     TC__KERR_NONE = 0,
-    TC__KERR_WRITING = -1,       /* claimed by a kernel, values not written yet */
-    TC__KERR_CE_TARGET = 1,      /* v: row, target, classes, ignore_index */
-    TC__KERR_EMBEDDING_INDEX = 2 /* v: position, index, num_weights */
+    TC__KERR_WRITING = -1,        /* claimed by a kernel, values not written yet */
+    TC__KERR_CE_TARGET = 1,       /* v: row, target, classes, ignore_index */
+    TC__KERR_EMBEDDING_INDEX = 2, /* v: position, index, num_weights */
+    TC__KERR_CACHE_LENGTH = 3     /* v: cache_len's element, its value, new positions, capacity */
 };
 
 typedef struct tc__kernel_error {

@@ -194,4 +194,5 @@ const tc__nn_backend tc__cpu_nn_backend = {
     .cross_entropy_backward = tc__cpu_nn_cross_entropy_backward,
     .embedding_backward = tc__cpu_nn_embedding_backward,
     .dropout = tc__cpu_nn_dropout,
+    .attention_cache = tc__cpu_nn_attention_cache,
 };

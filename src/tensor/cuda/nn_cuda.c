@@ -1,7 +1,8 @@
 /* The CUDA nn backend (tensor/nn_internal.h): row kernels from rows.cu,
  * cross_entropy from loss.cu, the GEMM from cuBLAS (blas.c), linear's GEMM
  * with its bias from cuBLASLt (blas_lt.c), fused attention from
- * attention.cu and its backward from attention_backward.cu, the backward
+ * attention.cu and its backward from attention_backward.cu, attention
+ * over a KV cache from attention_cache.cu, the backward
  * entries from backward.cu. Each entry enters
  * the device, queues on its current stream and reports launch errors in one
  * place. */
@@ -132,6 +133,28 @@ static tc_status cu_attention_backward(int device, const tc__nn_attention_bwd *a
     return st;
 }
 
+/* One kernel; lengths out of range go to the device's kernel error slot. */
+static tc_status cu_attention_cache(int device, const tc__nn_attention_cache *a)
+{
+    if (!tc__k_nn_attention_cache_takes(a))
+        return tc__fail(TC_ERROR_NOT_SUPPORTED,
+                        "tc_nn_attention_with_kv_cache: head size %lld (or %lld rows) is past what "
+                        "the GPU kernel takes (512)",
+                        (long long)a->e, (long long)(a->b * a->h * a->t));
+    tc__kernel_error *err;
+    TC_TRY(tc__kernel_error_slot(device, &err));
+    tc_device_guard g = tc_device_guard_enter(device);
+    TC_TRY(g.status);
+    cudaStream_t cs = tc__current_cuda_stream(device);
+    cudaError_t e = tc__k_nn_attention_cache(cs, tc__sm_count_for_grid(device),
+                                             tc__cc_major(device), a, err);
+    tc_status st = e != cudaSuccess
+                       ? tc__cuda_fail(e, "the KV cache attention's launch", __FILE__, __LINE__)
+                       : tc__launch_check(cs, "attention_cache_kernel");
+    tc_device_guard_exit(&g);
+    return st;
+}
+
 const tc__nn_backend tc__cuda_nn_backend = {
     .rows = cu_rows,
     .gemm = tc__cuda_gemm,
@@ -148,4 +171,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .gemm_bgrad = tc__cuda_gemm_bgrad,
     .gemm_gelu = tc__cuda_gemm_gelu,
     .attention_backward = cu_attention_backward,
+    .attention_cache = cu_attention_cache,
 };

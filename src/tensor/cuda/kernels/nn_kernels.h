@@ -54,6 +54,14 @@ bool tc__k_nn_attention(cudaStream_t stream, int device, int cc_major, int cc_mi
                         const tc__nn_attention *a);
 bool tc__k_nn_attention_set_sm90(bool on);
 uint64_t tc__k_nn_attention_sm90_count(void);
+/* See tc__nn_attention_cache (attention_cache.cu): whether the kernel
+ * takes a (head sizes up to 512), and its launch on `stream` of a device
+ * of compute capability cc_major.x with `sms` multiprocessors (clusters
+ * from 9.0); a length out of range is reported through err. Returns the
+ * launch's error. */
+bool tc__k_nn_attention_cache_takes(const tc__nn_attention_cache *a);
+cudaError_t tc__k_nn_attention_cache(cudaStream_t stream, int sms, int cc_major,
+                                     const tc__nn_attention_cache *a, tc__kernel_error *err);
 /* See tc__nn_attention_bwd: whether the fused backward takes a (float32,
  * float16 or bfloat16, head sizes up to 128, a positive finite scale), the
  * bytes of device scratch it needs on a device of compute capability

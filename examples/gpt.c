@@ -18,9 +18,10 @@
  * torch.set_float32_matmul_precision("high")); its rows are named _tf32.
  *
  * The decode step has static shapes: the token and its position live in
- * device tensors, the new key and value are scattered into a cache as long as
- * the whole sequence, and attention masks the positions not yet written. So
- * the step queues the same work every time, which is what a CUDA graph
+ * device tensors, and attention over a cache as long as the whole sequence
+ * (tc_nn_attention_with_kv_cache) writes the new key and value at the
+ * position and reads the positions up to it, which it learns on the device.
+ * So the step queues the same work every time, which is what a CUDA graph
  * replays, and the host never waits for the GPU between tokens. */
 #include <math.h>
 #include <stdio.h>
@@ -101,10 +102,9 @@ typedef struct gpt {
     tc_tensor *wte, *wpe, *lnf_w, *lnf_b;
     layer *h;
     /* the decode state: caches [B, H, S, hd], the token [B, 1] and its
-     * position [1] (int64 on the device), positions 0..S-1, constants */
+     * position [1] (int64 on the device, the caches' filled length), 1 */
     int64_t B, S;
-    double scale; /* 1/sqrt(hd) */
-    tc_tensor **kc, **vc, *tok, *pos, *one, *positions, *zero, *neg_inf;
+    tc_tensor **kc, **vc, *tok, *pos, *one;
 } gpt;
 
 static const char *prefix; /* "" or "transformer." */
@@ -202,8 +202,7 @@ static void gpt_free(gpt *m)
     free(m->h);
     free(m->kc);
     free(m->vc);
-    tc_tensor *t[] = {m->wte, m->wpe,       m->lnf_w, m->lnf_b, m->tok,
-                      m->pos, m->positions, m->one,   m->zero,  m->neg_inf};
+    tc_tensor *t[] = {m->wte, m->wpe, m->lnf_w, m->lnf_b, m->tok, m->pos, m->one};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         tc_tensor_release(t[i]);
 }
@@ -224,7 +223,7 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
         }
         free(m->kc);
         free(m->vc);
-        tc_tensor *t[] = {m->tok, m->pos, m->positions, m->one, m->zero, m->neg_inf};
+        tc_tensor *t[] = {m->tok, m->pos, m->one};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             tc_tensor_release(t[i]);
     }
@@ -239,10 +238,6 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
     TRY(tc_tensor_zeros(2, ts, TC_INT64, m->dev, &m->tok));
     TRY(tc_tensor_zeros(1, &one, TC_INT64, m->dev, &m->pos));
     TRY(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
-    TRY(tc_tensor_arange(0, (double)S, 1, TC_INT64, m->dev, &m->positions));
-    TRY(tc_tensor_zeros(0, NULL, m->dt, m->dev, &m->zero));
-    TRY(tc_tensor_full(0, NULL, -INFINITY, m->dt, m->dev, &m->neg_inf));
-    m->scale = 1 / sqrt((double)hd);
 }
 
 /* The layer_norm (weight nw, bias nb) that starts a block's half, of the
@@ -335,43 +330,25 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
 }
 
 /* One decode step with static shapes: the token m->tok [B, 1] at position
- * m->pos; its key and value go into the caches at that position, attention
- * sees positions <= pos, the greedy next token is written into m->tok and
- * pos advances, all on the device. */
+ * m->pos; attention writes its key and value into the caches at that
+ * position and sees positions <= pos; the greedy next token is written into
+ * m->tok and pos advances, all on the device. */
 static tc_status gpt_step(void *ctx)
 {
     gpt *m = ctx;
     tc_nvtx_range_push("decode_step", NULL);
     scratch s = {.st = TC_OK};
-    int64_t B = m->B, H = m->n_head, hd = m->C / m->n_head, S = m->S;
-    int64_t one4[4] = {1, 1, 1, 1}, at_sizes[4] = {B, H, 1, hd}, q_sizes[3] = {B * H, 1, hd},
-            c_sizes[3] = {B * H, S, hd}, y_sizes[4] = {B, H, 1, hd};
     LET(&s, te, tc_tensor_embedding(m->wte, m->tok, &te)); /* [B, 1, C] */
     LET(&s, pe, tc_tensor_embedding(m->wpe, m->pos, &pe)); /* [1, C] */
     LET(&s, x, tc_tensor_add(te, pe, &x));
-    /* where the new key goes (pos, for every element of k), and the
-     * additive mask of the positions attention may not see yet */
-    LET(&s, pos4, tc_tensor_view(m->pos, 4, one4, &pos4));
-    LET(&s, at, tc_tensor_expand(pos4, 4, at_sizes, &at));
-    LET(&s, hidden, tc_tensor_gt(m->positions, m->pos, &hidden));       /* [S] */
-    LET(&s, mask, tc_tensor_where(hidden, m->neg_inf, m->zero, &mask)); /* 0 or -inf */
     tc_tensor *pending = NULL; /* the last MLP's output, not yet added to x */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
         tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
         qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
-        /* the caches are zero at pos until now: adding writes the entry */
-        DO(&s, tc_tensor_scatter_add_(m->kc[l], 2, at, k));
-        DO(&s, tc_tensor_scatter_add_(m->vc[l], 2, at, v));
-        LET(&s, q3, tc_tensor_reshape(q, 3, q_sizes, &q3));
-        LET(&s, k3, tc_tensor_view(m->kc[l], 3, c_sizes, &k3));
-        LET(&s, v3, tc_tensor_view(m->vc[l], 3, c_sizes, &v3));
-        LET(&s, kt, tc_tensor_transpose(k3, 1, 2, &kt));
-        /* scores q k^T / sqrt(hd) + mask, [B*H, 1, S], in one GEMM */
-        LET(&s, sc, tc_tensor_baddbmm(mask, q3, kt, 1, m->scale, &sc));
-        LET(&s, p, tc_nn_softmax(sc, -1, &p));
-        LET(&s, y3, tc_tensor_bmm(p, v3, &y3)); /* [B*H, 1, hd] */
-        LET(&s, y, tc_tensor_view(y3, 4, y_sizes, &y));
+        /* k and v into the caches at pos, and q over positions 0..pos */
+        LET(&s, y,
+            tc_nn_attention_with_kv_cache(q, m->kc[l], m->vc[l], k, v, m->pos, true, NULL, &y));
         pending = block_rest(&s, m, &m->h[l], &x, y);
     }
     tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
@@ -402,11 +379,7 @@ static tc_tensor *clone(const tc_tensor *t)
 static void gpt_generate(gpt *m, const tc_tensor *prompt, int64_t n, bool graph, tc_tensor *out,
                          tc_tensor **prefill_logits, double *decode_s)
 {
-    int64_t T = tc_tensor_size(prompt, 1);
-    for (int l = 0; l < m->n_layer; l++) {
-        TRY(tc_tensor_fill_(m->kc[l], 0));
-        TRY(tc_tensor_fill_(m->vc[l], 0));
-    }
+    int64_t T = tc_tensor_size(prompt, 1); /* the caches past it are never read */
     tc_tensor *logits, *last, *first, *col;
     TRY(gpt_prefill(m, prompt, &logits));
     TRY(tc_tensor_narrow(logits, 1, T - 1, 1, &last));

@@ -620,6 +620,35 @@ def topic_gemv(log, args):
            "eager: the 20 calls queued from the host one by one"])
 
 
+def topic_kv_attention(log, args):
+    t = csv_rows(f"{log}/tcuda.txt", "dtype")
+    if t is None:
+        return tcuda_said(read_lines(f"{log}/tcuda.txt"))
+    key = ("dtype", "b", "h", "e", "s", "n")
+    p = {tuple(r[c] for c in key): r for r in csv_rows(f"{log}/torch.txt", "dtype") or []}
+    rows = []
+    for r in t:
+        ms, floor = number(r["ms"]), number(r["floor_GBps"])
+        q = p.get(tuple(r[c] for c in key), {})
+        pms, psl = number(q.get("ms", "-")), number(q.get("slice_ms", "-"))
+        rows.append([r["dtype"], r["b"], f"{r['h']} x {r['e']}", f"{r['n']} of {r['s']}",
+                     1e3 * ms, number(r["GBps"]), floor, ratio(number(r["GBps"]), floor),
+                     pms and 1e3 * pms, ratio(pms, ms), psl and 1e3 * psl, ratio(psl, ms),
+                     1e3 * number(r["eager_ms"])])
+    table(title_of(log, "decode's attention over a KV cache: one query a head, the new key and "
+                        "value written at n, positions 0..n read; us a call in a graph of 20"),
+          [("dtype", ""), ("batch", ""), ("heads x size", ""), ("n", ""), ("tcuda us", "{:.2f}"),
+           ("tcuda GB/s", "{:.0f}"), ("floor GB/s", "{:.0f}"), ("of floor", "{:.2f}"),
+           ("torch us", "{:.2f}"), ("torch ÷ tcuda", "{:.2f}"), ("torch sliced us", "{:.2f}"),
+           ("sliced ÷ tcuda", "{:.2f}"), ("tcuda eager us", "{:.2f}")], rows,
+          notes_of(f"{log}/torch.txt") +
+          ["GB/s counts the keys and values of n + 1 positions, q, the new rows and the output "
+           "once; the floor copies the keys' and values' bytes; torch: index_copy_ into the "
+           "caches, then scaled_dot_product_attention over the whole cache with a mask (what a "
+           "graph replays as n grows); sliced: over the first n + 1 positions, no mask (the "
+           "length known on the host)"])
+
+
 def topic_attention(log, args):
     t = csv_rows(f"{log}/tcuda.txt", "dtype")
     if t is None:

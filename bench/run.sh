@@ -34,7 +34,11 @@
 #                         "reduce-overhead", gpt-fast's way), for float32, TF32
 #                         and bfloat16; torch.compile's compilation adds about a
 #                         minute a dtype, cold (GPT_CHECK_ONLY=1 stops after the
-#                         checks)
+#                         checks; GPT_VARIANTS picks among float32 float32_tf32
+#                         bfloat16; GPT_TORCH_ARGS=--no-compile drops compile)
+#   kv_attention [samples] decode's attention over a KV cache (one query, the
+#                         new key and value written): GB/s beside the copy floor
+#                         and PyTorch's index_copy_ + masked SDPA (21)
 #   gemv [samples]        linear at 1, 8 and 16 rows (decode's matrix-vector
 #                         products): GB/s beside the copy floor, cuBLAS and
 #                         PyTorch's F.linear (21)
@@ -281,11 +285,14 @@ topic_gpt() {
   if [ "${GPT_CHECK_ONLY:-0}" != 1 ]; then
     # float32, float32 with TF32 on both sides (set_float32_matmul_precision("high")), bfloat16;
     # gpt_torch.py prints "torch ROW N" (eager, its CUDA graph) and "compile ROW N" (torch.compile)
-    for v in float32 float32_tf32 bfloat16; do
+    # GPT_VARIANTS picks among them, GPT_TORCH_ARGS goes to gpt_torch.py (--no-compile: no
+    # torch.compile rows, minutes less)
+    for v in ${GPT_VARIANTS:-float32 float32_tf32 bfloat16}; do
       local dt=${v%_tf32} tf=
       [ "$v" != "$dt" ] && tf=--tf32
       # shellcheck disable=SC2086 # $tf is empty or one flag
-      python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt $tf >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
+      python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt $tf ${GPT_TORCH_ARGS:-} \
+        >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
         echo "run.sh gpt: PyTorch's $v bench failed (see $LOG/torch.err)" >&2
       # shellcheck disable=SC2086
       tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype $dt $tf --bench > "$LOG/bench_$v.txt" 2>&1
@@ -357,6 +364,14 @@ topic_gemv() {
   need bench/bench_gemv
   tcuda "$BUILD/bench/bench_gemv" "$samples" > "$LOG/tcuda.txt"
   twin bench_gemv_torch.py "$LOG/tcuda.txt" "$samples"
+  compare
+}
+
+topic_kv_attention() {
+  local samples=${1:-21}
+  need bench/bench_kv_attention
+  tcuda "$BUILD/bench/bench_kv_attention" "$samples" > "$LOG/tcuda.txt"
+  twin bench_kv_attention_torch.py "$LOG/tcuda.txt" "$samples"
   compare
 }
 

@@ -400,7 +400,7 @@ step_perf_checks() {
   fi
 }
 
-EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss nn gemv attention gpt comm"
+EVERY_TOPIC="device random alloc tensor trace graph jit sanitizer history loss nn gemv kv_attention attention gpt comm"
 # torch.cuda.comm against tc_comm on the same inputs (tests/torch/comm_check.sh),
 # on every GPU (at most 4) and on two.
 step_comm_oracle() {

@@ -487,7 +487,7 @@ topic_train_ddp() {
 }
 
 case $TOPIC in
-  alloc | attention | comm | device | gemv | gpt | graph | history | jit | loss | nn | nn_backward | random | \
+  alloc | attention | comm | device | gemv | gpt | kv_attention | graph | history | jit | loss | nn | nn_backward | random | \
     sanitizer | tensor | trace | train | train_ddp) ;;
   *) usage ;;
 esac

@@ -78,8 +78,9 @@ template <typename C> struct Partial {
  * VEC), or enough for MAX_E. */
 template <int VEC> constexpr int most_slices() { return MAX_E / (32 * VEC); }
 
+/* One slice a lane: registers for two blocks an SM (launch() counts on it). */
 template <typename T, int VEC, int NCH>
-__global__ void __launch_bounds__(THREADS) kv_attention_kernel(Params p)
+__global__ void __launch_bounds__(THREADS, NCH == 1 ? 2 : 1) kv_attention_kernel(Params p)
 {
     tck_pdl_entry();
     typedef typename tck::Compute<T>::type C;
@@ -306,9 +307,10 @@ cudaError_t launch(cudaStream_t stream, int sms, int cc_major, const tc__nn_atte
     while (lanes < 32 && lanes * per < a->e)
         lanes *= 2;
     const i64 rows = a->b * a->h * a->t;
+    const bool one_slice = a->e <= 32 * per;
     int split = 1;
-    if (cc_major >= 9) { /* clusters: enough blocks for about two per SM */
-        i64 want = (2 * (i64)sms + rows - 1) / rows;
+    if (cc_major >= 9) { /* clusters: as many blocks as fit at once (one wave), at most */
+        i64 want = (one_slice ? 2 : 1) * (i64)sms / rows;
         i64 most = (a->s + a->t_new + 63) / 64; /* at least 64 positions a block */
         split = (int)(want < most ? want : most);
         split = split < 1 ? 1 : split > MAX_SPLIT ? MAX_SPLIT : split;
@@ -324,11 +326,11 @@ cudaError_t launch(cudaStream_t stream, int sms, int cc_major, const tc__nn_atte
     p.scale = a->scale, p.err = err;
     void (*kernel)(Params);
     if (vec)
-        kernel = a->e <= 32 * VEC ? kv_attention_kernel<T, VEC, 1>
-                                  : kv_attention_kernel<T, VEC, most_slices<VEC>()>;
+        kernel = one_slice ? kv_attention_kernel<T, VEC, 1>
+                           : kv_attention_kernel<T, VEC, most_slices<VEC>()>;
     else
-        kernel = a->e <= 32 ? kv_attention_kernel<T, 1, 1>
-                            : kv_attention_kernel<T, 1, most_slices<1>()>;
+        kernel = one_slice ? kv_attention_kernel<T, 1, 1>
+                           : kv_attention_kernel<T, 1, most_slices<1>()>;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(rows * split));
     cfg.blockDim = dim3(THREADS);

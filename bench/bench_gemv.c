@@ -29,16 +29,11 @@ enum { CALLS = 20 };
 typedef struct job {
     bool copy; /* the floor: the weight's bytes copied */
     tc_tensor *x, *w, *b, *dst;
-    tc_graph *graph; /* the 20 calls captured, when not NULL */
 } job;
 
 static void run(void *ctx)
 {
     const job *j = ctx;
-    if (j->graph) {
-        TRY(tc_graph_replay(j->graph));
-        return;
-    }
     for (int i = 0; i < CALLS; i++) {
         if (j->copy) {
             size_t bytes = (size_t)tc_tensor_numel(j->w) * tc_dtype_size(tc_tensor_dtype(j->w));
@@ -54,26 +49,6 @@ static void run(void *ctx)
         TRY(tc_nn_linear(j->x, j->w, j->b, &y));
         tc_tensor_release(y);
     }
-}
-
-/* Milliseconds a call: j's 20 calls captured into a graph, replayed. */
-static double graph_ms(job *j, int samples)
-{
-    run(j); /* outside the capture first: cuBLAS sets itself up */
-    TRY(tc_synchronize(-1));
-    TRY(tc_graph_create(&j->graph));
-    tc_graph_capture_guard gd = tc_graph_capture_guard_enter(j->graph, (tc_graph_pool_id){0}, NULL,
-                                                             TC_CAPTURE_MODE_GLOBAL);
-    TRY(gd.status);
-    tc_graph *g = j->graph;
-    j->graph = NULL;
-    run(j);
-    TRY(tc_graph_capture_guard_exit(&gd));
-    j->graph = g;
-    double ms = bench_gpu_median_ms(run, j, samples) / CALLS;
-    TRY(tc_graph_destroy(j->graph));
-    j->graph = NULL;
-    return ms;
 }
 
 int main(int argc, char **argv)
@@ -101,16 +76,16 @@ int main(int argc, char **argv)
             if (n != 50257)
                 TRY(tc_tensor_randn(1, &n, dts[di], gpu, NULL, &j.b));
             j.copy = true;
-            double floor_ms = graph_ms(&j, samples);
+            double floor_ms = bench_graph_median_ms(run, &j, samples) / CALLS;
             j.copy = false;
             for (int ri = 0; ri < 3; ri++) {
                 int64_t m = rows[ri], xs[2] = {m, k};
                 TRY(tc_tensor_randn(2, xs, dts[di], gpu, NULL, &j.x));
                 double bytes = es * (double)(n * k + m * k + m * n + (j.b ? n : 0));
-                double ms = graph_ms(&j, samples);
+                double ms = bench_graph_median_ms(run, &j, samples) / CALLS;
                 double eager_ms = bench_gpu_median_ms(run, &j, samples) / CALLS;
                 tc__k_gemm_skinny_set_enabled(false);
-                double cublas_ms = graph_ms(&j, samples);
+                double cublas_ms = bench_graph_median_ms(run, &j, samples) / CALLS;
                 tc__k_gemm_skinny_set_enabled(true);
                 printf("%s,%lld,%lld,%lld,%.5f,%.1f,%.5f,%.5f,%.1f,%.5f,%.1f\n",
                        tc_dtype_string(dts[di]), (long long)m, (long long)n, (long long)k, ms,

@@ -27,16 +27,11 @@ typedef struct job {
     tc_tensor *q, *kc, *vc, *kn, *vn, *len; /* the op's operands */
     tc_tensor *src, *dst;                   /* the floor's */
     size_t floor_bytes;
-    tc_graph *graph; /* the 20 calls captured, when not NULL */
 } job;
 
 static void run(void *ctx)
 {
     const job *j = ctx;
-    if (j->graph) {
-        TRY(tc_graph_replay(j->graph));
-        return;
-    }
     for (int i = 0; i < CALLS; i++) {
         if (j->copy) {
             if (cudaMemcpyAsync(tc_tensor_data_ptr(j->dst), tc_tensor_data_ptr(j->src),
@@ -52,26 +47,6 @@ static void run(void *ctx)
                                           &y));
         tc_tensor_release(y);
     }
-}
-
-/* Per call, from a graph of CALLS calls. */
-static double graph_ms(job *j, int samples)
-{
-    run(j);
-    TRY(tc_synchronize(-1));
-    TRY(tc_graph_create(&j->graph));
-    tc_graph_capture_guard gd = tc_graph_capture_guard_enter(j->graph, (tc_graph_pool_id){0}, NULL,
-                                                             TC_CAPTURE_MODE_GLOBAL);
-    TRY(gd.status);
-    tc_graph *g = j->graph;
-    j->graph = NULL;
-    run(j);
-    TRY(tc_graph_capture_guard_exit(&gd));
-    j->graph = g;
-    double ms = bench_gpu_median_ms(run, j, samples) / CALLS;
-    TRY(tc_graph_destroy(j->graph));
-    j->graph = NULL;
-    return ms;
 }
 
 int main(int argc, char **argv)
@@ -110,9 +85,9 @@ int main(int argc, char **argv)
                 TRY(tc_tensor_empty(1, &fs, TC_UINT8, gpu, &j.src));
                 TRY(tc_tensor_empty(1, &fs, TC_UINT8, gpu, &j.dst));
                 j.copy = true;
-                double floor_ms = graph_ms(&j, samples);
+                double floor_ms = bench_graph_median_ms(run, &j, samples) / CALLS;
                 j.copy = false;
-                double ms = graph_ms(&j, samples);
+                double ms = bench_graph_median_ms(run, &j, samples) / CALLS;
                 double eager_ms = bench_gpu_median_ms(run, &j, samples) / CALLS;
                 printf("%s,%lld,%lld,%lld,%lld,%lld,%.5f,%.1f,%.5f,%.5f,%.1f\n",
                        tc_dtype_string(dts[di]), (long long)b, (long long)h, (long long)e,

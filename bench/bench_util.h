@@ -64,4 +64,25 @@ static inline double bench_gpu_median_ms(void (*run)(void *), void *ctx, int rep
     return m;
 }
 
+static inline void bench_replay(void *graph) { TRY(tc_graph_replay(graph)); }
+
+/* The median milliseconds of `reps` replays of a CUDA graph of run(ctx),
+ * captured after one call outside the capture (so that libraries such as
+ * cuBLAS set themselves up first). */
+static inline double bench_graph_median_ms(void (*run)(void *), void *ctx, int reps)
+{
+    run(ctx);
+    TRY(tc_synchronize(-1));
+    tc_graph *g = NULL;
+    TRY(tc_graph_create(&g));
+    tc_graph_capture_guard gd = tc_graph_capture_guard_enter(g, (tc_graph_pool_id){0}, NULL,
+                                                             TC_CAPTURE_MODE_GLOBAL);
+    TRY(gd.status);
+    run(ctx);
+    TRY(tc_graph_capture_guard_exit(&gd));
+    double ms = bench_gpu_median_ms(bench_replay, g, reps);
+    TRY(tc_graph_destroy(g));
+    return ms;
+}
+
 #endif

@@ -78,7 +78,8 @@ template <typename C> struct Partial {
  * VEC), or enough for MAX_E. */
 template <int VEC> constexpr int most_slices() { return MAX_E / (32 * VEC); }
 
-/* One slice a lane: registers for two blocks an SM (launch() counts on it). */
+/* With one slice a lane (NCH 1) the registers leave room for two blocks an
+ * SM: launch() sizes its split for that. */
 template <typename T, int VEC, int NCH>
 __global__ void __launch_bounds__(THREADS, NCH == 1 ? 2 : 1) kv_attention_kernel(Params p)
 {

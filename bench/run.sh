@@ -35,7 +35,10 @@
 #                         and bfloat16; torch.compile's compilation adds about a
 #                         minute a dtype, cold (GPT_CHECK_ONLY=1 stops after the
 #                         checks; GPT_VARIANTS picks among float32 float32_tf32
-#                         bfloat16; GPT_TORCH_ARGS=--no-compile drops compile)
+#                         bfloat16; GPT_TORCH_ARGS=--no-compile drops compile);
+#                         then the decode step's roofline (gpt --roofline: each
+#                         op's time and GB/s beside the copy floor; GPT_ROOFLINE=0
+#                         leaves it out)
 #   kv_attention [samples] decode's attention over a KV cache (one query, the
 #                         new key and value written): GB/s beside the copy floor
 #                         and PyTorch's index_copy_ + masked SDPA (21)
@@ -290,7 +293,7 @@ topic_gpt() {
     for v in ${GPT_VARIANTS:-float32 float32_tf32 bfloat16}; do
       local dt=${v%_tf32} tf=
       [ "$v" != "$dt" ] && tf=--tf32
-      # shellcheck disable=SC2086 # $tf is empty or one flag
+      # shellcheck disable=SC2086 # $tf is empty or one flag, GPT_TORCH_ARGS a list
       python3 "$TORCH_DIR/gpt_torch.py" bench "$model" --dtype $dt $tf ${GPT_TORCH_ARGS:-} \
         >> "$LOG/rows.txt" 2>> "$LOG/torch.err" ||
         echo "run.sh gpt: PyTorch's $v bench failed (see $LOG/torch.err)" >&2
@@ -304,6 +307,15 @@ topic_gpt() {
     done
   fi
   compare
+  # the decode step's roofline (gpt --roofline): each op's time and bandwidth beside the copy
+  # floor, once per dtype; GPT_ROOFLINE=0 leaves it out
+  if [ "${GPT_CHECK_ONLY:-0}" != 1 ] && [ "${GPT_ROOFLINE:-1}" = 1 ]; then
+    for dt in float32 bfloat16; do
+      tcuda "$gpt" "$model/model.safetensors" --device cuda --dtype "$dt" --roofline \
+        > "$LOG/roofline_$dt.txt" 2>&1
+      sed -n '/^roofline/,/^| step/p' "$LOG/roofline_$dt.txt" | tee -a "$LOG/table.txt"
+    done
+  fi
 }
 
 topic_graph() {

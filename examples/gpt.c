@@ -3,7 +3,7 @@
  *
  *   gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16]
  *       [--graph] [--tf32] [--prompt 464,3290,318] [--new N]
- *       [--check REF.safetensors] [--bench]
+ *       [--check REF.safetensors] [--bench] [--roofline]
  *
  * The weights are a GPT-2 checkpoint in safetensors with Hugging Face's names
  * ("wte.weight", "h.0.attn.c_attn.weight", ..., with or without a
@@ -16,6 +16,11 @@
  * decode (batch 1 and 8, 256 new tokens) tokens per second. --tf32 lets float32
  * matrix products use TF32 (tc_set_float32_matmul_precision("high"), as
  * torch.set_float32_matmul_precision("high")); its rows are named _tf32.
+ * --roofline (cuda) runs one eager decode step at batch 1 and 8 after a
+ * 512-token prompt behind queued GPU work, with a timing event before each
+ * op, and prints each op's time and bandwidth beside the copy floor (the
+ * bandwidth of one large device-to-device copy), the ops of the 12 layers
+ * added together: where the step's time goes, without a profiler.
  *
  * The decode step has static shapes: the token and its position live in
  * device tensors, and attention over a cache as long as the whole sequence
@@ -89,6 +94,18 @@ static tc_status scratch_end(scratch *s)
 
 /* ---- the model ------------------------------------------------------------------ */
 
+/* --roofline's record of one step: a timing event before each op (and one
+ * after the last), with the op's name and the bytes it reads and writes
+ * (each tensor once). */
+enum { ROOF_MAX = 256 };
+typedef struct roof {
+    int n;
+    int64_t pos; /* the step's position (the caches' filled length) */
+    const char *name[ROOF_MAX];
+    double bytes[ROOF_MAX];
+    tc_event *ev[ROOF_MAX + 1];
+} roof;
+
 typedef struct layer {
     tc_tensor *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
     tc_tensor *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
@@ -105,7 +122,20 @@ typedef struct gpt {
      * position [1] (int64 on the device, the caches' filled length), 1 */
     int64_t B, S;
     tc_tensor **kc, **vc, *tok, *pos, *one;
+    roof *roof; /* --roofline's step record, NULL otherwise */
 } gpt;
+
+/* Marks the start of the next op for --roofline (nothing otherwise): `elems`
+ * elements of the model's dtype read and written. */
+static void mark(const gpt *m, const char *what, double elems)
+{
+    roof *r = m->roof;
+    if (!r || r->n >= ROOF_MAX)
+        return;
+    r->name[r->n] = what;
+    r->bytes[r->n] = elems * (double)tc_dtype_size(m->dt);
+    TRY(tc_event_record(r->ev[r->n++], NULL));
+}
 
 static const char *prefix; /* "" or "transformer." */
 
@@ -246,6 +276,8 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
 static tc_tensor *add_norm(scratch *s, const gpt *m, tc_tensor **x, tc_tensor *pending,
                            tc_tensor *nw, tc_tensor *nb)
 {
+    double bc = (double)tc_tensor_numel(*x), c = (double)m->C;
+    mark(m, pending ? "add + layer_norm" : "layer_norm", (pending ? 4 : 2) * bc + 2 * c);
     if (!pending) {
         LET(s, h, tc_nn_layer_norm(*x, 1, &m->C, nw, nb, 1e-5, &h));
         return h;
@@ -265,6 +297,8 @@ static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *h, tc
                       tc_tensor **k, tc_tensor **v)
 {
     int64_t heads[4] = {tc_tensor_size(h, 0), tc_tensor_size(h, 1), m->n_head, m->C / m->n_head};
+    double bc = (double)tc_tensor_numel(h), c = (double)m->C;
+    mark(m, "qkv linear", 3 * c * c + 3 * c + 4 * bc);
     LET(s, qkv, tc_nn_linear(h, w->attn_w, w->attn_b, &qkv));
     tc_tensor **out[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
@@ -282,11 +316,15 @@ static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *h, tc
 static tc_tensor *block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor **x, tc_tensor *y)
 {
     int64_t merged[3] = {tc_tensor_size(*x, 0), tc_tensor_size(*x, 1), m->C};
+    double bc = (double)tc_tensor_numel(*x), c = (double)m->C;
     LET(s, yt, tc_tensor_transpose(y, 1, 2, &yt));
     LET(s, ym, tc_tensor_reshape(yt, 3, merged, &ym));
+    mark(m, "proj linear", c * c + c + 2 * bc);
     LET(s, proj, tc_nn_linear(ym, w->proj_w, w->proj_b, &proj));
     tc_tensor *h = add_norm(s, m, x, proj, w->ln2_w, w->ln2_b);
+    mark(m, "fc linear + gelu", 4 * c * c + 4 * c + 5 * bc);
     LET(s, g, tc_nn_linear_gelu(h, w->fc_w, w->fc_b, TC_GELU_APPROXIMATE_TANH, &g, NULL));
+    mark(m, "fc proj linear", 4 * c * c + c + 5 * bc);
     LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
     return down;
 }
@@ -338,6 +376,8 @@ static tc_status gpt_step(void *ctx)
     gpt *m = ctx;
     tc_nvtx_range_push("decode_step", NULL);
     scratch s = {.st = TC_OK};
+    double bc = (double)(m->B * m->C), c = (double)m->C, bv = (double)(m->B * m->V);
+    mark(m, "embeddings", 4 * bc + 3 * c);
     LET(&s, te, tc_tensor_embedding(m->wte, m->tok, &te)); /* [B, 1, C] */
     LET(&s, pe, tc_tensor_embedding(m->wpe, m->pos, &pe)); /* [1, C] */
     LET(&s, x, tc_tensor_add(te, pe, &x));
@@ -347,12 +387,15 @@ static tc_status gpt_step(void *ctx)
         tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
         qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
         /* k and v into the caches at pos, and q over positions 0..pos */
+        mark(m, "attention + KV write", 2 * bc * (double)(m->roof ? m->roof->pos + 1 : 0) + 4 * bc);
         LET(&s, y,
             tc_nn_attention_with_kv_cache(q, m->kc[l], m->vc[l], k, v, m->pos, true, NULL, &y));
         pending = block_rest(&s, m, &m->h[l], &x, y);
     }
     tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
+    mark(m, "logits linear", (double)m->V * c + bc + bv);
     LET(&s, logits, tc_nn_linear(h, m->wte, NULL, &logits)); /* [B, 1, V] */
+    mark(m, "argmax, next token", bv);
     LET(&s, next, tc_tensor_argmax(logits, -1, false, &next));
     DO(&s, tc_tensor_copy_(m->tok, next, false));
     DO(&s, tc_tensor_add_(m->pos, m->one));
@@ -550,11 +593,111 @@ static void bench(gpt *m, bool graph, bool tf32)
     }
 }
 
+/* GB/s of one 256 MiB device-to-device copy (read and written), the median
+ * of 5: the bandwidth a kernel that streams its bytes could reach. */
+static double copy_floor_gbs(gpt *m)
+{
+    int64_t n = (int64_t)256 << 20;
+    tc_tensor *a, *b;
+    tc_event *e0, *e1;
+    TRY(tc_tensor_zeros(1, &n, TC_UINT8, m->dev, &a));
+    TRY(tc_tensor_zeros(1, &n, TC_UINT8, m->dev, &b));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &e0));
+    TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &e1));
+    float ms[5];
+    TRY(tc_tensor_copy_(b, a, false)); /* warm-up */
+    for (int i = 0; i < 5; i++) {
+        TRY(tc_event_record(e0, NULL));
+        TRY(tc_tensor_copy_(b, a, false));
+        TRY(tc_event_record(e1, NULL));
+        TRY(tc_event_synchronize(e1));
+        TRY(tc_event_elapsed_time(e0, e1, &ms[i]));
+    }
+    for (int i = 1; i < 5; i++) /* insertion sort: the median is ms[2] */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            float t = ms[j];
+            ms[j] = ms[j - 1], ms[j - 1] = t;
+        }
+    tc_tensor_release(a), tc_tensor_release(b);
+    tc_event_destroy(e0), tc_event_destroy(e1);
+    return 2.0 * (double)n / (ms[2] * 1e-3) / 1e9;
+}
+
+/* --roofline: one eager decode step at batch 1 and 8 at position 512 (the
+ * prompt's length), queued behind about 20 large matmuls so that its ops
+ * run back to back on the GPU: each op's time is the gap between the
+ * timing events around it. */
+static void roofline(gpt *m)
+{
+    const char *dt = m->dt == TC_FLOAT32 ? "float32" : "bfloat16";
+    double floor = copy_floor_gbs(m);
+    int64_t T = 512, big[2] = {4096, 4096};
+    roof r = {0};
+    for (int i = 0; i <= ROOF_MAX; i++)
+        TRY(tc_event_create(TC_EVENT_FLAG_TIMING, &r.ev[i]));
+    tc_tensor *w;
+    TRY(tc_tensor_randn(2, big, m->dt, m->dev, NULL, &w));
+    for (int64_t B = 1; B <= 8; B += 7) {
+        int64_t ps[2] = {B, T};
+        tc_tensor *p, *logits, *last, *first;
+        gpt_cache(m, B, T + 2);
+        TRY(tc_tensor_zeros(2, ps, TC_INT64, m->dev, &p));
+        TRY(tc_tensor_random_(p, 0, m->V, NULL));
+        TRY(gpt_prefill(m, p, &logits));
+        TRY(tc_tensor_narrow(logits, 1, T - 1, 1, &last));
+        TRY(tc_tensor_argmax(last, -1, false, &first));
+        TRY(tc_tensor_copy_(m->tok, first, false));
+        TRY(tc_tensor_fill_(m->pos, (double)T));
+        TRY(gpt_step(m)); /* a warm-up step: the caches now hold T + 1 positions */
+        TRY(tc_synchronize(m->dev.index));
+        for (int i = 0; i < 20; i++) { /* GPU work ahead of the step */
+            tc_tensor *y;
+            TRY(tc_tensor_matmul(w, w, &y));
+            tc_tensor_release(y);
+        }
+        r.n = 0;
+        r.pos = T + 1;
+        m->roof = &r;
+        TRY(gpt_step(m));
+        m->roof = NULL;
+        TRY(tc_event_record(r.ev[r.n], NULL));
+        TRY(tc_synchronize(m->dev.index));
+        /* the ops of all layers added together, in the order they first ran */
+        double us[ROOF_MAX] = {0}, bytes[ROOF_MAX] = {0}, total_us = 0, total_b = 0;
+        int calls[ROOF_MAX] = {0}, first_of[ROOF_MAX], nk = 0;
+        for (int i = 0; i < r.n; i++) {
+            float ms;
+            TRY(tc_event_elapsed_time(r.ev[i], r.ev[i + 1], &ms));
+            int k = 0;
+            while (k < nk && strcmp(r.name[first_of[k]], r.name[i]))
+                k++;
+            if (k == nk)
+                first_of[nk++] = i;
+            us[k] += 1e3 * ms, bytes[k] += r.bytes[i], calls[k]++;
+            total_us += 1e3 * ms, total_b += r.bytes[i];
+        }
+        printf("\nroofline: %s decode step, batch %lld, position %lld; copy floor %.0f GB/s\n"
+               "| op | calls | us | MB | GB/s | of floor |\n|---|---:|---:|---:|---:|---:|\n",
+               dt, (long long)B, (long long)r.pos, floor);
+        for (int k = 0; k < nk; k++)
+            printf("| %s | %d | %.1f | %.2f | %.0f | %.2f |\n", r.name[first_of[k]], calls[k],
+                   us[k], bytes[k] / 1e6, bytes[k] / us[k] / 1e3, bytes[k] / us[k] / 1e3 / floor);
+        printf("| step | %d | %.1f | %.2f | %.0f | %.2f |\n", r.n, total_us, total_b / 1e6,
+               total_b / total_us / 1e3, total_b / total_us / 1e3 / floor);
+        tc_tensor *t[] = {p, logits, last, first};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            tc_tensor_release(t[i]);
+    }
+    tc_tensor_release(w);
+    for (int i = 0; i <= ROOF_MAX; i++)
+        tc_event_destroy(r.ev[i]);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: gpt MODEL.safetensors [--device cpu|cuda] [--dtype float32|bfloat16] "
                     "[--graph] [--tf32] [--prompt 1,2,3] [--new N] [--check REF.safetensors] "
-                    "[--bench]\n");
+                    "[--bench] [--roofline]\n");
     exit(2);
 }
 
@@ -564,7 +707,7 @@ int main(int argc, char **argv)
         usage();
     gpt m = {.dev = {TC_CPU, -1}, .dt = TC_FLOAT32};
     const char *ref = NULL, *prompt_text = "464,2068,7586,21831";
-    bool graph = false, do_bench = false, tf32 = false;
+    bool graph = false, do_bench = false, tf32 = false, do_roof = false;
     int64_t n_new = 20;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -572,6 +715,8 @@ int main(int argc, char **argv)
             graph = true;
         else if (!strcmp(a, "--bench"))
             do_bench = true;
+        else if (!strcmp(a, "--roofline"))
+            do_roof = true;
         else if (!strcmp(a, "--tf32")) /* torch.set_float32_matmul_precision("high") */
             tf32 = true;
         else if (!v)
@@ -589,8 +734,8 @@ int main(int argc, char **argv)
         else
             usage();
     }
-    if (graph && m.dev.type != TC_CUDA) {
-        fprintf(stderr, "gpt: --graph needs --device cuda\n");
+    if ((graph || do_roof) && m.dev.type != TC_CUDA) {
+        fprintf(stderr, "gpt: --graph and --roofline need --device cuda\n");
         return 2;
     }
     if (tf32)
@@ -603,6 +748,8 @@ int main(int argc, char **argv)
         rc = check(&m, ref, graph);
     } else if (do_bench) {
         bench(&m, graph, tf32);
+    } else if (do_roof) {
+        roofline(&m);
     } else {
         int64_t toks[256], T = 0;
         for (const char *p = prompt_text; *p && T < 256;

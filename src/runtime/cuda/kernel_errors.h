@@ -1,5 +1,6 @@
 /* Bad input that only a kernel sees (a cross_entropy target, an embedding
- * backward's index or a KV cache's length out of range on the GPU), reported without making the call that queued the kernel wait.
+ * backward's index or a KV cache's length out of range on the GPU),
+ * reported without making the call that queued the kernel wait.
  *
  * Each device has one slot in mapped pinned memory. The first kernel to
  * find an error claims the slot (kind -1 while it writes), writes what it

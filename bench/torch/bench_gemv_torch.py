@@ -6,7 +6,7 @@ Prints CSV: dtype,m,n,k,ms,GBps,eager_ms.
 Usage: python3 bench_gemv_torch.py TCUDA_CSV [samples]"""
 import sys
 
-from torch_timing import median_ms, tcuda_rows, torch_or_exit
+from torch_timing import graph_median_ms, median_ms, tcuda_rows, torch_or_exit
 
 CALLS = 20
 rows = tcuda_rows(sys.argv[1], "dtype") or []
@@ -28,15 +28,7 @@ for r in rows:
             F.linear(x, w, b)
 
     eager_ms = median_ms(calls, samples) / CALLS
-    s = torch.cuda.Stream()  # warm-up on a side stream, as PyTorch asks before a capture
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        calls()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        calls()
-    ms = median_ms(g.replay, samples) / CALLS
+    ms = graph_median_ms(calls, samples) / CALLS
     nbytes = w.element_size() * (n * k + m * k + m * n + (n if b is not None else 0))
     print(f"{r['dtype']},{m},{n},{k},{ms:.5f},{nbytes / ms / 1e6:.1f},{eager_ms:.5f}")
-    del w, b, x, g
+    del w, b, x

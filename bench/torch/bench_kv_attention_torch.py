@@ -12,25 +12,13 @@ Prints CSV: dtype,b,h,e,s,n,ms,GBps,eager_ms,slice_ms.
 Usage: python3 bench_kv_attention_torch.py TCUDA_CSV [samples]"""
 import sys
 
-from torch_timing import median_ms, tcuda_rows, torch_or_exit
+from torch_timing import graph_median_ms, median_ms, tcuda_rows, torch_or_exit
 
 CALLS = 20
 rows = tcuda_rows(sys.argv[1], "dtype") or []
 samples = int(sys.argv[2]) if len(sys.argv) > 2 else 21
 torch = torch_or_exit()
 import torch.nn.functional as F  # noqa: E402
-
-
-def graph_ms(calls):
-    s = torch.cuda.Stream()  # warm-up on a side stream, as PyTorch asks before a capture
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        calls()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        calls()
-    return median_ms(g.replay, samples) / CALLS
 
 
 print(f"# torch {torch.__version__}")
@@ -58,8 +46,8 @@ for r in rows:
 
     try:
         eager_ms = median_ms(masked, samples) / CALLS
-        ms = graph_ms(masked)
-        slice_ms = graph_ms(sliced)
+        ms = graph_median_ms(masked, samples) / CALLS
+        slice_ms = graph_median_ms(sliced, samples) / CALLS
     except RuntimeError as e:  # a row PyTorch cannot run leaves its cells empty
         print(f"# {r['dtype']} b {b} n {n}: {str(e).splitlines()[0]}")
         continue

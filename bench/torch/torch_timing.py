@@ -22,6 +22,22 @@ def median_ms(fn, reps, warmup=3):
     return ts[len(ts) // 2]
 
 
+def graph_median_ms(fn, reps):
+    """Milliseconds of one replay of a CUDA graph of fn(), the median of
+    `reps` (median_ms), fn warmed up first on a side stream as PyTorch asks
+    before a capture."""
+    import torch
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return median_ms(g.replay, reps)
+
+
 def mean_s(fn, warmup, iters):
     """Seconds per call of fn on the GPU: CUDA events around `iters` calls
     back to back, after `warmup` calls."""

@@ -61,9 +61,9 @@ static void test_beside_sdpa(void)
     CHECK_OK(tc_tensor_narrow(vc, 2, 0, n + 1, &v));
     CHECK_OK(tc_nn_scaled_dot_product_attention(q, k, v, false, NULL, &want));
     near_tensor("beside sdpa", out, want, 2);
-    tc_tensor *q2[] = {q, kc, vc, kn, vn, len, out, k, v, want};
-    for (size_t i = 0; i < sizeof q2 / sizeof *q2; i++)
-        tc_tensor_release(q2[i]);
+    tc_tensor *all[] = {q, kc, vc, kn, vn, len, out, k, v, want};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tc_tensor_release(all[i]);
 }
 
 static void test_bad_input(void)

@@ -346,13 +346,6 @@ static tc_status d_attention(int dev, const tc__nn_attention *a, bool *done)
     return order_done(prev_nn->attention(dev, a, done), od);
 }
 
-/* Elements from the first to the last one a 4-d operand of attention over a
- * KV cache touches: b entries of h heads of `rows` rows of e elements. */
-static size_t cache_extent(const int64_t *st, int64_t b, int64_t h, int64_t rows, int64_t e)
-{
-    return (size_t)((b - 1) * st[0] + (h - 1) * st[1] + (rows - 1) * st[2] + e);
-}
-
 /* Attention over a KV cache: out and both caches written (the new rows go
  * in), q, the new rows and the lengths read. */
 static tc_status d_attention_cache(int dev, const tc__nn_attention_cache *a)
@@ -361,12 +354,14 @@ static tc_status d_attention_cache(int dev, const tc__nn_attention_cache *a)
     if (tc__access_on()) {
         size_t es = esz(a->dtype);
         const void *p[7] = {a->out, a->k_cache, a->v_cache, a->q, a->k_new, a->v_new, a->len};
-        size_t b[7] = {cache_extent(a->out_strides, a->b, a->h, a->t, a->e) * es,
-                       cache_extent(a->kc_strides, a->b, a->hkv, a->s, a->e) * es,
-                       cache_extent(a->vc_strides, a->b, a->hkv, a->s, a->e) * es,
-                       cache_extent(a->q_strides, a->b, a->h, a->t, a->e) * es,
-                       cache_extent(a->kn_strides, a->b, a->hkv, a->t_new, a->e) * es,
-                       cache_extent(a->vn_strides, a->b, a->hkv, a->t_new, a->e) * es,
+        /* its operands are [b, heads, rows, e]: attention's two batch levels */
+        int64_t bh = a->b * a->h, bkv = a->b * a->hkv;
+        size_t b[7] = {attention_extent(a->out_strides, bh, a->h, a->t, a->e) * es,
+                       attention_extent(a->kc_strides, bkv, a->hkv, a->s, a->e) * es,
+                       attention_extent(a->vc_strides, bkv, a->hkv, a->s, a->e) * es,
+                       attention_extent(a->q_strides, bh, a->h, a->t, a->e) * es,
+                       attention_extent(a->kn_strides, bkv, a->hkv, a->t_new, a->e) * es,
+                       attention_extent(a->vn_strides, bkv, a->hkv, a->t_new, a->e) * es,
                        (size_t)(a->len_per_batch ? a->b : 1) * esz(a->len_dtype)};
         tc_dtype d[7] = {a->dtype, a->dtype, a->dtype, a->dtype, a->dtype, a->dtype, a->len_dtype};
         bool w[7] = {true, true, true, false, false, false, false};

@@ -3,8 +3,8 @@
  * once, causal or not, grouped queries, no new rows, per-entry and shared
  * lengths of both integer dtypes, head views of a projection, an explicit
  * scale; beside scaled_dot_product_attention over the filled positions;
- * and bad input (sizes, dtypes, NULLs, a length out of range), which
- * changes nothing. */
+ * and bad input (sizes, dtypes, NULLs, released handles, sizes past
+ * memory, a length out of range), which changes nothing. */
 #include "attention_cache_check.h"
 
 static void test_values(void)
@@ -129,6 +129,28 @@ static void test_bad_input(void)
                  TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_attention_with_kv_cache(q16, kc, vc, kn, vn, len, true, NULL, &out),
                  TC_ERROR_DTYPE);
+    /* released handles, in each operand's place */
+    tc_tensor *dead = NULL;
+    CHECK_OK(tc_tensor_zeros(4, cs, TC_FLOAT32, CPU, &dead));
+    CHECK_OK(tc_tensor_release(dead));
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(dead, kc, vc, kn, vn, len, true, NULL, &out),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(q, dead, vc, kn, vn, len, true, NULL, &out),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(q, kc, dead, kn, vn, len, true, NULL, &out),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(q, kc, vc, dead, vn, len, true, NULL, &out),
+                 TC_ERROR_INVALID_HANDLE);
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(q, kc, vc, kn, vn, dead, true, NULL, &out),
+                 TC_ERROR_INVALID_HANDLE);
+    /* sizes past memory: q broadcast to 2^40 entries against caches of 2 */
+    int64_t huge[4] = {(int64_t)1 << 40, 4, 1, 8};
+    tc_tensor *q1 = NULL, *qhuge = NULL;
+    CHECK_OK(tc_tensor_narrow(q, 0, 0, 1, &q1)); /* [1, 4, 1, 8] */
+    CHECK_OK(tc_tensor_expand(q1, 4, huge, &qhuge));
+    CHECK_STATUS(tc_nn_attention_with_kv_cache(qhuge, kc, vc, kn, vn, len, true, NULL, &out),
+                 TC_ERROR_SHAPE);
+    tc_tensor_release(q1), tc_tensor_release(qhuge);
     /* a cache whose last dim is strided cannot be written in place */
     tc_tensor *kt = NULL;
     int64_t sq[4] = {2, 2, 8, 8};

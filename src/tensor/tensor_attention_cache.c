@@ -91,6 +91,12 @@ static tc_status checks(const tc_tensor *q, const tc_tensor *kc, const tc_tensor
                  kn ? "given" : "NULL", vn ? "given" : "NULL");
     TC_CHECK_ARG(kc && vc, FN ": %s is NULL", kc ? "v_cache" : "k_cache");
     TC_CHECK_ARG(len, FN ": cache_len is NULL");
+    /* every handle live before any is read (the caches are compared with each other) */
+    const tc_tensor *given[5] = {kc, vc, kn, vn, len};
+    const char *names[5] = {"k_cache", "v_cache", "k_new", "v_new", "cache_len"};
+    for (int i = 0; i < 5; i++)
+        if (given[i])
+            TC_TRY(tc__tensor_check(given[i], names[i]));
     if (q->ndim != 4)
         return tc__fail(TC_ERROR_SHAPE, FN ": q must be 4-d [B, H, T, E] (got %d-d)", q->ndim);
     TC_TRY(check_cache(q, kc, "k_cache", vc));
@@ -113,7 +119,6 @@ static tc_status checks(const tc_tensor *q, const tc_tensor *kc, const tc_tensor
             return tc__fail(TC_ERROR_SHAPE, FN ": %lld new positions do not fit a cache of %lld",
                             (long long)t, (long long)s);
     }
-    TC_TRY(tc__tensor_check(len, "cache_len"));
     TC_TRY(tc__check_same_device(FN, q, len));
     if (len->dtype != TC_INT32 && len->dtype != TC_INT64)
         return tc__fail(TC_ERROR_DTYPE, FN ": cache_len is %s; it must be int32 or int64",

@@ -551,8 +551,10 @@ def topic_jit(log, args):
     table("jiterator, x + alpha*y; device %s; torch %s" % (
         t.get("device", "?"), p.get("torch_version", p.get("torch_unavailable", "?"))),
           [("", ""), ("tcuda", "{}"), ("torch", "{}"), ("ratio", "{:.2f}")], rows,
-          ["jit kernel at %.3f of the built-in add" % (number(t["jit_axpy_gbs"]) / add),
-           "targets: first compile <= torch's; disk-cache first call <= 5 ms; kernel >= 0.97 of "
+          ["jit kernel at %.3f of the built-in add" % (number(t["jit_axpy_gbs"]) / add)] +
+          (["torch had loaded NVRTC before its first call (import torch loads it): its cold row "
+            "holds no load"] if p.get("torch_nvrtc_loaded_before_first_call") == "1" else []) +
+          ["targets: first compile <= torch's; disk-cache first call <= 5 ms; kernel >= 0.97 of "
            "torch's jiterator and of the built-in add (ratio: above 1 is tcuda better)"])
 
 

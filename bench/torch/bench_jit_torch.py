@@ -4,6 +4,8 @@ Rows, as bench_jit.c prints them (prefixed torch_):
   first_call_cold_ms     fresh process, empty kernel cache
                          (PYTORCH_KERNEL_CACHE_PATH in a new temp folder):
                          create + first call + synchronize on 2^20 elements;
+                         NVRTC is already loaded then (`import torch` loads
+                         it): nvrtc_loaded_before_first_call says so;
   first_call_compile_ms  a second code string in that process;
   second_process_first_call_ms  a new process, the kernel cache filled
                          (median of 3);
@@ -39,7 +41,10 @@ def child(mode):
     import torch
     torch.zeros(1, device="cuda")  # CUDA initialized before timing
     if mode == "cold":
-        print("%.3f %.3f" % (first_call_ms(torch, AXPY, 5.5), first_call_ms(torch, AXMY, -2.5)))
+        with open("/proc/self/maps") as maps:  # Linux: libraries this process has loaded
+            loaded = int(any("libnvrtc" in line for line in maps))
+        print("%.3f %.3f %d" % (first_call_ms(torch, AXPY, 5.5), first_call_ms(torch, AXMY, -2.5),
+                                loaded))
     else:
         print("%.3f" % first_call_ms(torch, AXPY, 5.5))
 
@@ -63,9 +68,10 @@ def main():
         return
     print("torch_version,%s" % torch.__version__)
     with tempfile.TemporaryDirectory() as cache:
-        cold, compile_only = run_child("cold", cache)
+        cold, compile_only, loaded = run_child("cold", cache)
         print("torch_first_call_cold_ms,%.3f" % cold)
         print("torch_first_call_compile_ms,%.3f" % compile_only)
+        print("torch_nvrtc_loaded_before_first_call,%d" % loaded)
         # 3 runs, not 5: each new process imports torch (seconds)
         second = sorted(run_child("second", cache)[0] for _ in range(3))
         print("torch_second_process_first_call_ms,%.3f" % second[1])

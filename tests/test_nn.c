@@ -689,6 +689,19 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_linear(x, wl, w, &y), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_linear(x, x3, NULL, &y), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_linear(x, wl, bl, NULL), TC_ERROR_INVALID_ARGUMENT);
+    { /* x's 2^40 rows by weight's 2^40 outputs: each fits, the result does not
+       * (overflowed in the padded-rows rule before: fuzz_nn_args) */
+        tc_tensor *row = NULL, *xh = NULL, *wh = NULL;
+        CHECK_OK(tc_tensor_narrow(wl, 0, 0, 1, &row));
+        const int64_t huge[2] = {(int64_t)1 << 40, 4};
+        CHECK_OK(tc_tensor_expand(row, 2, huge, &xh));
+        CHECK_OK(tc_tensor_expand(row, 2, huge, &wh));
+        CHECK_STATUS(tc_nn_linear(xh, wh, NULL, &y), TC_ERROR_SHAPE);
+        CHECK(y == NULL);
+        tc_tensor_release(row);
+        tc_tensor_release(xh);
+        tc_tensor_release(wh);
+    }
     /* bmm / baddbmm */
     tc_tensor *b3 = rnd(dev, 3, (int64_t[]){2, 4, 5}, TC_FLOAT32, -1, 1, NULL);
     tc_tensor *b3d = rnd(dev, 3, (int64_t[]){2, 4, 5}, TC_FLOAT64, -1, 1, NULL);

@@ -362,6 +362,8 @@ tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_ten
     for (int i = 0; i < x->ndim; i++)
         osz[i] = x->sizes[i];
     osz[x->ndim - 1] = of;
+    int64_t numel; /* x's rows by weight's out may overflow where neither does */
+    TC_TRY(tc__check_shape(x->ndim, osz, tc_dtype_size(x->dtype), &numel));
     int64_t m = prod(x->sizes, 0, x->ndim - 1);
     tc_tensor *xc = NULL, *res = NULL;
     mats w = {0};

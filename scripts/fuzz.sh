@@ -12,7 +12,7 @@ build=${BUILD:-build-fuzz}
 time=${FUZZ_TIME:-30}
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(alloc_conf checkpoint_load dlpack_import ipc_handle jit_parse memviz_page memviz_read
-  rng_state safetensors_file safetensors_header tensor_shape)
+  nn_args rng_state safetensors_file safetensors_header tensor_shape)
 CC=${FUZZ_CC:-clang} cmake -S . -B "$build" -DTCUDA_CUDA=OFF -DTCUDA_FUZZ=ON -DTCUDA_WERROR=ON \
   -DTCUDA_BUILD_TESTS=OFF -DTCUDA_BUILD_BENCH=OFF -DTCUDA_BUILD_EXAMPLES=OFF > "$build.log" 2>&1 &&
   cmake --build "$build" -j "$(nproc)" >> "$build.log" 2>&1 || { tail -30 "$build.log"; exit 1; }

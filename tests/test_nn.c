@@ -690,7 +690,8 @@ static void test_bad_input(tc_device dev)
     CHECK_STATUS(tc_nn_linear(x, x3, NULL, &y), TC_ERROR_SHAPE);
     CHECK_STATUS(tc_nn_linear(x, wl, bl, NULL), TC_ERROR_INVALID_ARGUMENT);
     { /* x's 2^40 rows by weight's 2^40 outputs: each fits, the result does not
-       * (overflowed in the padded-rows rule before: fuzz_nn_args) */
+       * (overflowed in the padded-rows rule before: fuzz_nn_args); a GPU
+       * refuses it too, before any allocation or copy */
         tc_tensor *row = NULL, *xh = NULL, *wh = NULL;
         CHECK_OK(tc_tensor_narrow(wl, 0, 0, 1, &row));
         const int64_t huge[2] = {(int64_t)1 << 40, 4};
@@ -698,6 +699,37 @@ static void test_bad_input(tc_device dev)
         CHECK_OK(tc_tensor_expand(row, 2, huge, &wh));
         CHECK_STATUS(tc_nn_linear(xh, wh, NULL, &y), TC_ERROR_SHAPE);
         CHECK(y == NULL);
+        /* the same for matmul and bmm: [2^40, 4] @ [4, 2^40] (matmul
+         * multiplied the sizes before checking them) */
+        tc_tensor *wt = NULL, *x3h = NULL, *w3h = NULL;
+        CHECK_OK(tc_tensor_transpose(wh, 0, 1, &wt));
+        CHECK_STATUS(tc_tensor_matmul(xh, wt, &y), TC_ERROR_SHAPE);
+        CHECK_OK(tc_tensor_unsqueeze(xh, 0, &x3h));
+        CHECK_OK(tc_tensor_unsqueeze(wt, 0, &w3h));
+        CHECK_STATUS(tc_tensor_bmm(x3h, w3h, &y), TC_ERROR_SHAPE);
+        CHECK_STATUS(tc_tensor_matmul(x3h, w3h, &y), TC_ERROR_SHAPE);
+        CHECK(y == NULL);
+        tc_tensor_release(wt);
+        tc_tensor_release(x3h);
+        tc_tensor_release(w3h);
+        /* attention: q's 2^40 rows by v's 2^40 columns (sdpa multiplied
+         * them before checking) */
+        tc_tensor *w4 = NULL, *r4 = NULL, *c2 = NULL, *qh = NULL, *kh = NULL, *vh = NULL,
+                  *lse = NULL;
+        CHECK_OK(tc_tensor_view(wl, 4, (int64_t[]){1, 1, 5, 4}, &w4));
+        CHECK_OK(tc_tensor_narrow(w4, 2, 0, 1, &r4)); /* [1, 1, 1, 4] */
+        CHECK_OK(tc_tensor_narrow(w4, 2, 0, 2, &kh)); /* [1, 1, 2, 4] */
+        CHECK_OK(tc_tensor_narrow(kh, 3, 0, 1, &c2)); /* [1, 1, 2, 1] */
+        CHECK_OK(tc_tensor_expand(r4, 4, (int64_t[]){1, 1, (int64_t)1 << 40, 4}, &qh));
+        CHECK_OK(tc_tensor_expand(c2, 4, (int64_t[]){1, 1, 2, (int64_t)1 << 40}, &vh));
+        CHECK_STATUS(tc_nn_scaled_dot_product_attention(qh, kh, vh, false, NULL, &y),
+                     TC_ERROR_SHAPE);
+        CHECK_STATUS(tc_nn_scaled_dot_product_attention_lse(qh, kh, vh, false, NULL, &y, &lse),
+                     TC_ERROR_SHAPE);
+        CHECK(y == NULL && lse == NULL);
+        tc_tensor *const made[] = {w4, r4, c2, qh, kh, vh};
+        for (int i = 0; i < 6; i++)
+            tc_tensor_release(made[i]);
         tc_tensor_release(row);
         tc_tensor_release(xh);
         tc_tensor_release(wh);

@@ -59,7 +59,8 @@ tc_status tc_tensor_matmul(const tc_tensor *a, const tc_tensor *b, tc_tensor **o
                         (long long)ba, (long long)bb);
     int64_t batch = ba > bb ? ba : bb;
     int ondim = a->ndim == 3 || b->ndim == 3 ? 3 : 2;
-    int64_t osz[3] = {batch, m, n};
+    int64_t osz[3] = {batch, m, n}, numel; /* a's rows by b's columns may overflow */
+    TC_TRY(tc__check_shape(ondim, ondim == 3 ? osz : osz + 1, tc_dtype_size(a->dtype), &numel));
     const tc__backend *be = tc__backend_of(a->storage->device);
     if (!be)
         return TC_ERROR_NO_DEVICE;

@@ -405,7 +405,8 @@ static tc_status bmm_impl(const char *fn, const tc_tensor *input, const tc_tenso
                         "must be equal and a's last size must be b's middle one",
                         fn, (long long)bt, (long long)m, (long long)k, (long long)b->sizes[0],
                         (long long)b->sizes[1], (long long)n);
-    int64_t osz[3] = {bt, m, n};
+    int64_t osz[3] = {bt, m, n}, numel; /* before a's or b's copy is made */
+    TC_TRY(tc__check_shape(3, osz, tc_dtype_size(a->dtype), &numel));
     if (input) {
         bool ok = input->ndim <= 3;
         for (int i = 0; ok && i < input->ndim; i++) {
@@ -558,8 +559,9 @@ static tc_status fused_attention(const tc__nn_backend *be, int device, const tc_
 }
 
 /* q [..., L, E], k [..., S, E] and v [..., S, Ev]: floating, alike, at
- * least 2-d with the same number of dims and equal leading sizes (shared
- * with the backward, nn_internal.h). */
+ * least 2-d with the same number of dims and equal leading sizes, and a
+ * result [..., L, Ev] that can exist (shared with the backward,
+ * nn_internal.h). */
 tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor *k,
                             const tc_tensor *v)
 {
@@ -583,7 +585,12 @@ tc_status tc__nn_sdpa_check(const char *fn, const tc_tensor *q, const tc_tensor 
                         "needs q's last size and v k's key count",
                         fn, (long long)l, (long long)e, (long long)s, (long long)k->sizes[nd - 1],
                         (long long)v->sizes[nd - 2], (long long)ev);
-    return TC_OK;
+    /* the result [..., L, Ev]: q's rows by v's width may overflow where
+     * neither does (expanded views) */
+    int64_t osz[TC_MAX_DIMS], numel;
+    for (int i = 0; i < nd; i++)
+        osz[i] = i == nd - 1 ? ev : q->sizes[i];
+    return tc__check_shape(nd, osz, tc_dtype_size(q->dtype), &numel);
 }
 
 /* Attention's probabilities: the softmax of each row of scores [B, L, S]

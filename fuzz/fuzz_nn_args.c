@@ -4,7 +4,8 @@
  * an invalid one), tensors shaped after another one's sizes and full of
  * small integers (indices, targets and lengths that fit), views that give
  * odd strides (transpose, narrow, expand, unsqueeze), releases (the last
- * released handle is kept to be passed), and calls of every nn function.
+ * released handle is kept to be passed), and calls of every nn function
+ * and of the GEMM front ends beside them (matmul, bmm, baddbmm).
  * A call takes its operands from the pool (or NULL, or the released
  * handle), or builds operands that agree for that op and then spoils one of
  * them (another dtype, a first size one more, a transposed view, released,
@@ -363,6 +364,17 @@ static void build(pool *p, fz_input *in, int op, tc_tensor **ops)
             ops[5] = mk(TC_FLOAT32, 0, n1, n5, n3, -1);
         }
         break;
+    case 29:
+    case 30:
+    case 31: /* matmul, bmm [B, M, K] @ [B, K, N]; baddbmm's input [B, M, N] first */
+        ops[0] = mk(dt, x, n1, n3, n2, -1);
+        ops[1] = mk(dt, 0.5, n1, n2, n4, -1);
+        if (op == 31) {
+            ops[2] = ops[1];
+            ops[1] = ops[0];
+            ops[0] = mk(dt, 1, n1, n3, n4, -1);
+        }
+        break;
     default: /* the others that take q, k, v (or x, y, z): [B, H, L, E], [B, H, S, E] */
         ops[0] = mk(dt, x, n1, n5, n3, n2);
         ops[1] = mk(dt, 0.5, n1, n5, n4, n2);
@@ -407,7 +419,7 @@ static void build(pool *p, fz_input *in, int op, tc_tensor **ops)
 /* One nn call. */
 static void call(pool *p, fz_input *in)
 {
-    uint8_t op = fz_u8(in) % 29;
+    uint8_t op = fz_u8(in) % 32;
     tc_tensor *ops[6], *built[6] = {NULL};
     if (fz_u8(in) & 1) { /* operands built to agree, or taken from the pool */
         build(p, in, op, built);
@@ -531,10 +543,13 @@ static void call(pool *p, fz_input *in)
         st = tc_nn_scaled_dot_product_attention_lse(a, b, c, flag, scale, &o[0],
                                                     flag2 ? &o[1] : NULL);
         break;
-    default:
+    case 28:
         st = tc_nn_scaled_dot_product_attention_backward_lse(a, b, c, d, e, f, flag, scale, &o[0],
                                                              &o[1], &o[2]);
         break;
+    case 29: st = tc_tensor_matmul(a, b, &o[0]); break;
+    case 30: st = tc_tensor_bmm(a, b, &o[0]); break;
+    default: st = tc_tensor_baddbmm(a, b, c, pv, eps, &o[0]); break;
     }
     settle(p, in, st, o, 4);
 done:

@@ -158,15 +158,34 @@ static void check_written(const pool *p, tc_tensor *const *ts, int n)
             check_result(ts[i]);
 }
 
+/* A factory's or view's outcome: a valid tensor kept in the pool, or an
+ * error with a message and *out untouched. */
+static void take(pool *p, fz_input *in, tc_status st, tc_tensor *t)
+{
+    if (st == TC_OK) {
+        check_result(t);
+        keep(p, in, t);
+    } else {
+        FZ_CHECK(t == SENTINEL && tc_last_error()[0] != '\0');
+    }
+}
+
+/* The element count of n sizes, a negative one counted as 0, in double. */
+static double count(int n, const int64_t *sizes)
+{
+    double c = 1;
+    for (int i = 0; i < n; i++)
+        c *= sizes[i] < 0 ? 0 : (double)sizes[i];
+    return c;
+}
+
 static void make(pool *p, fz_input *in)
 {
     int nd = fz_u8(in) % 5;
     int64_t sizes[4];
-    double numel = 1;
-    for (int i = 0; i < nd; i++) {
+    for (int i = 0; i < nd; i++)
         sizes[i] = read_size(in);
-        numel *= sizes[i] < 0 ? 0 : (double)sizes[i];
-    }
+    double numel = count(nd, sizes);
     tc_dtype dt = read_dtype(in);
     bool ramp = fz_u8(in) & 1;
     double v = read_value(in);
@@ -178,12 +197,7 @@ static void make(pool *p, fz_input *in)
         st = tc_tensor_arange(0, (double)sizes[0], 1, dt, cpu, &t);
     else
         st = tc_tensor_full(nd, sizes, v, dt, cpu, &t);
-    if (st == TC_OK) {
-        check_result(t);
-        keep(p, in, t);
-    } else {
-        FZ_CHECK(t == SENTINEL && tc_last_error()[0] != '\0');
-    }
+    take(p, in, st, t);
 }
 
 /* A tensor shaped after a slot's (the same sizes; without the last dim or
@@ -205,20 +219,13 @@ static void derive(pool *p, fz_input *in)
     }
     if (how == 4 && n > 0)
         sizes[fz_u8(in) % n] = read_size(in);
-    double numel = 1;
-    for (int i = 0; i < n; i++)
-        numel *= sizes[i] < 0 ? 0 : (double)sizes[i];
+    double numel = count(n, sizes);
     tc_dtype dt = read_dtype(in);
     double v = fz_u8(in) < 160 ? (double)(fz_u8(in) % 4) : read_value(in);
     if (numel > (double)MAX_NUMEL && numel < 0x1p44)
         return;
     tc_status st = tc_tensor_full(n, sizes, v, dt, cpu, &t);
-    if (st == TC_OK) {
-        check_result(t);
-        keep(p, in, t);
-    } else {
-        FZ_CHECK(t == SENTINEL && tc_last_error()[0] != '\0');
-    }
+    take(p, in, st, t);
 }
 
 static void view(pool *p, fz_input *in)
@@ -253,12 +260,7 @@ static void view(pool *p, fz_input *in)
     }
     default: st = tc_tensor_unsqueeze(x, read_dim(in), &t); break;
     }
-    if (st == TC_OK) {
-        check_result(t);
-        keep(p, in, t);
-    } else {
-        FZ_CHECK(t == SENTINEL && tc_last_error()[0] != '\0');
-    }
+    take(p, in, st, t);
 }
 
 /* A tensor of the given sizes (the first negative one ends them), dtype and

@@ -97,7 +97,8 @@ static inline tc_status tc__nn_finish(tc_status st, tc_tensor *res, tc_tensor **
  * whole 16-byte vectors: its last size not a multiple of 8 (and over 8), at
  * least 2^22 elements (GPT-2's [tokens, 50257] logits and their gradient).
  * cuBLAS reads and writes rows at an unaligned stride only in its slow
- * kernels; torch.compile pads such strides too. */
+ * kernels; torch.compile pads such strides too. sizes must have passed
+ * tc__check_shape (the callers check a result's shape before they make it). */
 bool tc__nn_pads_rows(tc_dtype dtype, int ndim, const int64_t *sizes);
 /* A new tensor of sizes whose rows are padded as tc__nn_pads_rows says
  * (else dense): contiguous but for its row stride, the last size rounded up

@@ -11,13 +11,10 @@ bool tc__nn_pads_rows(tc_dtype dtype, int ndim, const int64_t *sizes)
 {
     if (tc_dtype_size(dtype) != 2 || ndim < 2)
         return false;
-    int64_t cols = sizes[ndim - 1], rows = 1, n;
+    int64_t cols = sizes[ndim - 1], rows = 1;
     for (int i = 0; i < ndim - 1; i++)
-        if (__builtin_mul_overflow(rows, sizes[i], &rows))
-            return false; /* no such tensor: its maker refuses the shape */
-    if (__builtin_mul_overflow(rows, cols, &n))
-        return false;
-    return cols % 8 != 0 && cols > 8 && rows > 1 && n >= ((int64_t)1 << 22);
+        rows *= sizes[i];
+    return cols % 8 != 0 && cols > 8 && rows > 1 && rows * cols >= ((int64_t)1 << 22);
 }
 
 /* The row stride of padded rows of cols elements: whole 16-byte vectors. */

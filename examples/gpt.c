@@ -629,7 +629,7 @@ static double copy_floor_gbs(gpt *m)
  * timing events around it. */
 static void roofline(gpt *m)
 {
-    const char *dt = m->dt == TC_FLOAT32 ? "float32" : "bfloat16";
+    const char *dt = tc_dtype_string(m->dt);
     double floor = copy_floor_gbs(m);
     int64_t T = 512, big[2] = {4096, 4096};
     roof r = {0};

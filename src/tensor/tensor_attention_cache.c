@@ -3,6 +3,7 @@
  * result's layout. The backends do the rest: cpu/cpu_attention_cache.c and
  * the CUDA kernel kernels/attention_cache.cu. */
 #include <math.h>
+#include <stdio.h>
 
 #include "nn_internal.h"
 #include "tensor_internal.h"
@@ -19,17 +20,14 @@ static tc_status check_4d(const tc_tensor *t, const char *what, int64_t b, int64
     int64_t sz[4] = {0};
     for (int i = 0; i < t->ndim && i < 4; i++)
         sz[i] = t->sizes[i];
-    if (rows < 0)
-        return tc__fail(TC_ERROR_SHAPE,
-                        FN ": %s must be 4-d [%lld, %lld, S, %lld] (got %d-d [%lld, %lld, %lld, "
-                           "%lld, ...])",
-                        what, (long long)b, (long long)h, (long long)e, t->ndim, (long long)sz[0],
-                        (long long)sz[1], (long long)sz[2], (long long)sz[3]);
+    char r[24] = "S"; /* a cache's length is any */
+    if (rows >= 0)
+        snprintf(r, sizeof r, "%lld", (long long)rows);
     return tc__fail(TC_ERROR_SHAPE,
-                    FN ": %s must be 4-d [%lld, %lld, %lld, %lld] (got %d-d [%lld, %lld, %lld, "
+                    FN ": %s must be 4-d [%lld, %lld, %s, %lld] (got %d-d [%lld, %lld, %lld, "
                        "%lld, ...])",
-                    what, (long long)b, (long long)h, (long long)rows, (long long)e, t->ndim,
-                    (long long)sz[0], (long long)sz[1], (long long)sz[2], (long long)sz[3]);
+                    what, (long long)b, (long long)h, r, (long long)e, t->ndim, (long long)sz[0],
+                    (long long)sz[1], (long long)sz[2], (long long)sz[3]);
 }
 
 /* A cache: q's dtype and device, 4-d, writable, unit stride in its last

@@ -11,6 +11,7 @@ set(TCUDA_SOURCES
   src/base/entropy.c
   src/base/env.c
   src/base/handle_pool.c
+  src/base/libfile.c
   src/base/status.c
   src/base/strbuf.c
   # access: who touches which bytes on which stream, for the watchers
@@ -125,6 +126,7 @@ set(TCUDA_CUDA_SOURCES
   src/runtime/cuda/kernel_errors.c
   src/runtime/cuda/launch.c
   src/runtime/cuda/nvml.c
+  src/runtime/cuda/nvrtc_readahead.c
   src/runtime/cuda/nvtx.c
   src/runtime/cuda/stream.c
   # random

@@ -10,7 +10,9 @@
  *
  * TCUDA_NO_CACHING and PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING likewise:
  * PyTorch's name counts when tcuda's is unset (its errors name it), and when
- * both are set tcuda's wins and stderr holds exactly one notice naming both. */
+ * both are set tcuda's wins and stderr holds exactly one notice naming both.
+ * TCUDA_JIT_READAHEAD (on when unset) likewise: a bad value fails
+ * initialization, naming it. */
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -92,6 +94,22 @@ static int child_no_caching(int want, const char *var, const char *value)
     snprintf(text, sizeof text, "%s='%s'", var, value);
     if (st != TC_ERROR_INVALID_ARGUMENT || !strstr(tc_last_error(), text))
         return 22;
+    return 0;
+}
+
+/* TCUDA_JIT_READAHEAD as the child sees it: want 1 or 0, or -1 when `value` is
+ * invalid (initialization fails naming it, and the read-ahead is off). */
+static int child_readahead(int want, const char *value)
+{
+    if (tc__jit_readahead_enabled() != (want == 1))
+        return 30;
+    tc_status st = tc_init();
+    if (want >= 0)
+        return st == TC_ERROR_NO_DEVICE ? 0 : 31;
+    char text[128];
+    snprintf(text, sizeof text, "TCUDA_JIT_READAHEAD='%s'", value);
+    if (st != TC_ERROR_INVALID_ARGUMENT || !strstr(tc_last_error(), text))
+        return 32;
     return 0;
 }
 
@@ -208,6 +226,25 @@ static void no_caching(char *self, const char *mine, const char *torch, int want
     set_var("PYTORCH_NO_CUDA_MEMORY_CACHING", NULL);
 }
 
+/* The child with TCUDA_JIT_READAHEAD=`value` (NULL: unset): the read-ahead on
+ * when want is 1, off when 0, an error naming the value when -1; silence. */
+static void readahead(char *self, const char *value, int want)
+{
+    set_var("CUDA_LAUNCH_BLOCKING", NULL);
+    set_var("TCUDA_SYNC_DEBUG_MODE", NULL);
+    set_var("TCUDA_JIT_READAHEAD", value);
+    char w[8];
+    snprintf(w, sizeof w, "%d", want);
+    char *args[] = {"readahead", w, (char *)(value ? value : ""), NULL};
+    char err[1024];
+    int code = spawn_child(self, args, err, sizeof err);
+    if (code != 0 || err[0])
+        fprintf(stderr, "child TCUDA_JIT_READAHEAD=%s exited %d, stderr: %s\n",
+                value ? value : "(unset)", code, err);
+    CHECK(code == 0 && !err[0]);
+    set_var("TCUDA_JIT_READAHEAD", NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "valid") == 0)
@@ -216,11 +253,14 @@ int main(int argc, char **argv)
         return child_invalid(argv[3], argv[4]);
     if (argc == 6 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "nocache") == 0)
         return child_no_caching(atoi(argv[3]), argv[4], argv[5]);
+    if (argc == 5 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "readahead") == 0)
+        return child_readahead(atoi(argv[3]), argv[4]);
     if (argc > 1 && strcmp(argv[1], "--child") == 0)
         return 99; /* a child of unknown arguments never runs the cases again */
     tc_test_init();
     set_var("TCUDA_NO_CACHING", NULL); /* the cases below set them */
     set_var("PYTORCH_NO_CUDA_MEMORY_CACHING", NULL);
+    set_var("TCUDA_JIT_READAHEAD", NULL);
 
     valid(argv[0], NULL, NULL, 0, 0);
     valid(argv[0], "1", "1", 1, 1);
@@ -246,5 +286,12 @@ int main(int argc, char **argv)
     no_caching(argv[0], "yes", "0", 1);
     no_caching(argv[0], NULL, "maybe", -1); /* the error names PyTorch's variable */
     no_caching(argv[0], "maybe", "1", -1);  /* tcuda's read, and wrong */
+
+    readahead(argv[0], NULL, 1);
+    readahead(argv[0], "0", 0);
+    readahead(argv[0], "off", 0);
+    readahead(argv[0], "", 0);
+    readahead(argv[0], "yes", 1);
+    readahead(argv[0], "soon", -1);
     return TC_TEST_DONE();
 }

@@ -39,7 +39,18 @@
  * at blanks into words, with no quoting, escapes or expansion, the first
  * word looked up in PATH, e.g. "ccache g++"), PATH, TMPDIR (where the CPU
  * path compiles and loads, else /tmp), TCUDA_JIT_CACHE_DIR, XDG_CACHE_HOME
- * and HOME (the disk cache, as above). */
+ * and HOME (the disk cache, as above), LD_LIBRARY_PATH (below) and
+ * TCUDA_JIT_READAHEAD.
+ *
+ * NVRTC loads at the first GPU compile. Its files (about 110 MB) are read
+ * ahead before that: when CUDA initializes (the first call that needs it, or
+ * tc_init), a thread of tcuda's finds them (LD_LIBRARY_PATH, then
+ * /etc/ld.so.cache) and asks the kernel to read them into the page cache, so
+ * a first compile on a machine that has not read them yet does not wait
+ * 150-200 ms for the disk. Nothing of NVRTC runs before a compile.
+ * TCUDA_JIT_READAHEAD=0 (false, no, off, or empty) turns this off; a value
+ * that is not a boolean fails initialization with TC_ERROR_INVALID_ARGUMENT
+ * naming it. */
 #ifndef TCUDA_JIT_H
 #define TCUDA_JIT_H
 

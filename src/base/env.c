@@ -38,6 +38,10 @@ static char sanitizer_env_error[256];
  * two different values would hide which one counts. */
 static bool no_caching, no_caching_bad;
 static char no_caching_error[256];
+/* TCUDA_JIT_READAHEAD (read here, acted on by
+ * runtime/cuda/nvrtc_readahead.c): on when unset. */
+static bool jit_readahead, jit_readahead_bad;
+static char jit_readahead_error[256];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* Case-insensitive membership of `text` in a NULL-terminated list. */
@@ -81,6 +85,15 @@ tc_status tc__parse_no_caching(const char *text, bool *on)
 tc_status tc__parse_no_caching_named(const char *name, const char *text, bool *on)
 {
     return parse_bool(name, text, on);
+}
+
+tc_status tc__parse_jit_readahead(const char *text, bool *on)
+{
+    if (!text) {
+        *on = true;
+        return TC_OK;
+    }
+    return parse_bool("TCUDA_JIT_READAHEAD", text, on);
 }
 
 /* The first of `names` (NULL-terminated) that is set, its value in *value
@@ -191,6 +204,9 @@ static void read_env(void)
     no_caching_bad = !env_ok(tc__parse_no_caching_named(name, text, &on), no_caching_error,
                              sizeof no_caching_error);
     no_caching = on && !no_caching_bad;
+    jit_readahead_bad = !env_ok(tc__parse_jit_readahead(getenv("TCUDA_JIT_READAHEAD"), &on),
+                                jit_readahead_error, sizeof jit_readahead_error);
+    jit_readahead = on && !jit_readahead_bad;
     tc__message_restore(&saved);
     tc__api_name = prev_api;
 }
@@ -204,6 +220,8 @@ tc_status tc__debug_env_check(void)
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", sanitizer_env_error);
     if (TC_UNLIKELY(no_caching_bad))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", no_caching_error);
+    if (TC_UNLIKELY(jit_readahead_bad))
+        return tc__fail(TC_ERROR_INVALID_ARGUMENT, "%s", jit_readahead_error);
     if (TC_UNLIKELY(atomic_load_explicit(&sync_env_bad, memory_order_relaxed)))
         return tc__fail(TC_ERROR_INVALID_ARGUMENT,
                         "%s (or call tc_set_sync_debug_mode, which replaces it)", sync_env_error);
@@ -297,4 +315,10 @@ bool tc__no_caching_enabled(void)
 {
     pthread_once(&env_once, read_env);
     return no_caching;
+}
+
+bool tc__jit_readahead_enabled(void)
+{
+    pthread_once(&env_once, read_env);
+    return jit_readahead;
 }

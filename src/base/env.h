@@ -59,6 +59,14 @@ tc_status tc__parse_no_caching(const char *text, bool *on);
 tc_status tc__parse_no_caching_named(const char *name, const char *text, bool *on);
 bool tc__no_caching_enabled(void);
 
+/* TCUDA_JIT_READAHEAD: unset or true (1, true, yes, on) lets CUDA's
+ * initialization start reading NVRTC's files into the page cache
+ * (runtime/cuda/nvrtc_readahead.c); false (0, false, no, off, empty) does
+ * not; anything else is an error kept like the others.
+ * tc__jit_readahead_enabled() is false while the value is invalid. */
+tc_status tc__parse_jit_readahead(const char *text, bool *on);
+bool tc__jit_readahead_enabled(void);
+
 /* The caching allocator's settings text (PYTORCH_CUDA_ALLOC_CONF's keys):
  * TCUDA_ALLOC_CONF when it is set (even empty), else PYTORCH_ALLOC_CONF,
  * else PYTORCH_CUDA_ALLOC_CONF (PyTorch's older name: PyTorch too takes

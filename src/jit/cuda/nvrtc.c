@@ -1,4 +1,5 @@
-/* jiterator's GPU half: NVRTC (loaded at run time through tc__dynlib) turns
+/* jiterator's GPU half: NVRTC (loaded at run time through tc__dynlib; its
+ * files read ahead from CUDA's initialization on, nvrtc_readahead.c) turns
  * the generated source into a cubin for the device's own architecture, and
  * the driver API (driver_api.c's table, so libcuda is never linked) loads it
  * into the device's primary context and launches it on the current stream.
@@ -20,8 +21,8 @@
 #include "runtime/cuda/driver_api.h"
 #include "jit/jit_internal.h"
 
-static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
-static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", nvrtc_names, NULL, 0, ""};
+static tc__dynlib nvrtc_lib = {"NVRTC (jiterator's run-time compiler)", tc__nvrtc_names, NULL, 0,
+                               ""};
 
 /* NVRTC's options besides the architecture; part of every key. -fmad=false:
  * no contraction into fused multiply-adds, so a + b * c gives the rounded

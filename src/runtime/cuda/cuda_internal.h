@@ -185,6 +185,24 @@ tc_status tc__dynlib_load(tc__dynlib *lib);
 /* Resolves `symbol` in a loaded library; TC_ERROR_NOT_SUPPORTED if absent. */
 tc_status tc__dynlib_sym(tc__dynlib *lib, const char *symbol, void **out);
 
+/* NVRTC's sonames, in the order jit/cuda/nvrtc.c tries them. */
+extern const char *const tc__nvrtc_names[];
+
+/* When CUDA initializes, tc__nvrtc_readahead_start starts a detached thread
+ * that reads NVRTC's file and its builtins library into the page cache
+ * (nvrtc_readahead.c), unless TCUDA_JIT_READAHEAD is false. What it did, for
+ * tests: state 0 not started, 1 running, 2 done (read with acquire; the
+ * other fields are final then); files read ahead (0 when NVRTC was not
+ * found) and their paths. */
+typedef struct tc__readahead_report {
+    int state;
+    int files;
+    char nvrtc[512];
+    char builtins[512];
+} tc__readahead_report;
+extern tc__readahead_report tc__nvrtc_readahead;
+void tc__nvrtc_readahead_start(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,7 +3,8 @@
  * Nothing touches CUDA until a call needs it. The first such call (or
  * tc_init) runs init_once exactly once: it asks the runtime how many devices
  * there are, and on success prepares the per-device default streams and sets
- * tc__init_state to 1, which every later call reads with a single load. When
+ * tc__init_state to 1, which every later call reads with a single load, and
+ * starts reading NVRTC's files ahead (nvrtc_readahead.c). When
  * CUDA is not usable (no driver, no GPU, CUDA_VISIBLE_DEVICES empty) the
  * reason is kept and every call that needs a GPU returns it as
  * TC_ERROR_NO_DEVICE. Loading the library never touches CUDA. A bad
@@ -59,6 +60,7 @@ static void init_once(void)
     }
     tc__num_devices = count;
     atomic_store_explicit(&tc__init_state, 1, memory_order_release);
+    tc__nvrtc_readahead_start();
 }
 
 tc_status tc__init_slow(void)

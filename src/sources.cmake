@@ -67,6 +67,7 @@ set(TCUDA_SOURCES
   src/tensor/tensor_matmul.c
   src/tensor/tensor_nn.c
   src/tensor/tensor_nn_backward.c
+  src/tensor/tensor_nn_fused.c
   src/tensor/tensor_linear_gelu.c
   src/tensor/tensor_nn_layers.c
   src/tensor/tensor_nn_rows.c

@@ -94,6 +94,44 @@ TCUDA_API tc_status tc_nn_cross_entropy(const tc_tensor *logits, const tc_tensor
 TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, const tc_tensor *bias,
                                  tc_tensor **out);
 
+/* residual + linear(x, weight, bias), a transformer block's projection
+ * and its residual add: residual broadcasts to the result as
+ * tc_tensor_add's operands do. Where the GPU's skinny kernel takes it (at
+ * most 16 rows of x; float16, bfloat16, or float32 up to 4 rows; every
+ * tensor dense, of x's dtype, residual of the result's shape) one kernel
+ * adds the residual to the float32 product and rounds once, where the ops
+ * apart round the linear's output first (within one rounding of the
+ * dtype). Otherwise, and on the CPU, tc_nn_linear then tc_tensor_add.
+ * Errors: those of tc_nn_linear and tc_tensor_add. */
+TCUDA_API tc_status tc_nn_linear_add(const tc_tensor *x, const tc_tensor *weight,
+                                     const tc_tensor *bias, const tc_tensor *residual,
+                                     tc_tensor **out);
+
+/* linear(layer_norm(x), weight, bias), the norm over x's last size `in`
+ * with ln_weight and ln_bias ([in], each optional) and eps, as Transformer
+ * Engine's LayerNormLinear; the norm's output is not kept. Where the GPU's
+ * skinny kernel takes it (as tc_nn_linear_add's, but at most 4 rows;
+ * ln_weight and ln_bias dense, of x's dtype) it normalizes x's rows as it
+ * reads them,
+ * each value rounded to the dtype as tc_nn_layer_norm stores it; the
+ * row's mean and variance are summed in another order than
+ * tc_nn_layer_norm's, so a normalized value may round the other way (one
+ * unit in the last place of the dtype). Otherwise tc_nn_layer_norm then
+ * tc_nn_linear. Errors: those two calls' (x 0-d: TC_ERROR_INVALID_ARGUMENT). */
+TCUDA_API tc_status tc_nn_layer_norm_linear(const tc_tensor *x, const tc_tensor *ln_weight,
+                                            const tc_tensor *ln_bias, double eps,
+                                            const tc_tensor *weight, const tc_tensor *bias,
+                                            tc_tensor **out);
+/* gelu(tc_nn_layer_norm_linear(...)): fused as above with the tanh
+ * approximation (gelu applied to the float32 result, as tc_nn_linear_gelu's
+ * epilogue); otherwise tc_nn_layer_norm then tc_nn_linear_gelu. Errors: as
+ * tc_nn_layer_norm_linear; TC_ERROR_INVALID_ARGUMENT for an unknown
+ * approximate. */
+TCUDA_API tc_status tc_nn_layer_norm_linear_gelu(const tc_tensor *x, const tc_tensor *ln_weight,
+                                                 const tc_tensor *ln_bias, double eps,
+                                                 const tc_tensor *weight, const tc_tensor *bias,
+                                                 tc_gelu_approximate approximate, tc_tensor **out);
+
 /* ---- embedding --------------------------------------------------------------- */
 
 /* F.embedding: the rows of weight [V, C] that indices (int64 or int32, any

@@ -333,6 +333,20 @@ typedef struct tc__nn_dropout {
     double scale;
 } tc__nn_dropout;
 
+/* What a linear's GEMM takes into its one kernel (gemm_fused): with ln, the
+ * rows of op(A) [m, k] are first normalized over k as layer_norm does
+ * (ln_weight and ln_bias [k] of the dtype, each NULL for none; eps), each
+ * normalized value rounded to the dtype; then C = op(A) op(B) + bias ([n]
+ * or NULL) + residual ([m, n] dense, or NULL), summed in float32 and
+ * rounded once; aux (NULL: not written) gets that value, and C its tanh
+ * gelu where gelu says. */
+typedef struct tc__nn_fusion {
+    const void *bias, *residual, *ln_weight, *ln_bias;
+    void *aux;
+    double eps;
+    bool ln, gelu;
+} tc__nn_fusion;
+
 typedef struct tc__nn_backend {
     /* See tc__nn_rows. */
     tc_status (*rows)(int device, const tc__nn_rows *args);
@@ -381,6 +395,11 @@ typedef struct tc__nn_backend {
                            bool *fused);
     /* See tc__nn_attention_cache; every backend has it. */
     tc_status (*attention_cache)(int device, const tc__nn_attention_cache *a);
+    /* linear with what f asks for in one kernel where the backend can (NULL
+     * where it never can): g as gemm_bias's, with C's leading dimension n.
+     * *fused false (with TC_OK): nothing queued, the caller runs the ops
+     * apart. */
+    tc_status (*gemm_fused)(int device, const tc__nn_gemm *g, const tc__nn_fusion *f, bool *fused);
 } tc__nn_backend;
 
 extern const tc__nn_backend tc__cpu_nn_backend;
@@ -445,6 +464,12 @@ uint64_t tc__nn_linear_backward_fused_count(void);
  * gelu epilogue. */
 void tc__nn_linear_gelu_set_fused(bool fused);
 uint64_t tc__nn_linear_gelu_fused_count(void);
+/* Test hooks of tc_nn_linear_add and tc_nn_layer_norm_linear(_gelu)
+ * (tensor_nn_fused.c): false makes them run the ops apart on every device;
+ * the count is the calling thread's calls that ran the backend's
+ * gemm_fused. */
+void tc__nn_fused_linear_set_fused(bool on);
+uint64_t tc__nn_fused_linear_count(void);
 
 /* For tc_nn_scaled_dot_product_attention_backward (tensor_attention_backward.c),
  * from tensor_nn.c. tc__nn_sdpa_check: the forward's checks of q, k and v

@@ -162,23 +162,25 @@ static tc_status gemm_small(int device, const tc__nn_gemm *g)
 /* A GEMM of at most 16 rows against a transposed B in one kernel of
  * tcuda's (kernels/gemm_skinny.cu): decode's matrix-vector products, whose
  * time is reading B. */
-static tc_status gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
-                             bool gelu)
+static tc_status gemm_skinny(int device, const tc__nn_gemm *g, const tc__nn_fusion *f)
 {
     cudaStream_t cs = tc__current_cuda_stream(device);
-    tc__k_gemm_skinny(cs, tc__sm_count(device), g, bias, aux, gelu);
+    tc__k_gemm_skinny(cs, tc__sm_count(device), g, f);
     return tc__launch_check(cs, "gemm_skinny_kernel");
 }
 
-tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
-                               bool gelu, bool *done)
+tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const tc__nn_fusion *f, bool *done)
 {
     *done = false;
-    if (!tc__k_gemm_skinny_fits(g))
+    /* The norm before the product only on the FMA path (up to 4 rows): the
+     * tensor core path normalizing as it read was slower than a norm kernel
+     * before it (GPT-2 decode at batch 8 in a graph on an H200, 2026-11-28:
+     * 14,232 tokens/s against 15,213; at batch 1, 2,567 against 2,420). */
+    if (!tc__k_gemm_skinny_fits(g) || (f && f->ln && g->m > 4))
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = gemm_skinny(device, g, bias, aux, gelu);
+    tc_status st = gemm_skinny(device, g, f);
     tc_device_guard_exit(&gd);
     *done = st == TC_OK;
     return st;
@@ -570,7 +572,7 @@ tc_status tc__cuda_gemm(int device, const tc__nn_gemm *g)
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
     tc_status st = g->k == 0                   ? scale_c(device, g)
-                   : tc__k_gemm_skinny_fits(g) ? gemm_skinny(device, g, NULL, NULL, false)
+                   : tc__k_gemm_skinny_fits(g) ? gemm_skinny(device, g, NULL)
                    : tc__k_gemm_small_fits(g)  ? gemm_small(device, g)
                    : tc__gemm_pads_rows(g)     ? gemm_padded(device, g)
                    : splits_cols(g)            ? gemm_split_cols(device, g)

@@ -11,7 +11,9 @@
  * (DGELU_BGRAD): on an H100, at GPT-2's [16384, 3072] bfloat16, cuBLASLt
  * ran it as the GEMM and then a separate epilogue kernel of 348 us
  * (profile.sh train, 2026-11-27), where tcuda's gelu backward kernel took
- * 57 us at half that size (bench_nn_backward). GEMMs of at most 16 rows
+ * 57 us at half that size (bench_nn_backward). And a linear with a
+ * residual added after it (gemm_fused: the residual read as C with beta 1,
+ * D a separate output, the bias epilogue). GEMMs of at most 16 rows
  * (decode's matrix-vector products) go to tcuda's own kernel first, bias
  * and gelu included (blas.c's tc__cuda_gemm_skinny).
  *
@@ -421,9 +423,10 @@ static void *handle_for(int device, cudaStream_t cs)
 
 /* One cublasLtMatmul on the current stream with `epilogue` (its vector:
  * bias, read or written; its matrix: aux, written, NULL for none),
- * or a refusal. beta is g's (0 or 1). */
+ * or a refusal. beta is g's (0 or 1), or 1 with c_in: then C is read from
+ * c_in (C's layout) and D written to g's c. */
 static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const void *aux,
-                     int epilogue, bool *fused)
+                     const void *c_in, int epilogue, bool *fused)
 {
     cudaStream_t cs = tc__current_cuda_stream(device);
     void *h = handle_for(device, cs);
@@ -442,6 +445,8 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const v
     key.align[0] = align_of(g->a);
     key.align[1] = align_of(g->b);
     key.align[2] = align_of(g->c);
+    if (c_in && align_of(c_in) < key.align[2])
+        key.align[2] = align_of(c_in); /* C's alignment is the lesser of the two */
     key.align[3] = align_of(bias);
     key.align[4] = aux ? align_of(aux) : 0;
     lt_plan *p = plan_for(mine, h, &key, g, bias, aux);
@@ -451,14 +456,14 @@ static tc_status run(int device, const tc__nn_gemm *g, const void *bias, const v
     void *ws = NULL;
     if (p->workspace && tc__device_alloc(device, cs, p->workspace, &ws) != TC_OK)
         return TC_OK; /* no memory for it: the copy + GEMM path needs none */
-    float one_f = 1, beta_f = (float)g->beta;
-    double one_d = 1, beta_d = g->beta;
+    float one_f = 1, beta_f = c_in ? 1.0f : (float)g->beta;
+    double one_d = 1, beta_d = c_in ? 1.0 : g->beta;
     bool f64 = g->dtype == TC_FLOAT64;
     const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
     const void *beta = f64 ? (const void *)&beta_d : (const void *)&beta_f;
-    /* beta 0: C is not read; D is C */
-    int rc = p_matmul(h, p->desc, alpha, g->b, p->la, g->a, p->lb, beta, g->c, p->lc, g->c, p->lc,
-                      &p->algo, ws, p->workspace, cs);
+    /* beta 0: C is not read; D is C unless c_in is given */
+    int rc = p_matmul(h, p->desc, alpha, g->b, p->la, g->a, p->lb, beta, c_in ? c_in : g->c, p->lc,
+                      g->c, p->lc, &p->algo, ws, p->workspace, cs);
     /* given back at once: the next user on this stream comes after the matmul */
     tc_status st = tc__device_free(ws);
     if (rc != 0) {
@@ -482,9 +487,10 @@ static bool gelu_eligible(const tc__nn_gemm *g, const void *vec, const void *aux
 }
 
 /* One matmul with `epilogue` where cuBLASLt is there and takes g (its
- * vector vec; aux, for the gelu epilogue), else a refusal. */
+ * vector vec; aux, for the gelu epilogue; c_in: C read from there with
+ * beta 1, the bias epilogue's only), else a refusal. */
 static tc_status lt_call(int device, const tc__nn_gemm *g, const void *vec, const void *aux,
-                         int epilogue, bool *fused)
+                         const void *c_in, int epilogue, bool *fused)
 {
     *fused = false;
     pthread_once(&syms_once, load_syms);
@@ -493,15 +499,16 @@ static tc_status lt_call(int device, const tc__nn_gemm *g, const void *vec, cons
         return TC_OK;
     tc_device_guard gd = tc_device_guard_enter(device);
     TC_TRY(gd.status);
-    tc_status st = run(device, g, vec, aux, epilogue, fused);
+    tc_status st = run(device, g, vec, aux, c_in, epilogue, fused);
     tc_device_guard_exit(&gd);
     return st;
 }
 
 tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias, bool *fused)
 {
-    TC_TRY(tc__cuda_gemm_skinny(device, g, bias, NULL, false, fused));
-    return *fused ? TC_OK : lt_call(device, g, bias, NULL, LT_EPILOGUE_BIAS, fused);
+    const tc__nn_fusion f = {.bias = bias};
+    TC_TRY(tc__cuda_gemm_skinny(device, g, &f, fused));
+    return *fused ? TC_OK : lt_call(device, g, bias, NULL, NULL, LT_EPILOGUE_BIAS, fused);
 }
 
 /* Not float16 from compute capability 9.0: there cuBLASLt runs float16's
@@ -519,7 +526,7 @@ tc_status tc__cuda_gemm_bgrad(int device, const tc__nn_gemm *g, void *bias_grad,
         *fused = false;
         return TC_OK;
     }
-    return lt_call(device, g, bias_grad, NULL, LT_EPILOGUE_BGRADB, fused);
+    return lt_call(device, g, bias_grad, NULL, NULL, LT_EPILOGUE_BGRADB, fused);
 }
 
 /* float32 keeps the ops apart here too (gelu_eligible says why). */
@@ -528,6 +535,23 @@ tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias,
 {
     *fused = false;
     if (g->dtype == TC_FLOAT16 || g->dtype == TC_BFLOAT16)
-        TC_TRY(tc__cuda_gemm_skinny(device, g, bias, aux, true, fused));
-    return *fused ? TC_OK : lt_call(device, g, bias, aux, LT_EPILOGUE_GELU_AUX_BIAS, fused);
+        TC_TRY(tc__cuda_gemm_skinny(
+            device, g, &(tc__nn_fusion){.bias = bias, .aux = aux, .gelu = true}, fused));
+    return *fused ? TC_OK : lt_call(device, g, bias, aux, NULL, LT_EPILOGUE_GELU_AUX_BIAS, fused);
+}
+
+/* The skinny kernel first (a norm before the product, a residual after it:
+ * the norm's weight and bias read 16 bytes at a time); else a residual
+ * with a bias and nothing else is cuBLASLt's C, read with beta 1 and the
+ * bias epilogue: D = A B + C + bias in one matmul. The norm goes into the
+ * kernel at up to 4 rows only (blas.c's tc__cuda_gemm_skinny says why). */
+tc_status tc__cuda_gemm_fused(int device, const tc__nn_gemm *g, const tc__nn_fusion *f, bool *fused)
+{
+    *fused = false;
+    if (f->ln && ((uintptr_t)f->ln_weight % 16 != 0 || (uintptr_t)f->ln_bias % 16 != 0))
+        return TC_OK;
+    TC_TRY(tc__cuda_gemm_skinny(device, g, f, fused));
+    if (*fused || f->ln || f->gelu || f->aux || !f->bias || !f->residual)
+        return TC_OK;
+    return lt_call(device, g, f->bias, NULL, f->residual, LT_EPILOGUE_BIAS, fused);
 }

@@ -172,4 +172,5 @@ const tc__nn_backend tc__cuda_nn_backend = {
     .gemm_gelu = tc__cuda_gemm_gelu,
     .attention_backward = cu_attention_backward,
     .attention_cache = cu_attention_cache,
+    .gemm_fused = tc__cuda_gemm_fused,
 };

@@ -20,12 +20,17 @@ tc_status tc__cuda_gemm_bias(int device, const tc__nn_gemm *g, const void *bias,
 tc_status tc__cuda_gemm_gelu(int device, const tc__nn_gemm *g, const void *bias, void *aux,
                              bool *fused);
 /* g in one kernel of tcuda's where it is a skinny GEMM (blas.c,
- * kernels/gemm_skinny.cu: at most 16 rows of A, B transposed), with bias
- * (NULL: none) added after alpha and beta, that value rounded to aux
- * ([m, n], NULL: none) and the tanh gelu where gelu says; *done false:
- * nothing queued, g is not one. */
-tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const void *bias, void *aux,
-                               bool gelu, bool *done);
+ * kernels/gemm_skinny.cu: at most 16 rows of A, B transposed), with f's
+ * prologue and epilogue (NULL: none; tc__nn_fusion); *done false: nothing
+ * queued, g is not one. */
+tc_status tc__cuda_gemm_skinny(int device, const tc__nn_gemm *g, const tc__nn_fusion *f,
+                               bool *done);
+/* See tc__nn_backend.gemm_fused: the skinny kernel where it takes g (and
+ * the norm's weight and bias are 16-byte aligned); else, for a bias and a
+ * residual alone, one cublasLtMatmul that reads the residual as C (beta 1)
+ * with the bias epilogue (blas_lt.c); else a refusal. */
+tc_status tc__cuda_gemm_fused(int device, const tc__nn_gemm *g, const tc__nn_fusion *f,
+                              bool *fused);
 /* Whether g's result goes through rows padded to whole 16-byte vectors
  * (blas.c): a 16-bit C of one matrix, dense, wider than 8 and not a
  * multiple of 8, with at least 2^22 elements; the bias GEMM refuses these. */

@@ -31,12 +31,20 @@
  *
  * The epilogue is cuBLASLt's order: alpha * sum + beta * C + bias in
  * float32, that value (rounded) to aux where given, then gelu, rounded
- * once to C. */
+ * once to C. A residual is beta's C read from another tensor (beta 1).
+ *
+ * The FMA kernel can also normalize A's rows first, as layer_norm does
+ * (tc_nn_layer_norm_linear): the block first takes every row's mean and
+ * rstd (a warp a row); each element of A is then normalized as it is read
+ * and rounded to T, the value layer_norm would have stored. Each block
+ * takes the statistics itself, so a wide B (many blocks) pays for them
+ * many times: BENCHMARKS.md (session 46) has what that cost GPT-2. */
 #include <atomic>
 #include <cstdint>
 
 #include "attention_mma.cuh"
 #include "nn_kernels.h"
+#include "rows.cuh"
 
 namespace tcuda_kernels { /* graph_pdl.c knows tcuda's kernels by this name */
 namespace {
@@ -50,14 +58,16 @@ enum { MAX_WARPS = 8, MAX_M = 16, UNROLL = 4 };
 thread_local uint64_t runs = 0;
 std::atomic<bool> enabled{true}; /* off: cuBLAS's path, for the benchmark */
 
-/* The kernel's parameters: one GEMM of tc__nn_gemm with its epilogue. */
+/* The kernel's parameters: one GEMM of tc__nn_gemm with its prologue
+ * (layer_norm of A's rows, where ln) and epilogue. cin: where beta's C is
+ * read (c's layout), c itself when NULL. */
 struct Skinny {
-    const void *a, *b, *bias;
+    const void *a, *b, *bias, *cin, *lnw, *lnb;
     void *c, *aux;
     int m, n, k;
     i64 lda, ldb, ldc, sa, sb, sc;
-    float alpha, beta;
-    bool gelu;
+    float alpha, beta, eps;
+    bool gelu, ln;
 };
 
 /* 16 bytes of B, read once: not kept in L1. */
@@ -82,7 +92,7 @@ __device__ __forceinline__ void finish(const Skinny &p, T *c, T *aux, int i, int
     T *cp = c + (i64)i * p.ldc + j;
     float v = p.alpha * sum;
     if (p.beta != 0.0f) /* beta 0: C is not read */
-        v += p.beta * tck::load<float>(cp);
+        v += p.beta * tck::load<float>(p.cin ? (const T *)p.cin + (cp - (T *)p.c) : cp);
     if (p.bias)
         v += tck::load<float>((const T *)p.bias + j);
     if (aux)
@@ -90,6 +100,106 @@ __device__ __forceinline__ void finish(const Skinny &p, T *c, T *aux, int i, int
     if (p.gelu)
         v = gelu_tanh(v);
     tck::store(cp, v);
+}
+
+/* Eight 16-bit elements (or four floats) of 16 bytes as floats. */
+template <typename T> __device__ __forceinline__ void widen(uint4 v, float *f)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    if constexpr (std::is_same<T, float>::value) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            f[i] = __uint_as_float(w[i]);
+    } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __uint_as_float(w[i] << 16);
+            f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            __half2 h;
+            memcpy(&h, &w[i], sizeof h);
+            float2 x = __half22float2(h);
+            f[2 * i] = x.x;
+            f[2 * i + 1] = x.y;
+        }
+    }
+}
+
+/* layer_norm's statistics of A's rows (batch entry z) into mean and rstd,
+ * as layer_norm.cu's ln_fwd takes them: the mean, then the mean of squared
+ * deviations, rstd = 1 / sqrt(that + eps), in float32. A warp a row, 16
+ * bytes a lane at a time; the block waits for all of them. */
+template <typename T> __device__ void ln_stats(const Skinny &p, int z, float *mean, float *rstd)
+{
+    constexpr int V = 16 / sizeof(T);
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    for (int i = w; i < p.m; i += nw) {
+        const T *row = (const T *)p.a + z * p.sa + (i64)i * p.lda;
+        float s = 0, q = 0, f[V];
+        for (int e = V * lane; e < p.k; e += 32 * V) {
+            widen<T>(*reinterpret_cast<const uint4 *>(row + e), f);
+#pragma unroll
+            for (int u = 0; u < V; u++)
+                s += f[u];
+        }
+        const float mu = tck::warp_red<false>(s) / (float)p.k;
+        for (int e = V * lane; e < p.k; e += 32 * V) {
+            widen<T>(*reinterpret_cast<const uint4 *>(row + e), f);
+#pragma unroll
+            for (int u = 0; u < V; u++)
+                q += (f[u] - mu) * (f[u] - mu);
+        }
+        const float var = tck::warp_red<false>(q) / (float)p.k;
+        if (lane == 0) {
+            mean[i] = mu;
+            rstd[i] = 1.0f / sqrtf(var + p.eps);
+        }
+    }
+    __syncthreads();
+}
+
+/* The layer_norm weight's and bias's 16 bytes at k = e (zeros where there
+ * is none): loaded with the step's other loads, widened at use. */
+template <typename T>
+__device__ __forceinline__ void ln_load(const Skinny &p, int e, uint4 &w, uint4 &b)
+{
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    w = p.lnw ? *reinterpret_cast<const uint4 *>((const T *)p.lnw + e) : zero;
+    b = p.lnb ? *reinterpret_cast<const uint4 *>((const T *)p.lnb + e) : zero;
+}
+
+/* ln_load's w and b as floats w[V], b[V] (1 and 0 where there is none). */
+template <typename T>
+__device__ __forceinline__ void ln_params(const Skinny &p, uint4 wv, uint4 bv, float *w, float *b)
+{
+    constexpr int V = 16 / sizeof(T);
+    widen<T>(wv, w);
+    widen<T>(bv, b);
+    if (!p.lnw)
+#pragma unroll
+        for (int u = 0; u < V; u++)
+            w[u] = 1.0f;
+}
+
+/* x[V] normalized in place as ln_fwd writes y: ((x - mu) * rs) * w + b, then
+ * rounded to T, so that the product sees what layer_norm would have
+ * stored. */
+template <typename T>
+__device__ __forceinline__ void ln_apply(float *x, float mu, float rs, const float *w,
+                                         const float *b)
+{
+#pragma unroll
+    for (int u = 0; u < 16 / (int)sizeof(T); u++) {
+        float v = (x[u] - mu) * rs;
+        v *= w[u];
+        v += b[u];
+        T r;
+        tck::store(&r, v);
+        x[u] = tck::load<float>(&r);
+    }
 }
 
 template <typename T> __global__ void __launch_bounds__(MAX_WARPS * 32) skinny16_kernel(Skinny p)
@@ -146,32 +256,6 @@ template <typename T> __global__ void __launch_bounds__(MAX_WARPS * 32) skinny16
     }
 }
 
-/* Eight 16-bit elements (or four floats) of 16 bytes as floats. */
-template <typename T> __device__ __forceinline__ void widen(uint4 v, float *f)
-{
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    if constexpr (std::is_same<T, float>::value) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            f[i] = __uint_as_float(w[i]);
-    } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            f[2 * i] = __uint_as_float(w[i] << 16);
-            f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __half2 h;
-            memcpy(&h, &w[i], sizeof h);
-            float2 x = __half22float2(h);
-            f[2 * i] = x.x;
-            f[2 * i + 1] = x.y;
-        }
-    }
-}
-
 /* FMAs, at most MB rows (m <= MB), nc <= 4 columns a block: every dtype at
  * a few rows, and float32 at any. A lane takes the 16 bytes of k at 16 lane
  * in every chunk of 512 bytes, so that a warp reads 512 contiguous bytes
@@ -182,8 +266,11 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) skinny_fma_kernel(Skinny p, in
     constexpr int NC = 4, V = 16 / sizeof(T), CHUNK = 32 * V;
     tck_pdl_entry();
     __shared__ float part[MAX_WARPS][MB][NC];
+    __shared__ float ln_mean[MB], ln_rstd[MB];
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
     const int n0 = blockIdx.x * nc, z = blockIdx.y;
+    if (p.ln)
+        ln_stats<T>(p, z, ln_mean, ln_rstd);
     const T *b = (const T *)p.b + z * p.sb + (i64)n0 * p.ldb + V * lane;
     const T *a = (const T *)p.a + z * p.sa + V * lane;
     const int chunks = (p.k + CHUNK - 1) / CHUNK;
@@ -204,16 +291,23 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) skinny_fma_kernel(Skinny p, in
             const int c = c0 + u * nw;
             if (c >= chunks || c * CHUNK + V * lane >= p.k)
                 continue;
-            float wf[NC][V];
+            float wf[NC][V], lw[V], lb[V];
 #pragma unroll
             for (int j = 0; j < NC; j++)
                 widen<T>(bv[u][j], wf[j]);
+            if (p.ln) {
+                uint4 wv, bb;
+                ln_load<T>(p, c * CHUNK + V * lane, wv, bb);
+                ln_params<T>(p, wv, bb, lw, lb);
+            }
 #pragma unroll
             for (int i = 0; i < MB; i++) {
                 if (i >= p.m)
                     break;
                 float x[V];
                 widen<T>(*reinterpret_cast<const uint4 *>(a + i * p.lda + c * CHUNK), x);
+                if (p.ln)
+                    ln_apply<T>(x, ln_mean[i], ln_rstd[i], lw, lb);
 #pragma unroll
                 for (int j = 0; j < NC; j++) {
                     float s = acc[i][j];
@@ -315,12 +409,34 @@ extern "C" bool tc__k_gemm_skinny_fits(const tc__nn_gemm *g)
 }
 
 extern "C" void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gemm *g,
-                                  const void *bias, void *aux, bool gelu)
+                                  const tc__nn_fusion *f)
 {
-    Skinny p = {g->a,           g->b,        bias,        g->c,        aux,
-                (int)g->m,      (int)g->n,   (int)g->k,   g->lda,      g->ldb,
-                g->ldc,         g->stride_a, g->stride_b, g->stride_c, (float)g->alpha,
-                (float)g->beta, gelu};
+    const tc__nn_fusion none = {};
+    if (!f)
+        f = &none;
+    Skinny p = {};
+    p.a = g->a;
+    p.b = g->b;
+    p.bias = f->bias;
+    p.cin = f->residual;
+    p.lnw = f->ln_weight;
+    p.lnb = f->ln_bias;
+    p.c = g->c;
+    p.aux = f->aux;
+    p.m = (int)g->m;
+    p.n = (int)g->n;
+    p.k = (int)g->k;
+    p.lda = g->lda;
+    p.ldb = g->ldb;
+    p.ldc = g->ldc;
+    p.sa = g->stride_a;
+    p.sb = g->stride_b;
+    p.sc = g->stride_c;
+    p.alpha = (float)g->alpha;
+    p.beta = f->residual ? 1.0f : (float)g->beta; /* the residual is beta's C */
+    p.eps = (float)f->eps;
+    p.gelu = f->gelu;
+    p.ln = f->ln;
     runs++;
     /* 16-bit: FMAs up to 4 rows, where the tensor cores' 16 would mostly be
      * zeros, the tensor cores past that */

@@ -128,13 +128,13 @@ void tc__k_gemm_small(cudaStream_t stream, const tc__nn_gemm *g);
  * for float32; past 4 only with k up to 3,072 for 16-bit dtypes), B
  * transposed, i.e. stored [n, k]; A and B 16-byte aligned with k, their
  * leading dimensions and batch strides whole 16-byte vectors; k up to
- * 2^16), and the kernel that computes it (one launch), with bias ([n] of
- * g's dtype, NULL: none) added after alpha and beta, that value rounded
- * to aux ([m, n] of g's dtype, leading dimension n, batch stride m n;
- * NULL: not written), then the tanh gelu where gelu says. */
+ * 2^16), and the kernel that computes it (one launch) with f's prologue
+ * and epilogue (NULL: none; tc__nn_fusion), the bias and residual added
+ * after alpha and beta. With a residual (read in C's layout, ldc apart),
+ * g's beta must be 0; ln only for up to 4 rows (the FMA path; blas.c
+ * keeps it there), with ln_weight and ln_bias 16-byte aligned. */
 bool tc__k_gemm_skinny_fits(const tc__nn_gemm *g);
-void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gemm *g, const void *bias,
-                       void *aux, bool gelu);
+void tc__k_gemm_skinny(cudaStream_t stream, int sms, const tc__nn_gemm *g, const tc__nn_fusion *f);
 /* Test hook: launches of tc__k_gemm_skinny so far by the calling thread. */
 uint64_t tc__k_gemm_skinny_count(void);
 /* Benchmark hook: false sends every GEMM past the kernel (cuBLAS's path);

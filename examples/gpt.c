@@ -270,36 +270,16 @@ static void gpt_cache(gpt *m, int64_t B, int64_t S)
     TRY(tc_tensor_ones(0, NULL, TC_INT64, m->dev, &m->one));
 }
 
-/* The layer_norm (weight nw, bias nb) that starts a block's half, of the
- * residual stream *x after `pending` (NULL: nothing) is added to it: the add
- * and the norm in one pass (tc_nn_add_layer_norm), *x then the sum. */
-static tc_tensor *add_norm(scratch *s, const gpt *m, tc_tensor **x, tc_tensor *pending,
-                           tc_tensor *nw, tc_tensor *nb)
-{
-    double bc = (double)tc_tensor_numel(*x), c = (double)m->C;
-    mark(m, pending ? "add + layer_norm" : "layer_norm", (pending ? 4 : 2) * bc + 2 * c);
-    if (!pending) {
-        LET(s, h, tc_nn_layer_norm(*x, 1, &m->C, nw, nb, 1e-5, &h));
-        return h;
-    }
-    tc_tensor *sum = NULL;
-    LET(s, h,
-        tc_nn_add_layer_norm(*x, pending, 1, &m->C, nw, nb, 1e-5, m->dt, &sum, &h, NULL, NULL));
-    track(s, TC_OK, &sum, "the residual sum"); /* kept for release like the others */
-    if (sum)
-        *x = sum;
-    return h;
-}
-
-/* h [B, T, C] (the block's first norm) -> q, k, v [B, H, T, hd] (views of
- * one linear's output) */
-static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *h, tc_tensor **q,
+/* A block's first half up to attention: ln_1 of the residual stream x and
+ * the qkv linear in one call (tc_nn_layer_norm_linear: one kernel at
+ * decode's few rows), then q, k, v [B, H, T, hd] as views of its output. */
+static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *x, tc_tensor **q,
                       tc_tensor **k, tc_tensor **v)
 {
-    int64_t heads[4] = {tc_tensor_size(h, 0), tc_tensor_size(h, 1), m->n_head, m->C / m->n_head};
-    double bc = (double)tc_tensor_numel(h), c = (double)m->C;
-    mark(m, "qkv linear", 3 * c * c + 3 * c + 4 * bc);
-    LET(s, qkv, tc_nn_linear(h, w->attn_w, w->attn_b, &qkv));
+    int64_t heads[4] = {tc_tensor_size(x, 0), tc_tensor_size(x, 1), m->n_head, m->C / m->n_head};
+    double bc = (double)tc_tensor_numel(x), c = (double)m->C;
+    mark(m, "ln_1 + qkv linear", 3 * c * c + 5 * c + 4 * bc);
+    LET(s, qkv, tc_nn_layer_norm_linear(x, w->ln1_w, w->ln1_b, 1e-5, w->attn_w, w->attn_b, &qkv));
     tc_tensor **out[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
         LET(s, part, tc_tensor_narrow(qkv, 2, i * m->C, m->C, &part));
@@ -310,23 +290,26 @@ static void qkv_heads(scratch *s, const gpt *m, const layer *w, tc_tensor *h, tc
 }
 
 /* The rest of a block after attention's output y [B, H, T, hd]: the
- * projection, added to the residual stream *x with the second norm in one
- * pass, and the MLP (its first linear and gelu in one step where the GPU
- * can). Returns the MLP's output, which the next norm adds to *x. */
-static tc_tensor *block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor **x, tc_tensor *y)
+ * projection added to the residual stream *x (tc_nn_linear_add), ln_2 with
+ * the MLP's first linear and gelu (tc_nn_layer_norm_linear_gelu), and the
+ * MLP's second linear added to *x, each one call; *x is then the block's
+ * output. */
+static void block_rest(scratch *s, const gpt *m, const layer *w, tc_tensor **x, tc_tensor *y)
 {
     int64_t merged[3] = {tc_tensor_size(*x, 0), tc_tensor_size(*x, 1), m->C};
     double bc = (double)tc_tensor_numel(*x), c = (double)m->C;
     LET(s, yt, tc_tensor_transpose(y, 1, 2, &yt));
     LET(s, ym, tc_tensor_reshape(yt, 3, merged, &ym));
-    mark(m, "proj linear", c * c + c + 2 * bc);
-    LET(s, proj, tc_nn_linear(ym, w->proj_w, w->proj_b, &proj));
-    tc_tensor *h = add_norm(s, m, x, proj, w->ln2_w, w->ln2_b);
-    mark(m, "fc linear + gelu", 4 * c * c + 4 * c + 5 * bc);
-    LET(s, g, tc_nn_linear_gelu(h, w->fc_w, w->fc_b, TC_GELU_APPROXIMATE_TANH, &g, NULL));
-    mark(m, "fc proj linear", 4 * c * c + c + 5 * bc);
-    LET(s, down, tc_nn_linear(g, w->fcproj_w, w->fcproj_b, &down));
-    return down;
+    mark(m, "proj linear + residual", c * c + c + 3 * bc);
+    LET(s, x1, tc_nn_linear_add(ym, w->proj_w, w->proj_b, *x, &x1));
+    mark(m, "ln_2 + fc linear + gelu", 4 * c * c + 6 * c + 5 * bc);
+    LET(s, g,
+        tc_nn_layer_norm_linear_gelu(x1, w->ln2_w, w->ln2_b, 1e-5, w->fc_w, w->fc_b,
+                                     TC_GELU_APPROXIMATE_TANH, &g));
+    mark(m, "fc proj linear + residual", 4 * c * c + c + 6 * bc);
+    LET(s, x2, tc_nn_linear_add(g, w->fcproj_w, w->fcproj_b, x1, &x2));
+    if (x1 && x2)
+        *x = x2;
 }
 
 /* Logits [B, T, V] of tokens [B, T] at positions 0..T-1, filling the cache's
@@ -340,11 +323,9 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
     LET(&s, te, tc_tensor_embedding(m->wte, tokens, &te));
     LET(&s, pe, tc_tensor_embedding(m->wpe, pos, &pe));
     LET(&s, x, tc_tensor_add(te, pe, &x));
-    tc_tensor *pending = NULL; /* the last MLP's output, not yet added to x */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
-        tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
-        qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
+        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
         if (m->kc) { /* the cache's positions 0..T-1 */
             LET(&s, kd, tc_tensor_narrow(m->kc[l], 2, 0, T, &kd));
             LET(&s, vd, tc_tensor_narrow(m->vc[l], 2, 0, T, &vd));
@@ -352,11 +333,10 @@ static tc_status gpt_prefill(gpt *m, const tc_tensor *tokens, tc_tensor **logits
             DO(&s, tc_tensor_copy_(vd, v, false));
         }
         LET(&s, y, tc_nn_scaled_dot_product_attention(q, k, v, true, NULL, &y));
-        pending = block_rest(&s, m, &m->h[l], &x, y);
+        block_rest(&s, m, &m->h[l], &x, y);
     }
-    tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
-    tc_tensor *out = NULL;
-    DO(&s, tc_nn_linear(h, m->wte, NULL, &out)); /* not kept: it is the result */
+    tc_tensor *out = NULL; /* not kept: it is the result */
+    DO(&s, tc_nn_layer_norm_linear(x, m->lnf_w, m->lnf_b, 1e-5, m->wte, NULL, &out));
     tc_status st = scratch_end(&s);
     tc_nvtx_range_pop(NULL);
     if (st != TC_OK) {
@@ -381,20 +361,17 @@ static tc_status gpt_step(void *ctx)
     LET(&s, te, tc_tensor_embedding(m->wte, m->tok, &te)); /* [B, 1, C] */
     LET(&s, pe, tc_tensor_embedding(m->wpe, m->pos, &pe)); /* [1, C] */
     LET(&s, x, tc_tensor_add(te, pe, &x));
-    tc_tensor *pending = NULL; /* the last MLP's output, not yet added to x */
     for (int l = 0; l < m->n_layer; l++) {
         tc_tensor *q = NULL, *k = NULL, *v = NULL;
-        tc_tensor *h = add_norm(&s, m, &x, pending, m->h[l].ln1_w, m->h[l].ln1_b);
-        qkv_heads(&s, m, &m->h[l], h, &q, &k, &v);
+        qkv_heads(&s, m, &m->h[l], x, &q, &k, &v);
         /* k and v into the caches at pos, and q over positions 0..pos */
         mark(m, "attention + KV write", 2 * bc * (double)(m->roof ? m->roof->pos + 1 : 0) + 4 * bc);
         LET(&s, y,
             tc_nn_attention_with_kv_cache(q, m->kc[l], m->vc[l], k, v, m->pos, true, NULL, &y));
-        pending = block_rest(&s, m, &m->h[l], &x, y);
+        block_rest(&s, m, &m->h[l], &x, y);
     }
-    tc_tensor *h = add_norm(&s, m, &x, pending, m->lnf_w, m->lnf_b);
-    mark(m, "logits linear", (double)m->V * c + bc + bv);
-    LET(&s, logits, tc_nn_linear(h, m->wte, NULL, &logits)); /* [B, 1, V] */
+    mark(m, "ln_f + logits linear", (double)m->V * c + 2 * c + bc + bv);
+    LET(&s, logits, tc_nn_layer_norm_linear(x, m->lnf_w, m->lnf_b, 1e-5, m->wte, NULL, &logits));
     mark(m, "argmax, next token", bv);
     LET(&s, next, tc_tensor_argmax(logits, -1, false, &next));
     DO(&s, tc_tensor_copy_(m->tok, next, false));

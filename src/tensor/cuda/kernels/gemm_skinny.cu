@@ -32,6 +32,10 @@
  * The epilogue is cuBLASLt's order: alpha * sum + beta * C + bias in
  * float32, that value (rounded) to aux where given, then gelu, rounded
  * once to C. A residual is beta's C read from another tensor (beta 1).
+ * The threads that finish read their C and bias values right after the
+ * PDL wait, so those loads overlap the product: read after it, they added
+ * a memory round trip to the end of every GEMM (BENCHMARKS.md, session
+ * 46).
  *
  * The FMA kernel can also normalize A's rows first, as layer_norm does
  * (tc_nn_layer_norm_linear): the block first takes every row's mean and
@@ -85,16 +89,38 @@ __device__ __forceinline__ float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 
-/* Result (i, j) of the batch entry whose C is c (aux, if any, beside it). */
+/* What the epilogue adds to result (i, j) of the batch entry whose C is c:
+ * beta's C (from cin where given) and the bias, read right after the PDL
+ * wait so that their loads overlap the product instead of following it. */
+struct Pre {
+    float c, bias;
+};
+
 template <typename T>
-__device__ __forceinline__ void finish(const Skinny &p, T *c, T *aux, int i, int j, float sum)
+__device__ __forceinline__ Pre pre_load(const Skinny &p, const T *c, int i, int j)
+{
+    Pre r = {0.0f, 0.0f};
+    if (p.beta != 0.0f) { /* beta 0: C is not read */
+        const T *cp = p.cin ? (const T *)p.cin + (c - (const T *)p.c) : c;
+        r.c = p.beta * tck::load<float>(cp + (i64)i * p.ldc + j);
+    }
+    if (p.bias)
+        r.bias = tck::load<float>((const T *)p.bias + j);
+    return r;
+}
+
+/* Result (i, j) of the batch entry whose C is c (aux, if any, beside it),
+ * with pre_load's values. */
+template <typename T>
+__device__ __forceinline__ void finish(const Skinny &p, T *c, T *aux, int i, int j, float sum,
+                                       Pre pr)
 {
     T *cp = c + (i64)i * p.ldc + j;
     float v = p.alpha * sum;
-    if (p.beta != 0.0f) /* beta 0: C is not read */
-        v += p.beta * tck::load<float>(p.cin ? (const T *)p.cin + (cp - (T *)p.c) : cp);
+    if (p.beta != 0.0f)
+        v += pr.c;
     if (p.bias)
-        v += tck::load<float>((const T *)p.bias + j);
+        v += pr.bias;
     if (aux)
         tck::store(aux + (i64)i * p.n + j, v);
     if (p.gelu)
@@ -209,6 +235,15 @@ template <typename T> __global__ void __launch_bounds__(MAX_WARPS * 32) skinny16
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
     const int g = lane / 4, t = lane % 4, n0 = blockIdx.x * 8, z = blockIdx.y;
     const bool col = n0 + g < p.n, row0 = g < p.m, row1 = g + 8 < p.m;
+    /* warp 0 finishes rows g and g + 8, columns j and j + 1 */
+    T *cz = (T *)p.c + z * p.sc, *aux = p.aux ? (T *)p.aux + z * (i64)p.m * p.n : NULL;
+    const int j = n0 + 2 * t;
+    Pre pr[2][2] = {};
+    if (w == 0)
+        for (int h = 0; h < 2; h++)
+            for (int e = 0; e < 2; e++)
+                if (g + 8 * h < p.m && j + e < p.n)
+                    pr[h][e] = pre_load(p, cz, g + 8 * h, j + e);
     const uint16_t *b = (const uint16_t *)p.b + z * p.sb + (i64)(n0 + g) * p.ldb + 8 * t;
     const uint16_t *a0 = (const uint16_t *)p.a + z * p.sa + (i64)g * p.lda + 8 * t;
     const uint16_t *a1 = a0 + 8 * p.lda;
@@ -245,14 +280,12 @@ template <typename T> __global__ void __launch_bounds__(MAX_WARPS * 32) skinny16
         for (int r = 0; r < 4; r++)
             d[r] += part[v][lane][r];
     /* d[0], d[1]: row g, columns 2t, 2t + 1; d[2], d[3]: row g + 8 */
-    T *c = (T *)p.c + z * p.sc, *aux = p.aux ? (T *)p.aux + z * (i64)p.m * p.n : NULL;
-    const int j = n0 + 2 * t;
     for (int h = 0; h < 2; h++) {
         const int i = g + 8 * h;
         if (i < p.m && j < p.n)
-            finish(p, c, aux, i, j, d[2 * h]);
+            finish(p, cz, aux, i, j, d[2 * h], pr[h][0]);
         if (i < p.m && j + 1 < p.n)
-            finish(p, c, aux, i, j + 1, d[2 * h + 1]);
+            finish(p, cz, aux, i, j + 1, d[2 * h + 1], pr[h][1]);
     }
 }
 
@@ -269,6 +302,13 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) skinny_fma_kernel(Skinny p, in
     __shared__ float ln_mean[MB], ln_rstd[MB];
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
     const int n0 = blockIdx.x * nc, z = blockIdx.y;
+    /* thread r < MB NC finishes row r / NC, column n0 + r % NC */
+    T *cz = (T *)p.c + z * p.sc, *aux = p.aux ? (T *)p.aux + z * (i64)p.m * p.n : NULL;
+    const int fi = threadIdx.x / NC, fj = threadIdx.x % NC;
+    const bool finishes = threadIdx.x < MB * NC && fi < p.m && fj < nc && n0 + fj < p.n;
+    Pre pr = {};
+    if (finishes)
+        pr = pre_load(p, cz, fi, n0 + fj);
     if (p.ln)
         ln_stats<T>(p, z, ln_mean, ln_rstd);
     const T *b = (const T *)p.b + z * p.sb + (i64)n0 * p.ldb + V * lane;
@@ -331,15 +371,11 @@ __global__ void __launch_bounds__(MAX_WARPS * 32) skinny_fma_kernel(Skinny p, in
                 part[w][i][j] = s;
         }
     __syncthreads();
-    T *c = (T *)p.c + z * p.sc, *aux = p.aux ? (T *)p.aux + z * (i64)p.m * p.n : NULL;
-    for (int r = threadIdx.x; r < MB * NC; r += blockDim.x) {
-        const int i = r / NC, j = r % NC;
-        if (i >= p.m || j >= nc || n0 + j >= p.n)
-            continue;
-        float s = part[0][i][j];
+    if (finishes) { /* MB NC <= 16 threads, of at least 32 */
+        float sum = part[0][fi][fj];
         for (int v = 1; v < nw; v++)
-            s += part[v][i][j];
-        finish(p, c, aux, i, n0 + j, s);
+            sum += part[v][fi][fj];
+        finish(p, cz, aux, fi, n0 + fj, sum, pr);
     }
 }
 

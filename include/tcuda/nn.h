@@ -96,13 +96,14 @@ TCUDA_API tc_status tc_nn_linear(const tc_tensor *x, const tc_tensor *weight, co
 
 /* residual + linear(x, weight, bias), a transformer block's projection
  * and its residual add: residual broadcasts to the result as
- * tc_tensor_add's operands do. Where the GPU's skinny kernel takes it (at
- * most 16 rows of x; float16, bfloat16, or float32 up to 4 rows; every
- * tensor dense, of x's dtype, residual of the result's shape) one kernel
- * adds the residual to the float32 product and rounds once, where the ops
- * apart round the linear's output first (within one rounding of the
- * dtype). Otherwise, and on the CPU, tc_nn_linear then tc_tensor_add.
- * Errors: those of tc_nn_linear and tc_tensor_add. */
+ * tc_tensor_add's operands do. On a GPU, with every tensor dense, of x's
+ * dtype, and the residual of the result's shape, one kernel adds the
+ * residual to the float32 product and rounds once, where the ops apart
+ * round the linear's output first (within one rounding of the dtype):
+ * tcuda's skinny kernel (at most 16 rows of x; float16, bfloat16, or
+ * float32 up to 4 rows), else, with a bias, one cuBLASLt matmul that reads
+ * the residual as its C. Otherwise, and on the CPU, tc_nn_linear then
+ * tc_tensor_add. Errors: those of tc_nn_linear and tc_tensor_add. */
 TCUDA_API tc_status tc_nn_linear_add(const tc_tensor *x, const tc_tensor *weight,
                                      const tc_tensor *bias, const tc_tensor *residual,
                                      tc_tensor **out);

@@ -56,7 +56,7 @@ typedef struct scratch {
     tc_tensor *t[1024];
     int n;
     tc_status st;
-    char what[96];
+    const char *what; /* the failed call's text (a literal) */
 } scratch;
 
 static void track(scratch *s, tc_status st, tc_tensor **made, const char *what)
@@ -69,7 +69,7 @@ static void track(scratch *s, tc_status st, tc_tensor **made, const char *what)
     }
     if (st != TC_OK) {
         s->st = st;
-        snprintf(s->what, sizeof s->what, "%s", what);
+        s->what = what;
     } else if (made) {
         s->t[s->n++] = *made;
     }

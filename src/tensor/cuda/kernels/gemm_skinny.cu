@@ -188,7 +188,7 @@ template <typename T> __device__ void ln_stats(const Skinny &p, int z, float *me
 }
 
 /* The layer_norm weight's and bias's 16 bytes at k = e (zeros where there
- * is none): loaded with the step's other loads, widened at use. */
+ * is none), for ln_params. */
 template <typename T>
 __device__ __forceinline__ void ln_load(const Skinny &p, int e, uint4 &w, uint4 &b)
 {

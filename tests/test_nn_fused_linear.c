@@ -272,6 +272,18 @@ static void test_bad_input(tc_device dev)
     CHECK(tc_nn_layer_norm_linear_gelu(x, dead, NULL, 1e-5, w, b, TC_GELU_APPROXIMATE_TANH, &out) !=
           TC_OK);
     CHECK(out == sentinel);
+    { /* x's 2^40 rows by weight's 2^40 outputs: each fits, the result does
+       * not; linear_add refuses it before any allocation, as tc_nn_linear
+       * does */
+        tc_tensor *row = NULL, *xh = NULL, *wh = NULL;
+        CHECK_OK(tc_tensor_narrow(x, 0, 0, 1, &row));
+        const int64_t huge[2] = {(int64_t)1 << 40, 8};
+        CHECK_OK(tc_tensor_expand(row, 2, huge, &xh));
+        CHECK_OK(tc_tensor_expand(row, 2, huge, &wh));
+        CHECK_STATUS(tc_nn_linear_add(xh, wh, NULL, r, &out), TC_ERROR_SHAPE);
+        CHECK(out == sentinel);
+        tc_tensor_release(row), tc_tensor_release(xh), tc_tensor_release(wh);
+    }
     tc_tensor_release(x), tc_tensor_release(w), tc_tensor_release(w7), tc_tensor_release(b);
     tc_tensor_release(lw), tc_tensor_release(lw7), tc_tensor_release(r), tc_tensor_release(r3);
     tc_tensor_release(zero_d);
